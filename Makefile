@@ -1,0 +1,71 @@
+# pearl_fpga: the one entry point. Every target sets up .venv itself on first use.
+#   make train   train DQN on CartPole-v1 with the FPGA kernels in emulation (the main job)
+#   make test    the whole test suite: Python, native C++ backend, cocotb testbenches on Verilator
+#   make sim     only the cocotb testbenches of the reference RTL
+#   make csim    build and run the C++ testbenches of hls/ with g++
+#   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp)
+# Tool flows for bitstreams (hls, cosim, bitstream, xclbin, resources) live in hls/build.mk.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+TORCH  := torch==2.13.0
+CXX    ?= g++
+KERNELS := replay mlp
+HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp pearl_fpga/native/*.cpp pearl_fpga/native/*.h)
+
+.PHONY: venv native test sim csim train bench clean help
+.DEFAULT_GOAL := help
+
+help:
+	@sed -n '2,8p' Makefile
+
+# The virtual environment: the CPU build of torch first (an unpinned torch would pull a CUDA build),
+# then the package with its test and simulation extras, installed editable.
+$(VENV)/.stamp-deps: pyproject.toml setup.py
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python >= 3.10 or run make PYTHON=/path/to/python3"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel "pybind11>=2.12"
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q --no-build-isolation -e ".[test,sim]"
+	touch $@
+
+venv: $(VENV)/.stamp-deps
+
+# Rebuild the native extensions when the HLS C++ or the bindings change (serialized: several
+# make runs may share the tree).
+$(VENV)/.stamp-native: $(VENV)/.stamp-deps $(HLS_SOURCES)
+	flock $(VENV)/.build-lock $(PY) setup.py -q build_ext --inplace
+	touch $@
+
+native: $(VENV)/.stamp-native
+
+test: native
+	$(PY) -m pytest
+
+sim: native
+	$(PY) -m pytest -m sim
+
+# C simulation: each kernel's testbench main() returns non-zero on a mismatch.
+csim:
+	@mkdir -p build/csim
+	@set -e; for k in $(KERNELS); do \
+	  if [ -f hls/$$k/$${k}_tb.cpp ]; then \
+	    echo "csim $$k"; \
+	    $(CXX) -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Ihls -Ihls/$$k hls/$$k/$$k.cpp hls/$$k/$${k}_tb.cpp -o build/csim/$${k}_tb; \
+	    ./build/csim/$${k}_tb; \
+	  fi; \
+	done
+
+train: native
+	$(VENV)/bin/pearl-fpga train --algo dqn --env CartPole-v1 --steps 50000 --seed 0 --placement fpga-sim
+
+bench: native
+	$(VENV)/bin/pearl-fpga bench replay
+	$(VENV)/bin/pearl-fpga bench mlp
+
+clean:
+	rm -rf build sim_build pearl_fpga/*.so $(VENV)/.stamp-native
+
+-include hls/build.mk

@@ -1,0 +1,25 @@
+"""pearl_fpga: FPGA-accelerated kernels for off-policy deep RL and a parallel DQN/DDPG runtime.
+
+Heavy modules (torch, the native extensions) load on first use of the names below.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "PrioritizedReplayBuffer": "pearl_fpga.replay",
+    "Trainer": "pearl_fpga.trainer",
+    "TrainConfig": "pearl_fpga.config",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'pearl_fpga' has no attribute {name!r}")

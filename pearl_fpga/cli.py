@@ -1,0 +1,50 @@
+"""The `pearl-fpga` command line. Each (sub)command lives in pearl_fpga/commands/<name>.py."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command -> module in pearl_fpga.commands; "bench" has its own sub-commands.
+COMMANDS = {"train": "train", "plan": "plan", "devices": "devices"}
+BENCHES = {"replay": "bench_replay", "mlp": "bench_mlp", "train": "bench_train", "plan": "bench_plan"}
+
+
+def _add(sub: argparse._SubParsersAction, name: str, module_name: str) -> None:
+    module = importlib.import_module(f"pearl_fpga.commands.{module_name}")
+    parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
+    module.configure(parser)
+    parser.set_defaults(_run=module.run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pearl-fpga", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        _add(sub, name, module_name)
+    bench = sub.add_parser("bench", help="benchmarks: figures side by side with the baselines, in one run")
+    bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    for name, module_name in BENCHES.items():
+        _add(bench_sub, name, module_name)
+    return parser
+
+
+def _version() -> str:
+    from pearl_fpga import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""Exceptions of pearl_fpga. Every message names the problem and how to fix it."""
+
+
+class PearlError(Exception):
+    """Base class of pearl_fpga's own errors."""
+
+
+class BackendUnavailable(PearlError, RuntimeError):
+    """A backend cannot run on this machine (missing tool, board, bitstream or extension)."""
+
+
+class KernelTimeout(PearlError, TimeoutError):
+    """A kernel did not signal completion in time."""
+
+
+class CheckpointError(PearlError, ValueError):
+    """A checkpoint, replay dump or profile is corrupt or does not match what loads it."""
+
+
+class ManifestError(PearlError, ValueError):
+    """A bitstream manifest is missing, malformed or does not match the driver."""

