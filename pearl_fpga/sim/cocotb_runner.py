@@ -6,6 +6,7 @@ simulation transport of the board drivers.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def run_cocotb(
     waves: bool = False,
 ) -> tuple[int, int]:
     """Build `top` from `sources` with `parameters` in `build_dir`, run the cocotb tests of
-    `test_module` (a module importable from `test_dir`), and return (tests run, tests failed).
+    `test_module` (a module in the folder `test_dir`) in `build_dir`, and return (tests run, tests failed).
 
     Raises AssertionError when a test failed or none ran, so a pytest wrapper needs no more logic.
     """
@@ -42,30 +43,37 @@ def run_cocotb(
         raise BackendUnavailable("cocotb is not installed: pip install 'pearl_fpga[sim]' (cocotb >= 2.0)") from exc
 
     parameters = dict(parameters or {})
-    build_dir = Path(build_dir)
-    with patched_environ():
-        runner = get_runner("verilator")
-        runner.build(
-            sources=[Path(s) for s in sources],
-            hdl_toplevel=top,
-            parameters=parameters,
-            build_dir=build_dir,
-            build_args=["-Wno-fatal", "-j", "2", *build_args],
-            timescale=("1ns", "1ps"),
-            waves=waves,
-        )
-        results = runner.test(
-            hdl_toplevel=top,
-            test_module=test_module,
-            test_dir=Path(test_dir),
-            build_dir=build_dir,
-            parameters=parameters,
-            extra_env=dict(extra_env or {}),
-            testcase=testcase,
-            seed=seed,
-            waves=waves,
-            results_xml="results.xml",
-        )
+    build_dir = Path(build_dir).resolve()
+    module_dir = str(Path(test_dir).resolve())
+    # The runner hands the simulator our sys.path as PYTHONPATH: make the test module importable
+    # there, and run (results, logs) in the build folder, never in the source tree.
+    sys.path.insert(0, module_dir)
+    try:
+        with patched_environ():
+            runner = get_runner("verilator")
+            runner.build(
+                sources=[Path(s) for s in sources],
+                hdl_toplevel=top,
+                parameters=parameters,
+                build_dir=build_dir,
+                build_args=["-Wno-fatal", "-j", "2", *build_args],
+                timescale=("1ns", "1ps"),
+                waves=waves,
+            )
+            results = runner.test(
+                hdl_toplevel=top,
+                test_module=test_module,
+                test_dir=build_dir,
+                build_dir=build_dir,
+                parameters=parameters,
+                extra_env=dict(extra_env or {}),
+                testcase=testcase,
+                seed=seed,
+                waves=waves,
+                results_xml=str(build_dir / "results.xml"),  # absolute: cocotb refuses relative ones under pytest
+            )
+    finally:
+        sys.path.remove(module_dir)
     num_tests, num_failed = get_results(Path(results))
     assert num_tests > 0, f"no cocotb test ran from {test_module}"
     assert num_failed == 0, f"{num_failed} of {num_tests} cocotb tests failed (see {results})"
