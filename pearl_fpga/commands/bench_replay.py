@@ -1,0 +1,313 @@
+"""`pearl-fpga bench replay`: the prioritized replay buffer and the replay kernel against the baselines.
+
+For one configuration (default: capacity 2^20, fanout 16, batch 256, obs dim 4) it measures, in one
+run, microseconds per sample(), per update_priorities() and per sample+update iteration of
+- pearl_fpga's PrioritizedReplayBuffer on the cpu backend (sample returns transitions + weights),
+- cpprb's PrioritizedReplayBuffer and TorchRL's TensorDictPrioritizedReplayBuffer where installed,
+- the bare ReplaySampler on the numpy and cpu backends,
+and clock cycles per batch of the rtl backend (at a smaller capacity: Verilator builds take long).
+Figures are medians over --repeats iterations on a full buffer with random priorities; ratios are
+against the faster of the baselines. This machine is shared: expect noise, compare within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+HELP = "replay buffer and sum-tree kernel: us per sample/update vs cpprb and TorchRL, rtl cycles"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--capacity", type=int, default=1 << 20, help="buffer capacity (default 2^20)")
+    parser.add_argument("--fanout", type=int, default=16, choices=(2, 4, 8, 16), help="sum-tree fan-out")
+    parser.add_argument("--batch", type=int, default=256, help="samples (and priority updates) per call")
+    parser.add_argument("--obs-dim", type=int, default=4, help="observation size (float32)")
+    parser.add_argument("--repeats", type=int, default=1000, help="timed sample+update iterations per row")
+    parser.add_argument("--rtl-capacity", type=int, default=4096, help="capacity of the rtl measurement")
+    parser.add_argument(
+        "--baselines", default="cpprb,torchrl", help="comma-separated baselines to run (cpprb, torchrl; '' for none)"
+    )
+    parser.add_argument("--no-rtl", action="store_true", help="skip the rtl backend (its first build is slow)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+# ---- timing ---------------------------------------------------------------------------------------
+def _time_pair(sample: Callable[[], Any], update: Callable[[Any], None], repeats: int) -> dict[str, float]:
+    """Median us of sample(), of update(sample's result), and of the pair; a short warm-up first."""
+    for _ in range(min(20, repeats)):
+        update(sample())
+    ts, tu, tp = np.empty(repeats), np.empty(repeats), np.empty(repeats)
+    clock = time.perf_counter
+    for r in range(repeats):
+        t0 = clock()
+        out = sample()
+        t1 = clock()
+        update(out)
+        t2 = clock()
+        ts[r], tu[r], tp[r] = t1 - t0, t2 - t1, t2 - t0
+    return {
+        "sample_us": float(np.median(ts) * 1e6),
+        "update_us": float(np.median(tu) * 1e6),
+        "iteration_us": float(np.median(tp) * 1e6),
+    }
+
+
+def _transitions(n: int, obs_dim: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {
+        "obs": rng.random((n, obs_dim), dtype=np.float32),
+        "action": rng.integers(0, 2, n).astype(np.int64),
+        "reward": rng.random(n, dtype=np.float32),
+        "next_obs": rng.random((n, obs_dim), dtype=np.float32),
+        "done": (rng.random(n) < 0.01).astype(np.float32),
+    }
+
+
+CHUNK = 65536  # transitions added per call while filling
+
+
+# ---- rows -----------------------------------------------------------------------------------------
+def bench_pearl(args: argparse.Namespace) -> dict[str, Any]:
+    from pearl_fpga.replay import PrioritizedReplayBuffer
+
+    rng = np.random.default_rng(args.seed)
+    buf = PrioritizedReplayBuffer(
+        args.capacity, (args.obs_dim,), (), action_dtype=np.int64, fanout=args.fanout, backend="cpu", seed=args.seed
+    )
+    for start in range(0, args.capacity, CHUNK):
+        t = _transitions(min(CHUNK, args.capacity - start), args.obs_dim, rng)
+        buf.add(t["obs"], t["action"], t["reward"], t["next_obs"], t["done"])
+    for start in range(0, args.capacity, 4096):
+        idx = np.arange(start, min(start + 4096, args.capacity))
+        buf.update_priorities(idx, rng.normal(size=len(idx)))
+    td = rng.normal(size=args.batch)
+    return _time_pair(lambda: buf.sample(args.batch), lambda b: buf.update_priorities(b.indices, td), args.repeats)
+
+
+def bench_cpprb(args: argparse.Namespace) -> dict[str, Any]:
+    from cpprb import PrioritizedReplayBuffer as CpprbPER
+
+    rng = np.random.default_rng(args.seed)
+    env = {"obs": {"shape": args.obs_dim}, "act": {"dtype": np.int64}, "rew": {}, "next_obs": {"shape": args.obs_dim}, "done": {}}
+    rb = CpprbPER(args.capacity, env, alpha=0.6, eps=1e-6)
+    for start in range(0, args.capacity, CHUNK):
+        t = _transitions(min(CHUNK, args.capacity - start), args.obs_dim, rng)
+        rb.add(obs=t["obs"], act=t["action"], rew=t["reward"], next_obs=t["next_obs"], done=t["done"])
+    for start in range(0, args.capacity, 4096):
+        idx = np.arange(start, min(start + 4096, args.capacity))
+        rb.update_priorities(idx, np.abs(rng.normal(size=len(idx))) + 1e-6)
+    td = np.abs(rng.normal(size=args.batch)) + 1e-6
+    return _time_pair(
+        lambda: rb.sample(args.batch, beta=0.4), lambda b: rb.update_priorities(b["indexes"], td), args.repeats
+    )
+
+
+def bench_torchrl(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
+
+    torch.manual_seed(args.seed)
+    rb = TensorDictPrioritizedReplayBuffer(
+        alpha=0.6, beta=0.4, eps=1e-6, storage=LazyTensorStorage(args.capacity), batch_size=args.batch
+    )
+    rng = np.random.default_rng(args.seed)
+    for start in range(0, args.capacity, CHUNK):
+        t = _transitions(min(CHUNK, args.capacity - start), args.obs_dim, rng)
+        td = TensorDict({k: torch.from_numpy(v) for k, v in t.items()}, batch_size=[len(t["reward"])])
+        rb.extend(td)
+    for start in range(0, args.capacity, 4096):
+        idx = torch.arange(start, min(start + 4096, args.capacity))
+        rb.update_priority(idx, torch.from_numpy(np.abs(rng.normal(size=len(idx))) + 1e-6))
+    prio = torch.from_numpy(np.abs(rng.normal(size=args.batch)) + 1e-6)
+    return _time_pair(rb.sample, lambda b: rb.update_priority(b["index"], prio), args.repeats)
+
+
+def bench_sampler(args: argparse.Namespace, backend: str, repeats: int) -> dict[str, Any]:
+    from pearl_fpga.kernels.replay import ReplaySampler
+
+    rng = np.random.default_rng(args.seed)
+    sampler = ReplaySampler(args.capacity, args.fanout, backend=backend)
+    for start in range(0, args.capacity, 4096):
+        idx = np.arange(start, min(start + 4096, args.capacity))
+        sampler.update(idx, rng.exponential(size=len(idx)))
+    prio = rng.exponential(size=args.batch)
+    return _time_pair(lambda: sampler.sample(args.batch, rng)[0], lambda idx: sampler.update(idx, prio), repeats)
+
+
+def bench_rtl(args: argparse.Namespace) -> dict[str, Any]:
+    """Cycles per batch on the rtl backend, and the SPEC bound B + 4*depth + 16."""
+    from pearl_fpga.kernels.replay import ReplaySampler
+
+    capacity = min(args.rtl_capacity, args.capacity)
+    batch = min(args.batch, capacity)
+    rng = np.random.default_rng(args.seed)
+    sampler = ReplaySampler(capacity, args.fanout, backend="rtl")
+    try:
+        for start in range(0, capacity, batch):
+            idx = np.arange(start, min(start + batch, capacity))
+            sampler.update(idx, rng.exponential(size=len(idx)))
+        sampler.update(rng.integers(0, capacity, batch), rng.exponential(size=batch))  # one full batch
+        update_cycles = sampler.last_cycles
+        sampler.sample(batch, rng)
+        sample_cycles = sampler.last_cycles
+    finally:
+        sampler.close()
+    return {
+        "capacity": capacity,
+        "batch": batch,
+        "sample_cycles": sample_cycles,
+        "update_cycles": update_cycles,
+        "bound_cycles": batch + 4 * sampler.depth + 16,
+    }
+
+
+def _attempt(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run one row; a baseline that is missing or fails to load becomes a note, not a crash."""
+    try:
+        return fn()
+    except ImportError as exc:
+        return {"error": f"not installed ({exc.name or exc})"}
+    except Exception as exc:  # a baseline that fails to load (e.g. an extension built for another torch)
+        first_sentence = str(exc).split(". ")[0].splitlines()[0] if str(exc) else type(exc).__name__
+        return {"error": f"failed to load: {first_sentence[:100]}"}
+
+
+def run_all(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, Any]:
+    from pearl_fpga.errors import PearlError
+
+    results: dict[str, Any] = {}
+    progress("pearl_fpga PrioritizedReplayBuffer (cpu)")
+    results["pearl_fpga"] = bench_pearl(args)
+    chosen = {name.strip() for name in args.baselines.split(",") if name.strip()}
+    for name, label, fn in (("cpprb", "cpprb PrioritizedReplayBuffer", bench_cpprb), ("torchrl", "TorchRL TensorDictPrioritizedReplayBuffer", bench_torchrl)):
+        if name in chosen:
+            progress(label)
+            results[name] = _attempt(lambda fn=fn: fn(args))
+        else:
+            results[name] = {"error": "skipped (--baselines)"}
+    progress("ReplaySampler cpu")
+    results["sampler_cpu"] = bench_sampler(args, "cpu", args.repeats)
+    progress("ReplaySampler numpy")
+    results["sampler_numpy"] = bench_sampler(args, "numpy", max(3, min(args.repeats, 30)))
+    if args.no_rtl:
+        rtl: dict[str, Any] = {"error": "skipped (--no-rtl)"}
+    else:
+        progress("ReplaySampler rtl (first run builds the RTL with Verilator)")
+        try:
+            rtl = bench_rtl(args)
+        except (PearlError, ImportError) as exc:
+            rtl = {"error": f"not available: {exc}"}
+    baselines = [results[k]["iteration_us"] for k in ("cpprb", "torchrl") if "iteration_us" in results[k]]
+    best = min(baselines) if baselines else None
+    if best is not None:
+        for row in results.values():
+            if "iteration_us" in row:
+                row["speedup_vs_best_baseline"] = best / row["iteration_us"]
+    return {
+        "config": {
+            "capacity": args.capacity,
+            "fanout": args.fanout,
+            "batch": args.batch,
+            "obs_dim": args.obs_dim,
+            "repeats": args.repeats,
+            "statistic": "median",
+        },
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+        "results": results,
+        "best_baseline_iteration_us": best,
+        "rtl": rtl,
+    }
+
+
+LABELS = {
+    "pearl_fpga": "pearl_fpga buffer (cpu)",
+    "cpprb": "cpprb PER buffer",
+    "torchrl": "TorchRL PER buffer",
+    "sampler_cpu": "ReplaySampler cpu",
+    "sampler_numpy": "ReplaySampler numpy",
+}
+
+
+def _print_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    cfg = report["config"]
+    table = Table(
+        title=f"replay: capacity {cfg['capacity']}, fanout {cfg['fanout']}, batch {cfg['batch']}, "
+        f"obs dim {cfg['obs_dim']} (median of {cfg['repeats']})"
+    )
+    notes: list[str] = []
+    table.add_column("implementation", no_wrap=True)
+    for col in ("sample us", "update us", "sample+update", "speed-up"):
+        table.add_column(col, justify="right")
+    for key, row in report["results"].items():
+        if "error" in row:
+            notes.append(f"{LABELS[key]}: {row['error']}")
+            table.add_row(LABELS[key], "n/a", "n/a", "n/a", "")
+            continue
+        ratio = row.get("speedup_vs_best_baseline")
+        table.add_row(
+            LABELS[key],
+            f"{row['sample_us']:.1f}",
+            f"{row['update_us']:.1f}",
+            f"{row['iteration_us']:.1f}",
+            f"{ratio:.2f}x" if ratio is not None else "no baseline",
+        )
+    rtl = report["rtl"]
+    if "error" in rtl:
+        table.add_row("rtl (cycles/batch)", "n/a", "n/a", "", "")
+        notes.append(f"rtl backend: {rtl['error']}")
+    else:
+        table.add_row("rtl (cycles/batch)", str(rtl["sample_cycles"]), str(rtl["update_cycles"]), "", "")
+        notes.append(
+            f"rtl backend at capacity {rtl['capacity']}, batch {rtl['batch']}: cycles per batch, "
+            f"SPEC bound B + 4*depth + 16 = {rtl['bound_cycles']}"
+        )
+    console = Console()
+    console.print(table)
+    for note in notes:
+        console.print(f"  {note}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pearl_fpga.kernels.replay_format import MAX_BATCH, MAX_CAPACITY
+
+    unknown = {b.strip() for b in args.baselines.split(",") if b.strip()} - {"cpprb", "torchrl"}
+    if not 1 <= args.capacity <= MAX_CAPACITY or not 1 <= args.batch <= MAX_BATCH or args.obs_dim < 1 or args.repeats < 1:
+        print(
+            f"error: need 1 <= --capacity <= {MAX_CAPACITY}, 1 <= --batch <= {MAX_BATCH}, --obs-dim >= 1, --repeats >= 1",
+            file=sys.stderr,
+        )
+        return 2
+    if unknown:
+        print(f"error: unknown baselines {sorted(unknown)}; choose from cpprb, torchrl", file=sys.stderr)
+        return 2
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    steps = 4 + len({b.strip() for b in args.baselines.split(",") if b.strip()}) + (0 if args.no_rtl else 1)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("replay bench", total=steps)
+
+        def progress(step: str) -> None:
+            bar.update(task, description=f"measuring {step}", advance=1)
+
+        report = run_all(args, progress)
+        bar.update(task, description="done", advance=1)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_table(report)
+    return 0

@@ -1,0 +1,442 @@
+"""`PrioritizedReplayBuffer`: transitions in numpy arrays, priorities in the replay kernel's sum tree.
+
+Prioritized experience replay (Schaul et al. 2016, proportional variant):
+- a transition's priority is (|td error| + eps) ** alpha; new transitions get the largest priority
+  seen so far (1.0 at first), so each is sampled at least once with high probability;
+- sampling is stratified over the total priority (pearl_fpga.kernels.ReplaySampler);
+- importance weights w_i = (N * P(i)) ** -beta, divided by the largest weight in the batch, with beta
+  annealed linearly from `beta` to `beta_final` over `beta_steps` calls of `sample`.
+
+    >>> import numpy as np
+    >>> from pearl_fpga import PrioritizedReplayBuffer
+    >>> buf = PrioritizedReplayBuffer(1000, obs_shape=(4,), action_shape=(), action_dtype=np.int64, seed=0)
+    >>> buf.add(np.zeros((8, 4)), np.zeros(8, dtype=np.int64), np.ones(8), np.zeros((8, 4)), np.zeros(8))
+    >>> batch = buf.sample(4)
+    >>> buf.update_priorities(batch.indices, np.array([0.5, 1.0, 2.0, 0.1]))
+    >>> len(buf)
+    8
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from pearl_fpga.errors import CheckpointError
+from pearl_fpga.kernels.replay import ReplaySampler, _to_fixed
+from pearl_fpga.kernels.replay_format import MAX_BATCH, PRIORITY_MAX, PRIORITY_SCALE
+
+STATE_FORMAT = 1
+_MAX_PRIORITY = PRIORITY_MAX / PRIORITY_SCALE  # largest priority a Q16.16 leaf holds
+
+
+class ReplayBatch(NamedTuple):
+    """A sampled batch: row b of every array belongs to transition indices[b]."""
+
+    obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray  # float32
+    next_obs: np.ndarray
+    done: np.ndarray  # float32, 1.0 where the episode ended
+    weights: np.ndarray  # float32 importance weights, max 1
+    indices: np.ndarray  # int64, for update_priorities
+
+
+try:
+    from pearl_fpga._replay_native import importance_weights as _native_weights
+except ImportError:
+    _native_weights = None
+
+
+def _importance_weights(words: np.ndarray, beta: float) -> np.ndarray:
+    """(N P_i)^-beta / max_j (N P_j)^-beta = (min_j p_j / p_i)^beta as float32: N and the total cancel."""
+    if _native_weights is not None:
+        return _native_weights(words, beta)
+    p = words.astype(np.float64)
+    return np.power(p.min() / p, beta).astype(np.float32)
+
+
+def _locked(method):
+    """Run the method under the buffer's lock (an actor thread may add while the learner samples)."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _shape(value: Any, name: str) -> tuple[int, ...]:
+    shape = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if not all(isinstance(d, (int, np.integer)) and d >= 1 for d in shape):
+        raise ValueError(f"{name} must be a tuple of positive ints (() for a scalar), got {value!r}")
+    return tuple(int(d) for d in shape)
+
+
+class PrioritizedReplayBuffer:
+    """Prioritized replay buffer on the replay kernel (any backend of ReplaySampler).
+
+    Args:
+        capacity: transitions kept; older ones are overwritten first (1 .. 2^20).
+        obs_shape, action_shape: shape of one observation / action (() for a discrete action).
+        alpha: priority exponent (0 = uniform).
+        beta, beta_final, beta_steps: importance-weight exponent, annealed linearly from beta to
+            beta_final over beta_steps calls of sample().
+        eps: added to |td error| so that no transition gets priority 0.
+        obs_dtype, action_dtype: storage dtypes (e.g. np.int64 actions for DQN).
+        fanout, backend: passed to ReplaySampler ("cpu", "numpy", "rtl", "pynq", "xrt", "auto").
+        seed: seed of the buffer's own generator (sampling is reproducible with it, also after load).
+        max_batch: most samples per sample() call (larger add/update calls are split).
+
+    add, sample, update_priorities and the state methods hold one lock, so an actor thread may add
+    while the learner samples. Transitions are stored as one record each (obs, next_obs, action,
+    reward, done), so gathering a sampled transition touches one or two cache lines.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_shape: tuple[int, ...] | int,
+        action_shape: tuple[int, ...] | int = (),
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        beta_final: float = 1.0,
+        beta_steps: int = 100_000,
+        eps: float = 1e-6,
+        obs_dtype: Any = np.float32,
+        action_dtype: Any = np.float32,
+        fanout: int = 16,
+        backend: str = "cpu",
+        seed: int | None = None,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        if not (np.isfinite(alpha) and alpha >= 0):
+            raise ValueError(f"alpha must be >= 0, got {alpha}")
+        for name, value in (("beta", beta), ("beta_final", beta_final)):
+            if not (np.isfinite(value) and 0 <= value <= 1):
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
+        if int(beta_steps) < 0:
+            raise ValueError(f"beta_steps must be >= 0, got {beta_steps}")
+        if not (np.isfinite(eps) and eps > 0):
+            raise ValueError(f"eps must be > 0 (it keeps priorities above 0), got {eps}")
+        self._sampler = ReplaySampler(capacity, fanout=fanout, backend=backend, max_batch=max_batch)
+        self.capacity = self._sampler.capacity
+        self.obs_shape = _shape(obs_shape, "obs_shape")
+        self.action_shape = _shape(action_shape, "action_shape")
+        self.obs_dtype = np.dtype(obs_dtype)
+        self.action_dtype = np.dtype(action_dtype)
+        self.alpha = float(alpha)
+        self.beta_initial = float(beta)
+        self.beta_final = float(beta_final)
+        self.beta_steps = int(beta_steps)
+        self.eps = float(eps)
+        self._rng = np.random.default_rng(seed)
+        # One record per transition: a sampled transition costs one or two cache misses instead of
+        # one per field (the gathers dominate sample() at large capacities).
+        self._record = np.dtype(
+            [
+                ("obs", self.obs_dtype, self.obs_shape),
+                ("next_obs", self.obs_dtype, self.obs_shape),
+                ("action", self.action_dtype, self.action_shape),
+                ("reward", np.float32),
+                ("done", np.float32),
+            ],
+            align=True,
+        )
+        self._data = np.zeros(self.capacity, dtype=self._record)
+        self._pos = 0  # next slot to write
+        self._size = 0
+        self._max_priority = 1.0
+        self._sample_calls = 0
+        self._lock = threading.RLock()  # add / sample / update_priorities may come from different threads
+
+    # ---- properties ----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def sampler(self) -> ReplaySampler:
+        """The sum tree holding the priorities."""
+        return self._sampler
+
+    @property
+    def backend(self) -> str:
+        return self._sampler.backend
+
+    @property
+    def beta(self) -> float:
+        """The importance-weight exponent the next sample() uses."""
+        if self.beta_steps == 0:
+            return self.beta_final
+        frac = min(1.0, self._sample_calls / self.beta_steps)
+        return self.beta_initial + (self.beta_final - self.beta_initial) * frac
+
+    @property
+    def max_priority(self) -> float:
+        """Priority given to new transitions: the largest seen so far (starts at 1)."""
+        return self._max_priority
+
+    # ---- add -----------------------------------------------------------------------------------
+    @_locked
+    def add(self, obs: Any, action: Any, reward: Any, next_obs: Any, done: Any) -> None:
+        """Add one transition, or a batch (leading axis n on every argument). The oldest
+        transitions are overwritten once the buffer is full; new ones get max_priority."""
+        obs = np.asarray(obs)
+        single = obs.shape == self.obs_shape
+        if single:
+            obs, action, reward, next_obs, done = (np.asarray(x)[None] for x in (obs, action, reward, next_obs, done))
+        else:
+            action, reward, next_obs, done = (np.asarray(x) for x in (action, reward, next_obs, done))
+        n = obs.shape[0] if obs.ndim else -1
+        expected = {
+            "obs": (obs, (n, *self.obs_shape)),
+            "next_obs": (next_obs, (n, *self.obs_shape)),
+            "action": (action, (n, *self.action_shape)),
+            "reward": (reward, (n,)),
+            "done": (done, (n,)),
+        }
+        for name, (array, shape) in expected.items():
+            if array.shape != shape:
+                raise ValueError(
+                    f"{name} has shape {array.shape}, expected {shape} (obs_shape={self.obs_shape}, "
+                    f"action_shape={self.action_shape}; a batch has the same leading length n on every argument)"
+                )
+            if array.dtype.kind not in "biuf":
+                raise TypeError(f"{name} must be numeric, got dtype {array.dtype}")
+        if self.action_dtype.kind in "iu" and action.dtype.kind == "f":
+            raise TypeError(f"action must be integers for action_dtype {self.action_dtype}, got {action.dtype}")
+        if not np.isfinite(reward).all():
+            raise ValueError("reward contains NaN or inf; check the environment's rewards")
+        if n == 0:
+            return
+        if n > self.capacity:  # only the newest `capacity` transitions would survive
+            obs, action, reward, next_obs, done = (x[n - self.capacity :] for x in (obs, action, reward, next_obs, done))
+            n = self.capacity
+        slots = (self._pos + np.arange(n)) % self.capacity
+        for name, value in (("obs", obs), ("next_obs", next_obs), ("action", action), ("reward", reward), ("done", done)):
+            self._data[name][slots] = value
+        new_priority = np.full(min(n, self._sampler.max_batch), self._max_priority)
+        for start in range(0, n, self._sampler.max_batch):
+            chunk = slots[start : start + self._sampler.max_batch]
+            self._sampler.update(chunk, new_priority[: len(chunk)])
+        self._pos = int((self._pos + n) % self.capacity)
+        self._size = min(self._size + n, self.capacity)
+
+    # ---- sample / update -----------------------------------------------------------------------
+    @_locked
+    def sample(self, batch_size: int) -> ReplayBatch:
+        """Draw batch_size transitions (with replacement) with probability proportional to priority."""
+        if self._size == 0:
+            raise ValueError("cannot sample from an empty buffer; add transitions first")
+        idx, words = self._sampler.sample_fixed(batch_size, self._rng)
+        beta = self.beta
+        self._sample_calls += 1
+        weights = _importance_weights(words, beta)
+        rows = self._data.take(idx)
+        return ReplayBatch(
+            obs=np.ascontiguousarray(rows["obs"]),
+            action=np.ascontiguousarray(rows["action"]),
+            reward=np.ascontiguousarray(rows["reward"]),
+            next_obs=np.ascontiguousarray(rows["next_obs"]),
+            done=np.ascontiguousarray(rows["done"]),
+            weights=weights,
+            indices=idx,
+        )
+
+    @_locked
+    def update_priorities(self, indices: Any, td_errors: Any) -> None:
+        """Priority of transition indices[b] := (|td_errors[b]| + eps) ** alpha (the last of a
+        repeated index wins). Indices must be of stored transitions (0 <= index < len(self))."""
+        idx = np.atleast_1d(np.asarray(indices))
+        td = np.atleast_1d(np.asarray(td_errors))
+        if idx.dtype.kind not in "iu":
+            raise TypeError(f"indices must be integers (as returned in batch.indices), got dtype {idx.dtype}")
+        if td.dtype.kind not in "iuf":
+            raise TypeError(f"td_errors must be real numbers, got dtype {td.dtype}")
+        if idx.ndim != 1 or td.shape != idx.shape:
+            raise ValueError(f"indices {idx.shape} and td_errors {td.shape} must be 1-D of the same length")
+        if idx.size == 0:
+            return
+        idx32 = self._sampler._indices(idx, "update", limit=self._size, whole_batch=False)
+        if not np.isfinite(td).all():
+            raise ValueError("td_errors contain NaN or inf; the priorities were not changed (check the loss)")
+        priorities = np.abs(td, dtype=np.float64)
+        priorities += self.eps
+        np.power(priorities, self.alpha, out=priorities)
+        words, saturated = _to_fixed(priorities)
+        if saturated:
+            warnings.warn(
+                f"{saturated} priorities exceed the Q16.16 maximum {_MAX_PRIORITY:.5f} and were saturated",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        self._sampler._write(idx32, words)
+        self._max_priority = min(max(self._max_priority, float(priorities.max())), _MAX_PRIORITY)
+
+    # ---- state ---------------------------------------------------------------------------------
+    @_locked
+    def state_dict(self) -> dict[str, Any]:
+        """The whole buffer as numpy arrays, ints, floats and strings (no pickle needed)."""
+        n = self._size
+        return {
+            "format": STATE_FORMAT,
+            "capacity": self.capacity,
+            "obs_shape": np.array(self.obs_shape, dtype=np.int64),
+            "action_shape": np.array(self.action_shape, dtype=np.int64),
+            "obs_dtype": self.obs_dtype.str,
+            "action_dtype": self.action_dtype.str,
+            "alpha": self.alpha,
+            "beta": self.beta_initial,
+            "beta_final": self.beta_final,
+            "beta_steps": self.beta_steps,
+            "eps": self.eps,
+            "pos": self._pos,
+            "size": n,
+            "max_priority": self._max_priority,
+            "sample_calls": self._sample_calls,
+            "rng_state": json.dumps(self._rng.bit_generator.state),
+            "obs": self._data["obs"][:n].copy(),
+            "action": self._data["action"][:n].copy(),
+            "reward": self._data["reward"][:n].copy(),
+            "next_obs": self._data["next_obs"][:n].copy(),
+            "done": self._data["done"][:n].copy(),
+            "leaves": self._sampler.leaves(),
+        }
+
+    @_locked
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a state_dict(). Everything is checked first: on a mismatch CheckpointError is
+        raised and the buffer is left untouched."""
+        checked = self._check_state(state)
+        n = checked["size"]
+        rng = checked["rng"]
+        leaves = checked["leaves"]
+        self._data[n:] = np.zeros(1, dtype=self._record)
+        for name in ("obs", "next_obs", "action", "reward", "done"):
+            self._data[name][:n] = checked[name]
+        self._sampler.clear()
+        nonzero = np.flatnonzero(leaves)
+        for start in range(0, len(nonzero), self._sampler.max_batch):
+            chunk = nonzero[start : start + self._sampler.max_batch]
+            self._sampler.update_fixed(chunk, leaves[chunk])
+        self._size, self._pos = n, checked["pos"]
+        self.alpha, self.beta_initial, self.beta_final = checked["alpha"], checked["beta"], checked["beta_final"]
+        self.beta_steps, self.eps = checked["beta_steps"], checked["eps"]
+        self._max_priority, self._sample_calls = checked["max_priority"], checked["sample_calls"]
+        self._rng = rng
+
+    def _check_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        def fail(msg: str) -> CheckpointError:
+            return CheckpointError(f"replay buffer state does not fit this buffer: {msg}")
+
+        if not isinstance(state, dict):
+            raise fail(f"expected a dict from state_dict(), got {type(state).__name__}")
+        missing = sorted(set(self.state_dict_keys()) - set(state))
+        if missing:
+            raise fail(f"missing entries {missing} (corrupt file or not a replay buffer dump)")
+
+        def scalar(key: str, kind: type) -> Any:
+            value = np.asarray(state[key])
+            if value.shape != () or (kind is int and value.dtype.kind not in "iu") or (
+                kind is float and value.dtype.kind not in "iuf"
+            ):
+                raise fail(f"{key} must be a scalar {kind.__name__}, got {value.dtype} {value.shape}")
+            return kind(value)
+
+        if scalar("format", int) != STATE_FORMAT:
+            raise fail(f"format {int(state['format'])} is not the supported {STATE_FORMAT}")
+        ours = {
+            "capacity": self.capacity,
+            "obs_shape": self.obs_shape,
+            "action_shape": self.action_shape,
+            "obs_dtype": self.obs_dtype.str,
+            "action_dtype": self.action_dtype.str,
+        }
+        theirs = {
+            "capacity": scalar("capacity", int),
+            "obs_shape": tuple(int(d) for d in np.asarray(state["obs_shape"]).reshape(-1)),
+            "action_shape": tuple(int(d) for d in np.asarray(state["action_shape"]).reshape(-1)),
+            "obs_dtype": str(np.asarray(state["obs_dtype"])),
+            "action_dtype": str(np.asarray(state["action_dtype"])),
+        }
+        for key, value in ours.items():
+            if theirs[key] != value:
+                raise fail(f"{key} is {theirs[key]!r} in the state but {value!r} in this buffer; create the buffer with the same settings")
+        out: dict[str, Any] = {key: scalar(key, int) for key in ("size", "pos", "beta_steps", "sample_calls")}
+        out.update({key: scalar(key, float) for key in ("alpha", "beta", "beta_final", "eps", "max_priority")})
+        n = out["size"]
+        if not 0 <= n <= self.capacity or not 0 <= out["pos"] < self.capacity or (n < self.capacity and out["pos"] != n):
+            raise fail(f"size {n} / pos {out['pos']} are inconsistent with capacity {self.capacity}")
+        if out["sample_calls"] < 0 or out["beta_steps"] < 0 or not (0 < out["max_priority"] <= _MAX_PRIORITY):
+            raise fail("sample_calls, beta_steps or max_priority out of range")
+        arrays = {
+            "obs": ((n, *self.obs_shape), self.obs_dtype),
+            "next_obs": ((n, *self.obs_shape), self.obs_dtype),
+            "action": ((n, *self.action_shape), self.action_dtype),
+            "reward": ((n,), np.dtype(np.float32)),
+            "done": ((n,), np.dtype(np.float32)),
+            "leaves": ((self.capacity,), np.dtype(np.uint32)),
+        }
+        for key, (shape, dtype) in arrays.items():
+            try:  # numpy arrays, or anything that converts without copying through Python (torch tensors)
+                array = np.asarray(state[key])
+            except Exception as exc:
+                raise fail(f"{key} is not an array ({type(exc).__name__}: {exc})") from None
+            if array.shape != shape or array.dtype != dtype:
+                raise fail(f"{key} must be {dtype} with shape {shape}, got {array.dtype} {array.shape}")
+            out[key] = array
+        if out["leaves"][n:].any() or not out["leaves"][:n].all():
+            raise fail("priorities must be > 0 exactly for the stored transitions")
+        try:
+            rng_state = json.loads(str(np.asarray(state["rng_state"])))
+            rng = np.random.Generator(np.random.PCG64())
+            rng.bit_generator.state = rng_state
+        except (ValueError, TypeError, KeyError) as exc:
+            raise fail(f"rng_state is not a valid PCG64 state ({exc})") from None
+        out["rng"] = rng
+        return out
+
+    @staticmethod
+    def state_dict_keys() -> tuple[str, ...]:
+        return (
+            "format", "capacity", "obs_shape", "action_shape", "obs_dtype", "action_dtype", "alpha", "beta",
+            "beta_final", "beta_steps", "eps", "pos", "size", "max_priority", "sample_calls", "rng_state",
+            "obs", "action", "reward", "next_obs", "done", "leaves",
+        )  # fmt: skip
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the buffer to `path` (.npz, no pickle); written to a temporary file, then renamed."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            np.savez(f, **{key: np.asarray(value) for key, value in self.state_dict().items()})
+        os.replace(tmp, path)
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Restore from a file written by save(). Raises CheckpointError (buffer untouched) when the
+        file is missing, corrupt or made by a buffer with other settings."""
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                state = {key: f[key] for key in f.files}
+        except FileNotFoundError:
+            raise CheckpointError(f"replay buffer file {str(path)!r} does not exist") from None
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+            raise CheckpointError(
+                f"replay buffer file {str(path)!r} is corrupt or not an .npz written by save() ({exc})"
+            ) from None
+        self.load_state_dict(state)
+
+    def __repr__(self) -> str:
+        return (
+            f"PrioritizedReplayBuffer(capacity={self.capacity}, size={self._size}, obs_shape={self.obs_shape}, "
+            f"action_shape={self.action_shape}, backend={self.backend!r})"
+        )

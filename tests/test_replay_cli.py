@@ -1,0 +1,73 @@
+"""`pearl-fpga bench replay` at a tiny size: the table prints and --json parses into the figures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from pearl_fpga.commands import bench_replay
+from pearl_fpga.errors import BackendUnavailable
+
+TINY = ["--capacity", "300", "--batch", "16", "--repeats", "5", "--obs-dim", "2"]
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    bench_replay.configure(parser)
+    return bench_replay.run(parser.parse_args(argv))
+
+
+def test_bench_json_parses(capsys):
+    assert run([*TINY, "--json", "--no-rtl", "--baselines", "cpprb"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["config"]["capacity"] == 300 and report["config"]["batch"] == 16
+    for key in ("pearl_fpga", "sampler_cpu", "sampler_numpy"):
+        row = report["results"][key]
+        assert row["sample_us"] > 0 and row["update_us"] > 0 and row["iteration_us"] > 0
+    assert report["results"]["torchrl"] == {"error": "skipped (--baselines)"}
+    cpprb = report["results"]["cpprb"]
+    if "error" not in cpprb:  # installed with the bench extra
+        best = report["best_baseline_iteration_us"]
+        assert best == cpprb["iteration_us"]
+        assert report["results"]["pearl_fpga"]["speedup_vs_best_baseline"] == pytest.approx(
+            best / report["results"]["pearl_fpga"]["iteration_us"]
+        )
+    assert report["rtl"] == {"error": "skipped (--no-rtl)"}
+
+
+def test_bench_table_and_missing_rtl(capsys, monkeypatch):
+    def no_rtl(args):
+        raise BackendUnavailable("Verilator is not installed")
+
+    monkeypatch.setattr(bench_replay, "bench_rtl", no_rtl)
+    assert run([*TINY, "--baselines", ""]) == 0
+    out = capsys.readouterr().out
+    assert "pearl_fpga buffer (cpu)" in out and "ReplaySampler numpy" in out
+    assert "rtl backend: not available: Verilator is not installed" in out
+
+
+def test_bench_reports_a_failing_baseline_instead_of_crashing(capsys, monkeypatch):
+    def broken(args):
+        raise RuntimeError("SumSegmentTreeFp32 is not available.")
+
+    monkeypatch.setattr(bench_replay, "bench_torchrl", broken)
+    assert run([*TINY, "--json", "--no-rtl", "--baselines", "torchrl"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["results"]["torchrl"]["error"].startswith("failed to load: SumSegmentTreeFp32")
+
+
+def test_bench_rejects_bad_arguments(capsys):
+    assert run(["--capacity", "0"]) == 2
+    assert run(["--baselines", "rllib"]) == 2
+    assert "unknown baselines" in capsys.readouterr().err
+
+
+def test_through_the_pearl_fpga_entry_point(capsys):
+    from pearl_fpga.cli import main
+
+    assert main(["bench", "replay", *TINY, "--json", "--no-rtl", "--baselines", ""]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["results"]["pearl_fpga"]["iteration_us"] > 0
+    assert report["best_baseline_iteration_us"] is None
