@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 MAX_LAYERS = 4
-MAX_WIDTH = 256
+MAX_WIDTH = 256  # board default; the cpu extension (and the numpy reference) hold CPU_MAX_WIDTH
+CPU_MAX_WIDTH = 512
 MAX_BATCH = 4096
 INT16_MIN, INT16_MAX = -32768, 32767
 TANH_FRAC_BITS = 12  # fixed output format of a tanh head (Q3.12)

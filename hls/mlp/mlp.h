@@ -1,0 +1,220 @@
+// mlp.h: fixed-point MLP inference kernel (DQN Q-networks, DDPG actors). Contract: hls/mlp/SPEC.md.
+//
+// Arithmetic (exactly SPEC.md; every backend is bit-identical):
+//   layer l: acc_i = b[i] + sum_j W[i][j] * a[j]          exact integer sum (int16 x int16, int32 bias)
+//            s = shift_l (0..40); y = (acc + 2^(s-1)) >> s when s > 0 (round half up, arithmetic shift)
+//            y = clamp(y, -32768, 32767); hidden layers: y = max(y, 0) (ReLU)
+//   head:    RAW  -> the m values plus argmax (first index of the maximum)
+//            TANH -> input Q3.12, output Q0.15: piecewise-linear tanh over 1024 segments of 64 LSB,
+//                    t = T[k] + (((T[k+1] - T[k]) * r + 32) >> 6), u = y + 32768, k = u >> 6, r = u & 63,
+//                    T[k] = clamp(floor(tanh((64k - 32768) / 4096) * 32768 + 0.5), +-32767).
+//
+// Why the MAC is split: a = 256 * hi + lo with lo = a & 255 (0..255) and hi = a >> 8 (-128..127).
+// Over a block of at most 256 products, sum W*lo <= 256 * 32768 * 255 < 2^31 and
+// sum W*hi <= 256 * 32768 * 128 = 2^30, so both partial sums are exact in int32; the exact sum is
+// 256 * S_hi + S_lo in int64. On a CPU this is two pmaddwd dot products (16-bit SIMD, exact); in
+// hardware a DSP computes the same value as one 16x16 product into a 48-bit accumulator.
+//
+// Memory layout (on-chip; Model below):
+//   weight[]: layer after layer, each m_out rows of `stride` words (stride = n_in rounded up to
+//             ROW_ALIGN, padding = 0, so MAC blocks never need a remainder and LANES words of a row
+//             always sit in LANES different banks of the cyclic partition)
+//     layer 0: | row 0: W00 .. W0(n-1) 0 0 | row 1: ... | ... | row m-1 |  layer 1: | row 0 | ...
+//   bias[]:   layer after layer, m_out int32 words each.
+//   activations: two ping-pong buffers of MAX_WIDTH int16 (zero padded to the next stride).
+//
+// Cost per inference: sum_l m_l * stride_l / LANES MAC cycles + a few cycles per layer for the
+// rounding pipeline (RTL target: MACs / LANES + 8 * L + 16). The cpu backend runs these functions
+// ("plain" path, vectorized by g++, one clone per x86-64 level) or, where the CPU has AVX-512/AVX2,
+// an equivalent MAC array with the outputs in the vector lanes (pearl_fpga/native/mlp_simd.h);
+// tests hold all of them bit-identical.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/hls_compat.h"
+
+#if defined(__GNUC__) && !defined(__SYNTHESIS__)
+#pragma GCC diagnostic ignored "-Wunused-label"  // loop labels name loops for HLS directives and reports
+#endif
+
+// Synthesis parameters (override with -D). The cpu extension holds 512-wide layers so that the
+// rl-zoo DDPG actor (400x300) fits; boards default to 256 (SPEC.md).
+#ifndef MLP_MAX_LAYERS
+#define MLP_MAX_LAYERS 4
+#endif
+#ifndef MLP_MAX_WIDTH
+#ifdef __SYNTHESIS__
+#define MLP_MAX_WIDTH 256
+#else
+#define MLP_MAX_WIDTH 512
+#endif
+#endif
+#ifndef MLP_LANES
+#define MLP_LANES 16
+#endif
+#ifndef MLP_MAX_BATCH
+#define MLP_MAX_BATCH 4096
+#endif
+
+// The CPU build compiles the hot loop once per x86-64 level; Vitis HLS sees no attribute.
+#if !defined(__SYNTHESIS__) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MLP_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MLP_CPU_CLONES
+#endif
+
+namespace mlp {
+
+constexpr int MAX_LAYERS = MLP_MAX_LAYERS;
+constexpr int MAX_WIDTH = MLP_MAX_WIDTH;
+constexpr int LANES = MLP_LANES;
+constexpr int MAX_BATCH = MLP_MAX_BATCH;
+constexpr int ROW_ALIGN = LANES > 32 ? LANES : 32;  // words; 32 int16 = one 512-bit vector
+constexpr int MAC_BLOCK = 256;                        // products per exact int32 partial sum
+constexpr int MAX_SHIFT = 40;
+constexpr int TANH_FRAC_BITS = 12;  // Q3.12 input of the tanh head
+constexpr int TANH_SEGMENTS = 1024;
+constexpr int TANH_SEGMENT_BITS = 6;
+
+static_assert(LANES >= 1 && (LANES & (LANES - 1)) == 0 && LANES <= MAC_BLOCK, "LANES: a power of two <= 256");
+static_assert(MAX_WIDTH % ROW_ALIGN == 0, "MAX_WIDTH must be a multiple of ROW_ALIGN");
+static_assert(MAC_BLOCK % ROW_ALIGN == 0, "MAC blocks must hold whole row chunks");
+static_assert(MAX_LAYERS >= 1 && MAX_WIDTH <= 65535, "parameters out of range");
+
+// LOAD stream flags (per layer)
+constexpr uint16_t FLAG_RELU = 1u << 0;
+constexpr uint16_t FLAG_TANH = 1u << 1;
+constexpr uint16_t FLAG_RAW = 1u << 2;
+
+// mode register
+constexpr uint32_t MODE_LOAD = 0;
+constexpr uint32_t MODE_INFER = 1;
+
+// error register (0x38) bits
+constexpr uint32_t ERR_BAD_LOAD = 1u << 0;  // LOAD rejected (or INFER without weights); see SPEC.md
+
+struct LayerDesc {
+    int n_in;
+    int m_out;
+    int stride;       // words per weight row (n_in rounded up to ROW_ALIGN)
+    int shift;        // fw + fa_in - fa_out, 0..MAX_SHIFT
+    uint16_t flags;   // FLAG_*
+    int w_offset;     // first weight word of the layer in Model::weight
+    int b_offset;     // first bias of the layer in Model::bias
+};
+
+// Everything a LOAD writes. The HLS top holds one statically (BRAM/URAM); the cpu extension one per
+// MLPInfer on the heap (about 2 MB at MAX_WIDTH 512).
+struct Model {
+    int n_layers;  // 0: nothing loaded
+    LayerDesc layer[MAX_LAYERS];
+    alignas(64) int16_t weight[MAX_LAYERS * MAX_WIDTH * MAX_WIDTH];
+    int32_t bias[MAX_LAYERS * MAX_WIDTH];
+};
+
+constexpr int round_up(int n, int k) { return (n + k - 1) / k * k; }
+
+// The 1025-entry tanh table of SPEC.md, computed once from the formula (std::tanh in double).
+const int16_t* tanh_table();
+
+// Q3.12 -> Q0.15 piecewise-linear tanh of SPEC.md.
+int16_t tanh_pwl(int16_t y);
+
+// Requantize one accumulator: round half up by `shift`, saturate to int16, optional ReLU.
+inline int16_t requantize(int64_t acc, int shift, bool relu) {
+    int64_t y = shift > 0 ? (acc + (int64_t(1) << (shift - 1))) >> shift : acc;
+    if (y > 32767) y = 32767;
+    if (y < -32768) y = -32768;
+    if (relu && y < 0) y = 0;
+    return int16_t(y);
+}
+
+// Checks a layer description list (from a LOAD header) against the kernel limits and the SPEC
+// rules; fills stride/offsets. Returns 0 if it is loadable, else ERR_BAD_LOAD.
+uint32_t plan_layers(int n_layers, LayerDesc* desc);
+
+// Runs the network on one observation: x holds n_0 words, y receives m_{L-1} words (raw values or
+// tanh outputs); for a RAW head *argmax receives the index of the first maximum (else -1).
+// The model must hold a successful LOAD (n_layers > 0).
+void forward_one(const Model& model, const int16_t* x, int16_t* y, int32_t* argmax);
+
+// forward_one over a batch (rows of n_0 / m words); argmax may be null. The CPU backend's entry.
+void forward_batch(const Model& model, const int16_t* x, int batch, int16_t* y, int32_t* argmax);
+
+// Parses one LOAD stream (SPEC.md) from any source with `pearl::axis16 read()`; writes `model` only
+// when the header is valid. Returns 0 or ERR_BAD_LOAD. A stream whose tlast comes early or late
+// leaves model.n_layers = 0 (no weights) after draining to tlast.
+template <typename Source>
+uint32_t load_model(Source& in, Model& model) {
+    LayerDesc desc[MAX_LAYERS];
+    pearl::axis16 w = in.read();
+    int n_layers = uint16_t(w.data);
+    bool ended = w.last;
+    // The header is read in full before any check so that the stream stays in step.
+    int header_words = n_layers >= 1 && n_layers <= MAX_LAYERS ? 4 * n_layers : 0;
+LOAD_HEADER:
+    for (int k = 0; k < header_words && !ended; ++k) {
+        pearl::axis16 h = in.read();
+        ended = h.last;
+        int v = uint16_t(h.data);
+        LayerDesc& d = desc[k / 4];
+        if (k % 4 == 0) d.n_in = v;
+        if (k % 4 == 1) d.m_out = v;
+        if (k % 4 == 2) d.shift = v;
+        if (k % 4 == 3) d.flags = uint16_t(v);
+    }
+    bool ok = header_words > 0 && !ended && plan_layers(n_layers, desc) == 0;
+    if (!ok) {
+    LOAD_DRAIN:
+        while (!ended) ended = in.read().last;
+        return ERR_BAD_LOAD;  // old weights stay in place
+    }
+    model.n_layers = 0;  // invalid until the last word arrives
+LOAD_LAYERS:
+    for (int l = 0; l < n_layers; ++l) {
+        const LayerDesc& d = desc[l];
+    LOAD_ROWS:
+        for (int i = 0; i < d.m_out; ++i) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_WIDTH
+        LOAD_COLS:
+            for (int j = 0; j < d.stride; ++j) {
+#pragma HLS PIPELINE II = 1
+                int16_t v = 0;
+                if (j < d.n_in) {
+                    if (ended) return ERR_BAD_LOAD;  // truncated: no weights
+                    pearl::axis16 x = in.read();
+                    ended = x.last;
+                    v = x.data;
+                }
+                model.weight[d.w_offset + i * d.stride + j] = v;
+            }
+        }
+    LOAD_BIASES:
+        for (int i = 0; i < d.m_out; ++i) {
+            if (ended) return ERR_BAD_LOAD;
+            pearl::axis16 lo = in.read();
+            if (lo.last) return ERR_BAD_LOAD;
+            pearl::axis16 hi = in.read();
+            ended = hi.last;
+            model.bias[d.b_offset + i] = int32_t(uint32_t(uint16_t(lo.data)) | (uint32_t(uint16_t(hi.data)) << 16));
+        }
+    }
+    if (!ended) {  // too long: drain, no weights
+    LOAD_DRAIN_TAIL:
+        while (!ended) ended = in.read().last;
+        return ERR_BAD_LOAD;
+    }
+LOAD_COMMIT:
+    for (int l = 0; l < n_layers; ++l) model.layer[l] = desc[l];
+    model.n_layers = n_layers;
+    return 0;
+}
+
+}  // namespace mlp
+
+// HLS top. mode LOAD: reads one LOAD stream; mode INFER: reads `batch` observations of n_0 words and
+// writes m words (+ argmax for a RAW head) per observation. Register map: SPEC.md.
+void mlp_top(pearl::stream<pearl::axis16>& s_axis_in, pearl::stream<pearl::axis16>& m_axis_out, uint32_t mode,
+             uint32_t batch, uint32_t& lanes, uint32_t& max_width, uint32_t& max_layers, uint32_t& error);

@@ -1,0 +1,60 @@
+"""The "cpu" backend of the MLP kernel: the HLS C++ (hls/mlp) compiled into pearl_fpga._mlp_native."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from pearl_fpga.backends.mlp_base import check_layers
+from pearl_fpga.errors import BackendUnavailable
+from pearl_fpga.kernels.mlp_format import QuantizedLayer, encode_load_stream
+
+
+def native_module():
+    """The compiled extension, or BackendUnavailable saying how to build it."""
+    try:
+        from pearl_fpga import _mlp_native
+    except ImportError as exc:
+        raise BackendUnavailable(
+            "the cpu backend of the MLP kernel is not built (pearl_fpga._mlp_native is missing): "
+            f"run `make native` (or `pip install -e .`) in the repository; import error: {exc}"
+        ) from exc
+    return _mlp_native
+
+
+class CpuMLPBackend:
+    """The kernel's C++ on this CPU. path="auto" runs the fastest MAC array the CPU has ("avx512",
+    "avx2"), bit-identical to "plain", the kernel's own HLS loops (used where neither exists).
+
+    Besides the MLPBackend protocol it offers the fused float path MLPInfer uses:
+    `set_io_format(fa_in, fa_out)`, `infer_float(obs)` and `act_argmax(obs)`.
+    """
+
+    name = "cpu"
+
+    def __init__(self, path: str = "auto") -> None:
+        native = native_module()
+        self.max_layers: int = native.MAX_LAYERS
+        self.max_width: int = native.MAX_WIDTH
+        self.max_batch: int = native.MAX_BATCH
+        self.last_cycles: int | None = None
+        self.engine = native.Engine(path)
+        self.infer_float = self.engine.infer_float
+        self.act_argmax = self.engine.act_argmax
+        self.set_io_format = self.engine.set_io_format
+
+    @property
+    def path(self) -> str:
+        """The MAC array in use: "avx512", "avx2" or "plain"."""
+        return str(self.engine.path)
+
+    def load(self, layers: Sequence[QuantizedLayer], head: str) -> None:
+        check_layers(layers, head, self.max_layers, self.max_width)
+        error = self.engine.load(encode_load_stream(layers, head))
+        if error:
+            raise ValueError(f"the kernel rejected the LOAD stream (error register {error:#x}); old weights kept")
+
+    def infer(self, x_q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        out, argmax = self.engine.infer_int(x_q)
+        return out, argmax

@@ -1,0 +1,221 @@
+"""`pearl-fpga bench mlp`: latency of the MLP kernel's cpu backend next to torch eager, in one run.
+
+For the networks 4-64-64-2 (DQN CartPole) and 3-256-256-1 (a wide actor/critic) at batch 1, 32 and
+1024 it times one `MLPInfer.__call__` (float observations in, float32 out, quantization included)
+and one torch eager forward (`torch.inference_mode`, tensor from numpy and back) with 1 thread and
+with torch's default threads. Each round times many calls; the table shows the best round of
+--repeats (robust on a shared machine: interference only ever adds time), the JSON also the median.
+Then the rtl backend's cycles per call and per inference at batch 8 (steady state) against the
+target MACs / LANES + 8 * layers + 16 (SPEC.md), if the rtl backend can run here.
+Targets (issue 3): batch 1 at least 10x faster than torch; batch 1024 no slower than torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+HELP = "MLP inference latency: cpu backend vs torch eager (1 and default threads), rtl cycles"
+NETWORKS = ((4, 64, 64, 2), (3, 256, 256, 1))
+BATCHES = (1, 32, 1024)
+RTL_BATCH = 8
+ROUND_SECONDS = 0.05  # each timing round runs about this long
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repeats", type=int, default=7, help="timing rounds per figure; the median is shown (default 7)")
+    parser.add_argument("--no-rtl", action="store_true", help="skip the rtl cycle counts")
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+
+
+def _network(widths: tuple[int, ...], seed: int = 0) -> Any:
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    mods: list[nn.Module] = []
+    for n, m in zip(widths[:-1], widths[1:]):
+        mods += [nn.Linear(n, m), nn.ReLU()]
+    return nn.Sequential(*mods[:-1]).eval()
+
+
+def time_call(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
+    """(best, median) seconds per call over `repeats` rounds, each about ROUND_SECONDS long."""
+    fn()  # warm up (first-call allocations, clone dispatch)
+    start, n = time.perf_counter(), 0
+    while time.perf_counter() - start < ROUND_SECONDS / 5:  # calibrate calls per round
+        fn()
+        n += 1
+    per_round = max(1, int(ROUND_SECONDS * n / (time.perf_counter() - start)))
+    rounds = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        for _ in range(per_round):
+            fn()
+        rounds.append((time.perf_counter() - t0) / per_round)
+    return float(np.min(rounds)), float(np.median(rounds))
+
+
+def _rtl_row(policy_layers: Any, widths: tuple[int, ...]) -> dict[str, Any]:
+    """Cycles of the rtl backend for one network, or the reason it cannot run here."""
+    from pearl_fpga.errors import PearlError
+    from pearl_fpga.kernels.mlp import make_backend
+    from pearl_fpga.kernels.mlp_format import HEAD_RAW
+
+    macs = sum(a * b for a, b in zip(widths[:-1], widths[1:]))
+    try:
+        backend = make_backend("rtl")
+        lanes = int(getattr(backend, "lanes", 16))
+        if max(widths) > backend.max_width:
+            return {"available": False, "reason": f"wider than the rtl build's MAX_WIDTH {backend.max_width}"}
+        backend.load(policy_layers, HEAD_RAW)
+        rng = np.random.default_rng(0)
+        x = rng.integers(-4096, 4096, size=(1, widths[0])).astype(np.int16)
+        backend.infer(x)
+        cycles_1 = backend.last_cycles
+        backend.infer(np.repeat(x, RTL_BATCH, axis=0))
+        cycles_b = backend.last_cycles
+    except (PearlError, ImportError, OSError, RuntimeError) as exc:
+        return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
+    target = macs / lanes + 8 * (len(widths) - 1) + 16
+    per_inf = cycles_b / RTL_BATCH if cycles_b else None
+    return {
+        "available": True,
+        "lanes": lanes,
+        "cycles_batch1": cycles_1,
+        f"cycles_batch{RTL_BATCH}": cycles_b,
+        "cycles_per_inference": per_inf,
+        "target_cycles_per_inference": target,
+        "meets_target": bool(per_inf is not None and per_inf <= target),
+    }
+
+
+def measure(repeats: int, with_rtl: bool, progress: Callable[[str], None]) -> dict[str, Any]:
+    import torch
+
+    from pearl_fpga.kernels import MLPInfer
+
+    default_threads = torch.get_num_threads()
+    results: dict[str, Any] = {
+        "torch_default_threads": default_threads,
+        "repeats": repeats,
+        "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "networks": [],
+    }
+    try:
+        for widths in NETWORKS:
+            name = "-".join(map(str, widths))
+            net = _network(widths)
+            rng = np.random.default_rng(0)
+            calib = rng.standard_normal((1024, widths[0])).astype(np.float32)
+            policy = MLPInfer.from_torch(net, backend="cpu", calibration=calib)
+            results["cpu_path"] = str(getattr(policy.backend, "path", "plain"))
+            entry: dict[str, Any] = {
+                "network": name,
+                "macs": sum(a * b for a, b in zip(widths[:-1], widths[1:])),
+                "max_error": policy.max_error,
+                "rows": [],
+            }
+            for batch in BATCHES:
+                progress(f"{name} batch {batch}")
+                x = calib[:batch] if batch > 1 else calib[0]
+                row: dict[str, Any] = {"batch": batch}
+                best, median = time_call(lambda: policy(x), repeats)
+                row["cpu_us"], row["cpu_median_us"] = best * 1e6, median * 1e6
+
+                def torch_call() -> Any:
+                    with torch.inference_mode():
+                        return net(torch.from_numpy(x)).numpy()
+
+                for label, threads in (("torch_1thread_us", 1), ("torch_default_us", default_threads)):
+                    torch.set_num_threads(threads)
+                    best, median = time_call(torch_call, repeats)
+                    row[label], row[label.replace("_us", "_median_us")] = best * 1e6, median * 1e6
+                torch.set_num_threads(default_threads)
+                row["speedup_vs_torch_1thread"] = row["torch_1thread_us"] / row["cpu_us"]
+                row["speedup_vs_torch_default"] = row["torch_default_us"] / row["cpu_us"]
+                row["cpu_ns_per_inference"] = row["cpu_us"] * 1e3 / batch
+                entry["rows"].append(row)
+            if with_rtl:
+                progress(f"{name} rtl cycles")
+                entry["rtl"] = _rtl_row(policy.layers, widths)
+            else:
+                entry["rtl"] = {"available": False, "reason": "skipped (--no-rtl)"}
+            results["networks"].append(entry)
+    finally:
+        torch.set_num_threads(default_threads)
+    return results
+
+
+def _table(results: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="MLP inference latency per call (us, best round): cpu backend vs torch eager")
+    for col in ("net", "B", "cpu", "torch 1t", f"torch {results['torch_default_threads']}t", "x 1t", "x dflt",
+                "ns/inf"):
+        table.add_column(col, justify="right")
+    for entry in results["networks"]:
+        for row in entry["rows"]:
+            table.add_row(
+                entry["network"], str(row["batch"]), f"{row['cpu_us']:.2f}", f"{row['torch_1thread_us']:.2f}",
+                f"{row['torch_default_us']:.2f}", f"{row['speedup_vs_torch_1thread']:.1f}",
+                f"{row['speedup_vs_torch_default']:.1f}", f"{row['cpu_ns_per_inference']:.0f}",
+            )
+    return table
+
+
+def _rtl_table(results: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"rtl backend cycles (batch 1, batch {RTL_BATCH}) vs target MACs/LANES + 8*layers + 16")
+    for col in ("net", "lanes", "b=1", f"b={RTL_BATCH}", "per inf", "target", "ok"):
+        table.add_column(col, justify="right")
+    for entry in results["networks"]:
+        rtl = entry["rtl"]
+        if not rtl["available"]:
+            table.add_row(entry["network"], "-", "-", "-", "-", "-", "n/a")
+            first_line = rtl["reason"].strip().splitlines()[0] if rtl["reason"].strip() else "?"
+            table.caption = f"rtl unavailable: {first_line[:160]} (--json has the full reason)"
+            continue
+        table.add_row(
+            entry["network"], str(rtl["lanes"]), str(rtl["cycles_batch1"]), str(rtl[f"cycles_batch{RTL_BATCH}"]),
+            f"{rtl['cycles_per_inference']:.1f}", f"{rtl['target_cycles_per_inference']:.1f}",
+            "yes" if rtl["meets_target"] else "NO",
+        )
+    return table
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    if args.repeats < 1:
+        print("error: --repeats must be at least 1", file=sys.stderr)
+        return 2
+    if args.json:
+        results = measure(args.repeats, not args.no_rtl, progress=lambda _: None)
+        print(json.dumps(results, indent=2))
+        return 0
+    console = Console() if sys.stdout.isatty() else Console(width=100)
+    steps = len(NETWORKS) * (len(BATCHES) + (0 if args.no_rtl else 1))
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("bench mlp", total=steps)
+
+        def progress(what: str) -> None:
+            bar.update(task, description=what)
+            bar.advance(task)
+
+        results = measure(args.repeats, not args.no_rtl, progress)
+    console.print(_table(results))
+    console.print(_rtl_table(results))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    console.print(f"cpu backend MAC array: {results.get('cpu_path')}; load average {load:.1f} on {os.cpu_count()} cores.")
+    console.print("Targets: batch 1 >= 10x faster than torch (x 1t >= 10); batch 1024 no slower (x 1t >= 1).")
+    return 0

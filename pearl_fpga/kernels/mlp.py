@@ -1,0 +1,504 @@
+"""Fixed-point MLP inference (hls/mlp/SPEC.md) behind one class, `MLPInfer`, for every backend.
+
+    from pearl_fpga.kernels import MLPInfer
+    policy = MLPInfer.from_torch(q_net, backend="cpu", calibration=obs_batch)
+    q_values = policy(obs)          # float32 (B, m), like q_net(obs)
+    actions = policy.act(obs)       # greedy actions (RAW head) or scaled actions (TANH head)
+    policy.load_weights(q_net)      # re-quantize after a learner update
+
+Which networks: an `nn.Sequential` of Linear layers with ReLU between them (a hidden Linear may
+also go without activation) and optionally one final Tanh (the tanh head; otherwise the raw head with
+argmax). A wrapper module is accepted when it has an attribute `net` that is such a Sequential, or
+when exactly one Sequential is among its sub-modules, and its forward gives the same output as that
+Sequential (checked on the calibration batch).
+
+How formats are chosen (per layer l, all int16 with `f` fractional bits, value = q / 2^f):
+- inputs: fa_0 from max |calibration obs| with one bit of headroom;
+- weights: fw_l, the finest format holding max |W_l| (and the bias in int32 at fw_l + fa_l);
+- activations: fa_{l+1} from max |layer output| on the calibration batch (float forward) with one bit
+  of headroom; a TANH head's output is fixed at Q3.12;
+- the shift fw_l + fa_l - fa_{l+1} is kept in 0..40 (fa_{l+1} lowered, or fw_l coarsened).
+`load_weights` keeps every format that still holds the new weights and calibration activations
+without saturating, and widens (fewer fractional bits) only those that do not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pearl_fpga.errors import BackendUnavailable
+from pearl_fpga.kernels.mlp_format import (
+    HEAD_RAW,
+    HEAD_TANH,
+    INT16_MAX,
+    INT16_MIN,
+    MAX_BATCH,
+    TANH_FRAC_BITS,
+    QuantizedLayer,
+)
+
+BACKENDS = ("numpy", "cpu", "rtl", "pynq", "xrt", "auto")
+HEADROOM = 2.0  # activation ranges get one extra integer bit beyond the calibration maximum
+FRAC_MIN, FRAC_MAX = -16, 30  # fractional bits considered for any format
+MAX_SHIFT = 40
+INT32_MAX = 2**31 - 1
+TANH_OUT_SCALE = 1.0 / 32768.0  # the tanh head returns Q0.15
+
+
+@dataclass(frozen=True)
+class LayerFormat:
+    """Fixed-point formats of one linear layer (fractional bits; value = integer / 2**bits)."""
+
+    fw: int
+    """weights (int16) and, with fa_in, the bias (int32, fw + fa_in bits)"""
+    fa_in: int
+    """input activations (int16)"""
+    fa_out: int
+    """output activations (int16); 12 for a tanh head"""
+
+    @property
+    def shift(self) -> int:
+        """Right shift of the accumulator: fw + fa_in - fa_out (0..40)."""
+        return self.fw + self.fa_in - self.fa_out
+
+
+def frac_bits(max_abs: float, limit: float = INT16_MAX, headroom: float = 1.0) -> int:
+    """Most fractional bits f (FRAC_MIN..FRAC_MAX) with max_abs * headroom * 2**f <= limit."""
+    if not math.isfinite(max_abs):
+        raise ValueError(f"cannot choose a fixed-point format for a non-finite range ({max_abs})")
+    if max_abs <= 0.0:
+        return FRAC_MAX
+    f = math.floor(math.log2(limit / (max_abs * headroom)))
+    while f > FRAC_MIN and max_abs * headroom * 2.0**f > limit:  # guard log2 rounding
+        f -= 1
+    return int(min(max(f, FRAC_MIN), FRAC_MAX))
+
+
+def quantize(x: np.ndarray, frac: int, lo: int, hi: int) -> np.ndarray:
+    """floor(x * 2**frac + 0.5) clamped to [lo, hi], computed in float64 (SPEC.md rounding), int64."""
+    q = np.floor(np.asarray(x, dtype=np.float64) * 2.0**frac + 0.5)
+    return np.clip(q, lo, hi).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class _Net:
+    """The float network as the kernel sees it."""
+
+    weights: list[np.ndarray]  # float64 (m, n)
+    biases: list[np.ndarray]  # float64 (m,)
+    relu: list[bool]
+    head: str
+
+    def shapes(self) -> list[tuple[int, int, bool]]:
+        return [(w.shape[1], w.shape[0], r) for w, r in zip(self.weights, self.relu)]
+
+    def layer_outputs(self, x: np.ndarray) -> list[np.ndarray]:
+        """Float64 output of every linear layer after its activation (before the tanh of the head)."""
+        import torch
+
+        outs = []
+        with torch.no_grad():  # torch, not numpy: numpy's BLAS threads crawl on a busy shared machine
+            a = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
+            for w, b, r in zip(self.weights, self.biases, self.relu):
+                a = torch.addmm(torch.from_numpy(b), a, torch.from_numpy(w).T)
+                if r:
+                    a = torch.relu(a)
+                outs.append(a.numpy())
+        return outs
+
+
+def _find_sequential(module: Any) -> Any:
+    from torch import nn
+
+    if isinstance(module, nn.Sequential):
+        return module
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"expected a torch nn.Module (an nn.Sequential of Linear/ReLU/Tanh), got {type(module).__name__}")
+    net = getattr(module, "net", None)
+    if isinstance(net, nn.Sequential):
+        return net
+    found = [m for m in module.modules() if isinstance(m, nn.Sequential)]
+    if len(found) == 1:
+        return found[0]
+    raise ValueError(
+        f"{type(module).__name__} holds {len(found)} nn.Sequential modules and no `net` attribute: pass the "
+        "nn.Sequential of Linear/ReLU/Tanh layers itself, or expose it as `module.net`"
+    )
+
+
+def _parse(seq: Any) -> _Net:
+    from torch import nn
+
+    mods = list(seq)
+    weights, biases, relu = [], [], []
+    head = HEAD_RAW
+    for i, m in enumerate(mods):
+        if isinstance(m, nn.Linear):
+            w = m.weight.detach().to("cpu").double().numpy().copy()
+            b = m.bias.detach().to("cpu").double().numpy().copy() if m.bias is not None else np.zeros(w.shape[0])
+            weights.append(w)
+            biases.append(b)
+            relu.append(False)
+        elif isinstance(m, nn.ReLU):
+            if not weights or relu[-1]:
+                raise ValueError(f"layer {i} (ReLU) must follow a Linear layer")
+            relu[-1] = True
+        elif isinstance(m, nn.Tanh):
+            if i != len(mods) - 1 or not weights or relu[-1]:
+                raise ValueError(f"layer {i} (Tanh) is only supported as the last layer, right after a Linear")
+            head = HEAD_TANH
+        else:
+            raise ValueError(
+                f"layer {i} ({type(m).__name__}) is not supported: the MLP kernel runs Linear layers with ReLU "
+                "between them and an optional final Tanh"
+            )
+    if not weights:
+        raise ValueError("the network has no Linear layer")
+    if relu[-1]:
+        raise ValueError("the last Linear layer is followed by ReLU: the output head must be raw or Tanh")
+    return _Net(weights, biases, relu, head)
+
+
+def _check_limits(net: _Net, backend: Any) -> None:
+    name = getattr(backend, "name", type(backend).__name__)
+    if len(net.weights) > backend.max_layers:
+        raise ValueError(
+            f"the network has {len(net.weights)} linear layers; the {name} backend supports at most "
+            f"{backend.max_layers} (MAX_LAYERS)"
+        )
+    for i, w in enumerate(net.weights):
+        for what, size in (("inputs", w.shape[1]), ("outputs", w.shape[0])):
+            if size > backend.max_width:
+                raise ValueError(
+                    f"linear layer {i} has {size} {what}; the {name} backend supports at most "
+                    f"{backend.max_width} (MAX_WIDTH)"
+                )
+
+
+def _as_obs(obs: Any, n0: int, max_batch: int) -> tuple[np.ndarray, bool]:
+    """Validated float64 (B, n0) observations and whether the input was 1-D."""
+    try:
+        x = np.asarray(obs, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"observations must be a float array of shape (batch, {n0}): {exc}") from exc
+    one_d = x.ndim == 1
+    if one_d:
+        if x.shape[0] != n0:
+            raise ValueError(
+                f"observation has shape {x.shape}; the network takes {n0} inputs: pass shape ({n0},) or (batch, {n0})"
+            )
+        x = x[None, :]
+    elif x.ndim != 2 or x.shape[1] != n0:
+        raise ValueError(
+            f"observations have shape {x.shape}; the network takes {n0} inputs: pass shape (batch, {n0}) or ({n0},)"
+        )
+    if x.shape[0] > max_batch:
+        raise ValueError(
+            f"batch of {x.shape[0]} observations is over MAX_BATCH = {max_batch}: split it into chunks of at "
+            f"most {max_batch}"
+        )
+    bad = ~np.isfinite(x)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        kind = "NaN" if np.isnan(x[r, c]) else "inf"
+        raise ValueError(
+            f"observation {r}, input {c} is {kind}: the kernel takes finite observations only (check the "
+            "environment or replace non-finite values before calling)"
+        )
+    return x, one_d
+
+
+def make_backend(backend: Any) -> Any:
+    """A backend instance from its name ("numpy", "cpu", "rtl", "pynq", "xrt", "auto") or an instance."""
+    if not isinstance(backend, str):
+        return backend
+    if backend == "numpy":
+        from pearl_fpga.backends.mlp_numpy import NumpyMLPBackend
+
+        return NumpyMLPBackend()
+    if backend == "cpu":
+        from pearl_fpga.backends.mlp_cpu import CpuMLPBackend
+
+        return CpuMLPBackend()
+    if backend == "auto":  # the compiled kernel, else the reference (boards and rtl only on request)
+        try:
+            return make_backend("cpu")
+        except BackendUnavailable:
+            return make_backend("numpy")
+    if backend == "rtl":
+        try:
+            from pearl_fpga.backends.mlp_rtl import MLPRTLBackend
+        except ImportError as exc:
+            raise BackendUnavailable(
+                "the rtl backend of the MLP kernel cannot be imported (pearl_fpga.backends.mlp_rtl: "
+                f"{exc}); install the sim extra (pip install -e '.[sim]') or use backend='cpu'"
+            ) from exc
+        return MLPRTLBackend()
+    if backend in ("pynq", "xrt"):
+        try:
+            from pearl_fpga.board.mlp_driver import MLPBoardBackend
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"the {backend} backend of the MLP kernel cannot be imported (pearl_fpga.board.mlp_driver: "
+                f"{exc}); it needs a board with the MLP bitstream; use backend='cpu' here"
+            ) from exc
+        return MLPBoardBackend(transport=backend)
+    raise ValueError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+
+
+class MLPInfer:
+    """A torch MLP quantized to the kernel's int16 formats and loaded on one backend.
+
+    Build it with `MLPInfer.from_torch`. Calls are bit-identical across backends; `max_error` is the
+    largest absolute difference from the float torch network on the calibration batch.
+    """
+
+    def __init__(self) -> None:  # use from_torch
+        self.backend: Any = None
+        self.formats: list[LayerFormat] = []
+        self.max_error: float = float("nan")
+        self.head: str = HEAD_RAW
+        self.layers: list[QuantizedLayer] = []
+        self._net: _Net | None = None
+        self._calibration = np.zeros((0, 0))
+        self._low = np.zeros(0)
+        self._high = np.zeros(0)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_torch(
+        cls,
+        module: Any,
+        backend: Any = "cpu",
+        calibration: Any = None,
+        head: str = "auto",
+        action_low: Any = None,
+        action_high: Any = None,
+    ) -> MLPInfer:
+        """Quantize `module` (see the module docstring for what it may be) and load it on `backend`.
+
+        calibration: observations (B, n_0) typical of the environment; they set the activation formats
+        and `max_error`. head: "auto" (tanh if the network ends in Tanh, else raw), "raw" or "tanh" (a
+        check). action_low/high: bounds that `.act` maps the tanh head to (scalars or (m,) arrays;
+        default -1 and 1).
+        """
+        if head not in ("auto", HEAD_RAW, HEAD_TANH):
+            raise ValueError(f"head must be 'auto', 'raw' or 'tanh', not {head!r}")
+        seq = _find_sequential(module)
+        net = _parse(seq)
+        if head != "auto" and head != net.head:
+            raise ValueError(
+                f"head={head!r} but the network {'ends in Tanh' if net.head == HEAD_TANH else 'has no final Tanh'}: "
+                f"use head={net.head!r} or 'auto'"
+            )
+        self = cls()
+        self.backend = make_backend(backend)
+        _check_limits(net, self.backend)
+        n0 = net.weights[0].shape[1]
+        if calibration is None:
+            raise ValueError(
+                f"a calibration batch is needed to choose activation formats: pass calibration= observations of "
+                f"shape (batch, {n0}) typical of the environment"
+            )
+        calib, _ = _as_obs(calibration, n0, max_batch=np.iinfo(np.int64).max)
+        if calib.shape[0] == 0:
+            raise ValueError("the calibration batch is empty")
+        if module is not seq:
+            _check_wrapper(module, seq, calib)
+        m = net.weights[-1].shape[0]
+        self._low, self._high = _bounds(action_low, action_high, m)
+        formats = _choose_formats(net, calib, previous=None)
+        self._install(net, formats, calib, module)
+        return self
+
+    def load_weights(self, module: Any) -> None:
+        """Re-quantize from `module` (same architecture) and load; formats kept unless they would saturate.
+
+        Raises ValueError (nothing changes) when the architecture differs or the kernel rejects it.
+        """
+        if self._net is None:
+            raise ValueError("MLPInfer is not initialized: build it with MLPInfer.from_torch")
+        seq = _find_sequential(module)
+        net = _parse(seq)
+        if net.shapes() != self._net.shapes() or net.head != self._net.head:
+            raise ValueError(
+                f"load_weights needs the same architecture: loaded {_describe(self._net)}, got {_describe(net)}; "
+                "build a new MLPInfer with from_torch for a different network"
+            )
+        formats = _choose_formats(net, self._calibration, previous=self.formats)
+        self._install(net, formats, self._calibration, module)
+
+    def _install(self, net: _Net, formats: list[LayerFormat], calib: np.ndarray, module: Any) -> None:
+        """Quantize, load on the backend (which validates), and only then replace this object's state."""
+        layers = []
+        for i, (w, b, f) in enumerate(zip(net.weights, net.biases, formats)):
+            wq = quantize(w, f.fw, INT16_MIN, INT16_MAX).astype(np.int16)
+            bq = quantize(b, f.fw + f.fa_in, -INT32_MAX - 1, INT32_MAX).astype(np.int32)
+            layers.append(QuantizedLayer(wq, bq, f.shift, net.relu[i]))
+        self.backend.load(layers, net.head)
+        self.layers, self.formats, self._net, self.head = layers, formats, net, net.head
+        self._calibration = calib
+        fa_in = formats[0].fa_in
+        fa_out = formats[-1].fa_out if net.head == HEAD_RAW else 15
+        self._in_scale = 2.0**fa_in
+        self._out_scale = 2.0**-fa_out
+        if hasattr(self.backend, "infer_float"):
+            self.backend.set_io_format(fa_in, fa_out)
+            self._forward = self.backend.infer_float
+        else:
+            self._forward = self._forward_generic
+        self.max_error = self._measure_error(module, calib)
+
+    def _measure_error(self, module: Any, calib: np.ndarray) -> float:
+        ref = _torch_forward(module, calib)
+        got = np.concatenate(
+            [self(calib[i : i + self.max_batch]) for i in range(0, calib.shape[0], self.max_batch)]
+        ).astype(np.float64)
+        return float(np.max(np.abs(got - ref))) if got.size else 0.0
+
+    # ------------------------------------------------------------------ inference
+    @property
+    def n_in(self) -> int:
+        """Observation width n_0."""
+        return int(self.layers[0].n_in)
+
+    @property
+    def n_out(self) -> int:
+        """Output width m (Q-values or action dimensions)."""
+        return int(self.layers[-1].m_out)
+
+    @property
+    def max_batch(self) -> int:
+        """Most observations per call (the backend's MAX_BATCH)."""
+        return int(getattr(self.backend, "max_batch", MAX_BATCH))
+
+    @property
+    def last_cycles(self) -> int | None:
+        """Clock cycles of the last call on a cycle-accurate backend (rtl), else None."""
+        return self.backend.last_cycles
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        """Network outputs as float32: (B, m) for (B, n_0) observations, (m,) for one (n_0,) observation.
+
+        A raw head returns the dequantized Q-values; a tanh head returns tanh outputs in [-1, 1].
+        Raises ValueError for a wrong width, a batch over MAX_BATCH or NaN/inf values.
+        """
+        return self._forward(obs)
+
+    def act(self, obs: Any) -> Any:
+        """Greedy actions (RAW head: argmax, int64 (B,) or an int for one observation) or actions scaled
+        to [action_low, action_high] (TANH head: float32 (B, m) or (m,))."""
+        if self.head == HEAD_RAW:
+            if hasattr(self.backend, "act_argmax"):
+                return self.backend.act_argmax(obs)
+            x_q, one_d = self._quantize(obs)
+            _, argmax = self.backend.infer(x_q)
+            return int(argmax[0]) if one_d else argmax
+        t = self._forward(obs).astype(np.float64)
+        mid, half = (self._high + self._low) / 2.0, (self._high - self._low) / 2.0
+        return (mid + half * t).astype(np.float32)
+
+    def _quantize(self, obs: Any) -> tuple[np.ndarray, bool]:
+        x, one_d = _as_obs(obs, self.n_in, self.max_batch)
+        fa = self.formats[0].fa_in
+        return quantize(x, fa, INT16_MIN, INT16_MAX).astype(np.int16), one_d
+
+    def _forward_generic(self, obs: Any) -> np.ndarray:
+        x_q, one_d = self._quantize(obs)
+        out, _ = self.backend.infer(x_q)
+        y = (np.asarray(out).astype(np.float64) * self._out_scale).astype(np.float32)
+        return y[0] if one_d else y
+
+    def __repr__(self) -> str:
+        if self._net is None:
+            return "MLPInfer(uninitialized)"
+        return (
+            f"MLPInfer({_describe(self._net)}, backend={getattr(self.backend, 'name', '?')!r}, "
+            f"max_error={self.max_error:.3g})"
+        )
+
+
+def _describe(net: _Net) -> str:
+    widths = [net.weights[0].shape[1]] + [w.shape[0] for w in net.weights]
+    return "-".join(map(str, widths)) + f" {net.head} head"
+
+
+def _torch_forward(module: Any, x: np.ndarray) -> np.ndarray:
+    import torch
+
+    param = next(iter(module.parameters()), None)
+    dtype = param.dtype if param is not None else torch.float32
+    device = param.device if param is not None else "cpu"
+    with torch.no_grad():
+        out = module(torch.as_tensor(x, dtype=dtype, device=device))
+    return out.detach().to("cpu").double().numpy()
+
+
+def _check_wrapper(module: Any, seq: Any, calib: np.ndarray) -> None:
+    try:
+        a = _torch_forward(module, calib[:64])
+    except Exception as exc:  # the wrapper's forward takes something else
+        raise ValueError(
+            f"{type(module).__name__}'s forward cannot be called on observations ({exc}): pass its "
+            "nn.Sequential itself"
+        ) from exc
+    b = _torch_forward(seq, calib[:64])
+    if a.shape != b.shape or not np.allclose(a, b, rtol=1e-6, atol=1e-6):
+        raise ValueError(
+            f"{type(module).__name__}'s forward differs from its nn.Sequential (it transforms the output): "
+            "pass the nn.Sequential itself (and action_low/action_high for a scaled actor)"
+        )
+
+
+def _bounds(low: Any, high: Any, m: int) -> tuple[np.ndarray, np.ndarray]:
+    lo = np.broadcast_to(np.asarray(-1.0 if low is None else low, dtype=np.float64), (m,)).copy()
+    hi = np.broadcast_to(np.asarray(1.0 if high is None else high, dtype=np.float64), (m,)).copy()
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo < hi)):
+        raise ValueError(f"action bounds must be finite with low < high, got low={low!r}, high={high!r}")
+    return lo, hi
+
+
+def _choose_formats(net: _Net, calib: np.ndarray, previous: Sequence[LayerFormat] | None) -> list[LayerFormat]:
+    """Per-layer formats (module docstring). With `previous`, keep each format that still fits."""
+
+    def pick(max_abs: float, old: int | None) -> int:
+        if old is not None and max_abs * 2.0**old <= INT16_MAX:
+            return old  # still holds the range: keep (no churn between learner syncs)
+        return frac_bits(max_abs, headroom=HEADROOM)
+
+    outs = net.layer_outputs(calib)
+    fa_in = previous[0].fa_in if previous else frac_bits(float(np.max(np.abs(calib))), headroom=HEADROOM)
+    formats = []
+    n_layers = len(net.weights)
+    for i, (w, b, a) in enumerate(zip(net.weights, net.biases, outs)):
+        old = previous[i] if previous else None
+        max_w = float(np.max(np.abs(w))) if w.size else 0.0
+        fw_w = frac_bits(max_w)
+        max_b = float(np.max(np.abs(b))) if b.size else 0.0
+        fw = min(fw_w, frac_bits(max_b, limit=INT32_MAX) - fa_in) if max_b > 0 else fw_w
+        if old is not None and old.fw <= fw:
+            fw = old.fw
+        last = i == n_layers - 1
+        if last and net.head == HEAD_TANH:
+            fa_out = TANH_FRAC_BITS
+        else:
+            max_a = float(np.max(np.abs(a))) if a.size else 0.0
+            fa_out = pick(max_a, old.fa_out if old is not None else None)
+        shift = fw + fa_in - fa_out
+        if shift < 0:
+            if last and net.head == HEAD_TANH:
+                raise ValueError(
+                    f"linear layer {i}: weights up to {max_w:.3g} with inputs in Q.{fa_in} cannot reach the tanh "
+                    "head's Q3.12 output (the shift would be negative): scale the network's last layer down"
+                )
+            fa_out = fw + fa_in
+        elif shift > MAX_SHIFT:
+            fw -= shift - MAX_SHIFT
+        formats.append(LayerFormat(fw=fw, fa_in=fa_in, fa_out=fa_out))
+        fa_in = fa_out
+    return formats

@@ -1,0 +1,310 @@
+// pearl_fpga._mlp_native: the MLP kernel's HLS C++ (hls/mlp/mlp.cpp) as the "cpu" backend.
+//
+// Engine.load() parses the SPEC.md LOAD stream with the kernel's own load_model(); inference runs
+// the kernel's forward_batch() (path "plain") or the bit-identical AVX-512/AVX2 MAC array of
+// mlp_simd.h on the same loaded model (path "auto" picks the fastest the CPU has).
+// infer_float() is the fused host path MLPInfer uses: float
+// observations -> int16 (SPEC input quantization) -> all layers -> float32, in one call, without
+// allocations beyond the result array, releasing the GIL for larger batches.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mlp.h"
+#include "mlp_simd.h"
+
+namespace py = pybind11;
+
+namespace {
+
+constexpr int GIL_RELEASE_BATCH = 16;  // below this the release costs more than it frees
+
+// Feeds a uint16 word array to load_model() as an AXI stream (tlast on the final word).
+struct WordSource {
+    const uint16_t* words;
+    std::size_t n;
+    std::size_t pos;
+    pearl::axis16 read() {
+        if (pos >= n) return pearl::axis16{0, true};  // unreachable: load_model stops at tlast
+        pearl::axis16 w{int16_t(words[pos]), pos + 1 == n};
+        ++pos;
+        return w;
+    }
+};
+
+// A loaded network: the kernel's Model and, when the AVX-512 path is on, its repacked copy.
+struct Loaded {
+    std::unique_ptr<mlp::Model> model;
+    std::unique_ptr<mlp_simd::SimdModel> simd;
+    mlp_simd::Isa isa = mlp_simd::Isa::PLAIN;
+};
+
+// Per-thread scratch, reused across calls (no allocation once grown).
+struct Scratch {
+    std::vector<int16_t> x;
+    std::vector<int16_t> y;
+    std::vector<int32_t> argmax;
+};
+thread_local Scratch scratch;
+
+std::string shape_str(const py::array& a) {
+    std::string s = "(";
+    for (py::ssize_t k = 0; k < a.ndim(); ++k) s += (k ? ", " : "") + std::to_string(a.shape(k));
+    return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+class Engine {
+   public:
+    explicit Engine(const std::string& path) {
+        if (path == "auto") {
+            isa_ = mlp_simd::best_isa();
+        } else {
+            isa_ = path == "avx512" ? mlp_simd::Isa::AVX512 : path == "avx2" ? mlp_simd::Isa::AVX2
+                                                                                : mlp_simd::Isa::PLAIN;
+            if (path != "avx512" && path != "avx2" && path != "plain")
+                throw py::value_error("path must be 'auto', 'avx512', 'avx2' or 'plain', not '" + path + "'");
+            if (!mlp_simd::supported(isa_))
+                throw py::value_error("this CPU cannot run the " + path + " path: use path='auto'");
+        }
+    }
+
+    // The MAC array in use: "avx512", "avx2" or "plain" (the kernel's own HLS loops).
+    std::string path() const {
+        return isa_ == mlp_simd::Isa::AVX512 ? "avx512" : isa_ == mlp_simd::Isa::AVX2 ? "avx2" : "plain";
+    }
+
+    // Returns the error register value (0: loaded). On an error the previous weights stay.
+    uint32_t load(py::array_t<uint16_t, py::array::c_style | py::array::forcecast> words) {
+        if (words.ndim() != 1 || words.size() < 1) throw py::value_error("LOAD stream: expected a non-empty 1-D uint16 array");
+        auto loaded = std::make_shared<Loaded>();
+        // Default-initialized (2 MB, not zeroed): load_model writes every word a layer uses, padding
+        // included, and the model is dropped unless the LOAD succeeds.
+        loaded->model = std::unique_ptr<mlp::Model>(new mlp::Model);
+        WordSource src{words.data(), std::size_t(words.size()), 0};
+        uint32_t err;
+        {
+            py::gil_scoped_release release;
+            err = mlp::load_model(src, *loaded->model);
+            if (err == 0 && src.pos != src.n) err = mlp::ERR_BAD_LOAD;  // words after tlast: not one LOAD
+            if (err == 0 && isa_ != mlp_simd::Isa::PLAIN) loaded->simd = mlp_simd::pack(*loaded->model);
+            loaded->isa = isa_;
+        }
+        if (err != 0) return err;
+        model_ = std::move(loaded);
+        return 0;
+    }
+
+    // Fixed-point formats of the fused float path: input fa_0, output scale 2^-fa_out.
+    void set_io_format(int fa_in, int fa_out) {
+        in_scale_ = std::ldexp(1.0, fa_in);
+        out_scale_ = std::ldexp(1.0, -fa_out);
+    }
+
+    bool loaded() const { return model_ != nullptr; }
+    int n_in() const { return require().layer[0].n_in; }
+    int n_out() const {
+        const mlp::Model& m = require();
+        return m.layer[m.n_layers - 1].m_out;
+    }
+    std::string head() const {
+        const mlp::Model& m = require();
+        return (m.layer[m.n_layers - 1].flags & mlp::FLAG_TANH) ? "tanh" : "raw";
+    }
+
+    // int16 (B, n_0) -> (int16 (B, m), int64 argmax (B,) or None for a tanh head).
+    py::tuple infer_int(const py::object& obj) {
+        std::shared_ptr<const Loaded> loaded = model_;
+        const mlp::Model& m = require(loaded);
+        if (!py::array_t<int16_t, py::array::c_style>::check_(obj))
+            throw py::type_error("x_q must be a C-contiguous int16 array of shape (batch, n_in)");
+        auto x = py::reinterpret_borrow<py::array_t<int16_t, py::array::c_style>>(obj);
+        const int n0 = m.layer[0].n_in, mo = m.layer[m.n_layers - 1].m_out;
+        const py::ssize_t batch = check_shape(x, n0, /*allow_1d=*/false);
+        const bool raw = (m.layer[m.n_layers - 1].flags & mlp::FLAG_RAW) != 0;
+        py::array_t<int16_t> y({batch, py::ssize_t(mo)});
+        std::vector<int32_t>& am = scratch.argmax;
+        am.resize(std::size_t(batch));
+        run(*loaded, x.data(), int(batch), y.mutable_data(), am.data());
+        if (!raw) return py::make_tuple(y, py::none());
+        py::array_t<int64_t> arg(batch);
+        int64_t* a = arg.mutable_data();
+        for (py::ssize_t b = 0; b < batch; ++b) a[b] = am[std::size_t(b)];
+        return py::make_tuple(y, arg);
+    }
+
+    // Float observations (n_0,) or (B, n_0) -> float32 outputs (m,) or (B, m): quantize, infer, dequantize.
+    py::array infer_float(const py::object& obj) {
+        std::shared_ptr<const Loaded> loaded = model_;
+        const mlp::Model& m = require(loaded);
+        const int mo = m.layer[m.n_layers - 1].m_out;
+        py::ssize_t batch;
+        bool one_d;
+        quantize_obs(*loaded, obj, batch, one_d);
+        py::array_t<float> out = one_d ? py::array_t<float>(py::ssize_t(mo)) : py::array_t<float>({batch, py::ssize_t(mo)});
+        float* o = out.mutable_data();
+        const int16_t* y = scratch.y.data();
+        const double scale = out_scale_;
+        const py::ssize_t total = batch * mo;
+        for (py::ssize_t k = 0; k < total; ++k) o[k] = float(double(y[k]) * scale);
+        return std::move(out);
+    }
+
+    // RAW head: the greedy action (argmax) per observation; an int for a 1-D observation.
+    py::object act_argmax(const py::object& obj) {
+        std::shared_ptr<const Loaded> loaded = model_;
+        const mlp::Model& m = require(loaded);
+        if (!(m.layer[m.n_layers - 1].flags & mlp::FLAG_RAW)) throw py::value_error("act_argmax needs a RAW head");
+        py::ssize_t batch;
+        bool one_d;
+        quantize_obs(*loaded, obj, batch, one_d);
+        const int32_t* am = scratch.argmax.data();
+        if (one_d) return py::int_(am[0]);
+        py::array_t<int64_t> arg(batch);
+        int64_t* a = arg.mutable_data();
+        for (py::ssize_t b = 0; b < batch; ++b) a[b] = am[b];
+        return std::move(arg);
+    }
+
+   private:
+    mlp_simd::Isa isa_ = mlp_simd::Isa::PLAIN;
+    std::shared_ptr<const Loaded> model_;  // replaced whole on load: in-flight calls keep theirs
+    double in_scale_ = 1.0;
+    double out_scale_ = 1.0;
+
+    const mlp::Model& require() const { return require(model_); }
+    static const mlp::Model& require(const std::shared_ptr<const Loaded>& m) {
+        if (!m) throw py::value_error("no weights loaded: call load() first");
+        return *m->model;
+    }
+
+    static py::ssize_t check_shape(const py::array& x, int n0, bool allow_1d) {
+        if (allow_1d && x.ndim() == 1) {
+            if (x.shape(0) != n0)
+                throw py::value_error("observation has shape " + shape_str(x) + "; the network takes " +
+                                      std::to_string(n0) + " inputs: pass shape (" + std::to_string(n0) +
+                                      ",) or (batch, " + std::to_string(n0) + ")");
+            return 1;
+        }
+        if (x.ndim() != 2 || x.shape(1) != n0)
+            throw py::value_error("observations have shape " + shape_str(x) + "; the network takes " +
+                                  std::to_string(n0) + " inputs: pass shape (batch, " + std::to_string(n0) + ")" +
+                                  (allow_1d ? " or (" + std::to_string(n0) + ",)" : ""));
+        if (x.shape(0) > mlp::MAX_BATCH)
+            throw py::value_error("batch of " + std::to_string(x.shape(0)) + " observations is over MAX_BATCH = " +
+                                  std::to_string(mlp::MAX_BATCH) + ": split it into chunks of at most " +
+                                  std::to_string(mlp::MAX_BATCH));
+        return x.shape(0);
+    }
+
+    static void forward(const Loaded& l, const int16_t* x, int batch, int16_t* y, int32_t* argmax) {
+        if (l.isa == mlp_simd::Isa::AVX512)
+            mlp_simd::forward_batch(*l.simd, x, batch, y, argmax);
+        else if (l.isa == mlp_simd::Isa::AVX2)
+            mlp_simd::forward_batch_avx2(*l.simd, x, batch, y, argmax);
+        else
+            mlp::forward_batch(*l.model, x, batch, y, argmax);
+    }
+
+    static void run(const Loaded& l, const int16_t* x, int batch, int16_t* y, int32_t* argmax) {
+        if (batch >= GIL_RELEASE_BATCH) {
+            py::gil_scoped_release release;
+            forward(l, x, batch, y, argmax);
+        } else {
+            forward(l, x, batch, y, argmax);
+        }
+    }
+
+    template <typename T>
+    void quantize_rows(const T* src, py::ssize_t count, int n0, int16_t* dst) const {
+        const double scale = in_scale_;
+        for (py::ssize_t k = 0; k < count; ++k) {
+            const double v = double(src[k]);
+            if (!std::isfinite(v))
+                throw py::value_error("observation " + std::to_string(k / n0) + ", input " + std::to_string(k % n0) +
+                                      " is " + (std::isnan(v) ? "NaN" : "inf") +
+                                      ": the kernel takes finite observations only (check the environment or "
+                                      "replace non-finite values before calling)");
+            double q = std::floor(v * scale + 0.5);  // SPEC.md input quantization, in double
+            q = q > 32767.0 ? 32767.0 : (q < -32768.0 ? -32768.0 : q);
+            dst[k] = int16_t(q);
+        }
+    }
+
+    // Validates and quantizes observations into scratch.x, then runs the network into scratch.y /
+    // scratch.argmax. Raises (state unchanged) on a bad shape, a batch over the limit, NaN or inf.
+    void quantize_obs(const Loaded& loaded, const py::object& obj, py::ssize_t& batch, bool& one_d) const {
+        const mlp::Model& m = *loaded.model;
+        const int n0 = m.layer[0].n_in, mo = m.layer[m.n_layers - 1].m_out;
+        py::array arr;
+        bool f32 = false;
+        if (py::array_t<float, py::array::c_style>::check_(obj)) {
+            arr = py::reinterpret_borrow<py::array>(obj);
+            f32 = true;
+        } else if (py::array_t<double, py::array::c_style>::check_(obj)) {
+            arr = py::reinterpret_borrow<py::array>(obj);
+        } else {
+            arr = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(obj);
+            if (!arr) {
+                PyErr_Clear();
+                throw py::type_error("observations must be a float array (or convertible to one) of shape (batch, " +
+                                     std::to_string(n0) + ")");
+            }
+        }
+        batch = check_shape(arr, n0, /*allow_1d=*/true);
+        one_d = arr.ndim() == 1;
+        const py::ssize_t count = batch * n0;
+        scratch.x.resize(std::size_t(count));
+        scratch.y.resize(std::size_t(batch * mo));
+        scratch.argmax.resize(std::size_t(batch));
+        if (f32)
+            quantize_rows(static_cast<const float*>(arr.data()), count, n0, scratch.x.data());
+        else
+            quantize_rows(static_cast<const double*>(arr.data()), count, n0, scratch.x.data());
+        run(loaded, scratch.x.data(), int(batch), scratch.y.data(), scratch.argmax.data());
+    }
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_mlp_native, mod) {
+    mod.doc() = "MLP inference kernel (hls/mlp) compiled for the CPU: bit-exact with the hardware (SPEC.md).";
+    mod.attr("MAX_LAYERS") = mlp::MAX_LAYERS;
+    mod.attr("MAX_WIDTH") = mlp::MAX_WIDTH;
+    mod.attr("LANES") = mlp::LANES;
+    mod.attr("MAX_BATCH") = mlp::MAX_BATCH;
+    mod.attr("ERR_BAD_LOAD") = mlp::ERR_BAD_LOAD;
+    mod.def(
+        "tanh_table",
+        []() {
+            py::array_t<int16_t> t(mlp::TANH_SEGMENTS + 1);
+            const int16_t* src = mlp::tanh_table();
+            for (int k = 0; k <= mlp::TANH_SEGMENTS; ++k) t.mutable_data()[k] = src[k];
+            return t;
+        },
+        "The 1025-entry tanh table of SPEC.md as the kernel computes it.");
+    mod.def(
+        "tanh_pwl",
+        [](py::array_t<int16_t, py::array::c_style | py::array::forcecast> y) {
+            py::array_t<int16_t> t(y.size());
+            for (py::ssize_t k = 0; k < y.size(); ++k) t.mutable_data()[k] = mlp::tanh_pwl(y.data()[k]);
+            return t;
+        },
+        "The kernel's piecewise-linear tanh (Q3.12 -> Q0.15) on a flat int16 array.");
+    py::class_<Engine>(mod, "Engine", "One loaded network (the kernel's on-chip weights) and its host formats.")
+        .def(py::init<const std::string&>(), py::arg("path") = "auto",
+             "path: 'auto' (best the CPU has), 'avx512', 'avx2' or 'plain' (the kernel's own HLS loops).")
+        .def_property_readonly("path", &Engine::path)
+        .def("load", &Engine::load, py::arg("words"), "Parse a LOAD stream; returns the error register (0 = loaded).")
+        .def("set_io_format", &Engine::set_io_format, py::arg("fa_in"), py::arg("fa_out"))
+        .def("infer_int", &Engine::infer_int, py::arg("x_q"))
+        .def("infer_float", &Engine::infer_float, py::arg("obs"))
+        .def("act_argmax", &Engine::act_argmax, py::arg("obs"))
+        .def_property_readonly("loaded", &Engine::loaded)
+        .def_property_readonly("n_in", &Engine::n_in)
+        .def_property_readonly("n_out", &Engine::n_out)
+        .def_property_readonly("head", &Engine::head);
+}
