@@ -1,0 +1,58 @@
+// datamover.cpp: the Alveo data movers between device memory and the kernels' AXI4-Streams.
+//
+// On a Zynq board an AXI DMA carries the streams (hls/scripts/zynq_bd.tcl). On Alveo the host cannot
+// stream into a kernel directly, so each kernel gets two small kernels, linked to it by
+// hls/scripts/alveo_connectivity.cfg:
+//   mm2s_<k>: read n words from a device buffer and send them on the kernel's input stream, TLAST on
+//             the last word (the replay kernel echoes it on the response to the last command);
+//   s2mm_<k>: write the next n words of the kernel's output stream into a device buffer. It counts
+//             words and ignores TLAST, so the MLP kernel's TLAST after every observation does not end
+//             the transfer early.
+// pearl_fpga/board/xrt_transport.py runs them around each ap_start of the kernel.
+#include "datamover.h"
+
+extern "C" {
+
+void mm2s_replay(const uint64_t* in, pearl::stream<pearl::axis128>& out, uint32_t n) {
+#pragma HLS INTERFACE mode = m_axi port = in offset = slave bundle = gmem
+#pragma HLS INTERFACE mode = axis port = out
+MM2S_REPLAY:
+    for (uint32_t i = 0; i < n; i++) {
+#pragma HLS PIPELINE II = 2
+        out.write(pearl::axis128{in[2 * i], in[2 * i + 1], i + 1 == n});
+    }
+}
+
+void s2mm_replay(pearl::stream<pearl::axis128>& in, uint64_t* out, uint32_t n) {
+#pragma HLS INTERFACE mode = axis port = in
+#pragma HLS INTERFACE mode = m_axi port = out offset = slave bundle = gmem
+S2MM_REPLAY:
+    for (uint32_t i = 0; i < n; i++) {
+#pragma HLS PIPELINE II = 2
+        const pearl::axis128 w = in.read();
+        out[2 * i] = w.lo;
+        out[2 * i + 1] = w.hi;
+    }
+}
+
+void mm2s_mlp(const int16_t* in, pearl::stream<pearl::axis16>& out, uint32_t n) {
+#pragma HLS INTERFACE mode = m_axi port = in offset = slave bundle = gmem
+#pragma HLS INTERFACE mode = axis port = out
+MM2S_MLP:
+    for (uint32_t i = 0; i < n; i++) {
+#pragma HLS PIPELINE II = 1
+        out.write(pearl::axis16{in[i], i + 1 == n});
+    }
+}
+
+void s2mm_mlp(pearl::stream<pearl::axis16>& in, int16_t* out, uint32_t n) {
+#pragma HLS INTERFACE mode = axis port = in
+#pragma HLS INTERFACE mode = m_axi port = out offset = slave bundle = gmem
+S2MM_MLP:
+    for (uint32_t i = 0; i < n; i++) {
+#pragma HLS PIPELINE II = 1
+        out[i] = in.read().data;
+    }
+}
+
+}  // extern "C"

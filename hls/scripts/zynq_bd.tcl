@@ -1,0 +1,81 @@
+# zynq_bd.tcl: block design, bitstream and reports for a Zynq board (make bitstream BOARD=...).
+#
+#   vivado -mode batch -source hls/scripts/zynq_bd.tcl -tclargs <board> <part> <board_part> <clock_mhz> <build_dir> <out_prefix>
+#
+# The design: the processing system (PS7 on Zynq-7000, PS8 on Zynq UltraScale+) with its PL clock
+# at <clock_mhz>; the two HLS kernels replay_top_0 and mlp_top_0 (IP exported by `make hls` into
+# <build_dir>/hls/) with their AXI4-Lite control on the PS's general-purpose master port; one AXI
+# DMA per kernel in simple mode (dma_replay: 128-bit streams, dma_mlp: 16-bit streams) whose MM2S
+# channel feeds the kernel's input stream and whose S2MM channel takes its output stream, both DMA
+# masters on a high-performance port into DDR. These instance names are what the manifest records
+# and what pearl_fpga/board/pynq_transport.py looks up in the .hwh.
+# Board files of pynq-z2 (TUL) must be installed in Vivado's board repository; the others ship with Vivado.
+lassign $argv board part board_part clock_mhz build_dir out_prefix
+
+create_project -force pearl_fpga [file join $build_dir vivado] -part $part
+set_property board_part $board_part [current_project]
+set_property ip_repo_paths [list [file join $build_dir hls]] [current_project]
+update_ip_catalog
+create_bd_design pearl_fpga
+
+if {[string match xc7z* $part]} {
+    set ps [create_bd_cell -type ip -vlnv xilinx.com:ip:processing_system7 ps]
+    apply_bd_automation -rule xilinx.com:bd_rule:processing_system7 -config {make_external "FIXED_IO, DDR" apply_board_preset "1"} $ps
+    set_property -dict [list CONFIG.PCW_FPGA0_PERIPHERAL_FREQMHZ $clock_mhz CONFIG.PCW_USE_M_AXI_GP0 1 CONFIG.PCW_USE_S_AXI_HP0 1] $ps
+    set master /ps/M_AXI_GP0
+    set hp /ps/S_AXI_HP0
+    set clk /ps/FCLK_CLK0
+} else {
+    set ps [create_bd_cell -type ip -vlnv xilinx.com:ip:zynq_ultra_ps_e ps]
+    apply_bd_automation -rule xilinx.com:bd_rule:zynq_ultra_ps_e -config {apply_board_preset "1"} $ps
+    set_property -dict [list CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ $clock_mhz CONFIG.PSU__USE__M_AXI_GP0 1 \
+        CONFIG.PSU__USE__M_AXI_GP1 0 CONFIG.PSU__USE__S_AXI_GP2 1] $ps
+    set master /ps/M_AXI_HPM0_FPD
+    set hp /ps/S_AXI_HP0_FPD
+    set clk /ps/pl_clk0
+}
+set axi_cfg [list Clk_master $clk Clk_slave $clk Clk_xbar $clk]
+
+# kernel, HLS top, its input and output stream interfaces, stream width in bits
+foreach {kernel top in_stream out_stream width} {
+    replay replay_top s_axis_cmd m_axis_resp 128
+    mlp    mlp_top    s_axis_in  m_axis_out  16
+} {
+    create_bd_cell -type ip -vlnv pearl_fpga:pearl_fpga:${top}:1.0 ${top}_0
+    set dma [create_bd_cell -type ip -vlnv xilinx.com:ip:axi_dma dma_$kernel]
+    set_property -dict [list CONFIG.c_include_sg 0 CONFIG.c_sg_length_width 26 \
+        CONFIG.c_m_axis_mm2s_tdata_width $width CONFIG.c_s_axis_s2mm_tdata_width $width \
+        CONFIG.c_m_axi_mm2s_data_width 64 CONFIG.c_m_axi_s2mm_data_width 64 CONFIG.c_mm2s_burst_size 16 CONFIG.c_s2mm_burst_size 16] $dma
+    connect_bd_intf_net [get_bd_intf_pins dma_$kernel/M_AXIS_MM2S] [get_bd_intf_pins ${top}_0/$in_stream]
+    connect_bd_intf_net [get_bd_intf_pins ${top}_0/$out_stream] [get_bd_intf_pins dma_$kernel/S_AXIS_S2MM]
+    apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master $master] $axi_cfg] [get_bd_intf_pins ${top}_0/s_axi_control]
+    apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master $master] $axi_cfg] [get_bd_intf_pins dma_$kernel/S_AXI_LITE]
+    foreach port {M_AXI_MM2S M_AXI_S2MM} {
+        apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master /dma_$kernel/$port Slave $hp] $axi_cfg] [get_bd_intf_pins $hp]
+    }
+}
+
+assign_bd_address
+validate_bd_design
+save_bd_design
+set bd [get_files pearl_fpga.bd]
+make_wrapper -files $bd -top
+add_files -norecurse [file join $build_dir vivado pearl_fpga.gen sources_1 bd pearl_fpga hdl pearl_fpga_wrapper.v]
+set_property top pearl_fpga_wrapper [current_fileset]
+generate_target all $bd
+
+launch_runs impl_1 -to_step write_bitstream -jobs 2
+wait_on_run impl_1
+if {[get_property PROGRESS [get_runs impl_1]] ne "100%"} {
+    puts stderr "error: implementation did not complete; see [file join $build_dir vivado pearl_fpga.runs impl_1 runme.log]"
+    exit 1
+}
+open_run impl_1
+file mkdir [file join $build_dir reports]
+report_utilization -file [file join $build_dir reports utilization.rpt]
+report_timing_summary -file [file join $build_dir reports timing_summary.rpt]
+file mkdir [file dirname $out_prefix]
+file copy -force [lindex [glob [file join $build_dir vivado pearl_fpga.runs impl_1 *.bit]] 0] ${out_prefix}.bit
+file copy -force [file join $build_dir vivado pearl_fpga.gen sources_1 bd pearl_fpga hw_handoff pearl_fpga.hwh] ${out_prefix}.hwh
+puts "wrote ${out_prefix}.bit and ${out_prefix}.hwh"
+exit

@@ -1,0 +1,305 @@
+"""The board and platform catalog (bitstreams/catalog.json): what each FPGA target offers.
+
+Read by the build (part, clock and kernel sizes for `make bitstream` / `make xclbin`) and by the
+planner (clock, link bandwidth/latency, nominal power). Every figure is nominal, from public data
+sheets (each board's "notes" names the source); none is measured here.
+
+    >>> spec = load_catalog()["pynq-z2"]
+    >>> spec.transfer_seconds(4096)      # host <-> kernel transfer model: latency + bytes / bandwidth
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pearl_fpga.errors import PearlError
+
+SCHEMA_VERSION = 1
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CATALOG = REPO / "bitstreams" / "catalog.json"
+
+KINDS = ("zynq", "alveo")
+LINK_KINDS = {"zynq": "axi-hp", "alveo": "pcie"}
+RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
+# Kernel sizes a board may ask for: the limits of hls/replay/SPEC.md and hls/mlp/SPEC.md.
+KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {
+    "replay": {"capacity": (1, 1 << 20), "fanout": (2, 16), "max_batch": (1, 4096)},
+    "mlp": {"lanes": (1, 256), "max_width": (1, 256), "max_layers": (1, 4), "max_batch": (1, 4096)},
+}
+REPLAY_FANOUTS = (2, 4, 8, 16)
+
+
+class CatalogError(PearlError, ValueError):
+    """bitstreams/catalog.json is missing, malformed, or names an unknown board."""
+
+
+@dataclass(frozen=True)
+class BoardSpec:
+    """One FPGA board or Alveo platform, as the catalog describes it (nominal figures)."""
+
+    name: str  # catalog key, e.g. "pynq-z2"
+    kind: str  # "zynq" (PYNQ overlay: .bit + .hwh) or "alveo" (XRT: .xclbin)
+    part: str  # FPGA part number, e.g. "xc7z020clg400-1"
+    board_part: str | None  # Vivado board part (zynq only)
+    platform: str | None  # Vitis platform (alveo only)
+    clock_mhz: float  # kernel clock the build targets
+    resources: dict[str, int]  # lut, ff, bram36, uram, dsp available on the part
+    memory: dict[str, Any]  # type, size_gb, bandwidth_gbps (GB/s) of the board memory
+    link_bandwidth_gbps: float  # host <-> kernel bandwidth in GB/s (1e9 bytes per second)
+    link_latency_us: float  # fixed cost of one host <-> kernel transfer, microseconds
+    power_idle_w: float  # board power when idle, watts
+    power_active_w: float  # board power with the kernels busy, watts
+    power_source: str  # "nominal" (data sheet / estimate) or "measured"
+    kernels: dict[str, dict[str, int]]  # synthesis sizes of each kernel on this board
+    notes: str  # where the figures come from
+
+    @property
+    def link_kind(self) -> str:
+        """"axi-hp" (Zynq PS <-> PL) or "pcie" (host <-> Alveo card)."""
+        return LINK_KINDS[self.kind]
+
+    @property
+    def clock_hz(self) -> float:
+        return self.clock_mhz * 1e6
+
+    def transfer_seconds(self, nbytes: int | float) -> float:
+        """Modelled time of one host <-> kernel transfer of `nbytes`: latency + bytes / bandwidth."""
+        if nbytes < 0:
+            raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+        return self.link_latency_us * 1e-6 + float(nbytes) / (self.link_bandwidth_gbps * 1e9)
+
+    def kernel_seconds(self, cycles: int | float) -> float:
+        """Time of `cycles` kernel clock cycles at the catalog clock."""
+        return float(cycles) / self.clock_hz
+
+
+def load_catalog(path: str | Path | None = None) -> dict[str, BoardSpec]:
+    """Load and validate the catalog (default: bitstreams/catalog.json); returns name -> BoardSpec.
+
+    Raises CatalogError naming the file, the board and the field when anything is missing or wrong.
+    """
+    path = Path(path) if path is not None else DEFAULT_CATALOG
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CatalogError(f"board catalog {path} not found (it ships in the repository at bitstreams/catalog.json)") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CatalogError(f"board catalog {path} is not valid JSON ({exc}); restore it from git") from None
+    return parse_catalog(data, source=str(path))
+
+
+def get_board(name: str, path: str | Path | None = None) -> BoardSpec:
+    """One board of the catalog; an unknown name raises CatalogError listing the known ones."""
+    boards = load_catalog(path)
+    if name not in boards:
+        raise CatalogError(f"unknown board {name!r}; the catalog has: {', '.join(sorted(boards))}")
+    return boards[name]
+
+
+def parse_catalog(data: Any, source: str = "catalog") -> dict[str, BoardSpec]:
+    """Validate an already-parsed catalog document (see load_catalog)."""
+    if not isinstance(data, dict):
+        raise CatalogError(f"{source}: the top level must be a JSON object with 'schema' and 'boards'")
+    if data.get("schema") != SCHEMA_VERSION:
+        raise CatalogError(
+            f"{source}: schema is {data.get('schema')!r}, this pearl_fpga reads schema {SCHEMA_VERSION}; "
+            "upgrade pearl_fpga or use the catalog of its release"
+        )
+    boards = data.get("boards")
+    if not isinstance(boards, dict) or not boards:
+        raise CatalogError(f"{source}: 'boards' must be a non-empty object of board name -> description")
+    return {name: _parse_board(name, entry, source) for name, entry in boards.items()}
+
+
+class _Fields:
+    """Typed access to one JSON object with errors that name the field's full path."""
+
+    def __init__(self, obj: Any, where: str):
+        if not isinstance(obj, dict):
+            raise CatalogError(f"{where} must be a JSON object, got {type(obj).__name__}")
+        self.obj, self.where = obj, where
+
+    def _get(self, key: str) -> Any:
+        if key not in self.obj:
+            raise CatalogError(f"{self.where}: missing field '{key}'")
+        return self.obj[key]
+
+    def text(self, key: str, nullable: bool = False) -> str | None:
+        value = self._get(key)
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str) or not value:
+            raise CatalogError(f"{self.where}.{key} must be a non-empty string, got {value!r}")
+        return value
+
+    def number(self, key: str, minimum: float = 0.0, positive: bool = True) -> float:
+        value = self._get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise CatalogError(f"{self.where}.{key} must be a number, got {value!r}")
+        if value < minimum or (positive and value <= 0):
+            raise CatalogError(f"{self.where}.{key} must be {'> 0' if positive else f'>= {minimum}'}, got {value!r}")
+        return float(value)
+
+    def integer(self, key: str, lo: int, hi: int) -> int:
+        value = self._get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise CatalogError(f"{self.where}.{key} must be an integer in [{lo}, {hi}], got {value!r}")
+        return value
+
+    def sub(self, key: str) -> _Fields:
+        return _Fields(self._get(key), f"{self.where}.{key}")
+
+
+def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
+    f = _Fields(entry, f"{source}: boards.{name}")
+    kind = f.text("kind")
+    if kind not in KINDS:
+        raise CatalogError(f"{f.where}.kind must be one of {KINDS}, got {kind!r}")
+    board_part = f.text("board_part", nullable=True)
+    platform = f.text("platform", nullable=True)
+    if kind == "zynq" and (board_part is None or platform is not None):
+        raise CatalogError(f"{f.where}: a zynq board needs 'board_part' (Vivado board part) and 'platform': null")
+    if kind == "alveo" and (platform is None or board_part is not None):
+        raise CatalogError(f"{f.where}: an alveo card needs 'platform' (Vitis platform name) and 'board_part': null")
+
+    res = f.sub("resources")
+    resources = {k: int(res.integer(k, 0, 1 << 30)) for k in RESOURCE_KEYS}
+    mem = f.sub("memory")
+    memory = {"type": mem.text("type"), "size_gb": mem.number("size_gb"), "bandwidth_gbps": mem.number("bandwidth_gbps")}
+    link = f.sub("link")
+    link_kind = link.text("kind")
+    if link_kind != LINK_KINDS[kind]:
+        raise CatalogError(f"{link.where}.kind must be {LINK_KINDS[kind]!r} for a {kind} board, got {link_kind!r}")
+    power = f.sub("power_w")
+    power_source = power.text("source")
+    if power_source not in ("nominal", "measured"):
+        raise CatalogError(f"{power.where}.source must be 'nominal' or 'measured', got {power_source!r}")
+    idle, active = power.number("idle"), power.number("active")
+    if active < idle:
+        raise CatalogError(f"{power.where}: active power ({active} W) is below idle power ({idle} W)")
+
+    kern = f.sub("kernels")
+    kernels: dict[str, dict[str, int]] = {}
+    for kernel, limits in KERNEL_LIMITS.items():
+        k = kern.sub(kernel)
+        kernels[kernel] = {key: k.integer(key, lo, hi) for key, (lo, hi) in limits.items()}
+    if kernels["replay"]["fanout"] not in REPLAY_FANOUTS:
+        raise CatalogError(f"{f.where}.kernels.replay.fanout must be one of {REPLAY_FANOUTS}, got {kernels['replay']['fanout']}")
+    unknown = set(kern.obj) - set(KERNEL_LIMITS)
+    if unknown:
+        raise CatalogError(f"{f.where}.kernels: unknown kernel(s) {sorted(unknown)}; known: {sorted(KERNEL_LIMITS)}")
+
+    return BoardSpec(
+        name=name,
+        kind=kind,
+        part=str(f.text("part")),
+        board_part=board_part,
+        platform=platform,
+        clock_mhz=f.number("clock_mhz"),
+        resources=resources,
+        memory=memory,
+        link_bandwidth_gbps=link.number("bandwidth_gbps"),
+        link_latency_us=link.number("latency_us", positive=False),
+        power_idle_w=idle,
+        power_active_w=active,
+        power_source=power_source,
+        kernels=kernels,
+        notes=str(f.text("notes")),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Build helper: hls/build.mk reads the catalog through these commands, so no figure is kept twice.
+
+# Kernel synthesis parameter -> the macro of hls/<kernel>/<kernel>.h that sets it for Vitis HLS.
+HLS_MACROS: dict[str, dict[str, str]] = {
+    "replay": {"capacity": "REPLAY_CAPACITY", "fanout": "REPLAY_FANOUT"},
+    "mlp": {"lanes": "MLP_LANES", "max_width": "MLP_MAX_WIDTH", "max_layers": "MLP_MAX_LAYERS", "max_batch": "MLP_MAX_BATCH"},
+}
+
+
+def hls_defines(spec: BoardSpec, kernel: str) -> str:
+    """-D flags giving the HLS C++ of `kernel` this board's synthesis parameters."""
+    if kernel not in HLS_MACROS:
+        raise CatalogError(f"unknown kernel {kernel!r}; known: {sorted(HLS_MACROS)}")
+    return " ".join(f"-D{macro}={spec.kernels[kernel][key]}" for key, macro in HLS_MACROS[kernel].items())
+
+
+def board_for_platform(platform: str, path: str | Path | None = None) -> BoardSpec:
+    """The catalog entry of an Alveo platform name (e.g. xilinx_u250_gen3x16_xdma_4_1_202210_1)."""
+    boards = load_catalog(path)
+    for spec in boards.values():
+        if spec.platform == platform:
+            return spec
+    known = sorted(s.platform for s in boards.values() if s.platform)
+    raise CatalogError(f"platform {platform!r} is not in the catalog; known platforms: {', '.join(known)}")
+
+
+def _query(spec: BoardSpec, field_name: str, kernel: str | None) -> str:
+    values: dict[str, Any] = {
+        "name": spec.name,
+        "kind": spec.kind,
+        "part": spec.part,
+        "board_part": spec.board_part or "",
+        "platform": spec.platform or "",
+        "clock_mhz": f"{spec.clock_mhz:g}",
+        "period_ns": f"{1000.0 / spec.clock_mhz:g}",
+    }
+    if field_name == "hls_defines":
+        if kernel is None:
+            raise CatalogError("hls_defines needs a kernel: ... get BOARD hls_defines KERNEL")
+        return hls_defines(spec, kernel)
+    if field_name.startswith("kernels."):
+        _, k, key = (field_name.split(".") + ["", ""])[:3]
+        if k not in spec.kernels or key not in spec.kernels[k]:
+            raise CatalogError(f"no field {field_name!r}; kernels have {({k: sorted(v) for k, v in spec.kernels.items()})}")
+        return str(spec.kernels[k][key])
+    if field_name not in values:
+        raise CatalogError(f"no field {field_name!r}; choose from {sorted(values)}, hls_defines KERNEL, kernels.<kernel>.<param>")
+    return str(values[field_name])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pearl_fpga.board.catalog get BOARD FIELD [KERNEL]` / `board-of PLATFORM` / `list`."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m pearl_fpga.board.catalog", description="query bitstreams/catalog.json")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("get", help="print one field of a board (part, board_part, platform, kind, clock_mhz, period_ns, hls_defines KERNEL, kernels.<k>.<p>)")
+    g.add_argument("board")
+    g.add_argument("field")
+    g.add_argument("kernel", nargs="?")
+    b = sub.add_parser("board-of", help="print the catalog name of an Alveo platform")
+    b.add_argument("platform")
+    v = sub.add_parser("make-vars", help="print: kind part board_part(- if none) clock_mhz period_ns (one call for hls/build.mk)")
+    v.add_argument("board")
+    sub.add_parser("list", help="print the board names")
+    sub.add_parser("check", help="validate the catalog")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "get":
+            print(_query(get_board(args.board), args.field, args.kernel))
+        elif args.cmd == "make-vars":
+            spec = get_board(args.board)
+            print(" ".join([spec.kind, spec.part, spec.board_part or "-", _query(spec, "clock_mhz", None), _query(spec, "period_ns", None)]))
+        elif args.cmd == "board-of":
+            print(board_for_platform(args.platform).name)
+        elif args.cmd == "list":
+            print("\n".join(load_catalog()))
+        else:
+            print(f"{DEFAULT_CATALOG}: {len(load_catalog())} boards, ok")
+    except CatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

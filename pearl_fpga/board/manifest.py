@@ -1,0 +1,400 @@
+"""Bitstream manifests: bitstreams/<board>/manifest.json, written by the build, checked before loading.
+
+A manifest says what a bitstream (Zynq: .bit + .hwh) or xclbin (Alveo) holds: which kernels, at
+which interface version, with which synthesis parameters, built by which tools from which git
+revision, and the resource and timing summaries parsed from the Vivado reports. The runtime refuses
+a bitstream whose manifest does not match the drivers (ManifestError), so a stale bitstream never
+silently speaks an old register map.
+
+INTERFACE_VERSIONS is the one place the interface version of each kernel lives: bump it whenever
+hls/<kernel>/SPEC.md changes the ports, stream words or register map.
+
+Command line (used by hls/build.mk):
+    python -m pearl_fpga.board.manifest write --board pynq-z2 --out bitstreams/pynq-z2/manifest.json \
+        --bitstream pearl_fpga.bit --hwh pearl_fpga.hwh --utilization util.rpt --timing timing.rpt \
+        --tool vivado=2024.2 --tool vitis_hls=2024.2
+    python -m pearl_fpga.board.manifest check bitstreams/pynq-z2/manifest.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import re
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pearl_fpga.errors import ManifestError
+
+SCHEMA_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+
+# Interface version of each kernel's SPEC.md (ports, stream words, register map). Drivers check it.
+INTERFACE_VERSIONS: dict[str, int] = {"replay": 1, "mlp": 1}
+
+# Synthesis parameters each kernel records (the same names as the catalog's "kernels" entries).
+KERNEL_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "replay": ("capacity", "fanout", "max_batch"),
+    "mlp": ("lanes", "max_width", "max_layers", "max_batch"),
+}
+# Name of each kernel's HLS IP instance in the block design (Zynq) or compute unit (Alveo).
+IP_NAMES: dict[str, str] = {"replay": "replay_top_0", "mlp": "mlp_top_0"}
+# AXI DMA instance carrying each kernel's streams in the Zynq block design.
+DMA_NAMES: dict[str, str] = {"replay": "dma_replay", "mlp": "dma_mlp"}
+RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One kernel inside a bitstream."""
+
+    name: str  # "replay" or "mlp"
+    interface_version: int  # INTERFACE_VERSIONS at build time
+    ip_name: str  # IP instance / compute unit name
+    dma_name: str | None  # AXI DMA of its streams (Zynq); None on Alveo (data movers)
+    parameters: dict[str, int]  # synthesis parameters (capacity, fanout, lanes, ...)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What a bitstream holds; see the module docstring for the JSON layout."""
+
+    board: str  # catalog name of the board or platform
+    kind: str  # "zynq" or "alveo"
+    part: str
+    platform: str | None
+    clock_mhz: float
+    files: dict[str, str]  # "bit" and "hwh" (zynq) or "xclbin" (alveo): names relative to the manifest
+    kernels: dict[str, KernelEntry]
+    tools: dict[str, str]  # tool -> version
+    git_revision: str
+    built_at: str  # ISO 8601 UTC
+    resources: dict[str, int] = field(default_factory=dict)  # used, from the utilization report
+    timing: dict[str, Any] = field(default_factory=dict)  # wns_ns, tns_ns, met, achieved_mhz
+    path: Path | None = None  # where it was loaded from
+
+    def file(self, role: str) -> Path:
+        """Absolute path of one of the bitstream files ("bit", "hwh", "xclbin")."""
+        if role not in self.files:
+            raise ManifestError(f"manifest of {self.board} lists no {role!r} file (it has {sorted(self.files)})")
+        base = self.path.parent if self.path is not None else Path.cwd()
+        return base / self.files[role]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA_VERSION,
+            "board": self.board,
+            "kind": self.kind,
+            "part": self.part,
+            "platform": self.platform,
+            "clock_mhz": self.clock_mhz,
+            "files": dict(self.files),
+            "kernels": {
+                k.name: {
+                    "interface_version": k.interface_version,
+                    "ip_name": k.ip_name,
+                    "dma_name": k.dma_name,
+                    "parameters": dict(k.parameters),
+                }
+                for k in self.kernels.values()
+            },
+            "tools": dict(self.tools),
+            "git_revision": self.git_revision,
+            "built_at": self.built_at,
+            "resources": dict(self.resources),
+            "timing": dict(self.timing),
+        }
+
+    def check_kernel(self, kernel: str) -> KernelEntry:
+        """The entry of `kernel`, after checking its interface version against this driver's."""
+        if kernel not in self.kernels:
+            raise ManifestError(
+                f"bitstream for {self.board} ({self.path}) has no {kernel!r} kernel (it holds "
+                f"{sorted(self.kernels)}); rebuild it with `make bitstream BOARD={self.board}`"
+            )
+        entry = self.kernels[kernel]
+        expected = INTERFACE_VERSIONS[kernel]
+        if entry.interface_version != expected:
+            raise ManifestError(
+                f"bitstream for {self.board} has {kernel} interface version {entry.interface_version}, "
+                f"this pearl_fpga speaks version {expected}; rebuild the bitstream with this release "
+                f"(`make bitstream BOARD={self.board}`) or install the pearl_fpga release it was built with"
+            )
+        return entry
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Load and validate a manifest file (or the manifest.json inside a folder).
+
+    Raises ManifestError naming the file and the problem: missing, not JSON, wrong schema,
+    missing or mistyped fields, unknown kernels.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / MANIFEST_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError(
+            f"no bitstream manifest at {path}: build one with `make bitstream BOARD=<board>` "
+            "(or `make xclbin PLATFORM=<platform>`), or copy the whole bitstreams/<board>/ folder"
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"manifest {path} is not valid JSON ({exc}); rebuild the bitstream or restore the file") from None
+    return parse_manifest(data, path=path)
+
+
+def _req(obj: Mapping[str, Any], key: str, types: type | tuple[type, ...], where: str, nullable: bool = False) -> Any:
+    if not isinstance(obj, Mapping):
+        raise ManifestError(f"{where} must be a JSON object")
+    if key not in obj:
+        raise ManifestError(f"{where}: missing field '{key}'")
+    value = obj[key]
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise ManifestError(f"{where}.{key} has the wrong type (bool)")
+    if not isinstance(value, types):
+        names = types.__name__ if isinstance(types, type) else "/".join(t.__name__ for t in types)
+        raise ManifestError(f"{where}.{key} must be {names}, got {value!r}")
+    return value
+
+
+def parse_manifest(data: Any, path: Path | None = None) -> Manifest:
+    """Validate an already-parsed manifest document."""
+    where = f"manifest {path}" if path else "manifest"
+    if not isinstance(data, dict):
+        raise ManifestError(f"{where}: the top level must be a JSON object")
+    schema = data.get("schema")
+    if schema != SCHEMA_VERSION:
+        raise ManifestError(f"{where}: schema {schema!r} is not the supported {SCHEMA_VERSION}; rebuild the bitstream with this release")
+    kind = _req(data, "kind", str, where)
+    if kind not in ("zynq", "alveo"):
+        raise ManifestError(f"{where}.kind must be 'zynq' or 'alveo', got {kind!r}")
+    files = _req(data, "files", dict, where)
+    needed = ("bit", "hwh") if kind == "zynq" else ("xclbin",)
+    for role in needed:
+        name = _req(files, role, str, f"{where}.files")
+        if "/" in name or "\\" in name or name.startswith("."):
+            raise ManifestError(f"{where}.files.{role} must be a plain file name next to the manifest, got {name!r}")
+    clock = _req(data, "clock_mhz", (int, float), where)
+    if not math.isfinite(clock) or clock <= 0:
+        raise ManifestError(f"{where}.clock_mhz must be > 0, got {clock!r}")
+
+    kernels_raw = _req(data, "kernels", dict, where)
+    if not kernels_raw:
+        raise ManifestError(f"{where}.kernels is empty: the bitstream holds no pearl_fpga kernel")
+    kernels: dict[str, KernelEntry] = {}
+    for name, entry in kernels_raw.items():
+        kw = f"{where}.kernels.{name}"
+        if name not in INTERFACE_VERSIONS:
+            raise ManifestError(f"{kw}: unknown kernel {name!r}; known: {sorted(INTERFACE_VERSIONS)}")
+        params = _req(entry, "parameters", dict, kw)
+        for p in KERNEL_PARAMETERS[name]:
+            value = _req(params, p, int, f"{kw}.parameters")
+            if value <= 0:
+                raise ManifestError(f"{kw}.parameters.{p} must be > 0, got {value}")
+        kernels[name] = KernelEntry(
+            name=name,
+            interface_version=_req(entry, "interface_version", int, kw),
+            ip_name=_req(entry, "ip_name", str, kw),
+            dma_name=_req(entry, "dma_name", str, kw, nullable=True),
+            parameters={p: int(params[p]) for p in KERNEL_PARAMETERS[name]},
+        )
+    tools = _req(data, "tools", dict, where)
+    if not all(isinstance(v, str) for v in tools.values()):
+        raise ManifestError(f"{where}.tools must map tool names to version strings")
+    resources = data.get("resources", {})
+    if not isinstance(resources, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in resources.values()):
+        raise ManifestError(f"{where}.resources must map resource names to integer counts")
+    timing = data.get("timing", {})
+    if not isinstance(timing, dict):
+        raise ManifestError(f"{where}.timing must be a JSON object")
+    return Manifest(
+        board=_req(data, "board", str, where),
+        kind=kind,
+        part=_req(data, "part", str, where),
+        platform=_req(data, "platform", str, where, nullable=True),
+        clock_mhz=float(clock),
+        files={str(k): str(v) for k, v in files.items()},
+        kernels=kernels,
+        tools={str(k): str(v) for k, v in tools.items()},
+        git_revision=_req(data, "git_revision", str, where),
+        built_at=_req(data, "built_at", str, where),
+        resources={str(k): int(v) for k, v in resources.items()},
+        timing=dict(timing),
+        path=path,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Vivado report parsers (report_utilization, report_timing_summary text reports)
+
+# Row labels of report_utilization, 7-series and UltraScale(+) spellings, per resource.
+_UTIL_ROWS: dict[str, tuple[str, ...]] = {
+    "lut": ("Slice LUTs", "CLB LUTs"),
+    "ff": ("Slice Registers", "CLB Registers"),
+    "bram36": ("Block RAM Tile",),
+    "uram": ("URAM",),
+    "dsp": ("DSPs",),
+}
+
+
+def parse_utilization(text: str) -> dict[str, int]:
+    """Used resources from a Vivado `report_utilization` text report (first matching row wins).
+
+    Block RAM is reported in 36 Kb tiles and may be fractional (x.5 for a lone 18 Kb half): rounded up.
+    """
+    used: dict[str, int] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2:
+            continue
+        label = re.sub(r"\*+$", "", cells[0]).strip()
+        for key, labels in _UTIL_ROWS.items():
+            if key not in used and label in labels:
+                try:
+                    used[key] = math.ceil(float(cells[1]))
+                except ValueError:
+                    continue
+    return used
+
+
+def parse_timing_summary(text: str, clock_mhz: float | None = None) -> dict[str, Any]:
+    """WNS/TNS from a Vivado `report_timing_summary` report; `met` and achievable clock when known."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "WNS(ns)" in line and "TNS(ns)" in line:
+            for row in lines[i + 1 : i + 4]:
+                nums = row.split()
+                if nums and not set(row.strip()) <= set("- "):
+                    try:
+                        wns, tns = float(nums[0]), float(nums[1])
+                    except (ValueError, IndexError):
+                        break
+                    out: dict[str, Any] = {"wns_ns": wns, "tns_ns": tns, "met": wns >= 0}
+                    if clock_mhz:
+                        period = 1000.0 / clock_mhz
+                        out["achieved_mhz"] = round(1000.0 / (period - wns), 1) if period - wns > 0 else None
+                    return out
+            break
+    raise ManifestError("no 'WNS(ns) TNS(ns)' design timing summary found in the timing report")
+
+
+def git_revision(repo: Path | None = None) -> str:
+    """`git describe --always --dirty` of the repository, or "unknown" outside a git checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
+            cwd=repo or Path(__file__).resolve().parents[2],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+
+def build_manifest(
+    board: str,
+    files: Mapping[str, str],
+    tools: Mapping[str, str],
+    kernels: Sequence[str] = ("replay", "mlp"),
+    utilization: str | None = None,
+    timing: str | None = None,
+    catalog: str | Path | None = None,
+) -> Manifest:
+    """The manifest of a fresh build: parameters and clock from the catalog, summaries from reports."""
+    from pearl_fpga.board.catalog import get_board
+
+    spec = get_board(board, catalog)
+    entries = {}
+    for k in kernels:
+        if k not in INTERFACE_VERSIONS:
+            raise ManifestError(f"unknown kernel {k!r}; known: {sorted(INTERFACE_VERSIONS)}")
+        entries[k] = KernelEntry(
+            name=k,
+            interface_version=INTERFACE_VERSIONS[k],
+            ip_name=IP_NAMES[k],
+            dma_name=DMA_NAMES[k] if spec.kind == "zynq" else None,
+            parameters={p: spec.kernels[k][p] for p in KERNEL_PARAMETERS[k]},
+        )
+    return Manifest(
+        board=board,
+        kind=spec.kind,
+        part=spec.part,
+        platform=spec.platform,
+        clock_mhz=spec.clock_mhz,
+        files=dict(files),
+        kernels=entries,
+        tools=dict(tools),
+        git_revision=git_revision(),
+        built_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        resources=parse_utilization(utilization) if utilization else {},
+        timing=parse_timing_summary(timing, spec.clock_mhz) if timing else {},
+    )
+
+
+def write_manifest(manifest: Manifest, out: str | Path) -> Path:
+    """Write `manifest` as JSON (validated by re-parsing first, so a bad one is never written)."""
+    out = Path(out)
+    doc = manifest.to_json()
+    parse_manifest(json.loads(json.dumps(doc)), path=out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pearl_fpga.board.manifest", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("write", help="write bitstreams/<board>/manifest.json after a build")
+    w.add_argument("--board", required=True, help="catalog name (bitstreams/catalog.json)")
+    w.add_argument("--out", required=True, type=Path)
+    w.add_argument("--bitstream", help="name of the .bit file next to the manifest (Zynq)")
+    w.add_argument("--hwh", help="name of the .hwh file next to the manifest (Zynq)")
+    w.add_argument("--xclbin", help="name of the .xclbin file next to the manifest (Alveo)")
+    w.add_argument("--kernels", default="replay,mlp", help="comma-separated kernels in the build")
+    w.add_argument("--utilization", type=Path, help="Vivado report_utilization text report")
+    w.add_argument("--timing", type=Path, help="Vivado report_timing_summary text report")
+    w.add_argument("--tool", action="append", default=[], metavar="NAME=VERSION")
+    c = sub.add_parser("check", help="validate a manifest against this release's interface versions")
+    c.add_argument("path", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "write":
+            files = {role: getattr(args, attr) for role, attr in (("bit", "bitstream"), ("hwh", "hwh"), ("xclbin", "xclbin")) if getattr(args, attr)}
+            tools = dict(t.split("=", 1) for t in args.tool if "=" in t)
+            manifest = build_manifest(
+                args.board,
+                files,
+                tools,
+                kernels=[k for k in args.kernels.split(",") if k],
+                utilization=args.utilization.read_text() if args.utilization else None,
+                timing=args.timing.read_text() if args.timing else None,
+            )
+            print(f"wrote {write_manifest(manifest, args.out)}")
+        else:
+            manifest = load_manifest(args.path)
+            for k in manifest.kernels:
+                manifest.check_kernel(k)
+            print(f"{args.path}: {manifest.board}, kernels {', '.join(sorted(manifest.kernels))}: ok")
+    except (ManifestError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

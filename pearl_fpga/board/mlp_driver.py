@@ -1,0 +1,165 @@
+"""Driver of the MLP-inference IP (`mlp_top`, hls/mlp/SPEC.md) over any Transport.
+
+`MLPDriver` speaks the IP: named registers, ap_start/ap_done, a LOAD call (weights stream) and INFER
+calls (observations in, outputs out, 16-bit words). `MLPBoardBackend` is the backend that
+`pearl_fpga.kernels.MLPInfer` uses for backend="pynq"/"xrt" and that the tests run against the RTL
+through the cocotb transport: load(layers, head), infer(x_q) -> (out, argmax or None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from pearl_fpga.board.manifest import INTERFACE_VERSIONS
+from pearl_fpga.board.transport import CTRL_START, Transport, words_to_bytes
+from pearl_fpga.errors import KernelTimeout, PearlError
+from pearl_fpga.kernels import mlp_format as fmt
+
+KERNEL = "mlp"
+INTERFACE_VERSION = INTERFACE_VERSIONS[KERNEL]
+WORD_BYTES = 2  # 16-bit stream words
+DEFAULT_TIMEOUT_S = 1.0
+
+REGISTERS = {
+    "ctrl": fmt.REG_CTRL,
+    "mode": fmt.REG_MODE,
+    "batch": fmt.REG_BATCH,
+    "lanes": fmt.REG_LANES,
+    "max_width": fmt.REG_MAX_WIDTH,
+    "max_layers": fmt.REG_MAX_LAYERS,
+    "error": fmt.REG_ERROR,
+}
+
+
+class MLPDriver:
+    """One `mlp_top` IP: registers, LOAD and INFER calls."""
+
+    def __init__(self, transport: Transport, timeout_s: float = DEFAULT_TIMEOUT_S):
+        if transport.in_word_bytes != WORD_BYTES or transport.out_word_bytes != WORD_BYTES:
+            raise PearlError(
+                f"{transport.description} carries {transport.in_word_bytes}/{transport.out_word_bytes}-byte "
+                f"stream words; the MLP kernel needs {WORD_BYTES}-byte (16-bit) words: is it wired to the MLP IP?"
+            )
+        self.transport = transport
+        self.timeout_s = timeout_s
+        self.lanes = transport.read(fmt.REG_LANES)
+        self.max_width = transport.read(fmt.REG_MAX_WIDTH)
+        self.max_layers = transport.read(fmt.REG_MAX_LAYERS)
+        if not (1 <= self.max_layers <= 16 and 1 <= self.max_width <= 4096 and self.lanes >= 1):
+            raise PearlError(
+                f"the IP on {transport.description} reports lanes {self.lanes}, max_width {self.max_width}, "
+                f"max_layers {self.max_layers}: the overlay does not hold the MLP IP at this address"
+            )
+        self.last_cycles: int | None = None
+
+    def call(self, mode: int, batch: int, words: np.ndarray, n_out: int) -> np.ndarray:
+        """One ap_start call in `mode` with `words` (uint16) in; returns `n_out` uint16 words."""
+        t = self.transport
+        t.write(fmt.REG_MODE, mode)
+        t.write(fmt.REG_BATCH, batch)
+        t.arm_receive(n_out)
+        start = t.cycles()
+        t.write(fmt.REG_CTRL, CTRL_START)
+        t.send(words_to_bytes(np.asarray(words, dtype=np.uint16)))
+        try:
+            raw = t.receive(self.timeout_s)
+        except KernelTimeout:
+            raise KernelTimeout(
+                f"{KERNEL} kernel on {t.description} sent fewer than {n_out} output words within "
+                f"{self.timeout_s:g} s; register state: {t.dump(REGISTERS)}"
+            ) from None
+        t.wait_done(KERNEL, self.timeout_s, REGISTERS)
+        end = t.cycles()
+        self.last_cycles = None if start is None or end is None else end - start
+        return raw.view(np.uint16)
+
+    def error(self) -> int:
+        return self.transport.read(fmt.REG_ERROR)
+
+
+class MLPBoardBackend:
+    """The MLP backend protocol on a board (or on the RTL through the simulation transport).
+
+    transport: a Transport, or "pynq" / "xrt" to open the MLP IP of the board's overlay.
+    """
+
+    def __init__(self, transport: Transport | str = "pynq", max_batch: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.name = transport if isinstance(transport, str) else "board"
+        if isinstance(transport, str):
+            from pearl_fpga.board.overlay import open_kernel
+
+            transport, entry = open_kernel(KERNEL, transport)
+            max_batch = max_batch or entry.parameters["max_batch"]
+        self.driver = MLPDriver(transport, timeout_s)
+        self.max_batch = int(max_batch or fmt.MAX_BATCH)
+        self.layers: tuple[fmt.QuantizedLayer, ...] = ()
+        self.head: str | None = None
+        self.last_cycles: int | None = None
+
+    @property
+    def lanes(self) -> int:
+        return self.driver.lanes
+
+    @property
+    def max_width(self) -> int:
+        return self.driver.max_width
+
+    @property
+    def max_layers(self) -> int:
+        return self.driver.max_layers
+
+    def load(self, layers: Sequence[fmt.QuantizedLayer], head: str) -> None:
+        """Load the weights of `layers` with output `head` ("raw" or "tanh").
+
+        A network that does not fit the synthesized kernel raises ValueError naming the limit, before
+        anything is sent; the kernel's own check (error register) is read back as well.
+        """
+        layers = tuple(layers)
+        if head not in (fmt.HEAD_RAW, fmt.HEAD_TANH):
+            raise ValueError(f"head must be {fmt.HEAD_RAW!r} or {fmt.HEAD_TANH!r}, got {head!r}")
+        if not 1 <= len(layers) <= self.max_layers:
+            raise ValueError(f"{len(layers)} layers: the MLP kernel on this board has at most {self.max_layers} (max_layers)")
+        for i, layer in enumerate(layers):
+            if max(layer.n_in, layer.m_out) > self.max_width:
+                raise ValueError(
+                    f"layer {i} is {layer.n_in}x{layer.m_out}: the MLP kernel on this board is at most {self.max_width} wide (max_width)"
+                )
+            if i and layer.n_in != layers[i - 1].m_out:
+                raise ValueError(f"layer {i} takes {layer.n_in} inputs but layer {i - 1} gives {layers[i - 1].m_out}")
+            if not 0 <= layer.shift <= 40:
+                raise ValueError(f"layer {i} shift {layer.shift} is outside 0..40")
+        stream = fmt.encode_load_stream(layers, head)
+        self.driver.call(fmt.MODE_LOAD, 0, stream, 0)
+        self.last_cycles = self.driver.last_cycles
+        if self.driver.error() & 1:
+            raise PearlError(
+                f"the MLP kernel rejected the weights (error register 0x{self.driver.error():x}) although they fit "
+                f"max_layers={self.max_layers}, max_width={self.max_width}: the bitstream and this driver disagree; rebuild it"
+            )
+        self.layers, self.head = layers, head
+
+    def infer(self, x_q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Outputs for int16 observations (B, n0): (out int16 (B, m), argmax int64 (B,) for a raw head, else None)."""
+        if not self.layers:
+            raise PearlError("no weights loaded: call load(layers, head) first")
+        x = np.asarray(x_q)
+        n0, m = self.layers[0].n_in, self.layers[-1].m_out
+        if x.dtype != np.int16 or x.ndim != 2 or x.shape[1] != n0:
+            raise ValueError(f"observations must be int16 of shape (batch, {n0}), got {x.dtype} {x.shape}")
+        raw_head = self.head == fmt.HEAD_RAW
+        per_obs = m + (1 if raw_head else 0)
+        out = np.empty((len(x), m), dtype=np.int16)
+        argmax = np.empty(len(x), dtype=np.int64) if raw_head else None
+        cycles = 0
+        for s in range(0, len(x), self.max_batch):
+            chunk = x[s : s + self.max_batch]
+            words = self.driver.call(fmt.MODE_INFER, len(chunk), np.ascontiguousarray(chunk).view(np.uint16).ravel(), len(chunk) * per_obs)
+            words = words.view(np.int16).reshape(len(chunk), per_obs)
+            out[s : s + len(chunk)] = words[:, :m]
+            if argmax is not None:
+                argmax[s : s + len(chunk)] = words[:, m].view(np.uint16)
+            cycles += self.driver.last_cycles or 0
+        self.last_cycles = cycles if self.driver.last_cycles is not None else None
+        return out, argmax

@@ -1,0 +1,142 @@
+"""Load a pearl_fpga bitstream on a board after validating its manifest, and open its kernels.
+
+    transport, entry = open_kernel("replay", "pynq")          # Zynq board with PYNQ
+    transport, entry = open_kernel("mlp", "xrt", board="alveo-u55c")
+
+Which bitstream: `directory` if given, else bitstreams/<board>/ (or $PEARL_FPGA_BITSTREAMS/<board>/),
+where the board is `board`, else $PEARL_FPGA_BOARD, else (PYNQ) the board the image reports in
+$BOARD, else the only folder of bitstreams/ whose manifest fits the backend.
+
+Everything that can be checked without the board is checked first, in this order: the manifest
+(present, valid, built for a board of the backend's kind, interface versions equal to the
+drivers'), the files it names (.bit with its .hwh next to it, or .xclbin); only then is pynq or
+pyxrt imported and the device opened. Each failure is a ManifestError or BackendUnavailable that
+says what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pearl_fpga.board.manifest import INTERFACE_VERSIONS, MANIFEST_NAME, KernelEntry, Manifest, load_manifest
+from pearl_fpga.board.transport import Transport
+from pearl_fpga.errors import BackendUnavailable, ManifestError
+
+REPO = Path(__file__).resolve().parents[2]
+BACKEND_KIND = {"pynq": "zynq", "xrt": "alveo"}
+# Stream word sizes (input, output) in bytes of each kernel (SPEC.md).
+WORD_BYTES = {"replay": (16, 16), "mlp": (2, 2)}
+# $BOARD on the official PYNQ images -> catalog name.
+PYNQ_BOARDS = {"pynq-z2": "pynq-z2", "zcu104": "zcu104", "kv260": "kv260"}
+
+_loaded: dict[Path, Any] = {}  # bitstream folder -> pynq Overlay or XrtDevice, once per process
+
+
+def bitstreams_root() -> Path:
+    return Path(os.environ.get("PEARL_FPGA_BITSTREAMS") or REPO / "bitstreams")
+
+
+def find_bitstream_dir(backend: str, board: str | None = None) -> Path:
+    """The folder holding the bitstream to load for `backend` (see the module docstring)."""
+    if backend not in BACKEND_KIND:
+        raise ValueError(f"backend must be one of {sorted(BACKEND_KIND)}, got {backend!r}")
+    root = bitstreams_root()
+    board = board or os.environ.get("PEARL_FPGA_BOARD")
+    if not board and backend == "pynq":
+        board = PYNQ_BOARDS.get(os.environ.get("BOARD", "").lower())
+    if board:
+        return root / board
+    fitting = []
+    for manifest_path in sorted(root.glob(f"*/{MANIFEST_NAME}")):
+        try:
+            if load_manifest(manifest_path).kind == BACKEND_KIND[backend]:
+                fitting.append(manifest_path.parent)
+        except ManifestError:
+            continue
+    if len(fitting) == 1:
+        return fitting[0]
+    kind = BACKEND_KIND[backend]
+    if not fitting:
+        raise BackendUnavailable(
+            f"no {kind} bitstream in {root} (a folder with {MANIFEST_NAME}): build one with "
+            + ("`make bitstream BOARD=pynq-z2|zcu104|kv260`" if kind == "zynq" else "`make xclbin PLATFORM=<platform>`")
+            + " and copy bitstreams/<board>/ to this machine, or set PEARL_FPGA_BITSTREAMS"
+        )
+    raise BackendUnavailable(
+        f"several {kind} bitstreams in {root} ({', '.join(p.name for p in fitting)}): choose one with board=... "
+        "or PEARL_FPGA_BOARD"
+    )
+
+
+def check_bitstream(directory: Path, backend: str) -> Manifest:
+    """Validate the manifest and files of a bitstream folder for `backend` without touching a device."""
+    manifest = load_manifest(directory)
+    kind = BACKEND_KIND[backend]
+    if manifest.kind != kind:
+        raise ManifestError(
+            f"{manifest.path} is a {manifest.kind} build for {manifest.board}; backend {backend!r} loads {kind} builds: "
+            f"use backend={'pynq' if manifest.kind == 'zynq' else 'xrt'!r} or another bitstream"
+        )
+    for kernel in manifest.kernels:
+        manifest.check_kernel(kernel)
+    if kind == "zynq":
+        bit, hwh = manifest.file("bit"), manifest.file("hwh")
+        if not bit.is_file():
+            raise ManifestError(f"bitstream {bit} named by {manifest.path} is missing: rebuild with `make bitstream BOARD={manifest.board}`")
+        if hwh != bit.with_suffix(".hwh"):
+            raise ManifestError(f"{manifest.path}: the .hwh must have the .bit's name ({bit.with_suffix('.hwh').name}), PYNQ looks for it there")
+        if not hwh.is_file():
+            raise ManifestError(
+                f"{hwh.name} is missing next to {bit}: PYNQ needs the hardware handoff file (.hwh) of the same build "
+                f"to find the kernels; copy it from the build (`make bitstream BOARD={manifest.board}` writes both)"
+            )
+    else:
+        xclbin = manifest.file("xclbin")
+        if not xclbin.is_file():
+            raise ManifestError(f"xclbin {xclbin} named by {manifest.path} is missing: rebuild with `make xclbin PLATFORM={manifest.platform}`")
+    return manifest
+
+
+def load_bitstream(directory: Path, backend: str) -> tuple[Manifest, Any]:
+    """Check, then load (once per process) the bitstream of `directory` on the device."""
+    manifest = check_bitstream(directory, backend)
+    key = directory.resolve()
+    if key not in _loaded:
+        if backend == "pynq":
+            from pearl_fpga.board.pynq_transport import import_pynq
+
+            pynq = import_pynq()
+            _loaded[key] = pynq.Overlay(str(manifest.file("bit")))
+        else:
+            from pearl_fpga.board.xrt_transport import XrtDevice
+
+            _loaded[key] = XrtDevice(manifest.file("xclbin"))
+    return manifest, _loaded[key]
+
+
+def open_kernel(kernel: str, backend: str, board: str | None = None, directory: str | Path | None = None) -> tuple[Transport, KernelEntry]:
+    """A transport to `kernel` ("replay" or "mlp") in the bitstream for `backend`, and its manifest entry."""
+    if kernel not in INTERFACE_VERSIONS:
+        raise ValueError(f"unknown kernel {kernel!r}; known: {sorted(INTERFACE_VERSIONS)}")
+    folder = Path(directory) if directory is not None else find_bitstream_dir(backend, board)
+    manifest, handle = load_bitstream(folder, backend)
+    entry = manifest.check_kernel(kernel)
+    in_bytes, out_bytes = WORD_BYTES[kernel]
+    if backend == "pynq":
+        from pearl_fpga.board.pynq_transport import PynqTransport
+
+        if entry.dma_name is None:
+            raise ManifestError(f"{manifest.path}: kernel {kernel} has no dma_name; a Zynq build needs one")
+        return PynqTransport(handle, entry.ip_name, entry.dma_name, in_bytes, out_bytes), entry
+    from pearl_fpga.board.xrt_transport import XrtTransport
+
+    cu = entry.ip_name.removesuffix("_0")
+    return XrtTransport(handle, kernel, cu, in_bytes, out_bytes), entry
+
+
+def open_board(backend: str, board: str | None = None, directory: str | Path | None = None) -> Manifest:
+    """Load the bitstream for `backend` and return its manifest (kernels are opened with open_kernel)."""
+    folder = Path(directory) if directory is not None else find_bitstream_dir(backend, board)
+    return load_bitstream(folder, backend)[0]

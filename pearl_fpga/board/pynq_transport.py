@@ -1,0 +1,120 @@
+"""Transport on a Zynq board with PYNQ: the kernel's registers through MMIO, its streams through an AXI DMA.
+
+The block design of hls/scripts/zynq_bd.tcl gives each kernel its own AXI DMA (simple mode,
+no scatter-gather) whose MM2S channel feeds the kernel's input stream and whose S2MM channel takes
+its output stream. The AXI DMA ends an S2MM transfer at every tlast; the MLP kernel sets tlast at
+the end of every observation, so `receive` re-arms the channel until all the words are in (the
+S2MM_LENGTH register, PG021, tells how many bytes each transfer took).
+
+`pynq` is imported only when a transport is opened; without it, BackendUnavailable says what to do.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from pearl_fpga.board.transport import Transport
+from pearl_fpga.errors import BackendUnavailable, KernelTimeout
+
+S2MM_LENGTH = 0x58  # AXI DMA register (PG021): bytes written by the last S2MM transfer
+
+
+def import_pynq() -> Any:
+    """The pynq package, or BackendUnavailable naming how to get it."""
+    try:
+        import pynq
+    except ImportError as exc:
+        raise BackendUnavailable(
+            "backend 'pynq' needs the pynq package, which runs on a Zynq board's PYNQ image (>= 3.0): "
+            "run pearl_fpga on the board (pip install 'pearl_fpga[pynq]' there), or use backend='cpu' / 'rtl' here"
+        ) from exc
+    return pynq
+
+
+class PynqTransport(Transport):
+    """One kernel IP of a loaded PYNQ Overlay, with the AXI DMA of its streams."""
+
+    poll_interval_s = 1e-5
+
+    def __init__(self, overlay: Any, ip_name: str, dma_name: str, in_word_bytes: int, out_word_bytes: int):
+        self._pynq = import_pynq()
+        try:
+            self.ip = getattr(overlay, ip_name)
+            self.dma = getattr(overlay, dma_name)
+        except AttributeError as exc:
+            raise BackendUnavailable(
+                f"the loaded overlay has no {exc.name!r} block (expected IP {ip_name!r} and DMA {dma_name!r}, "
+                "as hls/scripts/zynq_bd.tcl names them): the .hwh does not match the manifest; rebuild the bitstream"
+            ) from None
+        self.in_word_bytes = in_word_bytes
+        self.out_word_bytes = out_word_bytes
+        self.description = f"PYNQ {ip_name} (DMA {dma_name})"
+        self._in_buf: Any = None
+        self._out_buf: Any = None
+        self._expected = 0
+        self._sending = False
+
+    def _buffer(self, current: Any, nbytes: int) -> Any:
+        """A DMA-able buffer of at least `nbytes`, reused between calls (allocation is slow)."""
+        if current is not None and current.nbytes >= nbytes:
+            return current
+        if current is not None:
+            current.freebuffer()
+        return self._pynq.allocate(shape=(max(nbytes, 64),), dtype=np.uint8)
+
+    def read(self, offset: int) -> int:
+        return int(self.ip.read(offset))
+
+    def write(self, offset: int, value: int) -> None:
+        self.ip.write(offset, int(value) & 0xFFFFFFFF)
+
+    def send(self, words: np.ndarray) -> None:
+        data = np.ascontiguousarray(words, dtype=np.uint8)
+        if not data.size:
+            return
+        self._in_buf = self._buffer(self._in_buf, data.size)
+        self._in_buf[: data.size] = data
+        self._in_buf.flush()
+        self.dma.sendchannel.transfer(self._in_buf, start=0, nbytes=data.size)
+        self._sending = True
+
+    def arm_receive(self, n_words: int) -> None:
+        self._expected = n_words * self.out_word_bytes
+        if self._expected:
+            self._out_buf = self._buffer(self._out_buf, self._expected)
+            self.dma.recvchannel.transfer(self._out_buf, start=0, nbytes=self._expected)
+
+    def receive(self, timeout_s: float) -> np.ndarray:
+        deadline = self.now() + timeout_s
+        got = 0
+        while got < self._expected:
+            if self.dma.recvchannel.idle:
+                got += int(self.dma.mmio.read(S2MM_LENGTH))
+                if got < self._expected:  # stopped at a tlast: take the rest in a new transfer
+                    self.dma.recvchannel.transfer(self._out_buf, start=got, nbytes=self._expected - got)
+            elif self.now() >= deadline:
+                raise KernelTimeout(f"{got // self.out_word_bytes} of {self._expected // self.out_word_bytes} words arrived")
+            else:
+                time.sleep(self.poll_interval_s)
+        if self._sending:  # the kernel took every input word, so this returns at once
+            self.dma.sendchannel.wait()
+            self._sending = False
+        if self._expected:
+            self._out_buf.invalidate()
+            return np.array(self._out_buf[: self._expected], dtype=np.uint8)
+        return np.zeros(0, dtype=np.uint8)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def close(self) -> None:
+        for buf in (self._in_buf, self._out_buf):
+            if buf is not None:
+                buf.freebuffer()
+        self._in_buf = self._out_buf = None
