@@ -1,20 +1,44 @@
 // hls_compat.h: the few HLS types the kernels use, so that the same source compiles with g++ for the
 // CPU backend and C simulation, and with Vitis HLS for hardware.
 //
-// Under Vitis HLS (__SYNTHESIS__ defined) the vendor headers are used. Under g++ a minimal FIFO
+// Under Vitis HLS (synthesis, and C/co-simulation, where hls/build.mk defines PEARL_VENDOR_HLS so the
+// testbench sees the same types as the synthesized top) the vendor headers are used. Under g++ a minimal FIFO
 // stands in for hls::stream: read() on an empty stream is a testbench bug and aborts loudly
 // instead of hanging.
 #pragma once
 
 #include <cstdint>
 
-#ifdef __SYNTHESIS__
+#if defined(__SYNTHESIS__) || defined(PEARL_VENDOR_HLS)
+#include <ap_axi_sdata.h>
 #include <ap_int.h>
 #include <hls_stream.h>
 namespace pearl {
 template <typename T>
 using stream = hls::stream<T>;
+// AXI4-Stream beats with TKEEP/TSTRB/TLAST side channels (a plain struct would be packed into TDATA
+// with no TLAST, which AXI DMA and the Alveo stream links need).
+using axis128 = ap_axiu<128, 0, 0, 0>;
+using axis16 = ap_axis<16, 0, 0, 0>;
+inline axis128 make_axis128(uint64_t lo, uint64_t hi, bool last) {
+    axis128 beat;
+    beat.data = (ap_uint<128>(hi) << 64) | ap_uint<128>(lo);
+    beat.keep = -1;
+    beat.strb = -1;
+    beat.last = last;
+    return beat;
 }
+inline uint64_t axis_lo(const axis128& beat) { return beat.data.range(63, 0).to_uint64(); }
+inline uint64_t axis_hi(const axis128& beat) { return beat.data.range(127, 64).to_uint64(); }
+inline axis16 make_axis16(int16_t data, bool last) {
+    axis16 beat;
+    beat.data = data;
+    beat.keep = -1;
+    beat.strb = -1;
+    beat.last = last;
+    return beat;
+}
+}  // namespace pearl
 #else
 #include <cstdio>
 #include <cstdlib>
@@ -43,22 +67,27 @@ class stream {
 };
 
 }  // namespace pearl
-#endif
 
 namespace pearl {
 
 // One beat of an AXI4-Stream with a 128-bit payload held as two 64-bit halves (the CPU build has no
-// ap_uint<128>); `last` is TLAST.
+// ap_uint<128>); `last` is TLAST. Kernels build and read beats only through the helpers below, so
+// the same code compiles against ap_axiu under Vitis HLS.
 struct axis128 {
     uint64_t lo;
     uint64_t hi;
     bool last;
 };
+inline axis128 make_axis128(uint64_t lo, uint64_t hi, bool last) { return axis128{lo, hi, last}; }
+inline uint64_t axis_lo(const axis128& beat) { return beat.lo; }
+inline uint64_t axis_hi(const axis128& beat) { return beat.hi; }
 
-// One beat of an AXI4-Stream with a 16-bit payload.
+// One beat of an AXI4-Stream with a 16-bit payload (`data`, `last` as in ap_axis).
 struct axis16 {
     int16_t data;
     bool last;
 };
+inline axis16 make_axis16(int16_t data, bool last) { return axis16{data, last}; }
 
 }  // namespace pearl
+#endif

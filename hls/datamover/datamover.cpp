@@ -19,7 +19,7 @@ void mm2s_replay(const uint64_t* in, pearl::stream<pearl::axis128>& out, uint32_
 MM2S_REPLAY:
     for (uint32_t i = 0; i < n; i++) {
 #pragma HLS PIPELINE II = 2
-        out.write(pearl::axis128{in[2 * i], in[2 * i + 1], i + 1 == n});
+        out.write(pearl::make_axis128(in[2 * i], in[2 * i + 1], i + 1 == n));
     }
 }
 
@@ -30,8 +30,8 @@ S2MM_REPLAY:
     for (uint32_t i = 0; i < n; i++) {
 #pragma HLS PIPELINE II = 2
         const pearl::axis128 w = in.read();
-        out[2 * i] = w.lo;
-        out[2 * i + 1] = w.hi;
+        out[2 * i] = pearl::axis_lo(w);
+        out[2 * i + 1] = pearl::axis_hi(w);
     }
 }
 
@@ -41,7 +41,7 @@ void mm2s_mlp(const int16_t* in, pearl::stream<pearl::axis16>& out, uint32_t n) 
 MM2S_MLP:
     for (uint32_t i = 0; i < n; i++) {
 #pragma HLS PIPELINE II = 1
-        out.write(pearl::axis16{in[i], i + 1 == n});
+        out.write(pearl::make_axis16(in[i], i + 1 == n));
     }
 }
 

@@ -192,8 +192,8 @@ INFER_BATCH:
     INFER_WRITE:
         for (int i = 0; i < last.m_out; ++i) {
             bool end = !raw_head && i == last.m_out - 1;
-            m_axis_out.write(pearl::axis16{y[i], end});
+            m_axis_out.write(pearl::make_axis16(y[i], end));
         }
-        if (raw_head) m_axis_out.write(pearl::axis16{int16_t(argmax), true});
+        if (raw_head) m_axis_out.write(pearl::make_axis16(int16_t(argmax), true));
     }
 }

@@ -79,7 +79,7 @@ void encode(const RefNet& net, pearl::stream<pearl::axis16>& s) {
             words.push_back(uint16_t(uint32_t(v) >> 16));
         }
     }
-    for (size_t k = 0; k < words.size(); ++k) s.write(pearl::axis16{int16_t(words[k]), k + 1 == words.size()});
+    for (size_t k = 0; k < words.size(); ++k) s.write(pearl::make_axis16(int16_t(words[k]), k + 1 == words.size()));
 }
 
 RefNet random_net(std::mt19937_64& rng, std::vector<int> widths, bool tanh_head, int wbits, int shift_lo,
@@ -121,7 +121,7 @@ void run_infer(const RefNet& net, std::mt19937_64& rng, int batch, const char* n
             int16_t v = kind == 0 ? int16_t(-32768) : kind == 1 ? int16_t(32767) : kind == 2 ? int16_t(0)
                                                                                          : int16_t(full(rng));
             obs[b].push_back(v);
-            in.write(pearl::axis16{v, j == n0 - 1});
+            in.write(pearl::make_axis16(v, j == n0 - 1));
         }
     }
     uint32_t lanes, width, layers, error;

@@ -165,10 +165,11 @@ void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::
 COMMANDS:
     for (uint32_t c = 0; c < n_cmds; c++) {
         const pearl::axis128 cmd = s_axis_cmd.read();
-        const uint32_t op = uint32_t(cmd.hi >> 56) & 0xFF;
-        const uint32_t index = uint32_t(cmd.hi);
-        const uint64_t value = cmd.lo;
-        pearl::axis128 resp{0, uint64_t(op) << 56, cmd.last};
+        const uint64_t cmd_hi = pearl::axis_hi(cmd);
+        const uint32_t op = uint32_t(cmd_hi >> 56) & 0xFF;
+        const uint32_t index = uint32_t(cmd_hi);
+        const uint64_t value = pearl::axis_lo(cmd);
+        const uint64_t resp_hi = uint64_t(op) << 56;
         if (op == replay::OP_UPDATE) {
             const uint32_t word = uint32_t(value);
             uint64_t delta;
@@ -177,12 +178,9 @@ COMMANDS:
             uint32_t leaf, word;
             uint64_t rem;
             replay::tree_sample(SHAPE, sums, g_leaves, &value, 1, &leaf, &word, &rem);
-            resp.hi |= leaf;
-            resp.lo = word;
-            m_axis_resp.write(resp);
+            m_axis_resp.write(pearl::make_axis128(word, resp_hi | leaf, cmd.last));
         } else if (op == replay::OP_TOTAL) {
-            resp.lo = replay::tree_total(sums);
-            m_axis_resp.write(resp);
+            m_axis_resp.write(pearl::make_axis128(replay::tree_total(sums), resp_hi, cmd.last));
         } else if (op == replay::OP_CLEAR) {
             replay::tree_clear(SHAPE, sums, g_leaves);
         }  // other opcodes: ignored, no response

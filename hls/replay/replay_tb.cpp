@@ -96,7 +96,7 @@ void test_top(uint64_t seed) {
     uint32_t capacity = 0, fanout = 0;
     uint64_t total = 0;
 
-    cmd.write({0, uint64_t(replay::OP_CLEAR) << 56, false});
+    cmd.write(pearl::make_axis128(0, uint64_t(replay::OP_CLEAR) << 56, false));
     replay_top(cmd, resp, 1, capacity, fanout, total);
     CHECK(capacity == s.capacity && fanout == s.fanout && total == 0, "top registers after CLEAR");
     CHECK(resp.empty(), "CLEAR must give no response");
@@ -112,18 +112,18 @@ void test_top(uint64_t seed) {
             if (kind < 8 || model.total() == 0) {
                 const uint32_t i = kind < 3 ? hot : uint32_t(rng() % s.capacity);
                 const uint32_t w = random_word(rng);
-                cmd.write({w, (uint64_t(replay::OP_UPDATE) << 56) | i, last});
+                cmd.write(pearl::make_axis128(w, (uint64_t(replay::OP_UPDATE) << 56) | i, last));
                 model.update(i, w);
             } else if (kind < 14) {
                 const uint64_t t = random_target(rng, model.total());
                 const uint32_t leaf = model.sample(t);
-                cmd.write({t, uint64_t(replay::OP_SAMPLE) << 56, last});
-                expected.push_back({model.leaves[leaf], (uint64_t(replay::OP_SAMPLE) << 56) | leaf, last});
+                cmd.write(pearl::make_axis128(t, uint64_t(replay::OP_SAMPLE) << 56, last));
+                expected.push_back(pearl::make_axis128(model.leaves[leaf], (uint64_t(replay::OP_SAMPLE) << 56) | leaf, last));
             } else if (kind < 15 || round % 10 != 9) {
-                cmd.write({0, uint64_t(replay::OP_TOTAL) << 56, last});
-                expected.push_back({model.total(), uint64_t(replay::OP_TOTAL) << 56, last});
+                cmd.write(pearl::make_axis128(0, uint64_t(replay::OP_TOTAL) << 56, last));
+                expected.push_back(pearl::make_axis128(model.total(), uint64_t(replay::OP_TOTAL) << 56, last));
             } else {
-                cmd.write({0, uint64_t(replay::OP_CLEAR) << 56, last});
+                cmd.write(pearl::make_axis128(0, uint64_t(replay::OP_CLEAR) << 56, last));
                 model = Model(s.capacity);
             }
         }
@@ -134,10 +134,12 @@ void test_top(uint64_t seed) {
         for (const pearl::axis128& e : expected) {
             if (resp.empty()) break;
             const pearl::axis128 r = resp.read();
-            CHECK(r.hi == e.hi && r.lo == e.lo && r.last == e.last,
+            const uint64_t rh = pearl::axis_hi(r), rl = pearl::axis_lo(r);
+            const uint64_t eh = pearl::axis_hi(e), el = pearl::axis_lo(e);
+            CHECK(rh == eh && rl == el && bool(r.last) == bool(e.last),
                   "round %d: response hi %016llx lo %llu last %d, expected hi %016llx lo %llu last %d", round,
-                  (unsigned long long)r.hi, (unsigned long long)r.lo, r.last, (unsigned long long)e.hi,
-                  (unsigned long long)e.lo, e.last);
+                  (unsigned long long)rh, (unsigned long long)rl, int(r.last), (unsigned long long)eh,
+                  (unsigned long long)el, int(e.last));
         }
         CHECK(total == model.total(), "round %d: total register", round);
     }
