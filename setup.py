@@ -29,7 +29,7 @@ def _require_compiler() -> None:
 def _extensions():
     from pybind11.setup_helpers import Pybind11Extension
 
-    flags = ["-O3", "-ffp-contract=off", "-Wall", "-Wno-unknown-pragmas"]
+    flags = ["-O3", "-ffp-contract=off", "-Wall", "-Wno-unknown-pragmas", "-Wno-unused-label"]  # loop labels are for HLS
     if os.environ.get("PEARL_FPGA_MARCH_NATIVE") == "1":
         flags.append("-march=native")
     exts = []
