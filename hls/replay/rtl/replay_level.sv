@@ -1,0 +1,143 @@
+`default_nettype none
+// One level of the K-ary sum tree (hls/replay/SPEC.md): a memory of parent words, each holding the K
+// child sums of one parent side by side, so one read gives all K children.
+//
+// Shared read port, registered read (block-RAM style), one write port:
+//   sample: cycle 0 presents the parent index (s_in_*), cycle 1 compares the K prefix sums in one
+//           stage and registers the chosen child (s_out_*): 2 cycles per level, one sample per clock.
+//   update: cycle 0 presents the ancestor's parent word address (u_a_*), cycle 1 reads the word
+//           (forwarded from the write of the previous cycle when it is the same word), exposes the
+//           old slot value (u_b_old), adds u_b_delta to the slot and writes the word back.
+// The top guarantees that samples and updates never use the read port in the same cycle.
+module replay_level #(
+    parameter int FANOUT = 16,  // children per node (power of two)
+    parameter int LOGK   = 4,   // log2(FANOUT)
+    parameter int WORDS  = 1,   // parent words stored at this level (padding words are never stored)
+    parameter int SLOT_W = 64,  // bits per child sum: 64 for internal sums, 32 for leaf priorities
+    parameter int IDX_W  = 8,   // width of node and leaf indices
+    parameter int SHIFT  = 0    // leaf index >> SHIFT = this level's node index (LOGK * levels below)
+) (
+    input  wire logic               ap_clk,
+    input  wire logic               ap_rst_n,
+    // clear sweep: zero the word at clear_addr
+    input  wire logic               clear_en,
+    input  wire logic [IDX_W-1:0]   clear_addr,
+    // sample stage input: parent node index at the level above, remaining target
+    input  wire logic               s_in_valid,
+    input  wire logic [63:0]        s_in_target,
+    input  wire logic [IDX_W-1:0]   s_in_node,
+    input  wire logic               s_in_last,
+    // sample stage output: chosen child at this level, target relative to it, its sum
+    output logic                    s_out_valid,
+    output logic [63:0]             s_out_target,
+    output logic [IDX_W-1:0]        s_out_node,
+    output logic                    s_out_last,
+    output logic [63:0]             s_out_value,
+    // update, stage A: leaf index whose ancestor at this level changes
+    input  wire logic               u_a_valid,
+    input  wire logic [IDX_W-1:0]   u_a_index,
+    // update, stage B: old value of the ancestor's slot, and the delta to add to it
+    output logic [63:0]             u_b_old,
+    input  wire logic               u_b_valid,
+    input  wire logic [63:0]        u_b_delta
+);
+    localparam int WORD_W = FANOUT * SLOT_W;
+    localparam int ADDR_W = WORDS > 1 ? $clog2(WORDS) : 1;  // memory address bits
+
+    logic [WORD_W-1:0] mem [WORDS];
+    logic [WORD_W-1:0] rd_word;
+
+    // Read port: the update's word when an update is in stage A, else the sample's parent.
+    logic [IDX_W-1:0] u_a_node, u_a_addr, rd_addr;
+    assign u_a_node = IDX_W'(u_a_index >> SHIFT);
+    assign u_a_addr = IDX_W'(u_a_node >> LOGK);
+    assign rd_addr  = u_a_valid ? u_a_addr : s_in_node;
+
+    always_ff @(posedge ap_clk) begin
+        // Addresses past the stored words only occur for out-of-contract targets (target >= total).
+        rd_word <= (rd_addr < IDX_W'(WORDS)) ? mem[rd_addr[ADDR_W-1:0]] : '0;
+    end
+
+    // ---------------------------------------------------------------- sampling
+    logic               sb_valid, sb_last;
+    logic [63:0]        sb_target;
+    logic [IDX_W-1:0]   sb_node;
+
+    always_ff @(posedge ap_clk) begin
+        sb_valid  <= ap_rst_n && s_in_valid;
+        sb_target <= s_in_target;
+        sb_node   <= s_in_node;
+        sb_last   <= s_in_last;
+    end
+
+    // Prefix compare: first child j with target < c_0 + ... + c_j (the last child if none: only
+    // reachable with target >= total, which the host never sends).
+    logic [LOGK-1:0] pick;
+    logic [63:0]     pick_before, pick_value;
+    always_comb begin : prefix_compare
+        logic [63:0] prefix, child;
+        logic        found;
+        prefix      = '0;
+        found       = 1'b0;
+        pick        = LOGK'(FANOUT - 1);
+        pick_before = '0;
+        pick_value  = '0;
+        for (int j = 0; j < FANOUT; j++) begin
+            child = 64'(rd_word[j*SLOT_W +: SLOT_W]);
+            if (!found && (sb_target < prefix + child || j == FANOUT - 1)) begin
+                found       = 1'b1;
+                pick        = LOGK'(j);
+                pick_before = prefix;
+                pick_value  = child;
+            end
+            prefix = prefix + child;
+        end
+    end
+
+    always_ff @(posedge ap_clk) begin
+        s_out_valid  <= ap_rst_n && sb_valid;
+        s_out_last   <= sb_last;
+        s_out_target <= sb_target - pick_before;
+        s_out_node   <= IDX_W'({sb_node, pick});
+        s_out_value  <= pick_value;
+    end
+
+    // ---------------------------------------------------------------- updates
+    logic [IDX_W-1:0] ub_addr, lw_addr;
+    logic [LOGK-1:0]  ub_slot;
+    logic             lw_valid;
+    logic [WORD_W-1:0] lw_data, ub_word, ub_new;
+
+    always_ff @(posedge ap_clk) begin
+        ub_addr <= u_a_addr;
+        ub_slot <= u_a_node[LOGK-1:0];
+    end
+
+    // Read-after-write: the word read in stage A misses a write to it in the same cycle (read-first
+    // memory), so take the word the previous update wrote when it is the same one.
+    assign ub_word = (lw_valid && lw_addr == ub_addr) ? lw_data : rd_word;
+    assign u_b_old = 64'(ub_word[ub_slot*SLOT_W +: SLOT_W]);
+
+    always_comb begin
+        ub_new = ub_word;
+        ub_new[ub_slot*SLOT_W +: SLOT_W] = SLOT_W'(u_b_old + u_b_delta);
+    end
+
+    // One write port: the update's word, else the clear sweep's zero.
+    logic               wr_en, ub_write;
+    logic [IDX_W-1:0]   wr_addr;
+    logic [WORD_W-1:0]  wr_data;
+    assign ub_write = u_b_valid && ap_rst_n;
+    assign wr_en    = ub_write || (clear_en && clear_addr < IDX_W'(WORDS));
+    assign wr_addr  = ub_write ? ub_addr : clear_addr;
+    assign wr_data  = ub_write ? ub_new : '0;
+
+    always_ff @(posedge ap_clk) begin
+        if (wr_en) mem[wr_addr[ADDR_W-1:0]] <= wr_data;
+        lw_valid <= ub_write;
+        lw_addr  <= ub_addr;
+        lw_data  <= ub_new;
+    end
+endmodule
+
+`default_nettype wire

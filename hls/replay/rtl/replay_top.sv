@@ -1,0 +1,304 @@
+`default_nettype none
+// Prioritized-replay sum tree: reference RTL of the replay kernel (contract: hls/replay/SPEC.md(md)).
+//
+// Microarchitecture
+//   - One memory per tree level d = 1..DEPTH (replay_level), each word holding the K child sums of
+//     one parent, so a node's children are read in parallel; the root sum is a register (total).
+//   - SAMPLE: 2 cycles per level (registered read, then a one-stage prefix compare), pipelined
+//     across levels: one sample accepted per clock; responses in command order.
+//   - UPDATE: every level reads the ancestor's parent word in the same cycle (stage A); in stage B
+//     the leaf level gives the old priority, delta = new - old, and every level (and the root)
+//     adds delta to its slot and writes back. A word written in the previous cycle is forwarded,
+//     so back-to-back updates (same index or shared ancestors) run at one per clock and give the
+//     tree of sequential updates.
+//   - Ordering: a SAMPLE waits one cycle after an UPDATE (its level-1 read must follow the write);
+//     an UPDATE, TOTAL or CLEAR waits until no sample is in flight; TOTAL and CLEAR wait for
+//     updates to finish. Updates to indices >= CAPACITY and unknown opcodes are consumed and
+//     ignored.
+//   - Responses go through a FIFO; a SAMPLE/TOTAL is only issued while the FIFO has room for
+//     everything in flight, so m_axis_resp_tready low stalls the command stream, never the tree.
+//   - Reset and CLEAR zero the memories in a sweep of ceil(CAPACITY/K) cycles (tready low).
+//   - FREE_RUN=0: ap_ctrl_hs through replay_ctrl: ap_start takes n_cmds commands, ap_done when
+//     their responses have all been taken. FREE_RUN=1: commands are processed whenever they come.
+module replay_top #(
+    parameter int CAPACITY = 16,  // number of leaves (1 .. 2^20)
+    parameter int FANOUT   = 16,  // children per node: 2, 4, 8 or 16
+    parameter int FREE_RUN = 0    // 1: process commands whenever they arrive, without ap_start
+) (
+    input  wire logic         ap_clk,
+    input  wire logic         ap_rst_n,
+    // command stream
+    input  wire logic [127:0] s_axis_cmd_tdata,
+    input  wire logic         s_axis_cmd_tvalid,
+    output logic              s_axis_cmd_tready,
+    input  wire logic         s_axis_cmd_tlast,
+    // response stream
+    output logic [127:0]      m_axis_resp_tdata,
+    output logic              m_axis_resp_tvalid,
+    input  wire logic         m_axis_resp_tready,
+    output logic              m_axis_resp_tlast,
+    // AXI4-Lite control
+    input  wire logic [7:0]   s_axi_control_awaddr,
+    input  wire logic         s_axi_control_awvalid,
+    output logic              s_axi_control_awready,
+    input  wire logic [31:0]  s_axi_control_wdata,
+    input  wire logic [3:0]   s_axi_control_wstrb,
+    input  wire logic         s_axi_control_wvalid,
+    output logic              s_axi_control_wready,
+    output logic [1:0]        s_axi_control_bresp,
+    output logic              s_axi_control_bvalid,
+    input  wire logic         s_axi_control_bready,
+    input  wire logic [7:0]   s_axi_control_araddr,
+    input  wire logic         s_axi_control_arvalid,
+    output logic              s_axi_control_arready,
+    output logic [31:0]       s_axi_control_rdata,
+    output logic [1:0]        s_axi_control_rresp,
+    output logic              s_axi_control_rvalid,
+    input  wire logic         s_axi_control_rready
+);
+    // ------------------------------------------------------------------ derived parameters
+    function automatic int tree_depth(input int capacity, input int fanout);
+        int depth, span;
+        depth = 1;
+        span  = fanout;
+        for (int i = 0; i < 20; i++) begin  // bounded loop (constant function)
+            if (span < capacity) begin
+                depth = depth + 1;
+                span  = span * fanout;
+            end
+        end
+        tree_depth = depth;
+    endfunction
+
+    function automatic int ipow(input int base, input int exp);
+        int r;
+        r = 1;
+        for (int i = 0; i < exp; i++) r = r * base;
+        ipow = r;
+    endfunction
+
+    localparam int LOGK        = $clog2(FANOUT);
+    localparam int DEPTH       = tree_depth(CAPACITY, FANOUT);  // levels below the root
+    localparam int IDX_W       = LOGK * DEPTH;                  // node indices up to K^DEPTH - 1
+    localparam int CLEAR_WORDS = (CAPACITY + FANOUT - 1) / FANOUT;  // words of the widest level
+    localparam int FIFO_AW     = $clog2(2 * DEPTH + 8);         // room for a full sample pipeline
+    localparam int FIFO_N      = 1 << FIFO_AW;
+
+    localparam logic [7:0] OP_UPDATE = 8'h01, OP_SAMPLE = 8'h02, OP_TOTAL = 8'h03, OP_CLEAR = 8'h04;
+
+    // ------------------------------------------------------------------ control
+    logic        ctrl_start, ctrl_done, ctrl_idle;
+    logic [31:0] ctrl_n_cmds;
+    logic [63:0] total, total_shown;
+    logic        running;
+    logic [31:0] cmds_left;
+    logic        busy /* verilator public_flat_rd */;  // read by the simulation harness
+
+    replay_ctrl #(.CAPACITY(CAPACITY), .FANOUT(FANOUT)) u_ctrl (
+        .ap_clk(ap_clk),
+        .ap_rst_n(ap_rst_n),
+        .s_axi_control_awaddr(s_axi_control_awaddr),
+        .s_axi_control_awvalid(s_axi_control_awvalid),
+        .s_axi_control_awready(s_axi_control_awready),
+        .s_axi_control_wdata(s_axi_control_wdata),
+        .s_axi_control_wstrb(s_axi_control_wstrb),
+        .s_axi_control_wvalid(s_axi_control_wvalid),
+        .s_axi_control_wready(s_axi_control_wready),
+        .s_axi_control_bresp(s_axi_control_bresp),
+        .s_axi_control_bvalid(s_axi_control_bvalid),
+        .s_axi_control_bready(s_axi_control_bready),
+        .s_axi_control_araddr(s_axi_control_araddr),
+        .s_axi_control_arvalid(s_axi_control_arvalid),
+        .s_axi_control_arready(s_axi_control_arready),
+        .s_axi_control_rdata(s_axi_control_rdata),
+        .s_axi_control_rresp(s_axi_control_rresp),
+        .s_axi_control_rvalid(s_axi_control_rvalid),
+        .s_axi_control_rready(s_axi_control_rready),
+        .ctrl_start(ctrl_start),
+        .ctrl_n_cmds(ctrl_n_cmds),
+        .ctrl_idle(ctrl_idle),
+        .ctrl_done(ctrl_done),
+        .ctrl_total(total_shown)
+    );
+
+    // ------------------------------------------------------------------ state
+    logic                   head_valid, head_last;
+    logic [7:0]             head_op;
+    logic [31:0]            head_index;
+    logic [63:0]            head_value;
+
+    logic                   sd_valid, sd_last;      // sample dispatched into level 1
+    logic [63:0]            sd_target;
+    logic                   ua_valid, ub_valid;     // update stages A and B
+    logic [IDX_W-1:0]       ua_index;
+    logic [31:0]            ua_word, ub_word;
+
+    logic                   clearing;
+    logic [IDX_W-1:0]       clear_addr;
+
+    logic [FIFO_AW:0]       inflight;               // samples issued, not yet in the FIFO
+    logic [FIFO_AW:0]       reserved;               // responses issued, not yet taken
+    logic [FIFO_AW:0]       fifo_wr, fifo_rd;
+    logic [104:0]           fifo_mem [FIFO_N];      // {last, opcode, index, value}
+
+    // level chain: index 0 is the dispatch register, index d the output of level d
+    logic [DEPTH:0]             s_valid, s_last;
+    logic [DEPTH:0][63:0]       s_target, s_value;
+    logic [DEPTH:0][IDX_W-1:0]  s_node;
+    logic [DEPTH:0][63:0]       u_old;
+    logic [63:0]                delta;
+
+    // ------------------------------------------------------------------ issue
+    logic head_free_ok, room, fire_update, fire_sample, fire_total, fire_clear, fire_other, head_fire;
+    logic accept_ok, cmd_fire;
+
+    assign room         = reserved < (FIFO_AW+1)'(FIFO_N);
+    assign head_free_ok = head_valid && !clearing;
+    assign fire_update  = head_free_ok && head_op == OP_UPDATE && inflight == '0;
+    assign fire_sample  = head_free_ok && head_op == OP_SAMPLE && !ua_valid && room;
+    assign fire_total   = head_free_ok && head_op == OP_TOTAL && inflight == '0 && !ua_valid && !ub_valid
+                          && room;
+    assign fire_clear   = head_free_ok && head_op == OP_CLEAR && inflight == '0 && !ua_valid && !ub_valid;
+    assign fire_other   = head_free_ok && head_op != OP_UPDATE && head_op != OP_SAMPLE
+                          && head_op != OP_TOTAL && head_op != OP_CLEAR;
+    assign head_fire    = fire_update || fire_sample || fire_total || fire_clear || fire_other;
+
+    assign accept_ok         = (FREE_RUN != 0) || (running && cmds_left != 0);
+    assign s_axis_cmd_tready = ap_rst_n && !clearing && accept_ok && (!head_valid || head_fire);
+    assign cmd_fire          = s_axis_cmd_tvalid && s_axis_cmd_tready;
+
+    assign busy      = head_valid || sd_valid || ua_valid || ub_valid || inflight != '0 || reserved != '0 || clearing;
+    assign ctrl_done = (FREE_RUN == 0) && running && cmds_left == 0 && !busy;
+    assign ctrl_idle = (FREE_RUN != 0) ? !busy : !running;
+
+    // ------------------------------------------------------------------ response FIFO
+    logic fifo_push, fifo_pop;
+    logic [104:0] fifo_in, fifo_head;
+    assign fifo_push = s_valid[DEPTH] || fire_total;
+    assign fifo_in   = s_valid[DEPTH] ? {s_last[DEPTH], OP_SAMPLE, 32'(s_node[DEPTH]), s_value[DEPTH]}
+                                      : {head_last, OP_TOTAL, 32'b0, total};
+    assign fifo_head = fifo_mem[fifo_rd[FIFO_AW-1:0]];
+    assign m_axis_resp_tvalid = fifo_wr != fifo_rd;
+    assign m_axis_resp_tlast  = fifo_head[104];
+    assign m_axis_resp_tdata  = {fifo_head[103:96], 24'b0, fifo_head[95:0]};
+    assign fifo_pop = m_axis_resp_tvalid && m_axis_resp_tready;
+
+    always_ff @(posedge ap_clk) begin
+        if (fifo_push) fifo_mem[fifo_wr[FIFO_AW-1:0]] <= fifo_in;
+    end
+
+    // ------------------------------------------------------------------ sequential control
+    always_ff @(posedge ap_clk) begin
+        if (!ap_rst_n) begin
+            head_valid <= 1'b0;
+            sd_valid   <= 1'b0;
+            ua_valid   <= 1'b0;
+            ub_valid   <= 1'b0;
+            clearing   <= 1'b1;   // zero the tree after reset
+            clear_addr <= '0;
+            inflight   <= '0;
+            reserved   <= '0;
+            fifo_wr    <= '0;
+            fifo_rd    <= '0;
+            total      <= '0;
+            total_shown <= '0;
+            running    <= 1'b0;
+            cmds_left  <= '0;
+        end else begin
+            // command head register
+            if (cmd_fire) begin
+                head_valid <= 1'b1;
+                head_op    <= s_axis_cmd_tdata[127:120];
+                head_index <= s_axis_cmd_tdata[95:64];
+                head_value <= s_axis_cmd_tdata[63:0];
+                head_last  <= s_axis_cmd_tlast;
+            end else if (head_fire) begin
+                head_valid <= 1'b0;
+            end
+
+            // dispatch
+            sd_valid  <= fire_sample;
+            sd_target <= head_value;
+            sd_last   <= head_last;
+            ua_valid  <= fire_update && head_index < 32'(CAPACITY);
+            ua_index  <= IDX_W'(head_index);
+            ua_word   <= head_value[31:0];
+            ub_valid  <= ua_valid;
+            ub_word   <= ua_word;
+            if (ub_valid) total <= total + delta;
+
+            // clear sweep (after reset or a CLEAR command)
+            if (fire_clear) begin
+                clearing   <= 1'b1;
+                clear_addr <= '0;
+                total      <= '0;
+            end else if (clearing) begin
+                if (clear_addr == IDX_W'(CLEAR_WORDS - 1)) clearing <= 1'b0;
+                else clear_addr <= clear_addr + 1'b1;
+            end
+
+            // response bookkeeping
+            inflight <= inflight + (FIFO_AW+1)'(fire_sample) - (FIFO_AW+1)'(s_valid[DEPTH]);
+            reserved <= reserved + (FIFO_AW+1)'(fire_sample || fire_total) - (FIFO_AW+1)'(fifo_pop);
+            if (fifo_push) fifo_wr <= fifo_wr + 1'b1;
+            if (fifo_pop)  fifo_rd <= fifo_rd + 1'b1;
+
+            // ap_ctrl_hs
+            if (FREE_RUN != 0) begin
+                total_shown <= total;
+            end else if (ctrl_done) begin
+                running     <= 1'b0;
+                total_shown <= total;
+            end else if (running) begin
+                if (cmd_fire) cmds_left <= cmds_left - 1;
+            end else if (ctrl_start) begin
+                running   <= 1'b1;
+                cmds_left <= ctrl_n_cmds;
+            end
+        end
+    end
+
+    // ------------------------------------------------------------------ tree levels
+    assign s_valid[0]  = sd_valid;
+    assign s_last[0]   = sd_last;
+    assign s_target[0] = sd_target;
+    assign s_node[0]   = '0;
+    assign s_value[0]  = '0;
+    assign u_old[0]    = '0;
+    // delta of the update in stage B: new leaf minus old leaf (mod 2^64, added to every ancestor)
+    assign delta = 64'(ub_word) - u_old[DEPTH];
+
+    for (genvar d = 1; d <= DEPTH; d++) begin : g_level
+        localparam int BELOW = DEPTH - d;  // levels below this one
+        localparam int SPAN  = ipow(FANOUT, BELOW + 1);  // leaves under one parent word
+        replay_level #(
+            .FANOUT(FANOUT),
+            .LOGK(LOGK),
+            .WORDS((CAPACITY + SPAN - 1) / SPAN),
+            .SLOT_W(d == DEPTH ? 32 : 64),
+            .IDX_W(IDX_W),
+            .SHIFT(LOGK * BELOW)
+        ) u_level (
+            .ap_clk(ap_clk),
+            .ap_rst_n(ap_rst_n),
+            .clear_en(clearing),
+            .clear_addr(clear_addr),
+            .s_in_valid(s_valid[d-1]),
+            .s_in_target(s_target[d-1]),
+            .s_in_node(s_node[d-1]),
+            .s_in_last(s_last[d-1]),
+            .s_out_valid(s_valid[d]),
+            .s_out_target(s_target[d]),
+            .s_out_node(s_node[d]),
+            .s_out_last(s_last[d]),
+            .s_out_value(s_value[d]),
+            .u_a_valid(ua_valid),
+            .u_a_index(ua_index),
+            .u_b_old(u_old[d]),
+            .u_b_valid(ub_valid),
+            .u_b_delta(delta)
+        );
+    end
+endmodule
+
+`default_nettype wire
