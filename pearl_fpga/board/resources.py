@@ -52,33 +52,15 @@ def yosys_family(part: str) -> str:
     return "xc7" if part.startswith("xc7") else "xcup"
 
 
-_FUNCTION = re.compile(r"^[ \t]*function\b(?:\s+automatic)?[^;(]*?\b(\w+)\s*\(", re.M)
+def support_files(kernel: str, workdir: Path) -> str:
+    """Write the files a kernel's RTL reads at elaboration into `workdir`; return the chparam options naming them."""
+    if kernel != "mlp":
+        return ""
+    from pearl_fpga.kernels.mlp_format import tanh_table
 
-
-def yosys_compatible(source: str, path: str = "<source>") -> str:
-    """Rewrite `return <expr>;` as `<function> = <expr>;` (Yosys's SystemVerilog front end lacks `return`).
-
-    Only a `return` that is the function's last statement is rewritten (then both mean the same);
-    any other `return` raises PearlError, so the estimate never silently changes the design.
-    """
-    out, pos = [], 0
-    for m in _FUNCTION.finditer(source):
-        if m.start() < pos:
-            continue
-        end = source.find("endfunction", m.end())
-        if end < 0:
-            break
-        body = source[m.end() : end]
-        returns = list(re.finditer(r"\breturn\b\s*([^;]*);", body))
-        if returns:
-            last = returns[-1]
-            if len(returns) > 1 or body[last.end() :].strip():
-                raise PearlError(f"{path}: function {m.group(1)} returns before its end; Yosys cannot read it (use an assignment to the function name)")
-            body = body[: last.start()] + f"{m.group(1)} = {last.group(1)};" + body[last.end() :]
-        out.append(source[pos : m.end()] + body)
-        pos = end
-    out.append(source[pos:])
-    return "".join(out)
+    # the tanh table, in the format the rtl backend writes (generated, never committed)
+    (workdir / "mlp_tanh.memh").write_text("".join(f"{int(v) & 0xFFFF:04x}\n" for v in tanh_table()))
+    return ' -set TANH_MEMH "mlp_tanh.memh"'
 
 
 def cell_counts(stat: dict[str, Any], top: str) -> dict[str, int]:
@@ -110,17 +92,9 @@ def synthesize(kernel: str, spec: BoardSpec, yosys: str, workdir: Path,
     if not sources:
         raise PearlError(f"no reference RTL in {folder} to estimate")
     workdir.mkdir(parents=True, exist_ok=True)
-    files = []
-    for src in sources:
-        dst = workdir / src.name
-        dst.write_text(yosys_compatible(src.read_text(), str(src)))
-        files.append(dst.name)
+    files = [str(src) for src in sources]
     chparams = " ".join(f"-set {p} {spec.kernels[kernel][key]}" for p, key in params.items())
-    if kernel == "mlp":  # the tanh table the RTL reads at elaboration (the same file the rtl backend writes)
-        from pearl_fpga.kernels.mlp_format import tanh_table
-
-        (workdir / "mlp_tanh.memh").write_text("".join(f"{int(v) & 0xFFFF:04x}\n" for v in tanh_table()))
-        chparams += ' -set TANH_MEMH "mlp_tanh.memh"'
+    chparams += support_files(kernel, workdir)
     script = (
         f"read_verilog -sv -DSYNTHESIS {' '.join(files)}; chparam {chparams} {top}; "
         f"synth_xilinx -family {yosys_family(spec.part)} -top {top} -flatten; "
