@@ -1,0 +1,93 @@
+"""`pearl-fpga plan`: profile this machine (cached), model every placement, print the best one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+HELP = "predict time per task per device and choose the placement and actor-worker count for an objective"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--algo", default="dqn", choices=("dqn", "ddpg"), help="algorithm (default dqn)")
+    parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg)")
+    parser.add_argument("--config", help="TrainConfig JSON whose fields override the algorithm's preset")
+    parser.add_argument("--per", action="store_true", help="plan with prioritized replay (the replay kernel)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
+                        help="override one TrainConfig field, e.g. --set net_arch=[64,64] --set batch_size=32")
+    parser.add_argument("--objective", default="throughput", choices=("throughput", "efficiency"),
+                        help="maximize env steps/s, or env steps per joule (default throughput)")
+    parser.add_argument("--devices", help="targets to consider, e.g. cpu,cpu-kernel,fpga-sim:pynq-z2 "
+                        "(default: the devices this machine has)")
+    parser.add_argument("--board", help="catalog board modelled by fpga-sim (adds fpga-sim to the default devices)")
+    parser.add_argument("--constraints", help='e.g. "act=fpga-sim", "!cuda", "workers=2" (comma-separated)')
+    parser.add_argument("--max-workers", type=int, help="most actor workers to consider (default: max(2, cores))")
+    parser.add_argument("--cycles", default="spec", choices=("spec", "rtl"),
+                        help="FPGA cycle source: the kernels' SPEC.md bounds, or counts from the rtl backend (Verilator)")
+    parser.add_argument("--cpu-watts", help="IDLE,ACTIVE watts of the CPU when RAPL is not readable (nominal)")
+    parser.add_argument("--quick", action="store_true", help="tiny profiling sizes (seconds; noisier)")
+    parser.add_argument("--reprofile", action="store_true", help="ignore the cached profile and measure again")
+    parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+
+
+def load_config(args: argparse.Namespace):
+    """The run's TrainConfig from --algo/--env/--config/--per."""
+    from pearl_fpga.config import TrainConfig
+
+    base = TrainConfig.preset(args.algo, args.env)
+    config = TrainConfig.from_json(args.config, base=base) if args.config else base
+    overrides: dict = {"per": True} if args.per else {}
+    for item in args.set:
+        field, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r}: write FIELD=VALUE, e.g. --set batch_size=32")
+        try:
+            overrides[field.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[field.strip()] = value  # a bare string such as an env id
+    if overrides:
+        config = TrainConfig.from_dict({**config.to_dict(), **overrides})
+    return config
+
+
+def parse_watts(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        idle, active = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--cpu-watts {text!r}: give IDLE,ACTIVE in watts, e.g. 20,95") from None
+    if not 0 <= idle <= active:
+        raise ValueError(f"--cpu-watts {text!r}: need 0 <= idle <= active")
+    return idle, active
+
+
+def run(args: argparse.Namespace) -> int:
+    from pearl_fpga.errors import PearlError
+    from pearl_fpga.planner import choose_placement
+    from pearl_fpga.planner.profile import Sizes
+
+    try:
+        config = load_config(args)
+        plan = choose_placement(config.algo, config.env_id, config, objective=args.objective,
+                                constraints=args.constraints, devices=args.devices, board=args.board,
+                                sizes=Sizes.quick() if args.quick else None, reprofile=args.reprofile,
+                                progress=not args.json, max_workers=args.max_workers, cycles=args.cycles,
+                                cpu_watts=parse_watts(args.cpu_watts))
+    except (PearlError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(plan.as_dict(), indent=1))
+    else:
+        from rich.console import Console
+
+        console = Console(width=max(Console().width, 120))
+        console.print(f"plan for {config.algo} on {config.env_id}: batch {config.batch_size}, "
+                      f"{config.gradient_steps}/{config.train_freq} updates per env step, net {config.net_arch}, "
+                      f"PER {'on' if config.per else 'off'}")
+        plan.print(console)
+        console.print(f"train with: pearl-fpga train --algo {config.algo} --env {config.env_id} "
+                      f"--placement {plan.placement} --workers {plan.workers}")
+    return 0

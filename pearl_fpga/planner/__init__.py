@@ -1,0 +1,18 @@
+"""The dispatcher: measure, model and choose the task-to-device assignment.
+
+    >>> from pearl_fpga.config import TrainConfig
+    >>> from pearl_fpga.planner import choose_placement
+    >>> plan = choose_placement("dqn", "CartPole-v1", TrainConfig.preset("dqn"))
+    >>> plan.placement, plan.workers          # e.g. ("act=cpu-kernel,replay=cpu,learn=cpu", 1)
+
+Modules: devices (discovery), profile (micro-benchmarks, fits, cache, FPGA cycle models), power
+(measured or nominal watts), model (pure throughput/power model), assign (search under
+constraints), plan (choose_placement and the Plan it returns).
+"""
+
+from __future__ import annotations
+
+from pearl_fpga.planner.assign import PlanError
+from pearl_fpga.planner.plan import Plan, choose_placement
+
+__all__ = ["Plan", "PlanError", "choose_placement"]

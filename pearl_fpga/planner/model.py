@@ -1,0 +1,299 @@
+"""The planner's performance and power model: pure functions over data tables, no device needed.
+
+An off-policy training step is a set of tasks (TASKS). The runtime groups them into three roles
+that a placement puts on targets (ROLE_TASKS): "act" (policy inference), "replay" (insert, sample,
+priority update) and "learn" (gradient step); the env step always runs on the CPU and the weight
+sync costs whatever loading new weights into the act target costs.
+
+The runtime runs concurrent stages (sequential processes): W actor workers, each stepping its
+vectorized envs and acting; a replay manager; a learner. Throughput X (env steps/s) is limited by
+
+- each stage: X * (seconds of that stage's tasks per env step) <= number of processes of the stage;
+- each device: X * (seconds of all tasks placed on it per env step) <= its capacity (for the CPU
+  the cores our processes get together, measured when the machine is shared; 1 for an
+  accelerator): tasks sharing a device share its time, CPU cores are split among env workers,
+  actor, replay manager and learner.
+
+so X = min over those limits; the binding one is reported as the bottleneck. With 0 workers (the
+runtime's in-process mode) one process runs every task in turn: X = 1 / (sum of all task times). Per env step the
+learner does `updates_per_step` gradient steps (the update-to-data ratio), each with one sample
+and one priority update of `batch_size`, and syncs weights every `sync_every` gradient steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+TASKS = ("env_step", "act", "replay_insert", "replay_sample", "replay_update", "learn", "weight_sync")
+ROLES = ("act", "replay", "learn")
+ROLE_TASKS: dict[str, tuple[str, ...]] = {
+    "act": ("act", "weight_sync"),
+    "replay": ("replay_insert", "replay_sample", "replay_update"),
+    "learn": ("learn",),
+}
+ENV_TARGET = "cpu"  # gymnasium envs step on the host CPU
+OBJECTIVES = ("throughput", "efficiency")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Seconds per call of a task as a function of its batch: t(batch) = a + b * batch."""
+
+    a: float
+    b: float
+    source: str = "measured"  # measured | cycle-model | csynth | nominal
+
+    def __call__(self, batch: float) -> float:
+        return max(0.0, self.a + self.b * batch)
+
+
+@dataclass(frozen=True)
+class Device:
+    """A physical resource that tasks share: the CPU (capacity = cores), a GPU or an FPGA (1)."""
+
+    name: str
+    kind: str  # cpu | cuda | fpga | fpga-sim
+    capacity: float
+    power_idle_w: float
+    power_active_w: float  # at full use of the whole capacity
+    power_source: str  # measured | nominal
+
+    def power(self, utilization: float) -> float:
+        """Watts at a utilization in [0, 1] of the device's capacity (linear between idle and active)."""
+        u = min(max(utilization, 0.0), 1.0)
+        return self.power_idle_w + (self.power_active_w - self.power_idle_w) * u
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the training configuration asks of the tasks per env step."""
+
+    envs_per_worker: int  # envs each actor worker steps together (act batch)
+    batch_size: int  # learner batch (sample / learn / priority-update batch)
+    updates_per_step: float  # gradient steps per env step (update-to-data ratio)
+    sync_every: int  # gradient steps between weight broadcasts to the actors
+    insert_batch: int  # transitions per replay insert call
+    learning_starts: int = 0  # env steps before the first gradient step (acting only)
+    prioritized: bool = True  # with plain uniform replay there is no priority update
+    act_fraction: float = 1.0  # share of env steps (after learning starts) whose action needs inference
+    total_steps: int = 0  # env steps of the run the objective averages over (0: steady state only)
+    worker_insert_batch: int = 0  # transitions per insert when actor workers stream them (0: insert_batch)
+
+    def __post_init__(self) -> None:
+        if self.envs_per_worker < 1 or self.batch_size < 1 or self.insert_batch < 1 or self.sync_every < 1:
+            raise ValueError(f"workload sizes must be >= 1: {self}")
+        if self.updates_per_step < 0 or self.learning_starts < 0 or self.worker_insert_batch < 0:
+            raise ValueError(f"updates_per_step, learning_starts and worker_insert_batch must be >= 0: {self}")
+        if not 0.0 <= self.act_fraction <= 1.0:
+            raise ValueError(f"act_fraction must be in [0, 1]: {self}")
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The data the model runs on: fitted task times per target, the device of each target, devices."""
+
+    fits: Mapping[tuple[str, str], Fit]  # (task, target) -> fit; a missing pair cannot run
+    target_device: Mapping[str, str]  # target name (placement token) -> device name
+    devices: Mapping[str, Device]
+    # Stages (sequential processes) of the runtime: name -> tasks it runs. The "actor" stage has W
+    # processes, every other stage one.
+    stages: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: {
+            "actor": ("env_step", "act"),
+            "replay": ("replay_insert", "replay_sample", "replay_update"),
+            "learner": ("learn", "weight_sync"),
+        }
+    )
+    # CPU time our P concurrent processes get together, relative to what one process gets (1.0 for
+    # P = 1; up to the core count on an idle machine, less when others share it). Task times are
+    # profiled in one process, so the CPU's capacity for P processes is cpu_parallel[P]. Empty:
+    # every core is ours.
+    cpu_parallel: Mapping[int, float] = field(default_factory=dict)
+
+    def cpu_capacity(self, processes: int) -> float:
+        """Cores (in single-process units) that `processes` processes of ours get together."""
+        cores = self.devices[self.target_device[ENV_TARGET]].capacity
+        if not self.cpu_parallel:
+            return min(float(processes), cores)
+        known = sorted(self.cpu_parallel)
+        p = min(processes, known[-1])
+        below = max(k for k in known if k <= p) if any(k <= p for k in known) else known[0]
+        return min(float(processes), cores, self.cpu_parallel[below])
+
+    def can_run(self, role: str, target: str) -> bool:
+        return target in self.target_device and all((t, target) in self.fits for t in ROLE_TASKS[role])
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What the model predicts for one placement and worker count."""
+
+    placement: Mapping[str, str]  # role -> target
+    workers: int  # actor worker processes; 0 = everything in one process
+    throughput: float  # env steps/s in steady state (after learning starts)
+    warmup_throughput: float  # env steps/s before learning starts
+    bottleneck: str  # the binding limit, e.g. "stage actor", "device cpu"
+    task_seconds: Mapping[str, float]  # seconds of each task per env step (steady state)
+    task_target: Mapping[str, str]
+    device_utilization: Mapping[str, float]  # in [0, 1]
+    power_w: float
+    power_source: str  # "measured" when every used device's figure is measured, else "nominal"
+    task_sources: Mapping[str, str] = field(default_factory=dict)
+    warmup_task_seconds: Mapping[str, float] = field(default_factory=dict)  # before learning starts
+    startup_s: float = 0.0  # one-off cost of starting the actor worker processes
+    run_steps: int = 0  # env steps of the planned run (0: steady state)
+    learning_starts: int = 0
+
+    @property
+    def efficiency(self) -> float:
+        """Env steps per joule (throughput per watt)."""
+        return self.throughput / self.power_w if self.power_w > 0 else 0.0
+
+    def average_throughput(self, steps: int, learning_starts: int) -> float:
+        """Mean env steps/s over a run of `steps` that learns only after `learning_starts` steps,
+        including the one-off start of the worker processes."""
+        if steps <= 0:
+            return self.throughput
+        warm = min(steps, learning_starts)
+        seconds = self.startup_s + warm / self.warmup_throughput + (steps - warm) / self.throughput
+        return steps / seconds
+
+    def run_task_seconds(self, steps: int | None = None) -> dict[str, float]:
+        """Seconds of each task per env step averaged over a run of `steps` (default: the planned
+        run), warm-up included: what a training run's per-task timers measure."""
+        steps = self.run_steps if steps is None else steps
+        if not steps:
+            return dict(self.task_seconds)
+        warm = min(steps, self.learning_starts) / steps
+        return {t: warm * self.warmup_task_seconds.get(t, s) + (1 - warm) * s for t, s in self.task_seconds.items()}
+
+    @property
+    def run_throughput(self) -> float:
+        """Mean env steps/s over the planned run (warm-up and worker start-up included)."""
+        return self.average_throughput(self.run_steps, self.learning_starts) if self.run_steps else self.throughput
+
+    def objective(self, name: str) -> float:
+        """The value a search maximizes: mean env steps/s over the run, or that per watt."""
+        if name == "throughput":
+            return self.run_throughput
+        if name == "efficiency":
+            return self.run_throughput / self.power_w if self.power_w > 0 else 0.0
+        raise ValueError(f"unknown objective {name!r}: use one of {', '.join(OBJECTIVES)}")
+
+
+def task_targets(placement: Mapping[str, str]) -> dict[str, str]:
+    """The target of every task under a role -> target placement (env steps on the CPU)."""
+    out = {"env_step": ENV_TARGET}
+    for role, tasks in ROLE_TASKS.items():
+        for task in tasks:
+            out[task] = placement[role]
+    return out
+
+
+def per_step_seconds(tables: Tables, workload: Workload, placement: Mapping[str, str], learning: bool = True,
+                     workers: int = 0) -> dict[str, float]:
+    """Seconds each task costs per env step under `placement` (0 for tasks that do not run).
+
+    Before learning starts (learning=False) actions are random: no inference and no learner work."""
+    where = task_targets(placement)
+
+    def t(task: str, batch: float) -> float:
+        key = (task, where[task])
+        if key not in tables.fits:
+            raise KeyError(f"target {where[task]!r} cannot run task {task!r}")
+        return tables.fits[key](batch)
+
+    n = workload.envs_per_worker
+    u = workload.updates_per_step if learning else 0.0
+    b = workload.batch_size
+    ins = workload.worker_insert_batch if workers > 0 and workload.worker_insert_batch else workload.insert_batch
+    return {
+        "env_step": t("env_step", n) / n,
+        "act": workload.act_fraction * t("act", n) / n if learning else 0.0,
+        "replay_insert": t("replay_insert", ins) / ins,
+        "replay_sample": u * t("replay_sample", b),
+        "replay_update": u * t("replay_update", b) if workload.prioritized else 0.0,
+        "learn": u * t("learn", b),
+        "weight_sync": u / workload.sync_every * t("weight_sync", 1),
+    }
+
+
+def _limits(tables: Tables, seconds: Mapping[str, float], where: Mapping[str, str], workers: int) -> dict[str, float]:
+    """Each limit on throughput: stage and device names -> the most env steps/s it allows."""
+    limits: dict[str, float] = {}
+    # workers == 0: the runtime's in-process mode, every task one after another in one process
+    stages = tables.stages if workers > 0 else {"in-process": tuple(seconds)}
+    processes = workers + len(stages) - 1 if workers > 0 else 1
+    cpu_cap = tables.cpu_capacity(processes)
+    for stage, tasks in stages.items():
+        load = sum(seconds.get(task, 0.0) for task in tasks)
+        procs = workers if stage == "actor" else 1
+        limits[f"stage {stage}"] = procs / load if load > 0 else math.inf
+    cpu = tables.target_device[ENV_TARGET]
+    for dev_name, load in _device_load(tables, seconds, where).items():
+        cap = cpu_cap if dev_name == cpu else tables.devices[dev_name].capacity
+        limits[f"device {dev_name}"] = cap / load if load > 0 else math.inf
+    return limits
+
+
+def _device_load(tables: Tables, seconds: Mapping[str, float], where: Mapping[str, str]) -> dict[str, float]:
+    load: dict[str, float] = {}
+    for task, sec in seconds.items():
+        dev = tables.target_device[where[task]]
+        load[dev] = load.get(dev, 0.0) + sec
+    return load
+
+
+def predict(tables: Tables, workload: Workload, placement: Mapping[str, str], workers: int) -> Prediction:
+    """Predicted throughput, bottleneck, utilization and power of one placement with `workers` actors."""
+    if workers < 0:
+        raise ValueError(f"workers must be >= 0 (0 = in-process), got {workers}")
+    missing = [r for r in ROLES if r not in placement]
+    if missing:
+        raise ValueError(f"placement has no target for {', '.join(missing)}: give one for each of {', '.join(ROLES)}")
+    for role in ROLES:
+        if not tables.can_run(role, placement[role]):
+            raise KeyError(f"target {placement[role]!r} cannot run {role}")
+    where = task_targets(placement)
+    seconds = per_step_seconds(tables, workload, placement, learning=True, workers=workers)
+    warm = per_step_seconds(tables, workload, placement, learning=False, workers=workers)
+    limits = _limits(tables, seconds, where, workers)
+    # on a tie, name the stage: a process that is busy all the time says more than a device that is
+    bottleneck = min(limits, key=lambda k: (limits[k], not k.startswith("stage"), k))
+    x = limits[bottleneck]
+    x_warm = min(_limits(tables, warm, where, workers).values())
+    if not math.isfinite(x) or x <= 0:
+        raise ValueError("the profile gives zero time for every task: re-profile (pearl-fpga plan --reprofile)")
+
+    used = {tables.target_device[ENV_TARGET]} | {tables.target_device[where[t]] for t in seconds if seconds[t] > 0}
+    util = {d: min(1.0, x * load / tables.devices[d].capacity) for d, load in _device_load(tables, seconds, where).items() if d in used}
+    power = sum(tables.devices[d].power(util.get(d, 0.0)) for d in used)
+    source = "measured" if all(tables.devices[d].power_source == "measured" for d in used) else "nominal"
+    start = tables.fits.get(("worker_start", ENV_TARGET))
+    return Prediction(
+        startup_s=start(workers) if start is not None and workers > 0 else 0.0,
+        run_steps=workload.total_steps,
+        warmup_task_seconds=warm,
+        learning_starts=workload.learning_starts,
+        placement=dict(placement),
+        workers=workers,
+        throughput=x,
+        warmup_throughput=x_warm,
+        bottleneck=bottleneck,
+        task_seconds=seconds,
+        task_target=where,
+        device_utilization=util,
+        power_w=power,
+        power_source=source,
+        task_sources={t: tables.fits[(t, where[t])].source for t in seconds},
+    )
+
+
+def placements(tables: Tables, targets: Sequence[str]) -> list[dict[str, str]]:
+    """Every role -> target assignment over `targets` in which each target can run its role."""
+    out: list[dict[str, str]] = [{}]
+    for role in ROLES:
+        out = [dict(p, **{role: t}) for p in out for t in targets if tables.can_run(role, t)]
+    return out

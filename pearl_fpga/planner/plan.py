@@ -1,0 +1,419 @@
+"""`choose_placement`: profile (or load the cached profile), model, search, and return a `Plan`.
+
+The plan carries the placement string the runtime parses, the actor worker count, the predicted
+time of every task on every target, and after training `plan.report(measured)` prints predicted
+versus measured per task and overall.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pearl_fpga.planner.assign import PlanError, search
+from pearl_fpga.planner.model import ROLE_TASKS, ROLES, TASKS, Device, Fit, Prediction, Tables, Workload
+
+# Targets are the runtime's placement tokens (pearl_fpga.runtime.placement): the CPU with torch
+# ("cpu") or with the kernels' C++ build ("cpu-kernel"), the GPU, a board, an emulated board.
+TARGET_ORDER = ("cpu", "cpu-kernel", "cuda", "fpga", "fpga-sim")
+HOST_DEVICE = {"cpu": "cpu", "cpu-kernel": "cpu", "cuda": "cuda"}
+DEFAULT_BOARD = "pynq-z2"
+# Stages of the runtime's worker mode: each actor worker steps its envs and acts; the learner
+# process runs the replay manager and the gradient steps and broadcasts weights.
+RUNTIME_STAGES: dict[str, tuple[str, ...]] = {
+    "actor": ("env_step", "act"),
+    "learner": ("replay_insert", "replay_sample", "replay_update", "learn", "weight_sync"),
+}
+
+
+# Actor workers stream transitions in messages of up to 64 env steps (pearl_fpga.runtime.workers),
+# and the learner inserts each message as one batch.
+WORKER_MESSAGE_STEPS = 64
+
+
+def act_fraction(config: Any) -> float:
+    """Share of the env steps after learning starts that run the policy network: DQN explores with
+    probability epsilon (no inference then); DDPG always infers and adds noise."""
+    if config.algo != "dqn" or config.total_steps <= config.learning_starts:
+        return 1.0
+    steps = np.linspace(config.learning_starts, config.total_steps, 257)
+    return float(1.0 - np.mean([config.epsilon(int(s)) for s in steps]))
+
+
+def workload_of(config: Any) -> Workload:
+    """The model's view of a TrainConfig."""
+    return Workload(
+        envs_per_worker=config.n_envs,
+        batch_size=config.batch_size,
+        updates_per_step=config.gradient_steps / config.train_freq,
+        sync_every=config.sync_interval,
+        insert_batch=config.n_envs,
+        learning_starts=config.learning_starts,
+        prioritized=bool(config.per),
+        act_fraction=act_fraction(config),
+        total_steps=config.total_steps,
+        worker_insert_batch=max(config.n_envs, min(WORKER_MESSAGE_STEPS, config.actor_lag) // config.n_envs * config.n_envs),
+    )
+
+
+@dataclass
+class Plan:
+    """The chosen placement and worker count, with everything the model predicted."""
+
+    placement: str  # e.g. "act=cpu-kernel,replay=cpu,learn=cpu" (pearl_fpga.runtime.placement syntax)
+    workers: int  # actor worker processes (0 = the runtime's in-process mode)
+    objective: str
+    prediction: Prediction
+    ranked: list[Prediction]
+    tables: Tables
+    workload: Workload
+    unavailable: dict[str, str] = field(default_factory=dict)  # "role@target" -> reason
+    notes: list[str] = field(default_factory=list)
+    board: str | None = None
+    profile: Any = None  # the host profile the tables came from (pearl_fpga.planner.profile.Profile)
+
+    @property
+    def throughput(self) -> float:
+        """Predicted env steps/s (steady state)."""
+        return self.prediction.throughput
+
+    # ------------------------------------------------------------------ views
+    def task_table(self) -> list[dict[str, Any]]:
+        """Per task and target: predicted seconds per call at the workload's batch and per env step."""
+        w = self.workload
+        batch = {"env_step": w.envs_per_worker, "act": w.envs_per_worker, "replay_insert": w.insert_batch,
+                 "replay_sample": w.batch_size, "replay_update": w.batch_size, "learn": w.batch_size, "weight_sync": 1}
+        rows = []
+        for task in TASKS:
+            for target in self.targets():
+                fit = self.tables.fits.get((task, target))
+                if fit is None:
+                    continue
+                rows.append({"task": task, "target": target, "device": self.tables.target_device[target],
+                             "batch": batch[task], "seconds_per_call": fit(batch[task]), "source": fit.source,
+                             "chosen": self.prediction.task_target[task] == target})
+        return rows
+
+    def targets(self) -> list[str]:
+        return [t for t in TARGET_ORDER if t in self.tables.target_device]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (used by `pearl-fpga plan --json`)."""
+        def pred(p: Prediction) -> dict[str, Any]:
+            return {"placement": ",".join(f"{r}={p.placement[r]}" for r in ROLES), "workers": p.workers,
+                    "env_steps_per_s": p.throughput, "run_env_steps_per_s": p.run_throughput,
+                    "worker_startup_s": p.startup_s, "bottleneck": p.bottleneck, "power_w": p.power_w,
+                    "power_source": p.power_source, "steps_per_joule": p.efficiency,
+                    "task_seconds_per_env_step": dict(p.task_seconds), "device_utilization": dict(p.device_utilization)}
+
+        return {"placement": self.placement, "workers": self.workers, "objective": self.objective, "board": self.board,
+                "predicted": pred(self.prediction), "throughput_label": "modelled",
+                "alternatives": [pred(p) for p in self.ranked[:10]], "tasks": self.task_table(),
+                "devices": {n: {"kind": d.kind, "capacity": d.capacity, "idle_w": d.power_idle_w,
+                                "active_w": d.power_active_w, "power_source": d.power_source}
+                            for n, d in self.tables.devices.items()},
+                "unavailable": self.unavailable, "notes": self.notes}
+
+    def print(self, console: Any = None, alternatives: int = 6) -> None:
+        """Rich tables: predicted time per task per target, the choice, and the runners-up."""
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+
+        console = console or Console()
+        targets = self.targets()
+        t = Table(title="Predicted time per call (us) per task and target; * = chosen", title_justify="left")
+        t.add_column("task")
+        t.add_column("batch", justify="right")
+        for target in targets:
+            t.add_column(f"{target}\n[{self.tables.target_device[target]}]", justify="right")
+        rows = self.task_table()
+        for task in TASKS:
+            cells = {r["target"]: r for r in rows if r["task"] == task}
+            batch = next((r["batch"] for r in cells.values()), "")
+            out = []
+            for target in targets:
+                r = cells.get(target)
+                if r is None:
+                    out.append("-")
+                elif r["source"].startswith("none"):
+                    out.append("n/a")  # e.g. no priority update without PER
+                else:
+                    label = "" if r["source"] == "measured" else " (m)"
+                    out.append(f"{'*' if r['chosen'] else ''}{r['seconds_per_call'] * 1e6:,.1f}{label}")
+            t.add_row(task, str(batch), *out)
+        console.print(t)
+        console.print("(m) = modelled from cycle counts and the board catalog, not measured; other figures "
+                      "measured on this machine.")
+        a = Table(title=f"Placements ranked by {self.objective} (modelled)", title_justify="left")
+        for col in ("act", "replay", "learn", "workers", "steady steps/s", "run mean", "bottleneck", "watts", "steps/J"):
+            a.add_column(col, justify="left" if col in ("act", "replay", "learn", "bottleneck") else "right", no_wrap=True)
+        for p in self.ranked[:alternatives]:
+            a.add_row(*(p.placement[r] for r in ROLES), str(p.workers), f"{p.throughput:,.0f}",
+                      f"{p.run_throughput:,.0f}", p.bottleneck, f"{p.power_w:.1f} {p.power_source[:3]}.", f"{p.efficiency:.1f}")
+        console.print(a)
+        p = self.prediction
+        console.print(f"[bold]chosen:[/bold] --placement {self.placement} with {self.workers} actor worker(s): "
+                      f"{p.throughput:,.0f} env steps/s predicted in steady state, {p.run_throughput:,.0f} over the "
+                      f"{self.workload.total_steps:,}-step run (modelled), bottleneck {p.bottleneck}, "
+                      f"{p.power_w:.1f} W ({p.power_source}), {p.efficiency:.1f} env steps/J")
+        for key, reason in sorted(self.unavailable.items()):
+            console.print(f"  unavailable {key}: {escape(reason)}")
+        for note in self.notes:
+            console.print(f"  note: {escape(note)}")
+
+    def report(self, measured: Mapping[str, float], console: Any = None) -> dict[str, Any]:
+        """Print predicted vs measured seconds per env step per task and env steps/s overall.
+
+        `measured`: seconds per env step of each task ("env_step", "act", "replay_insert",
+        "replay_sample", "replay_update", "learn", "weight_sync") and "env_steps_per_s". Returns the
+        rows (with the relative error) as a dict for logs.
+        """
+        from rich.console import Console
+        from rich.table import Table
+
+        console = console or Console()
+        p = self.prediction
+        rows: dict[str, Any] = {}
+        t = Table(title=f"Planner: predicted vs measured ({self.placement}, {self.workers} workers)", title_justify="left")
+        for col in ("task", "target", "predicted us/step", "measured us/step", "error"):
+            t.add_column(col, justify="left" if col in ("task", "target") else "right")
+        per_task = p.run_task_seconds()  # averaged over the run as the trainer's timers are
+        for task in TASKS:
+            pred = per_task.get(task, 0.0)
+            meas = measured.get(task)
+            err = _rel_err(pred, meas)
+            rows[task] = {"predicted": pred, "measured": meas, "error": err}
+            t.add_row(task, p.task_target[task], f"{pred * 1e6:,.1f}", "-" if meas is None else f"{meas * 1e6:,.1f}",
+                      "-" if err is None else f"{err:+.0%}")
+        meas_x = measured.get("env_steps_per_s")
+        pred_x = p.run_throughput
+        err = _rel_err(pred_x, meas_x)
+        rows["env_steps_per_s"] = {"predicted": pred_x, "measured": meas_x, "error": err}
+        t.add_row("[bold]env steps/s[/bold]", "", f"{pred_x:,.0f}", "-" if meas_x is None else f"{meas_x:,.0f}",
+                  "-" if err is None else f"{err:+.0%}")
+        console.print(t)
+        console.print(f"predicted figures are means over the planned {self.workload.total_steps:,}-step run (warm-up and "
+                      "worker start included); periodic evaluation is not modelled and slows the measured rate.")
+        if any(v.startswith("fpga") for v in p.placement.values()):
+            console.print("note: fpga-sim tasks are predicted for the board; measured here they ran in emulation "
+                          "on the CPU, so their times are not comparable.")
+        return rows
+
+
+def _rel_err(pred: float, meas: float | None) -> float | None:
+    if meas is None or not math.isfinite(meas) or meas <= 0:
+        return None
+    return (pred - meas) / meas
+
+
+# ----------------------------------------------------------------------------------- building the tables
+def capabilities() -> str:
+    """Which optional pieces are importable: a profile made without them is stale once they exist."""
+    mods = ("pearl_fpga._mlp_native", "pearl_fpga._replay_native", "pearl_fpga.kernels.mlp", "pearl_fpga.replay")
+    bits = "".join("1" if importlib.util.find_spec(m) is not None else "0" for m in mods)
+    try:
+        import torch
+
+        bits += "c" if torch.cuda.is_available() else ""
+    except ImportError:
+        pass
+    return bits
+
+
+def parse_devices(spec: str | Sequence[str] | None, board: str | None) -> tuple[list[str], str | None]:
+    """--devices "cpu,cpu-kernel,fpga-sim:pynq-z2" -> (targets, board). None: the real devices only."""
+    if spec is None:
+        return [], board
+    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    targets: list[str] = []
+    for item in items:
+        name, _, arg = item.partition(":")
+        if name == "fpga-sim" and arg:
+            if board and board != arg:
+                raise PlanError(f"--devices names board {arg!r} but --board is {board!r}: give one board")
+            board = arg
+        elif name == "cuda" and arg and not arg.isdigit():
+            raise PlanError(f"device {item!r}: use cuda or cuda:N")
+        if name not in TARGET_ORDER:
+            raise PlanError(f"unknown device {item!r}: use {', '.join(TARGET_ORDER)} (fpga-sim:<board>, cuda:N)")
+        if name not in targets:
+            targets.append(name)
+    if not targets:
+        raise PlanError("--devices is empty: name at least cpu")
+    if "cpu" not in targets:
+        targets.insert(0, "cpu")  # the envs always step on the CPU
+    return targets, board
+
+
+def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any | None, cycles: str = "spec",
+                 cpu_watts: tuple[float, float] | None = None) -> tuple[Tables, dict[str, str], list[str]]:
+    """Tables for the model from a host profile plus the modelled FPGA target of `board`."""
+    from pearl_fpga.planner.devices import cpu_cores
+    from pearl_fpga.planner.power import board_power, cpu_power, gpu_power
+    from pearl_fpga.planner.profile import fpga_fits
+    from pearl_fpga.runtime.envs import env_spec
+
+    fits: dict[tuple[str, str], Fit] = {k: v for k, v in profile.fits.items()
+                                        if (k[0] in TASKS or k[0] == "worker_start") and k[1] in targets}
+    # The runtime's replay on "cpu-kernel" is the same C++ sum tree as on "cpu", and without PER
+    # the buffer is host memory wherever "replay" is placed: offer such duplicates once, as "cpu".
+    for task in ROLE_TASKS["replay"]:
+        for target in ("cpu-kernel",) if config.per else ("cpu-kernel", "cuda", "fpga-sim", "fpga"):
+            fits.pop((task, target), None)
+    unavailable = {k: v for k, v in profile.unavailable.items() if k.partition("@")[2] in targets}
+    notes: list[str] = []
+    cores = cpu_cores()
+    cp = cpu_power(cores, cpu_watts)
+    devices = {"cpu": Device("cpu", "cpu", cores, cp.idle_w, cp.active_w, cp.source)}
+    target_device = {t: HOST_DEVICE[t] for t in targets if t in HOST_DEVICE}
+    notes.append(f"cpu power: {cp.idle_w:.0f}-{cp.active_w:.0f} W, {cp.source} ({cp.how})")
+    if "cuda" in targets and any(k[1] == "cuda" for k in fits):
+        gp = gpu_power(0)
+        devices["cuda"] = Device("cuda", "cuda", 1, gp.idle_w, gp.active_w, gp.source)
+        notes.append(f"cuda power: {gp.idle_w:.0f}-{gp.active_w:.0f} W, {gp.source} ({gp.how})")
+    elif "cuda" in targets:
+        target_device.pop("cuda", None)
+    for fpga_target in ("fpga-sim", "fpga"):
+        if fpga_target not in targets:
+            continue
+        if board is None:
+            unavailable[f"act@{fpga_target}"] = unavailable[f"replay@{fpga_target}"] = "no board chosen: pass --board"
+            continue
+        spec = env_spec(config.env_id)
+        ffits, unav, fnotes = fpga_fits(board, config, spec.obs_dim, spec.action_dim, spec.discrete, profile.fits,
+                                        target=fpga_target, cycles=cycles)
+        fits.update({k: v for k, v in ffits.items() if config.per or k[0] not in ROLE_TASKS["replay"]})
+        unavailable.update(unav)
+        notes += [f"{fpga_target}: {n}" for n in fnotes]
+        dev = f"{fpga_target}:{board.name}"
+        bp = board_power(board, on_board=fpga_target == "fpga")
+        devices[dev] = Device(dev, fpga_target, 1, bp.idle_w, bp.active_w, bp.source)
+        target_device[fpga_target] = dev
+        # the host still runs the env; a board target has no env_step of its own
+    parallel = {int(p): float(c) for p, c in profile.points.get(("cpu_parallel", "cpu"), [])}
+    if parallel:
+        notes.append("CPU our processes get together (relative to one): "
+                     + ", ".join(f"{p}: {c:.2f}" for p, c in sorted(parallel.items())) + f" (of {cores} cores)")
+    tables = Tables(fits=fits, target_device=target_device, devices=devices, stages=RUNTIME_STAGES,
+                    cpu_parallel=parallel)
+    return tables, unavailable, notes
+
+
+def scale_host(tables: Tables, factor: float) -> Tables:
+    """The tables with every task on the CPU `factor` times slower (the load of a shared machine)."""
+    if factor == 1.0:
+        return tables
+    fits = {k: (Fit(f.a * factor, f.b * factor, f.source) if tables.target_device.get(k[1]) == "cpu" else f)
+            for k, f in tables.fits.items()}
+    return Tables(fits=fits, target_device=tables.target_device, devices=tables.devices, stages=tables.stages,
+                  cpu_parallel=tables.cpu_parallel)
+
+
+def get_profile(config: Any, targets: Sequence[str], sizes: Any = None, reprofile: bool = False,
+                progress: bool = True) -> Any:
+    """The cached host profile of this workload, or a fresh one (then cached)."""
+    from pearl_fpga.planner import profile as prof
+
+    machine = prof.machine_info()
+    key = prof.workload_key(config) + "|" + capabilities() + ("|quick" if sizes is not None and sizes.repeats < 10 else "")
+    host_targets = [t for t in targets if t in prof.HOST_TARGETS]
+    cached = None if reprofile else prof.load_cached(machine, key)
+    if cached is not None and all(any(k[1] == t for k in cached.fits) or any(u.endswith("@" + t) for u in cached.unavailable)
+                                  for t in host_targets):
+        return cached
+    profile = _run_profile(prof, config, host_targets, sizes, progress)
+    profile.workload = key
+    prof.save_cached(profile)
+    return profile
+
+
+def _run_profile(prof: Any, config: Any, targets: Sequence[str], sizes: Any, progress: bool) -> Any:
+    if not progress:
+        return prof.profile_host(config, targets, sizes)
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("profiling", total=None)
+        return prof.profile_host(config, targets, sizes, progress=lambda msg: bar.update(task, description=f"profiling {msg}"))
+
+
+def default_placement_dict() -> dict[str, str]:
+    from pearl_fpga.runtime.placement import default_placement
+
+    return default_placement().as_dict()
+
+
+def choose_placement(algo: str, env_id: str, config: Any, objective: str = "throughput", constraints: str | None = None,
+                     *, devices: str | Sequence[str] | None = None, board: str | None = None, sizes: Any = None,
+                     reprofile: bool = False, progress: bool = True, max_workers: int | None = None,
+                     cycles: str = "spec", cpu_watts: tuple[float, float] | None = None,
+                     adjust_load: bool = True) -> Plan:
+    """Profile (cached), model and choose the placement and actor-worker count for `objective`.
+
+    devices: targets to consider, e.g. "cpu,cpu-kernel,fpga-sim:pynq-z2"; by default the ones this
+    machine really has (cpu, cpu-kernel when built, cuda when present, a board when present), so
+    that `train --placement auto` runs what it planned. constraints: see pearl_fpga.planner.assign.
+    Raises PlanError (a ValueError) when nothing feasible is left.
+    """
+    from pearl_fpga.board.catalog import get_board
+    from pearl_fpga.planner.devices import cpu_cores, discover
+
+    if config.algo != algo or config.env_id != env_id:
+        raise PlanError(f"choose_placement: algo/env ({algo}, {env_id}) differ from the config's "
+                        f"({config.algo}, {config.env_id}); pass the config of the run you plan")
+    targets, board = parse_devices(devices, board)
+    if not targets:
+        found = discover()
+        targets = ["cpu", "cpu-kernel"]
+        if any(d.kind == "cuda" and d.available for d in found):
+            targets.append("cuda")
+        if any(d.kind == "fpga" and d.available for d in found):
+            targets.append("fpga")
+        if board is not None:
+            targets.append("fpga-sim")
+    board_spec = None
+    if board is not None or "fpga-sim" in targets or "fpga" in targets:
+        try:
+            board_spec = get_board(board or DEFAULT_BOARD)
+        except Exception as exc:  # noqa: BLE001 - CatalogError: already a user-facing message
+            raise PlanError(str(exc)) from exc
+    profile = get_profile(config, targets, sizes=sizes, reprofile=reprofile, progress=progress)
+    tables, unavailable, notes = build_tables(config, profile, targets, board_spec, cycles=cycles, cpu_watts=cpu_watts)
+    if adjust_load and time.time() - profile.created > 60:
+        # a cached profile on a machine whose load varies: re-time one learner iteration and, when
+        # the CPU is now clearly slower or faster (beyond the noise of that re-timing), scale to it
+        from pearl_fpga.planner.profile import load_factor
+
+        factor = load_factor(config, profile, repeats=5 if sizes is not None and sizes.repeats < 10 else 20)
+        scaled = not 0.67 <= factor <= 1.5
+        if scaled:
+            tables = scale_host(tables, factor)
+        notes.append(f"cached profile from {time.strftime('%Y-%m-%d %H:%M', time.localtime(profile.created))}; "
+                     f"one learner iteration now takes x{factor:.2f} its profiled time"
+                     + (": CPU times scaled to it" if scaled else " (within noise: not scaled; --reprofile to measure again)"))
+    workload = workload_of(config)
+    usable = [t for t in TARGET_ORDER if t in tables.target_device]
+    max_w = max_workers if max_workers is not None else max(2, cpu_cores())
+    try:
+        ranked = search(tables, workload, usable, max_workers=max_w, objective=objective, constraints=constraints,
+                        min_workers=0, default=default_placement_dict())
+    except PlanError as exc:
+        if unavailable:
+            why = "; ".join(f"{k}: {v}" for k, v in sorted(unavailable.items()))
+            raise PlanError(f"{exc} Unavailable here: {why}") from None
+        raise
+    best = ranked[0]
+    placement = ",".join(f"{r}={best.placement[r]}" for r in ROLES)
+    return Plan(placement=placement, workers=best.workers, objective=objective, prediction=best, ranked=ranked,
+                tables=tables, workload=workload, unavailable=unavailable, notes=notes,
+                board=board_spec.name if board_spec is not None else None, profile=profile)
+
+
+__all__ = ["Plan", "PlanError", "choose_placement", "build_tables", "workload_of", "ROLE_TASKS"]

@@ -1,0 +1,208 @@
+"""The planner's model and assignment on synthetic tables whose optimum is known by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pearl_fpga.planner.assign import Constraints, PlanError, search
+from pearl_fpga.planner.model import Device, Fit, Tables, Workload, predict
+
+# One env step per call and per env step one learner update of batch 1: every per-step time is the
+# fit's `a`, so optima can be worked out by hand.
+W1 = Workload(envs_per_worker=1, batch_size=1, updates_per_step=1.0, sync_every=1, insert_batch=1)
+
+
+def tables(times: dict[str, dict[str, float]], cores: int = 2, accel_power: tuple[float, float] = (5.0, 10.0)) -> Tables:
+    """times: target -> task -> seconds per call (constant). Target "cpu" and "fast" are on the CPU."""
+    fits = {(task, target): Fit(sec, 0.0) for target, per in times.items() for task, sec in per.items()}
+    target_device = {t: ("cpu" if t in ("cpu", "fast") else t) for t in times}
+    devices = {"cpu": Device("cpu", "cpu", cores, 10.0, 10.0 + 20.0 * cores, "nominal")}
+    for t in times:
+        if target_device[t] != "cpu":
+            devices[t] = Device(t, "fpga", 1, *accel_power, "nominal")
+    return Tables(fits, target_device, devices)
+
+
+CPU = {"env_step": 1e-3, "act": 1e-3, "replay_insert": 1e-4, "replay_sample": 1e-4, "replay_update": 1e-4,
+       "learn": 2e-3, "weight_sync": 1e-4}
+
+
+def test_stage_and_device_limits_by_hand():
+    t = tables({"cpu": CPU}, cores=2)
+    one = predict(t, W1, {"act": "cpu", "replay": "cpu", "learn": "cpu"}, workers=1)
+    # actor stage: 2 ms per step -> 500/s; learner 2.1 ms -> 476/s; cpu load 4.4 ms / 2 cores -> 454/s
+    assert one.throughput == pytest.approx(2 / 4.4e-3)
+    assert one.bottleneck == "device cpu"
+    assert one.task_seconds["learn"] == pytest.approx(2e-3)
+    assert one.device_utilization["cpu"] == pytest.approx(1.0)
+    # before learning starts actions are random (no inference) and the learner idles: env step binds
+    assert one.warmup_throughput == pytest.approx(1 / 1e-3)
+    steps, starts = 1000, 500
+    assert one.average_throughput(steps, starts) == pytest.approx(steps / (starts / 1000 + (steps - starts) / one.throughput))
+
+
+def test_act_fraction_and_worker_insert_batch():
+    fits = {(task, "cpu"): Fit(1e-3, 1e-4) for task in CPU}
+    t = Tables(fits, {"cpu": "cpu"}, {"cpu": Device("cpu", "cpu", 64, 1, 2, "nominal")})
+    w = Workload(envs_per_worker=1, batch_size=1, updates_per_step=1, sync_every=1, insert_batch=1,
+                 act_fraction=0.25, worker_insert_batch=64)
+    inline = predict(t, w, {"act": "cpu", "replay": "cpu", "learn": "cpu"}, workers=0)
+    workers = predict(t, w, {"act": "cpu", "replay": "cpu", "learn": "cpu"}, workers=2)
+    assert inline.task_seconds["act"] == pytest.approx(0.25 * 1.1e-3)
+    assert inline.task_seconds["replay_insert"] == pytest.approx(1.1e-3)
+    assert workers.task_seconds["replay_insert"] == pytest.approx((1e-3 + 64e-4) / 64)
+
+
+def test_in_process_mode_runs_tasks_in_turn():
+    t = tables({"cpu": CPU}, cores=2)
+    seq = predict(t, W1, {"act": "cpu", "replay": "cpu", "learn": "cpu"}, workers=0)
+    assert seq.throughput == pytest.approx(1 / 4.4e-3)
+    assert seq.bottleneck == "stage in-process"
+    ranked = search(t, W1, ["cpu"], max_workers=2, min_workers=0)
+    assert {p.workers for p in ranked} == {0, 1, 2}
+    assert ranked[0].workers == 1  # 454/s with workers vs 227/s in-process
+
+
+def test_update_to_data_ratio_scales_learner_time():
+    t = tables({"cpu": CPU}, cores=8)
+    half = Workload(envs_per_worker=1, batch_size=1, updates_per_step=0.5, sync_every=2, insert_batch=1)
+    p = predict(t, half, {"act": "cpu", "replay": "cpu", "learn": "cpu"}, workers=4)
+    assert p.task_seconds["learn"] == pytest.approx(1e-3)
+    assert p.task_seconds["weight_sync"] == pytest.approx(0.25 * 1e-4)
+    learner = 1e-3 + 0.25e-4
+    assert p.throughput == pytest.approx(1 / learner)
+    assert p.bottleneck == "stage learner"
+
+
+def test_batched_fit_is_amortized_per_env_step():
+    fits = {(task, "cpu"): Fit(1e-3, 1e-4) for task in CPU}
+    t = Tables(fits, {"cpu": "cpu"}, {"cpu": Device("cpu", "cpu", 64, 1, 2, "nominal")})
+    w = Workload(envs_per_worker=8, batch_size=32, updates_per_step=0.25, sync_every=10, insert_batch=16)
+    p = predict(t, w, {"act": "cpu", "replay": "cpu", "learn": "cpu"}, workers=1)
+    assert p.task_seconds["env_step"] == pytest.approx((1e-3 + 8e-4) / 8)
+    assert p.task_seconds["replay_insert"] == pytest.approx((1e-3 + 16e-4) / 16)
+    assert p.task_seconds["replay_sample"] == pytest.approx(0.25 * (1e-3 + 32e-4))
+
+
+def test_known_optimum_offloads_act_and_replay():
+    fpga = {"act": 1e-4, "weight_sync": 1e-4, "replay_insert": 1e-5, "replay_sample": 1e-5, "replay_update": 1e-5}
+    cpu = dict(CPU, replay_sample=1e-3, learn=1.2e-3)
+    t = tables({"cpu": cpu, "fpga": fpga}, cores=2)
+    ranked = search(t, W1, ["cpu", "fpga"], max_workers=4)
+    best = ranked[0]
+    # act and replay on the FPGA leave 2.2 ms of CPU work per step (909/s on 2 cores); the learner
+    # stage (1.2 ms learn + 0.1 ms sync) binds at 769/s, and one worker (1.1 ms per step) keeps up.
+    # Any other placement needs >= 3.3 ms of CPU per step (<= 606/s).
+    assert best.placement == {"act": "fpga", "replay": "fpga", "learn": "cpu"}
+    assert best.workers == 1
+    assert best.bottleneck == "stage learner"
+    assert best.throughput == pytest.approx(1 / 1.3e-3)
+    assert all(p.throughput <= 1 / 3.3e-3 * 2 * (1 + 1e-9) for p in ranked if p.placement != best.placement)
+
+
+def test_tie_prefers_fewer_devices_then_fewer_workers():
+    # the FPGA is exactly as fast as the CPU: same throughput, so the CPU-only plan must win
+    t = tables({"cpu": CPU, "fpga": dict(CPU)}, cores=16)
+    best = search(t, W1, ["cpu", "fpga"], max_workers=4)[0]
+    assert set(best.placement.values()) == {"cpu"}
+    assert best.workers == 1  # the learner binds at 1 worker already: more workers tie
+    # and the preference order breaks a tie between two targets on the same device
+    t2 = tables({"cpu": CPU, "fast": dict(CPU)}, cores=16)
+    assert set(search(t2, W1, ["fast", "cpu"], max_workers=2)[0].placement.values()) == {"fast"}
+    assert set(search(t2, W1, ["cpu", "fast"], max_workers=2)[0].placement.values()) == {"cpu"}
+
+
+def test_device_that_cannot_run_a_task_is_never_chosen_for_it():
+    fpga_act_only = {"act": 1e-5, "weight_sync": 1e-5}  # no replay, no learn on this board
+    t = tables({"cpu": CPU, "fpga": fpga_act_only}, cores=2)
+    ranked = search(t, W1, ["cpu", "fpga"], max_workers=2)
+    assert all(p.placement["replay"] == "cpu" and p.placement["learn"] == "cpu" for p in ranked)
+    assert ranked[0].placement["act"] == "fpga"
+    with pytest.raises(KeyError, match="cannot run"):
+        predict(t, W1, {"act": "cpu", "replay": "fpga", "learn": "cpu"}, 1)
+
+
+def test_pin_and_exclude_constraints():
+    fpga = {"act": 1e-4, "weight_sync": 1e-4}
+    t = tables({"cpu": CPU, "fpga": fpga}, cores=2)
+    assert search(t, W1, ["cpu", "fpga"], 2)[0].placement["act"] == "fpga"
+    assert search(t, W1, ["cpu", "fpga"], 2, constraints="!fpga")[0].placement["act"] == "cpu"
+    assert search(t, W1, ["cpu", "fpga"], 2, constraints="act=cpu")[0].placement["act"] == "cpu"
+    assert all(p.workers == 2 for p in search(t, W1, ["cpu", "fpga"], 2, constraints="workers=2"))
+
+
+def test_infeasible_constraint_names_the_culprit():
+    fpga = {"act": 1e-4, "weight_sync": 1e-4}
+    t = tables({"cpu": CPU, "fpga": fpga}, cores=2)
+    with pytest.raises(PlanError, match=r"'learn=fpga'.*can run learn.*cpu"):
+        search(t, W1, ["cpu", "fpga"], 2, constraints="learn=fpga")
+    with pytest.raises(PlanError, match=r"'act=cuda'"):
+        search(t, W1, ["cpu", "fpga"], 2, constraints="act=cuda")
+    with pytest.raises(PlanError, match=r"'!cpu'"):
+        search(t, W1, ["cpu", "fpga"], 2, constraints="!cpu")
+    with pytest.raises(PlanError, match=r"not together"):
+        search(t, W1, ["cpu", "fpga"], 2, constraints="act=fpga,!fpga")
+    with pytest.raises(PlanError, match="workers=9"):
+        search(t, W1, ["cpu", "fpga"], 2, constraints="workers=9")
+
+
+@pytest.mark.parametrize("bad", ["act", "foo=cpu", "workers=-1", "workers=two", "!", "act=cpu,act=fpga"])
+def test_malformed_constraints_are_rejected(bad):
+    with pytest.raises(PlanError):
+        Constraints.parse(bad)
+
+
+def test_efficiency_objective_trades_speed_for_watts():
+    # the FPGA acts 2x faster but the board draws 100 W: throughput picks it, efficiency does not
+    fast_hungry = {"act": 0.5e-3, "weight_sync": 1e-4}
+    t = tables({"cpu": CPU, "fpga": fast_hungry}, cores=1, accel_power=(100.0, 100.0))
+    by_speed = search(t, W1, ["cpu", "fpga"], 1, objective="throughput")[0]
+    by_watt = search(t, W1, ["cpu", "fpga"], 1, objective="efficiency")[0]
+    assert by_speed.placement["act"] == "fpga"
+    assert by_watt.placement["act"] == "cpu"
+    assert by_watt.efficiency > by_speed.efficiency
+    assert by_speed.power_w == pytest.approx(by_speed.power_w)
+    # power: idle + (active - idle) * utilization per used device; one core, saturated
+    cpu_only = predict(t, W1, {"act": "cpu", "replay": "cpu", "learn": "cpu"}, 1)
+    assert cpu_only.device_utilization["cpu"] == pytest.approx(1.0)
+    assert cpu_only.power_w == pytest.approx(30.0)
+    assert cpu_only.power_source == "nominal"
+    with pytest.raises(PlanError, match="objective"):
+        search(t, W1, ["cpu"], 1, objective="speed")
+
+
+@given(
+    times=st.lists(st.floats(1e-6, 1e-2), min_size=7, max_size=7),
+    cores=st.integers(1, 8),
+    workers=st.integers(1, 8),
+)
+def test_throughput_respects_every_limit(times, cores, workers):
+    per = dict(zip(CPU, times))
+    t = tables({"cpu": per}, cores=cores)
+    p = predict(t, W1, {"act": "cpu", "replay": "cpu", "learn": "cpu"}, workers)
+    total = sum(p.task_seconds.values())
+    assert p.throughput * total <= cores * (1 + 1e-9)
+    assert p.throughput * (per["env_step"] + per["act"]) <= workers * (1 + 1e-9)
+    assert p.throughput * (per["learn"] + per["weight_sync"]) <= 1 + 1e-9
+    # and one of them binds
+    assert math.isclose(max(p.throughput * total / cores, p.throughput * (per["env_step"] + per["act"]) / workers,
+                            p.throughput * (per["learn"] + per["weight_sync"]),
+                            p.throughput * (per["replay_insert"] + per["replay_sample"] + per["replay_update"])),
+                        1.0, rel_tol=1e-9)
+
+
+def test_shared_cpu_capacity_limits_parallel_processes():
+    # others use the machine: 3 processes of ours get together only 1.5x what one gets
+    base = tables({"cpu": CPU}, cores=2)
+    shared = Tables(base.fits, base.target_device, base.devices, base.stages, cpu_parallel={1: 1.0, 2: 1.4, 3: 1.5})
+    assert shared.cpu_capacity(1) == 1.0 and shared.cpu_capacity(2) == 1.4 and shared.cpu_capacity(5) == 1.5
+    place = {"act": "cpu", "replay": "cpu", "learn": "cpu"}
+    p = predict(shared, W1, place, workers=1)  # actor + replay + learner processes
+    assert p.throughput == pytest.approx(1.5 / 4.4e-3)
+    assert p.bottleneck == "device cpu"
+    assert predict(base, W1, place, workers=1).throughput == pytest.approx(2 / 4.4e-3)
+    assert predict(shared, W1, place, workers=0).throughput == pytest.approx(1 / 4.4e-3)

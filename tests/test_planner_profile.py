@@ -1,0 +1,123 @@
+"""Profiles: the least-squares fit, the per-machine cache round trip, corrupt caches, FPGA models."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pearl_fpga.planner import profile as prof
+from pearl_fpga.planner.model import Fit
+
+
+@given(a=st.floats(0, 1e-2), b=st.floats(0, 1e-4), batches=st.lists(st.integers(1, 4096), min_size=2, max_size=6, unique=True))
+def test_fit_recovers_an_exact_line(a, b, batches):
+    f = prof.fit_line(batches, [a + b * x for x in batches])
+    assert f.a == pytest.approx(a, abs=1e-12)
+    assert f.b == pytest.approx(b, abs=1e-12)
+
+
+def test_fit_is_least_squares_and_never_negative():
+    x, y = [1, 2, 3, 4], [1.0, 3.0, 2.0, 4.0]
+    f = prof.fit_line(x, y)
+    b, a = np.polyfit(x, y, 1)
+    assert (f.a, f.b) == pytest.approx((a, b))
+    falling = prof.fit_line([1, 10], [2e-3, 1e-3])  # noise made time shrink with the batch
+    assert (falling.a, falling.b) == pytest.approx((1.5e-3, 0.0))
+    through_origin = prof.fit_line([10, 20], [1e-3, 3e-3])  # intercept would be negative
+    assert through_origin.a == 0.0 and through_origin.b == pytest.approx((10e-3 + 60e-3) / 500)
+    single = prof.fit_line([8, 8], [1.0, 3.0])
+    assert (single.a, single.b) == (2.0, 0.0)
+    with pytest.raises(ValueError):
+        prof.fit_line([1, 2], [1.0, float("nan")])
+    with pytest.raises(ValueError):
+        prof.fit_line([1, 2], [1.0])
+
+
+def _profile() -> prof.Profile:
+    machine = {"host": "test-host", "cpu": "x", "cores": 2, "key": "abc123"}
+    p = prof.Profile(machine, "dqn|CartPole-v1")
+    p.fits[("act", "cpu")] = Fit(1e-4, 2e-6)
+    p.points[("act", "cpu")] = [(1.0, 1.02e-4), (4.0, 1.08e-4)]
+    p.fits[("replay_update", "cpu")] = Fit(0.0, 0.0, "none without PER")
+    p.unavailable["act@cuda"] = "torch sees no CUDA device"
+    return p
+
+
+def test_cache_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setenv("PEARL_FPGA_CACHE_DIR", str(tmp_path))
+    p = _profile()
+    path = prof.save_cached(p)
+    assert path.parent == tmp_path and path.name.startswith("test-host-abc123")
+    q = prof.load_cached(p.machine, p.workload)
+    assert q is not None
+    assert q.fits == p.fits and q.unavailable == p.unavailable and q.points[("act", "cpu")] == p.points[("act", "cpu")]
+    # another workload is added beside it, not over it
+    other = _profile()
+    other.workload = "ddpg|Pendulum-v1"
+    prof.save_cached(other)
+    assert prof.load_cached(p.machine, p.workload) is not None
+    assert prof.load_cached(p.machine, "never-profiled") is None
+    # a cache written on another machine is not used
+    with pytest.warns(UserWarning, match="another machine"):
+        assert prof.load_cached({**p.machine, "key": "other"}, p.workload, path=path) is None
+
+
+@pytest.mark.parametrize("corrupt", [
+    "{not json",
+    json.dumps({"schema": 99, "machine": {"key": "abc123"}, "workloads": {}}),
+    json.dumps({"schema": 1, "machine": {"key": "abc123"}, "workloads": {"dqn|CartPole-v1": {"fits": {"act@cpu": {"a": -1, "b": 0, "source": "measured"}}, "unavailable": {}}}}),
+    json.dumps({"schema": 1, "machine": {"key": "abc123"}, "workloads": {"dqn|CartPole-v1": {"fits": {"actcpu": {}}, "unavailable": {}}}}),
+    json.dumps({"schema": 1, "machine": {"key": "abc123"}, "workloads": {"dqn|CartPole-v1": {"fits": {"act@cpu": {"a": "1", "b": 0, "source": "m"}}, "unavailable": {}}}}),
+])
+def test_corrupt_cache_warns_and_is_replaced(tmp_path, monkeypatch, corrupt):
+    monkeypatch.setenv("PEARL_FPGA_CACHE_DIR", str(tmp_path))
+    p = _profile()
+    path = prof.cache_path(p.machine)
+    path.write_text(corrupt)
+    with pytest.warns(UserWarning, match="re-profiling"):
+        assert prof.load_cached(p.machine, p.workload) is None
+    prof.save_cached(p)  # what a re-profile does next: a clean file again
+    assert prof.load_cached(p.machine, p.workload).fits == p.fits
+
+
+def test_spec_cycle_models():
+    layers = prof.mlp_layers(4, [64, 64], 2)
+    assert layers == [(4, 64), (64, 64), (64, 2)]
+    macs = 4 * 64 + 64 * 64 + 64 * 2
+    assert prof.mlp_cycles_spec(layers, 8).c1 == -(-macs // 8) + 8 * 3 + 16
+    assert prof.tree_depth(65536, 16) == 4 and prof.tree_depth(65537, 16) == 5 and prof.tree_depth(2, 16) == 1
+    c = prof.replay_cycles_spec(4)
+    assert c(64) == 64 + 4 * 4 + 16
+
+
+def test_fpga_fits_follow_the_catalog():
+    from pearl_fpga.board.catalog import get_board
+    from pearl_fpga.config import TrainConfig
+
+    cfg = TrainConfig.preset("dqn", net_arch=[64, 64], per=True, buffer_size=8192)
+    host = {("act", "cpu-kernel"): Fit(20e-6, 1e-6), ("weight_sync", "cpu-kernel"): Fit(50e-6, 0.0),
+            ("host_store", "cpu"): Fit(5e-6, 1e-7), ("host_gather", "cpu"): Fit(10e-6, 2e-7)}
+    board = get_board("pynq-z2")
+    fits, unavailable, notes = prof.fpga_fits(board, cfg, 4, 2, True, host)
+    assert not unavailable and notes
+    cyc = prof.mlp_cycles_spec(prof.mlp_layers(4, [64, 64], 2), board.kernels["mlp"]["lanes"]).c1
+    act = fits[("act", "fpga-sim")]
+    assert act.a == pytest.approx(20e-6 + 2 * board.link_latency_us * 1e-6)
+    assert act.b == pytest.approx(cyc / (board.clock_mhz * 1e6) + (8 + 6) / (board.link_bandwidth_gbps * 1e9))
+    depth = prof.tree_depth(8192, board.kernels["replay"]["fanout"])
+    upd = fits[("replay_update", "fpga-sim")]
+    assert upd(64) == pytest.approx(board.transfer_seconds(64 * 16) + (64 + 4 * depth + 16) / (board.clock_mhz * 1e6))
+    # a network wider than the board's kernel, a buffer larger than its tree: unavailable, with the reason
+    wide = TrainConfig.preset("dqn", per=True)  # 256-wide layers, 100k transitions
+    _, unavailable, _ = prof.fpga_fits(board, wide, 4, 2, True, host)
+    assert "max_width" in unavailable["act@fpga-sim"] and "capacity" in unavailable["replay@fpga-sim"]
+
+
+def test_cpu_parallel_is_relative_to_one_process():
+    pts = dict(prof.cpu_parallel((1, 2), 0.05))
+    assert pts[1.0] == pytest.approx(1.0)
+    assert 0.2 < pts[2.0] <= 2.0 * 1.25  # two busy processes get between a share of one core and both cores
