@@ -1,0 +1,93 @@
+"""Double DQN: online and target Q-networks, Huber loss, gradient-norm clip, optional PER weights.
+
+Matches Stable-Baselines3's DQN update (Adam, smooth L1 loss, clip_grad_norm_ at max_grad_norm,
+hard target copy every `target_update_interval` env steps, driven by the runtime) except for the
+double-DQN target (`config.double_q`, on by default): the online network chooses the next action,
+the target network values it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pearl_fpga.algos.common import Batch, mlp, optimizer_state_to_device
+
+
+class DQN:
+    """The DQN learner: `learn(batch)` runs one gradient step and returns (loss, |TD errors|)."""
+
+    discrete = True
+
+    def __init__(self, config: Any, obs_dim: int, n_actions: int, device: str = "cpu", seed: int = 0) -> None:
+        self.config = config
+        self.device = torch.device(device)
+        torch.manual_seed(seed)
+        self.q = mlp(obs_dim, config.net_arch, n_actions).to(self.device)
+        self.q_target = copy.deepcopy(self.q).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=config.learning_rate, fused=True)
+        self.gamma = float(config.gamma)
+        self.updates = 0
+
+    @property
+    def policy_module(self) -> nn.Sequential:
+        """The network the actors run (argmax of its outputs is the greedy action)."""
+        return self.q
+
+    def learn(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One gradient step; returns the loss (0-d tensor, not synced) and |TD error| per sample."""
+        with torch.no_grad():
+            next_q_target = self.q_target(batch.next_obs)
+            if self.config.double_q:
+                next_action = self.q(batch.next_obs).argmax(dim=1, keepdim=True)
+                next_q = next_q_target.gather(1, next_action)
+            else:
+                next_q = next_q_target.max(dim=1, keepdim=True).values
+            target = batch.reward + (1.0 - batch.done) * self.gamma * next_q
+        current = self.q(batch.obs).gather(1, batch.action)
+        if batch.weights is None:
+            loss = F.smooth_l1_loss(current, target)
+        else:
+            loss = (batch.weights * F.smooth_l1_loss(current, target, reduction="none")).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(self.q.parameters(), self.config.max_grad_norm)
+        self.optimizer.step()
+        self.updates += 1
+        return loss.detach(), (current.detach() - target).abs().squeeze(1)
+
+    def update_target(self) -> None:
+        """Copy (tau = 1) or Polyak-average the online network into the target network."""
+        tau = self.config.tau
+        with torch.no_grad():
+            target = list(self.q_target.parameters())
+            online = list(self.q.parameters())
+            if tau >= 1.0:
+                torch._foreach_copy_(target, online)
+            else:
+                torch._foreach_lerp_(target, online, tau)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimizer and update counter."""
+        return {"q": self.q.state_dict(), "q_target": self.q_target.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what state_dict() returned (strict: shapes must match)."""
+        self.q.load_state_dict(state["q"])
+        self.q_target.load_state_dict(state["q_target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        optimizer_state_to_device(self.optimizer, self.device)
+        self.updates = int(state["updates"])
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """Greedy actions of the float network (for tests and torch actors)."""
+        with torch.no_grad():
+            q = self.q(torch.as_tensor(obs, dtype=torch.float32, device=self.device).reshape(len(obs), -1))
+        return q.argmax(dim=1).cpu().numpy()

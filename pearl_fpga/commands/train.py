@@ -1,0 +1,230 @@
+"""`pearl-fpga train`: train DQN or DDPG with the kernels in the loop, with live progress, CSV and
+TensorBoard logs, checkpoints (periodic, at the end and on Ctrl-C), a PNG learning curve and a
+per-task summary table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HELP = "train DQN or DDPG (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-sim)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--algo", choices=("dqn", "ddpg"), default="dqn", help="algorithm (default dqn)")
+    parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg)")
+    parser.add_argument("--steps", type=int, default=None, help="total env steps (default: the rl-zoo budget)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--placement", default=None,
+                        help="device per task: cpu, cpu-kernel, fpga-sim, cuda, fpga, 'act=fpga-sim,replay=cpu,learn=cpu', "
+                             "or auto (the planner chooses); default: the MLP kernel's C++ build for acting")
+    parser.add_argument("--config", type=Path, default=None, help="JSON file of TrainConfig fields overriding the preset")
+    parser.add_argument("--workers", type=int, default=None, help="actor worker processes (0 = in-process, deterministic)")
+    parser.add_argument("--per", action="store_true", help="prioritized replay on the replay kernel")
+    parser.add_argument("--logdir", type=Path, default=None, help="where logs go (default runs/<algo>-<env>-s<seed>)")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None, help="checkpoint directory (default <logdir>/checkpoint)")
+    parser.add_argument("--checkpoint-freq", type=int, default=None, help="env steps between checkpoints (default 10000)")
+    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir up to --steps")
+    parser.add_argument("--eval-episodes", type=int, default=20, help="episodes of the final evaluation (default 20)")
+    parser.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard event file")
+    parser.add_argument("--json", action="store_true", help="print the final summary as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.errors import PearlError
+    from pearl_fpga.runtime.logger import RunLogger, plot_learning_curve
+    from pearl_fpga.trainer import Trainer
+
+    console = Console(stderr=args.json)
+    try:
+        config = TrainConfig.preset(args.algo, args.env)
+        if args.config is not None:
+            config = TrainConfig.from_json(args.config, base=config)
+            if config.algo != args.algo:
+                raise ValueError(f"--config {args.config} is for algo {config.algo!r}, but --algo is {args.algo!r}")
+        overrides: dict[str, Any] = {}
+        if args.steps is not None:
+            overrides["total_steps"] = args.steps
+        if args.per:
+            overrides["per"] = True
+        if args.workers is not None:
+            overrides["workers"] = args.workers
+        overrides["checkpoint_freq"] = args.checkpoint_freq if args.checkpoint_freq is not None else \
+            (config.checkpoint_freq or 10_000)
+        config = TrainConfig.from_dict({**config.to_dict(), **overrides})
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+
+    placement: Any = args.placement
+    plan = None
+    if placement is not None and str(placement).strip().lower() == "auto":
+        try:
+            plan = _plan(args.algo, config)
+        except (ImportError, AttributeError) as exc:
+            console.print(f"[red]error:[/red] --placement auto needs the planner (pearl_fpga.planner.choose_placement), "
+                          f"which is not available here ({exc}); pass an explicit placement such as fpga-sim")
+            return 2
+        placement = plan.placement
+        if args.workers is None:
+            config.workers = int(plan.workers)
+        console.print(f"planner chose --placement {placement} with {config.workers} worker(s)")
+
+    logdir = args.logdir or _default_logdir(config.algo, config.env_id, args.seed, args.resume)
+    ckpt = args.checkpoint_dir or logdir / "checkpoint"
+    logger = None
+    try:
+        logger = RunLogger(logdir, tensorboard=not args.no_tensorboard, append=args.resume)
+        if args.resume:
+            trainer = Trainer.load(ckpt, placement=placement, workers=args.workers, logger=logger, checkpoint_dir=ckpt,
+                                   expect={"algo": config.algo, "env_id": config.env_id})
+            if args.steps is not None:
+                trainer.config.total_steps = args.steps
+            console.print(f"resumed {ckpt} at env step {trainer.env_steps:,}")
+        else:
+            trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=args.seed,
+                              logger=logger, checkpoint_dir=ckpt)
+        total = trainer.config.total_steps
+        remaining = total - trainer.env_steps
+        console.print(f"training {config.algo.upper()} on {config.env_id}: {remaining:,} env steps, placement "
+                      f"{trainer.placement}, {trainer.config.workers} worker(s); logs in {logdir}")
+        if remaining > 0:
+            _train_with_progress(trainer, remaining, console)
+        result = trainer.evaluate(args.eval_episodes)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted[/yellow]: checkpoint written to {ckpt}; continue with "
+                      f"--resume --logdir {logdir}" + (f" --checkpoint-dir {ckpt}" if args.checkpoint_dir else ""))
+        return 130
+    except (PearlError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
+    finally:
+        if logger is not None:
+            logger.close()
+
+    png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
+                              f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
+    measured = trainer.task_summary()
+    summary = _summary(trainer, measured, result)
+    (logdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_summary(console, trainer, measured, result, png)
+    if plan is not None:
+        plan.report(measured)
+    return 0
+
+
+def _default_logdir(algo: str, env_id: str, seed: int, resume: bool) -> Path:
+    """runs/<algo>-<env>-s<seed>; a new run never overwrites an earlier one (-2, -3, ... suffixes),
+    --resume without --logdir continues the unsuffixed one."""
+    base = Path("runs") / f"{algo}-{env_id}-s{seed}"
+    if resume or not base.exists():
+        return base
+    n = 2
+    while (base.parent / f"{base.name}-{n}").exists():
+        n += 1
+    return base.parent / f"{base.name}-{n}"
+
+
+def _plan(algo: str, config: Any) -> Any:
+    import pearl_fpga.planner as planner
+
+    return planner.choose_placement(algo, config.env_id, config, objective="throughput")
+
+
+def _train_with_progress(trainer: Any, steps: int, console: Any) -> None:
+    """Live rich progress on a terminal; a plain line every 10 s otherwise."""
+    if console.is_terminal:
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+        columns = (TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+                   TextColumn("{task.completed:,.0f}/{task.total:,.0f} steps"), TextColumn("{task.fields[rate]}"),
+                   TextColumn("return {task.fields[ret]}"), TextColumn("loss {task.fields[loss]}"),
+                   TextColumn("ETA"), TimeRemainingColumn())
+        with Progress(*columns, console=console, refresh_per_second=4) as progress:
+            start = trainer.env_steps
+            task = progress.add_task(trainer.config.algo.upper(), total=steps, rate="", ret="-", loss="-")
+
+            def update(stats: Any) -> None:
+                progress.update(task, completed=stats.env_steps - start, rate=f"{stats.steps_per_s:,.0f} steps/s",
+                                ret=_fmt(stats.recent_return), loss=_fmt(stats.loss, 4))
+
+            trainer.train(steps, progress=update)
+        return
+
+    last = [0.0]
+
+    def line(stats: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] < 10 and stats.env_steps < stats.target_steps:
+            return
+        last[0] = now
+        rate = stats.steps_per_s
+        eta = (stats.target_steps - stats.env_steps) / rate if rate > 0 else float("nan")
+        print(f"step {stats.env_steps:,}/{stats.target_steps:,}  {rate:,.0f} steps/s  ETA {_fmt(eta, 0)} s  "
+              f"return {_fmt(stats.recent_return)}  loss {_fmt(stats.loss, 4)}  best eval {_fmt(stats.best_eval)}",
+              file=sys.stderr if console.stderr else sys.stdout, flush=True)
+
+    trainer.train(steps, progress=line, progress_interval=1.0)
+
+
+def _fmt(x: float, digits: int = 1) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
+
+
+def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str, Any]:
+    return {
+        "algo": trainer.config.algo, "env_id": trainer.config.env_id, "seed": trainer.seed,
+        "placement": str(trainer.placement), "workers": trainer.config.workers,
+        "env_steps": trainer.env_steps, "grad_steps": trainer.grad_steps, "episodes": trainer.episodes,
+        "worker_restarts": trainer.worker_restarts,
+        "eval_mean_return": result.mean, "eval_std_return": result.std, "eval_episodes": len(result.returns),
+        "eval_policy": result.policy, "eval_policy_step": result.policy_step,
+        "seconds_per_env_step": {k: v for k, v in measured.items() if k != "env_steps_per_s"},
+        "env_steps_per_s": measured["env_steps_per_s"],
+        "devices": {k: trainer.device_of(k) for k in measured if k != "env_steps_per_s"},
+    }
+
+
+def _print_summary(console: Any, trainer: Any, measured: dict[str, float], result: Any, png: Path) -> None:
+    from rich.table import Table
+
+    from pearl_fpga.runtime.timers import TASK_KEYS
+
+    steps = max(trainer.env_steps - trainer._run["start_steps"], 1) if hasattr(trainer, "_run") else 1
+    table = Table(title="Where the time goes (summed over processes)", title_justify="left")
+    for col in ("task", "device", "total s", "us / env step", "calls", "calls / s"):
+        table.add_column(col, justify="left" if col in ("task", "device") else "right")
+    per_device: dict[str, float] = {}
+    for key in (*TASK_KEYS, "eval", "checkpoint"):
+        secs = trainer.timer.seconds.get(key, 0.0)
+        calls = trainer.timer.calls.get(key, 0)
+        if not calls:
+            continue
+        device = trainer.device_of(key)
+        per_device[device] = per_device.get(device, 0.0) + secs
+        table.add_row(key, device, f"{secs:.2f}", f"{secs / steps * 1e6:,.1f}", f"{calls:,}",
+                      f"{calls / secs:,.0f}" if secs > 0 else "-")
+    console.print(table)
+    dev = Table(title="Time per device", title_justify="left")
+    dev.add_column("device")
+    dev.add_column("busy s", justify="right")
+    for device, secs in sorted(per_device.items(), key=lambda kv: -kv[1]):
+        dev.add_row(device, f"{secs:.2f}")
+    console.print(dev)
+    elapsed = trainer._run.get("stop", time.perf_counter()) - trainer._run["start"]
+    console.print(f"env steps/s {measured['env_steps_per_s']:,.0f}   gradient updates/s "
+                  f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
+                  f"worker restarts {trainer.worker_restarts}")
+    console.print(f"evaluation: {result}")
+    console.print(f"learning curve: {png}")

@@ -1,0 +1,241 @@
+"""Training configuration: every hyper-parameter of a run in one validated dataclass.
+
+The CLI, the Python API and the checkpoints share it. `TrainConfig.preset(algo, env_id)` gives the
+rl-baselines3-zoo settings (DQN CartPole-v1, DDPG Pendulum-v1); counters follow Stable-Baselines3:
+
+- `train_freq` and `learning_starts` count env steps: after every `train_freq` collected env steps,
+  once more than `learning_starts` have been collected, the learner runs `gradient_steps` updates.
+- `target_update_interval` (DQN) counts env steps too, as SB3's `_on_step` does: the target network
+  is copied from the online network whenever the env-step counter is a multiple of it.
+- the exploration epsilon decays linearly from `exploration_initial_eps` to
+  `exploration_final_eps` over the first `exploration_fraction * total_steps` env steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ALGOS = ("dqn", "ddpg")
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters and runtime settings of one training run (validated on creation)."""
+
+    algo: str = "dqn"
+    """Algorithm: "dqn" (double DQN, discrete actions) or "ddpg" (continuous actions)."""
+    env_id: str = "CartPole-v1"
+    """Gymnasium environment id."""
+    total_steps: int = 50_000
+    """Env steps of the whole run; also the horizon of the epsilon schedule (as SB3's total_timesteps)."""
+    learning_rate: float = 2.3e-3
+    """Adam learning rate (actor and critic for DDPG)."""
+    buffer_size: int = 100_000
+    """Replay capacity in transitions."""
+    learning_starts: int = 1_000
+    """Env steps collected with random actions before the first gradient step."""
+    batch_size: int = 64
+    """Transitions per gradient step."""
+    gamma: float = 0.99
+    """Discount factor."""
+    tau: float = 1.0
+    """Polyak coefficient of the target update (1.0 = hard copy, DQN; 0.005 for DDPG)."""
+    train_freq: int = 256
+    """Env steps between two training rounds."""
+    gradient_steps: int = 128
+    """Gradient steps per training round (update-to-data ratio = gradient_steps / train_freq)."""
+    target_update_interval: int = 10
+    """DQN: env steps between target-network copies (SB3 semantics). Ignored by DDPG (Polyak every step)."""
+    exploration_fraction: float = 0.16
+    """DQN: fraction of total_steps over which epsilon decays."""
+    exploration_initial_eps: float = 1.0
+    """DQN: epsilon at step 0."""
+    exploration_final_eps: float = 0.04
+    """DQN: epsilon after the decay."""
+    max_grad_norm: float = 10.0
+    """DQN: gradient-norm clip (SB3 default); 0 disables it."""
+    double_q: bool = True
+    """DQN: double-DQN target (online net picks the next action, target net values it)."""
+    action_noise_std: float = 0.1
+    """DDPG: std of the Gaussian exploration noise, in the actor's [-1, 1] action scale."""
+    net_arch: list[int] = field(default_factory=lambda: [256, 256])
+    """Hidden layer widths of the Q-network / actor / critic (ReLU)."""
+    per: bool = False
+    """Prioritized replay through the replay kernel (PrioritizedReplayBuffer) instead of uniform."""
+    per_alpha: float = 0.6
+    """PER: priority exponent."""
+    per_beta: float = 0.4
+    """PER: initial importance-sampling exponent (annealed to 1.0 over total_steps)."""
+    per_eps: float = 1e-6
+    """PER: added to |TD error| so that no priority is zero."""
+    n_envs: int = 1
+    """Environments stepped together by each actor (1 = SB3's default)."""
+    workers: int = 0
+    """Actor worker processes; 0 runs everything in-process (deterministic, SB3's exact schedule)."""
+    max_actor_lag: int = 0
+    """Workers: env steps the actors may run ahead of the sequential schedule (0 = one train_freq round)."""
+    weight_sync_interval: int = 0
+    """Learner steps between weight broadcasts to the actors (0 = once per training round)."""
+    eval_freq: int = 5_000
+    """Env steps between periodic evaluations that keep the best policy (0 disables them)."""
+    eval_episodes: int = 20
+    """Episodes per periodic evaluation (deterministic policy)."""
+    checkpoint_freq: int = 0
+    """Env steps between periodic checkpoints (0 = only at the end and on Ctrl-C)."""
+    learner_threads: int = 1
+    """torch intra-op threads of the learner (1 leaves the other core to env and actor)."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def preset(cls, algo: str = "dqn", env_id: str | None = None, **overrides: Any) -> TrainConfig:
+        """The rl-zoo hyper-parameters for `algo` (DQN CartPole-v1, DDPG Pendulum-v1) plus overrides."""
+        algo = str(algo).lower()
+        if algo == "dqn":
+            base: dict[str, Any] = dict(
+                algo="dqn", env_id="CartPole-v1", total_steps=50_000, learning_rate=2.3e-3,
+                buffer_size=100_000, learning_starts=1_000, batch_size=64, gamma=0.99, tau=1.0,
+                train_freq=256, gradient_steps=128, target_update_interval=10,
+                exploration_fraction=0.16, exploration_final_eps=0.04, max_grad_norm=10.0,
+                net_arch=[256, 256], eval_freq=5_000,
+            )
+        elif algo == "ddpg":
+            base = dict(
+                algo="ddpg", env_id="Pendulum-v1", total_steps=20_000, learning_rate=1e-3,
+                buffer_size=200_000, learning_starts=10_000, batch_size=256, gamma=0.98, tau=0.005,
+                train_freq=1, gradient_steps=1, action_noise_std=0.1, net_arch=[400, 300],
+                max_grad_norm=0.0, eval_freq=2_000, eval_episodes=10, weight_sync_interval=10,
+            )
+        else:
+            raise ValueError(f"unknown algo {algo!r}: choose one of {', '.join(ALGOS)}")
+        if env_id is not None:
+            base["env_id"] = env_id
+        base.update(overrides)
+        return cls(**base)
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Raise ValueError naming the first field with a wrong type or value and how to fix it."""
+        hints = {f.name: f.type for f in dataclasses.fields(self)}
+        for name, kind in hints.items():
+            value = getattr(self, name)
+            if kind == "bool":
+                if not isinstance(value, bool):
+                    raise ValueError(f"TrainConfig.{name} must be true or false, got {value!r}")
+            elif kind == "int":
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ValueError(f"TrainConfig.{name} must be an integer, got {value!r}")
+            elif kind == "float":
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                    raise ValueError(f"TrainConfig.{name} must be a finite number, got {value!r}")
+                setattr(self, name, float(value))
+            elif kind == "str":
+                if not isinstance(value, str) or not value:
+                    raise ValueError(f"TrainConfig.{name} must be a non-empty string, got {value!r}")
+        if self.algo not in ALGOS:
+            raise ValueError(f"TrainConfig.algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
+        if not isinstance(self.net_arch, (list, tuple)) or not self.net_arch or not all(
+            isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= 4096 for w in self.net_arch
+        ):
+            raise ValueError(f"TrainConfig.net_arch must be a non-empty list of layer widths in 1..4096, got {self.net_arch!r}")
+        if len(self.net_arch) > 3:
+            raise ValueError("TrainConfig.net_arch has more than 3 hidden layers; the MLP kernel holds at most 4 linear layers")
+        self.net_arch = list(self.net_arch)
+        positive = ("total_steps", "buffer_size", "batch_size", "train_freq", "n_envs", "eval_episodes",
+                    "learner_threads")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
+        non_negative = ("learning_starts", "gradient_steps", "target_update_interval", "workers", "max_actor_lag",
+                        "weight_sync_interval", "eval_freq", "checkpoint_freq")
+        for name in non_negative:
+            if getattr(self, name) < 0:
+                raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if self.algo == "dqn" and self.target_update_interval < 1:
+            raise ValueError("TrainConfig.target_update_interval must be >= 1 env step for DQN")
+        if not self.learning_rate > 0:
+            raise ValueError(f"TrainConfig.learning_rate must be > 0, got {self.learning_rate}")
+        for name in ("gamma", "exploration_fraction", "exploration_initial_eps", "exploration_final_eps", "per_beta"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"TrainConfig.{name} must be in [0, 1], got {getattr(self, name)}")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"TrainConfig.tau must be in (0, 1], got {self.tau}")
+        if self.per_alpha < 0 or self.per_eps <= 0 or self.max_grad_norm < 0 or self.action_noise_std < 0:
+            raise ValueError("TrainConfig: per_alpha, max_grad_norm and action_noise_std must be >= 0 and per_eps > 0")
+        if self.batch_size > self.buffer_size:
+            raise ValueError(f"TrainConfig.batch_size ({self.batch_size}) exceeds buffer_size ({self.buffer_size})")
+        if self.workers > 64:
+            raise ValueError(f"TrainConfig.workers must be <= 64, got {self.workers}")
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def sync_interval(self) -> int:
+        """Learner steps between weight broadcasts (weight_sync_interval, or one training round)."""
+        return self.weight_sync_interval or max(self.gradient_steps, 1)
+
+    @property
+    def actor_lag(self) -> int:
+        """Env steps the worker actors may run ahead of the sequential schedule."""
+        return self.max_actor_lag or self.train_freq
+
+    def allowed_gradient_steps(self, collected: int) -> int:
+        """Gradient steps the sequential (SB3) schedule has run once `collected` env steps exist.
+
+        Training rounds happen at collected = k * train_freq for every k with k * train_freq >
+        learning_starts; each runs gradient_steps updates.
+        """
+        rounds = collected // self.train_freq - self.learning_starts // self.train_freq
+        return max(rounds, 0) * self.gradient_steps
+
+    def epsilon(self, step: int) -> float:
+        """DQN exploration epsilon after `step` env steps (SB3's linear schedule)."""
+        horizon = self.exploration_fraction * self.total_steps
+        if horizon <= 0:
+            return self.exploration_final_eps
+        frac = min(step / horizon, 1.0)
+        return self.exploration_initial_eps + frac * (self.exploration_final_eps - self.exploration_initial_eps)
+
+    # ------------------------------------------------------------------ JSON
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict of every field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Build from a dict (e.g. parsed JSON); unknown keys and wrong values raise ValueError."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a TrainConfig must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s): {', '.join(unknown)}; valid fields: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    def to_json(self, path: str | Path) -> None:
+        """Write the config as indented JSON."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def from_json(cls, path: str | Path, base: TrainConfig | None = None) -> TrainConfig:
+        """Read a JSON file; its keys override `base` (or the preset of its "algo")."""
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"cannot read config {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ValueError(f"config {path} must hold a JSON object of TrainConfig fields")
+        if base is None:
+            base = cls.preset(data.get("algo", "dqn"), data.get("env_id"))
+        merged = base.to_dict()
+        unknown = sorted(set(data) - set(merged))
+        if unknown:
+            raise ValueError(f"config {path}: unknown field(s) {', '.join(unknown)}")
+        merged.update(data)
+        return cls.from_dict(merged)

@@ -1,0 +1,160 @@
+"""A small group of gymnasium environments stepped together, with SB3's transition conventions.
+
+Why not gymnasium's vector envs: the runtime needs the true final observation of each episode
+(stored as next_obs, as SB3 does with `terminal_observation`), `done` = terminated only (a time-limit
+truncation still bootstraps), and an exact snapshot of every env for checkpoints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from pearl_fpga.errors import CheckpointError
+
+
+@dataclass
+class EnvSpec:
+    """What the learner needs to know about an environment."""
+
+    env_id: str
+    obs_dim: int
+    discrete: bool
+    action_dim: int  # number of actions (discrete) or action components (continuous)
+    action_low: np.ndarray | None = None
+    action_high: np.ndarray | None = None
+
+
+def make_env(env_id: str) -> gym.Env:
+    """gym.make with a clear error for unknown ids."""
+    try:
+        return gym.make(env_id)
+    except gym.error.Error as exc:
+        raise ValueError(f"cannot create environment {env_id!r}: {exc}. Use a gymnasium id such as "
+                         "CartPole-v1 (DQN) or Pendulum-v1 (DDPG)") from exc
+
+
+def env_spec(env_id: str) -> EnvSpec:
+    """Observation and action description of `env_id` (flat Box observations only)."""
+    env = make_env(env_id)
+    try:
+        obs_space, act_space = env.observation_space, env.action_space
+        if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
+            raise ValueError(f"{env_id}: only flat Box observations are supported, got {obs_space}")
+        if isinstance(act_space, gym.spaces.Discrete):
+            return EnvSpec(env_id, int(obs_space.shape[0]), True, int(act_space.n))
+        if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
+            if not (np.all(np.isfinite(act_space.low)) and np.all(np.isfinite(act_space.high))):
+                raise ValueError(f"{env_id}: DDPG needs finite action bounds, got {act_space}")
+            return EnvSpec(env_id, int(obs_space.shape[0]), False, int(act_space.shape[0]),
+                           act_space.low.astype(np.float64), act_space.high.astype(np.float64))
+        raise ValueError(f"{env_id}: unsupported action space {act_space}")
+    finally:
+        env.close()
+
+
+class EnvGroup:
+    """n copies of one environment, auto-reset, with episode bookkeeping."""
+
+    def __init__(self, env_id: str, n: int, seed: int) -> None:
+        self.spec = env_spec(env_id)
+        self.envs = [make_env(env_id) for _ in range(n)]
+        self.n = n
+        self.obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)]).astype(np.float32)
+        self.episode_return = np.zeros(n, dtype=np.float64)
+        self.episode_length = np.zeros(n, dtype=np.int64)
+
+    def to_env_action(self, action: np.ndarray) -> np.ndarray:
+        """Actor-scale action in [-1, 1] -> the env's bounds (continuous envs; SB3's unscale_action)."""
+        low, high = self.spec.action_low, self.spec.action_high
+        return (low + 0.5 * (np.asarray(action, dtype=np.float64) + 1.0) * (high - low)).astype(np.float32)
+
+    def step(self, actions: np.ndarray) -> tuple[dict[str, np.ndarray], list[tuple[float, int]]]:
+        """Step every env; returns the transitions and (return, length) of finished episodes."""
+        n = self.n
+        next_obs = np.empty_like(self.obs)
+        reward = np.empty(n, dtype=np.float32)
+        done = np.empty(n, dtype=np.float32)
+        finished: list[tuple[float, int]] = []
+        new_obs = self.obs.copy()
+        for i, env in enumerate(self.envs):
+            a = int(actions[i]) if self.spec.discrete else self.to_env_action(actions[i])
+            ob, r, terminated, truncated, _ = env.step(a)
+            next_obs[i] = ob
+            reward[i] = r
+            done[i] = float(terminated)
+            self.episode_return[i] += r
+            self.episode_length[i] += 1
+            if terminated or truncated:
+                finished.append((float(self.episode_return[i]), int(self.episode_length[i])))
+                self.episode_return[i] = 0.0
+                self.episode_length[i] = 0
+                ob, _ = env.reset()
+            new_obs[i] = ob
+        transitions = {"obs": self.obs, "action": np.asarray(actions), "reward": reward,
+                       "next_obs": next_obs, "done": done}
+        self.obs = new_obs
+        return transitions, finished
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+    # --------------------------------------------------------------- snapshots for checkpoints
+    def snapshot(self) -> dict[str, Any]:
+        """Plain numeric state of every env (wrapper chain attributes and RNG) plus episode counters."""
+        return {"obs": self.obs.copy(), "episode_return": self.episode_return.copy(),
+                "episode_length": self.episode_length.copy(),
+                "envs": [_snapshot_env(env) for env in self.envs]}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        """Inverse of snapshot(); raises CheckpointError when it does not fit these envs."""
+        if len(snap.get("envs", ())) != self.n or np.shape(snap.get("obs")) != self.obs.shape:
+            raise CheckpointError(f"checkpoint holds {len(snap.get('envs', ()))} env states of shape "
+                                  f"{np.shape(snap.get('obs'))}, this run has {self.n} of {self.obs.shape}")
+        for env, state in zip(self.envs, snap["envs"]):
+            _restore_env(env, state)
+        self.obs = np.asarray(snap["obs"], dtype=np.float32).copy()
+        self.episode_return = np.asarray(snap["episode_return"], dtype=np.float64).copy()
+        self.episode_length = np.asarray(snap["episode_length"], dtype=np.int64).copy()
+
+
+_PLAIN = (bool, int, float, type(None), np.ndarray, np.generic)
+
+
+def _chain(env: gym.Env) -> list[Any]:
+    layers = [env]
+    while hasattr(layers[-1], "env"):
+        layers.append(layers[-1].env)
+    return layers
+
+
+def _snapshot_env(env: gym.Env) -> list[dict[str, Any]]:
+    out = []
+    for layer in _chain(env):
+        attrs = {}
+        for key, value in vars(layer).items():
+            if isinstance(value, np.random.Generator):
+                attrs[key] = {"__generator__": value.bit_generator.state}
+            elif isinstance(value, _PLAIN):
+                attrs[key] = value.copy() if isinstance(value, np.ndarray) else value
+        out.append(attrs)
+    return out
+
+
+def _restore_env(env: gym.Env, state: list[dict[str, Any]]) -> None:
+    layers = _chain(env)
+    if len(layers) != len(state):
+        raise CheckpointError(f"checkpoint env has {len(state)} wrapper layers, this env has {len(layers)}")
+    for layer, attrs in zip(layers, state):
+        for key, value in attrs.items():
+            if isinstance(value, dict) and "__generator__" in value:
+                bit_gen = getattr(np.random, value["__generator__"]["bit_generator"])()
+                bit_gen.state = value["__generator__"]
+                gen = np.random.Generator(bit_gen)
+                setattr(layer, key, gen)
+            else:
+                setattr(layer, key, value.copy() if isinstance(value, np.ndarray) else value)

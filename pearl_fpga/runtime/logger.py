@@ -1,0 +1,106 @@
+"""Run logs: CSV files, TensorBoard events and the PNG learning curve of a training run."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+
+class RunLogger:
+    """Writes episodes.csv, evaluations.csv, progress.csv and TensorBoard events under `logdir`."""
+
+    def __init__(self, logdir: str | Path, tensorboard: bool = True, append: bool = False) -> None:
+        """append=False starts the CSV files afresh (a new run); True continues them (a resumed run)."""
+        self.logdir = Path(logdir)
+        self.append = append
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        self._files: dict[str, Any] = {}
+        self._writers: dict[str, Any] = {}
+        self.messages: list[str] = []
+        self.tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(log_dir=str(self.logdir / "tensorboard"))
+
+    def _row(self, name: str, header: list[str], row: list[Any]) -> None:
+        if name not in self._files:
+            path = self.logdir / f"{name}.csv"
+            new = not self.append or not path.exists() or path.stat().st_size == 0
+            fh = open(path, "a" if self.append else "w", newline="")
+            self._files[name] = fh
+            self._writers[name] = csv.writer(fh)
+            if new:
+                self._writers[name].writerow(header)
+        self._writers[name].writerow(row)
+        self._files[name].flush()
+
+    def episode(self, step: int, ret: float, length: int) -> None:
+        self._row("episodes", ["env_step", "return", "length"], [step, f"{ret:.4f}", length])
+        if self.tb is not None:
+            self.tb.add_scalar("rollout/episode_return", ret, step)
+            self.tb.add_scalar("rollout/episode_length", length, step)
+
+    def evaluation(self, step: int, mean: float, std: float) -> None:
+        self._row("evaluations", ["env_step", "mean_return", "std_return"], [step, f"{mean:.4f}", f"{std:.4f}"])
+        if self.tb is not None:
+            self.tb.add_scalar("eval/mean_return", mean, step)
+
+    def progress(self, stats: Any) -> None:
+        self._row("progress", ["env_step", "grad_steps", "elapsed_s", "env_steps_per_s", "loss", "recent_return"],
+                  [stats.env_steps, stats.grad_steps, f"{stats.elapsed:.3f}", f"{stats.steps_per_s:.1f}",
+                   "" if math.isnan(stats.loss) else f"{stats.loss:.6f}",
+                   "" if math.isnan(stats.recent_return) else f"{stats.recent_return:.3f}"])
+        if self.tb is not None:
+            self.tb.add_scalar("time/env_steps_per_s", stats.steps_per_s, stats.env_steps)
+            if not math.isnan(stats.loss):
+                self.tb.add_scalar("train/loss", stats.loss, stats.env_steps)
+
+    def message(self, text: str) -> None:
+        self.messages.append(text)
+        with open(self.logdir / "messages.log", "a") as fh:
+            fh.write(text + "\n")
+
+    def close(self) -> None:
+        for fh in self._files.values():
+            fh.close()
+        self._files.clear()
+        if self.tb is not None:
+            self.tb.flush()
+            self.tb.close()
+            self.tb = None
+
+
+def plot_learning_curve(episode_log: list[tuple[int, float, int]], eval_log: list[tuple[int, float, float]],
+                        path: str | Path, title: str) -> Path:
+    """PNG of episode returns (and their moving average) and evaluation means against env steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    if episode_log:
+        steps = np.array([s for s, _, _ in episode_log])
+        rets = np.array([r for _, r, _ in episode_log])
+        ax.plot(steps, rets, ".", alpha=0.25, markersize=3, label="training episodes")
+        k = min(20, len(rets))
+        smooth = np.convolve(rets, np.ones(k) / k, mode="valid")
+        ax.plot(steps[k - 1:], smooth, label=f"moving average ({k})")
+    if eval_log:
+        es = np.array(eval_log)
+        ax.errorbar(es[:, 0], es[:, 1], yerr=es[:, 2], fmt="o-", capsize=3, label="evaluation (deterministic)")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("episode return")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

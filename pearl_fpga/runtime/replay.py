@@ -1,0 +1,135 @@
+"""The replay manager's buffers: a uniform ring buffer (SB3's ReplayBuffer semantics) or the
+prioritized buffer on the replay kernel (pearl_fpga.PrioritizedReplayBuffer), behind one interface:
+`add(transitions)`, `sample(batch_size) -> dict`, `update_priorities(indices, td_errors)`,
+`state_dict()` / `load_state_dict()`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pearl_fpga.errors import CheckpointError
+
+FIELDS = ("obs", "action", "reward", "next_obs", "done")
+
+
+class UniformReplay:
+    """Ring buffer of transitions sampled uniformly with replacement (as SB3's ReplayBuffer)."""
+
+    prioritized = False
+
+    def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int) -> None:
+        self.capacity = capacity
+        self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)
+        self.next_obs = np.zeros((capacity, obs_dim), dtype=np.float32)
+        self.action = np.zeros((capacity, *action_shape), dtype=np.int64 if discrete else np.float32)
+        self.reward = np.zeros(capacity, dtype=np.float32)
+        self.done = np.zeros(capacity, dtype=np.float32)
+        self.pos = 0
+        self.size = 0
+        self.rng = np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, t: dict[str, np.ndarray]) -> None:
+        """Insert a batch of transitions (arrays with a leading batch axis)."""
+        n = len(t["reward"])
+        idx = (self.pos + np.arange(n)) % self.capacity
+        self.obs[idx] = t["obs"]
+        self.next_obs[idx] = t["next_obs"]
+        self.action[idx] = np.asarray(t["action"]).reshape((n, *self.action.shape[1:]))
+        self.reward[idx] = t["reward"]
+        self.done[idx] = t["done"]
+        self.pos = int((self.pos + n) % self.capacity)
+        self.size = min(self.size + n, self.capacity)
+
+    def sample(self, batch_size: int) -> dict[str, np.ndarray]:
+        idx = self.rng.integers(0, self.size, size=batch_size)
+        return {"obs": self.obs[idx], "action": self.action[idx], "reward": self.reward[idx],
+                "next_obs": self.next_obs[idx], "done": self.done[idx], "indices": idx}
+
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """Uniform replay has no priorities."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": "uniform", "capacity": self.capacity, "pos": self.pos, "size": self.size,
+                "rng": self.rng.bit_generator.state,
+                **{f: getattr(self, f)[: self.size].copy() for f in FIELDS}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("kind") != "uniform" or state.get("capacity") != self.capacity:
+            raise CheckpointError(f"checkpoint replay is {state.get('kind')!r} with capacity {state.get('capacity')}, "
+                                  f"this run uses a uniform buffer of {self.capacity}")
+        size = int(state["size"])
+        for f in FIELDS:
+            arr = np.asarray(state[f])
+            if arr.shape[0] != size or arr.shape[1:] != getattr(self, f).shape[1:]:
+                raise CheckpointError(f"checkpoint replay field {f!r} has shape {arr.shape}, expected "
+                                      f"({size}, {', '.join(map(str, getattr(self, f).shape[1:]))})")
+        for f in FIELDS:
+            getattr(self, f)[:size] = state[f]
+        self.pos, self.size = int(state["pos"]), size
+        self.rng.bit_generator.state = state["rng"]
+
+
+class PrioritizedReplay:
+    """Adapter over pearl_fpga.PrioritizedReplayBuffer (the replay kernel on the replay device)."""
+
+    prioritized = True
+
+    def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
+                 config: Any, backend: str, beta_steps: int) -> None:
+        from pearl_fpga.replay import PrioritizedReplayBuffer
+
+        self.buffer = PrioritizedReplayBuffer(
+            capacity, (obs_dim,), action_shape, alpha=config.per_alpha, beta=config.per_beta, beta_final=1.0,
+            beta_steps=max(beta_steps, 1), eps=config.per_eps, obs_dtype=np.float32,
+            action_dtype=np.int64 if discrete else np.float32, backend=backend, seed=seed,
+        )
+        self.action_shape = action_shape
+
+    def __len__(self) -> int:
+        return len(self.buffer)
+
+    def add(self, t: dict[str, np.ndarray]) -> None:
+        n = len(t["reward"])
+        self.buffer.add(t["obs"], np.asarray(t["action"]).reshape((n, *self.action_shape)), t["reward"],
+                        t["next_obs"], t["done"])
+
+    def sample(self, batch_size: int) -> dict[str, np.ndarray]:
+        b = self.buffer.sample(batch_size)
+        get = (lambda k: b[k]) if isinstance(b, dict) else (lambda k: getattr(b, k))
+        return {k: np.asarray(get(k)) for k in (*FIELDS, "weights", "indices")}
+
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        self.buffer.update_priorities(indices, td_errors)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": "prioritized", "buffer": self.buffer.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("kind") != "prioritized":
+            raise CheckpointError(f"checkpoint replay is {state.get('kind')!r}, this run uses prioritized replay "
+                                  "(--per); resume with the same setting")
+        try:
+            self.buffer.load_state_dict(state["buffer"])
+        except CheckpointError:
+            raise
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"checkpoint replay does not fit this buffer: {exc}") from exc
+
+
+def make_replay(config: Any, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
+                replay_backends: tuple[str, ...] = ("cpu",), device: str = "cpu") -> UniformReplay | PrioritizedReplay:
+    """Uniform buffer, or the prioritized one on the replay kernel (first available of
+    `replay_backends`) when config.per is set."""
+    if not config.per:
+        return UniformReplay(config.buffer_size, obs_dim, action_shape, discrete, seed)
+    from pearl_fpga.runtime.placement import first_available
+
+    return first_available(
+        lambda backend: PrioritizedReplay(config.buffer_size, obs_dim, action_shape, discrete, seed, config, backend,
+                                          beta_steps=config.allowed_gradient_steps(config.total_steps)),
+        replay_backends, f"placement replay={device} (replay kernel)")

@@ -1,0 +1,613 @@
+"""`pearl_fpga.Trainer`: DQN / DDPG training with the kernels in the loop.
+
+    trainer = Trainer(algo="dqn", env="CartPole-v1", placement="fpga-sim", seed=0)
+    trainer.train(50_000)
+    print(trainer.evaluate(20))
+    trainer.save("checkpoints/dqn")
+    trainer = Trainer.load("checkpoints/dqn")
+
+Schedule (the update-to-data ratio honoured exactly): the learner may run gradient step g only once
+the env-step count n satisfies `config.allowed_gradient_steps(n) > g`, i.e. the steps Stable-Baselines3
+would have run by then (gradient_steps per train_freq env steps, after learning_starts). With
+`workers=0` acting and learning alternate in-process exactly in that order (deterministic for a
+seed). With worker processes, actors step their envs concurrently with the learner but may run at
+most `config.actor_lag` env steps ahead of the point where the learner is, so the data every
+gradient step sees matches the sequential schedule in amount; only the actors' policy can be up to
+one weight sync older than in the sequential run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pearl_fpga.algos import Batch, make_algo
+from pearl_fpga.config import TrainConfig
+from pearl_fpga.errors import CheckpointError
+from pearl_fpga.runtime.envs import EnvGroup, env_spec, make_env
+from pearl_fpga.runtime.placement import Placement, parse_placement
+from pearl_fpga.runtime.policy import ActorPolicy
+from pearl_fpga.runtime.replay import make_replay
+from pearl_fpga.runtime.timers import TASK_KEYS, TaskTimer
+
+CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
+CHECKPOINT_VERSION = 1
+STATE_FILE = "state.pt"
+MANIFEST_FILE = "manifest.json"
+
+
+@dataclass
+class EvalResult:
+    """Deterministic evaluation of a policy."""
+
+    mean: float
+    std: float
+    returns: list[float]
+    policy_step: int  # env step at which the evaluated weights were taken
+    policy: str  # "best" (kept by periodic evaluation) or "current"
+
+    def __str__(self) -> str:
+        return (f"mean return {self.mean:.1f} +/- {self.std:.1f} over {len(self.returns)} episodes "
+                f"({self.policy} policy from env step {self.policy_step})")
+
+
+@dataclass
+class Stats:
+    """Counters and recent figures reported to progress callbacks."""
+
+    env_steps: int = 0
+    grad_steps: int = 0
+    episodes: int = 0
+    target_steps: int = 0
+    elapsed: float = 0.0
+    recent_return: float = float("nan")
+    loss: float = float("nan")
+    best_eval: float = float("nan")
+    worker_restarts: int = 0
+    env_steps_run: int = 0  # env steps of the current train() call
+
+    @property
+    def steps_per_s(self) -> float:
+        """Env steps per second of the current train() call."""
+        return self.env_steps_run / self.elapsed if self.elapsed > 0 else 0.0
+
+
+ProgressFn = Callable[[Stats], None]
+
+
+class Trainer:
+    """Trains one agent; see the module docstring for the schedule and `pearl_fpga.runtime` for the parts."""
+
+    def __init__(self, algo: str = "dqn", env: str | None = None, placement: str | Placement | dict | None = None,
+                 config: TrainConfig | None = None, seed: int = 0, workers: int | None = None,
+                 logger: Any = None, checkpoint_dir: str | Path | None = None) -> None:
+        algo = str(algo).lower()
+        if config is None:
+            config = TrainConfig.preset(algo, env)
+        else:
+            config = TrainConfig.from_dict(config.to_dict())  # private, validated copy
+            if config.algo != algo:
+                raise ValueError(f"Trainer(algo={algo!r}) got a config for {config.algo!r}; pass matching values")
+            if env is not None:
+                config.env_id = env
+        if workers is not None:
+            config.workers = int(workers)
+            config.validate()
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        self.config = config
+        self.seed = seed
+        self.placement = parse_placement(placement)
+        self.logger = logger
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.spec = env_spec(config.env_id)
+        if (algo == "dqn") != self.spec.discrete:
+            need = "discrete" if algo == "dqn" else "continuous (Box)"
+            raise ValueError(f"{algo.upper()} needs a {need} action space; {config.env_id} does not have one "
+                             f"(DQN: e.g. CartPole-v1, DDPG: e.g. Pendulum-v1)")
+        if self.placement.learn == "cuda" and not torch.cuda.is_available():
+            from pearl_fpga.errors import BackendUnavailable
+
+            raise BackendUnavailable("placement learn=cuda, but torch sees no CUDA device; use learn=cpu")
+        torch.set_num_threads(config.learner_threads)
+        limit_blas_threads()
+        random.seed(seed)
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+
+        self.algo = make_algo(config, self.spec.obs_dim, self.spec.action_dim,
+                              device="cuda" if self.placement.learn == "cuda" else "cpu", seed=seed)
+        action_shape = () if self.spec.discrete else (self.spec.action_dim,)
+        self.replay = make_replay(config, self.spec.obs_dim, action_shape, self.spec.discrete, seed + 1,
+                                  self.placement.replay_backends(), self.placement.replay)
+        self.envs = EnvGroup(config.env_id, config.n_envs, seed)
+        self.rng = np.random.default_rng(seed + 2)  # exploration
+        self.calibration = calibration_batch(config.env_id, seed)
+        self.policy = ActorPolicy(self.algo.policy_module, self.placement, self.spec.discrete, self.calibration)
+        self.eval_policy = ActorPolicy(self.algo.policy_module, self.placement, self.spec.discrete, self.calibration)
+
+        self.env_steps = 0
+        self.grad_steps = 0
+        self.episodes = 0
+        self.target_checked = 0  # env step up to which target copies have been applied
+        self.episode_log: list[tuple[int, float, int]] = []  # (env step, return, length)
+        self.eval_log: list[tuple[int, float, float]] = []  # (env step, mean, std)
+        self.best: dict[str, Any] | None = None  # {"mean", "step", "weights"}
+        self.timer = TaskTimer()
+        self.worker_restarts = 0
+        self._loss_sum = torch.zeros(())
+        self._loss_count = 0
+        self._last_loss = float("nan")
+        self._pool: Any = None
+
+    # ------------------------------------------------------------------ public API
+    def train(self, steps: int, progress: ProgressFn | None = None, progress_interval: float = 0.5) -> Stats:
+        """Run `steps` more env steps (and the gradient steps the schedule allows by then).
+
+        Ctrl-C (KeyboardInterrupt) writes a checkpoint when `checkpoint_dir` is set, then re-raises.
+        """
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be a positive integer, got {steps!r}")
+        end = self.env_steps + steps
+        self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "end": end,
+                     "progress": progress, "interval": progress_interval, "last": 0.0}
+        try:
+            if self.config.workers > 0:
+                self._train_workers(end)
+            else:
+                self._train_inline(end)
+        except KeyboardInterrupt:
+            if self.checkpoint_dir is not None:
+                with _sigint_ignored():
+                    self.save(self.checkpoint_dir)
+            raise
+        finally:
+            self._run["stop"] = time.perf_counter()
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+        if self.checkpoint_dir is not None:
+            self.save(self.checkpoint_dir)
+        stats = self.stats()
+        if progress is not None:
+            progress(stats)
+        return stats
+
+    def evaluate(self, episodes: int = 20, seed: int | None = None) -> EvalResult:
+        """Mean return of the best policy kept by periodic evaluation (else the current one), on
+        `episodes` fresh episodes, deterministic, on the act device (the quantized kernel policy
+        when the actor is a kernel)."""
+        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+            raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
+        if self.best is not None:
+            self.eval_policy.load_weights(self.best["weights"])
+            step, which = int(self.best["step"]), "best"
+        else:
+            self.eval_policy.load_weights(self.algo.policy_module.state_dict())
+            step, which = self.env_steps, "current"
+        returns = self._rollout(self.eval_policy, episodes, self.seed + 2_000_000 if seed is None else seed)
+        return EvalResult(float(np.mean(returns)), float(np.std(returns)), returns, step, which)
+
+    def stats(self) -> Stats:
+        """Current counters and recent figures."""
+        run = getattr(self, "_run", None)
+        elapsed = (run.get("stop", time.perf_counter()) - run["start"]) if run else 0.0
+        recent = [r for _, r, _ in self.episode_log[-20:]]
+        if self._loss_count:
+            self._last_loss = float(self._loss_sum) / self._loss_count
+            self._loss_sum = torch.zeros(())
+            self._loss_count = 0
+        return Stats(
+            env_steps=self.env_steps, grad_steps=self.grad_steps, episodes=self.episodes,
+            target_steps=run["end"] if run else self.env_steps, elapsed=elapsed,
+            recent_return=float(np.mean(recent)) if recent else float("nan"), loss=self._last_loss,
+            best_eval=float(self.best["mean"]) if self.best else float("nan"),
+            worker_restarts=self.worker_restarts,
+            env_steps_run=self.env_steps - run["start_steps"] if run else 0,
+        )
+
+    def task_summary(self) -> dict[str, float]:
+        """Seconds per env step of each task (summed over processes) and env steps/s of the last train()."""
+        run = getattr(self, "_run", None)
+        steps = max(self.env_steps - (run["start_steps"] if run else 0), 1)
+        out = {key: self.timer.seconds.get(key, 0.0) / steps for key in TASK_KEYS}
+        elapsed = (run.get("stop", time.perf_counter()) - run["start"]) if run else 0.0
+        out["env_steps_per_s"] = steps / elapsed if elapsed > 0 else 0.0
+        return out
+
+    def device_of(self, task: str) -> str:
+        """Device a task ran on (for the summary table)."""
+        if task in ("act",):
+            return self.placement.act
+        if task.startswith("replay"):
+            return self.placement.replay if self.config.per else "cpu (host memory)"
+        if task in ("learn",):
+            return self.placement.learn
+        if task == "weight_sync":
+            return f"{self.placement.learn}->{self.placement.act}"
+        return "cpu"
+
+    # ------------------------------------------------------------------ in-process loop
+    def _train_inline(self, end: int) -> None:
+        cfg, envs, timer = self.config, self.envs, self.timer
+        adim = self.spec.action_dim
+        while self.env_steps < end:
+            with timer.time("act"):
+                actions = self.policy.explore(envs.obs, self.env_steps, cfg, self.rng, adim)
+            with timer.time("env_step"):
+                transitions, finished = envs.step(actions)
+            with timer.time("replay_insert"):
+                self.replay.add(transitions)
+            self._after_env_steps(len(actions), finished)
+            self._learn_until(cfg.allowed_gradient_steps(self.env_steps))
+            self._periodic(len(actions))
+
+    def _after_env_steps(self, n: int, finished: list[tuple[float, int]]) -> None:
+        self.env_steps += n
+        for ret, length in finished:
+            self.episodes += 1
+            self.episode_log.append((self.env_steps, ret, length))
+            if self.logger is not None:
+                self.logger.episode(self.env_steps, ret, length)
+
+    def _periodic(self, n: int) -> None:
+        """Evaluation, checkpoint and progress when their interval was crossed by the last n steps."""
+        cfg = self.config
+        prev = self.env_steps - n
+        if cfg.eval_freq and self.env_steps // cfg.eval_freq > prev // cfg.eval_freq:
+            self._periodic_eval()
+        if cfg.checkpoint_freq and self.checkpoint_dir is not None and \
+                self.env_steps // cfg.checkpoint_freq > prev // cfg.checkpoint_freq:
+            with self.timer.time("checkpoint"):
+                self.save(self.checkpoint_dir)
+        run = self._run
+        now = time.perf_counter()
+        if run["progress"] is not None and now - run["last"] >= run["interval"]:
+            run["last"] = now
+            stats = self.stats()
+            if self.logger is not None:
+                self.logger.progress(stats)
+            run["progress"](stats)
+
+    def _periodic_eval(self) -> None:
+        with self.timer.time("eval"):
+            weights = {k: v.detach().cpu().clone() for k, v in self.algo.policy_module.state_dict().items()}
+            self.eval_policy.load_weights(weights)
+            returns = self._rollout(self.eval_policy, self.config.eval_episodes, self.seed + 1_000_000)
+        mean, std = float(np.mean(returns)), float(np.std(returns))
+        self.eval_log.append((self.env_steps, mean, std))
+        if self.logger is not None:
+            self.logger.evaluation(self.env_steps, mean, std)
+        if self.best is None or mean > self.best["mean"]:
+            self.best = {"mean": mean, "step": self.env_steps, "weights": weights}
+
+    def _rollout(self, policy: ActorPolicy, episodes: int, seed: int) -> list[float]:
+        """One episode on each of `episodes` envs, stepped together, deterministic actions."""
+        envs = [make_env(self.config.env_id) for _ in range(episodes)]
+        obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
+        returns = np.zeros(episodes)
+        active = np.ones(episodes, dtype=bool)
+        group = self.envs
+        while active.any():
+            idx = np.flatnonzero(active)
+            actions = policy.deterministic(obs[idx])
+            for j, i in enumerate(idx):
+                a = int(actions[j]) if self.spec.discrete else group.to_env_action(actions[j])
+                ob, r, terminated, truncated, _ = envs[i].step(a)
+                returns[i] += r
+                obs[i] = ob
+                if terminated or truncated:
+                    active[i] = False
+        for env in envs:
+            env.close()
+        return returns.tolist()
+
+    # ------------------------------------------------------------------ learner
+    def _needed_env_steps(self, g: int) -> int:
+        """Env steps after which the sequential schedule runs gradient step g (0-based)."""
+        cfg = self.config
+        return cfg.train_freq * (cfg.learning_starts // cfg.train_freq + g // cfg.gradient_steps + 1)
+
+    def _learn_until(self, allowed: int) -> None:
+        """Run gradient steps up to `allowed`; the next batch is sampled before the current step's
+        priorities are written back (relaxed sample/update dependency, fixed order: deterministic)."""
+        cfg, timer = self.config, self.timer
+        if self.grad_steps >= allowed:
+            return
+        next_batch = None
+        while self.grad_steps < allowed:
+            g = self.grad_steps
+            if cfg.algo == "dqn":
+                n_g = self._needed_env_steps(g)
+                # SB3 copies the target every target_update_interval env steps during collection,
+                # while the online net is frozen: one copy before the first step of such a round.
+                if n_g // cfg.target_update_interval > self.target_checked // cfg.target_update_interval:
+                    self.algo.update_target()
+                self.target_checked = max(self.target_checked, n_g)
+            with timer.time("replay_sample"):
+                data = next_batch if next_batch is not None else self.replay.sample(cfg.batch_size)
+                next_batch = self.replay.sample(cfg.batch_size) if g + 1 < allowed else None
+            with timer.time("learn"):
+                batch = Batch.from_numpy(data, self.algo.device, discrete=self.spec.discrete)
+                loss, td = self.algo.learn(batch)
+                self._loss_sum = self._loss_sum + loss.cpu()
+                self._loss_count += 1
+            if self.replay.prioritized:
+                with timer.time("replay_update"):
+                    self.replay.update_priorities(data["indices"], td.cpu().numpy())
+            self.grad_steps += 1
+            if self.grad_steps % cfg.sync_interval == 0:
+                self._sync_weights()
+
+    def _sync_weights(self) -> None:
+        with self.timer.time("weight_sync"):
+            state = self.algo.policy_module.state_dict()
+            if self._pool is not None:
+                self._pool.broadcast({k: v.detach().cpu() for k, v in state.items()})
+            else:
+                self.policy.load_weights(state)
+
+    # ------------------------------------------------------------------ worker processes
+    def _train_workers(self, end: int) -> None:
+        from pearl_fpga.runtime.workers import WorkerPool
+
+        cfg = self.config
+        weights = {k: v.detach().cpu().clone() for k, v in self.algo.policy_module.state_dict().items()}
+        self._pool = pool = WorkerPool(cfg, self.placement, self.calibration, weights,
+                                       seed=self.seed + 7919 * (1 + self.env_steps), env_id=cfg.env_id)
+        granted = self.env_steps
+        chunk = max(cfg.n_envs, min(64, cfg.actor_lag) // cfg.n_envs * cfg.n_envs)
+        while self.env_steps < end:
+            if cfg.gradient_steps > 0:
+                limit = min(end, max(self._needed_env_steps(self.grad_steps), cfg.learning_starts) + cfg.actor_lag)
+            else:
+                limit = end
+            granted = pool.grant_upto(granted, limit, chunk, self.env_steps)
+            allowed = cfg.allowed_gradient_steps(self.env_steps)
+            can_learn = allowed > self.grad_steps
+            for msg in pool.receive(timeout=0.0 if can_learn else 0.05):
+                with self.timer.time("replay_insert"):
+                    self.replay.add(msg["transitions"])
+                self.timer.merge(msg["seconds"], msg["calls"])
+                n = len(msg["transitions"]["reward"])
+                self._after_env_steps(n, msg["finished"])
+                self._periodic(n)
+            restarted, lost = pool.restart_dead()
+            if restarted:
+                self.worker_restarts += restarted
+                granted -= lost
+                if self.logger is not None:
+                    self.logger.message(f"actor worker died; restarted ({self.worker_restarts} so far)")
+            allowed = cfg.allowed_gradient_steps(self.env_steps)
+            if allowed > self.grad_steps:
+                self._learn_until(self.grad_steps + 1)
+        self._learn_until(cfg.allowed_gradient_steps(self.env_steps))
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, directory: str | Path) -> Path:
+        """Write a checkpoint atomically (temporary dir + rename): state.pt + manifest.json."""
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        state = {
+            "algo": self.algo.state_dict(),
+            "replay": self.replay.state_dict(),
+            "envs": self.envs.snapshot(),
+            "policy": self.policy.module.state_dict(),
+            "rng": {"numpy_global": _np_global_state(),
+                    "python": random.getstate(), "torch": torch.get_rng_state(),
+                    "explore": self.rng.bit_generator.state},
+            "best": self.best,
+            "episode_log": np.asarray(self.episode_log, dtype=np.float64).reshape(-1, 3),
+            "eval_log": np.asarray(self.eval_log, dtype=np.float64).reshape(-1, 3),
+        }
+        torch.save(_pack(state), tmp / STATE_FILE)
+        manifest = {
+            "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+            "algo": self.config.algo, "env_id": self.config.env_id, "seed": self.seed,
+            "placement": str(self.placement), "config": self.config.to_dict(),
+            "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps, "episodes": self.episodes,
+                         "target_checked": self.target_checked, "worker_restarts": self.worker_restarts},
+            "files": {STATE_FILE: {"sha256": _sha256(tmp / STATE_FILE), "bytes": (tmp / STATE_FILE).stat().st_size}},
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        old = directory.parent / f".{directory.name}.old-{os.getpid()}"
+        if directory.exists():
+            directory.rename(old)
+        tmp.rename(directory)
+        if old.exists():
+            shutil.rmtree(old)
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path, placement: str | Placement | dict | None = None,
+             workers: int | None = None, logger: Any = None, checkpoint_dir: str | Path | None = None,
+             expect: dict[str, Any] | None = None) -> Trainer:
+        """Restore a Trainer from `save()`. Networks, optimizers, replay, RNGs, envs and counters come
+        back; `placement`/`workers` may differ from the saved run. `expect` (e.g. {"algo": "dqn",
+        "env_id": "CartPole-v1"}) must match the manifest. Raises CheckpointError, touching nothing."""
+        directory = Path(directory)
+        manifest = read_manifest(directory)
+        for key, value in (expect or {}).items():
+            if value is not None and manifest.get(key) != value:
+                raise CheckpointError(f"checkpoint {directory} is for {key}={manifest.get(key)!r}, "
+                                      f"but this run asks for {value!r}; use another --checkpoint-dir or matching options")
+        try:
+            config = TrainConfig.from_dict(manifest["config"])
+        except ValueError as exc:
+            raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
+        state_path = directory / STATE_FILE
+        if _sha256(state_path) != manifest["files"][STATE_FILE]["sha256"]:
+            raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} does not match the checksum in "
+                                  f"{MANIFEST_FILE} (corrupt or partially written); use an older checkpoint")
+        try:
+            state = _unpack(torch.load(state_path, weights_only=True, map_location="cpu"))
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
+            raise CheckpointError(f"checkpoint {directory}: cannot read {STATE_FILE}: {exc}") from exc
+        trainer = cls(algo=config.algo, env=config.env_id,
+                      placement=placement if placement is not None else manifest["placement"],
+                      config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,
+                      checkpoint_dir=checkpoint_dir)
+        try:
+            trainer._restore(state, manifest["counters"])
+        except CheckpointError:
+            raise
+        except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as exc:
+            raise CheckpointError(f"checkpoint {directory} does not fit this trainer: {exc}") from exc
+        return trainer
+
+    def _restore(self, state: dict[str, Any], counters: dict[str, int]) -> None:
+        self.algo.load_state_dict(state["algo"])
+        self.replay.load_state_dict(state["replay"])
+        self.envs.restore(state["envs"])
+        self.policy.load_weights(state["policy"])
+        _set_np_global_state(state["rng"]["numpy_global"])
+        random.setstate(_as_tuple(state["rng"]["python"]))
+        torch.set_rng_state(state["rng"]["torch"])
+        self.rng.bit_generator.state = state["rng"]["explore"]
+        self.best = state["best"]
+        self.episode_log = [(int(s), float(r), int(n)) for s, r, n in np.asarray(state["episode_log"])]
+        self.eval_log = [(int(s), float(m), float(d)) for s, m, d in np.asarray(state["eval_log"])]
+        self.env_steps = int(counters["env_steps"])
+        self.grad_steps = int(counters["grad_steps"])
+        self.episodes = int(counters["episodes"])
+        self.target_checked = int(counters["target_checked"])
+        self.worker_restarts = int(counters.get("worker_restarts", 0))
+
+
+# ---------------------------------------------------------------------- helpers
+def limit_blas_threads() -> None:
+    """One OpenBLAS thread: numpy's small matmuls (kernel quantization) gain nothing from more, and
+    idle spinning threads steal the cores the env, actors and learner need."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return
+    threadpool_limits(1, user_api="blas")
+
+
+def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
+    """Observations of a random policy (own env and RNG, so training is not perturbed), used to pick
+    the MLP kernel's input and activation formats."""
+    env = make_env(env_id)
+    rng = np.random.default_rng(seed + 3)
+    env.action_space.seed(int(rng.integers(2**31)))
+    obs, _ = env.reset(seed=seed + 3_000_000)
+    out = [obs]
+    for _ in range(steps - 1):
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            obs, _ = env.reset()
+        out.append(obs)
+    env.close()
+    return np.asarray(out, dtype=np.float32)
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """Read and validate a checkpoint manifest (CheckpointError on any problem)."""
+    path = Path(directory) / MANIFEST_FILE
+    if not Path(directory).is_dir():
+        raise CheckpointError(f"no checkpoint at {directory}: the directory does not exist")
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise CheckpointError(f"{directory} is not a checkpoint: {MANIFEST_FILE} is missing") from exc
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint {directory}: {MANIFEST_FILE} is not valid JSON ({exc})") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path} is not a pearl_fpga checkpoint manifest")
+    if manifest.get("version") != CHECKPOINT_VERSION:
+        raise CheckpointError(f"checkpoint {directory} has format version {manifest.get('version')}, this "
+                              f"pearl_fpga reads version {CHECKPOINT_VERSION}")
+    schema = {"algo": str, "env_id": str, "seed": int, "placement": str, "config": dict, "counters": dict,
+              "files": dict}
+    for key, kind in schema.items():
+        if not isinstance(manifest.get(key), kind):
+            raise CheckpointError(f"checkpoint manifest {path}: field {key!r} missing or not a {kind.__name__}")
+    for key in ("env_steps", "grad_steps", "episodes", "target_checked"):
+        value = manifest["counters"].get(key)
+        if not isinstance(value, int) or value < 0:
+            raise CheckpointError(f"checkpoint manifest {path}: counter {key!r} missing or invalid")
+    entry = manifest["files"].get(STATE_FILE)
+    if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+        raise CheckpointError(f"checkpoint manifest {path}: no checksum for {STATE_FILE}")
+    if not (Path(directory) / STATE_FILE).is_file():
+        raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} is missing")
+    return manifest
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _pack(obj: Any) -> Any:
+    """numpy arrays -> tagged tensors so that torch.load(weights_only=True) can read them back."""
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(obj).copy())}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {k: _pack(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_pack(v) for v in obj)
+    return obj
+
+
+def _unpack(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if set(obj) == {"__ndarray__"}:
+            return obj["__ndarray__"].numpy()
+        return {k: _unpack(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_unpack(v) for v in obj)
+    return obj
+
+
+def _np_global_state() -> dict[str, Any]:
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    return {"name": name, "keys": keys, "pos": int(pos), "has_gauss": int(has_gauss), "gauss": float(gauss)}
+
+
+def _set_np_global_state(s: dict[str, Any]) -> None:
+    np.random.set_state((s["name"], np.asarray(s["keys"], dtype=np.uint32), s["pos"], s["has_gauss"], s["gauss"]))
+
+
+def _as_tuple(obj: Any) -> Any:
+    return tuple(_as_tuple(v) for v in obj) if isinstance(obj, (list, tuple)) else obj
+
+
+class _sigint_ignored:
+    """Ignore a second Ctrl-C while the interrupt checkpoint is written."""
+
+    def __enter__(self) -> None:
+        try:
+            self._old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread: nothing to guard
+            self._old = None
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)

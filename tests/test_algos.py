@@ -1,0 +1,152 @@
+"""DQN and DDPG update code against straightforward reference updates written out in the test."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pearl_fpga.algos import DDPG, DQN, Batch
+from pearl_fpga.config import TrainConfig
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """As the learner runs (learner_threads=1): tiny matmuls only lose from a second thread."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def _batch(rng, n, obs_dim, discrete, n_actions=2, weights=False):
+    data = {
+        "obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+        "action": rng.integers(0, n_actions, n) if discrete else rng.uniform(-1, 1, (n, 1)).astype(np.float32),
+        "reward": rng.normal(size=n).astype(np.float32),
+        "next_obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+        "done": (rng.random(n) < 0.2).astype(np.float32),
+    }
+    if weights:
+        data["weights"] = rng.uniform(0.1, 1.0, n).astype(np.float32)
+    return data
+
+
+@pytest.mark.parametrize("double_q", [True, False])
+def test_dqn_step_matches_reference(double_q):
+    cfg = TrainConfig.preset("dqn", net_arch=[16, 16], double_q=double_q, learning_rate=1e-2, max_grad_norm=0.5)
+    algo = DQN(cfg, 4, 3, seed=1)
+    algo.update_target()
+    with torch.no_grad():  # make the target differ from the online net
+        for p in algo.q_target.parameters():
+            p.add_(0.05)
+    ref_q, ref_t = copy.deepcopy(algo.q), copy.deepcopy(algo.q_target)
+    opt = torch.optim.Adam(ref_q.parameters(), lr=1e-2)
+    data = _batch(np.random.default_rng(0), 32, 4, True, 3)
+    b = Batch.from_numpy(data, discrete=True)
+    loss, td = algo.learn(b)
+
+    with torch.no_grad():
+        if double_q:
+            a_next = ref_q(b.next_obs).argmax(1, keepdim=True)
+            next_q = ref_t(b.next_obs).gather(1, a_next)
+        else:
+            next_q = ref_t(b.next_obs).max(1, keepdim=True).values
+        target = b.reward + (1 - b.done) * cfg.gamma * next_q
+    cur = ref_q(b.obs).gather(1, b.action)
+    ref_loss = F.smooth_l1_loss(cur, target)
+    opt.zero_grad()
+    ref_loss.backward()
+    torch.nn.utils.clip_grad_norm_(ref_q.parameters(), 0.5)
+    opt.step()
+    assert float(loss) == pytest.approx(float(ref_loss.detach()), rel=1e-6)
+    np.testing.assert_allclose(td.numpy(), (cur - target).abs().squeeze(1).detach().numpy(), rtol=1e-6)
+    for p, r in zip(algo.q.parameters(), ref_q.parameters()):
+        torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
+
+
+def test_dqn_importance_weights_scale_the_loss():
+    cfg = TrainConfig.preset("dqn", net_arch=[8])
+    rng = np.random.default_rng(3)
+    data = _batch(rng, 16, 4, True, weights=True)
+    a, b = DQN(cfg, 4, 2, seed=0), DQN(cfg, 4, 2, seed=0)
+    loss_w, _ = a.learn(Batch.from_numpy(data, discrete=True))
+    plain = {k: v for k, v in data.items() if k != "weights"}
+    loss_p, _ = b.learn(Batch.from_numpy(plain, discrete=True))
+    assert float(loss_w) < float(loss_p)  # weights < 1 shrink the loss
+    ones = dict(data, weights=np.ones(16, np.float32))
+    c = DQN(cfg, 4, 2, seed=0)
+    loss_1, _ = c.learn(Batch.from_numpy(ones, discrete=True))
+    assert float(loss_1) == pytest.approx(float(loss_p), rel=1e-6)
+
+
+def test_dqn_learns_a_fixed_regression_target():
+    cfg = TrainConfig.preset("dqn", net_arch=[32], gamma=0.0, learning_rate=1e-2)
+    algo = DQN(cfg, 4, 2, seed=0)
+    data = _batch(np.random.default_rng(1), 64, 4, True)
+    data["done"][:] = 1.0
+    b = Batch.from_numpy(data, discrete=True)
+    first = float(algo.learn(b)[0])
+    for _ in range(200):
+        last = float(algo.learn(b)[0])
+    assert last < 0.1 * first
+
+
+def test_dqn_target_copy_and_state_dict_round_trip():
+    cfg = TrainConfig.preset("dqn", net_arch=[8])
+    algo = DQN(cfg, 4, 2, seed=0)
+    algo.learn(Batch.from_numpy(_batch(np.random.default_rng(0), 8, 4, True), discrete=True))
+    assert not all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), algo.q_target.parameters()))
+    algo.update_target()
+    assert all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), algo.q_target.parameters()))
+    other = DQN(cfg, 4, 2, seed=5)
+    other.load_state_dict(algo.state_dict())
+    assert all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), other.q.parameters()))
+    assert other.updates == 1
+
+
+def test_ddpg_step_matches_sb3_style_reference():
+    cfg = TrainConfig.preset("ddpg", net_arch=[16, 16], tau=0.1)
+    algo = DDPG(cfg, 3, 1, seed=2)
+    actor, critic = copy.deepcopy(algo.actor), copy.deepcopy(algo.critic)
+    actor_t, critic_t = copy.deepcopy(algo.actor_target), copy.deepcopy(algo.critic_target)
+    opt_a = torch.optim.Adam(actor.parameters(), lr=cfg.learning_rate)
+    opt_c = torch.optim.Adam(critic.parameters(), lr=cfg.learning_rate)
+    data = _batch(np.random.default_rng(0), 32, 3, False)
+    b = Batch.from_numpy(data)
+    loss, _ = algo.learn(b)
+
+    with torch.no_grad():
+        target = b.reward + (1 - b.done) * cfg.gamma * critic_t(torch.cat([b.next_obs, actor_t(b.next_obs)], 1))
+    c_loss = F.mse_loss(critic(torch.cat([b.obs, b.action], 1)), target)
+    opt_c.zero_grad()
+    c_loss.backward()
+    opt_c.step()
+    a_loss = -critic(torch.cat([b.obs, actor(b.obs)], 1)).mean()
+    opt_a.zero_grad()
+    a_loss.backward()
+    opt_a.step()
+    with torch.no_grad():
+        for net, tgt in ((actor, actor_t), (critic, critic_t)):
+            for p, t in zip(net.parameters(), tgt.parameters()):
+                t.mul_(1 - cfg.tau).add_(p, alpha=cfg.tau)
+    assert float(loss) == pytest.approx(float(c_loss.detach()), rel=1e-6)
+    for mine, ref in ((algo.actor, actor), (algo.critic, critic), (algo.actor_target, actor_t),
+                      (algo.critic_target, critic_t)):
+        for p, r in zip(mine.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
+    assert all(p.requires_grad for p in algo.critic.parameters())
+
+
+def test_ddpg_actor_output_is_bounded_and_state_round_trips():
+    cfg = TrainConfig.preset("ddpg", net_arch=[8])
+    algo = DDPG(cfg, 3, 2, seed=0)
+    out = algo.deterministic(np.random.default_rng(0).normal(size=(5, 3)) * 100)
+    assert out.shape == (5, 2) and np.all(np.abs(out) <= 1)
+    other = DDPG(cfg, 3, 2, seed=9)
+    other.load_state_dict(algo.state_dict())
+    for p, q in zip(algo.critic_target.parameters(), other.critic_target.parameters()):
+        assert torch.equal(p, q)

@@ -1,0 +1,106 @@
+"""TrainConfig: rl-zoo presets, validation, JSON round trip, SB3's training schedule."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pearl_fpga.config import TrainConfig
+
+
+def test_dqn_preset_is_rl_zoo_cartpole():
+    c = TrainConfig.preset("dqn")
+    assert (c.env_id, c.total_steps, c.learning_rate, c.batch_size, c.buffer_size) == ("CartPole-v1", 50_000, 2.3e-3, 64, 100_000)
+    assert (c.learning_starts, c.gamma, c.target_update_interval, c.train_freq, c.gradient_steps) == (1000, 0.99, 10, 256, 128)
+    assert (c.exploration_fraction, c.exploration_final_eps, c.net_arch, c.max_grad_norm) == (0.16, 0.04, [256, 256], 10.0)
+
+
+def test_ddpg_preset_is_rl_zoo_pendulum():
+    c = TrainConfig.preset("ddpg")
+    assert (c.env_id, c.total_steps, c.learning_rate, c.buffer_size, c.learning_starts) == ("Pendulum-v1", 20_000, 1e-3, 200_000, 10_000)
+    assert (c.gamma, c.gradient_steps, c.train_freq, c.action_noise_std, c.net_arch) == (0.98, 1, 1, 0.1, [400, 300])
+    assert (c.batch_size, c.tau) == (256, 0.005)
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("learning_rate", -1.0, "learning_rate"),
+    ("gamma", 1.5, "gamma"),
+    ("batch_size", 0, "batch_size"),
+    ("net_arch", [], "net_arch"),
+    ("net_arch", [64, 64, 64, 64], "at most 4 linear layers"),
+    ("per", "True", "true or false"),
+    ("train_freq", 2.5, "integer"),
+    ("tau", 0.0, "tau"),
+    ("learning_rate", float("nan"), "finite"),
+])
+def test_bad_values_raise_naming_the_field(field, value, words):
+    with pytest.raises(ValueError, match=words):
+        TrainConfig.preset("dqn", **{field: value})
+
+
+def test_unknown_algo_is_rejected():
+    with pytest.raises(ValueError, match="algo"):
+        TrainConfig(algo="ppo")
+    with pytest.raises(ValueError, match="unknown algo"):
+        TrainConfig.preset("ppo")
+
+
+def test_batch_larger_than_buffer_is_rejected():
+    with pytest.raises(ValueError, match="exceeds buffer_size"):
+        TrainConfig.preset("dqn", buffer_size=32, batch_size=64)
+
+
+def test_dict_and_json_round_trip(tmp_path):
+    c = TrainConfig.preset("ddpg", per=True, workers=2, net_arch=[64, 32])
+    assert TrainConfig.from_dict(c.to_dict()) == c
+    c.to_json(tmp_path / "c.json")
+    assert TrainConfig.from_json(tmp_path / "c.json") == c
+    assert json.loads((tmp_path / "c.json").read_text())["net_arch"] == [64, 32]
+
+
+def test_json_overrides_preset_and_rejects_unknown_fields(tmp_path):
+    (tmp_path / "a.json").write_text('{"algo": "dqn", "batch_size": 32}')
+    c = TrainConfig.from_json(tmp_path / "a.json")
+    assert c.batch_size == 32 and c.train_freq == 256
+    (tmp_path / "b.json").write_text('{"batch_sise": 32}')
+    with pytest.raises(ValueError, match="batch_sise"):
+        TrainConfig.from_json(tmp_path / "b.json")
+    (tmp_path / "c.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="JSON object"):
+        TrainConfig.from_json(tmp_path / "c.json")
+    with pytest.raises(ValueError, match="unknown TrainConfig field"):
+        TrainConfig.from_dict({"nope": 1})
+
+
+def _sb3_schedule(train_freq: int, gradient_steps: int, learning_starts: int, total: int) -> list[int]:
+    """Gradient steps done after each env step, by SB3's learn() loop (collect train_freq, then train)."""
+    done, out, n = 0, [], 0
+    while n < total:
+        for _ in range(train_freq):
+            n += 1
+            out.append(done)
+            if n >= total:
+                break
+        if n % train_freq == 0 and n > learning_starts:
+            done += gradient_steps
+            out[-1] = done
+    return out
+
+
+@given(st.integers(1, 64), st.integers(0, 8), st.integers(0, 300))
+def test_allowed_gradient_steps_matches_sb3_loop(train_freq, gradient_steps, learning_starts):
+    c = TrainConfig.preset("dqn", train_freq=train_freq, gradient_steps=gradient_steps, learning_starts=learning_starts,
+                           batch_size=1)
+    expected = _sb3_schedule(train_freq, gradient_steps, learning_starts, 400)
+    assert [c.allowed_gradient_steps(n) for n in range(1, 401)] == expected
+
+
+def test_epsilon_schedule_is_linear_then_flat():
+    c = TrainConfig.preset("dqn", total_steps=1000, exploration_fraction=0.5, exploration_final_eps=0.1)
+    assert c.epsilon(0) == 1.0
+    assert c.epsilon(250) == pytest.approx(0.55)
+    assert c.epsilon(500) == pytest.approx(0.1)
+    assert c.epsilon(900) == pytest.approx(0.1)

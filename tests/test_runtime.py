@@ -1,0 +1,170 @@
+"""Runtime parts: placement parsing, uniform replay, env group conventions and snapshots, actor
+policies on the kernel, worker processes (UTD schedule, restart after a kill)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+from pearl_fpga.algos import mlp
+from pearl_fpga.config import TrainConfig
+from pearl_fpga.errors import CheckpointError
+from pearl_fpga.runtime.envs import EnvGroup
+from pearl_fpga.runtime.placement import Placement, parse_placement
+from pearl_fpga.runtime.policy import ActorPolicy
+from pearl_fpga.runtime.replay import UniformReplay
+from pearl_fpga.trainer import Trainer
+
+TINY = dict(learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 16], buffer_size=4000,
+            batch_size=32, eval_freq=0)
+
+
+# ---------------------------------------------------------------- placement
+def test_parse_placement_forms():
+    p = parse_placement("fpga-sim")
+    assert (p.act, p.replay, p.learn) == ("fpga-sim", "fpga-sim", "cpu") and p.kernel_actor
+    p = parse_placement("act=cpu-kernel, replay=cpu ,learn=cpu")
+    assert p == Placement("cpu-kernel", "cpu", "cpu") and str(p) == "act=cpu-kernel,replay=cpu,learn=cpu"
+    assert parse_placement("cuda:0").act == "cuda" and parse_placement("cuda").learn == "cuda"
+    assert parse_placement({"act": "cpu"}) == Placement("cpu", "cpu", "cpu")
+    assert parse_placement(str(p)) == p
+
+
+@pytest.mark.parametrize("text,words", [
+    ("tpu", "unknown device"), ("act=tpu", "cannot run task"), ("learn=fpga", "cannot run task"),
+    ("foo=cpu", "unknown task"), ("act=cpu,act=cpu", "twice"), ("", "empty"), ("auto", "dispatcher"),
+    ("act", "unknown device"),
+])
+def test_parse_placement_errors(text, words):
+    with pytest.raises(ValueError, match=words):
+        parse_placement(text)
+
+
+# ---------------------------------------------------------------- replay
+def test_uniform_replay_wraps_and_round_trips():
+    r = UniformReplay(10, 2, (), True, seed=0)
+    for i in range(3):
+        n = 4
+        r.add({"obs": np.full((n, 2), i, np.float32), "action": np.arange(n), "reward": np.full(n, i, np.float32),
+               "next_obs": np.full((n, 2), i + 1, np.float32), "done": np.zeros(n, np.float32)})
+    assert len(r) == 10 and r.pos == 2
+    assert r.reward[:2].tolist() == [2, 2]  # oldest entries overwritten first
+    s = r.sample(64)
+    assert s["obs"].shape == (64, 2) and np.all(s["next_obs"] == s["obs"] + 1)
+    other = UniformReplay(10, 2, (), True, seed=5)
+    other.load_state_dict(r.state_dict())
+    assert np.array_equal(other.sample(16)["indices"], r.sample(16)["indices"])
+    with pytest.raises(CheckpointError, match="capacity"):
+        UniformReplay(20, 2, (), True, seed=0).load_state_dict(r.state_dict())
+    bad = r.state_dict()
+    bad["obs"] = bad["obs"][:, :1]
+    before = other.obs.copy()
+    with pytest.raises(CheckpointError, match="obs"):
+        other.load_state_dict(bad)
+    assert np.array_equal(other.obs, before)
+
+
+# ---------------------------------------------------------------- envs
+def test_env_group_stores_true_final_obs_and_terminated_only():
+    g = EnvGroup("CartPole-v1", 2, seed=0)
+    rng = np.random.default_rng(0)
+    seen_end = 0
+    for _ in range(200):
+        before = g.obs.copy()
+        t, finished = g.step(rng.integers(0, 2, 2))
+        assert np.array_equal(t["obs"], before)
+        for i in np.flatnonzero(t["done"]):
+            seen_end += 1
+            assert abs(t["next_obs"][i][2]) > 0.2 or abs(t["next_obs"][i][0]) > 2.4  # the failing state
+            assert not np.array_equal(g.obs[i], t["next_obs"][i])  # auto-reset obs differs
+        assert len(finished) == int(t["done"].sum())  # CartPole never truncates before 500 steps
+    assert seen_end > 0
+
+
+def test_env_snapshot_restores_trajectories():
+    a = EnvGroup("Pendulum-v1", 2, seed=3)
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        a.step(rng.uniform(-1, 1, (2, 1)))
+    snap = a.snapshot()
+    actions = rng.uniform(-1, 1, (250, 2, 1))  # crosses the 200-step time limit
+    first = [a.step(x)[0]["next_obs"].copy() for x in actions]
+    b = EnvGroup("Pendulum-v1", 2, seed=99)
+    b.restore(snap)
+    second = [b.step(x)[0]["next_obs"].copy() for x in actions]
+    assert all(np.array_equal(x, y) for x, y in zip(first, second))
+    with pytest.raises(CheckpointError, match="env states"):
+        EnvGroup("Pendulum-v1", 3, seed=0).restore(snap)
+
+
+# ---------------------------------------------------------------- actor policies
+def test_kernel_actor_matches_torch_greedy_and_resyncs():
+    torch.manual_seed(0)
+    net = mlp(4, [32, 32], 2)
+    obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
+    kernel = ActorPolicy(net, parse_placement("fpga-sim"), True, obs)
+    torch_actor = ActorPolicy(net, parse_placement("cpu"), True, obs)
+    agree = np.mean(kernel.deterministic(obs) == torch_actor.deterministic(obs))
+    assert agree >= 0.97
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(-1)
+    kernel.load_weights(net.state_dict())
+    torch_actor.load_weights(net.state_dict())
+    assert np.mean(kernel.deterministic(obs) == torch_actor.deterministic(obs)) >= 0.97
+
+
+def test_ddpg_kernel_actor_is_close_to_torch():
+    torch.manual_seed(0)
+    net = mlp(3, [32, 32], 1, tanh_head=True)
+    obs = np.random.default_rng(0).uniform(-1, 1, (128, 3)).astype(np.float32)
+    k = ActorPolicy(net, parse_placement("cpu-kernel"), False, obs).deterministic(obs)
+    t = ActorPolicy(net, parse_placement("cpu"), False, obs).deterministic(obs)
+    assert k.shape == t.shape == (128, 1)
+    assert np.max(np.abs(k - t)) < 0.02
+
+
+def test_exploration_follows_sb3_schedule():
+    cfg = TrainConfig.preset("dqn", learning_starts=10, total_steps=100, exploration_fraction=0.5)
+    net = mlp(4, [8], 2)
+    pol = ActorPolicy(net, parse_placement("cpu"), True, np.zeros((4, 4), np.float32))
+    obs = np.zeros((2000, 4), np.float32)
+    greedy = pol.deterministic(obs[:1])[0]
+    late = pol.explore(obs, 90, cfg, np.random.default_rng(0), 2)
+    assert np.mean(late == greedy) == pytest.approx(1 - cfg.exploration_final_eps / 2, abs=0.02)
+    early = pol.explore(obs, 5, cfg, np.random.default_rng(0), 2)
+    assert np.mean(early == greedy) == pytest.approx(0.5, abs=0.05)
+
+
+# ---------------------------------------------------------------- workers
+def test_workers_honour_the_schedule_and_survive_a_kill():
+    cfg = TrainConfig.preset("dqn", workers=1, **TINY)
+    trainer = Trainer("dqn", placement="cpu-kernel", config=cfg, seed=0)
+    killed: list[int] = []
+
+    def kill_once(stats):
+        if not killed and stats.env_steps >= 300 and trainer._pool is not None:
+            pid = trainer._pool.pids[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    stats = trainer.train(1200, progress=kill_once, progress_interval=0.0)
+    assert killed and trainer.worker_restarts >= 1
+    assert 1200 <= trainer.env_steps < 1200 + cfg.n_envs
+    assert trainer.grad_steps == cfg.allowed_gradient_steps(trainer.env_steps)
+    assert len(trainer.replay) == trainer.env_steps
+    assert stats.episodes > 0
+    assert trainer._pool is None  # workers stopped after train()
+
+
+def test_board_placement_without_a_board_is_a_clear_error():
+    from pearl_fpga.errors import BackendUnavailable
+
+    with pytest.raises(BackendUnavailable, match="act=fpga.*pynq.*xrt"):
+        Trainer("dqn", placement="act=fpga", config=TrainConfig.preset("dqn", **TINY), seed=0)
+    with pytest.raises(BackendUnavailable, match="replay=fpga"):
+        Trainer("dqn", placement="act=cpu,replay=fpga", config=TrainConfig.preset("dqn", per=True, **TINY), seed=0)

@@ -1,0 +1,85 @@
+"""`pearl-fpga train` end to end at tiny step counts: logs (CSV, TensorBoard), PNG, summary,
+checkpoints and --resume, plain progress lines when stdout is not a terminal, clear errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from pearl_fpga.cli import main
+
+TINY = {"learning_starts": 100, "train_freq": 32, "gradient_steps": 8, "net_arch": [16, 16], "buffer_size": 4000,
+        "batch_size": 32, "eval_freq": 200, "eval_episodes": 2}
+
+
+def _out(capsys) -> str:
+    """Captured stdout with rich's line wrapping undone."""
+    return " ".join(capsys.readouterr().out.split())
+
+
+def _config(tmp_path, **extra):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({**TINY, **extra}))
+    return path
+
+
+def test_train_writes_logs_curve_checkpoint_and_resumes(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    args = ["train", "--algo", "dqn", "--steps", "400", "--seed", "0", "--placement", "fpga-sim",
+            "--config", str(_config(tmp_path)), "--logdir", str(logdir), "--eval-episodes", "2"]
+    assert main(args) == 0
+    out = _out(capsys)
+    assert "steps/s" in out and "ETA" in out  # plain progress line (stdout is not a terminal here)
+    assert "Where the time goes" in out and "learn" in out and "fpga-sim" in out
+    with open(logdir / "episodes.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows and set(rows[0]) == {"env_step", "return", "length"}
+    assert len(list(csv.DictReader(open(logdir / "evaluations.csv")))) == 2
+    assert list((logdir / "tensorboard").glob("events.out.tfevents.*"))
+    assert (logdir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["env_steps"] == 400 and summary["grad_steps"] == 72
+    assert set(summary["seconds_per_env_step"]) >= {"env_step", "act", "replay_insert", "replay_sample", "learn"}
+    manifest = json.loads((logdir / "checkpoint" / "manifest.json").read_text())
+    assert manifest["counters"]["env_steps"] == 400
+
+    assert main([*args[:4], "600", *args[5:], "--resume"]) == 0
+    out = _out(capsys)
+    assert "resumed" in out and "at env step 400" in out
+    assert json.loads((logdir / "summary.json").read_text())["env_steps"] == 600
+
+
+def test_train_json_output(tmp_path, capsys):
+    args = ["train", "--algo", "ddpg", "--steps", "150", "--placement", "cpu", "--json", "--no-tensorboard",
+            "--config", str(_config(tmp_path, batch_size=16)), "--logdir", str(tmp_path / "r"), "--eval-episodes", "1"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["algo"] == "ddpg" and data["env_steps"] == 150 and data["placement"].startswith("act=cpu")
+
+
+def test_train_errors_are_clear(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"gamma": 3}')
+    assert main(["train", "--config", str(bad), "--logdir", str(tmp_path / "a")]) == 2
+    assert "gamma" in _out(capsys)
+    assert main(["train", "--placement", "act=tpu", "--steps", "10", "--logdir", str(tmp_path / "b")]) == 2
+    assert "cannot run task" in _out(capsys)
+    assert main(["train", "--resume", "--checkpoint-dir", str(tmp_path / "none"), "--logdir", str(tmp_path / "c")]) == 2
+    assert "no checkpoint" in _out(capsys)
+    assert main(["train", "--algo", "ddpg", "--env", "CartPole-v1", "--steps", "10", "--logdir", str(tmp_path / "d")]) == 2
+    assert "continuous" in _out(capsys)
+
+
+def test_bench_train_runs_both_libraries_at_tiny_scale(capsys):
+    import importlib.util
+
+    assert main(["bench", "train", "--algo", "dqn", "--steps", "300", "--eval-episodes", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    run = data["runs"][0]
+    assert data["steps"] == 300 and run["pearl_fpga"]["env_steps_per_s"] > 0
+    assert set(run["pearl_fpga"]["us_per_env_step"]) >= {"env_step", "act", "learn"}
+    if importlib.util.find_spec("stable_baselines3") is not None:
+        assert data["sb3"] == "installed" and run["sb3"]["grad_steps"] == 0  # learning_starts 1000 > 300
+        assert run["speedup_env_steps_per_s"] > 0
+    else:
+        assert "not installed" in data["sb3"]
