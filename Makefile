@@ -3,7 +3,7 @@
 #   make test    the whole test suite: Python, native C++ backend, cocotb testbenches on Verilator
 #   make sim     only the cocotb testbenches of the reference RTL
 #   make csim    build and run the C++ testbenches of hls/ with g++
-#   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp)
+#   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp) against the installed baselines
 # Tool flows for bitstreams (hls, cosim, bitstream, xclbin, resources) live in hls/build.mk.
 
 PYTHON ?= python3
@@ -62,7 +62,12 @@ csim:
 train: native
 	$(VENV)/bin/pearl-fpga train --algo dqn --env CartPole-v1 --steps 50000 --seed 0 --placement fpga-sim
 
-bench: native
+# The baselines the benchmarks compare against (cpprb, TorchRL, Stable-Baselines3).
+$(VENV)/.stamp-bench: $(VENV)/.stamp-deps
+	$(PIP) install -q --no-build-isolation -e ".[test,sim,synth,bench]"
+	touch $@
+
+bench: native $(VENV)/.stamp-bench
 	$(VENV)/bin/pearl-fpga bench replay
 	$(VENV)/bin/pearl-fpga bench mlp
 
