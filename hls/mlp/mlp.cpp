@@ -1,8 +1,6 @@
 // mlp.cpp: the MLP inference kernel (HLS top and the functions the cpu backend calls). See mlp.h.
 #include "mlp.h"
 
-#include <cmath>
-
 // The CPU clones of forward_batch must inline the whole per-observation path to be vectorized.
 #if defined(__GNUC__) && !defined(__SYNTHESIS__)
 #define MLP_INLINE inline __attribute__((always_inline))
@@ -14,108 +12,120 @@ namespace mlp {
 
 namespace {
 
-struct TanhTable {
-    int16_t t[TANH_SEGMENTS + 1];
-    TanhTable() {
-    TANH_TABLE:
-        for (int k = 0; k <= TANH_SEGMENTS; ++k) {
-            double v = std::floor(std::tanh((64.0 * k - 32768.0) / 4096.0) * 32768.0 + 0.5);
-            t[k] = int16_t(v > 32767.0 ? 32767.0 : (v < -32767.0 ? -32767.0 : v));
-        }
-    }
-};
+constexpr int BLOCK_CHUNKS = MAC_BLOCK / LANES;  // LANES-word chunks per exact int32 partial sum
+constexpr int MAX_ROW_BLOCKS = (MAX_WIDTH + MAC_BLOCK - 1) / MAC_BLOCK;  // for LOOP_TRIPCOUNT (report only)
 
-// Exact sum of W[j] * a[j] for j < n (n a multiple of ROW_ALIGN, <= MAC_BLOCK) from the split
-// activations (mlp.h: why the split is exact in int32).
-MLP_INLINE int64_t mac_block(const int16_t* w, const int16_t* lo, const int16_t* hi, int n) {
-    int32_t s_lo = 0, s_hi = 0;
-MAC_LANES:
-    for (int j = 0; j < n; ++j) {
-#pragma HLS PIPELINE II = 1
-#pragma HLS UNROLL factor = MLP_LANES
-        s_lo += int32_t(w[j]) * int32_t(lo[j]);
-        s_hi += int32_t(w[j]) * int32_t(hi[j]);
+// Exact sum of W * a over `chunks` LANES-word chunks (at most one MAC_BLOCK) from the split
+// activations (mlp.h: why the split is exact in int32). Indices are written as chunk * LANES + u so
+// that, with weight/lo/hi partitioned cyclic by LANES, lane u always reads bank u (no port conflict).
+MLP_INLINE int64_t mac_block(const int16_t weight[WEIGHT_WORDS], int w_chunk, const int16_t lo[MAX_WIDTH],
+                             const int16_t hi[MAX_WIDTH], int a_chunk, int chunks) {
+    int32_t s_lo = 0, s_hi = 0;  // exact: at most 256 products per block (mlp.h)
+MAC_CHUNKS:
+    for (int c = 0; c < chunks; ++c) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = BLOCK_CHUNKS
+#pragma HLS PIPELINE II = 1  // one chunk of LANES products per clock; the int32 sums are the only carried state
+    MAC_LANES:
+        for (int u = 0; u < LANES; ++u) {
+#pragma HLS UNROLL  // the LANES parallel MACs (factor LANES = the whole loop); Vitis adds them as a tree
+            const int w = (w_chunk + c) * LANES + u;
+            const int j = (a_chunk + c) * LANES + u;
+            s_lo += int32_t(weight[w]) * int32_t(lo[j]);
+            s_hi += int32_t(weight[w]) * int32_t(hi[j]);
+        }
     }
     return int64_t(s_hi) * 256 + s_lo;
 }
 
 // One layer: out[0..m) from in[0..stride) (zero padded); pads out up to the next multiple of ROW_ALIGN.
-MLP_INLINE void layer_forward(const Model& model, const LayerDesc& d, const int16_t* in, int16_t* out) {
+MLP_INLINE void layer_forward(const LayerDesc& d, const int16_t weight[WEIGHT_WORDS], const int32_t bias[BIAS_WORDS],
+                              const int16_t in[MAX_WIDTH], int16_t out[MAX_WIDTH]) {
     alignas(64) int16_t lo[MAX_WIDTH];
     alignas(64) int16_t hi[MAX_WIDTH];
+#pragma HLS ARRAY_PARTITION variable = lo type = cyclic factor = MLP_LANES  // lane u reads bank u, as the weights
+#pragma HLS ARRAY_PARTITION variable = hi type = cyclic factor = MLP_LANES
 LAYER_SPLIT:
     for (int j = 0; j < d.stride; ++j) {
+#pragma HLS LOOP_TRIPCOUNT min = ROW_ALIGN max = MLP_MAX_WIDTH
+#pragma HLS PIPELINE II = 1  // one activation per clock (act[] is a plain 2-port memory)
         lo[j] = int16_t(in[j] & 0xFF);
         hi[j] = int16_t(in[j] >> 8);
     }
     const bool relu = (d.flags & FLAG_RELU) != 0;
+    const int row_chunks = d.stride / LANES;  // exact: stride is a multiple of ROW_ALIGN >= LANES
 LAYER_ROWS:
     for (int i = 0; i < d.m_out; ++i) {
 #pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_WIDTH
-        const int16_t* w = &model.weight[d.w_offset + i * d.stride];
-        int64_t acc = model.bias[d.b_offset + i];
+        const int w_chunk = (d.w_offset + i * d.stride) / LANES;  // exact: offsets are multiples of LANES
+        int64_t acc = bias[d.b_offset + i];
     LAYER_BLOCKS:
-        for (int jb = 0; jb < d.stride; jb += MAC_BLOCK) {
-            int n = d.stride - jb < MAC_BLOCK ? d.stride - jb : MAC_BLOCK;
-            acc += mac_block(w + jb, lo + jb, hi + jb, n);
+        for (int cb = 0; cb < row_chunks; cb += BLOCK_CHUNKS) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MAX_ROW_BLOCKS
+            const int n = row_chunks - cb < BLOCK_CHUNKS ? row_chunks - cb : BLOCK_CHUNKS;
+            acc += mac_block(weight, w_chunk + cb, lo, hi, cb, n);
         }
         out[i] = requantize(acc, d.shift, relu);
     }
 LAYER_PAD:
-    for (int i = d.m_out; i < round_up(d.m_out, ROW_ALIGN); ++i) out[i] = 0;
+    for (int i = d.m_out; i < round_up(d.m_out, ROW_ALIGN); ++i) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = ROW_ALIGN
+        out[i] = 0;
+    }
 }
 
-MLP_INLINE int16_t tanh_lookup(const int16_t* T, int16_t y) {
+MLP_INLINE int16_t tanh_lookup(int16_t y) {
     int u = int(y) + 32768;
     int k = u >> TANH_SEGMENT_BITS;
     int r = u & ((1 << TANH_SEGMENT_BITS) - 1);
-    int t = T[k] + (((T[k + 1] - T[k]) * r + 32) >> TANH_SEGMENT_BITS);
+    int t = TANH_TABLE[k] + (((TANH_TABLE[k + 1] - TANH_TABLE[k]) * r + 32) >> TANH_SEGMENT_BITS);
     return int16_t(t);
 }
 
-const TanhTable& table() {
-    static const TanhTable t;  // computed once (thread-safe static initialization)
-    return t;
-}
-
-MLP_INLINE void forward_core(const Model& model, const int16_t* T, const int16_t* x, int16_t* y, int32_t* argmax) {
-    alignas(64) int16_t buf_a[MAX_WIDTH];
-    alignas(64) int16_t buf_b[MAX_WIDTH];
-    const LayerDesc& first = model.layer[0];
+MLP_INLINE int32_t forward_core(int n_layers, const LayerDesc layer[MAX_LAYERS], const int16_t weight[WEIGHT_WORDS],
+                                const int32_t bias[BIAS_WORDS], const int16_t* x, int16_t* y) {
+    // Ping-pong activations as one array indexed by layer parity: no pointer swapping, which Vitis
+    // would have to turn into a multiplexer between two memories.
+    alignas(64) int16_t act[2][MAX_WIDTH];
+    const LayerDesc& first = layer[0];
 FORWARD_INPUT:
-    for (int j = 0; j < first.stride; ++j) buf_a[j] = j < first.n_in ? x[j] : int16_t(0);
-    int16_t* in = buf_a;
-    int16_t* out = buf_b;
-FORWARD_LAYERS:
-    for (int l = 0; l < model.n_layers; ++l) {
-#pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_LAYERS
-        layer_forward(model, model.layer[l], in, out);
-        int16_t* t = in;
-        in = out;
-        out = t;
+    for (int j = 0; j < first.stride; ++j) {
+#pragma HLS LOOP_TRIPCOUNT min = ROW_ALIGN max = MLP_MAX_WIDTH
+        act[0][j] = j < first.n_in ? x[j] : int16_t(0);
     }
-    const LayerDesc& last = model.layer[model.n_layers - 1];
+FORWARD_LAYERS:
+    for (int l = 0; l < n_layers; ++l) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_LAYERS
+        layer_forward(layer[l], weight, bias, act[l & 1], act[(l + 1) & 1]);
+    }
+    const int16_t* in = act[n_layers & 1];
+    const LayerDesc& last = layer[n_layers - 1];
     const bool tanh_head = (last.flags & FLAG_TANH) != 0;
     int best = 0;
+    int16_t best_value = in[0];
 FORWARD_HEAD:
     for (int i = 0; i < last.m_out; ++i) {
-        y[i] = tanh_head ? tanh_lookup(T, in[i]) : in[i];
-        if (in[i] > in[best]) best = i;
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_WIDTH
+        y[i] = tanh_head ? tanh_lookup(in[i]) : in[i];
+        if (in[i] > best_value) {
+            best = i;
+            best_value = in[i];
+        }
     }
-    if (argmax) *argmax = tanh_head ? -1 : best;
+    return tanh_head ? -1 : best;
 }
 
 }  // namespace
 
-const int16_t* tanh_table() { return table().t; }
+const int16_t* tanh_table() { return TANH_TABLE; }
 
-int16_t tanh_pwl(int16_t y) { return tanh_lookup(tanh_table(), y); }
+int16_t tanh_pwl(int16_t y) { return tanh_lookup(y); }
 
 uint32_t plan_layers(int n_layers, LayerDesc* desc) {
     if (n_layers < 1 || n_layers > MAX_LAYERS) return ERR_BAD_LOAD;
     int w_offset = 0, b_offset = 0;
 PLAN_LAYERS:
     for (int l = 0; l < n_layers; ++l) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_LAYERS
         LayerDesc& d = desc[l];
         const bool last = l == n_layers - 1;
         if (d.n_in < 1 || d.n_in > MAX_WIDTH || d.m_out < 1 || d.m_out > MAX_WIDTH) return ERR_BAD_LOAD;
@@ -135,18 +145,21 @@ PLAN_LAYERS:
     return 0;
 }
 
-void forward_one(const Model& model, const int16_t* x, int16_t* y, int32_t* argmax) {
-    forward_core(model, tanh_table(), x, y, argmax);
+int32_t forward_one(int n_layers, const LayerDesc layer[MAX_LAYERS], const int16_t weight[WEIGHT_WORDS],
+                    const int32_t bias[BIAS_WORDS], const int16_t x[MAX_WIDTH], int16_t y[MAX_WIDTH]) {
+#pragma HLS INLINE  // part of mlp_top's datapath: the static arrays keep their partitions
+    return forward_core(n_layers, layer, weight, bias, x, y);
 }
 
 MLP_CPU_CLONES
 void forward_batch(const Model& model, const int16_t* x, int batch, int16_t* y, int32_t* argmax) {
-    const int16_t* T = tanh_table();
     const int n0 = model.layer[0].n_in;
     const int m = model.layer[model.n_layers - 1].m_out;
 FORWARD_BATCH:
     for (int b = 0; b < batch; ++b) {
-        forward_core(model, T, x + std::size_t(b) * n0, y + std::size_t(b) * m, argmax ? argmax + b : nullptr);
+        int32_t best = forward_core(model.n_layers, model.layer, model.weight, model.bias, x + std::size_t(b) * n0,
+                                    y + std::size_t(b) * m);
+        if (argmax) argmax[b] = best;
     }
 }
 
@@ -163,35 +176,46 @@ void mlp_top(pearl::stream<pearl::axis16>& s_axis_in, pearl::stream<pearl::axis1
 #pragma HLS INTERFACE s_axilite port = max_layers offset = 0x30 bundle = control
 #pragma HLS INTERFACE s_axilite port = error offset = 0x38 bundle = control
 #pragma HLS INTERFACE s_axilite port = return bundle = control
-    static mlp::Model model;  // on-chip weights, kept between calls
-#pragma HLS ARRAY_PARTITION variable = model.weight cyclic factor = MLP_LANES
+    // On-chip weights, kept between calls. Separate statics rather than one struct so that each
+    // array's partition pragma sits in the scope that declares it (what Vitis requires).
+    static int n_layers = 0;  // 0: nothing loaded
+    static mlp::LayerDesc layer[mlp::MAX_LAYERS];
+    static int16_t weight[mlp::WEIGHT_WORDS];
+    static int32_t bias[mlp::BIAS_WORDS];
+#pragma HLS ARRAY_PARTITION variable = layer type = complete  // a few registers, read every cycle by loop bounds
+#pragma HLS ARRAY_PARTITION variable = weight type = cyclic factor = MLP_LANES  // LANES words of a row per clock
     lanes = mlp::LANES;
     max_width = mlp::MAX_WIDTH;
     max_layers = mlp::MAX_LAYERS;
     error = 0;
     if (mode == mlp::MODE_LOAD) {
-        error = mlp::load_model(s_axis_in, model);
+        error = mlp::load_arrays(s_axis_in, n_layers, layer, weight, bias);
         return;
     }
-    if (mode != mlp::MODE_INFER || model.n_layers == 0 || batch > uint32_t(mlp::MAX_BATCH)) {
+    if (mode != mlp::MODE_INFER || n_layers == 0 || batch > uint32_t(mlp::MAX_BATCH)) {
         error = mlp::ERR_BAD_LOAD;
         return;
     }
-    const mlp::LayerDesc& first = model.layer[0];
-    const mlp::LayerDesc& last = model.layer[model.n_layers - 1];
-    const bool raw_head = (last.flags & mlp::FLAG_RAW) != 0;
+    const int n_in = layer[0].n_in;
+    const int m_out = layer[n_layers - 1].m_out;
+    const bool raw_head = (layer[n_layers - 1].flags & mlp::FLAG_RAW) != 0;
     int16_t x[mlp::MAX_WIDTH];
     int16_t y[mlp::MAX_WIDTH];
 INFER_BATCH:
     for (uint32_t b = 0; b < batch; ++b) {
 #pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_BATCH
     INFER_READ:
-        for (int j = 0; j < first.n_in; ++j) x[j] = s_axis_in.read().data;
-        int32_t argmax = -1;
-        mlp::forward_one(model, x, y, &argmax);
+        for (int j = 0; j < n_in; ++j) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_WIDTH
+#pragma HLS PIPELINE II = 1  // one stream word per clock
+            x[j] = s_axis_in.read().data;
+        }
+        const int32_t argmax = mlp::forward_one(n_layers, layer, weight, bias, x, y);
     INFER_WRITE:
-        for (int i = 0; i < last.m_out; ++i) {
-            bool end = !raw_head && i == last.m_out - 1;
+        for (int i = 0; i < m_out; ++i) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_WIDTH
+#pragma HLS PIPELINE II = 1  // one stream word per clock
+            bool end = !raw_head && i == m_out - 1;
             m_axis_out.write(pearl::make_axis16(y[i], end));
         }
         if (raw_head) m_axis_out.write(pearl::make_axis16(int16_t(argmax), true));

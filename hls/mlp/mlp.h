@@ -1,5 +1,9 @@
 // mlp.h: fixed-point MLP inference kernel (DQN Q-networks, DDPG actors). Contract: hls/mlp/SPEC.md.
 //
+// Formats: observations, weights and activations int16 (per-layer fractional bits chosen by the host),
+// biases int32, accumulators exact (int64 in C++, 48-bit DSP cascades in hardware); a TANH head takes
+// Q3.12 and returns Q0.15.
+//
 // Arithmetic (exactly SPEC.md; every backend is bit-identical):
 //   layer l: acc_i = b[i] + sum_j W[i][j] * a[j]          exact integer sum (int16 x int16, int32 bias)
 //            s = shift_l (0..40); y = (acc + 2^(s-1)) >> s when s > 0 (round half up, arithmetic shift)
@@ -8,32 +12,39 @@
 //            TANH -> input Q3.12, output Q0.15: piecewise-linear tanh over 1024 segments of 64 LSB,
 //                    t = T[k] + (((T[k+1] - T[k]) * r + 32) >> 6), u = y + 32768, k = u >> 6, r = u & 63,
 //                    T[k] = clamp(floor(tanh((64k - 32768) / 4096) * 32768 + 0.5), +-32767).
+//            T is the constant TANH_TABLE of mlp_tanh_table.h (generated from the Python formula and
+//            committed; a ROM in hardware, no std::tanh anywhere in the kernel).
 //
 // Why the MAC is split: a = 256 * hi + lo with lo = a & 255 (0..255) and hi = a >> 8 (-128..127).
 // Over a block of at most 256 products, sum W*lo <= 256 * 32768 * 255 < 2^31 and
 // sum W*hi <= 256 * 32768 * 128 = 2^30, so both partial sums are exact in int32; the exact sum is
 // 256 * S_hi + S_lo in int64. On a CPU this is two pmaddwd dot products (16-bit SIMD, exact); in
-// hardware a DSP computes the same value as one 16x16 product into a 48-bit accumulator.
+// hardware each lane is a 16x8 and a 16x9 product into int32 accumulators (one DSP each).
 //
-// Memory layout (on-chip; Model below):
+// Memory layout (on-chip; the HLS top holds these as separate static arrays, the cpu build in Model):
 //   weight[]: layer after layer, each m_out rows of `stride` words (stride = n_in rounded up to
-//             ROW_ALIGN, padding = 0, so MAC blocks never need a remainder and LANES words of a row
-//             always sit in LANES different banks of the cyclic partition)
+//             ROW_ALIGN, a multiple of LANES, padding = 0), so a row is a whole number of LANES-word
+//             chunks and chunk c of the memory is word c*LANES+u in bank u of the cyclic partition:
 //     layer 0: | row 0: W00 .. W0(n-1) 0 0 | row 1: ... | ... | row m-1 |  layer 1: | row 0 | ...
+//     bank u (u = 0..LANES-1) holds words u, u+LANES, u+2*LANES, ...: one chunk = one read per bank.
 //   bias[]:   layer after layer, m_out int32 words each.
-//   activations: two ping-pong buffers of MAX_WIDTH int16 (zero padded to the next stride).
+//   activations: act[2][MAX_WIDTH] ping-pong int16 (zero padded to the next stride), split into
+//             lo/hi copies partitioned like the weights.
 //
-// Cost per inference: sum_l m_l * stride_l / LANES MAC cycles + a few cycles per layer for the
-// rounding pipeline (RTL target: MACs / LANES + 8 * L + 16). The cpu backend runs these functions
-// ("plain" path, vectorized by g++, one clone per x86-64 level) or, where the CPU has AVX-512/AVX2,
-// an equivalent MAC array with the outputs in the vector lanes (pearl_fpga/native/mlp_simd.h);
-// tests hold all of them bit-identical.
+// Expected cycles per inference (HLS schedule, estimated: no Vitis run here): sum over layers of
+// stride_l (lo/hi split) + m_l * (stride_l / LANES + D), D ~ 6 the MAC pipeline depth plus
+// requantization, + n_0 stream reads + m_L writes; e.g. 4-64-64-2, LANES 16:
+// 160 + 64*(2+6) + 64*(4+6) + 2*(4+6) + ~10 ~ 1.3k cycles. The reference RTL overlaps rows (target
+// MACs / LANES + 8 * L + 16). The cpu backend runs these same functions ("plain" path, vectorized by
+// g++, one clone per x86-64 level) or, where the CPU has AVX-512/AVX2, an equivalent MAC array with
+// the outputs in the vector lanes (pearl_fpga/native/mlp_simd.h); tests hold all of them bit-identical.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "common/hls_compat.h"
+#include "mlp_tanh_table.h"
 
 #if defined(__GNUC__) && !defined(__SYNTHESIS__)
 #pragma GCC diagnostic ignored "-Wunused-label"  // loop labels name loops for HLS directives and reports
@@ -77,10 +88,13 @@ constexpr int MAX_SHIFT = 40;
 constexpr int TANH_FRAC_BITS = 12;  // Q3.12 input of the tanh head
 constexpr int TANH_SEGMENTS = 1024;
 constexpr int TANH_SEGMENT_BITS = 6;
+constexpr int WEIGHT_WORDS = MAX_LAYERS * MAX_WIDTH * MAX_WIDTH;
+constexpr int BIAS_WORDS = MAX_LAYERS * MAX_WIDTH;
 
 static_assert(LANES >= 1 && (LANES & (LANES - 1)) == 0 && LANES <= MAC_BLOCK, "LANES: a power of two <= 256");
 static_assert(MAX_WIDTH % ROW_ALIGN == 0, "MAX_WIDTH must be a multiple of ROW_ALIGN");
 static_assert(MAC_BLOCK % ROW_ALIGN == 0, "MAC blocks must hold whole row chunks");
+static_assert(sizeof(TANH_TABLE) / sizeof(TANH_TABLE[0]) == TANH_SEGMENTS + 1, "regenerate mlp_tanh_table.h");
 static_assert(MAX_LAYERS >= 1 && MAX_WIDTH <= 65535, "parameters out of range");
 
 // LOAD stream flags (per layer)
@@ -105,18 +119,19 @@ struct LayerDesc {
     int b_offset;     // first bias of the layer in Model::bias
 };
 
-// Everything a LOAD writes. The HLS top holds one statically (BRAM/URAM); the cpu extension one per
-// MLPInfer on the heap (about 2 MB at MAX_WIDTH 512).
+// Everything a LOAD writes, for the cpu extension (one per MLPInfer on the heap, about 2 MB at
+// MAX_WIDTH 512). The HLS top keeps the same four members as separate statics instead, so that each
+// array gets its own ARRAY_PARTITION in the top's scope (mlp_top in mlp.cpp).
 struct Model {
     int n_layers;  // 0: nothing loaded
     LayerDesc layer[MAX_LAYERS];
-    alignas(64) int16_t weight[MAX_LAYERS * MAX_WIDTH * MAX_WIDTH];
-    int32_t bias[MAX_LAYERS * MAX_WIDTH];
+    alignas(64) int16_t weight[WEIGHT_WORDS];
+    int32_t bias[BIAS_WORDS];
 };
 
 constexpr int round_up(int n, int k) { return (n + k - 1) / k * k; }
 
-// The 1025-entry tanh table of SPEC.md, computed once from the formula (std::tanh in double).
+// The 1025-entry tanh table of SPEC.md (TANH_TABLE of mlp_tanh_table.h).
 const int16_t* tanh_table();
 
 // Q3.12 -> Q0.15 piecewise-linear tanh of SPEC.md.
@@ -136,18 +151,22 @@ inline int16_t requantize(int64_t acc, int shift, bool relu) {
 uint32_t plan_layers(int n_layers, LayerDesc* desc);
 
 // Runs the network on one observation: x holds n_0 words, y receives m_{L-1} words (raw values or
-// tanh outputs); for a RAW head *argmax receives the index of the first maximum (else -1).
-// The model must hold a successful LOAD (n_layers > 0).
-void forward_one(const Model& model, const int16_t* x, int16_t* y, int32_t* argmax);
+// tanh outputs); returns the index of the first maximum for a RAW head, else -1. The arrays are what
+// a successful LOAD wrote (n_layers > 0). The HLS top's entry (inlined into mlp_top).
+int32_t forward_one(int n_layers, const LayerDesc layer[MAX_LAYERS], const int16_t weight[WEIGHT_WORDS],
+                    const int32_t bias[BIAS_WORDS], const int16_t x[MAX_WIDTH], int16_t y[MAX_WIDTH]);
 
 // forward_one over a batch (rows of n_0 / m words); argmax may be null. The CPU backend's entry.
 void forward_batch(const Model& model, const int16_t* x, int batch, int16_t* y, int32_t* argmax);
 
-// Parses one LOAD stream (SPEC.md) from any source with `pearl::axis16 read()`; writes `model` only
-// when the header is valid. Returns 0 or ERR_BAD_LOAD. A stream whose tlast comes early or late
-// leaves model.n_layers = 0 (no weights) after draining to tlast.
+// Parses one LOAD stream (SPEC.md) from any source with `pearl::axis16 read()`; writes the arrays
+// only when the header is valid. Returns 0 or ERR_BAD_LOAD. A stream whose tlast comes early or late
+// leaves n_layers_out = 0 (no weights) after draining to tlast. A template so that the cpu extension
+// can feed a numpy array; under synthesis it is instantiated once, with pearl::stream (hls::stream)
+// in mlp_top, so Vitis sees an ordinary AXI4-Stream read.
 template <typename Source>
-uint32_t load_model(Source& in, Model& model) {
+uint32_t load_arrays(Source& in, int& n_layers_out, LayerDesc layer[MAX_LAYERS], int16_t weight[WEIGHT_WORDS],
+                     int32_t bias[BIAS_WORDS]) {
     LayerDesc desc[MAX_LAYERS];
     pearl::axis16 w = in.read();
     int n_layers = uint16_t(w.data);
@@ -171,7 +190,7 @@ LOAD_HEADER:
         while (!ended) ended = in.read().last;
         return ERR_BAD_LOAD;  // old weights stay in place
     }
-    model.n_layers = 0;  // invalid until the last word arrives
+    n_layers_out = 0;  // invalid until the last word arrives
 LOAD_LAYERS:
     for (int l = 0; l < n_layers; ++l) {
         const LayerDesc& d = desc[l];
@@ -180,7 +199,8 @@ LOAD_LAYERS:
 #pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_WIDTH
         LOAD_COLS:
             for (int j = 0; j < d.stride; ++j) {
-#pragma HLS PIPELINE II = 1
+#pragma HLS LOOP_TRIPCOUNT min = ROW_ALIGN max = MLP_MAX_WIDTH
+#pragma HLS PIPELINE II = 1  // one stream word per clock, the AXI4-Stream rate
                 int16_t v = 0;
                 if (j < d.n_in) {
                     if (ended) return ERR_BAD_LOAD;  // truncated: no weights
@@ -188,17 +208,18 @@ LOAD_LAYERS:
                     ended = x.last;
                     v = x.data;
                 }
-                model.weight[d.w_offset + i * d.stride + j] = v;
+                weight[d.w_offset + i * d.stride + j] = v;
             }
         }
     LOAD_BIASES:
         for (int i = 0; i < d.m_out; ++i) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_WIDTH
             if (ended) return ERR_BAD_LOAD;
             pearl::axis16 lo = in.read();
             if (lo.last) return ERR_BAD_LOAD;
             pearl::axis16 hi = in.read();
             ended = hi.last;
-            model.bias[d.b_offset + i] = int32_t(uint32_t(uint16_t(lo.data)) | (uint32_t(uint16_t(hi.data)) << 16));
+            bias[d.b_offset + i] = int32_t(uint32_t(uint16_t(lo.data)) | (uint32_t(uint16_t(hi.data)) << 16));
         }
     }
     if (!ended) {  // too long: drain, no weights
@@ -207,9 +228,15 @@ LOAD_LAYERS:
         return ERR_BAD_LOAD;
     }
 LOAD_COMMIT:
-    for (int l = 0; l < n_layers; ++l) model.layer[l] = desc[l];
-    model.n_layers = n_layers;
+    for (int l = 0; l < n_layers; ++l) layer[l] = desc[l];
+    n_layers_out = n_layers;
     return 0;
+}
+
+// load_arrays into a Model (the cpu extension's entry).
+template <typename Source>
+uint32_t load_model(Source& in, Model& model) {
+    return load_arrays(in, model.n_layers, model.layer, model.weight, model.bias);
 }
 
 }  // namespace mlp
