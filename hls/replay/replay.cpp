@@ -2,6 +2,8 @@
 // Layout, arithmetic and cost: see replay.h; interface: SPEC.md.
 #include "replay.h"
 
+#include <type_traits>
+
 #ifdef __SYNTHESIS__
 #define REPLAY_PREFETCH(addr) ((void)0)
 #else
@@ -32,6 +34,13 @@ CHILD_PREFIX:
     rem -= before;
     return chosen < K ? chosen : K - 1;
 }
+
+// The arithmetic of one UPDATE, shared by the batched core and the top: the leaf's change as a
+// wrapping u64 delta, and what each level does with it (the sums add it, the leaf takes the word).
+// Wrapping is exact overall: every true sum fits in 64 bits.
+inline uint64_t leaf_delta(uint32_t word, uint32_t old) { return uint64_t(word) - uint64_t(old); }
+inline void update_lane(uint64_t& sum, uint32_t, uint64_t delta) { sum += delta; }
+inline void update_lane(uint32_t& leaf, uint32_t word, uint64_t) { leaf = word; }
 
 template <uint32_t K>
 void sample_k(const TreeShape& shape, const uint64_t* const* sums, const uint32_t* leaves,
@@ -98,7 +107,7 @@ UPDATE_LEAVES:
         }
         const uint32_t old = leaves[i];
         leaves[i] = words[b];
-        delta[b] = uint64_t(words[b]) - uint64_t(old);  // wraps; the sums below come out exact
+        delta[b] = leaf_delta(words[b], old);
     }
     // Then every ancestor level, bottom up: additions commute, so the batch order no longer matters.
 UPDATE_LEVELS:
@@ -107,7 +116,7 @@ UPDATE_LEVELS:
         const uint32_t shift = shape.log2_fanout * (shape.depth - level);
     UPDATE_BATCH:
         for (uint32_t b = 0; b < n; b++) {
-            if (idx[b] < shape.capacity) sum[idx[b] >> shift] += delta[b];
+            if (idx[b] < shape.capacity) update_lane(sum[idx[b] >> shift], 0, delta[b]);
         }
     }
 }
@@ -125,28 +134,181 @@ void tree_sample(const TreeShape& shape, const uint64_t* const* sums, const uint
 }  // namespace replay
 
 // ---- HLS top ------------------------------------------------------------------------------------
+// Storage and pipeline of the synthesized kernel: see "HLS top" in replay.h. No pointers: every level
+// is its own static array of compile-time size, reached through Level<D>, and the level loop is
+// unrolled by template recursion (Descent<1> .. Descent<DEPTH>) inside one pipelined command loop.
 namespace {
 
+using replay::choose_child;
+using replay::leaf_delta;
+using replay::update_lane;
 constexpr replay::TreeShape SHAPE = replay::TOP_SHAPE;
+constexpr uint32_t K = SHAPE.fanout;
+constexpr uint32_t LOG2K = SHAPE.log2_fanout;
+constexpr uint32_t DEPTH = SHAPE.depth;
+constexpr uint32_t LEAVES = SHAPE.level_size[DEPTH];
 
-constexpr uint64_t level_offset(uint32_t d) {
-    uint64_t off = 0;
-    for (uint32_t i = 0; i < d; i++) off += SHAPE.level_size[i];
-    return off;
+// The K children of one node, as one value (K registers in hardware).
+template <typename Word>
+struct Group {
+    Word child[K];
+};
+
+// Level D (1..DEPTH; DEPTH = leaves) of the top's tree: GROUPS blocks of K children, stored as
+// mem[group][lane]. Partitioning dim 2 gives K memories of GROUPS words, so a node's K children are
+// read in one cycle; the forwarding register holds the block the previous command wrote, because
+// with DEPENDENCE false the next command's read may be issued in the cycle of that write.
+// (C++14 on purpose, no `if constexpr` / inline variables: the Vitis HLS front end's default.)
+template <uint32_t D>
+struct Level {
+    using Word = typename std::conditional<D == DEPTH, uint32_t, uint64_t>::type;
+    static constexpr uint32_t GROUPS = SHAPE.level_size[D] / K;
+    static constexpr uint32_t SHIFT = LOG2K * (DEPTH - D);  // leaf index >> SHIFT = its ancestor here
+    static Word mem[GROUPS][K];                             // zero after configuration
+    static Group<Word> fwd_value;
+    static uint32_t fwd_group;
+    static bool fwd_valid;
+
+    static Group<Word> read(uint32_t group) {
+#pragma HLS INLINE
+#pragma HLS ARRAY_PARTITION variable = mem type = complete dim = 2
+#pragma HLS BIND_STORAGE variable = mem type = ram_s2p latency = 1
+#pragma HLS DEPENDENCE variable = mem type = inter false
+        Group<Word> stored;
+    READ_LANES:
+        for (uint32_t k = 0; k < K; k++) {
+#pragma HLS UNROLL
+            stored.child[k] = mem[group][k];
+        }
+        return fwd_valid && group == fwd_group ? fwd_value : stored;
+    }
+
+    // Writes the one changed lane (one of the K memories) and remembers the whole block.
+    static void write(uint32_t group, uint32_t lane, const Group<Word>& value) {
+#pragma HLS INLINE
+        mem[group][lane] = value.child[lane];
+        fwd_value = value;
+        fwd_group = group;
+        fwd_valid = true;
+    }
+
+    static void clear() {
+    CLEAR_GROUPS:
+        for (uint32_t g = 0; g < GROUPS; g++) {
+#pragma HLS PIPELINE II = 1
+        CLEAR_LANES:
+            for (uint32_t k = 0; k < K; k++) {
+#pragma HLS UNROLL
+                mem[g][k] = 0;
+            }
+        }
+        fwd_valid = false;
+    }
+};
+template <uint32_t D>
+typename Level<D>::Word Level<D>::mem[Level<D>::GROUPS][K] = {};
+template <uint32_t D>
+Group<typename Level<D>::Word> Level<D>::fwd_value = {};
+template <uint32_t D>
+uint32_t Level<D>::fwd_group = 0;
+template <uint32_t D>
+bool Level<D>::fwd_valid = false;
+
+// The leaf words once more, read and written at the front of the pipeline: an UPDATE needs the old
+// word (for its delta) before it reaches the sums, while SAMPLE reads the leaves last. Keeping both
+// uses of each level in the same pipeline stage is what makes DEPENDENCE false safe.
+uint32_t g_front_leaves[LEAVES] = {};
+uint32_t g_front_fwd_index = 0;
+uint32_t g_front_fwd_word = 0;
+bool g_front_fwd_valid = false;
+uint64_t g_root = 0;  // level 0: the total, a register
+
+
+// One command at level D. An UPDATE changes its ancestor's lane at this level; a SAMPLE reads the
+// K children of `node` (its choice at level D-1), picks one and moves `node` to it. Both compute
+// this level's address from the previous level's output, so HLS schedules every access to level D
+// in the same stage. Returns the chosen child's value (at the leaf level: the sampled word).
+template <uint32_t D>
+typename Level<D>::Word level_step(bool is_update, uint32_t index, uint64_t delta, uint32_t word, uint32_t& node,
+                                   uint64_t& rem) {
+#pragma HLS INLINE
+    using L = Level<D>;
+    const uint32_t ancestor = index >> L::SHIFT;
+    // The clamp only acts for commands that are not a valid SAMPLE (target >= total, other opcodes,
+    // which run the descent too and discard it): it keeps their addresses inside the level.
+    const uint32_t group = is_update ? ancestor >> LOG2K : node < L::GROUPS ? node : L::GROUPS - 1;
+    Group<typename L::Word> block = L::read(group);
+    uint32_t lane;
+    if (is_update) {
+        lane = ancestor & (K - 1);
+        update_lane(block.child[lane], word, delta);
+        L::write(group, lane, block);
+    } else {
+        lane = choose_child<K>(block.child, rem);
+        node = group * K + lane;
+    }
+    return block.child[lane];
 }
 
-// The tree lives across calls (on the FPGA: on-chip memory, zero after configuration; the host
-// sends CLEAR to start over). Levels are consecutive segments of one sums array, addressed through
-// per-level pointers with compile-time offsets.
-uint64_t g_sums[replay::sums_size(SHAPE)];
-uint32_t g_leaves[SHAPE.level_size[SHAPE.depth]];
-
-void level_pointers(uint64_t* sums[replay::MAX_DEPTH]) {
-LEVEL_POINTERS:
-    for (uint32_t d = 0; d < replay::MAX_DEPTH; d++) {
-#pragma HLS UNROLL
-        sums[d] = d < SHAPE.depth ? g_sums + level_offset(d) : g_sums;
+// Levels D..DEPTH, unrolled at compile time; the leaf level hands out the sampled word.
+template <uint32_t D, bool LEAF = D == DEPTH>
+struct Descent {
+    static void run(bool is_update, uint32_t index, uint64_t delta, uint32_t word, uint32_t& node, uint64_t& rem,
+                    uint32_t& leaf_word) {
+#pragma HLS INLINE
+        level_step<D>(is_update, index, delta, word, node, rem);
+        Descent<D + 1>::run(is_update, index, delta, word, node, rem, leaf_word);
     }
+    static void clear() {
+        Level<D>::clear();
+        Descent<D + 1>::clear();
+    }
+    // Test hook: level D into the CPU layout.
+    static void copy(uint64_t* sums, uint32_t* leaves) {
+        for (uint32_t g = 0; g < Level<D>::GROUPS; g++) {
+            for (uint32_t k = 0; k < K; k++) sums[g * K + k] = Level<D>::mem[g][k];
+        }
+        Descent<D + 1>::copy(sums + SHAPE.level_size[D], leaves);
+    }
+};
+template <uint32_t D>
+struct Descent<D, true> {
+    static void run(bool is_update, uint32_t index, uint64_t delta, uint32_t word, uint32_t& node, uint64_t& rem,
+                    uint32_t& leaf_word) {
+#pragma HLS INLINE
+        leaf_word = level_step<D>(is_update, index, delta, word, node, rem);
+    }
+    static void clear() { Level<D>::clear(); }
+    static void copy(uint64_t*, uint32_t* leaves) {
+        for (uint32_t g = 0; g < Level<D>::GROUPS; g++) {
+            for (uint32_t k = 0; k < K; k++) leaves[g * K + k] = Level<D>::mem[g][k];
+        }
+    }
+};
+
+void clear_tree() {
+CLEAR_FRONT:
+    for (uint32_t i = 0; i < LEAVES; i++) {
+#pragma HLS PIPELINE II = 1
+        g_front_leaves[i] = 0;
+    }
+    g_front_fwd_valid = false;
+    g_root = 0;
+    Descent<1>::clear();
+}
+
+// Leaf `index` := word at the front of the pipeline; returns word - old (wrapping).
+uint64_t front_update(uint32_t index, uint32_t word) {
+#pragma HLS INLINE
+#pragma HLS BIND_STORAGE variable = g_front_leaves type = ram_s2p latency = 1
+#pragma HLS DEPENDENCE variable = g_front_leaves type = inter false
+    const uint32_t stored = g_front_leaves[index];
+    const uint32_t old = g_front_fwd_valid && index == g_front_fwd_index ? g_front_fwd_word : stored;
+    g_front_leaves[index] = word;
+    g_front_fwd_index = index;
+    g_front_fwd_word = word;
+    g_front_fwd_valid = true;
+    return leaf_delta(word, old);
 }
 
 }  // namespace
@@ -160,39 +322,49 @@ void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::
 #pragma HLS INTERFACE mode = s_axilite port = fanout offset = 0x20 bundle = control
 #pragma HLS INTERFACE mode = s_axilite port = total offset = 0x28 bundle = control
 #pragma HLS INTERFACE mode = s_axilite port = return bundle = control
-    uint64_t* sums[replay::MAX_DEPTH];
-    level_pointers(sums);
-COMMANDS:
-    for (uint32_t c = 0; c < n_cmds; c++) {
-        const pearl::axis128 cmd = s_axis_cmd.read();
-        const uint64_t cmd_hi = pearl::axis_hi(cmd);
-        const uint32_t op = uint32_t(cmd_hi >> 56) & 0xFF;
-        const uint32_t index = uint32_t(cmd_hi);
-        const uint64_t value = pearl::axis_lo(cmd);
-        const uint64_t resp_hi = uint64_t(op) << 56;
-        if (op == replay::OP_UPDATE) {
+    uint32_t c = 0;
+    // A CLEAR ends the pipelined run (the pipeline drains), clears every level, and the run resumes.
+SEGMENTS:
+    while (c < n_cmds) {
+        bool clear = false;
+    COMMANDS:
+        for (; c < n_cmds && !clear; c++) {
+#pragma HLS PIPELINE II = 1
+            const pearl::axis128 cmd = s_axis_cmd.read();
+            const uint64_t cmd_hi = pearl::axis_hi(cmd);
+            const uint32_t op = uint32_t(cmd_hi >> 56) & 0xFF;
+            const uint32_t index = uint32_t(cmd_hi);
+            const uint64_t value = pearl::axis_lo(cmd);
+            const uint64_t resp_hi = uint64_t(op) << 56;
+            // Updates beyond CAPACITY are dropped (never sent by the host), so padding stays 0.
+            const bool is_update = op == replay::OP_UPDATE && index < SHAPE.capacity;
             const uint32_t word = uint32_t(value);
-            uint64_t delta;
-            replay::tree_update(SHAPE, sums, g_leaves, &index, &word, 1, &delta);
-        } else if (op == replay::OP_SAMPLE) {
-            uint32_t leaf, word;
-            uint64_t rem;
-            replay::tree_sample(SHAPE, sums, g_leaves, &value, 1, &leaf, &word, &rem);
-            m_axis_resp.write(pearl::make_axis128(word, resp_hi | leaf, cmd.last));
-        } else if (op == replay::OP_TOTAL) {
-            m_axis_resp.write(pearl::make_axis128(replay::tree_total(sums), resp_hi, cmd.last));
-        } else if (op == replay::OP_CLEAR) {
-            replay::tree_clear(SHAPE, sums, g_leaves);
-        }  // other opcodes: ignored, no response
+            uint64_t delta = 0;
+            if (is_update) {
+                delta = front_update(index, word);
+                g_root += delta;
+            }
+            uint32_t node = 0, leaf_word = 0;
+            uint64_t rem = value;
+            Descent<1>::run(is_update, index, delta, word, node, rem, leaf_word);
+            if (op == replay::OP_SAMPLE) {
+                m_axis_resp.write(pearl::make_axis128(leaf_word, resp_hi | node, cmd.last));
+            } else if (op == replay::OP_TOTAL) {
+                m_axis_resp.write(pearl::make_axis128(g_root, resp_hi, cmd.last));
+            }
+            clear = op == replay::OP_CLEAR;  // other opcodes: ignored, no response
+        }
+        if (clear) clear_tree();
     }
     capacity = SHAPE.capacity;
     fanout = SHAPE.fanout;
-    total = replay::tree_total(sums);
+    total = g_root;
 }
 
-const uint64_t* const* replay_top_sums() {
-    static uint64_t* sums[replay::MAX_DEPTH];
-    level_pointers(sums);
-    return sums;
+bool replay_top_state(uint64_t* sums, uint32_t* leaves) {
+    sums[0] = g_root;
+    Descent<1>::copy(sums + 1, leaves);
+    bool front_matches = true;
+    for (uint32_t i = 0; i < LEAVES; i++) front_matches = front_matches && g_front_leaves[i] == leaves[i];
+    return front_matches;
 }
-const uint32_t* replay_top_leaves() { return g_leaves; }

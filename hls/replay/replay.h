@@ -3,9 +3,15 @@
 // One source, two builds:
 //   * Vitis HLS synthesizes `replay_top` (replay.cpp) with CAPACITY/FANOUT fixed at compile time
 //     (REPLAY_CAPACITY / REPLAY_FANOUT, overridable with -D).
-//   * g++ compiles the same core functions (`tree_update`, `tree_sample`, `tree_total`,
+//   * g++ compiles the batched core functions (`tree_update`, `tree_sample`, `tree_total`,
 //     `tree_clear`) into the Python package; there the shape is a runtime TreeShape, so one binary
-//     serves every capacity and fan-out. The top calls exactly these functions.
+//     serves every capacity and fan-out, with the levels in heap memory behind level pointers.
+//   The top keeps its own compile-time storage (below: Vitis HLS wants static per-level arrays, not
+//   pointer arrays) and shares the arithmetic, replay.cpp's `choose_child<K>` (prefix compare of
+//   one descent step), `leaf_delta` and `update_lane` (one update's delta and per-level change),
+//   which both the top and tree_sample/tree_update call. (A separate top storage costs the CPU
+//   backend nothing: its heap levels, huge pages and batched prefetching stay as they were.)
+//   replay_tb.cpp checks both against one plain model.
 //
 // Memory layout: one array per tree level, K = FANOUT, D = DEPTH = ceil(log_K(CAPACITY)) >= 1.
 //
@@ -31,6 +37,35 @@
 //           The batched form walks all B samples one level at a time, prefetching the next level,
 //           so B independent cache misses overlap instead of D*B serial ones.
 //   total:  one read of the root.
+//
+// ---- HLS top (replay_top in replay.cpp): storage, pragmas, pipeline ----------------------------
+// Storage, all compile-time sized (no pointers, no pointer arrays: Vitis HLS maps each static array
+// to its own memory):
+//   level 0        g_root: a 64-bit register (the total).
+//   level D=1..DEPTH  Level<D>::mem[GROUPS_D][K]: u64 sums (u32 words at D = DEPTH), one block of K
+//                  children per row. ARRAY_PARTITION complete dim=2 -> K memories of GROUPS_D words
+//                  per level, so the K children of a node are read in the same cycle.
+//                  BIND_STORAGE ram_s2p latency=1: one read and one write port, fixed 1-cycle read,
+//                  which the forwarding below assumes.
+//   front leaves   g_front_leaves[LEAVES]: a second copy of the leaf words, read and written at the
+//                  front of the pipeline so an UPDATE has its delta (new - old) before it reaches the
+//                  sums; cost: CAPACITY x 32 bits more memory, for II = 1 on mixed streams.
+// Pipeline: COMMANDS is one loop, PIPELINE II=1, over the command stream; its body runs every level
+// (Descent<1..DEPTH>, unrolled by template recursion, INLINE). A SAMPLE descends (read the K
+// children, prefix compare: choose_child, pick); an UPDATE does a read-modify-write of one lane per
+// level. Both derive level D's address from level D-1's output, so every access to a level happens
+// in the same pipeline stage, whatever the opcode: a later command can only overtake an earlier one
+// at a level by one cycle, which the per-level forwarding register (last block written) covers;
+// hence DEPENDENCE inter false on the level memories. HLS still sees the true dependences through
+// the forwarding and root registers, and raises II itself if they do not fit in one cycle.
+// CLEAR ends the pipelined run (drain), zeroes every level (one row of K per cycle), then resumes.
+// Expected cost of the top (K <= 16, after fill; estimates: csynth to confirm, Vitis HLS was not
+// available when this was written):
+//   SAMPLE, UPDATE, TOTAL: 1 command per clock (II = 1) in any mix. Latency about 3 + DEPTH * L
+//     cycles, L = 1 read + the K chained 64-bit prefix adds and the compare (2..4 cycles at
+//     200-300 MHz for K = 16), e.g. about 20 cycles for CAPACITY 8192, K 16 (DEPTH 4).
+//   B commands: about B + latency cycles.  CLEAR: LEAVES + sum over levels of GROUPS_D cycles
+//     (about CAPACITY * (1 + 1/(K-1)) / K + CAPACITY), plus one pipeline drain.
 #pragma once
 
 #include <cstddef>
@@ -129,6 +164,7 @@ static_assert(REPLAY_CAPACITY >= 1, "REPLAY_CAPACITY must be at least 1");
 void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp,
                 uint32_t n_cmds, uint32_t& capacity, uint32_t& fanout, uint64_t& total);
 
-// Test hook for the C++ testbench: the top's tree state (levels of TOP_SHAPE).
-const uint64_t* const* replay_top_sums();
-const uint32_t* replay_top_leaves();
+// Test hook for the C++ testbench: copies the top's tree into the CPU layout (sums: levels 0..DEPTH-1
+// of TOP_SHAPE back to back, sums_size(TOP_SHAPE) entries; leaves: level_size[DEPTH] entries).
+// Returns whether the front copy of the leaves (see "HLS top" above) equals the leaves.
+bool replay_top_state(uint64_t* sums, uint32_t* leaves);

@@ -2,7 +2,8 @@
 //
 // Checks, against a plain C++ model (a flat array of leaves, linear scans):
 //   1. replay_top at its compile-time shape, on random and adversarial command streams (repeated
-//      indices, zero and maximum words, targets 0 and total-1, CLEAR in the middle, tlast echo);
+//      indices, zero and maximum words, targets 0 and total-1, CLEAR in the middle, tlast echo,
+//      unknown opcodes and UPDATEs beyond CAPACITY, which must change nothing);
 //   2. the core functions the CPU backend calls (batched update/sample) at runtime shapes: fan-outs
 //      2/4/8/16, capacities 1 .. non-powers of K;
 //   3. after each sequence, every internal sum equals the sum of its K children, padding is 0.
@@ -109,7 +110,17 @@ void test_top(uint64_t seed) {
         for (uint32_t c = 0; c < n; c++) {
             const bool last = c + 1 == n;
             const uint32_t kind = rng() % 16;
-            if (kind < 8 || model.total() == 0) {
+            if (rng() % 32 == 0) {
+                // Never sent by the host; the top must ignore them: an unknown opcode, or an UPDATE
+                // beyond CAPACITY (padding leaves stay 0).
+                if (rng() % 2) {
+                    const uint64_t op = rng() % 2 ? 0x00 : 0x05 + rng() % 0xFB;
+                    cmd.write(pearl::make_axis128(rng(), (op << 56) | uint32_t(rng()), last));
+                } else {
+                    const uint32_t i = s.capacity + uint32_t(rng() % (rng() % 2 ? 64 : 0xFFFFFFFFu - s.capacity));
+                    cmd.write(pearl::make_axis128(random_word(rng), (uint64_t(replay::OP_UPDATE) << 56) | i, last));
+                }
+            } else if (kind < 8 || model.total() == 0) {
                 const uint32_t i = kind < 3 ? hot : uint32_t(rng() % s.capacity);
                 const uint32_t w = random_word(rng);
                 cmd.write(pearl::make_axis128(w, (uint64_t(replay::OP_UPDATE) << 56) | i, last));
@@ -143,7 +154,13 @@ void test_top(uint64_t seed) {
         }
         CHECK(total == model.total(), "round %d: total register", round);
     }
-    check_structure(s, replay_top_sums(), replay_top_leaves(), model, "top");
+    std::vector<uint64_t> flat(replay::sums_size(s));
+    std::vector<uint32_t> leaves(s.level_size[s.depth]);
+    const bool front_matches = replay_top_state(flat.data(), leaves.data());
+    CHECK(front_matches, "top: the front copy of the leaves differs from the leaves");
+    std::vector<const uint64_t*> sums(s.depth);
+    for (uint32_t d = 0, off = 0; d < s.depth; off += s.level_size[d], d++) sums[d] = flat.data() + off;
+    check_structure(s, sums.data(), leaves.data(), model, "top");
 }
 
 // 2. The core functions at a runtime shape, batched as the CPU backend calls them.
