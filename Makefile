@@ -1,6 +1,6 @@
 # pearl_fpga: the one entry point. Every target sets up .venv itself on first use.
 #   make train   train DQN on CartPole-v1 with the FPGA kernels in emulation (the main job)
-#   make test    the whole test suite: Python, native C++ backend, cocotb testbenches on Verilator
+#   make test    every test: the C simulations (make csim), then pytest: Python, native C++ backend, cocotb on Verilator
 #   make sim     only the cocotb testbenches of the reference RTL
 #   make csim    build and run the C++ testbenches of hls/ with g++
 #   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp) against the installed baselines
@@ -14,6 +14,7 @@ TORCH  := torch==2.13.0
 CXX    ?= g++
 KERNELS := replay mlp
 CSIM_UNITS := $(KERNELS) datamover  # the Alveo memory<->stream movers have a testbench too
+CSIM_REPLAY_SHAPES := 1/2 17/16 100/4 1000/8  # synthesis parameters (capacity/fanout) beyond the default top
 HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp pearl_fpga/native/*.cpp pearl_fpga/native/*.h)
 
 .PHONY: venv native test sim csim train bench clean help
@@ -42,7 +43,7 @@ $(VENV)/.stamp-native: $(VENV)/.stamp-deps $(HLS_SOURCES)
 
 native: $(VENV)/.stamp-native
 
-test: native
+test: native csim
 	$(PY) -m pytest
 
 sim: native
@@ -57,6 +58,12 @@ csim:
 	    $(CXX) -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-label -Ihls -Ihls/$$k hls/$$k/$$k.cpp hls/$$k/$${k}_tb.cpp -o build/csim/$${k}_tb; \
 	    ./build/csim/$${k}_tb; \
 	  fi; \
+	done
+	@set -e; for shape in $(CSIM_REPLAY_SHAPES); do \
+	  cap=$${shape%/*}; k=$${shape#*/}; echo "csim replay top at capacity $$cap fanout $$k"; \
+	  $(CXX) -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-label -Ihls -Ihls/replay -DREPLAY_CAPACITY=$$cap -DREPLAY_FANOUT=$$k \
+	    hls/replay/replay.cpp hls/replay/replay_tb.cpp -o build/csim/replay_tb_$${cap}_$$k; \
+	  ./build/csim/replay_tb_$${cap}_$$k; \
 	done
 
 train: native
