@@ -1,4 +1,5 @@
-"""Pieces shared by DQN and DDPG: network builder and the batch the replay hands to the learner."""
+"""Pieces shared by DQN and DDPG: network builder, the batch the replay hands to the learner, and the
+lean update helpers (module-free forward, fused gradient clipping, Adam without its Python wrapper)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -39,6 +41,7 @@ class Batch:
                    discrete: bool = False) -> Batch:
         """Convert a replay sample (obs, action, reward, next_obs, done[, weights]) to tensors."""
         def t(x: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            # Replay samples are fresh contiguous arrays of the right dtype: wrapped without a copy.
             return torch.as_tensor(np.asarray(x), device=device).to(dtype)
 
         n = len(data["reward"])
@@ -60,3 +63,68 @@ def optimizer_state_to_device(optimizer: torch.optim.Optimizer, device: torch.de
         for key, value in state.items():
             if isinstance(value, torch.Tensor) and key != "step":
                 state[key] = value.to(device)
+
+
+def linear_layers(net: nn.Sequential) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(weight, bias) of each Linear of an `mlp()` network, in order (the live parameters)."""
+    return [(m.weight, m.bias) for m in net if isinstance(m, nn.Linear)]
+
+
+def forward(layers: Sequence[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor, tanh_head: bool = False) -> torch.Tensor:
+    """The `mlp()` network's forward pass without nn.Module call overhead (same ops, same results).
+
+    ReLU runs in place on each Linear output: addmm's backward does not need its output."""
+    for weight, bias in layers[:-1]:
+        x = torch.relu_(F.linear(x, weight, bias))
+    x = F.linear(x, *layers[-1])
+    return torch.tanh(x) if tanh_head else x
+
+
+def clip_grad_norm(grads: Sequence[torch.Tensor], max_norm: float) -> None:
+    """Scale `grads` in place as torch.nn.utils.clip_grad_norm_ does (total L2 norm, coefficient
+    max_norm / (norm + 1e-6) clamped at 1), with a foreach norm over the list and no host sync."""
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+
+
+class LeanAdam:
+    """torch.optim.Adam(fused=True) stepped with explicit gradient tensors.
+
+    Runs the same fused CPU/CUDA Adam kernel on the same state tensors as `optimizer.step()`, without
+    the per-call Python wrapper (grouping, hooks, state look-ups: ~20% of a small DQN gradient step).
+    The gradients come from torch.autograd.grad, so parameters never hold `.grad` and nothing needs
+    zeroing. `optimizer` is the real torch optimizer: its state_dict()/load_state_dict() are the
+    checkpoint format (call `reset_cache()` after loading or moving its state).
+    """
+
+    def __init__(self, params: Sequence[torch.Tensor], lr: float) -> None:
+        self.params = list(params)
+        self.optimizer = torch.optim.Adam(self.params, lr=lr, fused=True)
+        self._state: tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]] | None = None
+
+    def reset_cache(self) -> None:
+        """Forget the cached state tensors (after optimizer.load_state_dict or a device move)."""
+        self._state = None
+
+    def _state_lists(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+        if self._state is None:
+            for p in self.params:  # lazy initialization exactly as Adam._init_group does for fused=True
+                state = self.optimizer.state[p]
+                if not state:
+                    state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            states = [self.optimizer.state[p] for p in self.params]
+            self._state = ([s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
+                           [s["step"] for s in states])
+        return self._state
+
+    def step(self, grads: Sequence[torch.Tensor]) -> None:
+        """One Adam update of `params` with `grads` (same order)."""
+        exp_avgs, exp_avg_sqs, steps = self._state_lists()
+        group = self.optimizer.param_groups[0]
+        beta1, beta2 = group["betas"]
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(self.params, list(grads), exp_avgs, exp_avg_sqs, [], steps, amsgrad=False,
+                           lr=group["lr"], beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"],
+                           eps=group["eps"], maximize=False, grad_scale=None, found_inf=None)

@@ -3,8 +3,9 @@
 Matches Stable-Baselines3's DDPG (its TD3 with one critic, no target smoothing, policy delay 1):
 MSE critic loss, actor loss -Q(s, pi(s)), both target networks Polyak-averaged with `tau` after
 every gradient step. Actions live in the actor's [-1, 1] scale; the runtime maps them to the
-environment's bounds. Leaner than SB3: the critic's parameters do not accumulate gradients during
-the actor step (only the input gradient is needed), and target updates use fused foreach ops.
+environment's bounds. Leaner than SB3: the actor step's backward pass skips the critic's weight gradients
+(only the input gradient is needed), target updates use fused foreach ops, and the update runs
+without nn.Module calls or torch.optim's Python wrapper (pearl_fpga.algos.common).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pearl_fpga.algos.common import Batch, mlp, optimizer_state_to_device
+from pearl_fpga.algos.common import Batch, LeanAdam, forward, linear_layers, mlp, optimizer_state_to_device
 
 
 class DDPG:
@@ -33,11 +34,14 @@ class DDPG:
         self.critic = mlp(obs_dim + action_dim, config.net_arch, 1).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.learning_rate, fused=True)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.learning_rate, fused=True)
-        self._critic_params = list(self.critic.parameters())
+        self.actor_adam = LeanAdam(self.actor.parameters(), lr=config.learning_rate)
+        self.critic_adam = LeanAdam(self.critic.parameters(), lr=config.learning_rate)
+        self.actor_optimizer = self.actor_adam.optimizer
+        self.critic_optimizer = self.critic_adam.optimizer
         self._targets = list(self.actor_target.parameters()) + list(self.critic_target.parameters())
-        self._online = list(self.actor.parameters()) + self._critic_params
+        self._online = self.actor_adam.params + self.critic_adam.params
+        self._actor, self._critic = linear_layers(self.actor), linear_layers(self.critic)
+        self._actor_target, self._critic_target = linear_layers(self.actor_target), linear_layers(self.critic_target)
         self.gamma = float(config.gamma)
         self.updates = 0
 
@@ -49,27 +53,21 @@ class DDPG:
     def learn(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """One gradient step; returns the critic loss (0-d tensor) and |TD error| per sample."""
         with torch.no_grad():
-            next_action = self.actor_target(batch.next_obs)
-            next_q = self.critic_target(torch.cat([batch.next_obs, next_action], dim=1))
+            next_action = forward(self._actor_target, batch.next_obs, tanh_head=True)
+            next_q = forward(self._critic_target, torch.cat([batch.next_obs, next_action], dim=1))
             target = batch.reward + (1.0 - batch.done) * self.gamma * next_q
-        current = self.critic(torch.cat([batch.obs, batch.action], dim=1))
+        current = forward(self._critic, torch.cat([batch.obs, batch.action], dim=1))
         if batch.weights is None:
             critic_loss = F.mse_loss(current, target)
         else:
             critic_loss = (batch.weights * (current - target).pow(2)).mean()
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_optimizer.step()
+        self.critic_adam.step(torch.autograd.grad(critic_loss, self.critic_adam.params))
 
-        # Actor step: gradients flow through the critic's input only.
-        for p in self._critic_params:
-            p.requires_grad_(False)
-        actor_loss = -self.critic(torch.cat([batch.obs, self.actor(batch.obs)], dim=1)).mean()
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.actor_optimizer.step()
-        for p in self._critic_params:
-            p.requires_grad_(True)
+        # Actor step: asking autograd for the actor's gradients only, the backward pass through the
+        # critic computes input gradients and skips the critic's weight gradients.
+        actor_action = forward(self._actor, batch.obs, tanh_head=True)
+        actor_loss = -forward(self._critic, torch.cat([batch.obs, actor_action], dim=1)).mean()
+        self.actor_adam.step(torch.autograd.grad(actor_loss, self.actor_adam.params))
 
         with torch.no_grad():
             torch._foreach_lerp_(self._targets, self._online, self.config.tau)
@@ -96,6 +94,8 @@ class DDPG:
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         optimizer_state_to_device(self.actor_optimizer, self.device)
         optimizer_state_to_device(self.critic_optimizer, self.device)
+        self.actor_adam.reset_cache()
+        self.critic_adam.reset_cache()
         self.updates = int(state["updates"])
 
     def deterministic(self, obs: np.ndarray) -> np.ndarray:
