@@ -35,8 +35,9 @@ def _batch(rng, n, obs_dim, discrete, n_actions=2, weights=False):
     return data
 
 
-@pytest.mark.parametrize("double_q", [True, False])
-def test_dqn_step_matches_reference(double_q):
+@pytest.mark.parametrize("double_q,weights", [(True, False), (False, False), (True, True)])
+def test_dqn_step_matches_reference(double_q, weights):
+    """The written-out backward pass against autograd + torch.optim on the same step (PER weights too)."""
     cfg = TrainConfig.preset("dqn", net_arch=[16, 16], double_q=double_q, learning_rate=1e-2, max_grad_norm=0.5)
     algo = DQN(cfg, 4, 3, seed=1)
     algo.update_target()
@@ -45,7 +46,8 @@ def test_dqn_step_matches_reference(double_q):
             p.add_(0.05)
     ref_q, ref_t = copy.deepcopy(algo.q), copy.deepcopy(algo.q_target)
     opt = torch.optim.Adam(ref_q.parameters(), lr=1e-2)
-    data = _batch(np.random.default_rng(0), 32, 4, True, 3)
+    data = _batch(np.random.default_rng(0), 32, 4, True, 3, weights=weights)
+    data["reward"] *= 3.0  # TD errors on both sides of the Huber knee
     b = Batch.from_numpy(data, discrete=True)
     loss, td = algo.learn(b)
 
@@ -57,7 +59,10 @@ def test_dqn_step_matches_reference(double_q):
             next_q = ref_t(b.next_obs).max(1, keepdim=True).values
         target = b.reward + (1 - b.done) * cfg.gamma * next_q
     cur = ref_q(b.obs).gather(1, b.action)
-    ref_loss = F.smooth_l1_loss(cur, target)
+    if weights:
+        ref_loss = (b.weights * F.smooth_l1_loss(cur, target, reduction="none")).mean()
+    else:
+        ref_loss = F.smooth_l1_loss(cur, target)
     opt.zero_grad()
     ref_loss.backward()
     torch.nn.utils.clip_grad_norm_(ref_q.parameters(), 0.5)
