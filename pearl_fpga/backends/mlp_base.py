@@ -38,6 +38,19 @@ class MLPBackend(Protocol):
         ...
 
 
+def check_observations(x_q: np.ndarray, n0: int, max_batch: int | None = None) -> np.ndarray:
+    """The INFER input every backend accepts: int16 of shape (batch, n0), batch <= max_batch.
+
+    Returns it as a C-contiguous array; raises ValueError naming the problem otherwise.
+    """
+    x = np.asarray(x_q)
+    if x.dtype != np.int16 or x.ndim != 2 or x.shape[1] != n0:
+        raise ValueError(f"observations must be int16 of shape (batch, {n0}), got {x.dtype} {x.shape}")
+    if max_batch is not None and x.shape[0] > max_batch:
+        raise ValueError(f"batch of {x.shape[0]} is over MAX_BATCH = {max_batch}: split it")
+    return np.ascontiguousarray(x)
+
+
 def check_layers(layers: Sequence[QuantizedLayer], head: str, max_layers: int, max_width: int) -> None:
     """The LOAD rules of SPEC.md, checked on the host so that every backend rejects the same networks.
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pearl_fpga.backends.mlp_base import check_layers
+from pearl_fpga.backends.mlp_base import check_layers, check_observations
 from pearl_fpga.kernels.mlp_format import (
     CPU_MAX_WIDTH,
     HEAD_TANH,
@@ -60,12 +60,7 @@ class NumpyMLPBackend:
     def infer(self, x_q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         if self._layers is None:
             raise ValueError("no weights loaded: call load() first")
-        x_q = np.asarray(x_q)
-        n0 = self._layers[0].n_in
-        if x_q.dtype != np.int16 or x_q.ndim != 2 or x_q.shape[1] != n0:
-            raise ValueError(f"x_q must be int16 of shape (batch, {n0}), got {x_q.dtype} {x_q.shape}")
-        if x_q.shape[0] > self.max_batch:
-            raise ValueError(f"batch of {x_q.shape[0]} is over MAX_BATCH = {self.max_batch}: split it")
+        x_q = check_observations(x_q, self._layers[0].n_in, self.max_batch)
         a = x_q.astype(np.int64)
         for layer in self._layers:
             acc = a @ layer.weight.astype(np.int64).T + layer.bias.astype(np.int64)

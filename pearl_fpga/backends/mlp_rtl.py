@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pearl_fpga.backends.mlp_base import check_layers
+from pearl_fpga.backends.mlp_base import check_layers, check_observations
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
 from pearl_fpga.kernels.mlp_format import (
     HEAD_RAW,
@@ -233,14 +233,8 @@ class MLPRTLBackend:
         """Run one INFER call on int16 observations (B, n0); returns (int16 (B, m), argmax or None)."""
         if not self._layers:
             raise ValueError("no weights loaded: call load() first")
-        x = np.asarray(x_q)
-        n0, m = self._layers[0].n_in, self._layers[-1].m_out
-        if x.dtype != np.int16 or x.ndim != 2 or x.shape[1] != n0:
-            raise ValueError(f"observations must be int16 of shape (batch, {n0}), got {x.dtype} {x.shape}")
-        batch = x.shape[0]
-        if batch > MAX_BATCH:
-            raise ValueError(f"batch of {batch} is over MAX_BATCH = {MAX_BATCH}: split it")
-        x = np.ascontiguousarray(x)
+        x = check_observations(x_q, self._layers[0].n_in, MAX_BATCH)
+        n0, m, batch = self._layers[0].n_in, self._layers[-1].m_out, x.shape[0]
         raw = self._head == HEAD_RAW
         words = m + (1 if raw else 0)
         out = np.zeros((batch, words), dtype=np.int16)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pearl_fpga.backends.mlp_base import check_observations
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
 from pearl_fpga.board.transport import CTRL_START, Transport, words_to_bytes
 from pearl_fpga.errors import KernelTimeout, PearlError
@@ -144,10 +145,8 @@ class MLPBoardBackend:
         """Outputs for int16 observations (B, n0): (out int16 (B, m), argmax int64 (B,) for a raw head, else None)."""
         if not self.layers:
             raise PearlError("no weights loaded: call load(layers, head) first")
-        x = np.asarray(x_q)
-        n0, m = self.layers[0].n_in, self.layers[-1].m_out
-        if x.dtype != np.int16 or x.ndim != 2 or x.shape[1] != n0:
-            raise ValueError(f"observations must be int16 of shape (batch, {n0}), got {x.dtype} {x.shape}")
+        x = check_observations(x_q, self.layers[0].n_in)
+        m = self.layers[-1].m_out
         raw_head = self.head == fmt.HEAD_RAW
         per_obs = m + (1 if raw_head else 0)
         out = np.empty((len(x), m), dtype=np.int16)
