@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -179,7 +178,3 @@ def _run(cmd: list[str], cwd: Path, what: str) -> None:
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
         raise BackendUnavailable(f"{what} failed (exit {proc.returncode}):\n{tail}")
-
-
-def python_include() -> str:
-    return sysconfig.get_paths()["include"]
