@@ -76,7 +76,7 @@ def stratified_targets(total: int, batch_size: int, rng: np.random.Generator) ->
 
 
 def encode_commands(
-    opcodes: np.ndarray, indices: np.ndarray, values: np.ndarray, last_on_final: bool = True
+    opcodes: np.ndarray, indices: np.ndarray, values: np.ndarray
 ) -> np.ndarray:
     """Command words as an (N, 2) uint64 array: column 0 = bits [63:0], column 1 = bits [127:64]."""
     n = len(opcodes)
