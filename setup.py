@@ -1,5 +1,6 @@
 """Builds the native CPU backends: each kernel's HLS C++ (hls/<kernel>/<kernel>.cpp) compiled by g++
-together with its pybind11 binding (pearl_fpga/native/<kernel>_ext.cpp) into pearl_fpga._<kernel>_native.
+together with its pybind11 binding (pearl_fpga/native/<kernel>_ext.cpp) into pearl_fpga._<kernel>_native,
+plus pearl_fpga._learner_native (pearl_fpga/native/learner_ext.cpp), the CPU learner's fused pieces.
 
 The HLS sources are plain C++17; `#pragma HLS` lines are ignored by g++. Set PEARL_FPGA_MARCH_NATIVE=1
 to build for the host CPU only (faster, not portable).
@@ -47,6 +48,16 @@ def _extensions():
                 extra_compile_args=flags,
             )
         )
+    # Not a kernel: the fused element-wise pieces of the CPU learner step (pearl_fpga/algos/fused.py).
+    # -fno-math-errno lets sqrt vectorize; it changes no result.
+    exts.append(
+        Pybind11Extension(
+            "pearl_fpga._learner_native",
+            [str(Path("pearl_fpga") / "native" / "learner_ext.cpp")],
+            cxx_std=17,
+            extra_compile_args=flags + ["-fno-math-errno"],
+        )
+    )
     return exts
 
 

@@ -35,11 +35,13 @@ def _batch(rng, n, obs_dim, discrete, n_actions=2, weights=False):
     return data
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
 @pytest.mark.parametrize("double_q,weights", [(True, False), (False, False), (True, True)])
-def test_dqn_step_matches_reference(double_q, weights):
-    """The written-out backward pass against autograd + torch.optim on the same step (PER weights too)."""
+def test_dqn_step_matches_reference(double_q, weights, fused):
+    """The written-out backward pass, as torch ops and as the fused CPU step (algos/fused.py), against
+    autograd + torch.optim on the same step (PER weights too)."""
     cfg = TrainConfig.preset("dqn", net_arch=[16, 16], double_q=double_q, learning_rate=1e-2, max_grad_norm=0.5)
-    algo = DQN(cfg, 4, 3, seed=1)
+    algo = DQN(cfg, 4, 3, seed=1, fused=fused)
     algo.update_target()
     with torch.no_grad():  # make the target differ from the online net
         for p in algo.q_target.parameters():

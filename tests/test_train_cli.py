@@ -77,6 +77,7 @@ def test_bench_train_runs_both_libraries_at_tiny_scale(capsys):
     data = json.loads(capsys.readouterr().out)
     run = data["runs"][0]
     assert data["steps"] == 300 and run["pearl_fpga"]["env_steps_per_s"] > 0
+    assert data["config"]["double_q"] is False  # the same (vanilla) DQN target as SB3 unless --double-q
     assert set(run["pearl_fpga"]["us_per_env_step"]) >= {"env_step", "act", "learn"}
     if importlib.util.find_spec("stable_baselines3") is not None:
         assert data["sb3"] == "installed" and run["sb3"]["grad_steps"] == 0  # learning_starts 1000 > 300

@@ -101,10 +101,12 @@ class LeanAdam:
         self.params = list(params)
         self.optimizer = torch.optim.Adam(self.params, lr=lr, fused=True)
         self._state: tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]] | None = None
+        self._views: tuple[list[np.ndarray], ...] | None = None
 
     def reset_cache(self) -> None:
         """Forget the cached state tensors (after optimizer.load_state_dict or a device move)."""
         self._state = None
+        self._views = None
 
     def _state_lists(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
         if self._state is None:
@@ -128,3 +130,19 @@ class LeanAdam:
         torch._fused_adam_(self.params, list(grads), exp_avgs, exp_avg_sqs, [], steps, amsgrad=False,
                            lr=group["lr"], beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"],
                            eps=group["eps"], maximize=False, grad_scale=None, found_inf=None)
+
+    def native_step(self, native: object, grads: Sequence[np.ndarray], max_grad_norm: float) -> float:
+        """Clip `grads` (numpy, in place; max_grad_norm <= 0 skips it) and take one Adam step with the
+        native learner module (CPU parameters only), on the same parameter and state memory as step().
+        Returns the gradient norm before clipping."""
+        if self._views is None:
+            exp_avgs, exp_avg_sqs, steps = self._state_lists()
+            self._views = ([p.detach().numpy() for p in self.params], [m.numpy() for m in exp_avgs],
+                           [v.numpy() for v in exp_avg_sqs], [s.numpy() for s in steps])
+        params, ms, vs, steps_np = self._views
+        for s in steps_np:  # the optimizer's per-parameter step counters (0-d float32)
+            s += 1
+        group = self.optimizer.param_groups[0]
+        beta1, beta2 = group["betas"]
+        return native.clip_adam(params, list(grads), ms, vs, float(steps_np[0]), float(group["lr"]), beta1, beta2,
+                                group["eps"], group["weight_decay"], max_grad_norm)

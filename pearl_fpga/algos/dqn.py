@@ -21,6 +21,8 @@ import torch
 from torch import nn
 
 from pearl_fpga.algos.common import Batch, LeanAdam, clip_grad_norm, forward, linear_layers, mlp, optimizer_state_to_device
+from pearl_fpga.algos.fused import FusedDQNStep, native_learner
+from pearl_fpga.errors import BackendUnavailable
 
 
 class DQN:
@@ -28,7 +30,8 @@ class DQN:
 
     discrete = True
 
-    def __init__(self, config: Any, obs_dim: int, n_actions: int, device: str = "cpu", seed: int = 0) -> None:
+    def __init__(self, config: Any, obs_dim: int, n_actions: int, device: str = "cpu", seed: int = 0,
+                 fused: bool | None = None) -> None:
         self.config = config
         self.device = torch.device(device)
         torch.manual_seed(seed)
@@ -41,6 +44,12 @@ class DQN:
         self._target_layers = linear_layers(self.q_target)
         self.gamma = float(config.gamma)
         self.updates = 0
+        # The fused CPU step (algos/fused.py) unless asked for the torch ops or running on a GPU.
+        native = native_learner() if self.device.type == "cpu" and fused is not False else None
+        if fused and native is None:
+            raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
+                                     "rebuild the package (make native) or pass fused=False")
+        self._fused = FusedDQNStep(self, native) if native is not None else None
 
     @property
     def policy_module(self) -> nn.Sequential:
@@ -53,8 +62,12 @@ class DQN:
         The backward pass is written out for the MLP (the same GEMMs autograd would run, without its
         graph: about 1.25x faster per step here): dL/dq is the Huber derivative clamp(q - y, -1, 1)
         times the importance weight over B at the taken action, then per layer dW = d^T a_in,
-        db = sum(d), d <- (d W) * (a_in > 0). tests/test_algos.py checks it against autograd.
+        db = sum(d), d <- (d W) * (a_in > 0). tests/test_algos.py checks it against autograd. On a
+        CPU the same step runs fused (algos/fused.py, same arithmetic to float rounding).
         """
+        if self._fused is not None:
+            self.updates += 1
+            return self._fused(batch)
         layers = self._layers
         with torch.no_grad():
             next_q_target = forward(self._target_layers, batch.next_obs)

@@ -1,6 +1,10 @@
 """`pearl-fpga bench train`: pearl_fpga's training throughput against Stable-Baselines3 at identical
 hyper-parameters (the rl-zoo presets, same update-to-data ratio, same torch thread count), in one run.
 
+SB3's DQN computes the vanilla target (max over the target network); pearl_fpga's preset is double
+DQN, which costs one more forward pass per update. The benchmark runs the same algorithm on both
+sides: vanilla DQN unless --double-q is given (then SB3 still runs vanilla, and the table says so).
+
 Both train from scratch for --steps env steps without periodic evaluation; then each final policy is
 evaluated deterministically for --eval-episodes episodes. SB3 runs when the `bench` extra
 (stable-baselines3) is installed; otherwise its column says so.
@@ -27,6 +31,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--placement", default=None, help="pearl_fpga placement (default: kernel actor on the CPU build)")
     parser.add_argument("--workers", type=int, default=0, help="pearl_fpga actor worker processes (default 0)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of both learners (default 1)")
+    parser.add_argument("--double-q", action="store_true",
+                        help="DQN: run pearl_fpga's double-DQN target (SB3 has only the vanilla one; default: "
+                             "vanilla on both sides, the same algorithm)")
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 baseline")
     parser.add_argument("--json", action="store_true", help="print machine-readable results")
@@ -44,8 +51,9 @@ def run(args: argparse.Namespace) -> int:
         console.print("[red]error:[/red] --steps and --threads must be >= 1")
         return 2
     torch.set_num_threads(args.threads)
+    extra = {"double_q": bool(args.double_q)} if args.algo == "dqn" else {}
     config = TrainConfig.preset(args.algo, args.env, total_steps=steps, eval_freq=0, workers=args.workers,
-                                learner_threads=args.threads)
+                                learner_threads=args.threads, **extra)
     results: dict[str, Any] = {"algo": args.algo, "env_id": config.env_id, "steps": steps, "threads": args.threads,
                                "config": config.to_dict(), "runs": []}
     sb3 = None if args.no_sb3 else _sb3_module()
@@ -128,7 +136,10 @@ def _run_sb3(sb3: Any, config: Any, seed: int, eval_episodes: int, threads: int)
 def _table(console: Any, results: dict[str, Any]) -> None:
     from rich.table import Table
 
-    t = Table(title=f"bench train: {results['algo'].upper()} {results['env_id']}, {results['steps']:,} env steps, "
+    variant = ""
+    if results["algo"] == "dqn":
+        variant = " (pearl_fpga double DQN, SB3 vanilla)" if results["config"]["double_q"] else " (vanilla target on both)"
+    t = Table(title=f"bench train: {results['algo'].upper()}{variant} {results['env_id']}, {results['steps']:,} env steps, "
                     f"{results['threads']} torch thread(s)", title_justify="left")
     for col in ("seed", "library", "env steps/s", "updates/s", "final return", "seconds", "speedup"):
         t.add_column(col, justify="left" if col == "library" else "right")

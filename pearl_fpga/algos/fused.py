@@ -1,0 +1,125 @@
+"""The CPU learner step with its small ops fused: torch GEMMs into preallocated buffers, and the
+element-wise work around them in one native call per group (pearl_fpga._learner_native).
+
+On a 64-sample CartPole batch, DQN's gradient step is five 64x256x256 GEMMs and some 40 small torch
+ops (TD target, Huber loss, bias gradients, ReLU masks, norm clip, Adam, allocations); the small ops
+cost about as much as the GEMMs. Here the GEMMs stay in torch (MKL) writing into buffers allocated
+once per batch size, and the rest is four native functions over numpy views of the same memory:
+`dqn_loss_grad`, `bias_grad`, `relu_backward`, `clip_adam`. The arithmetic is that of the torch path
+(DQN.learn with fused=False, tested against autograd and torch.optim.Adam in tests/test_fused_learner.py);
+sums are in a different order, so the two paths agree to float rounding, not bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from pearl_fpga.algos.common import Batch
+
+if TYPE_CHECKING:
+    from pearl_fpga.algos.dqn import DQN
+
+
+def native_learner() -> Any:
+    """The compiled module, or None when the package was built without it (then torch ops are used)."""
+    try:
+        from pearl_fpga import _learner_native
+    except ImportError:
+        return None
+    return _learner_native
+
+
+@dataclass
+class _Buffers:
+    """Every tensor one DQN step writes, for one batch size (torch tensors + numpy views of them)."""
+
+    x: torch.Tensor  # (rows, obs_dim): obs, then next_obs when the online net also values next states
+    online: list[torch.Tensor]  # output of each online layer, (rows, width)
+    target: list[torch.Tensor]  # output of each target layer, (B, width)
+    d_out: torch.Tensor  # (B, n_actions) dLoss/dQ
+    d_hidden: list[torch.Tensor]  # (B, width) dLoss/d(hidden output) of each hidden layer
+    grads: list[torch.Tensor]  # W0, b0, W1, b1, ... (the parameters' order)
+    abs_td: torch.Tensor  # (B,)
+    np_grads: list[np.ndarray]
+    np_hidden_in: list[np.ndarray]  # first B rows of each hidden layer's output (the ReLU masks)
+    np_d_hidden: list[np.ndarray]
+    np_d_out: np.ndarray
+    np_abs_td: np.ndarray
+    np_q: np.ndarray
+    np_q_next_online: np.ndarray | None
+    np_q_next_target: np.ndarray
+
+
+class FusedDQNStep:
+    """One double-DQN gradient step of `algo` (a CPU DQN), same result as the torch path to rounding."""
+
+    def __init__(self, algo: DQN, native: Any) -> None:
+        self.algo = algo
+        self.native = native
+        # transposed views of the live parameters, made once (no autograd: detached)
+        self._online = [(w.detach().t(), b.detach()) for w, b in algo._layers]
+        self._online_w = [w.detach() for w, _ in algo._layers]
+        self._target = [(w.detach().t(), b.detach()) for w, b in algo._target_layers]
+        self._buffers: dict[int, _Buffers] = {}
+
+    def _make_buffers(self, batch_size: int, obs_dim: int) -> _Buffers:
+        double_q = self.algo.config.double_q
+        rows = 2 * batch_size if double_q else batch_size
+        widths = [w.shape[1] for w, _ in self._online]
+        x = torch.empty(rows, obs_dim)
+        online = [torch.empty(rows, n) for n in widths]
+        target = [torch.empty(batch_size, n) for n in widths]
+        d_out = torch.empty(batch_size, widths[-1])
+        d_hidden = [torch.empty(batch_size, n) for n in widths[:-1]]
+        grads = [torch.empty_like(p) for p in self.algo.adam.params]
+        abs_td = torch.empty(batch_size)
+        q_all = online[-1].numpy()
+        return _Buffers(
+            x=x, online=online, target=target, d_out=d_out, d_hidden=d_hidden, grads=grads, abs_td=abs_td,
+            np_grads=[g.numpy() for g in grads], np_hidden_in=[h[:batch_size].numpy() for h in online[:-1]],
+            np_d_hidden=[d.numpy() for d in d_hidden], np_d_out=d_out.numpy(), np_abs_td=abs_td.numpy(),
+            np_q=q_all[:batch_size], np_q_next_online=q_all[batch_size:] if double_q else None,
+            np_q_next_target=target[-1].numpy(),
+        )
+
+    def __call__(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One gradient step; returns (loss as a 0-d tensor, |TD error| per sample)."""
+        algo, native = self.algo, self.native
+        n = len(batch.reward)
+        buf = self._buffers.get(n)
+        if buf is None or buf.x.shape[1] != batch.obs.shape[1]:
+            buf = self._buffers[n] = self._make_buffers(n, batch.obs.shape[1])
+        last = len(self._online) - 1
+        with torch.no_grad():
+            # forward passes: online on [obs; next_obs] in one GEMM per layer, target on next_obs
+            torch.cat((batch.obs, batch.next_obs) if algo.config.double_q else (batch.obs,), out=buf.x)
+            h = buf.x
+            for i, (wt, b) in enumerate(self._online):
+                h = torch.addmm(b, h, wt, out=buf.online[i])
+                if i < last:
+                    torch.relu_(h)
+            h = batch.next_obs
+            for i, (wt, b) in enumerate(self._target):
+                h = torch.addmm(b, h, wt, out=buf.target[i])
+                if i < last:
+                    torch.relu_(h)
+            weights = None if batch.weights is None else batch.weights.numpy()
+            loss = native.dqn_loss_grad(buf.np_q, buf.np_q_next_online, buf.np_q_next_target,
+                                        batch.action.numpy().reshape(-1), batch.reward.numpy(), batch.done.numpy(),
+                                        weights, algo.gamma, algo.config.double_q, buf.np_d_out, buf.np_abs_td)
+            # backward pass: per layer dW = d^T a_in, db = column sums of d, d <- (d W) * (a_in > 0)
+            d, np_d = buf.d_out, buf.np_d_out
+            for i in range(last, -1, -1):
+                a_in = buf.x[:n] if i == 0 else buf.online[i - 1][:n]
+                torch.mm(d.t(), a_in, out=buf.grads[2 * i])
+                native.bias_grad(np_d, buf.np_grads[2 * i + 1])
+                if i > 0:
+                    d = torch.mm(d, self._online_w[i], out=buf.d_hidden[i - 1])
+                    np_d = buf.np_d_hidden[i - 1]
+                    native.relu_backward(np_d, buf.np_hidden_in[i - 1])
+            algo.adam.native_step(native, buf.np_grads, algo.config.max_grad_norm)
+        return torch.tensor(loss, dtype=torch.float32), buf.abs_td.clone()

@@ -1,0 +1,211 @@
+// learner_ext.cpp: the small fused pieces of a CPU learner step (pearl_fpga._learner_native).
+//
+// A DQN gradient step on a 64-sample batch is a handful of large GEMMs (done by torch, i.e. MKL)
+// and a few dozen small element-wise ops around them (TD target, Huber loss and its derivative,
+// bias gradients, ReLU masks, gradient clipping, Adam). Run as separate torch ops, each of those
+// costs more in dispatch and allocation than in arithmetic; here each group is one pass over
+// caller-owned float32 buffers (numpy views of the learner's torch tensors, nothing allocated).
+// pearl_fpga/algos/fused.py drives it; tests/test_fused_learner.py checks it against autograd and
+// torch.optim.Adam.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// A C-contiguous float32 numpy array (no conversion: outputs must be the caller's own buffers).
+struct FloatView {
+    float* data;
+    py::ssize_t rows, cols;  // 1-D arrays have cols == 1
+};
+
+FloatView float_view(const py::handle& obj, const char* name, bool writable) {
+    if (!py::isinstance<py::array_t<float>>(obj))
+        throw py::type_error(std::string(name) + " must be a float32 numpy array");
+    auto arr = py::reinterpret_borrow<py::array>(obj);
+    if (!(arr.flags() & py::array::c_style))
+        throw py::value_error(std::string(name) + " must be C-contiguous");
+    if (writable && !arr.writeable()) throw py::value_error(std::string(name) + " must be writable");
+    if (arr.ndim() < 1 || arr.ndim() > 2) throw py::value_error(std::string(name) + " must be 1-D or 2-D");
+    py::ssize_t rows = arr.shape(0), cols = arr.ndim() == 2 ? arr.shape(1) : 1;
+    return {static_cast<float*>(arr.mutable_data()), rows, cols};
+}
+
+void expect_shape(const FloatView& v, py::ssize_t rows, py::ssize_t cols, const char* name) {
+    if (v.rows != rows || v.cols != cols)
+        throw py::value_error(std::string(name) + " has shape (" + std::to_string(v.rows) + ", " +
+                              std::to_string(v.cols) + "), expected (" + std::to_string(rows) + ", " +
+                              std::to_string(cols) + ")");
+}
+
+// Double-DQN (or max) TD target, smooth-L1 loss and dLoss/dQ in one pass over the batch.
+// q: (B, A) online Q of the sampled states; q_next_online: (B, A) online Q of the next states (only
+// read when double_q); q_next_target: (B, A); action: (B,) int64; reward, done: (B,); weights:
+// (B,) importance weights or None. Writes d_q (B, A) (zero except at the taken action) and
+// abs_td (B,); returns the loss, mean over the batch of weight * huber(td).
+double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle q_next_target_obj,
+                     py::array_t<int64_t, py::array::c_style> action, py::handle reward_obj, py::handle done_obj,
+                     py::handle weights_obj, double gamma, bool double_q, py::handle d_q_obj, py::handle abs_td_obj) {
+    FloatView q = float_view(q_obj, "q", false);
+    const py::ssize_t B = q.rows, A = q.cols;
+    FloatView qt = float_view(q_next_target_obj, "q_next_target", false);
+    expect_shape(qt, B, A, "q_next_target");
+    FloatView qo = qt;
+    if (double_q) {
+        qo = float_view(q_next_online_obj, "q_next_online", false);
+        expect_shape(qo, B, A, "q_next_online");
+    }
+    FloatView reward = float_view(reward_obj, "reward", false), done = float_view(done_obj, "done", false);
+    expect_shape(reward, B, 1, "reward");
+    expect_shape(done, B, 1, "done");
+    const float* w = nullptr;
+    if (!weights_obj.is_none()) {
+        FloatView wv = float_view(weights_obj, "weights", false);
+        expect_shape(wv, B, 1, "weights");
+        w = wv.data;
+    }
+    FloatView d_q = float_view(d_q_obj, "d_q", true), abs_td = float_view(abs_td_obj, "abs_td", true);
+    expect_shape(d_q, B, A, "d_q");
+    expect_shape(abs_td, B, 1, "abs_td");
+    if (action.ndim() != 1 || action.shape(0) != B) throw py::value_error("action must have shape (B,)");
+    const int64_t* act = action.data();
+
+    const float g = static_cast<float>(gamma), inv_b = 1.0f / static_cast<float>(B);
+    std::fill(d_q.data, d_q.data + B * A, 0.0f);
+    double loss = 0.0;
+    for (py::ssize_t i = 0; i < B; ++i) {
+        if (act[i] < 0 || act[i] >= A) throw py::value_error("action " + std::to_string(act[i]) + " out of range");
+        const float* t_row = qt.data + i * A;
+        float next;
+        if (double_q) {  // the online network picks the action (first maximum, as torch.argmax), the target values it
+            const float* o_row = qo.data + i * A;
+            py::ssize_t best = 0;
+            for (py::ssize_t a = 1; a < A; ++a)
+                if (o_row[a] > o_row[best]) best = a;
+            next = t_row[best];
+        } else {
+            next = *std::max_element(t_row, t_row + A);
+        }
+        const float target = reward.data[i] + (1.0f - done.data[i]) * g * next;
+        const float td = q.data[i * A + act[i]] - target;
+        const float a_td = std::fabs(td);
+        float huber = a_td < 1.0f ? 0.5f * td * td : a_td - 0.5f;
+        float grad = std::min(std::max(td, -1.0f), 1.0f);
+        if (w) {
+            huber *= w[i];
+            grad *= w[i];
+        }
+        loss += huber;
+        d_q.data[i * A + act[i]] = grad * inv_b;
+        abs_td.data[i] = a_td;
+    }
+    return loss / static_cast<double>(B);
+}
+
+// db = column sums of d (B, N).
+void bias_grad(py::handle d_obj, py::handle db_obj) {
+    FloatView d = float_view(d_obj, "d", false), db = float_view(db_obj, "db", true);
+    expect_shape(db, d.cols, 1, "db");
+    std::fill(db.data, db.data + d.cols, 0.0f);
+    for (py::ssize_t i = 0; i < d.rows; ++i) {
+        const float* row = d.data + i * d.cols;
+        for (py::ssize_t j = 0; j < d.cols; ++j) db.data[j] += row[j];
+    }
+}
+
+// d *= (a > 0): the ReLU's backward pass, a being the ReLU's output.
+void relu_backward(py::handle d_obj, py::handle a_obj) {
+    FloatView d = float_view(d_obj, "d", true), a = float_view(a_obj, "a", false);
+    expect_shape(a, d.rows, d.cols, "a");
+    const py::ssize_t n = d.rows * d.cols;
+    for (py::ssize_t k = 0; k < n; ++k) d.data[k] = a.data[k] > 0.0f ? d.data[k] : 0.0f;
+}
+
+// The two hot loops of clip_adam, compiled for AVX-512, AVX2 and baseline x86-64 and picked at load
+// time. Same results on each: no FMA contraction (-ffp-contract=off), sqrt and division are exact.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PEARL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PEARL_CLONES
+#endif
+
+PEARL_CLONES double sum_of_squares(const float* g, py::ssize_t size) {
+    float part[16] = {};  // sixteen partial sums: vectorizable, and a fixed order on every ISA
+    py::ssize_t i = 0;
+    for (; i + 16 <= size; i += 16)
+        for (int l = 0; l < 16; ++l) part[l] += g[i + l] * g[i + l];
+    for (; i < size; ++i) part[0] += g[i] * g[i];
+    double sq = 0.0;
+    for (float x : part) sq += x;
+    return sq;
+}
+
+PEARL_CLONES void adam_update(float* p, float* grad, float* m, float* v, py::ssize_t size, float clip, float wd,
+                              float b1, float b2, float eps, float step_size, float bias2_sqrt) {
+    for (py::ssize_t i = 0; i < size; ++i) {
+        float g = grad[i] * clip;
+        grad[i] = g;  // leave the clipped gradient, as clip_grad_norm_ does
+        g += wd * p[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * g;
+        v[i] = b2 * v[i] + (1.0f - b2) * g * g;
+        p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bias2_sqrt + eps);
+    }
+}
+
+// Gradient-norm clip (as torch.nn.utils.clip_grad_norm_, skipped when max_norm <= 0) and one Adam
+// step (as torch.optim.Adam, no AMSGrad, L2 weight decay) over lists of parameters, gradients and
+// moment buffers; `step` is the step count after this update. Returns the total gradient norm.
+double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list exp_avg_sqs, double step, double lr,
+                 double beta1, double beta2, double eps, double weight_decay, double max_norm) {
+    const size_t n = params.size();
+    if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n)
+        throw py::value_error("params, grads, exp_avgs and exp_avg_sqs must have the same length");
+    if (!(step >= 1.0)) throw py::value_error("step must be >= 1 (the count after this update)");
+    struct Slot {
+        FloatView p, g, m, v;
+    };
+    std::vector<Slot> slots;
+    slots.reserve(n);
+    double sq = 0.0;
+    for (size_t k = 0; k < n; ++k) {
+        Slot s{float_view(params[k], "param", true), float_view(grads[k], "grad", true),
+               float_view(exp_avgs[k], "exp_avg", true), float_view(exp_avg_sqs[k], "exp_avg_sq", true)};
+        const py::ssize_t size = s.p.rows * s.p.cols;
+        for (const FloatView* o : {&s.g, &s.m, &s.v})
+            if (o->rows * o->cols != size) throw py::value_error("gradient or moment buffer size differs from its parameter's");
+        sq += sum_of_squares(s.g.data, size);
+        slots.push_back(s);
+    }
+    const double norm = std::sqrt(sq);
+    const float clip = max_norm > 0.0 ? static_cast<float>(std::min(max_norm / (norm + 1e-6), 1.0)) : 1.0f;
+
+    const double bias1 = 1.0 - std::pow(beta1, step), bias2 = 1.0 - std::pow(beta2, step);
+    const float step_size = static_cast<float>(lr / bias1), bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+    const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2), e = static_cast<float>(eps);
+    const float wd = static_cast<float>(weight_decay);
+    for (const Slot& s : slots)
+        adam_update(s.p.data, s.g.data, s.m.data, s.v.data, s.p.rows * s.p.cols, clip, wd, b1, b2, e, step_size,
+                    bias2_sqrt);
+    return norm;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_learner_native, m) {
+    m.doc() = "Fused element-wise pieces of a CPU learner step (TD loss, bias gradients, ReLU masks, clip + Adam)";
+    m.def("dqn_loss_grad", &dqn_loss_grad, py::arg("q"), py::arg("q_next_online"), py::arg("q_next_target"),
+          py::arg("action"), py::arg("reward"), py::arg("done"), py::arg("weights"), py::arg("gamma"),
+          py::arg("double_q"), py::arg("d_q"), py::arg("abs_td"));
+    m.def("bias_grad", &bias_grad, py::arg("d"), py::arg("db"));
+    m.def("relu_backward", &relu_backward, py::arg("d"), py::arg("a"));
+    m.def("clip_adam", &clip_adam, py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
+          py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
+          py::arg("weight_decay"), py::arg("max_norm"));
+}

@@ -1,0 +1,148 @@
+"""The fused CPU learner step (pearl_fpga/algos/fused.py, pearl_fpga/native/learner_ext.cpp).
+
+tests/test_algos.py checks one fused DQN step against autograd + torch.optim; here: its native pieces
+one by one, Adam over many steps and across a checkpoint, odd shapes, and bad inputs."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from pearl_fpga.algos import DQN, Batch
+from pearl_fpga.algos.common import LeanAdam
+from pearl_fpga.algos.fused import native_learner
+from pearl_fpga.config import TrainConfig
+
+native = native_learner()
+pytestmark = pytest.mark.skipif(native is None, reason="pearl_fpga._learner_native not built (make native)")
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def _batch(rng: np.random.Generator, n: int, obs_dim: int, n_actions: int, weights: bool = False) -> Batch:
+    data = {"obs": rng.normal(size=(n, obs_dim)).astype(np.float32), "action": rng.integers(0, n_actions, n),
+            "reward": (3 * rng.normal(size=n)).astype(np.float32),
+            "next_obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+            "done": (rng.random(n) < 0.3).astype(np.float32)}
+    if weights:
+        data["weights"] = rng.uniform(0.1, 1.0, n).astype(np.float32)
+    return Batch.from_numpy(data, discrete=True)
+
+
+@pytest.mark.parametrize("max_norm,weight_decay", [(0.0, 0.0), (0.3, 0.0), (1e3, 0.01)])
+def test_native_adam_tracks_torch_adam_over_steps_and_a_resume(max_norm, weight_decay):
+    """Twenty clipped Adam steps against torch.nn.utils.clip_grad_norm_ + torch.optim.Adam; halfway
+    the optimizer is checkpointed and resumed (the state_dict format is torch's)."""
+    rng = np.random.default_rng(0)
+    shapes = ((33, 7), (33,), (5, 33), (5,))
+    init = [torch.tensor(rng.normal(size=s).astype(np.float32)) for s in shapes]
+    ref = [p.clone().requires_grad_(True) for p in init]
+    ref_opt = torch.optim.Adam(ref, lr=3e-3, weight_decay=weight_decay)
+    lean = LeanAdam([p.clone().requires_grad_(True) for p in init], lr=3e-3)
+    lean.optimizer.param_groups[0]["weight_decay"] = weight_decay
+    for step in range(20):
+        grads = [rng.normal(size=s).astype(np.float32) * (10.0 if step % 3 == 0 else 0.1) for s in shapes]
+        for p, g in zip(ref, grads):
+            p.grad = torch.tensor(g)
+        if max_norm > 0:
+            torch.nn.utils.clip_grad_norm_(ref, max_norm)
+        ref_opt.step()
+        norm = lean.native_step(native, [g.copy() for g in grads], max_norm)
+        assert norm == pytest.approx(float(np.sqrt(sum((g.astype(np.float64) ** 2).sum() for g in grads))), rel=1e-5)
+        if step == 9:
+            resumed = LeanAdam([p.detach().clone().requires_grad_(True) for p in lean.params], lr=3e-3)
+            resumed.optimizer.load_state_dict(lean.optimizer.state_dict())
+            resumed.reset_cache()
+            lean = resumed
+    assert float(lean.optimizer.state_dict()["state"][0]["step"]) == 20.0
+    for p, r in zip(lean.params, ref):
+        torch.testing.assert_close(p.detach(), r.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_native_pieces_against_numpy():
+    rng = np.random.default_rng(1)
+    d = rng.normal(size=(13, 9)).astype(np.float32)
+    db = np.empty(9, np.float32)
+    native.bias_grad(d, db)
+    np.testing.assert_allclose(db, d.sum(0), rtol=1e-5, atol=1e-6)
+    a = np.maximum(rng.normal(size=(13, 9)), 0).astype(np.float32)
+    masked = d.copy()
+    native.relu_backward(masked, a)
+    np.testing.assert_array_equal(masked, np.where(a > 0, d, 0))
+
+
+@pytest.mark.parametrize("net_arch", [[5], [16, 8, 4]])
+@pytest.mark.parametrize("double_q", [True, False])
+def test_fused_step_equals_torch_step_on_other_shapes(net_arch, double_q):
+    """Depths 1 and 3, batch sizes that change between calls, PER weights: fused and torch steps agree."""
+    cfg = TrainConfig.preset("dqn", net_arch=net_arch, double_q=double_q, learning_rate=1e-2, max_grad_norm=1.0)
+    fused, plain = DQN(cfg, 3, 4, seed=2, fused=True), DQN(cfg, 3, 4, seed=2, fused=False)
+    rng = np.random.default_rng(2)
+    for n, weights in ((17, False), (5, True), (17, True)):
+        batch = _batch(rng, n, 3, 4, weights)
+        # compare single steps from the same state (a deep copy: torch's load_state_dict would share the
+        # optimizer's step tensors between the two)
+        plain.load_state_dict(copy.deepcopy(fused.state_dict()))
+        loss_f, td_f = fused.learn(batch)
+        loss_p, td_p = plain.learn(batch)
+        assert float(loss_f) == pytest.approx(float(loss_p), rel=1e-5)
+        torch.testing.assert_close(td_f, td_p, rtol=1e-5, atol=1e-6)
+        for p, q in zip(fused.q.parameters(), plain.q.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    assert fused.updates == plain.updates
+
+
+def test_fused_step_returns_fresh_td_and_learns():
+    cfg = TrainConfig.preset("dqn", net_arch=[32], gamma=0.0, learning_rate=1e-2)
+    algo = DQN(cfg, 4, 2, seed=0, fused=True)
+    batch = _batch(np.random.default_rng(3), 64, 4, 2)
+    first_loss, first_td = algo.learn(batch)
+    kept = first_td.clone()
+    for _ in range(300):
+        loss, _ = algo.learn(batch)
+    assert torch.equal(first_td, kept)  # the returned TD errors are not a view of a reused buffer
+    assert float(loss) < 0.1 * float(first_loss)
+
+
+def test_native_pieces_reject_bad_inputs():
+    q = np.zeros((4, 2), np.float32)
+    col = np.zeros((4, 1), np.float32)
+    out = np.zeros((4, 2), np.float32)
+    td = np.zeros(4, np.float32)
+    act = np.zeros(4, np.int64)
+    with pytest.raises(ValueError, match="q_next_target has shape"):
+        native.dqn_loss_grad(q, q, np.zeros((3, 2), np.float32), act, col, col, None, 0.99, True, out, td)
+    with pytest.raises(ValueError, match="out of range"):
+        native.dqn_loss_grad(q, q, q, np.full(4, 2, np.int64), col, col, None, 0.99, True, out, td)
+    with pytest.raises(TypeError, match="float32"):
+        native.bias_grad(q.astype(np.float64), np.zeros(2, np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        native.relu_backward(np.zeros((2, 4), np.float32).T, q)
+    with pytest.raises(ValueError, match="writable"):
+        ro = np.zeros(2, np.float32)
+        ro.flags.writeable = False
+        native.bias_grad(q, ro)
+    p = [np.zeros(3, np.float32)]
+    with pytest.raises(ValueError, match="same length"):
+        native.clip_adam(p, [], p, p, 1.0, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0.0)
+    with pytest.raises(ValueError, match="size differs"):
+        native.clip_adam(p, [np.zeros(4, np.float32)], p, p, 1.0, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0.0)
+
+
+def test_fused_required_but_unavailable_is_a_clear_error(monkeypatch):
+    from pearl_fpga.algos import dqn as dqn_module
+    from pearl_fpga.errors import BackendUnavailable
+
+    monkeypatch.setattr(dqn_module, "native_learner", lambda: None)
+    with pytest.raises(BackendUnavailable, match="make native"):
+        DQN(TrainConfig.preset("dqn", net_arch=[4]), 4, 2, fused=True)
+    assert DQN(TrainConfig.preset("dqn", net_arch=[4]), 4, 2)._fused is None  # auto falls back to torch ops
