@@ -68,6 +68,28 @@ def test_native_adam_tracks_torch_adam_over_steps_and_a_resume(max_norm, weight_
         torch.testing.assert_close(p.detach(), r.detach(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("n_in,n_out", [(4, 40), (40, 3), (7, 7), (1, 1)])
+def test_native_thin_layers_against_numpy(n_in, n_out):
+    """Forward, weight gradient and masked input gradient, in both loop orientations."""
+    rng = np.random.default_rng(n_in * 100 + n_out)
+    x = rng.normal(size=(9, n_in)).astype(np.float32)
+    w = rng.normal(size=(n_out, n_in)).astype(np.float32)
+    b = rng.normal(size=n_out).astype(np.float32)
+    out = np.empty((9, n_out), np.float32)
+    for relu in (False, True):
+        native.linear_thin(x, w, b, out, relu)
+        ref = x.astype(np.float64) @ w.T.astype(np.float64) + b
+        np.testing.assert_allclose(out, np.maximum(ref, 0) if relu else ref, rtol=1e-5, atol=1e-5)
+    d = rng.normal(size=(9, n_out)).astype(np.float32)
+    dw = np.empty_like(w)
+    native.weight_grad_thin(d, x, dw)
+    np.testing.assert_allclose(dw, d.T.astype(np.float64) @ x, rtol=1e-5, atol=1e-5)
+    a = np.maximum(x, 0)
+    dx = np.empty_like(x)
+    native.input_grad_thin(d, w, a, dx)
+    np.testing.assert_allclose(dx, np.where(a > 0, d.astype(np.float64) @ w, 0), rtol=1e-5, atol=1e-5)
+
+
 def test_native_pieces_against_numpy():
     rng = np.random.default_rng(1)
     d = rng.normal(size=(13, 9)).astype(np.float32)
@@ -80,10 +102,11 @@ def test_native_pieces_against_numpy():
     np.testing.assert_array_equal(masked, np.where(a > 0, d, 0))
 
 
-@pytest.mark.parametrize("net_arch", [[5], [16, 8, 4]])
+@pytest.mark.parametrize("net_arch", [[5], [16, 8, 4], [24, 40]])
 @pytest.mark.parametrize("double_q", [True, False])
 def test_fused_step_equals_torch_step_on_other_shapes(net_arch, double_q):
-    """Depths 1 and 3, batch sizes that change between calls, PER weights: fused and torch steps agree."""
+    """Depths 1 to 3, thin (native) and wide (torch GEMM) layers, batch sizes that change between
+    calls, PER weights: fused and torch steps agree."""
     cfg = TrainConfig.preset("dqn", net_arch=net_arch, double_q=double_q, learning_rate=1e-2, max_grad_norm=1.0)
     fused, plain = DQN(cfg, 3, 4, seed=2, fused=True), DQN(cfg, 3, 4, seed=2, fused=False)
     rng = np.random.default_rng(2)
@@ -123,6 +146,8 @@ def test_native_pieces_reject_bad_inputs():
         native.dqn_loss_grad(q, q, np.zeros((3, 2), np.float32), act, col, col, None, 0.99, True, out, td)
     with pytest.raises(ValueError, match="out of range"):
         native.dqn_loss_grad(q, q, q, np.full(4, 2, np.int64), col, col, None, 0.99, True, out, td)
+    with pytest.raises(ValueError, match="w has shape"):
+        native.linear_thin(q, np.zeros((3, 3), np.float32), np.zeros(3, np.float32), out, False)
     with pytest.raises(TypeError, match="float32"):
         native.bias_grad(q.astype(np.float64), np.zeros(2, np.float32))
     with pytest.raises(ValueError, match="C-contiguous"):
@@ -131,11 +156,15 @@ def test_native_pieces_reject_bad_inputs():
         ro = np.zeros(2, np.float32)
         ro.flags.writeable = False
         native.bias_grad(q, ro)
-    p = [np.zeros(3, np.float32)]
+    p, step = [np.zeros(3, np.float32)], [np.zeros((), np.float32)]
     with pytest.raises(ValueError, match="same length"):
-        native.clip_adam(p, [], p, p, 1.0, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0.0)
+        native.clip_adam(p, [], p, p, step, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0.0)
     with pytest.raises(ValueError, match="size differs"):
-        native.clip_adam(p, [np.zeros(4, np.float32)], p, p, 1.0, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0.0)
+        native.clip_adam(p, [np.zeros(4, np.float32)], p, p, step, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0.0)
+    assert float(step[0]) == 0.0  # a rejected call counts no step
+    two = [np.zeros((), np.float32), np.ones((), np.float32)]
+    with pytest.raises(ValueError, match="step counters"):
+        native.clip_adam(p * 2, p * 2, p * 2, p * 2, two, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0.0)
 
 
 def test_fused_required_but_unavailable_is_a_clear_error(monkeypatch):

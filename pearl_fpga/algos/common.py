@@ -42,7 +42,7 @@ class Batch:
         """Convert a replay sample (obs, action, reward, next_obs, done[, weights]) to tensors."""
         def t(x: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             # Replay samples are fresh contiguous arrays of the right dtype: wrapped without a copy.
-            return torch.as_tensor(np.asarray(x), device=device).to(dtype)
+            return torch.as_tensor(x, dtype=dtype, device=device)
 
         n = len(data["reward"])
         action = t(data["action"], torch.int64 if discrete else torch.float32).reshape(n, -1)
@@ -139,10 +139,8 @@ class LeanAdam:
             exp_avgs, exp_avg_sqs, steps = self._state_lists()
             self._views = ([p.detach().numpy() for p in self.params], [m.numpy() for m in exp_avgs],
                            [v.numpy() for v in exp_avg_sqs], [s.numpy() for s in steps])
-        params, ms, vs, steps_np = self._views
-        for s in steps_np:  # the optimizer's per-parameter step counters (0-d float32)
-            s += 1
+        params, ms, vs, steps = self._views
         group = self.optimizer.param_groups[0]
         beta1, beta2 = group["betas"]
-        return native.clip_adam(params, list(grads), ms, vs, float(steps_np[0]), float(group["lr"]), beta1, beta2,
+        return native.clip_adam(params, list(grads), ms, vs, steps, float(group["lr"]), beta1, beta2,
                                 group["eps"], group["weight_decay"], max_grad_norm)

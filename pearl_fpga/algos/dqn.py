@@ -56,8 +56,9 @@ class DQN:
         """The network the actors run (argmax of its outputs is the greedy action)."""
         return self.q
 
-    def learn(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """One gradient step; returns the loss (0-d tensor, not synced) and |TD error| per sample.
+    def learn(self, batch: Batch) -> tuple[float | torch.Tensor, torch.Tensor]:
+        """One gradient step; returns the loss (a float on the fused CPU path, else a 0-d tensor, not
+        synced) and |TD error| per sample.
 
         The backward pass is written out for the MLP (the same GEMMs autograd would run, without its
         graph: about 1.25x faster per step here): dL/dq is the Huber derivative clamp(q - y, -1, 1)

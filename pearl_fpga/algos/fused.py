@@ -23,6 +23,9 @@ from pearl_fpga.algos.common import Batch
 if TYPE_CHECKING:
     from pearl_fpga.algos.dqn import DQN
 
+THIN = 16
+"""Layers with a side (inputs or outputs) at most this wide run as native loops instead of MKL GEMMs."""
+
 
 def native_learner() -> Any:
     """The compiled module, or None when the package was built without it (then torch ops are used)."""
@@ -38,6 +41,7 @@ class _Buffers:
     """Every tensor one DQN step writes, for one batch size (torch tensors + numpy views of them)."""
 
     x: torch.Tensor  # (rows, obs_dim): obs, then next_obs when the online net also values next states
+    np_x: np.ndarray
     online: list[torch.Tensor]  # output of each online layer, (rows, width)
     target: list[torch.Tensor]  # output of each target layer, (B, width)
     d_out: torch.Tensor  # (B, n_actions) dLoss/dQ
@@ -60,10 +64,15 @@ class FusedDQNStep:
     def __init__(self, algo: DQN, native: Any) -> None:
         self.algo = algo
         self.native = native
-        # transposed views of the live parameters, made once (no autograd: detached)
+        # views of the live parameters, made once (detached: no autograd): torch W^T for the GEMMs,
+        # numpy for the native thin-layer loops
         self._online = [(w.detach().t(), b.detach()) for w, b in algo._layers]
         self._online_w = [w.detach() for w, _ in algo._layers]
         self._target = [(w.detach().t(), b.detach()) for w, b in algo._target_layers]
+        self._online_np = [(w.detach().numpy(), b.detach().numpy()) for w, b in algo._layers]
+        self._target_np = [(w.detach().numpy(), b.detach().numpy()) for w, b in algo._target_layers]
+        # thin layers (a side <= THIN: the input and output layers) run native, the others in torch
+        self._thin = [min(w.shape) <= THIN for w, _ in algo._layers]
         self._buffers: dict[int, _Buffers] = {}
 
     def _make_buffers(self, batch_size: int, obs_dim: int) -> _Buffers:
@@ -79,15 +88,15 @@ class FusedDQNStep:
         abs_td = torch.empty(batch_size)
         q_all = online[-1].numpy()
         return _Buffers(
-            x=x, online=online, target=target, d_out=d_out, d_hidden=d_hidden, grads=grads, abs_td=abs_td,
+            x=x, np_x=x.numpy(), online=online, target=target, d_out=d_out, d_hidden=d_hidden, grads=grads, abs_td=abs_td,
             np_grads=[g.numpy() for g in grads], np_hidden_in=[h[:batch_size].numpy() for h in online[:-1]],
             np_d_hidden=[d.numpy() for d in d_hidden], np_d_out=d_out.numpy(), np_abs_td=abs_td.numpy(),
             np_q=q_all[:batch_size], np_q_next_online=q_all[batch_size:] if double_q else None,
             np_q_next_target=target[-1].numpy(),
         )
 
-    def __call__(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """One gradient step; returns (loss as a 0-d tensor, |TD error| per sample)."""
+    def __call__(self, batch: Batch) -> tuple[float, torch.Tensor]:
+        """One gradient step; returns (loss, |TD error| per sample)."""
         algo, native = self.algo, self.native
         n = len(batch.reward)
         buf = self._buffers.get(n)
@@ -97,16 +106,8 @@ class FusedDQNStep:
         with torch.no_grad():
             # forward passes: online on [obs; next_obs] in one GEMM per layer, target on next_obs
             torch.cat((batch.obs, batch.next_obs) if algo.config.double_q else (batch.obs,), out=buf.x)
-            h = buf.x
-            for i, (wt, b) in enumerate(self._online):
-                h = torch.addmm(b, h, wt, out=buf.online[i])
-                if i < last:
-                    torch.relu_(h)
-            h = batch.next_obs
-            for i, (wt, b) in enumerate(self._target):
-                h = torch.addmm(b, h, wt, out=buf.target[i])
-                if i < last:
-                    torch.relu_(h)
+            self._forward(self._online, self._online_np, buf.x, buf.online)
+            self._forward(self._target, self._target_np, batch.next_obs, buf.target)
             weights = None if batch.weights is None else batch.weights.numpy()
             loss = native.dqn_loss_grad(buf.np_q, buf.np_q_next_online, buf.np_q_next_target,
                                         batch.action.numpy().reshape(-1), batch.reward.numpy(), batch.done.numpy(),
@@ -115,11 +116,32 @@ class FusedDQNStep:
             d, np_d = buf.d_out, buf.np_d_out
             for i in range(last, -1, -1):
                 a_in = buf.x[:n] if i == 0 else buf.online[i - 1][:n]
-                torch.mm(d.t(), a_in, out=buf.grads[2 * i])
+                if self._thin[i]:
+                    native.weight_grad_thin(np_d, buf.np_x[:n] if i == 0 else buf.np_hidden_in[i - 1],
+                                            buf.np_grads[2 * i])
+                else:
+                    torch.mm(d.t(), a_in, out=buf.grads[2 * i])
                 native.bias_grad(np_d, buf.np_grads[2 * i + 1])
                 if i > 0:
-                    d = torch.mm(d, self._online_w[i], out=buf.d_hidden[i - 1])
-                    np_d = buf.np_d_hidden[i - 1]
-                    native.relu_backward(np_d, buf.np_hidden_in[i - 1])
+                    if self._online_w[i].shape[0] <= THIN:  # few outputs: one native pass, mask included
+                        native.input_grad_thin(np_d, self._online_np[i][0], buf.np_hidden_in[i - 1],
+                                               buf.np_d_hidden[i - 1])
+                    else:
+                        torch.mm(d, self._online_w[i], out=buf.d_hidden[i - 1])
+                        native.relu_backward(buf.np_d_hidden[i - 1], buf.np_hidden_in[i - 1])
+                    d, np_d = buf.d_hidden[i - 1], buf.np_d_hidden[i - 1]
             algo.adam.native_step(native, buf.np_grads, algo.config.max_grad_norm)
-        return torch.tensor(loss, dtype=torch.float32), buf.abs_td.clone()
+        return loss, buf.abs_td.clone()
+
+    def _forward(self, layers: list[tuple[torch.Tensor, torch.Tensor]], layers_np: list[tuple[np.ndarray, np.ndarray]],
+                 x: torch.Tensor, outs: list[torch.Tensor]) -> None:
+        """The MLP's forward pass into `outs` (ReLU after every layer but the last)."""
+        last = len(layers) - 1
+        for i, ((wt, b), (w_np, b_np)) in enumerate(zip(layers, layers_np)):
+            if self._thin[i]:
+                self.native.linear_thin(np.ascontiguousarray(x.numpy()), w_np, b_np, outs[i].numpy(), i < last)
+            else:
+                torch.addmm(b, x, wt, out=outs[i])
+                if i < last:
+                    torch.relu_(outs[i])
+            x = outs[i]

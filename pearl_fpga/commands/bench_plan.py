@@ -3,8 +3,12 @@
 For every CPU-only placement that runs here (torch or the MLP kernel's C++ build for acting, the
 runtime's replay on the CPU, 0 / 1 / 2 actor workers) it predicts the mean env steps/s of a short
 run, runs that run with the Trainer, and prints predicted, measured and the error (target: within
-25%). The host tasks are re-profiled (a few seconds) right before each run, because the load of a
-shared machine drifts within minutes. Then it compares the placement the planner chooses with the runtime's default one, measured.
+25%). Right before each run the host tasks, the CPU our processes get together and (for a worker
+run) the start, polling and stop of that many worker processes are measured again (a few seconds),
+because the load of a shared machine drifts within minutes. Besides the run mean it compares the
+parts the model adds up: the one-off worker start + stop, and the steady env steps/s after learning
+starts (measured from the Trainer's progress reports), so that a miss says where it comes from.
+Then it compares the placement the planner chooses with the runtime's default one, measured.
 Periodic evaluation is off during these runs (it is not part of the model).
 """
 
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from dataclasses import replace
 from typing import Any
@@ -46,16 +51,29 @@ def bench_config(args: argparse.Namespace) -> Any:
 
 
 def measure(config: Any, placement: str, workers: int, steps: int, seed: int) -> dict[str, Any]:
-    """One short training run: env steps/s and the per-task seconds per env step it measured."""
+    """One short training run: env steps/s, its phases and the per-task seconds per env step it measured.
+
+    Phases come from the Trainer's progress reports (every 50 ms, and whenever transitions arrive):
+    "startup_s" is the time of the first report (in worker mode: the first transitions received),
+    "shutdown_s" the time train() took after its run ended (closing the worker pool), "steady" the
+    env steps/s between the first report one training round after learning starts and the last one."""
     from pearl_fpga import Trainer
 
     trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=seed,
                       workers=workers)
+    marks: list[tuple[float, int]] = []
     start = time.perf_counter()
-    trainer.train(steps)
+    stats = trainer.train(steps, progress=lambda s: marks.append((time.perf_counter() - start, s.env_steps)),
+                          progress_interval=0.05)
     elapsed = time.perf_counter() - start
     summary = trainer.task_summary()
-    return {"env_steps_per_s": steps / elapsed, "seconds": elapsed, "tasks": summary}
+    learning = [m for m in marks[:-1] if m[1] >= config.learning_starts + config.train_freq]
+    steady = ((learning[-1][1] - learning[0][1]) / (learning[-1][0] - learning[0][0])
+              if len(learning) >= 2 and learning[-1][0] > learning[0][0] else None)
+    return {"env_steps_per_s": steps / elapsed, "seconds": elapsed, "tasks": summary,
+            "startup_s": marks[0][0] if workers > 0 and marks else 0.0,
+            "shutdown_s": max(0.0, elapsed - stats.elapsed) if workers > 0 else 0.0,
+            "steady_env_steps_per_s": steady}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from pearl_fpga.planner import choose_placement
     from pearl_fpga.planner.model import ROLES, predict
     from pearl_fpga.planner.plan import build_tables
-    from pearl_fpga.planner.profile import Sizes, load_factor, profile_host
+    from pearl_fpga.planner.profile import Sizes, fit_line, load_factor, profile_host, worker_pool_costs
     from pearl_fpga.runtime.placement import default_placement
 
     if args.steps < 200:
@@ -77,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=args.json, width=max(Console().width, 120))
     config = bench_config(args)
     # host profile of each run: shorter than the planner's default, it is taken six times
-    sizes = Sizes.quick() if args.quick else Sizes(repeats=30, learn_repeats=8)
+    sizes = Sizes.quick() if args.quick else Sizes(repeats=30, learn_repeats=40)
     try:
         plan = choose_placement(config.algo, config.env_id, config, devices="cpu,cpu-kernel",
                                 sizes=Sizes.quick() if args.quick else None, reprofile=not args.cached,
@@ -91,15 +109,15 @@ def run(args: argparse.Namespace) -> int:
     for i, (act, workers) in enumerate(cases, 1):
         placement = {"act": act, "replay": "cpu", "learn": "cpu"}
         text = ",".join(f"{r}={placement[r]}" for r in ROLES)
-        # the machine is shared and its load drifts within minutes: re-profile the host tasks (a few
-        # seconds) right before each run, keeping worker start-up and CPU sharing from the first profile
+        # the machine is shared and its load drifts within minutes: re-measure the host tasks, the
+        # CPU our processes get together and this worker count's start / poll / stop right before the run
         factor = load_factor(config, plan.profile, repeats=5 if args.quick else 20)
         tables = plan.tables
         if not args.cached:
-            fresh = profile_host(config, ("cpu", "cpu-kernel"), replace(sizes, worker_starts=(), parallel=()))
-            for key in (("worker_start", "cpu"), ("cpu_parallel", "cpu")):
-                if key in plan.profile.fits:
-                    fresh.fits[key], fresh.points[key] = plan.profile.fits[key], plan.profile.points.get(key, [])
+            fresh = profile_host(config, ("cpu", "cpu-kernel"), replace(sizes, worker_starts=()))
+            if workers > 0:
+                for task, pts in worker_pool_costs(config, (workers,)).items():
+                    fresh.points[(task, "cpu")], fresh.fits[(task, "cpu")] = pts, fit_line([p[0] for p in pts], [p[1] for p in pts])
             tables = build_tables(config, fresh, ["cpu", "cpu-kernel"], None)[0]
         pred = predict(tables, plan.workload, placement, workers)
         predicted = pred.average_throughput(args.steps, config.learning_starts)
@@ -107,11 +125,23 @@ def run(args: argparse.Namespace) -> int:
                       f"(learner now x{factor:.2f} of profile); measuring {args.steps} steps ...")
         m = measure(config, text, workers, args.steps, args.seed)
         err = (predicted - m["env_steps_per_s"]) / m["env_steps_per_s"]
+        steady = m["steady_env_steps_per_s"]
         rows.append({"placement": text, "workers": workers, "predicted": predicted, "measured": m["env_steps_per_s"],
-                     "load_factor": factor,
-                     "error": err, "bottleneck": pred.bottleneck, "measured_tasks": m["tasks"],
-                     "predicted_tasks": dict(pred.task_seconds)})
-        console.print(f"    measured {m['env_steps_per_s']:,.0f} env steps/s ({err:+.0%})")
+                     "load_factor": factor, "error": err, "loadavg_1min": os.getloadavg()[0], "bottleneck": pred.bottleneck,
+                     "predicted_steady": pred.throughput, "measured_steady": steady,
+                     "steady_error": (pred.throughput - steady) / steady if steady else None,
+                     "predicted_fixed_s": pred.startup_s + pred.shutdown_s,
+                     "measured_fixed_s": m["startup_s"] + m["shutdown_s"],
+                     "measured_startup_s": m["startup_s"], "measured_shutdown_s": m["shutdown_s"],
+                     "predicted_startup_s": pred.startup_s, "predicted_shutdown_s": pred.shutdown_s,
+                     "measured_seconds": m["seconds"],
+                     "predicted_seconds": pred.run_seconds(args.steps, config.learning_starts),
+                     "measured_tasks": m["tasks"],
+                     "predicted_tasks": pred.run_task_seconds(args.steps),  # run means, as the Trainer's timers
+                     "predicted_steady_tasks": dict(pred.task_seconds)})
+        console.print(f"    measured {m['env_steps_per_s']:,.0f} env steps/s ({err:+.0%}); steady "
+                      f"{pred.throughput:,.0f} predicted / {steady or 0:,.0f} measured; start+stop "
+                      f"{pred.startup_s + pred.shutdown_s:.2f} s predicted / {m['startup_s'] + m['shutdown_s']:.2f} s measured")
 
     chosen = next(r for r in rows if r["placement"] == plan.placement and r["workers"] == plan.workers) \
         if any(r["placement"] == plan.placement and r["workers"] == plan.workers for r in rows) else None
@@ -119,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     default = next((r for r in rows if r["placement"] == dflt_text and r["workers"] == config.workers), None)
     within = sum(abs(r["error"]) <= TARGET_ERROR for r in rows)
     result = {"algo": config.algo, "env": config.env_id, "steps": args.steps, "learning_starts": config.learning_starts,
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "rows": rows, "within_target": within, "cases": len(rows), "target_error": TARGET_ERROR,
               "chosen": {"placement": plan.placement, "workers": plan.workers,
                          "measured": chosen["measured"] if chosen else None},
@@ -132,12 +163,15 @@ def run(args: argparse.Namespace) -> int:
     t = Table(title=f"bench plan: {config.algo} {config.env_id}, {args.steps} env steps per run "
                     f"(learning starts at {config.learning_starts}, UTD {config.gradient_steps}/{config.train_freq})",
               title_justify="left")
-    for col in ("placement", "workers", "learner now/profile", "predicted steps/s", "measured steps/s", "error", "predicted bottleneck"):
+    for col in ("placement", "workers", "predicted steps/s", "measured steps/s", "error", "steady pred/meas",
+                "start+stop pred/meas s", "predicted bottleneck"):
         t.add_column(col, justify="left" if col in ("placement", "predicted bottleneck") else "right")
     for r in rows:
         mark = "" if abs(r["error"]) <= TARGET_ERROR else " [red](>25%)[/red]"
-        t.add_row(r["placement"], str(r["workers"]), f"x{r['load_factor']:.2f}", f"{r['predicted']:,.0f}", f"{r['measured']:,.0f}",
-                  f"{r['error']:+.0%}{mark}", r["bottleneck"])
+        steady = f"{r['predicted_steady']:,.0f} / {r['measured_steady']:,.0f}" if r["measured_steady"] else "-"
+        t.add_row(r["placement"], str(r["workers"]), f"{r['predicted']:,.0f}", f"{r['measured']:,.0f}",
+                  f"{r['error']:+.0%}{mark}", steady, f"{r['predicted_fixed_s']:.2f} / {r['measured_fixed_s']:.2f}",
+                  r["bottleneck"])
     console.print(t)
     console.print(f"{within}/{len(rows)} predictions within {TARGET_ERROR:.0%} of measured.")
     if chosen and default:

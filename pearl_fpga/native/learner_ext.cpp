@@ -23,7 +23,7 @@ namespace {
 // A C-contiguous float32 numpy array (no conversion: outputs must be the caller's own buffers).
 struct FloatView {
     float* data;
-    py::ssize_t rows, cols;  // 1-D arrays have cols == 1
+    py::ssize_t rows, cols;  // 1-D arrays have cols == 1, 0-D ones are 1 x 1
 };
 
 FloatView float_view(const py::handle& obj, const char* name, bool writable) {
@@ -33,8 +33,8 @@ FloatView float_view(const py::handle& obj, const char* name, bool writable) {
     if (!(arr.flags() & py::array::c_style))
         throw py::value_error(std::string(name) + " must be C-contiguous");
     if (writable && !arr.writeable()) throw py::value_error(std::string(name) + " must be writable");
-    if (arr.ndim() < 1 || arr.ndim() > 2) throw py::value_error(std::string(name) + " must be 1-D or 2-D");
-    py::ssize_t rows = arr.shape(0), cols = arr.ndim() == 2 ? arr.shape(1) : 1;
+    if (arr.ndim() > 2) throw py::value_error(std::string(name) + " must be 0-D, 1-D or 2-D");
+    py::ssize_t rows = arr.ndim() >= 1 ? arr.shape(0) : 1, cols = arr.ndim() == 2 ? arr.shape(1) : 1;
     return {static_cast<float*>(arr.mutable_data()), rows, cols};
 }
 
@@ -159,15 +159,103 @@ PEARL_CLONES void adam_update(float* p, float* grad, float* m, float* v, py::ssi
     }
 }
 
+// ---- thin layers: a side of at most a few dozen (the network's input and output layers) --------
+// MKL spends more time dispatching these than computing them; these loops vectorize along the long
+// side and keep a fixed summation order.
+
+PEARL_CLONES float dot(const float* a, const float* b, py::ssize_t n) {
+    float part[16] = {};
+    py::ssize_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; ++l) part[l] += a[i + l] * b[i + l];
+    for (; i < n; ++i) part[0] += a[i] * b[i];
+    float sum = 0.0f;
+    for (float x : part) sum += x;
+    return sum;
+}
+
+PEARL_CLONES void axpy(float* y, float alpha, const float* x, py::ssize_t n) {
+    for (py::ssize_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+// out = x W^T + b (then ReLU when relu): x (R, K), W (N, K), b (N,), out (R, N).
+void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handle out_obj, bool relu) {
+    FloatView x = float_view(x_obj, "x", false), w = float_view(w_obj, "w", false);
+    FloatView b = float_view(b_obj, "b", false), out = float_view(out_obj, "out", true);
+    const py::ssize_t R = x.rows, K = x.cols, N = w.rows;
+    expect_shape(w, N, K, "w");
+    expect_shape(b, N, 1, "b");
+    expect_shape(out, R, N, "out");
+    if (N >= K) {  // long outputs: out row += x[i, k] * (row k of W^T)
+        std::vector<float> wt(static_cast<size_t>(K * N));
+        for (py::ssize_t n = 0; n < N; ++n)
+            for (py::ssize_t k = 0; k < K; ++k) wt[k * N + n] = w.data[n * K + k];
+        for (py::ssize_t i = 0; i < R; ++i) {
+            float* o = out.data + i * N;
+            std::copy(b.data, b.data + N, o);
+            for (py::ssize_t k = 0; k < K; ++k) axpy(o, x.data[i * K + k], wt.data() + k * N, N);
+        }
+    } else {  // long inputs: one dot product per output
+        for (py::ssize_t i = 0; i < R; ++i)
+            for (py::ssize_t n = 0; n < N; ++n) out.data[i * N + n] = b.data[n] + dot(x.data + i * K, w.data + n * K, K);
+    }
+    if (relu)
+        for (py::ssize_t k = 0; k < R * N; ++k) out.data[k] = out.data[k] > 0.0f ? out.data[k] : 0.0f;
+}
+
+// dW = d^T a: d (B, N), a (B, K), dw (N, K).
+void weight_grad_thin(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
+    FloatView d = float_view(d_obj, "d", false), a = float_view(a_obj, "a", false);
+    FloatView dw = float_view(dw_obj, "dw", true);
+    const py::ssize_t B = d.rows, N = d.cols, K = a.cols;
+    expect_shape(a, B, K, "a");
+    expect_shape(dw, N, K, "dw");
+    if (K >= N) {  // dw row n += d[i, n] * a row i
+        std::fill(dw.data, dw.data + N * K, 0.0f);
+        for (py::ssize_t i = 0; i < B; ++i)
+            for (py::ssize_t n = 0; n < N; ++n) axpy(dw.data + n * K, d.data[i * N + n], a.data + i * K, K);
+    } else {  // accumulate dw^T (K, N) along the long side N, then transpose
+        std::vector<float> t(static_cast<size_t>(K * N), 0.0f);
+        for (py::ssize_t i = 0; i < B; ++i)
+            for (py::ssize_t k = 0; k < K; ++k) axpy(t.data() + k * N, a.data[i * K + k], d.data + i * N, N);
+        for (py::ssize_t n = 0; n < N; ++n)
+            for (py::ssize_t k = 0; k < K; ++k) dw.data[n * K + k] = t[k * N + n];
+    }
+}
+
+// out = (d W) * (a > 0), the gradient at a ReLU layer's output a: d (B, N), W (N, K), a and out (B, K).
+void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::handle out_obj) {
+    FloatView d = float_view(d_obj, "d", false), w = float_view(w_obj, "w", false);
+    FloatView a = float_view(a_obj, "a", false), out = float_view(out_obj, "out", true);
+    const py::ssize_t B = d.rows, N = d.cols, K = w.cols;
+    expect_shape(w, N, K, "w");
+    expect_shape(a, B, K, "a");
+    expect_shape(out, B, K, "out");
+    for (py::ssize_t i = 0; i < B; ++i) {
+        float* o = out.data + i * K;
+        std::fill(o, o + K, 0.0f);
+        for (py::ssize_t n = 0; n < N; ++n) axpy(o, d.data[i * N + n], w.data + n * K, K);
+        const float* ai = a.data + i * K;
+        for (py::ssize_t k = 0; k < K; ++k) o[k] = ai[k] > 0.0f ? o[k] : 0.0f;
+    }
+}
+
 // Gradient-norm clip (as torch.nn.utils.clip_grad_norm_, skipped when max_norm <= 0) and one Adam
-// step (as torch.optim.Adam, no AMSGrad, L2 weight decay) over lists of parameters, gradients and
-// moment buffers; `step` is the step count after this update. Returns the total gradient norm.
-double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list exp_avg_sqs, double step, double lr,
+// step (as torch.optim.Adam, no AMSGrad, L2 weight decay) over lists of parameters, gradients,
+// moment buffers and step counters (0-d float32, torch's format; each is incremented first, and they
+// must agree). Returns the total gradient norm before clipping.
+double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list exp_avg_sqs, py::list steps, double lr,
                  double beta1, double beta2, double eps, double weight_decay, double max_norm) {
     const size_t n = params.size();
-    if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n)
-        throw py::value_error("params, grads, exp_avgs and exp_avg_sqs must have the same length");
-    if (!(step >= 1.0)) throw py::value_error("step must be >= 1 (the count after this update)");
+    if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n || steps.size() != n)
+        throw py::value_error("params, grads, exp_avgs, exp_avg_sqs and steps must have the same length");
+    std::vector<float*> counters;
+    for (size_t k = 0; k < n; ++k) {
+        FloatView c = float_view(steps[k], "step", true);
+        if (c.rows * c.cols != 1) throw py::value_error("each step counter must hold one value");
+        if (k > 0 && *c.data != *counters[0]) throw py::value_error("the step counters of the parameters differ");
+        counters.push_back(c.data);
+    }
     struct Slot {
         FloatView p, g, m, v;
     };
@@ -183,6 +271,8 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
         sq += sum_of_squares(s.g.data, size);
         slots.push_back(s);
     }
+    for (float* c : counters) *c += 1.0f;
+    const double step = counters.empty() ? 1.0 : *counters[0];
     const double norm = std::sqrt(sq);
     const float clip = max_norm > 0.0 ? static_cast<float>(std::min(max_norm / (norm + 1e-6), 1.0)) : 1.0f;
 
@@ -204,6 +294,9 @@ PYBIND11_MODULE(_learner_native, m) {
           py::arg("action"), py::arg("reward"), py::arg("done"), py::arg("weights"), py::arg("gamma"),
           py::arg("double_q"), py::arg("d_q"), py::arg("abs_td"));
     m.def("bias_grad", &bias_grad, py::arg("d"), py::arg("db"));
+    m.def("linear_thin", &linear_thin, py::arg("x"), py::arg("w"), py::arg("b"), py::arg("out"), py::arg("relu"));
+    m.def("weight_grad_thin", &weight_grad_thin, py::arg("d"), py::arg("a"), py::arg("dw"));
+    m.def("input_grad_thin", &input_grad_thin, py::arg("d"), py::arg("w"), py::arg("a"), py::arg("out"));
     m.def("relu_backward", &relu_backward, py::arg("d"), py::arg("a"));
     m.def("clip_adam", &clip_adam, py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
           py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),

@@ -14,7 +14,14 @@ vectorized envs and acting; a replay manager; a learner. Throughput X (env steps
   accelerator): tasks sharing a device share its time, CPU cores are split among env workers,
   actor, replay manager and learner.
 
-so X = min over those limits; the binding one is reported as the bottleneck. With 0 workers (the
+so X = min over those limits; the binding one is reported as the bottleneck.
+
+Three measured costs of the runtime itself are part of it (fits keyed by `OVERHEADS`, all on the
+CPU): "explore", the exploration step around each act call (random draws, epsilon mask), counted in
+"act" because the runtime times it there; "worker_poll", the learner loop's bookkeeping of the worker
+pool around each gradient step (learner stage, worker mode only); and "worker_start" +
+"worker_stop", the one-off start of W worker processes (until each has delivered transitions) and
+their shutdown, paid once per run. With 0 workers (the
 runtime's in-process mode) one process runs every task in turn: X = 1 / (sum of all task times). Per env step the
 learner does `updates_per_step` gradient steps (the update-to-data ratio), each with one sample
 and one priority update of `batch_size`, and syncs weights every `sync_every` gradient steps.
@@ -35,6 +42,8 @@ ROLE_TASKS: dict[str, tuple[str, ...]] = {
 }
 ENV_TARGET = "cpu"  # gymnasium envs step on the host CPU
 OBJECTIVES = ("throughput", "efficiency")
+# Measured costs of the runtime itself (not tasks of their own; see the module docstring).
+OVERHEADS = ("explore", "worker_poll", "worker_start", "worker_stop")
 
 
 @dataclass(frozen=True)
@@ -142,7 +151,8 @@ class Prediction:
     power_source: str  # "measured" when every used device's figure is measured, else "nominal"
     task_sources: Mapping[str, str] = field(default_factory=dict)
     warmup_task_seconds: Mapping[str, float] = field(default_factory=dict)  # before learning starts
-    startup_s: float = 0.0  # one-off cost of starting the actor worker processes
+    startup_s: float = 0.0  # one-off cost of starting the actor worker processes (until each delivers)
+    shutdown_s: float = 0.0  # one-off cost of stopping them at the end of the run
     run_steps: int = 0  # env steps of the planned run (0: steady state)
     learning_starts: int = 0
 
@@ -153,12 +163,16 @@ class Prediction:
 
     def average_throughput(self, steps: int, learning_starts: int) -> float:
         """Mean env steps/s over a run of `steps` that learns only after `learning_starts` steps,
-        including the one-off start of the worker processes."""
+        including the one-off start and stop of the worker processes."""
         if steps <= 0:
             return self.throughput
+        return steps / self.run_seconds(steps, learning_starts)
+
+    def run_seconds(self, steps: int, learning_starts: int) -> float:
+        """Wall seconds of a run: worker start + warm-up + learning + worker stop."""
         warm = min(steps, learning_starts)
-        seconds = self.startup_s + warm / self.warmup_throughput + (steps - warm) / self.throughput
-        return steps / seconds
+        return (self.startup_s + self.shutdown_s + warm / self.warmup_throughput
+                + (steps - warm) / self.throughput)
 
     def run_task_seconds(self, steps: int | None = None) -> dict[str, float]:
         """Seconds of each task per env step averaged over a run of `steps` (default: the planned
@@ -209,9 +223,11 @@ def per_step_seconds(tables: Tables, workload: Workload, placement: Mapping[str,
     u = workload.updates_per_step if learning else 0.0
     b = workload.batch_size
     ins = workload.worker_insert_batch if workers > 0 and workload.worker_insert_batch else workload.insert_batch
+    explore = tables.fits.get(("explore", ENV_TARGET))
+    around = explore(n) / n if explore is not None else 0.0  # exploration runs every step, inference only when greedy
     return {
         "env_step": t("env_step", n) / n,
-        "act": workload.act_fraction * t("act", n) / n if learning else 0.0,
+        "act": around + (workload.act_fraction * t("act", n) / n if learning else 0.0),
         "replay_insert": t("replay_insert", ins) / ins,
         "replay_sample": u * t("replay_sample", b),
         "replay_update": u * t("replay_update", b) if workload.prioritized else 0.0,
@@ -220,19 +236,31 @@ def per_step_seconds(tables: Tables, workload: Workload, placement: Mapping[str,
     }
 
 
-def _limits(tables: Tables, seconds: Mapping[str, float], where: Mapping[str, str], workers: int) -> dict[str, float]:
-    """Each limit on throughput: stage and device names -> the most env steps/s it allows."""
+def poll_seconds(tables: Tables, workload: Workload, workers: int, learning: bool = True) -> float:
+    """Seconds per env step the learner spends polling the worker pool (worker mode, while learning)."""
+    poll = tables.fits.get(("worker_poll", ENV_TARGET))
+    if workers <= 0 or poll is None or not learning:
+        return 0.0
+    return workload.updates_per_step * poll(workers)
+
+
+def _limits(tables: Tables, seconds: Mapping[str, float], where: Mapping[str, str], workers: int,
+            poll: float = 0.0) -> dict[str, float]:
+    """Each limit on throughput: stage and device names -> the most env steps/s it allows. `poll`:
+    seconds per env step of the learner's worker-pool bookkeeping (CPU, the stage that learns)."""
     limits: dict[str, float] = {}
     # workers == 0: the runtime's in-process mode, every task one after another in one process
     stages = tables.stages if workers > 0 else {"in-process": tuple(seconds)}
     processes = workers + len(stages) - 1 if workers > 0 else 1
     cpu_cap = tables.cpu_capacity(processes)
     for stage, tasks in stages.items():
-        load = sum(seconds.get(task, 0.0) for task in tasks)
+        load = sum(seconds.get(task, 0.0) for task in tasks) + (poll if "learn" in tasks else 0.0)
         procs = workers if stage == "actor" else 1
         limits[f"stage {stage}"] = procs / load if load > 0 else math.inf
     cpu = tables.target_device[ENV_TARGET]
-    for dev_name, load in _device_load(tables, seconds, where).items():
+    loads = _device_load(tables, seconds, where)
+    loads[cpu] = loads.get(cpu, 0.0) + poll
+    for dev_name, load in loads.items():
         cap = cpu_cap if dev_name == cpu else tables.devices[dev_name].capacity
         limits[f"device {dev_name}"] = cap / load if load > 0 else math.inf
     return limits
@@ -259,7 +287,7 @@ def predict(tables: Tables, workload: Workload, placement: Mapping[str, str], wo
     where = task_targets(placement)
     seconds = per_step_seconds(tables, workload, placement, learning=True, workers=workers)
     warm = per_step_seconds(tables, workload, placement, learning=False, workers=workers)
-    limits = _limits(tables, seconds, where, workers)
+    limits = _limits(tables, seconds, where, workers, poll_seconds(tables, workload, workers))
     # on a tie, name the stage: a process that is busy all the time says more than a device that is
     bottleneck = min(limits, key=lambda k: (limits[k], not k.startswith("stage"), k))
     x = limits[bottleneck]
@@ -271,9 +299,10 @@ def predict(tables: Tables, workload: Workload, placement: Mapping[str, str], wo
     util = {d: min(1.0, x * load / tables.devices[d].capacity) for d, load in _device_load(tables, seconds, where).items() if d in used}
     power = sum(tables.devices[d].power(util.get(d, 0.0)) for d in used)
     source = "measured" if all(tables.devices[d].power_source == "measured" for d in used) else "nominal"
-    start = tables.fits.get(("worker_start", ENV_TARGET))
+    start, stop = tables.fits.get(("worker_start", ENV_TARGET)), tables.fits.get(("worker_stop", ENV_TARGET))
     return Prediction(
         startup_s=start(workers) if start is not None and workers > 0 else 0.0,
+        shutdown_s=stop(workers) if stop is not None and workers > 0 else 0.0,
         run_steps=workload.total_steps,
         warmup_task_seconds=warm,
         learning_starts=workload.learning_starts,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.planner.assign import PlanError, search
-from pearl_fpga.planner.model import ROLE_TASKS, ROLES, TASKS, Device, Fit, Prediction, Tables, Workload
+from pearl_fpga.planner.model import OVERHEADS, ROLE_TASKS, ROLES, TASKS, Device, Fit, Prediction, Tables, Workload
 
 # Targets are the runtime's placement tokens (pearl_fpga.runtime.placement): the CPU with torch
 # ("cpu") or with the kernels' C++ build ("cpu-kernel"), the GPU, a board, an emulated board.
@@ -108,7 +108,7 @@ class Plan:
         def pred(p: Prediction) -> dict[str, Any]:
             return {"placement": ",".join(f"{r}={p.placement[r]}" for r in ROLES), "workers": p.workers,
                     "env_steps_per_s": p.throughput, "run_env_steps_per_s": p.run_throughput,
-                    "worker_startup_s": p.startup_s, "bottleneck": p.bottleneck, "power_w": p.power_w,
+                    "worker_startup_s": p.startup_s, "worker_shutdown_s": p.shutdown_s, "bottleneck": p.bottleneck, "power_w": p.power_w,
                     "power_source": p.power_source, "steps_per_joule": p.efficiency,
                     "task_seconds_per_env_step": dict(p.task_seconds), "device_utilization": dict(p.device_utilization)}
 
@@ -261,7 +261,7 @@ def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any |
     from pearl_fpga.runtime.envs import env_spec
 
     fits: dict[tuple[str, str], Fit] = {k: v for k, v in profile.fits.items()
-                                        if (k[0] in TASKS or k[0] == "worker_start") and k[1] in targets}
+                                        if (k[0] in TASKS or k[0] in OVERHEADS) and k[1] in targets}
     # The runtime's replay on "cpu-kernel" is the same C++ sum tree as on "cpu", and without PER
     # the buffer is host memory wherever "replay" is placed: offer such duplicates once, as "cpu".
     for task in ROLE_TASKS["replay"]:

@@ -187,8 +187,8 @@ class Sizes:
     act: tuple[int, ...] = (1, 4, 16)
     insert: tuple[int, ...] = (1, 16, 64)
     repeats: int = 60
-    learn_repeats: int = 15
-    worker_starts: tuple[int, ...] = (1, 2)  # processes started together (each imports torch: seconds)
+    learn_repeats: int = 40  # a gradient step is ~1 ms: 40 of them per batch size keep the fit's noise low
+    worker_starts: tuple[int, ...] = (1, 2)  # worker pools started and stopped (each process imports torch: seconds)
     parallel: tuple[int, ...] = (1, 2, 3)  # busy processes run together to measure the CPU we get
     parallel_seconds: float = 0.5
 
@@ -265,8 +265,11 @@ def profile_host(config: Any, targets: Iterable[str] = HOST_TARGETS, sizes: Size
         _profile_learner(config, spec, targets, sizes, prof, record_points, rng, note)
         torch.set_num_threads(1)
         _profile_host_storage(config, spec, sizes, record, rng)
+        record_points("explore", "cpu", _explore_overhead(config, spec, sizes.envs, sizes.repeats))
         if sizes.worker_starts:
-            record("worker_start", "cpu", sizes.worker_starts, _spawn_workers, 1)
+            note("starting and stopping actor worker processes")
+            for task, pts in worker_pool_costs(config, sizes.worker_starts).items():
+                record_points(task, "cpu", pts)
         if sizes.parallel:
             note("CPU time several processes get together")
             prof.points[("cpu_parallel", "cpu")] = cpu_parallel(sizes.parallel, sizes.parallel_seconds)
@@ -430,22 +433,77 @@ def cpu_parallel(counts: Sequence[int], seconds: float) -> list[tuple[float, flo
     return [(float(p), r / one) for p, r in sorted(rates.items())]
 
 
-def _spawn_workers(n: int) -> Callable[[], Any]:
-    """Start n Python processes together that import what an actor worker imports, and wait for them
-    (the runtime's one-off cost before the first transition arrives)."""
-    import subprocess
-    import sys
+def worker_pool_costs(config: Any, counts: Sequence[int], poll_iterations: int = 200,
+                      timeout_s: float = 120.0) -> dict[str, list[tuple[float, float]]]:
+    """The runtime's own worker pool, timed: for each W in `counts`, start W actor processes with
+    `WorkerPool` exactly as the Trainer does and wait until each has delivered its first message of
+    transitions ("worker_start"), time the learner's per-iteration polling of the pool while the
+    workers are up ("worker_poll": receive, grant, restart check), then close the pool ("worker_stop").
 
-    code = ("import torch, gymnasium, numpy; import pearl_fpga.runtime.workers, pearl_fpga.runtime.policy, "
-            "pearl_fpga.runtime.envs, pearl_fpga.algos")
+    Returns task -> [(W, seconds)]. Start and stop are one-off costs every worker run pays; on a
+    shared machine they vary with the load, so a benchmark re-measures them right before its run."""
+    from pearl_fpga.algos import make_algo
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.runtime.envs import env_spec
+    from pearl_fpga.runtime.placement import default_placement
+    from pearl_fpga.runtime.workers import WorkerPool
+    from pearl_fpga.trainer import calibration_batch
 
-    def start() -> None:
-        procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
-        for p in procs:
-            if p.wait() != 0:
-                raise RuntimeError(f"a test worker process failed to import the runtime (exit {p.returncode})")
+    spec = env_spec(config.env_id)
+    weights = {k: v.detach().cpu().clone()
+               for k, v in make_algo(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0).policy_module.state_dict().items()}
+    calibration = calibration_batch(config.env_id, 0)
+    out: dict[str, list[tuple[float, float]]] = {"worker_start": [], "worker_stop": [], "worker_poll": []}
+    for w in counts:
+        cfg = TrainConfig.from_dict({**config.to_dict(), "workers": int(w)})
+        chunk = max(cfg.n_envs, min(64, cfg.actor_lag) // cfg.n_envs * cfg.n_envs)  # as the Trainer grants
+        t0 = time.perf_counter()
+        pool = WorkerPool(cfg, default_placement(), calibration, weights, seed=7919, env_id=cfg.env_id)
+        try:
+            granted = pool.grant_upto(0, 2 * chunk * w, chunk, 0)
+            given = list(pool.credit)
+            while any(c >= g for c, g in zip(pool.credit, given)):  # some worker has not reported yet
+                if time.perf_counter() - t0 > timeout_s:
+                    raise RuntimeError(f"{w} actor worker(s) delivered nothing within {timeout_s:.0f} s")
+                pool.receive(timeout=0.05)
+                if any(not p.is_alive() for p in pool.procs):
+                    raise RuntimeError("an actor worker process died while starting")
+            t1 = time.perf_counter()
+            for _ in range(poll_iterations):  # the learner loop's bookkeeping around each gradient step
+                pool.receive(timeout=0.0)
+                pool.grant_upto(granted, granted, chunk, 0)
+                pool.restart_dead()
+            t2 = time.perf_counter()
+        finally:
+            t3 = time.perf_counter()
+            pool.close()
+            t4 = time.perf_counter()
+        out["worker_start"].append((float(w), t1 - t0))
+        out["worker_poll"].append((float(w), (t2 - t1) / max(1, poll_iterations)))
+        out["worker_stop"].append((float(w), t4 - t3))
+    return out
 
-    return start
+
+def _explore_overhead(config: Any, spec: Any, counts: Sequence[int], repeats: int) -> list[tuple[float, float]]:
+    """Seconds per call of the runtime's exploration step (`ActorPolicy.explore`) around the policy
+    network, with the inference itself left out (it is the "act" task): the random draws, the
+    epsilon mask and the merge, at the schedule's final epsilon."""
+    from types import SimpleNamespace
+
+    from pearl_fpga.runtime.policy import ActorPolicy
+
+    rng = np.random.default_rng(4)
+    step = max(config.total_steps, config.learning_starts)  # past the epsilon decay: the steady state
+    pts = []
+    for n in counts:
+        obs = rng.normal(size=(n, spec.obs_dim)).astype(np.float32)
+        if spec.discrete:
+            greedy = np.zeros(n, dtype=np.int64)
+        else:
+            greedy = np.zeros((n, spec.action_dim), dtype=np.float32)
+        stub = SimpleNamespace(discrete=spec.discrete, deterministic=lambda _obs, g=greedy: g)
+        pts.append((float(n), time_call(lambda: ActorPolicy.explore(stub, obs, step, config, rng, spec.action_dim), repeats)))
+    return pts
 
 
 def _profile_host_storage(config: Any, spec: Any, sizes: Sizes, record: Callable[..., None], rng: np.random.Generator) -> None:
