@@ -61,6 +61,10 @@ class TrainConfig:
     """DQN: gradient-norm clip (SB3 default); 0 disables it."""
     double_q: bool = True
     """DQN: double-DQN target (online net picks the next action, target net values it)."""
+    concurrent_updates: bool = True
+    """DDPG: compute the actor's and the critic's gradients of a step concurrently (two threads), the
+    actor's on the critic of the step's start, as OpenAI Baselines' DDPG; False: the actor's after the
+    critic's update, as SB3. Ignored by DQN."""
     action_noise_std: float = 0.1
     """DDPG: std of the Gaussian exploration noise, in the actor's [-1, 1] action scale."""
     net_arch: list[int] = field(default_factory=lambda: [256, 256])

@@ -115,8 +115,11 @@ def test_dqn_target_copy_and_state_dict_round_trip():
     assert other.updates == 1
 
 
-def test_ddpg_step_matches_sb3_style_reference():
-    cfg = TrainConfig.preset("ddpg", net_arch=[16, 16], tau=0.1)
+@pytest.mark.parametrize("concurrent", [False, True], ids=["sb3-order", "concurrent"])
+def test_ddpg_step_matches_reference(concurrent):
+    """Sequential: SB3's order (critic step, then the actor's gradient on the updated critic).
+    Concurrent: both gradients on the step's starting networks (OpenAI Baselines' order), then both steps."""
+    cfg = TrainConfig.preset("ddpg", net_arch=[16, 16], tau=0.1, concurrent_updates=concurrent)
     algo = DDPG(cfg, 3, 1, seed=2)
     actor, critic = copy.deepcopy(algo.actor), copy.deepcopy(algo.critic)
     actor_t, critic_t = copy.deepcopy(algo.actor_target), copy.deepcopy(algo.critic_target)
@@ -124,23 +127,30 @@ def test_ddpg_step_matches_sb3_style_reference():
     opt_c = torch.optim.Adam(critic.parameters(), lr=cfg.learning_rate)
     data = _batch(np.random.default_rng(0), 32, 3, False)
     b = Batch.from_numpy(data)
-    loss, _ = algo.learn(b)
+    for _ in range(2):  # the second step runs on Adam state and moved targets from the first
+        loss, _ = algo.learn(b)
 
-    with torch.no_grad():
-        target = b.reward + (1 - b.done) * cfg.gamma * critic_t(torch.cat([b.next_obs, actor_t(b.next_obs)], 1))
-    c_loss = F.mse_loss(critic(torch.cat([b.obs, b.action], 1)), target)
-    opt_c.zero_grad()
-    c_loss.backward()
-    opt_c.step()
-    a_loss = -critic(torch.cat([b.obs, actor(b.obs)], 1)).mean()
-    opt_a.zero_grad()
-    a_loss.backward()
-    opt_a.step()
-    with torch.no_grad():
-        for net, tgt in ((actor, actor_t), (critic, critic_t)):
-            for p, t in zip(net.parameters(), tgt.parameters()):
-                t.mul_(1 - cfg.tau).add_(p, alpha=cfg.tau)
-    assert float(loss) == pytest.approx(float(c_loss.detach()), rel=1e-6)
+        with torch.no_grad():
+            target = b.reward + (1 - b.done) * cfg.gamma * critic_t(torch.cat([b.next_obs, actor_t(b.next_obs)], 1))
+        c_loss = F.mse_loss(critic(torch.cat([b.obs, b.action], 1)), target)
+        opt_c.zero_grad()
+        c_loss.backward()
+        if not concurrent:
+            opt_c.step()
+        a_loss = -critic(torch.cat([b.obs, actor(b.obs)], 1)).mean()
+        opt_a.zero_grad()
+        if concurrent:  # the actor's gradient only: the critic's .grad holds the critic loss's
+            for p, g in zip(actor.parameters(), torch.autograd.grad(a_loss, list(actor.parameters()))):
+                p.grad = g
+            opt_c.step()
+        else:
+            a_loss.backward()
+        opt_a.step()
+        with torch.no_grad():
+            for net, tgt in ((actor, actor_t), (critic, critic_t)):
+                for p, t in zip(net.parameters(), tgt.parameters()):
+                    t.mul_(1 - cfg.tau).add_(p, alpha=cfg.tau)
+        assert float(loss) == pytest.approx(float(c_loss.detach()), rel=1e-5)
     for mine, ref in ((algo.actor, actor), (algo.critic, critic), (algo.actor_target, actor_t),
                       (algo.critic_target, critic_t)):
         for p, r in zip(mine.parameters(), ref.parameters()):

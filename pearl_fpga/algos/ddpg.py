@@ -2,7 +2,8 @@
 
 Matches Stable-Baselines3's DDPG (its TD3 with one critic, no target smoothing, policy delay 1):
 MSE critic loss, actor loss -Q(s, pi(s)), both target networks Polyak-averaged with `tau` after
-every gradient step. Actions live in the actor's [-1, 1] scale; the runtime maps them to the
+every gradient step. One difference by default (`concurrent_updates`): the actor's gradient uses the
+critic of the step's start, as in OpenAI Baselines' DDPG, so both gradients are computed at once. Actions live in the actor's [-1, 1] scale; the runtime maps them to the
 environment's bounds. Leaner than SB3: the actor step's backward pass skips the critic's weight gradients
 (only the input gradient is needed), target updates use fused foreach ops, and the update runs
 without nn.Module calls or torch.optim's Python wrapper (pearl_fpga.algos.common).
@@ -11,6 +12,7 @@ without nn.Module calls or torch.optim's Python wrapper (pearl_fpga.algos.common
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -44,6 +46,10 @@ class DDPG:
         self._actor_target, self._critic_target = linear_layers(self.actor_target), linear_layers(self.critic_target)
         self.gamma = float(config.gamma)
         self.updates = 0
+        # one persistent thread for the actor's half of a concurrent update (torch's intra-op threads
+        # stay as configured; this is a second caller, not a bigger pool)
+        self._grad_thread = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="pearl-ddpg-actor")
+                             if config.concurrent_updates else None)
 
     @property
     def policy_module(self) -> nn.Sequential:
@@ -51,7 +57,29 @@ class DDPG:
         return self.actor
 
     def learn(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """One gradient step; returns the critic loss (0-d tensor) and |TD error| per sample."""
+        """One gradient step; returns the critic loss (0-d tensor) and |TD error| per sample.
+
+        With `config.concurrent_updates` the actor's gradient is taken on the critic as it was at the
+        start of the step, on a second thread while this one computes the critic's (as OpenAI
+        Baselines' DDPG does): the two halves are about equal GEMM work and torch releases the GIL in
+        them. Otherwise the actor's gradient follows the critic's update (SB3's order)."""
+        if self._grad_thread is not None:
+            actor_grads = self._grad_thread.submit(self._actor_grads, batch)
+            critic_loss, td, critic_grads = self._critic_grads(batch)
+            actor_grads = actor_grads.result()  # re-raises an error of the actor's half
+            self.critic_adam.step(critic_grads)
+            self.actor_adam.step(actor_grads)
+        else:
+            critic_loss, td, critic_grads = self._critic_grads(batch)
+            self.critic_adam.step(critic_grads)
+            self.actor_adam.step(self._actor_grads(batch))
+        with torch.no_grad():
+            torch._foreach_lerp_(self._targets, self._online, self.config.tau)
+        self.updates += 1
+        return critic_loss, td
+
+    def _critic_grads(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Critic loss (MSE to the target networks' TD target), |TD error| and the critic's gradients."""
         with torch.no_grad():
             next_action = forward(self._actor_target, batch.next_obs, tanh_head=True)
             next_q = forward(self._critic_target, torch.cat([batch.next_obs, next_action], dim=1))
@@ -61,18 +89,15 @@ class DDPG:
             critic_loss = F.mse_loss(current, target)
         else:
             critic_loss = (batch.weights * (current - target).pow(2)).mean()
-        self.critic_adam.step(torch.autograd.grad(critic_loss, self.critic_adam.params))
+        grads = torch.autograd.grad(critic_loss, self.critic_adam.params)
+        return critic_loss.detach(), (current.detach() - target).abs().squeeze(1), grads
 
-        # Actor step: asking autograd for the actor's gradients only, the backward pass through the
-        # critic computes input gradients and skips the critic's weight gradients.
+    def _actor_grads(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        """The actor's gradients of -Q(s, pi(s)). Asking autograd for the actor's gradients only, the
+        backward pass through the critic computes input gradients and skips the critic's weight gradients."""
         actor_action = forward(self._actor, batch.obs, tanh_head=True)
         actor_loss = -forward(self._critic, torch.cat([batch.obs, actor_action], dim=1)).mean()
-        self.actor_adam.step(torch.autograd.grad(actor_loss, self.actor_adam.params))
-
-        with torch.no_grad():
-            torch._foreach_lerp_(self._targets, self._online, self.config.tau)
-        self.updates += 1
-        return critic_loss.detach(), (current.detach() - target).abs().squeeze(1)
+        return torch.autograd.grad(actor_loss, self.actor_adam.params)
 
     def update_target(self) -> None:
         """No-op: DDPG's targets are averaged inside learn()."""

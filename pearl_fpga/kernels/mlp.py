@@ -24,6 +24,7 @@ without saturating, and widens (fewer fractional bits) only those that do not.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -261,7 +262,8 @@ class MLPInfer:
     def __init__(self) -> None:  # use from_torch
         self.backend: Any = None
         self.formats: list[LayerFormat] = []
-        self.max_error: float = float("nan")
+        self._max_error: float | None = None  # measured on first use after each (re)load
+        self._error_reference: Any = None  # snapshot of the float network last loaded
         self.head: str = HEAD_RAW
         self.layers: list[QuantizedLayer] = []
         self._net: _Net | None = None
@@ -352,7 +354,23 @@ class MLPInfer:
             self._forward = self.backend.infer_float
         else:
             self._forward = self._forward_generic
-        self.max_error = self._measure_error(module, calib)
+        # max_error is measured when first read (learner syncs reload often and rarely read it),
+        # against a snapshot of the float network loaded now
+        if self._error_reference is None:
+            self._error_reference = copy.deepcopy(module)
+        else:
+            self._error_reference.load_state_dict(module.state_dict())
+        self._max_error = None
+
+    @property
+    def max_error(self) -> float:
+        """Largest absolute difference from the float network on the calibration batch (NaN before
+        from_torch); measured on first read after each load."""
+        if self._net is None:
+            return float("nan")
+        if self._max_error is None:
+            self._max_error = self._measure_error(self._error_reference, self._calibration)
+        return self._max_error
 
     def _measure_error(self, module: Any, calib: np.ndarray) -> float:
         ref = _torch_forward(module, calib)
