@@ -173,8 +173,8 @@ def test_rtl_bad_input_leaves_state(rtl: MLPRTLBackend) -> None:
 
 
 def test_rtl_backend_unavailable_without_verilator(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pearl_fpga.backends.mlp_rtl as mlp_rtl
+    import pearl_fpga.sim.verilator as verilator
 
-    monkeypatch.setattr(mlp_rtl, "verilator_available", lambda: False)
+    monkeypatch.setattr(verilator, "verilator_available", lambda: False)
     with pytest.raises(BackendUnavailable, match=r"needs Verilator and g\+\+.*pearl_fpga\[sim\]"):
         MLPRTLBackend(lanes=2, max_width=8)  # a shape not built in this process

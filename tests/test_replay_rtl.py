@@ -178,8 +178,8 @@ def test_rtl_backend_timeout_restores_tree() -> None:
 
 def test_rtl_backend_without_verilator(monkeypatch: pytest.MonkeyPatch) -> None:
     """No Verilator (or no g++): BackendUnavailable that says what to install."""
-    import pearl_fpga.backends.replay_rtl as replay_rtl
+    import pearl_fpga.sim.verilator as verilator
 
-    monkeypatch.setattr(replay_rtl, "verilator_available", lambda: False)
+    monkeypatch.setattr(verilator, "verilator_available", lambda: False)
     with pytest.raises(BackendUnavailable, match=r"pearl_fpga\[sim\]"):
         ReplaySampler(77, 8, backend="rtl")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,15 +38,13 @@ from pearl_fpga.kernels.mlp_format import (
     encode_load_stream,
     tanh_table,
 )
-from pearl_fpga.sim.verilator import build_library, cache_dir, verilator_available
+from pearl_fpga.sim.verilator import cache_dir, load_library
 
 RTL_DIR = Path(__file__).resolve().parents[2] / "hls" / "mlp" / "rtl"
 RTL_SOURCES = ("mlp_top.sv", "mlp_control.sv", "mlp_mac_array.sv")
 TANH_MEMH_NAME = "mlp_tanh.memh"
 
 _OK, _TIMEOUT, _PROTOCOL = 0, -1, -2
-_LIBS: dict[tuple[int, int, int], ctypes.CDLL] = {}
-_LIBS_LOCK = threading.Lock()
 _u64p = ctypes.POINTER(ctypes.c_uint64)
 _u32p = ctypes.POINTER(ctypes.c_uint32)
 
@@ -98,33 +95,19 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
 
 def rtl_library(lanes: int, max_width: int, max_layers: int) -> ctypes.CDLL:
     """The Verilated mlp_top for these parameters, built on first use (about a minute) and cached."""
-    key = (lanes, max_width, max_layers)
-    with _LIBS_LOCK:
-        if key not in _LIBS:
-            if not verilator_available():
-                raise BackendUnavailable(
-                    "backend 'rtl' needs Verilator and g++: install the simulation extra "
-                    "(pip install 'pearl_fpga[sim]') and a C++ compiler, or use backend='cpu'."
-                )
-            from rich.console import Console
-
-            # The table must outlive the build: the model reads it each time it is constructed.
-            memh = write_tanh_memh(cache_dir())
-            with Console(stderr=True).status(
-                f"building the MLP RTL with Verilator (LANES={lanes}, MAX_WIDTH={max_width}; once, then cached)"
-            ):
-                path = build_library(
-                    f"mlp_rtl_p{lanes}_w{max_width}_l{max_layers}",
-                    "mlp_top",
-                    [RTL_DIR / s for s in RTL_SOURCES],
-                    RTL_DIR / "harness.cpp",
-                    parameters={"LANES": lanes, "MAX_WIDTH": max_width, "MAX_LAYERS": max_layers, "MAX_BATCH": MAX_BATCH},
-                    verilator_args=[tanh_parameter(memh)],
-                )
-            _LIBS[key] = _declare(ctypes.CDLL(str(path)))
-        # rewritten if someone cleaned the cache after the build (the model reads it at construction)
-        write_tanh_memh(cache_dir())
-        return _LIBS[key]
+    # The tanh table must outlive the build: the model reads it each time it is constructed, so it
+    # is (re)written on every call, in case someone cleaned the cache after the build.
+    memh = write_tanh_memh(cache_dir())
+    return load_library(
+        f"mlp_rtl_p{lanes}_w{max_width}_l{max_layers}",
+        "mlp_top",
+        [RTL_DIR / s for s in RTL_SOURCES],
+        RTL_DIR / "harness.cpp",
+        parameters={"LANES": lanes, "MAX_WIDTH": max_width, "MAX_LAYERS": max_layers, "MAX_BATCH": MAX_BATCH},
+        declare=_declare,
+        what=f"the MLP RTL (LANES={lanes}, MAX_WIDTH={max_width})",
+        verilator_args=[tanh_parameter(memh)],
+    )
 
 
 def infer_cycle_target(layers: Sequence[QuantizedLayer], lanes: int) -> float:

@@ -13,7 +13,6 @@ samples and totals always come from the RTL.
 from __future__ import annotations
 
 import ctypes
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -32,14 +31,12 @@ from pearl_fpga.kernels.replay_format import (
     encode_commands,
     tree_depth,
 )
-from pearl_fpga.sim.verilator import build_library, verilator_available
+from pearl_fpga.sim.verilator import load_library
 
 RTL_DIR = Path(__file__).resolve().parents[2] / "hls" / "replay" / "rtl"
 RTL_SOURCES = ("replay_top.sv", "replay_level.sv", "replay_ctrl.sv")
 
 _OK, _TIMEOUT, _TOO_MANY = 0, 1, 2
-_LIBS: dict[tuple[int, int], ctypes.CDLL] = {}
-_LIBS_LOCK = threading.Lock()
 
 _u64p = ctypes.POINTER(ctypes.c_uint64)
 _u32p = ctypes.POINTER(ctypes.c_uint32)
@@ -65,29 +62,16 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
 
 def rtl_library(capacity: int, fanout: int) -> ctypes.CDLL:
     """The Verilated replay_top for this shape, built on first use (10-60 s) and cached."""
-    key = (capacity, fanout)
-    with _LIBS_LOCK:
-        if key not in _LIBS:
-            if not verilator_available():
-                raise BackendUnavailable(
-                    "backend 'rtl' needs Verilator and g++: install the simulation extra "
-                    "(pip install 'pearl_fpga[sim]') and a C++ compiler, or use backend='cpu'."
-                )
-            from rich.console import Console
-
-            with Console(stderr=True).status(
-                f"building the replay RTL with Verilator (capacity={capacity}, fanout={fanout}; once, then cached)"
-            ):
-                path = build_library(
-                    f"replay_rtl_c{capacity}_k{fanout}",
-                    "replay_top",
-                    [RTL_DIR / s for s in RTL_SOURCES],
-                    RTL_DIR / "harness.cpp",
-                    parameters={"CAPACITY": capacity, "FANOUT": fanout, "FREE_RUN": 1},
-                    verilator_args=["-CFLAGS", "-O1"],  # a third less compile time than -O2, same speed here
-                )
-            _LIBS[key] = _declare(ctypes.CDLL(str(path)))
-        return _LIBS[key]
+    return load_library(
+        f"replay_rtl_c{capacity}_k{fanout}",
+        "replay_top",
+        [RTL_DIR / s for s in RTL_SOURCES],
+        RTL_DIR / "harness.cpp",
+        parameters={"CAPACITY": capacity, "FANOUT": fanout, "FREE_RUN": 1},
+        declare=_declare,
+        what=f"the replay RTL (capacity={capacity}, fanout={fanout})",
+        verilator_args=["-CFLAGS", "-O1"],  # a third less compile time than -O2, same speed here
+    )
 
 
 class ReplayRTLBackend:

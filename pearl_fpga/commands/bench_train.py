@@ -1,5 +1,7 @@
 """`pearl-fpga bench train`: pearl_fpga's training throughput against Stable-Baselines3 at identical
-hyper-parameters (the rl-zoo presets, same update-to-data ratio, same torch thread count), in one run.
+hyper-parameters (the rl-zoo presets, same update-to-data ratio, same torch intra-op thread count), in
+one run. pearl_fpga's DDPG computes its actor and critic gradients concurrently on two threads
+(`concurrent_updates`, the overlap its runtime is for); SB3 is sequential.
 
 SB3's DQN computes the vanilla target (max over the target network); pearl_fpga's preset is double
 DQN, which costs one more forward pass per update. The benchmark runs the same algorithm on both
@@ -139,6 +141,8 @@ def _table(console: Any, results: dict[str, Any]) -> None:
     variant = ""
     if results["algo"] == "dqn":
         variant = " (pearl_fpga double DQN, SB3 vanilla)" if results["config"]["double_q"] else " (vanilla target on both)"
+    elif results["config"].get("concurrent_updates"):
+        variant = " (pearl_fpga: actor and critic gradients on two threads)"
     t = Table(title=f"bench train: {results['algo'].upper()}{variant} {results['env_id']}, {results['steps']:,} env steps, "
                     f"{results['threads']} torch thread(s)", title_justify="left")
     for col in ("seed", "library", "env steps/s", "updates/s", "final return", "seconds", "speedup"):

