@@ -1,11 +1,13 @@
 """The CPU learner step with its small ops fused: torch GEMMs into preallocated buffers, and the
 element-wise work around them in one native call per group (pearl_fpga._learner_native).
 
-On a 64-sample CartPole batch, DQN's gradient step is five 64x256x256 GEMMs and some 40 small torch
-ops (TD target, Huber loss, bias gradients, ReLU masks, norm clip, Adam, allocations); the small ops
-cost about as much as the GEMMs. Here the GEMMs stay in torch (MKL) writing into buffers allocated
-once per batch size, and the rest is four native functions over numpy views of the same memory:
-`dqn_loss_grad`, `bias_grad`, `relu_backward`, `clip_adam`. The arithmetic is that of the torch path
+On a 64-sample CartPole batch, DQN's gradient step is four or five 64x256x256 GEMMs and some 40 small
+torch ops (TD target, Huber loss, bias gradients, ReLU masks, norm clip, Adam, allocations, and the
+thin 4x256 and 256x2 layers, which MKL dispatches slower than it computes them); the small ops cost
+about as much as the GEMMs. Here the square GEMMs stay in torch (MKL) writing into buffers allocated
+once per batch size, and the rest is native functions over numpy views of the same memory:
+`dqn_loss_grad`, `bias_grad`, `relu_backward`, `linear_thin`, `weight_grad_thin`, `input_grad_thin`
+and `clip_adam` (clip + Adam on torch.optim.Adam's own state). The arithmetic is that of the torch path
 (DQN.learn with fused=False, tested against autograd and torch.optim.Adam in tests/test_fused_learner.py);
 sums are in a different order, so the two paths agree to float rounding, not bit for bit.
 """
@@ -59,7 +61,7 @@ class _Buffers:
 
 
 class FusedDQNStep:
-    """One double-DQN gradient step of `algo` (a CPU DQN), same result as the torch path to rounding."""
+    """One DQN gradient step of `algo` (a CPU DQN; double or vanilla target), the torch path's result to rounding."""
 
     def __init__(self, algo: DQN, native: Any) -> None:
         self.algo = algo
@@ -115,12 +117,11 @@ class FusedDQNStep:
             # backward pass: per layer dW = d^T a_in, db = column sums of d, d <- (d W) * (a_in > 0)
             d, np_d = buf.d_out, buf.np_d_out
             for i in range(last, -1, -1):
-                a_in = buf.x[:n] if i == 0 else buf.online[i - 1][:n]
                 if self._thin[i]:
                     native.weight_grad_thin(np_d, buf.np_x[:n] if i == 0 else buf.np_hidden_in[i - 1],
                                             buf.np_grads[2 * i])
                 else:
-                    torch.mm(d.t(), a_in, out=buf.grads[2 * i])
+                    torch.mm(d.t(), buf.x[:n] if i == 0 else buf.online[i - 1][:n], out=buf.grads[2 * i])
                 native.bias_grad(np_d, buf.np_grads[2 * i + 1])
                 if i > 0:
                     if self._online_w[i].shape[0] <= THIN:  # few outputs: one native pass, mask included
