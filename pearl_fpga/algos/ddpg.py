@@ -3,10 +3,11 @@
 Matches Stable-Baselines3's DDPG (its TD3 with one critic, no target smoothing, policy delay 1):
 MSE critic loss, actor loss -Q(s, pi(s)), both target networks Polyak-averaged with `tau` after
 every gradient step. One difference by default (`concurrent_updates`): the actor's gradient uses the
-critic of the step's start, as in OpenAI Baselines' DDPG, so both gradients are computed at once. Actions live in the actor's [-1, 1] scale; the runtime maps them to the
-environment's bounds. Leaner than SB3: the actor step's backward pass skips the critic's weight gradients
-(only the input gradient is needed), target updates use fused foreach ops, and the update runs
-without nn.Module calls or torch.optim's Python wrapper (pearl_fpga.algos.common).
+critic of the step's start, as in OpenAI Baselines' DDPG, so both gradients are computed at once.
+Actions live in the actor's [-1, 1] scale; the runtime maps them to the environment's bounds.
+Leaner than SB3: the actor step's backward pass skips the critic's weight gradients (only the input
+gradient is needed), target updates use fused foreach ops, and the update runs without nn.Module
+calls or torch.optim's Python wrapper (pearl_fpga.algos.common).
 """
 
 from __future__ import annotations

@@ -197,7 +197,8 @@ void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handl
         }
     } else {  // long inputs: one dot product per output
         for (py::ssize_t i = 0; i < R; ++i)
-            for (py::ssize_t n = 0; n < N; ++n) out.data[i * N + n] = b.data[n] + dot(x.data + i * K, w.data + n * K, K);
+            for (py::ssize_t n = 0; n < N; ++n)
+                out.data[i * N + n] = b.data[n] + dot(x.data + i * K, w.data + n * K, K);
     }
     if (relu)
         for (py::ssize_t k = 0; k < R * N; ++k) out.data[k] = out.data[k] > 0.0f ? out.data[k] : 0.0f;
@@ -267,7 +268,8 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
                float_view(exp_avgs[k], "exp_avg", true), float_view(exp_avg_sqs[k], "exp_avg_sq", true)};
         const py::ssize_t size = s.p.rows * s.p.cols;
         for (const FloatView* o : {&s.g, &s.m, &s.v})
-            if (o->rows * o->cols != size) throw py::value_error("gradient or moment buffer size differs from its parameter's");
+            if (o->rows * o->cols != size)
+                throw py::value_error("gradient or moment buffer size differs from its parameter's");
         sq += sum_of_squares(s.g.data, size);
         slots.push_back(s);
     }
