@@ -124,3 +124,19 @@ def test_plan_report_predicted_vs_measured(cache, small_config, capsys):
     assert "predicted vs measured" in out and "env steps/s" in out
     with pytest.raises(ValueError, match="differ"):
         choose_placement("ddpg", "Pendulum-v1", config)
+
+
+def test_plan_labels_csynth_figures(cache, small_config, tmp_path, capsys):
+    from test_planner_csynth import replay_report
+
+    replay_report(tmp_path / "pynq-z2" / "replay")
+    argv = ["--quick", "--config", str(small_config), "--per", "--devices", "cpu,cpu-kernel,fpga-sim:pynq-z2",
+            "--max-workers", "1", "--csynth", str(tmp_path)]
+    code, out, err = run_cmd(plan_cmd, [*argv, "--json"], capsys)
+    assert code == 0, err
+    rows = {(r["task"], r["target"]): r for r in json.loads(out)["tasks"]}
+    assert rows[("replay_sample", "fpga-sim")]["source"] == "cycle model (csynth) @ pynq-z2"
+    assert rows[("act", "fpga-sim")]["source"] == "cycle model (spec bound) @ pynq-z2"  # no MLP report: the SPEC bound
+    code, out, err = run_cmd(plan_cmd, argv, capsys)
+    assert code == 0, err
+    assert "(csynth)" in out and "(m)" in out

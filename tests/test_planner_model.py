@@ -206,3 +206,61 @@ def test_shared_cpu_capacity_limits_parallel_processes():
     assert p.bottleneck == "device cpu"
     assert predict(base, W1, place, workers=1).throughput == pytest.approx(2 / 4.4e-3)
     assert predict(shared, W1, place, workers=0).throughput == pytest.approx(1 / 4.4e-3)
+
+
+RUNTIME_STAGES = {"actor": ("env_step", "act"),
+                  "learner": ("replay_insert", "replay_sample", "replay_update", "learn", "weight_sync")}
+
+
+def test_runtime_overheads_by_hand():
+    # explore runs around every act call, worker_poll around every gradient step (worker mode only),
+    # and a worker run pays start + stop once
+    base = tables({"cpu": CPU}, cores=8)
+    fits = dict(base.fits)
+    fits.update({("explore", "cpu"): Fit(1e-4, 0.0), ("worker_poll", "cpu"): Fit(2e-4, 0.0),
+                 ("worker_start", "cpu"): Fit(1.0, 0.5), ("worker_stop", "cpu"): Fit(0.25, 0.25)})
+    t = Tables(fits, base.target_device, base.devices, RUNTIME_STAGES)
+    place = {"act": "cpu", "replay": "cpu", "learn": "cpu"}
+    inline = predict(t, W1, place, workers=0)
+    assert inline.task_seconds["act"] == pytest.approx(1e-3 + 1e-4)
+    assert inline.warmup_task_seconds["act"] == pytest.approx(1e-4)  # random actions still draw numbers
+    assert inline.throughput == pytest.approx(1 / (4.4e-3 + 1e-4))  # no pool to poll in-process
+    assert inline.startup_s == inline.shutdown_s == 0.0
+    two = predict(t, W1, place, workers=2)
+    learner = 1e-4 * 3 + 2e-3 + 1e-4 + 2e-4  # replay + learn + sync + poll, per env step
+    assert two.throughput == pytest.approx(1 / learner) and two.bottleneck == "stage learner"
+    assert (two.startup_s, two.shutdown_s) == pytest.approx((2.0, 0.75))
+    steps, starts = 10_000, 1_000
+    seconds = 2.75 + starts / two.warmup_throughput + (steps - starts) / two.throughput
+    assert two.run_seconds(steps, starts) == pytest.approx(seconds)
+    assert two.average_throughput(steps, starts) == pytest.approx(steps / seconds)
+
+
+@pytest.mark.parametrize("actor_slow, learner_slow, expect", [
+    (1.0, 1.0, 0.5e-3 + (2.4e-3 - 0.5e-3)),        # no interference: the learner's work alone
+    (3.0, 1.5, 1.5e-3 + (2.4e-3 - 1.5e-3 / 1.5)),  # burst of 1.5 ms, the learner does 1 ms of work in it
+    (12.0, 2.0, 6e-3),                              # the burst outlasts the learner's work: actors bind
+])
+def test_shared_cpu_overlap_of_actors_and_learner(actor_slow, learner_slow, expect):
+    base = tables({"cpu": CPU}, cores=8)
+    fits = dict(base.fits)
+    fits.update({("learner_corun", "cpu"): Fit(learner_slow, 0.0), ("actor_corun", "cpu"): Fit(actor_slow, 0.0)})
+    t = Tables(fits, base.target_device, base.devices, RUNTIME_STAGES)
+    p = predict(t, W1, {"act": "cpu", "replay": "cpu", "learn": "cpu"}, workers=4)
+    # actors: 2 ms per env step over 4 workers = 0.5 ms per env step at full speed; learner 2.4 ms
+    assert p.throughput == pytest.approx(1 / expect)
+    if actor_slow > 1.0:
+        assert p.bottleneck == "stage learner+actors"
+    # never faster than the stages alone
+    assert p.throughput <= predict(base, W1, {"act": "cpu", "replay": "cpu", "learn": "cpu"}, workers=4).throughput * (1 + 1e-9)
+
+
+def test_actor_corun_is_per_act_target():
+    base = tables({"cpu": CPU, "fast": {"act": 1e-4, "weight_sync": 1e-4}}, cores=8)
+    fits = dict(base.fits)
+    fits.update({("learner_corun", "cpu"): Fit(1.0, 0.0), ("actor_corun", "cpu"): Fit(2.0, 0.0),
+                 ("actor_corun", "fast"): Fit(20.0, 0.0)})
+    t = Tables(fits, base.target_device, base.devices, RUNTIME_STAGES)
+    p = predict(t, W1, {"act": "fast", "replay": "cpu", "learn": "cpu"}, workers=1)
+    # the fast actor: 1.1 ms per step alone, 22 ms while the learner runs; the learner does 2.4 ms in that burst
+    assert p.throughput == pytest.approx(1 / 22e-3)

@@ -121,3 +121,25 @@ def test_cpu_parallel_is_relative_to_one_process():
     pts = dict(prof.cpu_parallel((1, 2), 0.05))
     assert pts[1.0] == pytest.approx(1.0)
     assert 0.2 < pts[2.0] <= 2.0 * 1.25  # two busy processes get between a share of one core and both cores
+
+
+def test_worker_pool_costs_time_the_runtime_pool():
+    from pearl_fpga.config import TrainConfig
+
+    cfg = TrainConfig.preset("dqn", net_arch=[16, 16], batch_size=16, buffer_size=4096, total_steps=2000)
+    costs = prof.worker_pool_costs(cfg, (1,), ("cpu-kernel",), poll_iterations=20, corun_s=0.2)
+    assert set(costs) == {("worker_start", "cpu"), ("worker_poll", "cpu"), ("learner_corun", "cpu"),
+                          ("actor_corun", "cpu-kernel"), ("worker_stop", "cpu")}
+    start, poll, stop = (costs[(k, "cpu")][0][1] for k in ("worker_start", "worker_poll", "worker_stop"))
+    assert 0.05 < start < 120 and 0 < poll < 0.1 and 0 < stop < 30  # a process that imports torch: a second or so
+    # co-run factors are ratios to the same work done alone (>1 means slower while both run)
+    assert 0.2 < costs[("learner_corun", "cpu")][0][1] < 50 and 0.2 < costs[("actor_corun", "cpu-kernel")][0][1] < 200
+
+
+def test_explore_overhead_is_measured_without_inference():
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.runtime.envs import env_spec
+
+    cfg = TrainConfig.preset("dqn")
+    pts = prof._explore_overhead(cfg, env_spec(cfg.env_id), (1, 4), repeats=20)
+    assert [p[0] for p in pts] == [1.0, 4.0] and all(0 < p[1] < 0.01 for p in pts)

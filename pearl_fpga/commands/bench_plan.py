@@ -94,8 +94,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     console = Console(stderr=args.json, width=max(Console().width, 120))
     config = bench_config(args)
-    # host profile of each run: shorter than the planner's default, it is taken six times
-    sizes = Sizes.quick() if args.quick else Sizes(repeats=30, learn_repeats=40)
+    # host profile of each run: many cheap repeats, because a shared machine's load comes in bursts
+    # and a short timing window catches or misses them by luck (a few seconds in all)
+    sizes = Sizes.quick() if args.quick else Sizes(repeats=200, learn_repeats=80)
     try:
         plan = choose_placement(config.algo, config.env_id, config, devices="cpu,cpu-kernel",
                                 sizes=Sizes.quick() if args.quick else None, reprofile=not args.cached,
@@ -116,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.cached:
             fresh = profile_host(config, ("cpu", "cpu-kernel"), replace(sizes, worker_starts=()))
             if workers > 0:
-                for task, pts in worker_pool_costs(config, (workers,)).items():
-                    fresh.points[(task, "cpu")], fresh.fits[(task, "cpu")] = pts, fit_line([p[0] for p in pts], [p[1] for p in pts])
+                for key, pts in worker_pool_costs(config, (workers,), (act,)).items():
+                    fresh.points[key], fresh.fits[key] = pts, fit_line([p[0] for p in pts], [p[1] for p in pts])
             tables = build_tables(config, fresh, ["cpu", "cpu-kernel"], None)[0]
         pred = predict(tables, plan.workload, placement, workers)
         predicted = pred.average_throughput(args.steps, config.learning_starts)

@@ -25,6 +25,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-workers", type=int, help="most actor workers to consider (default: max(2, cores))")
     parser.add_argument("--cycles", default="spec", choices=("spec", "rtl"),
                         help="FPGA cycle source: the kernels' SPEC.md bounds, or counts from the rtl backend (Verilator)")
+    parser.add_argument("--csynth", action="append", default=[], metavar="PATH",
+                        help="a Vitis csynth report (<kernel>_top_csynth.xml) or a folder holding them; reports "
+                        "under build/hw/<board>/hls/<kernel>/ (make hls) are found without it and take "
+                        "precedence over --cycles")
     parser.add_argument("--cpu-watts", help="IDLE,ACTIVE watts of the CPU when RAPL is not readable (nominal)")
     parser.add_argument("--quick", action="store_true", help="tiny profiling sizes (seconds; noisier)")
     parser.add_argument("--reprofile", action="store_true", help="ignore the cached profile and measure again")
@@ -74,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
                                 constraints=args.constraints, devices=args.devices, board=args.board,
                                 sizes=Sizes.quick() if args.quick else None, reprofile=args.reprofile,
                                 progress=not args.json, max_workers=args.max_workers, cycles=args.cycles,
-                                cpu_watts=parse_watts(args.cpu_watts))
+                                cpu_watts=parse_watts(args.cpu_watts), csynth_dirs=args.csynth)
     except (PearlError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

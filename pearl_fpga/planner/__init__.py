@@ -5,9 +5,10 @@
     >>> plan = choose_placement("dqn", "CartPole-v1", TrainConfig.preset("dqn"))
     >>> plan.placement, plan.workers          # e.g. ("act=cpu-kernel,replay=cpu,learn=cpu", 1)
 
-Modules: devices (discovery), profile (micro-benchmarks, fits, cache, FPGA cycle models), power
-(measured or nominal watts), model (pure throughput/power model), assign (search under
-constraints), plan (choose_placement and the Plan it returns).
+Modules: devices (discovery), profile (micro-benchmarks, fits, cache, FPGA cycle models), csynth
+(Vitis HLS csynth reports as a cycle source), power (measured or nominal watts), model (pure
+throughput/power model), assign (search under constraints), plan (choose_placement and the Plan it
+returns).
 """
 
 from __future__ import annotations

@@ -14,17 +14,27 @@ vectorized envs and acting; a replay manager; a learner. Throughput X (env steps
   accelerator): tasks sharing a device share its time, CPU cores are split among env workers,
   actor, replay manager and learner.
 
-so X = min over those limits; the binding one is reported as the bottleneck.
+so X = min over those limits; the binding one is reported as the bottleneck. With 0 workers (the
+runtime's in-process mode) one process runs every task in turn: X = 1 / (sum of all task times). Per
+env step the learner does `updates_per_step` gradient steps (the update-to-data ratio), each with one
+sample and one priority update of `batch_size`, and syncs weights every `sync_every` gradient steps.
 
-Three measured costs of the runtime itself are part of it (fits keyed by `OVERHEADS`, all on the
+Measured costs of the runtime itself are part of it (fits keyed by `OVERHEADS`, all on the
 CPU): "explore", the exploration step around each act call (random draws, epsilon mask), counted in
 "act" because the runtime times it there; "worker_poll", the learner loop's bookkeeping of the worker
 pool around each gradient step (learner stage, worker mode only); and "worker_start" +
 "worker_stop", the one-off start of W worker processes (until each has delivered transitions) and
-their shutdown, paid once per run. With 0 workers (the
-runtime's in-process mode) one process runs every task in turn: X = 1 / (sum of all task times). Per env step the
-learner does `updates_per_step` gradient steps (the update-to-data ratio), each with one sample
-and one priority update of `batch_size`, and syncs weights every `sync_every` gradient steps.
+their shutdown, paid once per run.
+
+Worker mode on a shared CPU. The limits above let the learner use a whole core whenever it needs
+one; on a machine whose cores are shared (other users, hyper-threads, memory bandwidth) a learner
+iteration is measurably slower while the workers step (by "learner_corun", a factor of W), and the
+workers are slower than the profiled actor loop (by "actor_corun": contention plus copying and
+sending transitions). Each training round the workers are given the next round's env steps at once
+and step flat out for a = actor_corun * (actor seconds per env step) / W, during which the learner
+gets through a / learner_corun of its L seconds of work; it does the rest alone:
+T = a + max(0, L - a / learner_corun) seconds per env step ("stage learner+actors"), which
+never allows more than the stage limits do. The actors' factor is measured per act target.
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ ROLE_TASKS: dict[str, tuple[str, ...]] = {
 ENV_TARGET = "cpu"  # gymnasium envs step on the host CPU
 OBJECTIVES = ("throughput", "efficiency")
 # Measured costs of the runtime itself (not tasks of their own; see the module docstring).
-OVERHEADS = ("explore", "worker_poll", "worker_start", "worker_stop")
+OVERHEADS = ("explore", "worker_poll", "worker_start", "worker_stop", "learner_corun", "actor_corun")
 
 
 @dataclass(frozen=True)
@@ -253,10 +263,14 @@ def _limits(tables: Tables, seconds: Mapping[str, float], where: Mapping[str, st
     stages = tables.stages if workers > 0 else {"in-process": tuple(seconds)}
     processes = workers + len(stages) - 1 if workers > 0 else 1
     cpu_cap = tables.cpu_capacity(processes)
+    stage_load: dict[str, float] = {}
     for stage, tasks in stages.items():
-        load = sum(seconds.get(task, 0.0) for task in tasks) + (poll if "learn" in tasks else 0.0)
+        load = stage_load[stage] = sum(seconds.get(task, 0.0) for task in tasks) + (poll if "learn" in tasks else 0.0)
         procs = workers if stage == "actor" else 1
         limits[f"stage {stage}"] = procs / load if load > 0 else math.inf
+    overlap = _overlap_seconds(tables, stage_load, workers, where.get("act", ENV_TARGET))
+    if overlap is not None:
+        limits["stage learner+actors"] = 1.0 / overlap if overlap > 0 else math.inf
     cpu = tables.target_device[ENV_TARGET]
     loads = _device_load(tables, seconds, where)
     loads[cpu] = loads.get(cpu, 0.0) + poll
@@ -264,6 +278,20 @@ def _limits(tables: Tables, seconds: Mapping[str, float], where: Mapping[str, st
         cap = cpu_cap if dev_name == cpu else tables.devices[dev_name].capacity
         limits[f"device {dev_name}"] = cap / load if load > 0 else math.inf
     return limits
+
+
+def _overlap_seconds(tables: Tables, stage_load: Mapping[str, float], workers: int, act_target: str) -> float | None:
+    """Seconds per env step of the actors' flat-out burst plus the learner's remaining work (module
+    docstring), or None when the profile has no co-run measurement or nothing runs in parallel. The
+    actors' factor is measured per act target (their own work differs), else the CPU's is used."""
+    learner_corun = tables.fits.get(("learner_corun", ENV_TARGET))
+    actor_corun = tables.fits.get(("actor_corun", act_target)) or tables.fits.get(("actor_corun", ENV_TARGET))
+    if workers <= 0 or learner_corun is None or actor_corun is None or "actor" not in stage_load:
+        return None
+    learner = sum(load for stage, load in stage_load.items() if stage != "actor")
+    slow = max(1.0, learner_corun(workers))
+    burst = max(1.0, actor_corun(workers)) * stage_load["actor"] / workers
+    return burst + max(0.0, learner - burst / slow)
 
 
 def _device_load(tables: Tables, seconds: Mapping[str, float], where: Mapping[str, str]) -> dict[str, float]:

@@ -145,12 +145,13 @@ class Plan:
                 elif r["source"].startswith("none"):
                     out.append("n/a")  # e.g. no priority update without PER
                 else:
-                    label = "" if r["source"] == "measured" else " (m)"
+                    label = "" if r["source"] == "measured" else " (csynth)" if "csynth" in r["source"] else " (m)"
                     out.append(f"{'*' if r['chosen'] else ''}{r['seconds_per_call'] * 1e6:,.1f}{label}")
             t.add_row(task, str(batch), *out)
         console.print(t)
-        console.print("(m) = modelled from cycle counts and the board catalog, not measured; other figures "
-                      "measured on this machine.")
+        console.print("(m) = modelled from cycle counts (SPEC bound or rtl backend) and the board catalog; (csynth) = "
+                      "modelled from the Vitis csynth report's cycles and clock plus the catalog's link; other "
+                      "figures measured on this machine.")
         a = Table(title=f"Placements ranked by {self.objective} (modelled)", title_justify="left")
         for col in ("act", "replay", "learn", "workers", "steady steps/s", "run mean", "bottleneck", "watts", "steps/J"):
             a.add_column(col, justify="left" if col in ("act", "replay", "learn", "bottleneck") else "right", no_wrap=True)
@@ -200,7 +201,7 @@ class Plan:
                   "-" if err is None else f"{err:+.0%}")
         console.print(t)
         console.print(f"predicted figures are means over the planned {self.workload.total_steps:,}-step run (warm-up and "
-                      "worker start included); periodic evaluation is not modelled and slows the measured rate.")
+                      "worker start and stop included); periodic evaluation is not modelled and slows the measured rate.")
         if any(v.startswith("fpga") for v in p.placement.values()):
             console.print("note: fpga-sim tasks are predicted for the board; measured here they ran in emulation "
                           "on the CPU, so their times are not comparable.")
@@ -253,8 +254,10 @@ def parse_devices(spec: str | Sequence[str] | None, board: str | None) -> tuple[
 
 
 def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any | None, cycles: str = "spec",
-                 cpu_watts: tuple[float, float] | None = None) -> tuple[Tables, dict[str, str], list[str]]:
-    """Tables for the model from a host profile plus the modelled FPGA target of `board`."""
+                 cpu_watts: tuple[float, float] | None = None, csynth_dirs: Sequence[str] = ()
+                 ) -> tuple[Tables, dict[str, str], list[str]]:
+    """Tables for the model from a host profile plus the modelled FPGA target of `board` (cycle
+    sources: a csynth report when present, see pearl_fpga.planner.csynth, else `cycles`)."""
     from pearl_fpga.planner.devices import cpu_cores
     from pearl_fpga.planner.power import board_power, cpu_power, gpu_power
     from pearl_fpga.planner.profile import fpga_fits
@@ -288,7 +291,7 @@ def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any |
             continue
         spec = env_spec(config.env_id)
         ffits, unav, fnotes = fpga_fits(board, config, spec.obs_dim, spec.action_dim, spec.discrete, profile.fits,
-                                        target=fpga_target, cycles=cycles)
+                                        target=fpga_target, cycles=cycles, csynth_dirs=csynth_dirs)
         fits.update({k: v for k, v in ffits.items() if config.per or k[0] not in ROLE_TASKS["replay"]})
         unavailable.update(unav)
         notes += [f"{fpga_target}: {n}" for n in fnotes]
@@ -306,14 +309,15 @@ def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any |
     return tables, unavailable, notes
 
 
-def scale_host(tables: Tables, factor: float) -> Tables:
-    """The tables with every task on the CPU `factor` times slower (the load of a shared machine)."""
-    if factor == 1.0:
-        return tables
-    fits = {k: (Fit(f.a * factor, f.b * factor, f.source) if tables.target_device.get(k[1]) == "cpu" else f)
-            for k, f in tables.fits.items()}
-    return Tables(fits=fits, target_device=tables.target_device, devices=tables.devices, stages=tables.stages,
-                  cpu_parallel=tables.cpu_parallel)
+def scale_profile(profile: Any, factor: float) -> Any:
+    """A copy of the host profile with every host task `factor` times slower (the load of a shared
+    machine); FPGA targets built from it scale their host-side work (driver calls, storage) with it."""
+    import copy
+
+    out = copy.copy(profile)
+    out.fits = {k: (Fit(f.a * factor, f.b * factor, f.source) if k[0] not in ("cpu_parallel",) and
+                    not k[0].endswith("_corun") else f) for k, f in profile.fits.items()}
+    return out
 
 
 def get_profile(config: Any, targets: Sequence[str], sizes: Any = None, reprofile: bool = False,
@@ -354,7 +358,7 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
                      *, devices: str | Sequence[str] | None = None, board: str | None = None, sizes: Any = None,
                      reprofile: bool = False, progress: bool = True, max_workers: int | None = None,
                      cycles: str = "spec", cpu_watts: tuple[float, float] | None = None,
-                     adjust_load: bool = True) -> Plan:
+                     adjust_load: bool = True, csynth_dirs: Sequence[str] = ()) -> Plan:
     """Profile (cached), model and choose the placement and actor-worker count for `objective`.
 
     devices: targets to consider, e.g. "cpu,cpu-kernel,fpga-sim:pynq-z2"; by default the ones this
@@ -385,19 +389,29 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
         except Exception as exc:  # noqa: BLE001 - CatalogError: already a user-facing message
             raise PlanError(str(exc)) from exc
     profile = get_profile(config, targets, sizes=sizes, reprofile=reprofile, progress=progress)
-    tables, unavailable, notes = build_tables(config, profile, targets, board_spec, cycles=cycles, cpu_watts=cpu_watts)
+    note = None
     if adjust_load and time.time() - profile.created > 60:
         # a cached profile on a machine whose load varies: re-time one learner iteration and, when
-        # the CPU is now clearly slower or faster (beyond the noise of that re-timing), scale to it
+        # the CPU is now clearly slower or faster (beyond the noise of that re-timing), scale to it;
+        # when it is off by more than a load swing explains, measure again
         from pearl_fpga.planner.profile import load_factor
 
         factor = load_factor(config, profile, repeats=5 if sizes is not None and sizes.repeats < 10 else 20)
-        scaled = not 0.67 <= factor <= 1.5
-        if scaled:
-            tables = scale_host(tables, factor)
-        notes.append(f"cached profile from {time.strftime('%Y-%m-%d %H:%M', time.localtime(profile.created))}; "
-                     f"one learner iteration now takes x{factor:.2f} its profiled time"
-                     + (": CPU times scaled to it" if scaled else " (within noise: not scaled; --reprofile to measure again)"))
+        when = time.strftime('%Y-%m-%d %H:%M', time.localtime(profile.created))
+        if not 0.4 <= factor <= 2.5:
+            profile = get_profile(config, targets, sizes=sizes, reprofile=True, progress=progress)
+            note = (f"cached profile from {when} was off by x{factor:.2f} on one learner iteration: "
+                    "measured again")
+        else:
+            scaled = not 0.67 <= factor <= 1.5
+            if scaled:
+                profile = scale_profile(profile, factor)
+            note = (f"cached profile from {when}; one learner iteration now takes x{factor:.2f} its profiled time"
+                    + (": host times scaled to it" if scaled else " (within noise: not scaled; --reprofile to measure again)"))
+    tables, unavailable, notes = build_tables(config, profile, targets, board_spec, cycles=cycles, cpu_watts=cpu_watts,
+                                              csynth_dirs=csynth_dirs)
+    if note:
+        notes.append(note)
     workload = workload_of(config)
     usable = [t for t in TARGET_ORDER if t in tables.target_device]
     max_w = max_workers if max_workers is not None else max(2, cpu_cores())

@@ -1,15 +1,18 @@
 """Profiles: seconds per call of every (task, target) pair, fitted to t(batch) = a + b * batch.
 
 Host targets ("cpu", "cpu-kernel", "cuda") are measured with short micro-benchmarks of the runtime's
-own code (EnvGroup, ActorPolicy, the learner's `learn`, the replay buffer) at a few batch sizes,
-least-squares fitted, and cached per machine and workload in
-~/.cache/pearl_fpga/profiles/<machine-key>.json (PEARL_FPGA_CACHE_DIR overrides the folder). The
-cache is validated on load; a corrupt one is re-profiled with a warning.
+own code (EnvGroup, ActorPolicy and its exploration step, the learner's `learn`, the replay buffer)
+at a few batch sizes, least-squares fitted. The worker mode is timed on the runtime's own
+WorkerPool (start, polling, stop, and how much slower learner and workers run side by side: see
+`worker_pool_costs`). Profiles are cached per machine, profiled code (a fingerprint of its sources and
+native extensions) and workload in ~/.cache/pearl_fpga/profiles/<host>-<key>.json
+(PEARL_FPGA_CACHE_DIR overrides the folder). The cache is validated on load; a corrupt one is
+re-profiled with a warning.
 
-FPGA targets ("fpga-sim", "fpga") are modelled, not measured here: kernel cycles (a Vitis csynth
-report when one exists, else the cycle-accurate "rtl" backend when requested, else the cycle bound
-the kernel's SPEC.md guarantees) divided by the board clock from the catalog, plus the host <-> kernel
-transfers of the catalog's link model, plus the host-side work measured on this machine.
+FPGA targets ("fpga-sim", "fpga") are modelled, not measured here: kernel cycles and clock (a Vitis
+csynth report when one exists, see pearl_fpga.planner.csynth; else the cycle-accurate "rtl" backend
+when requested, else the cycle bound the kernel's SPEC.md guarantees, at the catalog clock), plus
+the host <-> kernel transfers of the catalog's link model, plus the host-side work measured here.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import numpy as np
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.planner.model import Fit
 
-SCHEMA = 1
+SCHEMA = 2  # 2: worker start/stop/poll and co-run factors from the runtime's own pool, exploration overhead
 HOST_TARGETS = ("cpu", "cpu-kernel", "cuda")
 REPLAY_TASKS = ("replay_insert", "replay_sample", "replay_update")
 
@@ -120,15 +123,37 @@ def _number(value: Any, what: str) -> float:
     return float(value)
 
 
+# The code whose speed a profile measures: when any of it changes (a faster learner, a new kernel
+# build), the cached profile is stale and is measured again, not rescaled.
+PROFILED_CODE = ("algos", "runtime", "kernels", "backends", "native", "replay.py", "trainer.py", "config.py")
+
+
+def code_fingerprint() -> str:
+    """Hash of the profiled code's sources and compiled extensions (pearl_fpga/_*_native*)."""
+    pkg = Path(__file__).resolve().parents[1]
+    files: list[Path] = sorted(pkg.glob("_*_native*"))
+    for name in PROFILED_CODE:
+        path = pkg / name
+        files += sorted(p for p in path.rglob("*") if p.suffix in (".py", ".cpp", ".h")) if path.is_dir() else [path]
+    h = hashlib.sha1()
+    for f in files:
+        if f.is_file():
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def machine_info() -> dict[str, Any]:
-    """What identifies this machine's speed: host, CPU model and cores, Python, torch, pearl_fpga."""
+    """What identifies this machine's speed and the profiled code: host, CPU model and cores, Python,
+    torch, pearl_fpga and a fingerprint of the code the profile times."""
     import torch
 
     from pearl_fpga import __version__
     from pearl_fpga.planner.devices import cpu_cores, cpu_model
 
     info = {"host": socket.gethostname(), "cpu": cpu_model(), "cores": cpu_cores(),
-            "python": platform.python_version(), "torch": torch.__version__, "pearl_fpga": __version__}
+            "python": platform.python_version(), "torch": torch.__version__, "pearl_fpga": __version__,
+            "code": code_fingerprint()}
     info["key"] = hashlib.sha1(json.dumps(info, sort_keys=True).encode()).hexdigest()[:12]
     return info
 
@@ -268,8 +293,9 @@ def profile_host(config: Any, targets: Iterable[str] = HOST_TARGETS, sizes: Size
         record_points("explore", "cpu", _explore_overhead(config, spec, sizes.envs, sizes.repeats))
         if sizes.worker_starts:
             note("starting and stopping actor worker processes")
-            for task, pts in worker_pool_costs(config, sizes.worker_starts).items():
-                record_points(task, "cpu", pts)
+            acts = [t for t in targets if ("act", t) in prof.fits and t != "cuda"]
+            for (task, target), pts in worker_pool_costs(config, sizes.worker_starts, acts or ("cpu",)).items():
+                record_points(task, target, pts)
         if sizes.parallel:
             note("CPU time several processes get together")
             prof.points[("cpu_parallel", "cpu")] = cpu_parallel(sizes.parallel, sizes.parallel_seconds)
@@ -433,55 +459,122 @@ def cpu_parallel(counts: Sequence[int], seconds: float) -> list[tuple[float, flo
     return [(float(p), r / one) for p, r in sorted(rates.items())]
 
 
-def worker_pool_costs(config: Any, counts: Sequence[int], poll_iterations: int = 200,
-                      timeout_s: float = 120.0) -> dict[str, list[tuple[float, float]]]:
+def worker_pool_costs(config: Any, counts: Sequence[int], act_targets: Sequence[str] = ("cpu",),
+                      poll_iterations: int = 200, corun_s: float = 1.0,
+                      timeout_s: float = 120.0) -> dict[tuple[str, str], list[tuple[float, float]]]:
     """The runtime's own worker pool, timed: for each W in `counts`, start W actor processes with
-    `WorkerPool` exactly as the Trainer does and wait until each has delivered its first message of
-    transitions ("worker_start"), time the learner's per-iteration polling of the pool while the
-    workers are up ("worker_poll": receive, grant, restart check), then close the pool ("worker_stop").
+    `WorkerPool` exactly as the Trainer does, then measure
 
-    Returns task -> [(W, seconds)]. Start and stop are one-off costs every worker run pays; on a
-    shared machine they vary with the load, so a benchmark re-measures them right before its run."""
-    from pearl_fpga.algos import make_algo
-    from pearl_fpga.config import TrainConfig
-    from pearl_fpga.runtime.envs import env_spec
-    from pearl_fpga.runtime.placement import default_placement
-    from pearl_fpga.runtime.workers import WorkerPool
+    - "worker_start": seconds until each worker has delivered its first message of transitions;
+    - "worker_poll": seconds of the learner loop's bookkeeping of the pool per iteration (receive,
+      grant, restart check) while the workers are up;
+    - "learner_corun": how many times longer a learner iteration (sample + gradient step, the
+      learner's own `learn`) takes while the W workers step their envs flat out than just before,
+      with them idle; on a machine whose cores are shared (with other users, or as hyper-threads)
+      it is well above 1;
+    - "actor_corun": wall seconds per env step of each worker meanwhile (everything a worker does per
+      step: exploration, inference, env step, copying and sending transitions), relative to the
+      actor loop (exploration, inference, env step) alone in this process, on the pool's act target;
+    - "worker_stop": seconds to close the pool.
+
+    Each act target in `act_targets` gets its own pools; "actor_corun" is kept per act target, the
+    others from the first. Returns (task, target) -> [(W, value)] with target "cpu" for all but
+    "actor_corun". Start and stop are one-off costs every worker run pays; on a shared machine all of
+    these vary with the load, so a benchmark re-measures them right before its run."""
+    from pearl_fpga.algos import Batch, make_algo
+    from pearl_fpga.runtime.envs import EnvGroup, env_spec
+    from pearl_fpga.runtime.placement import Placement
+    from pearl_fpga.runtime.policy import ActorPolicy
     from pearl_fpga.trainer import calibration_batch
 
+    import torch
+
     spec = env_spec(config.env_id)
-    weights = {k: v.detach().cpu().clone()
-               for k, v in make_algo(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0).policy_module.state_dict().items()}
+    algo = make_algo(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
+    weights = {k: v.detach().cpu().clone() for k, v in algo.policy_module.state_dict().items()}
     calibration = calibration_batch(config.env_id, 0)
-    out: dict[str, list[tuple[float, float]]] = {"worker_start": [], "worker_stop": [], "worker_poll": []}
-    for w in counts:
-        cfg = TrainConfig.from_dict({**config.to_dict(), "workers": int(w)})
-        chunk = max(cfg.n_envs, min(64, cfg.actor_lag) // cfg.n_envs * cfg.n_envs)  # as the Trainer grants
-        t0 = time.perf_counter()
-        pool = WorkerPool(cfg, default_placement(), calibration, weights, seed=7919, env_id=cfg.env_id)
-        try:
-            granted = pool.grant_upto(0, 2 * chunk * w, chunk, 0)
-            given = list(pool.credit)
-            while any(c >= g for c, g in zip(pool.credit, given)):  # some worker has not reported yet
-                if time.perf_counter() - t0 > timeout_s:
-                    raise RuntimeError(f"{w} actor worker(s) delivered nothing within {timeout_s:.0f} s")
-                pool.receive(timeout=0.05)
-                if any(not p.is_alive() for p in pool.procs):
-                    raise RuntimeError("an actor worker process died while starting")
-            t1 = time.perf_counter()
-            for _ in range(poll_iterations):  # the learner loop's bookkeeping around each gradient step
-                pool.receive(timeout=0.0)
-                pool.grant_upto(granted, granted, chunk, 0)
-                pool.restart_dead()
-            t2 = time.perf_counter()
-        finally:
-            t3 = time.perf_counter()
-            pool.close()
-            t4 = time.perf_counter()
-        out["worker_start"].append((float(w), t1 - t0))
-        out["worker_poll"].append((float(w), (t2 - t1) / max(1, poll_iterations)))
-        out["worker_stop"].append((float(w), t4 - t3))
+    rng = np.random.default_rng(5)
+    data = _random_batch(rng, 4096, spec)
+    b = config.batch_size
+
+    def learner_step() -> None:
+        idx = rng.integers(0, 4096, size=b)
+        algo.learn(Batch.from_numpy({k: v[idx] for k, v in data.items()}, "cpu", discrete=spec.discrete))
+
+    out: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.learner_threads)
+    try:
+        for t_index, act in enumerate(act_targets):
+            placement = Placement(act=act, replay="cpu", learn="cpu")
+            # the actor loop alone, in this process, on the pool's act target: what "actor_corun" is relative to
+            torch.set_num_threads(1)
+            policy = ActorPolicy(algo.policy_module, placement, spec.discrete, calibration)
+            act_pts, env_pts = _actor_loop(config, policy, (config.n_envs,), 60, EnvGroup)
+            actor_alone = (act_pts[0][1] + env_pts[0][1]
+                           + _explore_overhead(config, spec, (config.n_envs,), 60)[0][1]) / config.n_envs
+            torch.set_num_threads(config.learner_threads)
+            for w in counts:
+                start, poll, stop, learner_corun, actor_corun = _pool_session(
+                    config, w, placement, calibration, weights, learner_step, actor_alone, poll_iterations, corun_s,
+                    timeout_s)
+                out.setdefault(("actor_corun", act), []).append((float(w), actor_corun))
+                if t_index == 0:
+                    for task, value in (("worker_start", start), ("worker_poll", poll), ("worker_stop", stop),
+                                        ("learner_corun", learner_corun)):
+                        out.setdefault((task, "cpu"), []).append((float(w), value))
+    finally:
+        torch.set_num_threads(threads)
     return out
+
+
+def _pool_session(config: Any, w: int, placement: Any, calibration: np.ndarray, weights: dict[str, Any],
+                  learner_step: Callable[[], None], actor_alone: float, poll_iterations: int, corun_s: float,
+                  timeout_s: float) -> tuple[float, float, float, float, float]:
+    """One WorkerPool of w workers: (start s, poll s, stop s, learner co-run factor, actor co-run factor)."""
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.runtime.workers import WorkerPool
+
+    cfg = TrainConfig.from_dict({**config.to_dict(), "workers": int(w)})
+    chunk = max(cfg.n_envs, min(64, cfg.actor_lag) // cfg.n_envs * cfg.n_envs)  # as the Trainer grants
+    t0 = time.perf_counter()
+    pool = WorkerPool(cfg, placement, calibration, weights, seed=7919, env_id=cfg.env_id)
+    try:
+        granted = pool.grant_upto(0, 2 * chunk * w, chunk, 0)
+        given = list(pool.credit)
+        while any(c >= g for c, g in zip(pool.credit, given)):  # some worker has not reported yet
+            if time.perf_counter() - t0 > timeout_s:
+                raise RuntimeError(f"{w} actor worker(s) delivered nothing within {timeout_s:.0f} s")
+            pool.receive(timeout=0.05)
+            if any(not p.is_alive() for p in pool.procs):
+                raise RuntimeError("an actor worker process died while starting")
+        t1 = time.perf_counter()
+        while any(c > 0 for c in pool.credit):  # let them use up their credit: idle from here on
+            pool.receive(timeout=0.05)
+        tp = time.perf_counter()
+        for _ in range(poll_iterations):  # the learner loop's bookkeeping around each gradient step
+            pool.receive(timeout=0.0)
+            pool.grant_upto(granted, granted, chunk, 0)
+            pool.restart_dead()
+        poll = (time.perf_counter() - tp) / max(1, poll_iterations)
+        alone = time_call(learner_step, max(5, int(corun_s / 2 / max(time_call(learner_step, 3, 1), 1e-4))))
+        # workers step flat out (credit kept topped up) while this process runs learner iterations
+        granted = pool.grant_upto(granted, granted + (1 << 40), chunk, 0)
+        steps, learn_s, iters = 0, 0.0, 0
+        c0 = time.perf_counter()
+        while time.perf_counter() - c0 < corun_s:
+            steps += sum(len(m["transitions"]["reward"]) for m in pool.receive(timeout=0.0))
+            granted = pool.grant_upto(granted, granted + (1 << 40), chunk, 0)
+            s0 = time.perf_counter()
+            learner_step()
+            learn_s += time.perf_counter() - s0
+            iters += 1
+        wall = time.perf_counter() - c0
+    finally:
+        t3 = time.perf_counter()
+        pool.close()
+        t4 = time.perf_counter()
+    return t1 - t0, poll, t4 - t3, (learn_s / max(1, iters)) / alone, (wall * w / max(1, steps)) / actor_alone
 
 
 def _explore_overhead(config: Any, spec: Any, counts: Sequence[int], repeats: int) -> list[tuple[float, float]]:
@@ -618,14 +711,48 @@ def tree_depth(capacity: int, fanout: int) -> int:
     return depth
 
 
+def _csynth_report(board: Any, kernel: str, dirs: Sequence[str | Path], notes: list[str]) -> Any:
+    """The board's csynth report of `kernel` when one exists and reads cleanly, else None (a
+    malformed one warns, naming the file, and the caller keeps its other cycle source)."""
+    from pearl_fpga.planner.csynth import CsynthError, find_report, parse_csynth, same_part
+
+    path = find_report(board.name, kernel, dirs)
+    if path is None:
+        return None
+    try:
+        report = parse_csynth(path)
+    except CsynthError as exc:
+        warnings.warn(f"ignoring csynth report: {exc}", stacklevel=3)
+        notes.append(f"{kernel}: csynth report unusable ({exc})")
+        return None
+    if report.part and not same_part(report.part, board.part):
+        warnings.warn(f"ignoring csynth report {path}: synthesized for part {report.part}, "
+                      f"but {board.name} has {board.part}", stacklevel=3)
+        notes.append(f"{kernel}: csynth report {path} is for part {report.part}, not {board.part}: not used")
+        return None
+    if not report.timing_met:
+        notes.append(f"{kernel}: {path} misses the {report.target_period_ns:g} ns target "
+                     f"(estimated {report.estimated_period_ns:g} ns): timed at the estimated clock")
+    if abs(report.clock_mhz - board.clock_mhz) > 0.01 * board.clock_mhz:
+        notes.append(f"{kernel}: {path} was synthesized for {report.clock_mhz:.1f} MHz, the catalog says "
+                     f"{board.clock_mhz:g} MHz: using the report's clock")
+    return report
+
+
 def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: bool, host: Mapping[tuple[str, str], Fit],
-              target: str = "fpga-sim", cycles: str = "spec") -> tuple[dict[tuple[str, str], Fit], dict[str, str], list[str]]:
+              target: str = "fpga-sim", cycles: str = "spec", csynth_dirs: Sequence[str | Path] = ()
+              ) -> tuple[dict[tuple[str, str], Fit], dict[str, str], list[str]]:
     """Modelled fits of every task `target` (a board from the catalog) can run.
 
-    Each time = kernel cycles / board clock + host <-> kernel transfers (catalog link model) + the host
+    Each time = kernel cycles / clock + host <-> kernel transfers (catalog link model) + the host
     work that stays on the CPU (measured on this machine: the driver call, transition storage).
+    Cycles and clock come from the board's Vitis csynth report of the kernel when one exists
+    (pearl_fpga.planner.csynth; searched where `make hls` puts it and in `csynth_dirs`), else from
+    the rtl backend (cycles="rtl") or the bound the kernel's SPEC.md guarantees, at the catalog clock.
     Returns (fits, unavailable "role@target" -> reason, notes on the cycle sources).
     """
+    from pearl_fpga.planner.csynth import CsynthError, mlp_cycles, replay_cycles
+
     fits: dict[tuple[str, str], Fit] = {}
     unavailable: dict[str, str] = {}
     notes: list[str] = []
@@ -645,21 +772,31 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
         unavailable[f"act@{target}"] = "no host measurement of act to base the driver overhead on"
     else:
         cyc = mlp_cycles_spec(layers, mk["lanes"])
-        if cycles == "rtl":
+        f_act = f_hz
+        report = _csynth_report(board, "mlp", csynth_dirs, notes)
+        if report is not None:
+            try:
+                cyc, f_act = CycleFit(0.0, mlp_cycles(report, layers, mk), "csynth"), report.clock_mhz * 1e6
+            except CsynthError as exc:
+                warnings.warn(f"ignoring csynth report: {exc}", stacklevel=2)
+                notes.append(f"act: csynth report unusable ({exc})")
+                report = None
+        if report is None and cycles == "rtl":
             try:
                 cyc = mlp_cycles_rtl(obs_dim, config.net_arch, out_dim, discrete, mk["lanes"], mk["max_width"])
             except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
                 notes.append(f"act: rtl cycle counts unavailable ({exc}); using the spec bound")
-        notes.append(f"act: {cyc.c0:.0f} + {cyc.c1:.0f} cycles per inference ({cyc.source}, {mk['lanes']} lanes) "
-                     f"at {board.clock_mhz:g} MHz")
+        notes.append(f"act: {cyc.c0:.0f} + {cyc.c1:.0f} cycles per inference ({cyc.source}"
+                     f"{', ' + str(report.path) if report is not None else ''}, {mk['lanes']} lanes) "
+                     f"at {f_act / 1e6:g} MHz")
         in_bytes, out_bytes = 2 * obs_dim, 2 * (out_dim + (1 if discrete else 0))
         # per call: driver overhead (the host fit's constant) + two DMA latencies; per observation:
         # kernel cycles + bytes over the link
-        a = host_act.a + 2 * board.transfer_seconds(0) + cyc.c0 / f_hz
-        b = cyc.c1 / f_hz + (in_bytes + out_bytes) / (board.link_bandwidth_gbps * 1e9)
+        a = host_act.a + 2 * board.transfer_seconds(0) + cyc.c0 / f_act
+        b = cyc.c1 / f_act + (in_bytes + out_bytes) / (board.link_bandwidth_gbps * 1e9)
         fits[("act", target)] = Fit(a, b, src.format(cyc.source))
         weight_words = sum(n * m + 2 * m + 4 for n, m in layers) + 1
-        fits[("weight_sync", target)] = Fit(host_sync.a + board.transfer_seconds(2 * weight_words) + weight_words / f_hz,
+        fits[("weight_sync", target)] = Fit(host_sync.a + board.transfer_seconds(2 * weight_words) + weight_words / f_act,
                                             0.0, src.format("load stream, 1 word/cycle"))
 
     # ---- replay: the sum tree (only with PER; a uniform buffer is host memory wherever "replay" is placed)
@@ -676,13 +813,25 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
     else:
         depth = tree_depth(config.buffer_size, rk["fanout"])
         ops = {"update": replay_cycles_spec(depth), "sample": replay_cycles_spec(depth)}
-        if cycles == "rtl":
+        report = _csynth_report(board, "replay", csynth_dirs, notes)
+        if report is not None:
+            try:
+                c0, c1 = replay_cycles(report)
+                # the synthesized tree holds the board's capacity; the run's buffer only uses part of it
+                ops = {"update": CycleFit(c0, c1, "csynth"), "sample": CycleFit(c0, c1, "csynth")}
+                f_hz = report.clock_mhz * 1e6
+            except CsynthError as exc:
+                warnings.warn(f"ignoring csynth report: {exc}", stacklevel=2)
+                notes.append(f"replay: csynth report unusable ({exc})")
+                report = None
+        if report is None and cycles == "rtl":
             try:
                 ops = replay_cycles_rtl(config.buffer_size, rk["fanout"])
             except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
                 notes.append(f"replay: rtl cycle counts unavailable ({exc}); using the spec bound")
         notes.append(f"replay: depth {depth}, sample {ops['sample'].c0:.0f} + {ops['sample'].c1:.2f}/item cycles "
-                     f"({ops['sample'].source})")
+                     f"({ops['sample'].source}{', ' + str(report.path) if report is not None else ''}) "
+                     f"at {f_hz / 1e6:g} MHz")
         word = 16 / (board.link_bandwidth_gbps * 1e9)  # one 128-bit command or response
         lat = board.transfer_seconds(0)
         store, gather = host[("host_store", "cpu")], host[("host_gather", "cpu")]
