@@ -40,20 +40,22 @@ class Batch:
     def from_numpy(cls, data: Mapping[str, np.ndarray], device: torch.device | str = "cpu",
                    discrete: bool = False) -> Batch:
         """Convert a replay sample (obs, action, reward, next_obs, done[, weights]) to tensors."""
-        def t(x: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-            # Replay samples are fresh contiguous arrays of the right dtype: wrapped without a copy.
-            return torch.as_tensor(x, dtype=dtype, device=device)
-
         n = len(data["reward"])
-        action = t(data["action"], torch.int64 if discrete else torch.float32).reshape(n, -1)
+
+        def t(x: np.ndarray, cols: int, dtype: np.dtype = np.dtype(np.float32)) -> torch.Tensor:
+            # Replay samples are fresh contiguous arrays of the right dtype: shaped in numpy and wrapped
+            # without a copy (torch.from_numpy: a third of torch.as_tensor's call overhead).
+            a = np.ascontiguousarray(x, dtype=dtype).reshape(n, cols)
+            return torch.from_numpy(a).to(device)
+
         weights = data.get("weights") if hasattr(data, "get") else None
         return cls(
-            obs=t(data["obs"]).reshape(n, -1),
-            action=action,
-            reward=t(data["reward"]).reshape(n, 1),
-            next_obs=t(data["next_obs"]).reshape(n, -1),
-            done=t(data["done"]).reshape(n, 1),
-            weights=None if weights is None else t(weights).reshape(n, 1),
+            obs=t(data["obs"], -1),
+            action=t(data["action"], -1, np.dtype(np.int64) if discrete else np.dtype(np.float32)),
+            reward=t(data["reward"], 1),
+            next_obs=t(data["next_obs"], -1),
+            done=t(data["done"], 1),
+            weights=None if weights is None else t(weights, 1),
         )
 
 

@@ -44,6 +44,8 @@ class _Buffers:
 
     x: torch.Tensor  # (rows, obs_dim): obs, then next_obs when the online net also values next states
     np_x: np.ndarray
+    np_online: list[np.ndarray]
+    np_target: list[np.ndarray]
     online: list[torch.Tensor]  # output of each online layer, (rows, width)
     target: list[torch.Tensor]  # output of each target layer, (B, width)
     d_out: torch.Tensor  # (B, n_actions) dLoss/dQ
@@ -90,7 +92,8 @@ class FusedDQNStep:
         abs_td = torch.empty(batch_size)
         q_all = online[-1].numpy()
         return _Buffers(
-            x=x, np_x=x.numpy(), online=online, target=target, d_out=d_out, d_hidden=d_hidden, grads=grads, abs_td=abs_td,
+            x=x, np_x=x.numpy(), np_online=[o.numpy() for o in online], np_target=[t.numpy() for t in target],
+            online=online, target=target, d_out=d_out, d_hidden=d_hidden, grads=grads, abs_td=abs_td,
             np_grads=[g.numpy() for g in grads], np_hidden_in=[h[:batch_size].numpy() for h in online[:-1]],
             np_d_hidden=[d.numpy() for d in d_hidden], np_d_out=d_out.numpy(), np_abs_td=abs_td.numpy(),
             np_q=q_all[:batch_size], np_q_next_online=q_all[batch_size:] if double_q else None,
@@ -108,8 +111,8 @@ class FusedDQNStep:
         with torch.no_grad():
             # forward passes: online on [obs; next_obs] in one GEMM per layer, target on next_obs
             torch.cat((batch.obs, batch.next_obs) if algo.config.double_q else (batch.obs,), out=buf.x)
-            self._forward(self._online, self._online_np, buf.x, buf.online)
-            self._forward(self._target, self._target_np, batch.next_obs, buf.target)
+            self._forward(self._online, self._online_np, buf.x, buf.online, buf.np_online)
+            self._forward(self._target, self._target_np, batch.next_obs, buf.target, buf.np_target)
             weights = None if batch.weights is None else batch.weights.numpy()
             loss = native.dqn_loss_grad(buf.np_q, buf.np_q_next_online, buf.np_q_next_target,
                                         batch.action.numpy().reshape(-1), batch.reward.numpy(), batch.done.numpy(),
@@ -135,14 +138,17 @@ class FusedDQNStep:
         return loss, buf.abs_td.clone()
 
     def _forward(self, layers: list[tuple[torch.Tensor, torch.Tensor]], layers_np: list[tuple[np.ndarray, np.ndarray]],
-                 x: torch.Tensor, outs: list[torch.Tensor]) -> None:
-        """The MLP's forward pass into `outs` (ReLU after every layer but the last)."""
+                 x: torch.Tensor, outs: list[torch.Tensor], outs_np: list[np.ndarray]) -> None:
+        """The MLP's forward pass into `outs` (`outs_np`: their numpy views); ReLU on all but the last layer."""
         last = len(layers) - 1
+        x_np = None
         for i, ((wt, b), (w_np, b_np)) in enumerate(zip(layers, layers_np)):
             if self._thin[i]:
-                self.native.linear_thin(np.ascontiguousarray(x.numpy()), w_np, b_np, outs[i].numpy(), i < last)
+                if x_np is None:
+                    x_np = np.ascontiguousarray(x.numpy())
+                self.native.linear_thin(x_np, w_np, b_np, outs_np[i], i < last)
             else:
                 torch.addmm(b, x, wt, out=outs[i])
                 if i < last:
                     torch.relu_(outs[i])
-            x = outs[i]
+            x, x_np = outs[i], outs_np[i]
