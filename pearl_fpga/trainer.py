@@ -147,7 +147,10 @@ class Trainer:
         self.best: dict[str, Any] | None = None  # {"mean", "step", "weights"}
         self.timer = TaskTimer()
         self.worker_restarts = 0
-        self._losses: list[float | torch.Tensor] = []  # since the last report; reduced (and synced) there
+        # losses since the last report: a float sum on the fused CPU learner, a device tensor otherwise
+        # (synced only when a report reads it)
+        self._loss_sum: float | torch.Tensor = 0.0
+        self._loss_count = 0
         self._last_loss = float("nan")
         self._pool: Any = None
 
@@ -204,9 +207,9 @@ class Trainer:
         run = getattr(self, "_run", None)
         elapsed = (run.get("stop", time.perf_counter()) - run["start"]) if run else 0.0
         recent = [r for _, r, _ in self.episode_log[-20:]]
-        if self._losses:
-            self._last_loss = sum(float(x) for x in self._losses) / len(self._losses)
-            self._losses = []
+        if self._loss_count:
+            self._last_loss = float(self._loss_sum) / self._loss_count
+            self._loss_sum, self._loss_count = 0.0, 0
         return Stats(
             env_steps=self.env_steps, grad_steps=self.grad_steps, episodes=self.episodes,
             target_steps=run["end"] if run else self.env_steps, elapsed=elapsed,
@@ -340,7 +343,8 @@ class Trainer:
             with timer.time("learn"):
                 batch = Batch.from_numpy(data, self.algo.device, discrete=self.spec.discrete)
                 loss, td = self.algo.learn(batch)
-                self._losses.append(loss)
+                self._loss_sum = self._loss_sum + loss
+                self._loss_count += 1
             if self.replay.prioritized:
                 with timer.time("replay_update"):
                     self.replay.update_priorities(data["indices"], td.cpu().numpy())

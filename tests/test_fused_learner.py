@@ -175,3 +175,15 @@ def test_fused_required_but_unavailable_is_a_clear_error(monkeypatch):
     with pytest.raises(BackendUnavailable, match="make native"):
         DQN(TrainConfig.preset("dqn", net_arch=[4]), 4, 2, fused=True)
     assert DQN(TrainConfig.preset("dqn", net_arch=[4]), 4, 2)._fused is None  # auto falls back to torch ops
+
+
+def test_cpu_dqn_uses_the_fused_step_by_default():
+    algo = DQN(TrainConfig.preset("dqn", net_arch=[4]), 4, 2)
+    assert algo._fused is not None
+    batch = _batch(np.random.default_rng(5), 8, 4, 2)
+    loss, td = algo.learn(batch)
+    assert isinstance(loss, float) and td.shape == (8,) and algo.updates == 1
+    with pytest.raises(ValueError, match="out of range"):  # a failed step is not counted
+        algo.learn(Batch(obs=batch.obs, action=batch.action + 5, reward=batch.reward, next_obs=batch.next_obs,
+                         done=batch.done))
+    assert algo.updates == 1

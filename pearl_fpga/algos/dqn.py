@@ -67,8 +67,9 @@ class DQN:
         CPU the same step runs fused (algos/fused.py, same arithmetic to float rounding).
         """
         if self._fused is not None:
+            result = self._fused(batch)
             self.updates += 1
-            return self._fused(batch)
+            return result
         layers = self._layers
         with torch.no_grad():
             next_q_target = forward(self._target_layers, batch.next_obs)
