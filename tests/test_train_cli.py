@@ -70,10 +70,13 @@ def test_train_errors_are_clear(tmp_path, capsys):
     assert "continuous" in _out(capsys)
 
 
-def test_bench_train_runs_both_libraries_at_tiny_scale(capsys):
+def test_bench_train_runs_both_libraries_at_tiny_scale(capsys, tmp_path):
     import importlib.util
 
-    assert main(["bench", "train", "--algo", "dqn", "--steps", "300", "--eval-episodes", "1", "--json"]) == 0
+    png = tmp_path / "bench.png"
+    assert main(["bench", "train", "--algo", "dqn", "--steps", "300", "--eval-episodes", "1", "--json",
+                 "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     data = json.loads(capsys.readouterr().out)
     run = data["runs"][0]
     assert data["steps"] == 300 and run["pearl_fpga"]["env_steps_per_s"] > 0

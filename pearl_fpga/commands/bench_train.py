@@ -39,6 +39,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 baseline")
     parser.add_argument("--json", action="store_true", help="print machine-readable results")
+    parser.add_argument("--plot", default=None, metavar="PNG",
+                        help="also draw env steps/s per library and seed, and where pearl_fpga's time goes, to PNG")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,7 +78,48 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(results, indent=2))
     else:
         _table(console, results)
+    if args.plot:
+        plot(results, args.plot)
+        console.print(f"plot: {args.plot}")
     return 0
+
+
+def plot(results: dict[str, Any], path: str) -> None:
+    """Two panels: env steps/s of both libraries per seed (with the ratio), and pearl_fpga's
+    microseconds per env step split by task."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = results["runs"]
+    seeds = [str(r["seed"]) for r in runs]
+    x = np.arange(len(runs))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100, gridspec_kw={"width_ratios": [3, 2]})
+    ours = [r["pearl_fpga"]["env_steps_per_s"] for r in runs]
+    width = 0.38 if any("sb3" in r for r in runs) else 0.6
+    ax.bar(x - (width / 2 if width < 0.5 else 0), ours, width, label="pearl_fpga")
+    if any("sb3" in r for r in runs):
+        theirs = [r["sb3"]["env_steps_per_s"] if "sb3" in r else 0.0 for r in runs]
+        ax.bar(x + width / 2, theirs, width, label="stable-baselines3")
+        for xi, r in zip(x, runs):
+            if "sb3" in r:
+                ax.annotate(f"{r['speedup_env_steps_per_s']:.2f}x", (xi, max(ours[xi], theirs[xi])),
+                            ha="center", va="bottom", fontsize=9)
+    ax.set_xticks(x, [f"seed {s}" for s in seeds])
+    ax.set_ylabel("env steps/s")
+    ax.set_title(f"{results['algo'].upper()} {results['env_id']}, {results['steps']:,} env steps")
+    ax.set_ylim(0, 1.2 * max(ax.get_ylim()[1], 1.0))
+    ax.legend(loc="upper left", ncols=2)
+    tasks = list(runs[0]["pearl_fpga"]["us_per_env_step"])
+    mean_us = [float(np.mean([r["pearl_fpga"]["us_per_env_step"][k] for r in runs])) for k in tasks]
+    ax2.barh(tasks, mean_us)
+    ax2.invert_yaxis()
+    ax2.set_xlabel("us per env step (pearl_fpga, mean over seeds)")
+    ax2.set_title("where the time goes")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def _run_pearl(config: Any, seed: int, placement: str | None, eval_episodes: int) -> dict[str, Any]:
