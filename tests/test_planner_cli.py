@@ -140,3 +140,14 @@ def test_plan_labels_csynth_figures(cache, small_config, tmp_path, capsys):
     code, out, err = run_cmd(plan_cmd, argv, capsys)
     assert code == 0, err
     assert "(csynth)" in out and "(m)" in out
+
+
+def test_bench_plan_plot_draws_the_accuracy_chart(tmp_path):
+    """The chart of `bench plan --plot` from a result of the shape `bench plan --json` prints."""
+    from pearl_fpga.commands.bench_plan import plot
+
+    rows = [{"placement": f"act={act},replay=cpu,learn=cpu", "workers": w, "predicted": p, "measured": m,
+             "error": (p - m) / m} for act, w, p, m in (("cpu", 0, 2300, 2290), ("cpu-kernel", 1, 1200, 900))]
+    png = tmp_path / "plan.png"
+    plot({"algo": "dqn", "env": "CartPole-v1", "steps": 3000, "rows": rows, "within_target": 1, "cases": 2}, str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

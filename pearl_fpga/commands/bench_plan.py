@@ -39,6 +39,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "run, so that prediction and run see the same load on a shared machine)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+    parser.add_argument("--plot", default=None, metavar="PNG",
+                        help="also draw predicted against measured env steps/s, with the 25%% band, to PNG")
 
 
 def bench_config(args: argparse.Namespace) -> Any:
@@ -158,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
                           "measured": default["measured"] if default else None}}
     if chosen and default:
         result["chosen_over_default"] = chosen["measured"] / default["measured"]
+    if args.plot:
+        plot(result, args.plot)
+        console.print(f"plot: {args.plot}")
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
@@ -180,3 +185,34 @@ def run(args: argparse.Namespace) -> int:
                       f"default {dflt_text} with {config.workers} workers: {default['measured']:,.0f} "
                       f"(chosen/default = {result['chosen_over_default']:.2f}x, measured)")
     return 0
+
+
+def plot(result: dict[str, Any], path: str) -> None:
+    """Predicted against measured env steps/s of every placement, the diagonal and the +-25% band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    fig, ax = plt.subplots(figsize=(6.5, 5.5), dpi=100)
+    top = 1.15 * max([r["measured"] for r in rows] + [r["predicted"] for r in rows] + [1.0])
+    line = [0.0, top]
+    ax.plot(line, line, color="gray", lw=1, label="predicted = measured")
+    ax.fill_between(line, [0.0, top * (1 - TARGET_ERROR)], [0.0, top * (1 + TARGET_ERROR)], color="gray", alpha=0.15,
+                    label=f"within {TARGET_ERROR:.0%}")
+    for r in rows:
+        act = r["placement"].split(",")[0]
+        inside = abs(r["error"]) <= TARGET_ERROR
+        ax.scatter(r["measured"], r["predicted"], marker="o" if inside else "x", s=40,
+                   label=f"{act.removeprefix('act=')}, {r['workers']} workers: {r['error']:+.0%}")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("measured env steps/s (run mean)")
+    ax.set_ylabel("predicted env steps/s")
+    ax.set_title(f"bench plan: {result['algo']} {result['env']}, {result['steps']:,} steps per run, "
+                 f"{result['within_target']}/{result['cases']} within {TARGET_ERROR:.0%}", fontsize=10)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
