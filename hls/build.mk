@@ -60,7 +60,8 @@ BOARD_DIR := $(HW_BUILD)/$(BOARD)
 OUT_DIR   := bitstreams/$(BOARD)
 # Zynq boards get Vivado IP; Alveo cards get Vitis kernels (.xo).
 HLS_FLOW   = $(if $(filter alveo,$(BOARD_KIND)),--hls.flow_target=vitis --hls.package.output.format=xo --hls.package.output.file=$(abspath $(BOARD_DIR)/hls/$(1)/$(1)_top.xo),--hls.flow_target=vivado --hls.package.output.format=ip_catalog)
-HLS_CFLAGS = -DPEARL_VENDOR_HLS -I$(abspath hls) -I$(abspath hls/$(1)) $(shell $(CATALOG) get $(BOARD) hls_defines $(1))
+# C++14: the Vitis HLS front end's default, pinned; tests/test_board_make.py compiles every kernel with it.
+HLS_CFLAGS = -std=c++14 -DPEARL_VENDOR_HLS -I$(abspath hls) -I$(abspath hls/$(1)) $(shell $(CATALOG) get $(BOARD) hls_defines $(1))
 # The C synthesis command of kernel $(1), with v++ (2024.1+) or, where only it is installed, vitis_hls.
 ifeq ($(VPP_BIN)$(if $(VITIS_HLS_BIN),,none),)
 # Only the classic vitis_hls is installed (2024.1/2024.2): the same steps through a Tcl script.

@@ -36,7 +36,20 @@ def test_dry_run_hls_shows_the_vitis_command_with_catalog_figures():
     if cmd.startswith("v++"):
         assert "--config hls/mlp/hls_config.cfg" in cmd and f"--part {spec.part}" in cmd
         assert f"--hls.clock={1000 / spec.clock_mhz:g}ns" in cmd and "--hls.flow_target=vivado" in cmd
-    assert hls_defines(spec, "mlp") in cmd
+    assert hls_defines(spec, "mlp") in cmd and "-std=c++14" in cmd
+
+
+@pytest.mark.parametrize("kernel", ["replay", "mlp", "datamover"])
+def test_kernels_and_testbenches_are_cpp14(kernel):
+    """The synthesis flags pin C++14 (the Vitis HLS default): the sources must compile with it."""
+    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    sources = [REPO / "hls" / kernel / f"{kernel}.cpp", REPO / "hls" / kernel / f"{kernel}_tb.cpp"]
+    r = subprocess.run([cxx, "-std=c++14", "-fsyntax-only", "-Wno-unknown-pragmas", "-Wno-unused-label",
+                        f"-I{REPO / 'hls'}", f"-I{REPO / 'hls' / kernel}", *map(str, sources)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
 
 
 def test_dry_run_bitstream():
