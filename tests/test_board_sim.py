@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pearl_fpga.sim.verilator import kernel_rtl
+
 REPO = Path(__file__).resolve().parents[1]
 TB_DIR = REPO / "tests" / "cocotb" / "board"
 
@@ -26,7 +28,7 @@ def test_replay_driver_on_rtl(
     monkeypatch.syspath_prepend(str(TB_DIR))  # the simulator imports the test module from sys.path
     run_cocotb(
         top="replay_top",
-        sources=sorted((REPO / "hls" / "replay" / "rtl").glob("*.sv")),
+        sources=kernel_rtl("replay"),
         test_module="board_replay_tb",
         test_dir=build_dir,  # results.xml lands here, not in the source tree
         build_dir=build_dir,
@@ -45,7 +47,7 @@ def test_mlp_driver_on_rtl(tmp_path_factory: pytest.TempPathFactory, monkeypatch
     monkeypatch.syspath_prepend(str(TB_DIR))
     run_cocotb(
         top="mlp_top",
-        sources=sorted((REPO / "hls" / "mlp" / "rtl").glob("*.sv")),
+        sources=kernel_rtl("mlp"),
         test_module="board_mlp_tb",
         test_dir=build_dir,
         build_dir=build_dir,

@@ -20,11 +20,11 @@ from pearl_fpga.backends.mlp_rtl import MLPRTLBackend, infer_cycle_target, tanh_
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
 from pearl_fpga.kernels import MLPInfer
 from pearl_fpga.kernels.mlp_format import HEAD_RAW, HEAD_TANH, QuantizedLayer
+from pearl_fpga.sim.verilator import kernel_rtl
 
 pytestmark = pytest.mark.sim
 
 REPO = Path(__file__).resolve().parents[1]
-RTL = REPO / "hls" / "mlp" / "rtl"
 COCOTB_DIR = Path(__file__).resolve().parent / "cocotb" / "mlp"
 sys.path.insert(0, str(COCOTB_DIR))
 from mlp_cases import networks  # noqa: E402  (tests/, the MLP kernel's shared test material)
@@ -45,7 +45,7 @@ def test_cocotb_mlp_top(lanes: int, max_width: int, monkeypatch: pytest.MonkeyPa
     monkeypatch.syspath_prepend(str(COCOTB_DIR))  # the simulator imports the test module from sys.path
     run_cocotb(
         top="mlp_top",
-        sources=[RTL / "mlp_top.sv", RTL / "mlp_control.sv", RTL / "mlp_mac_array.sv"],
+        sources=kernel_rtl("mlp"),
         test_module="test_mlp_top",
         test_dir=build_dir,
         build_dir=build_dir,

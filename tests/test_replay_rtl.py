@@ -21,11 +21,11 @@ from replay_cases import adversarial_ops, assert_backends_agree, random_ops
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
 from pearl_fpga.kernels import ReplaySampler
 from pearl_fpga.kernels.replay_format import tree_depth
+from pearl_fpga.sim.verilator import kernel_rtl
 
 pytestmark = pytest.mark.sim
 
 REPO = Path(__file__).resolve().parents[1]
-RTL = REPO / "hls" / "replay" / "rtl"
 COCOTB_DIR = Path(__file__).resolve().parent / "cocotb" / "replay"
 
 # (capacity, fanout, FREE_RUN): capacities that are not powers of K, both control modes. Each set is
@@ -41,7 +41,7 @@ def test_cocotb_replay_top(capacity: int, fanout: int, free_run: int) -> None:
     build_dir = REPO / "build" / "sim" / f"replay_top_c{capacity}_k{fanout}_f{free_run}"
     run_cocotb(
         top="replay_top",
-        sources=[RTL / "replay_top.sv", RTL / "replay_level.sv", RTL / "replay_ctrl.sv"],
+        sources=kernel_rtl("replay"),
         test_module="test_replay_top",
         test_dir=COCOTB_DIR,
         build_dir=build_dir,

@@ -38,10 +38,9 @@ from pearl_fpga.kernels.mlp_format import (
     encode_load_stream,
     tanh_table,
 )
-from pearl_fpga.sim.verilator import cache_dir, load_library
+from pearl_fpga.sim.verilator import cache_dir, kernel_rtl, load_library
 
 RTL_DIR = Path(__file__).resolve().parents[2] / "hls" / "mlp" / "rtl"
-RTL_SOURCES = ("mlp_top.sv", "mlp_control.sv", "mlp_mac_array.sv")
 TANH_MEMH_NAME = "mlp_tanh.memh"
 
 _OK, _TIMEOUT, _PROTOCOL = 0, -1, -2
@@ -101,7 +100,7 @@ def rtl_library(lanes: int, max_width: int, max_layers: int) -> ctypes.CDLL:
     return load_library(
         f"mlp_rtl_p{lanes}_w{max_width}_l{max_layers}",
         "mlp_top",
-        [RTL_DIR / s for s in RTL_SOURCES],
+        kernel_rtl("mlp"),
         RTL_DIR / "harness.cpp",
         parameters={"LANES": lanes, "MAX_WIDTH": max_width, "MAX_LAYERS": max_layers, "MAX_BATCH": MAX_BATCH},
         declare=_declare,

@@ -31,10 +31,9 @@ from pearl_fpga.kernels.replay_format import (
     encode_commands,
     tree_depth,
 )
-from pearl_fpga.sim.verilator import load_library
+from pearl_fpga.sim.verilator import kernel_rtl, load_library
 
 RTL_DIR = Path(__file__).resolve().parents[2] / "hls" / "replay" / "rtl"
-RTL_SOURCES = ("replay_top.sv", "replay_level.sv", "replay_ctrl.sv")
 
 _OK, _TIMEOUT, _TOO_MANY = 0, 1, 2
 
@@ -65,7 +64,7 @@ def rtl_library(capacity: int, fanout: int) -> ctypes.CDLL:
     return load_library(
         f"replay_rtl_c{capacity}_k{fanout}",
         "replay_top",
-        [RTL_DIR / s for s in RTL_SOURCES],
+        kernel_rtl("replay"),
         RTL_DIR / "harness.cpp",
         parameters={"CAPACITY": capacity, "FANOUT": fanout, "FREE_RUN": 1},
         declare=_declare,

@@ -55,8 +55,10 @@ def yosys_family(part: str) -> str:
 def stage_sources(kernel: str, workdir: Path) -> tuple[list[str], str]:
     """Copy a kernel's RTL into `workdir` with the files it reads at elaboration (YoWASP's Yosys sees
     only its working folder); return the file names and the chparam options naming those files."""
+    from pearl_fpga.sim.verilator import kernel_rtl
+
     _, folder, _ = KERNELS[kernel]
-    sources = sorted((REPO / folder).glob("*.sv"))
+    sources = kernel_rtl(kernel) if (REPO / folder).is_dir() else []
     if not sources:
         raise PearlError(f"no reference RTL in {folder} to estimate")
     workdir.mkdir(parents=True, exist_ok=True)

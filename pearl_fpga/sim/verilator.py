@@ -76,6 +76,14 @@ def patched_environ() -> Iterator[None]:
         os.environ.update(saved)
 
 
+HLS_DIR = Path(__file__).resolve().parents[2] / "hls"
+
+
+def kernel_rtl(kernel: str) -> list[Path]:
+    """The reference RTL of `kernel`: the shared blocks of hls/common/rtl, then hls/<kernel>/rtl/*.sv."""
+    return sorted((HLS_DIR / "common" / "rtl").glob("*.sv")) + sorted((HLS_DIR / kernel / "rtl").glob("*.sv"))
+
+
 def cache_dir() -> Path:
     """Where built RTL libraries are kept (PEARL_FPGA_CACHE, else ~/.cache/pearl_fpga)."""
     base = os.environ.get("PEARL_FPGA_CACHE") or os.path.join(

@@ -54,7 +54,8 @@ module replay_top #(
     output logic [31:0]       s_axi_control_rdata,
     output logic [1:0]        s_axi_control_rresp,
     output logic              s_axi_control_rvalid,
-    input  wire logic         s_axi_control_rready
+    input  wire logic         s_axi_control_rready,
+    output logic              interrupt       // GIE and (ISR and IER), as a Vitis IP's
 );
     // ------------------------------------------------------------------ derived parameters
     function automatic int tree_depth(input int capacity, input int fanout);
@@ -114,6 +115,7 @@ module replay_top #(
         .s_axi_control_rresp(s_axi_control_rresp),
         .s_axi_control_rvalid(s_axi_control_rvalid),
         .s_axi_control_rready(s_axi_control_rready),
+        .interrupt(interrupt),
         .ctrl_start(ctrl_start),
         .ctrl_n_cmds(ctrl_n_cmds),
         .ctrl_idle(ctrl_idle),

@@ -44,6 +44,9 @@ from pearl_fpga.kernels.replay_format import (
     REG_CAPACITY,
     REG_CTRL,
     REG_FANOUT,
+    REG_GIE,
+    REG_IER,
+    REG_ISR,
     REG_N_CMDS,
     REG_TOTAL_HI,
     REG_TOTAL_LO,
@@ -256,6 +259,26 @@ async def test_registers(dut) -> None:
     await tb.axil.write_dword(REG_N_CMDS, 0x1234)
     assert await tb.axil.read_dword(REG_N_CMDS) == 0x1234
     await tb.check_total_registers(0)
+
+
+@cocotb.test(timeout_time=5, timeout_unit="ms", skip=bool(FREE_RUN))
+async def test_interrupt(dut) -> None:
+    """The `interrupt` pin: GIE and (ISR and IER); ISR bits set at the end of a run, toggled by writes."""
+    tb = await setup(dut)
+    assert not dut.interrupt.value, "interrupt high after reset"
+    await tb.axil.write_dword(REG_IER, 0x1)
+    await tb.axil.write_dword(REG_GIE, 0x1)
+    await tb.run([[(OP_TOTAL, 0, 0)]], [[(OP_TOTAL, 0, 0)]])
+    await RisingEdge(dut.ap_clk)
+    assert await tb.axil.read_dword(REG_ISR) == 0x1, "ISR bit0 (done) must be set after a run with IER bit0"
+    assert dut.interrupt.value, "interrupt must be high with GIE, IER bit0 and ISR bit0 set"
+    await tb.axil.write_dword(REG_ISR, 0x1)  # toggle: clear
+    await RisingEdge(dut.ap_clk)
+    assert await tb.axil.read_dword(REG_ISR) == 0 and not dut.interrupt.value, "ISR write must clear it"
+    await tb.axil.write_dword(REG_GIE, 0x0)
+    await tb.run([[(OP_TOTAL, 0, 0)]], [[(OP_TOTAL, 0, 0)]])
+    await RisingEdge(dut.ap_clk)
+    assert await tb.axil.read_dword(REG_ISR) == 0x1 and not dut.interrupt.value, "GIE=0 must mask the pin"
 
 
 @cocotb.test(timeout_time=5, timeout_unit="ms")
