@@ -358,10 +358,10 @@ class MLPInfer:
             self._forward = self._forward_generic
         # max_error is measured when first read (learner syncs reload often and rarely read it),
         # against a snapshot of the float network loaded now
-        if self._error_reference is None:
-            self._error_reference = copy.deepcopy(module)
-        else:
+        try:
             self._error_reference.load_state_dict(module.state_dict())
+        except (AttributeError, RuntimeError, KeyError):  # the first load, or a differently wrapped module
+            self._error_reference = copy.deepcopy(module)
         self._max_error = None
 
     @property
