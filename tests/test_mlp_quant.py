@@ -290,3 +290,30 @@ def test_backend_names():
         with pytest.raises(BackendUnavailable):
             MLPInfer.from_torch(mlp([4, 8, 2]), backend=board, calibration=calib)
     assert LayerFormat(fw=14, fa_in=10, fa_out=12).shift == 12
+
+
+def test_max_error_is_measured_lazily_against_the_loaded_weights():
+    """max_error refers to the network as it was loaded, even if it trains on afterwards, and a
+    load_weights through a wrapper module (other state_dict keys) works."""
+
+    class Wrapper(nn.Module):
+        def __init__(self, inner: nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(x)
+
+    net = mlp([4, 16, 2], seed=3)
+    calib = np.random.default_rng(3).standard_normal((64, 4)).astype(np.float32)
+    policy = MLPInfer.from_torch(net, backend="cpu", calibration=calib)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(1.5)
+    policy.load_weights(Wrapper(net))
+    loaded = torch_out(net, calib)
+    with torch.no_grad():  # the learner moves on; max_error still describes the loaded weights
+        for p in net.parameters():
+            p.add_(1.0)
+    assert policy.max_error == pytest.approx(np.max(np.abs(policy(calib) - loaded)), abs=1e-7)
+    assert policy.max_error <= RELATIVE_TOL * np.max(np.abs(loaded))
