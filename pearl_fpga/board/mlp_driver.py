@@ -13,9 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from pearl_fpga.backends.mlp_base import check_observations
+from pearl_fpga.board.driver import KernelDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
-from pearl_fpga.board.transport import CTRL_START, Transport, words_to_bytes
-from pearl_fpga.errors import KernelTimeout, PearlError
+from pearl_fpga.board.transport import Transport, words_to_bytes
+from pearl_fpga.errors import PearlError
 from pearl_fpga.kernels import mlp_format as fmt
 
 KERNEL = "mlp"
@@ -34,46 +35,28 @@ REGISTERS = {
 }
 
 
-class MLPDriver:
+class MLPDriver(KernelDriver):
     """One `mlp_top` IP: registers, LOAD and INFER calls."""
 
+    kernel = KERNEL
+    word_bytes = WORD_BYTES
+    registers = REGISTERS
+    identity = {"lanes": fmt.REG_LANES, "max_width": fmt.REG_MAX_WIDTH, "max_layers": fmt.REG_MAX_LAYERS}
+    lanes: int
+    max_width: int
+    max_layers: int
+
     def __init__(self, transport: Transport, timeout_s: float = DEFAULT_TIMEOUT_S):
-        if transport.in_word_bytes != WORD_BYTES or transport.out_word_bytes != WORD_BYTES:
-            raise PearlError(
-                f"{transport.description} carries {transport.in_word_bytes}/{transport.out_word_bytes}-byte "
-                f"stream words; the MLP kernel needs {WORD_BYTES}-byte (16-bit) words: is it wired to the MLP IP?"
-            )
-        self.transport = transport
-        self.timeout_s = timeout_s
-        self.lanes = transport.read(fmt.REG_LANES)
-        self.max_width = transport.read(fmt.REG_MAX_WIDTH)
-        self.max_layers = transport.read(fmt.REG_MAX_LAYERS)
-        if not (1 <= self.max_layers <= 16 and 1 <= self.max_width <= 4096 and self.lanes >= 1):
-            raise PearlError(
-                f"the IP on {transport.description} reports lanes {self.lanes}, max_width {self.max_width}, "
-                f"max_layers {self.max_layers}: the overlay does not hold the MLP IP at this address"
-            )
-        self.last_cycles: int | None = None
+        super().__init__(transport, timeout_s)
+
+    def identity_ok(self) -> bool:
+        return 1 <= self.max_layers <= 16 and 1 <= self.max_width <= 4096 and self.lanes >= 1
 
     def call(self, mode: int, batch: int, words: np.ndarray, n_out: int) -> np.ndarray:
         """One ap_start call in `mode` with `words` (uint16) in; returns `n_out` uint16 words."""
-        t = self.transport
-        t.write(fmt.REG_MODE, mode)
-        t.write(fmt.REG_BATCH, batch)
-        t.arm_receive(n_out)
-        start = t.cycles()
-        t.write(fmt.REG_CTRL, CTRL_START)
-        t.send(words_to_bytes(np.asarray(words, dtype=np.uint16)))
-        try:
-            raw = t.receive(self.timeout_s)
-        except KernelTimeout:
-            raise KernelTimeout(
-                f"{KERNEL} kernel on {t.description} sent fewer than {n_out} output words within "
-                f"{self.timeout_s:g} s; register state: {t.dump(REGISTERS)}"
-            ) from None
-        t.wait_done(KERNEL, self.timeout_s, REGISTERS)
-        end = t.cycles()
-        self.last_cycles = None if start is None or end is None else end - start
+        self.transport.write(fmt.REG_MODE, mode)
+        self.transport.write(fmt.REG_BATCH, batch)
+        raw = self.start_call(words_to_bytes(np.asarray(words, dtype=np.uint16)), n_out, "output words")
         return raw.view(np.uint16)
 
     def error(self) -> int:

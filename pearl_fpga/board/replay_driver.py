@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from pearl_fpga.board.driver import KernelDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
-from pearl_fpga.board.transport import CTRL_START, Transport, words_to_bytes
-from pearl_fpga.errors import KernelTimeout, PearlError
+from pearl_fpga.board.transport import Transport, words_to_bytes
+from pearl_fpga.errors import PearlError
 from pearl_fpga.kernels import replay_format as fmt
 
 KERNEL = "replay"
@@ -32,25 +33,21 @@ REGISTERS = {
 }
 
 
-class ReplayDriver:
+class ReplayDriver(KernelDriver):
     """One `replay_top` IP: registers and command/response calls."""
 
+    kernel = KERNEL
+    word_bytes = CMD_BYTES
+    registers = REGISTERS
+    identity = {"capacity": fmt.REG_CAPACITY, "fanout": fmt.REG_FANOUT}
+    capacity: int
+    fanout: int
+
     def __init__(self, transport: Transport, timeout_s: float = DEFAULT_TIMEOUT_S):
-        if transport.in_word_bytes != CMD_BYTES or transport.out_word_bytes != CMD_BYTES:
-            raise PearlError(
-                f"{transport.description} carries {transport.in_word_bytes}/{transport.out_word_bytes}-byte "
-                f"stream words; the replay kernel needs {CMD_BYTES}-byte (128-bit) words: is it wired to the replay IP?"
-            )
-        self.transport = transport
-        self.timeout_s = timeout_s
-        self.capacity = transport.read(fmt.REG_CAPACITY)
-        self.fanout = transport.read(fmt.REG_FANOUT)
-        if self.fanout not in fmt.FANOUTS or not 1 <= self.capacity <= fmt.MAX_CAPACITY:
-            raise PearlError(
-                f"the IP on {transport.description} reports capacity {self.capacity} and fanout {self.fanout}, "
-                "which no replay kernel has: the overlay does not hold the replay IP at this address"
-            )
-        self.last_cycles: int | None = None
+        super().__init__(transport, timeout_s)
+
+    def identity_ok(self) -> bool:
+        return self.fanout in fmt.FANOUTS and 1 <= self.capacity <= fmt.MAX_CAPACITY
 
     def run(self, commands: np.ndarray, n_responses: int, n_cmds: int | None = None) -> np.ndarray:
         """Send `commands` ((N, 2) uint64 words from replay_format.encode_commands) in one ap_start call
@@ -59,23 +56,8 @@ class ReplayDriver:
         `n_cmds` (default N) is what the n_cmds register is told; it differs from N only to test the
         timeout path (a kernel that waits for commands that never come).
         """
-        t = self.transport
-        n = len(commands) if n_cmds is None else n_cmds
-        t.write(fmt.REG_N_CMDS, n)
-        t.arm_receive(n_responses)
-        start = t.cycles()
-        t.write(fmt.REG_CTRL, CTRL_START)
-        t.send(words_to_bytes(commands))
-        try:
-            raw = t.receive(self.timeout_s)
-        except KernelTimeout:
-            raise KernelTimeout(
-                f"{KERNEL} kernel on {t.description} sent fewer than {n_responses} responses within "
-                f"{self.timeout_s:g} s; register state: {t.dump(REGISTERS)}"
-            ) from None
-        t.wait_done(KERNEL, self.timeout_s, REGISTERS)
-        end = t.cycles()
-        self.last_cycles = None if start is None or end is None else end - start
+        self.transport.write(fmt.REG_N_CMDS, len(commands) if n_cmds is None else n_cmds)
+        raw = self.start_call(words_to_bytes(commands), n_responses, "responses")
         return raw.view(np.uint64).reshape(-1, 2)
 
     def total(self) -> int:

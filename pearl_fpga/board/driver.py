@@ -1,0 +1,77 @@
+"""What every kernel driver does over a Transport, whatever the kernel.
+
+A driver is made for one IP: it checks that the transport's streams have the IP's word width,
+reads the IP's identity registers (its synthesized sizes) and checks them, and runs calls: arm the
+output stream, ap_start, send the input words, collect the output words and wait for ap_done, with
+a KernelTimeout that names the kernel and shows its registers when something hangs. The kernel
+drivers (replay_driver.ReplayDriver, mlp_driver.MLPDriver) add their register map and calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from pearl_fpga.board.transport import CTRL_START, Transport
+from pearl_fpga.errors import KernelTimeout, PearlError
+
+REG_CTRL = 0x00  # ap_ctrl_hs control register of every kernel
+
+
+class KernelDriver:
+    """Base of the kernel drivers; subclasses set the class attributes and `identity_ok`."""
+
+    kernel: str = ""
+    #: bytes per word of the IP's input and output streams
+    word_bytes: int = 0
+    #: registers shown in timeout messages, in map order (name -> offset)
+    registers: Mapping[str, int] = {}
+    #: identity registers read once at construction into attributes of the same names
+    identity: Mapping[str, int] = {}
+
+    def __init__(self, transport: Transport, timeout_s: float) -> None:
+        if transport.in_word_bytes != self.word_bytes or transport.out_word_bytes != self.word_bytes:
+            raise PearlError(
+                f"{transport.description} carries {transport.in_word_bytes}/{transport.out_word_bytes}-byte "
+                f"stream words; the {self.kernel} kernel needs {self.word_bytes}-byte ({8 * self.word_bytes}-bit) "
+                f"words: is it wired to the {self.kernel} IP?"
+            )
+        self.transport = transport
+        self.timeout_s = timeout_s
+        self.last_cycles: int | None = None
+        values = {name: transport.read(offset) for name, offset in self.identity.items()}
+        for name, value in values.items():
+            setattr(self, name, value)
+        if not self.identity_ok():
+            shown = ", ".join(f"{name} {value}" for name, value in values.items())
+            raise PearlError(
+                f"the IP on {transport.description} reports {shown}, which no {self.kernel} kernel has: "
+                f"the overlay does not hold the {self.kernel} IP at this address"
+            )
+
+    def identity_ok(self) -> bool:
+        """Whether the identity registers read at construction describe this kernel."""
+        raise NotImplementedError
+
+    def start_call(self, payload: np.ndarray, n_out: int, what: str) -> np.ndarray:
+        """One ap_start call (the call's own registers already written): arm the output stream for
+        `n_out` words, start, send `payload` (uint8, whole input words), collect the outputs and wait
+        for ap_done. Sets `last_cycles` where the transport counts cycles; returns the raw uint8
+        output. `what` names the output words in the timeout message ("responses")."""
+        t = self.transport
+        t.arm_receive(n_out)
+        start = t.cycles()
+        t.write(REG_CTRL, CTRL_START)
+        t.send(payload)
+        try:
+            raw = t.receive(self.timeout_s)
+        except KernelTimeout:
+            raise KernelTimeout(
+                f"{self.kernel} kernel on {t.description} sent fewer than {n_out} {what} within "
+                f"{self.timeout_s:g} s; register state: {t.dump(dict(self.registers))}"
+            ) from None
+        t.wait_done(self.kernel, self.timeout_s, dict(self.registers))
+        end = t.cycles()
+        self.last_cycles = None if start is None or end is None else end - start
+        return raw

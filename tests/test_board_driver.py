@@ -1,0 +1,101 @@
+"""The drivers' shared part (pearl_fpga/board/driver.py) over a scripted in-memory transport: stream
+width and identity checks, the order of one call, and the timeout message. The drivers run against
+the real RTL in tests/test_board_sim.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pearl_fpga.board.mlp_driver import MLPDriver
+from pearl_fpga.board.replay_driver import ReplayDriver
+from pearl_fpga.board.transport import CTRL_DONE, CTRL_START, Transport
+from pearl_fpga.errors import KernelTimeout, PearlError
+from pearl_fpga.kernels import mlp_format as mfmt
+from pearl_fpga.kernels import replay_format as rfmt
+
+
+class ScriptedTransport(Transport):
+    """Registers in a dict; `receive` returns `reply` (or times out when it is None); logs every access."""
+
+    description = "scripted transport"
+
+    def __init__(self, word_bytes: int, registers: dict[int, int], reply: bytes | None) -> None:
+        self.in_word_bytes = self.out_word_bytes = word_bytes
+        self.regs = dict(registers)
+        self.reply = reply
+        self.log: list[tuple] = []
+        self.t = 0.0
+
+    def read(self, offset: int) -> int:
+        return self.regs.get(offset, 0)
+
+    def write(self, offset: int, value: int) -> None:
+        self.log.append(("write", offset, value))
+        if offset == 0x00 and value & CTRL_START:
+            self.regs[0x00] = CTRL_DONE  # the scripted kernel finishes at once
+
+    def send(self, words: np.ndarray) -> None:
+        self.log.append(("send", len(words)))
+
+    def arm_receive(self, n_words: int) -> None:
+        self.log.append(("arm", n_words))
+
+    def receive(self, timeout_s: float) -> np.ndarray:
+        if self.reply is None:
+            raise KernelTimeout("nothing came")
+        return np.frombuffer(self.reply, dtype=np.uint8)
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+    def now(self) -> float:
+        return self.t
+
+
+REPLAY_ID = {rfmt.REG_CAPACITY: 64, rfmt.REG_FANOUT: 4}
+MLP_ID = {mfmt.REG_LANES: 8, mfmt.REG_MAX_WIDTH: 128, mfmt.REG_MAX_LAYERS: 4}
+
+
+def test_stream_width_mismatch_names_the_kernel_and_the_width():
+    with pytest.raises(PearlError, match=r"2/2-byte stream words; the replay kernel needs 16-byte \(128-bit\)"):
+        ReplayDriver(ScriptedTransport(2, REPLAY_ID, b""))
+    with pytest.raises(PearlError, match=r"the mlp kernel needs 2-byte \(16-bit\) words: is it wired to the mlp IP"):
+        MLPDriver(ScriptedTransport(16, MLP_ID, b""))
+
+
+@pytest.mark.parametrize("driver,word,ids,shown", [
+    (ReplayDriver, 16, {rfmt.REG_CAPACITY: 64, rfmt.REG_FANOUT: 3}, "capacity 64, fanout 3"),
+    (ReplayDriver, 16, {}, "capacity 0, fanout 0"),
+    (MLPDriver, 2, {mfmt.REG_LANES: 8, mfmt.REG_MAX_WIDTH: 0, mfmt.REG_MAX_LAYERS: 4},
+     "lanes 8, max_width 0, max_layers 4"),
+])
+def test_identity_registers_that_no_kernel_has_are_refused(driver, word, ids, shown):
+    with pytest.raises(PearlError, match=f"reports {shown}, which no .* kernel has: the overlay does not hold"):
+        driver(ScriptedTransport(word, ids, b""))
+
+
+def test_identity_is_read_into_attributes():
+    replay = ReplayDriver(ScriptedTransport(16, REPLAY_ID, b""))
+    assert (replay.capacity, replay.fanout, replay.last_cycles) == (64, 4, None)
+    mlp = MLPDriver(ScriptedTransport(2, MLP_ID, b""))
+    assert (mlp.lanes, mlp.max_width, mlp.max_layers) == (8, 128, 4)
+
+
+def test_a_call_writes_its_registers_then_arms_starts_and_sends():
+    reply = np.arange(4, dtype=np.uint64).tobytes()
+    t = ScriptedTransport(16, REPLAY_ID, reply)
+    out = ReplayDriver(t).run(np.zeros((3, 2), dtype=np.uint64), n_responses=2)
+    np.testing.assert_array_equal(out, np.arange(4, dtype=np.uint64).reshape(2, 2))
+    assert t.log == [("write", rfmt.REG_N_CMDS, 3), ("arm", 2), ("write", 0x00, CTRL_START), ("send", 48)]
+    t = ScriptedTransport(2, MLP_ID, np.arange(5, dtype=np.uint16).tobytes())
+    words = MLPDriver(t).call(mfmt.MODE_INFER, 1, np.arange(4), n_out=5)
+    np.testing.assert_array_equal(words, np.arange(5, dtype=np.uint16))
+    assert t.log[2:] == [("arm", 5), ("write", 0x00, CTRL_START), ("send", 8)]
+
+
+def test_missing_outputs_raise_a_timeout_naming_kernel_count_and_registers():
+    t = ScriptedTransport(16, REPLAY_ID, None)
+    with pytest.raises(KernelTimeout, match=r"replay kernel on scripted transport sent fewer than 7 responses "
+                                            r"within 0\.5 s; register state: ctrl@0x00=.*capacity@0x18=0x00000040"):
+        ReplayDriver(t, timeout_s=0.5).run(np.zeros((1, 2), dtype=np.uint64), n_responses=7)
