@@ -18,3 +18,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "sim" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """As the learner runs (learner_threads=1): tiny matmuls only lose from a second thread."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

@@ -12,14 +12,7 @@ import torch.nn.functional as F
 from pearl_fpga.algos import DDPG, DQN, Batch
 from pearl_fpga.config import TrainConfig
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """As the learner runs (learner_threads=1): tiny matmuls only lose from a second thread."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def _batch(rng, n, obs_dim, discrete, n_actions=2, weights=False):

@@ -17,15 +17,8 @@ from pearl_fpga.algos.fused import native_learner
 from pearl_fpga.config import TrainConfig
 
 native = native_learner()
-pytestmark = pytest.mark.skipif(native is None, reason="pearl_fpga._learner_native not built (make native)")
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = [pytest.mark.skipif(native is None, reason="pearl_fpga._learner_native not built (make native)"),
+              pytest.mark.usefixtures("one_torch_thread")]  # tests/conftest.py
 
 
 def _batch(rng: np.random.Generator, n: int, obs_dim: int, n_actions: int, weights: bool = False) -> Batch:
@@ -146,6 +139,10 @@ def test_native_pieces_reject_bad_inputs():
         native.dqn_loss_grad(q, q, np.zeros((3, 2), np.float32), act, col, col, None, 0.99, True, out, td)
     with pytest.raises(ValueError, match="out of range"):
         native.dqn_loss_grad(q, q, q, np.full(4, 2, np.int64), col, col, None, 0.99, True, out, td)
+    with pytest.raises(ValueError, match=r"action must have shape \(B,\)"):
+        native.dqn_loss_grad(q, q, q, np.zeros((4, 1), np.int64), col, col, None, 0.99, True, out, td)
+    with pytest.raises(ValueError, match="must be 0-D, 1-D or 2-D"):
+        native.bias_grad(np.zeros((2, 2, 2), np.float32), np.zeros(2, np.float32))
     with pytest.raises(ValueError, match="w has shape"):
         native.linear_thin(q, np.zeros((3, 3), np.float32), np.zeros(3, np.float32), out, False)
     with pytest.raises(TypeError, match="float32"):
@@ -162,6 +159,8 @@ def test_native_pieces_reject_bad_inputs():
     with pytest.raises(ValueError, match="size differs"):
         native.clip_adam(p, [np.zeros(4, np.float32)], p, p, step, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0.0)
     assert float(step[0]) == 0.0  # a rejected call counts no step
+    with pytest.raises(ValueError, match="one value"):
+        native.clip_adam(p, p, p, p, [np.zeros(2, np.float32)], 1e-3, 0.9, 0.999, 1e-8, 0.0, 0.0)
     two = [np.zeros((), np.float32), np.ones((), np.float32)]
     with pytest.raises(ValueError, match="step counters"):
         native.clip_adam(p * 2, p * 2, p * 2, p * 2, two, 1e-3, 0.9, 0.999, 1e-8, 0.0, 0.0)

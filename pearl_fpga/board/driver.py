@@ -26,7 +26,7 @@ class KernelDriver:
     #: bytes per word of the IP's input and output streams
     word_bytes: int = 0
     #: registers shown in timeout messages, in map order (name -> offset)
-    registers: Mapping[str, int] = {}
+    registers: dict[str, int] = {}
     #: identity registers read once at construction into attributes of the same names
     identity: Mapping[str, int] = {}
 
@@ -69,9 +69,9 @@ class KernelDriver:
         except KernelTimeout:
             raise KernelTimeout(
                 f"{self.kernel} kernel on {t.description} sent fewer than {n_out} {what} within "
-                f"{self.timeout_s:g} s; register state: {t.dump(dict(self.registers))}"
+                f"{self.timeout_s:g} s; register state: {t.dump(self.registers)}"
             ) from None
-        t.wait_done(self.kernel, self.timeout_s, dict(self.registers))
+        t.wait_done(self.kernel, self.timeout_s, self.registers)
         end = t.cycles()
         self.last_cycles = None if start is None or end is None else end - start
         return raw

@@ -97,9 +97,10 @@ def plot(results: dict[str, Any], path: str) -> None:
     x = np.arange(len(runs))
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100, gridspec_kw={"width_ratios": [3, 2]})
     ours = [r["pearl_fpga"]["env_steps_per_s"] for r in runs]
-    width = 0.38 if any("sb3" in r for r in runs) else 0.6
-    ax.bar(x - (width / 2 if width < 0.5 else 0), ours, width, label="pearl_fpga")
-    if any("sb3" in r for r in runs):
+    has_sb3 = any("sb3" in r for r in runs)
+    width = 0.38 if has_sb3 else 0.6
+    ax.bar(x - width / 2 if has_sb3 else x, ours, width, label="pearl_fpga")
+    if has_sb3:
         theirs = [r["sb3"]["env_steps_per_s"] if "sb3" in r else 0.0 for r in runs]
         ax.bar(x + width / 2, theirs, width, label="stable-baselines3")
         for xi, r in zip(x, runs):

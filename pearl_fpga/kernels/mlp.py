@@ -358,10 +358,13 @@ class MLPInfer:
             self._forward = self._forward_generic
         # max_error is measured when first read (learner syncs reload often and rarely read it),
         # against a snapshot of the float network loaded now
-        try:
-            self._error_reference.load_state_dict(module.state_dict())
-        except (AttributeError, RuntimeError, KeyError):  # the first load, or a differently wrapped module
-            self._error_reference = copy.deepcopy(module)
+        reference = self._error_reference
+        if reference is not None:
+            try:
+                reference.load_state_dict(module.state_dict())
+            except (RuntimeError, KeyError):  # a differently wrapped module: other state_dict keys
+                reference = None
+        self._error_reference = reference if reference is not None else copy.deepcopy(module)
         self._max_error = None
 
     @property

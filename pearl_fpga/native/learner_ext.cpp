@@ -128,23 +128,23 @@ void relu_backward(py::handle d_obj, py::handle a_obj) {
     for (py::ssize_t k = 0; k < n; ++k) d.data[k] = a.data[k] > 0.0f ? d.data[k] : 0.0f;
 }
 
-// The two hot loops of clip_adam, compiled for AVX-512, AVX2 and baseline x86-64 and picked at load
-// time. Same results on each: no FMA contraction (-ffp-contract=off), sqrt and division are exact.
+// The hot loops, compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time. Same
+// results on each: no FMA contraction (-ffp-contract=off), sqrt and division are exact.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define PEARL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define PEARL_CLONES
 #endif
 
-PEARL_CLONES double sum_of_squares(const float* g, py::ssize_t size) {
+PEARL_CLONES float dot(const float* a, const float* b, py::ssize_t n) {
     float part[16] = {};  // sixteen partial sums: vectorizable, and a fixed order on every ISA
     py::ssize_t i = 0;
-    for (; i + 16 <= size; i += 16)
-        for (int l = 0; l < 16; ++l) part[l] += g[i + l] * g[i + l];
-    for (; i < size; ++i) part[0] += g[i] * g[i];
-    double sq = 0.0;
-    for (float x : part) sq += x;
-    return sq;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; ++l) part[l] += a[i + l] * b[i + l];
+    for (; i < n; ++i) part[0] += a[i] * b[i];
+    float sum = 0.0f;
+    for (float x : part) sum += x;
+    return sum;
 }
 
 PEARL_CLONES void adam_update(float* p, float* grad, float* m, float* v, py::ssize_t size, float clip, float wd,
@@ -162,17 +162,6 @@ PEARL_CLONES void adam_update(float* p, float* grad, float* m, float* v, py::ssi
 // ---- thin layers: a side of at most a few dozen (the network's input and output layers) --------
 // MKL spends more time dispatching these than computing them; these loops vectorize along the long
 // side and keep a fixed summation order.
-
-PEARL_CLONES float dot(const float* a, const float* b, py::ssize_t n) {
-    float part[16] = {};
-    py::ssize_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; ++l) part[l] += a[i + l] * b[i + l];
-    for (; i < n; ++i) part[0] += a[i] * b[i];
-    float sum = 0.0f;
-    for (float x : part) sum += x;
-    return sum;
-}
 
 PEARL_CLONES void axpy(float* y, float alpha, const float* x, py::ssize_t n) {
     for (py::ssize_t i = 0; i < n; ++i) y[i] += alpha * x[i];
@@ -270,7 +259,7 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
         for (const FloatView* o : {&s.g, &s.m, &s.v})
             if (o->rows * o->cols != size)
                 throw py::value_error("gradient or moment buffer size differs from its parameter's");
-        sq += sum_of_squares(s.g.data, size);
+        sq += dot(s.g.data, s.g.data, size);
         slots.push_back(s);
     }
     for (float* c : counters) *c += 1.0f;

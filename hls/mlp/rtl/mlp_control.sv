@@ -87,7 +87,7 @@ module mlp_control #(
             // mode and batch hold still while an operation runs
             if (usr_wr && !running && usr_wr_addr == REG_MODE) op_mode <= merge(op_mode, usr_wr_data, usr_wr_strb);
             if (usr_wr && !running && usr_wr_addr == REG_BATCH) op_batch <= merge(op_batch, usr_wr_data, usr_wr_strb);
-            if (ap_start && !running && !op_start) begin  // take the start: one operation
+            if (ap_start && !running) begin  // take the start: one operation
                 running   <= 1'b1;
                 op_start  <= 1'b1;
                 error_reg <= '0;  // cleared at ap_start
