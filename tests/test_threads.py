@@ -1,0 +1,161 @@
+"""The learner's adaptive thread count: the choice follows the measured step time, a losing count is
+probed less and less often, and the learner's arithmetic does not depend on the count."""
+
+import numpy as np
+import pytest
+import torch
+
+from pearl_fpga.runtime.threads import AdaptiveThreads, thread_candidates
+
+
+class FakeMachine:
+    """A clock whose learner step costs `cost[n]` seconds at n threads (settable mid-run)."""
+
+    def __init__(self, cost: dict[int, float]) -> None:
+        self.cost = dict(cost)
+        self.now = 0.0
+        self.set_calls: list[int] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def set_threads(self, n: int) -> None:
+        self.set_calls.append(n)
+
+
+def run(ctl: AdaptiveThreads, machine: FakeMachine, steps: int) -> list[int]:
+    used = []
+    for _ in range(steps):
+        with ctl.step():
+            used.append(ctl.threads)
+            machine.now += machine.cost[ctl.threads]
+    return used
+
+
+def make(machine: FakeMachine, cores: int = 2, **kw) -> AdaptiveThreads:
+    kw.setdefault("period", 100)
+    return AdaptiveThreads(cores=cores, set_threads=machine.set_threads, clock=machine.clock, **kw)
+
+
+def test_candidates():
+    assert thread_candidates(1) == (1,)
+    assert thread_candidates(2) == (1, 2)
+    assert thread_candidates(6) == (1, 2, 4, 6)
+    assert thread_candidates(8) == (1, 2, 4, 8)
+
+
+def test_picks_the_faster_count_and_reports_it():
+    machine = FakeMachine({1: 600e-6, 2: 480e-6})
+    ctl = make(machine)
+    used = run(ctl, machine, 500)
+    assert ctl.choice.current == 2
+    assert ctl.choice.median_step_s == pytest.approx({1: 600e-6, 2: 480e-6})
+    assert used[-50:] == [2] * 50
+    assert ctl.choice.switches == 1
+    assert "auto: 2 threads" in ctl.choice.describe()
+
+
+def test_stays_within_the_margin():
+    machine = FakeMachine({1: 500e-6, 2: 490e-6})  # 2% faster: not worth a switch
+    ctl = make(machine)
+    run(ctl, machine, 300)
+    assert ctl.choice.current == 1
+    assert ctl.choice.switches == 0
+
+
+def test_falls_back_when_the_other_core_gets_busy_and_backs_off():
+    machine = FakeMachine({1: 600e-6, 2: 480e-6})
+    ctl = make(machine)
+    run(ctl, machine, 300)
+    assert ctl.choice.current == 2
+    machine.cost[2] = 10e-3  # another job takes the second core: the team waits for it
+    used = run(ctl, machine, 5000)
+    assert ctl.choice.current == 1
+    # the losing count is probed ever less often: a few hundred steps at most, out of 5000
+    slow = used.count(2)
+    assert slow < 0.06 * len(used)
+    tail = used[-2500:]
+    assert tail.count(2) <= 2 * (ctl.warmup + ctl.probe_steps)
+    # and once the core is free again, the controller finds it
+    machine.cost[2] = 480e-6
+    run(ctl, machine, 100 * 40)
+    assert ctl.choice.current == 2
+
+
+def test_one_core_never_probes():
+    machine = FakeMachine({1: 1e-3})
+    ctl = make(machine, cores=1)
+    assert run(ctl, machine, 300) == [1] * 300
+    assert ctl.choice.rounds == 0
+    assert machine.set_calls == [1]
+
+
+def test_an_exception_in_a_step_is_not_a_sample():
+    machine = FakeMachine({1: 600e-6, 2: 480e-6})
+    ctl = make(machine)
+    with pytest.raises(RuntimeError):
+        with ctl.step():
+            machine.now += 1.0
+            raise RuntimeError("learner failed")
+    run(ctl, machine, 300)
+    assert ctl.choice.median_step_s[ctl.choice.current] < 1e-3
+
+
+def test_bad_settings_are_rejected():
+    with pytest.raises(ValueError, match="probe_steps"):
+        AdaptiveThreads(cores=2, probe_steps=0, set_threads=lambda n: None)
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ddpg"])
+def test_learner_arithmetic_does_not_depend_on_the_thread_count(algo):
+    """The premise of switching counts mid-run: every learner step gives the same bits at 1 and 2."""
+    from pearl_fpga.algos import make_algo
+    from pearl_fpga.algos.common import Batch
+    from pearl_fpga.config import TrainConfig
+
+    cfg = TrainConfig.preset(algo, concurrent_updates=False) if algo == "ddpg" else TrainConfig.preset(algo)
+    obs_dim, action_dim = (4, 2) if algo == "dqn" else (3, 1)
+    rng = np.random.default_rng(0)
+    B = cfg.batch_size
+    data = {
+        "obs": rng.standard_normal((B, obs_dim)).astype(np.float32),
+        "action": rng.integers(0, 2, B) if algo == "dqn" else rng.uniform(-1, 1, (B, 1)).astype(np.float32),
+        "reward": rng.standard_normal(B).astype(np.float32),
+        "next_obs": rng.standard_normal((B, obs_dim)).astype(np.float32),
+        "done": (rng.random(B) < 0.1).astype(np.float32),
+        "weights": np.ones(B, np.float32),
+        "indices": np.arange(B),
+    }
+    old = torch.get_num_threads()
+    params = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            learner = make_algo(cfg, obs_dim, action_dim, device="cpu", seed=0)
+            batch = Batch.from_numpy(data, learner.device, discrete=algo == "dqn")
+            for _ in range(5):
+                learner.learn(batch)
+            module = learner.policy_module
+            params.append([p.detach().clone() for p in module.parameters()])
+    finally:
+        torch.set_num_threads(old)
+    for a, b in zip(params[0], params[1], strict=True):
+        assert torch.equal(a, b)
+
+
+def test_bench_learner_writes_figures(tmp_path, capsys):
+    import json
+
+    from pearl_fpga.cli import main
+
+    out = tmp_path / "learner.json"
+    assert main(["bench", "learner", "--algo", "dqn", "--rounds", "1", "--seconds", "0.05", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    results = data["results"]
+    dqn = results["algos"]["dqn"]
+    assert set(dqn["step_s"]) == {*(str(n) for n in dqn["counts"]), "auto"}
+    assert all(t > 0 for t in dqn["step_s"].values())
+    # 64x256x256 GEMMs dominate: four to five of them per step, 8.4 MFLOP each
+    assert 30e6 < dqn["flops_per_step"] < 60e6
+    assert results["peak_gflops"]["1"] > 0
+    assert "GFLOP/s" in capsys.readouterr().out
