@@ -91,8 +91,8 @@ class TrainConfig:
     """Episodes per periodic evaluation (deterministic policy)."""
     checkpoint_freq: int = 0
     """Env steps between periodic checkpoints (0 = only at the end and on Ctrl-C)."""
-    learner_threads: int = 1
-    """torch intra-op threads of the learner (1 leaves the other core to env and actor)."""
+    learner_threads: int = 0
+    """torch intra-op threads of the learner; 0 = chosen by measurement while training (runtime.threads)."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -152,13 +152,12 @@ class TrainConfig:
         if len(self.net_arch) > 3:
             raise ValueError("TrainConfig.net_arch has more than 3 hidden layers; the MLP kernel holds at most 4 linear layers")
         self.net_arch = list(self.net_arch)
-        positive = ("total_steps", "buffer_size", "batch_size", "train_freq", "n_envs", "eval_episodes",
-                    "learner_threads")
+        positive = ("total_steps", "buffer_size", "batch_size", "train_freq", "n_envs", "eval_episodes")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
         non_negative = ("learning_starts", "gradient_steps", "target_update_interval", "workers", "max_actor_lag",
-                        "weight_sync_interval", "eval_freq", "checkpoint_freq")
+                        "weight_sync_interval", "eval_freq", "checkpoint_freq", "learner_threads")
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")

@@ -18,6 +18,7 @@ one weight sync older than in the sequential run.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ from pearl_fpga.runtime.envs import EnvGroup, env_spec, make_env
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import make_replay
+from pearl_fpga.runtime.threads import AdaptiveThreads
 from pearl_fpga.runtime.timers import TASK_KEYS, TaskTimer
 
 CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
@@ -121,7 +123,10 @@ class Trainer:
             from pearl_fpga.errors import BackendUnavailable
 
             raise BackendUnavailable("placement learn=cuda, but torch sees no CUDA device; use learn=cpu")
-        torch.set_num_threads(config.learner_threads)
+        # learner_threads 0: the count is measured and re-measured while training (runtime.threads)
+        self.learner_threads = AdaptiveThreads() if config.learner_threads == 0 else None
+        if self.learner_threads is None:
+            torch.set_num_threads(config.learner_threads)
         limit_blas_threads()
         random.seed(seed)
         np.random.seed(seed)
@@ -227,6 +232,12 @@ class Trainer:
         elapsed = (run.get("stop", time.perf_counter()) - run["start"]) if run else 0.0
         out["env_steps_per_s"] = steps / elapsed if elapsed > 0 else 0.0
         return out
+
+    def learner_threads_report(self) -> str:
+        """The learner's torch thread count: fixed, or the adaptive choice with its probe times."""
+        if self.learner_threads is None:
+            return f"{self.config.learner_threads} (fixed)"
+        return self.learner_threads.choice.describe()
 
     def device_of(self, task: str) -> str:
         """Device a task ran on (for the summary table)."""
@@ -340,7 +351,7 @@ class Trainer:
             with timer.time("replay_sample"):
                 data = next_batch if next_batch is not None else self.replay.sample(cfg.batch_size)
                 next_batch = self.replay.sample(cfg.batch_size) if g + 1 < allowed else None
-            with timer.time("learn"):
+            with timer.time("learn"), self._timed_step():
                 batch = Batch.from_numpy(data, self.algo.device, discrete=self.spec.discrete)
                 loss, td = self.algo.learn(batch)
                 self._loss_sum = self._loss_sum + loss
@@ -351,6 +362,9 @@ class Trainer:
             self.grad_steps += 1
             if self.grad_steps % cfg.sync_interval == 0:
                 self._sync_weights()
+
+    def _timed_step(self) -> Any:
+        return self.learner_threads.step() if self.learner_threads is not None else contextlib.nullcontext()
 
     def _sync_weights(self) -> None:
         with self.timer.time("weight_sync"):

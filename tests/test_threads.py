@@ -159,3 +159,24 @@ def test_bench_learner_writes_figures(tmp_path, capsys):
     assert 30e6 < dqn["flops_per_step"] < 60e6
     assert results["peak_gflops"]["1"] > 0
     assert "GFLOP/s" in capsys.readouterr().out
+
+
+def test_adaptive_trainer_learns_the_same_weights_as_a_fixed_count():
+    """learner_threads=0 switches counts mid-run; the run's result must not notice."""
+    from pearl_fpga import TrainConfig, Trainer
+    from pearl_fpga.runtime.threads import AdaptiveThreads
+
+    weights = []
+    for threads in (1, 0):
+        cfg = TrainConfig.preset("dqn", learner_threads=threads, eval_freq=0, learning_starts=200,
+                                 train_freq=64, gradient_steps=32, net_arch=[64, 64])
+        trainer = Trainer("dqn", config=cfg, seed=3)
+        if threads == 0:  # probe often, so that the short run switches back and forth
+            trainer.learner_threads = AdaptiveThreads(cores=2, probe_steps=2, warmup=0, period=4)
+        trainer.train(1200)
+        weights.append([p.detach().clone() for p in trainer.algo.policy_module.parameters()])
+        if threads == 0:
+            assert trainer.learner_threads.choice.rounds >= 5
+            assert "auto:" in trainer.learner_threads_report()
+    for a, b in zip(*weights, strict=True):
+        assert torch.equal(a, b)

@@ -192,6 +192,7 @@ def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str,
         "eval_policy": result.policy, "eval_policy_step": result.policy_step,
         "seconds_per_env_step": {k: v for k, v in measured.items() if k != "env_steps_per_s"},
         "env_steps_per_s": measured["env_steps_per_s"],
+        "learner_threads": trainer.learner_threads_report(),
         "devices": {k: trainer.device_of(k) for k in measured if k != "env_steps_per_s"},
     }
 
@@ -226,5 +227,6 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
     console.print(f"env steps/s {measured['env_steps_per_s']:,.0f}   gradient updates/s "
                   f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
                   f"worker restarts {trainer.worker_restarts}")
+    console.print(f"learner threads: {trainer.learner_threads_report()}")
     console.print(f"evaluation: {result}")
     console.print(f"learning curve: {png}")

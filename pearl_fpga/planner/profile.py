@@ -34,6 +34,7 @@ import numpy as np
 
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.planner.model import Fit
+from pearl_fpga.runtime.threads import measured_thread_count
 
 SCHEMA = 2  # 2: worker start/stop/poll and co-run factors from the runtime's own pool, exploration overhead
 HOST_TARGETS = ("cpu", "cpu-kernel", "cuda")
@@ -286,7 +287,7 @@ def profile_host(config: Any, targets: Iterable[str] = HOST_TARGETS, sizes: Size
 
         # learner loop: sample, learn (the learner's own update, with the run's intra-op threads),
         # priority update and inserts, interleaved in that order as the runtime runs them
-        torch.set_num_threads(config.learner_threads)
+        torch.set_num_threads(learner_thread_count(config))
         _profile_learner(config, spec, targets, sizes, prof, record_points, rng, note)
         torch.set_num_threads(1)
         _profile_host_storage(config, spec, sizes, record, rng)
@@ -503,7 +504,8 @@ def worker_pool_costs(config: Any, counts: Sequence[int], act_targets: Sequence[
 
     out: dict[tuple[str, str], list[tuple[float, float]]] = {}
     threads = torch.get_num_threads()
-    torch.set_num_threads(config.learner_threads)
+    learner_threads = learner_thread_count(config)
+    torch.set_num_threads(learner_threads)
     try:
         for t_index, act in enumerate(act_targets):
             placement = Placement(act=act, replay="cpu", learn="cpu")
@@ -513,7 +515,7 @@ def worker_pool_costs(config: Any, counts: Sequence[int], act_targets: Sequence[
             act_pts, env_pts = _actor_loop(config, policy, (config.n_envs,), 60, EnvGroup)
             actor_alone = (act_pts[0][1] + env_pts[0][1]
                            + _explore_overhead(config, spec, (config.n_envs,), 60)[0][1]) / config.n_envs
-            torch.set_num_threads(config.learner_threads)
+            torch.set_num_threads(learner_threads)
             for w in counts:
                 start, poll, stop, learner_corun, actor_corun = _pool_session(
                     config, w, placement, calibration, weights, learner_step, actor_alone, poll_iterations, corun_s,
@@ -850,25 +852,44 @@ def learner_reference(config: Any, repeats: int = 20) -> float:
     than when it was profiled."""
     import torch
 
+    threads = torch.get_num_threads()
+    step = _learner_step(config, np.random.default_rng(2))
+    try:
+        torch.set_num_threads(config.learner_threads or measured_thread_count(step))
+        return time_call(step, repeats)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def learner_thread_count(config: Any) -> int:
+    """The learner's torch threads: the configured count, or (learner_threads = 0) the count the
+    runtime's adaptive choice settles on at the present load."""
+    if config.learner_threads > 0:
+        return int(config.learner_threads)
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        return measured_thread_count(_learner_step(config, np.random.default_rng(3)))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _learner_step(config: Any, rng: np.random.Generator) -> Callable[[], None]:
+    """One learner update on random batches of the run's shapes (a fresh CPU learner)."""
     from pearl_fpga.algos import Batch, make_algo
     from pearl_fpga.runtime.envs import env_spec
 
     spec = env_spec(config.env_id)
-    rng = np.random.default_rng(2)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.learner_threads)
-    try:
-        algo = make_algo(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
-        data = _random_batch(rng, 4096, spec)
-        b = config.batch_size
+    algo = make_algo(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
+    data = _random_batch(rng, 4096, spec)
+    b = config.batch_size
 
-        def step() -> None:
-            idx = rng.integers(0, 4096, size=b)
-            algo.learn(Batch.from_numpy({k: v[idx] for k, v in data.items()}, "cpu", discrete=spec.discrete))
+    def step() -> None:
+        idx = rng.integers(0, 4096, size=b)
+        algo.learn(Batch.from_numpy({k: v[idx] for k, v in data.items()}, "cpu", discrete=spec.discrete))
 
-        return time_call(step, repeats)
-    finally:
-        torch.set_num_threads(threads)
+    return step
 
 
 def load_factor(config: Any, profile: Profile, repeats: int = 20) -> float:

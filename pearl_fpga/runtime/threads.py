@@ -156,3 +156,13 @@ class AdaptiveThreads:
             self._wait[n] = self._skip[n] - 1
         self._use(choice.current)
         self._since_round = 0
+
+
+def measured_thread_count(step: Callable[[], object], cores: int | None = None) -> int:
+    """The count AdaptiveThreads settles on for `step` after one probe round: what a training run with
+    `learner_threads = 0` would use at the machine's present load (the planner profiles with it)."""
+    controller = AdaptiveThreads(cores)
+    while len(controller.choice.candidates) > 1 and controller.choice.rounds == 0:
+        with controller.step():
+            step()
+    return controller.choice.current
