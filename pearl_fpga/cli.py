@@ -39,7 +39,9 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv  # for the records benchmarks write
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:

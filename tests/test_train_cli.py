@@ -77,13 +77,30 @@ def test_bench_train_runs_both_libraries_at_tiny_scale(capsys, tmp_path):
     assert main(["bench", "train", "--algo", "dqn", "--steps", "300", "--eval-episodes", "1", "--json",
                  "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    data = json.loads(capsys.readouterr().out)
+    record = json.loads(capsys.readouterr().out)
+    # the record says what ran, where, and how busy the machine was
+    assert record["benchmark"] == "train" and record["command"].startswith("pearl-fpga bench train --algo dqn")
+    assert record["machine"]["cores"] >= 1 and len(record["load_average_before"]) == 3
+    assert isinstance(record["under_load"], bool)
+    data = record["results"]
     run = data["runs"][0]
     assert data["steps"] == 300 and run["pearl_fpga"]["env_steps_per_s"] > 0
+    assert data["pearl_threads"] == "auto" and "auto" in run["pearl_fpga"]["learner_threads"]
+    assert isinstance(run["pearl_fpga"]["under_load"], bool) and len(run["pearl_fpga"]["load_before"]) == 3
     assert data["config"]["double_q"] is False  # the same (vanilla) DQN target as SB3 unless --double-q
     assert set(run["pearl_fpga"]["us_per_env_step"]) >= {"env_step", "act", "learn"}
+    import torch
+
+    assert data["sb3_threads"] == {"1": 1, "default": torch.get_num_threads()}
     if importlib.util.find_spec("stable_baselines3") is not None:
-        assert data["sb3"] == "installed" and run["sb3"]["grad_steps"] == 0  # learning_starts 1000 > 300
-        assert run["speedup_env_steps_per_s"] > 0
+        assert data["sb3"] == "installed" and set(run["sb3"]) == {"1", "default"}
+        for name in ("1", "default"):  # learning_starts 1000 > 300: no update yet
+            assert run["sb3"][name]["grad_steps"] == 0 and run["speedup"][name] > 0
+        assert set(data["median_speedup"]) == {"1", "default"}
     else:
-        assert "not installed" in data["sb3"]
+        assert "not installed" in data["sb3"] and run["sb3"] == {}
+
+
+def test_bench_train_rejects_bad_thread_settings(capsys):
+    assert main(["bench", "train", "--sb3-threads", "zero", "--steps", "10"]) == 2
+    assert "--sb3-threads" in _out(capsys)

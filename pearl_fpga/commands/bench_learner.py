@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from typing import Any
 
@@ -195,7 +194,10 @@ def run(args: argparse.Namespace) -> int:
     note = " (UNDER LOAD: figures are noisy)" if results["under_load"] else ""
     console.print(f"load average {load_before[0]:.1f} -> {load_after[0]:.1f} on {cores} cores{note}")
     if args.json:
-        text = json.dumps(_with_metadata(results), indent=2)
+        from pearl_fpga.commands.bench_meta import with_metadata
+
+        text = json.dumps(with_metadata("learner", results, getattr(args, "argv", None), list(load_before),
+                                        list(load_after)), indent=2)
         if args.json == "-":
             print(text)
         else:
@@ -203,10 +205,3 @@ def run(args: argparse.Namespace) -> int:
                 f.write(text + "\n")
     return 0
 
-
-def _with_metadata(results: dict[str, Any]) -> dict[str, Any]:
-    try:
-        from pearl_fpga.commands.bench_meta import with_metadata
-    except ImportError:
-        return {"benchmark": "learner", "command": " ".join(["pearl-fpga", *sys.argv[1:]]), "results": results}
-    return with_metadata("learner", results)

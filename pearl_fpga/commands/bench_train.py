@@ -1,7 +1,10 @@
 """`pearl-fpga bench train`: pearl_fpga's training throughput against Stable-Baselines3 at identical
-hyper-parameters (the rl-zoo presets, same update-to-data ratio, same torch intra-op thread count), in
-one run. pearl_fpga's DDPG computes its actor and critic gradients concurrently on two threads
-(`concurrent_updates`, the overlap its runtime is for); SB3 is sequential.
+hyper-parameters (the rl-zoo presets, same update-to-data ratio), in one run, each library as its users
+run it: pearl_fpga at its defaults (the learner's torch threads chosen by measurement, DDPG's actor and
+critic gradients on two threads), SB3 both at one torch thread and at torch's default thread count
+(one per core). For each seed the three runs follow each other, so a change of load hits all three;
+the 1-minute load average is recorded before and after every run, and a run that started or ended
+with it above half the cores is marked as taken under load.
 
 SB3's DQN computes the vanilla target (max over the target network); pearl_fpga's preset is double
 DQN, which costs one more forward pass per update. The benchmark runs the same algorithm on both
@@ -9,17 +12,20 @@ sides: vanilla DQN unless --double-q is given (then SB3 still runs vanilla, and 
 
 Both train from scratch for --steps env steps without periodic evaluation; then each final policy is
 evaluated deterministically for --eval-episodes episodes. SB3 runs when the `bench` extra
-(stable-baselines3) is installed; otherwise its column says so.
+(stable-baselines3) is installed; otherwise its rows say so.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from typing import Any
 
 import numpy as np
+
+from pearl_fpga.commands.bench_meta import is_under_load, load_average, with_metadata
 
 HELP = "training throughput (env steps/s, updates/s) and final return vs Stable-Baselines3 at equal settings"
 DEFAULT_STEPS = {"dqn": 20_000, "ddpg": 20_000}
@@ -32,15 +38,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default 0)")
     parser.add_argument("--placement", default=None, help="pearl_fpga placement (default: kernel actor on the CPU build)")
     parser.add_argument("--workers", type=int, default=0, help="pearl_fpga actor worker processes (default 0)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of both learners (default 1)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="pearl_fpga learner torch threads (default 0: chosen by measurement, its default)")
+    parser.add_argument("--sb3-threads", nargs="+", default=["1", "default"], metavar="N|default",
+                        help="SB3 torch thread settings to run (default: 1 and default, torch's one per core)")
     parser.add_argument("--double-q", action="store_true",
                         help="DQN: run pearl_fpga's double-DQN target (SB3 has only the vanilla one; default: "
                              "vanilla on both sides, the same algorithm)")
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 baseline")
-    parser.add_argument("--json", action="store_true", help="print machine-readable results")
+    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
+                        help="write the JSON record (metadata and figures) to PATH, or print it ('-' or no PATH)")
     parser.add_argument("--plot", default=None, metavar="PNG",
                         help="also draw env steps/s per library and seed, and where pearl_fpga's time goes, to PNG")
+
+
+def _sb3_settings(values: list[str], default_threads: int) -> dict[str, int]:
+    """{"1": 1, "default": <torch's default>} from the --sb3-threads values."""
+    out: dict[str, int] = {}
+    for v in values:
+        if v == "default":
+            out["default"] = default_threads
+        elif v.isdigit() and int(v) >= 1:
+            out[v] = int(v)
+        else:
+            raise ValueError(f"--sb3-threads takes positive integers or 'default', got {v!r}")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,39 +72,66 @@ def run(args: argparse.Namespace) -> int:
 
     from pearl_fpga.config import TrainConfig
 
-    console = Console(stderr=args.json)
+    default_threads = torch.get_num_threads()  # torch's own default (one per core), before anything sets it
+    console = Console(stderr=args.json == "-")
     steps = args.steps or DEFAULT_STEPS[args.algo]
-    if steps < 1 or args.threads < 1:
-        console.print("[red]error:[/red] --steps and --threads must be >= 1")
+    try:
+        if steps < 1 or args.threads < 0:
+            raise ValueError("--steps must be >= 1 and --threads >= 0")
+        sb3_settings = _sb3_settings(args.sb3_threads, default_threads)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
         return 2
-    torch.set_num_threads(args.threads)
     extra = {"double_q": bool(args.double_q)} if args.algo == "dqn" else {}
     config = TrainConfig.preset(args.algo, args.env, total_steps=steps, eval_freq=0, workers=args.workers,
                                 learner_threads=args.threads, **extra)
-    results: dict[str, Any] = {"algo": args.algo, "env_id": config.env_id, "steps": steps, "threads": args.threads,
-                               "config": config.to_dict(), "runs": []}
+    results: dict[str, Any] = {"algo": args.algo, "env_id": config.env_id, "steps": steps,
+                               "pearl_threads": "auto" if args.threads == 0 else args.threads,
+                               "sb3_threads": sb3_settings, "config": config.to_dict(), "runs": []}
     sb3 = None if args.no_sb3 else _sb3_module()
+    load_start = load_average()
     for seed in args.seeds:
         console.print(f"seed {seed}: pearl_fpga ...")
-        ours = _run_pearl(config, seed, args.placement, args.eval_episodes)
-        entry: dict[str, Any] = {"seed": seed, "pearl_fpga": ours}
+        ours = _measured(lambda: _run_pearl(config, seed, args.placement, args.eval_episodes))
+        entry: dict[str, Any] = {"seed": seed, "pearl_fpga": ours, "sb3": {}, "speedup": {}}
         if sb3 is not None:
-            console.print(f"seed {seed}: stable-baselines3 ...")
-            entry["sb3"] = _run_sb3(sb3, config, seed, args.eval_episodes, args.threads)
-            entry["speedup_env_steps_per_s"] = ours["env_steps_per_s"] / entry["sb3"]["env_steps_per_s"]
+            for name, threads in sb3_settings.items():
+                console.print(f"seed {seed}: stable-baselines3 at {name} torch thread(s) ...")
+                theirs = _measured(lambda: _run_sb3(sb3, config, seed, args.eval_episodes, threads))
+                entry["sb3"][name] = theirs
+                entry["speedup"][name] = ours["env_steps_per_s"] / theirs["env_steps_per_s"]
         results["runs"].append(entry)
+        torch.set_num_threads(default_threads)
     results["sb3"] = "installed" if sb3 is not None else ("skipped" if args.no_sb3 else
                                                           "not installed (pip install 'pearl_fpga[bench]')")
-    if any("sb3" in r for r in results["runs"]):
-        results["mean_speedup"] = float(np.mean([r["speedup_env_steps_per_s"] for r in results["runs"]]))
+    if sb3 is not None:
+        results["median_speedup"] = {name: statistics.median(r["speedup"][name] for r in results["runs"])
+                                     for name in sb3_settings}
+    results["runs_under_load"] = sum(r["pearl_fpga"]["under_load"] or any(s["under_load"] for s in r["sb3"].values())
+                                     for r in results["runs"])
+    record = with_metadata("train", results, getattr(args, "argv", None), load_start)
     if args.json:
-        print(json.dumps(results, indent=2))
-    else:
+        text = json.dumps(record, indent=2)
+        if args.json == "-":
+            print(text)
+        else:
+            with open(args.json, "w") as f:
+                f.write(text + "\n")
+    if args.json != "-":
         _table(console, results)
     if args.plot:
         plot(results, args.plot)
         console.print(f"plot: {args.plot}")
     return 0
+
+
+def _measured(fn: Any) -> dict[str, Any]:
+    """fn()'s figures plus the load average before and after it."""
+    before = load_average()
+    out = fn()
+    after = load_average()
+    out.update(load_before=before, load_after=after, under_load=is_under_load(before, after))
+    return out
 
 
 def plot(results: dict[str, Any], path: str) -> None:
@@ -96,22 +146,24 @@ def plot(results: dict[str, Any], path: str) -> None:
     seeds = [str(r["seed"]) for r in runs]
     x = np.arange(len(runs))
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100, gridspec_kw={"width_ratios": [3, 2]})
-    ours = [r["pearl_fpga"]["env_steps_per_s"] for r in runs]
-    has_sb3 = any("sb3" in r for r in runs)
-    width = 0.38 if has_sb3 else 0.6
-    ax.bar(x - width / 2 if has_sb3 else x, ours, width, label="pearl_fpga")
-    if has_sb3:
-        theirs = [r["sb3"]["env_steps_per_s"] if "sb3" in r else 0.0 for r in runs]
-        ax.bar(x + width / 2, theirs, width, label="stable-baselines3")
-        for xi, r in zip(x, runs):
-            if "sb3" in r:
-                ax.annotate(f"{r['speedup_env_steps_per_s']:.2f}x", (xi, max(ours[xi], theirs[xi])),
-                            ha="center", va="bottom", fontsize=9)
-    ax.set_xticks(x, [f"seed {s}" for s in seeds])
+    series = [("pearl_fpga", [r["pearl_fpga"]["env_steps_per_s"] for r in runs])]
+    for name in results["sb3_threads"]:
+        if all(name in r["sb3"] for r in runs):
+            series.append((f"SB3, {name} thread{'s' if name != '1' else ''}",
+                           [r["sb3"][name]["env_steps_per_s"] for r in runs]))
+    width = 0.8 / len(series)
+    for k, (label, values) in enumerate(series):
+        ax.bar(x + (k - (len(series) - 1) / 2) * width, values, width, label=label)
+    for xi, r in zip(x, runs):
+        if r["speedup"]:
+            text = " / ".join(f"{v:.2f}x" for v in r["speedup"].values())
+            ax.annotate(text, (xi, max(v[xi] for _, v in series)), ha="center", va="bottom", fontsize=8)
+    loaded = [r["pearl_fpga"]["under_load"] or any(v["under_load"] for v in r["sb3"].values()) for r in runs]
+    ax.set_xticks(x, [f"seed {s}" + ("\n(under load)" if busy else "") for s, busy in zip(seeds, loaded)])
     ax.set_ylabel("env steps/s")
     ax.set_title(f"{results['algo'].upper()} {results['env_id']}, {results['steps']:,} env steps")
-    ax.set_ylim(0, 1.2 * max(ax.get_ylim()[1], 1.0))
-    ax.legend(loc="upper left", ncols=2)
+    ax.set_ylim(0, 1.25 * max(ax.get_ylim()[1], 1.0))
+    ax.legend(loc="upper left", ncols=len(series), fontsize=8)
     tasks = list(runs[0]["pearl_fpga"]["us_per_env_step"])
     mean_us = [float(np.mean([r["pearl_fpga"]["us_per_env_step"][k] for r in runs])) for k in tasks]
     ax2.barh(tasks, mean_us)
@@ -135,6 +187,7 @@ def _run_pearl(config: Any, seed: int, placement: str | None, eval_episodes: int
     return {"placement": str(trainer.placement), "workers": config.workers, "seconds": elapsed,
             "env_steps_per_s": trainer.env_steps / elapsed, "updates_per_s": trainer.grad_steps / elapsed,
             "grad_steps": trainer.grad_steps, "final_return": result.mean,
+            "learner_threads": trainer.learner_threads_report(),
             "us_per_env_step": {k: v * 1e6 for k, v in per_task.items() if k != "env_steps_per_s"}}
 
 
@@ -187,27 +240,36 @@ def _table(console: Any, results: dict[str, Any]) -> None:
         variant = " (pearl_fpga double DQN, SB3 vanilla)" if results["config"]["double_q"] else " (vanilla target on both)"
     elif results["config"].get("concurrent_updates"):
         variant = " (pearl_fpga: actor and critic gradients on two threads)"
-    t = Table(title=f"bench train: {results['algo'].upper()}{variant} {results['env_id']}, {results['steps']:,} env steps, "
-                    f"{results['threads']} torch thread(s)", title_justify="left")
-    for col in ("seed", "library", "env steps/s", "updates/s", "final return", "seconds", "speedup"):
-        t.add_column(col, justify="left" if col == "library" else "right")
+    t = Table(title=f"bench train: {results['algo'].upper()}{variant} {results['env_id']}, {results['steps']:,} env steps",
+              title_justify="left")
+    for col in ("seed", "library", "torch threads", "env steps/s", "updates/s", "final return", "seconds", "load 1 min",
+                "pearl_fpga is"):
+        t.add_column(col, justify="left" if col in ("library", "torch threads") else "right")
     for r in results["runs"]:
         ours = r["pearl_fpga"]
         t.add_row(str(r["seed"]), f"pearl_fpga ({ours['placement']}, {ours['workers']} workers)",
-                  f"{ours['env_steps_per_s']:,.0f}", f"{ours['updates_per_s']:,.0f}", f"{ours['final_return']:.1f}",
-                  f"{ours['seconds']:.1f}", f"{r['speedup_env_steps_per_s']:.2f}x" if "sb3" in r else "-")
-        if "sb3" in r:
-            s = r["sb3"]
-            t.add_row(str(r["seed"]), f"stable-baselines3 {s['version']}", f"{s['env_steps_per_s']:,.0f}",
-                      f"{s['updates_per_s']:,.0f}", f"{s['final_return']:.1f}", f"{s['seconds']:.1f}", "1.00x")
+                  ours["learner_threads"], *_figures(ours), "")
+        for name, theirs in r["sb3"].items():
+            t.add_row(str(r["seed"]), f"stable-baselines3 {theirs['version']}",
+                      f"{results['sb3_threads'][name]} ({name})", *_figures(theirs), f"{r['speedup'][name]:.2f}x")
     console.print(t)
     if results["sb3"] != "installed":
         console.print(f"stable-baselines3: {results['sb3']}")
     else:
-        console.print(f"mean speedup in env steps/s: {results['mean_speedup']:.2f}x")
+        console.print("median speedup in env steps/s: " + ", ".join(
+            f"{v:.2f}x vs SB3 at {k} thread(s)" for k, v in results["median_speedup"].items()))
+    if results["runs_under_load"]:
+        console.print(f"[yellow]{results['runs_under_load']} seed(s) ran with the load average above half the "
+                      "cores: not headline figures[/yellow]")
     tasks = Table(title="pearl_fpga: where the time goes (us per env step, mean over seeds)", title_justify="left")
     keys = list(results["runs"][0]["pearl_fpga"]["us_per_env_step"])
     for k in keys:
         tasks.add_column(k, justify="right")
     tasks.add_row(*[f"{np.mean([r['pearl_fpga']['us_per_env_step'][k] for r in results['runs']]):,.1f}" for k in keys])
     console.print(tasks)
+
+
+def _figures(run: dict[str, Any]) -> tuple[str, ...]:
+    flag = " *" if run["under_load"] else ""
+    return (f"{run['env_steps_per_s']:,.0f}", f"{run['updates_per_s']:,.0f}", f"{run['final_return']:.1f}",
+            f"{run['seconds']:.1f}", f"{run['load_before'][0]:.1f}-{run['load_after'][0]:.1f}{flag}")
