@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.commands.bench_meta import LoadProbe
+
 HELP = "learner step time at each torch thread count and adaptive, GFLOP/s against the GEMM peak"
 PEAK_N = 2048
 
@@ -148,8 +150,6 @@ def _time_steps(step: Any, seconds: float) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     from rich.console import Console
     from rich.table import Table
 
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=args.json == "-")
     algos = ("dqn", "ddpg") if args.algo == "both" else (args.algo,)
-    load_before = os.getloadavg()
+    probe = LoadProbe().start()
     peaks = {str(n): peak_gflops(n) for n in thread_candidates(available_cores())}
     results: dict[str, Any] = {"peak_gflops": peaks, "peak_method": f"best of 5 float32 torch.mm {PEAK_N}^3",
                                "algos": {}}
@@ -168,10 +168,9 @@ def run(args: argparse.Namespace) -> int:
         m["flops_per_step"] = flops
         m["gflops"] = {k: flops / t / 1e9 for k, t in m["step_s"].items()}
         results["algos"][algo] = m
-    load_after = os.getloadavg()
-    results["load_average_before"], results["load_average_after"] = list(load_before), list(load_after)
+    probe.stop()
+    load = probe.figures()
     cores = available_cores()
-    results["under_load"] = max(load_before[0], load_after[0]) > cores / 2
 
     table = Table(title="Learner step by torch thread count (median of interleaved rounds)",
                   caption="% of peak: against the GEMM peak of the cores the step keeps busy "
@@ -191,13 +190,10 @@ def run(args: argparse.Namespace) -> int:
                   + ", ".join(f"{n} thread{'s' if n != '1' else ''} {g:.0f}" for n, g in peaks.items()))
     for algo, m in results["algos"].items():
         console.print(f"{algo}: {m['flops_per_step'] / 1e6:.1f} MFLOP per step; adaptive: {m['auto_choice']}")
-    note = " (UNDER LOAD: figures are noisy)" if results["under_load"] else ""
-    console.print(f"load average {load_before[0]:.1f} -> {load_after[0]:.1f} on {cores} cores{note}")
+    note = " (UNDER LOAD: other processes kept more than half the cores busy)" if load["under_load"] else ""
+    console.print(f"load average {load['load_before'][0]:.1f} -> {load['load_after'][0]:.1f} on {cores} cores{note}")
     if args.json:
-        from pearl_fpga.commands.bench_meta import with_metadata
-
-        text = json.dumps(with_metadata("learner", results, getattr(args, "argv", None), list(load_before),
-                                        list(load_after)), indent=2)
+        text = json.dumps(with_metadata("learner", results, getattr(args, "argv", None), probe), indent=2)
         if args.json == "-":
             print(text)
         else:

@@ -2,15 +2,20 @@
 (git commit), the date, the machine and its load average before and after, so that a figure can be
 traced, reproduced, and set aside when it was taken on a busy machine.
 
-A run is `under_load` when the 1-minute load average exceeded half the cores this process may use
-before or after it: other work then shared the cores, and its figures are not headline figures.
+A run is `under_load` when other processes kept more than half the cores busy on average while it ran:
+its figures are then not headline figures. That is measured from /proc/stat (all CPU time, stolen time
+included) minus this process's own CPU time, because the load average also counts the benchmark's own
+threads (a two-thread learner alone lifts it to 2). Where /proc/stat is missing, the 1-minute load
+average before the run, above half the cores, decides. Both load averages are recorded either way.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
+import time
 import platform
+import resource
 import shlex
 import subprocess
 import sys
@@ -39,6 +44,55 @@ def cores() -> int:
 def is_under_load(*loads: list[float]) -> bool:
     """True when any 1-minute load average exceeds half the cores."""
     return any(load[0] > cores() / 2 for load in loads)
+
+
+def _busy_seconds() -> float | None:
+    """CPU seconds all processes used since boot (user, system, interrupts, stolen), from /proc/stat."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    ticks = [int(x) for x in fields[:8]]
+    busy = sum(ticks) - ticks[3] - ticks[4]  # minus idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _own_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+class LoadProbe:
+    """How busy the machine was while a run took place: `with LoadProbe() as probe: run()`, then
+    `probe.figures()` gives the load averages, the cores other processes kept busy, and `under_load`."""
+
+    def start(self) -> LoadProbe:
+        self.load_before = load_average()
+        self._busy, self._own, self._t0 = _busy_seconds(), _own_seconds(), time.monotonic()
+        return self
+
+    def stop(self) -> None:
+        self.load_after = load_average()
+        elapsed = max(time.monotonic() - self._t0, 1e-9)
+        busy = _busy_seconds()
+        self.other_cores = (None if busy is None or self._busy is None
+                            else max(0.0, (busy - self._busy) - (_own_seconds() - self._own)) / elapsed)
+
+    def __enter__(self) -> LoadProbe:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def figures(self) -> dict[str, Any]:
+        if self.other_cores is None:
+            busy = is_under_load(self.load_before)
+        else:
+            busy = self.other_cores > cores() / 2
+        return {"load_before": self.load_before, "load_after": self.load_after,
+                "other_cores_busy": None if self.other_cores is None else round(self.other_cores, 3),
+                "under_load": bool(busy)}
 
 
 def _commit() -> str | None:
@@ -80,13 +134,14 @@ def machine() -> dict[str, Any]:
     return info
 
 
-def with_metadata(benchmark: str, results: dict[str, Any], argv: list[str] | None, load_before: list[float],
-                  load_after: list[float] | None = None) -> dict[str, Any]:
+def with_metadata(benchmark: str, results: dict[str, Any], argv: list[str] | None, probe: LoadProbe) -> dict[str, Any]:
     """The JSON record of one benchmark run: metadata, then `results`. `argv`: the command's arguments
-    after `pearl-fpga` (as the CLI saw them)."""
+    after `pearl-fpga` (as the CLI saw them); `probe`: a LoadProbe around the whole run. A benchmark
+    whose results hold `under_load` per run sets the record's flag to `results["runs_under_load"] > 0`."""
     from pearl_fpga import __version__
 
-    load_after = load_after if load_after is not None else load_average()
+    load = probe.figures()
+    under_load = results["runs_under_load"] > 0 if "runs_under_load" in results else load["under_load"]
     return {
         "schema": SCHEMA,
         "benchmark": benchmark,
@@ -95,8 +150,9 @@ def with_metadata(benchmark: str, results: dict[str, Any], argv: list[str] | Non
         "version": __version__,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
-        "load_average_before": load_before,
-        "load_average_after": load_after,
-        "under_load": is_under_load(load_before, load_after),
+        "load_average_before": load["load_before"],
+        "load_average_after": load["load_after"],
+        "other_cores_busy": load["other_cores_busy"],
+        "under_load": under_load,
         "results": results,
     }

@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import is_under_load, load_average, with_metadata
+from pearl_fpga.commands.bench_meta import LoadProbe, with_metadata
 
 HELP = "training throughput (env steps/s, updates/s) and final return vs Stable-Baselines3 at equal settings"
 DEFAULT_STEPS = {"dqn": 20_000, "ddpg": 20_000}
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from pearl_fpga.config import TrainConfig
 
     default_threads = torch.get_num_threads()  # torch's own default (one per core), before anything sets it
-    console = Console(stderr=args.json == "-")
+    console = Console(stderr=args.json == "-", width=None if sys.stdout.isatty() else 150)
     steps = args.steps or DEFAULT_STEPS[args.algo]
     try:
         if steps < 1 or args.threads < 0:
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                                "pearl_threads": "auto" if args.threads == 0 else args.threads,
                                "sb3_threads": sb3_settings, "config": config.to_dict(), "runs": []}
     sb3 = None if args.no_sb3 else _sb3_module()
-    load_start = load_average()
+    whole = LoadProbe().start()
     for seed in args.seeds:
         console.print(f"seed {seed}: pearl_fpga ...")
         ours = _measured(lambda: _run_pearl(config, seed, args.placement, args.eval_episodes))
@@ -109,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
                                      for name in sb3_settings}
     results["runs_under_load"] = sum(r["pearl_fpga"]["under_load"] or any(s["under_load"] for s in r["sb3"].values())
                                      for r in results["runs"])
-    record = with_metadata("train", results, getattr(args, "argv", None), load_start)
+    whole.stop()
+    record = with_metadata("train", results, getattr(args, "argv", None), whole)
     if args.json:
         text = json.dumps(record, indent=2)
         if args.json == "-":
@@ -126,11 +128,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _measured(fn: Any) -> dict[str, Any]:
-    """fn()'s figures plus the load average before and after it."""
-    before = load_average()
-    out = fn()
-    after = load_average()
-    out.update(load_before=before, load_after=after, under_load=is_under_load(before, after))
+    """fn()'s figures plus how busy the machine was meanwhile (bench_meta.LoadProbe)."""
+    with LoadProbe() as probe:
+        out = fn()
+    out.update(probe.figures())
     return out
 
 
@@ -188,6 +189,8 @@ def _run_pearl(config: Any, seed: int, placement: str | None, eval_episodes: int
             "env_steps_per_s": trainer.env_steps / elapsed, "updates_per_s": trainer.grad_steps / elapsed,
             "grad_steps": trainer.grad_steps, "final_return": result.mean,
             "learner_threads": trainer.learner_threads_report(),
+            "learner_threads_used": (trainer.learner_threads.choice.current if trainer.learner_threads is not None
+                                     else config.learner_threads),
             "us_per_env_step": {k: v * 1e6 for k, v in per_task.items() if k != "env_steps_per_s"}}
 
 
@@ -243,12 +246,13 @@ def _table(console: Any, results: dict[str, Any]) -> None:
     t = Table(title=f"bench train: {results['algo'].upper()}{variant} {results['env_id']}, {results['steps']:,} env steps",
               title_justify="left")
     for col in ("seed", "library", "torch threads", "env steps/s", "updates/s", "final return", "seconds", "load 1 min",
-                "pearl_fpga is"):
+                "other cores", "pearl_fpga is"):
         t.add_column(col, justify="left" if col in ("library", "torch threads") else "right")
     for r in results["runs"]:
         ours = r["pearl_fpga"]
         t.add_row(str(r["seed"]), f"pearl_fpga ({ours['placement']}, {ours['workers']} workers)",
-                  ours["learner_threads"], *_figures(ours), "")
+                  f"{ours['learner_threads_used']}" + (" (auto)" if results["pearl_threads"] == "auto" else ""),
+                  *_figures(ours), "")
         for name, theirs in r["sb3"].items():
             t.add_row(str(r["seed"]), f"stable-baselines3 {theirs['version']}",
                       f"{results['sb3_threads'][name]} ({name})", *_figures(theirs), f"{r['speedup'][name]:.2f}x")
@@ -259,8 +263,8 @@ def _table(console: Any, results: dict[str, Any]) -> None:
         console.print("median speedup in env steps/s: " + ", ".join(
             f"{v:.2f}x vs SB3 at {k} thread(s)" for k, v in results["median_speedup"].items()))
     if results["runs_under_load"]:
-        console.print(f"[yellow]{results['runs_under_load']} seed(s) ran with the load average above half the "
-                      "cores: not headline figures[/yellow]")
+        console.print(f"[yellow]{results['runs_under_load']} seed(s) ran while other processes kept more than "
+                      "half the cores busy (*): not headline figures[/yellow]")
     tasks = Table(title="pearl_fpga: where the time goes (us per env step, mean over seeds)", title_justify="left")
     keys = list(results["runs"][0]["pearl_fpga"]["us_per_env_step"])
     for k in keys:
@@ -272,4 +276,5 @@ def _table(console: Any, results: dict[str, Any]) -> None:
 def _figures(run: dict[str, Any]) -> tuple[str, ...]:
     flag = " *" if run["under_load"] else ""
     return (f"{run['env_steps_per_s']:,.0f}", f"{run['updates_per_s']:,.0f}", f"{run['final_return']:.1f}",
-            f"{run['seconds']:.1f}", f"{run['load_before'][0]:.1f}-{run['load_after'][0]:.1f}{flag}")
+            f"{run['seconds']:.1f}", f"{run['load_before'][0]:.1f}-{run['load_after'][0]:.1f}{flag}",
+            "-" if run["other_cores_busy"] is None else f"{run['other_cores_busy']:.2f}")
