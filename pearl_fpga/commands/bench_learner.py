@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import LoadProbe
+from pearl_fpga.commands.bench_meta import LoadProbe, with_metadata
 
 HELP = "learner step time at each torch thread count and adaptive, GFLOP/s against the GEMM peak"
 PEAK_N = 2048
