@@ -4,6 +4,7 @@
 #   make sim     only the cocotb testbenches of the reference RTL
 #   make csim    build and run the C++ testbenches of hls/ with g++
 #   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp) against the installed baselines
+#   make figures every benchmark behind the docs' figures, as JSON in docs/figures/, rendered into docs/benchmarks.md
 # Tool flows for bitstreams (hls, cosim, bitstream, xclbin, resources) live in hls/build.mk.
 
 PYTHON ?= python3
@@ -17,11 +18,11 @@ CSIM_UNITS := $(KERNELS) datamover  # the Alveo memory<->stream movers have a te
 CSIM_REPLAY_SHAPES := 1/2 17/16 100/4 1000/8  # synthesis parameters (capacity/fanout) beyond the default top
 HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp pearl_fpga/native/*.cpp pearl_fpga/native/*.h)
 
-.PHONY: venv native test sim csim train bench clean help
+.PHONY: venv native test sim csim train bench figures clean help
 .DEFAULT_GOAL := help
 
 help:
-	@sed -n '2,8p' Makefile
+	@sed -n '2,9p' Makefile
 
 # The virtual environment: the CPU build of torch first (an unpinned torch would pull a CUDA build),
 # then the package with its test and simulation extras, installed editable.
@@ -77,6 +78,22 @@ $(VENV)/.stamp-bench: $(VENV)/.stamp-deps
 bench: native $(VENV)/.stamp-bench
 	$(VENV)/bin/pearl-fpga bench replay
 	$(VENV)/bin/pearl-fpga bench mlp
+
+# Every figure of the docs: each benchmark writes its JSON record (command, commit, machine, load) into
+# docs/figures/, then docs/render.py turns them into docs/benchmarks.md. Run it on a quiet machine.
+FIG := docs/figures
+BENCH := $(VENV)/bin/pearl-fpga bench
+figures: native $(VENV)/.stamp-bench
+	@mkdir -p $(FIG)
+	$(BENCH) train --algo dqn --seeds 0 1 2 --json $(FIG)/train-dqn.json --plot $(FIG)/train-dqn.png
+	$(BENCH) train --algo ddpg --seeds 0 1 2 --json $(FIG)/train-ddpg.json --plot $(FIG)/train-ddpg.png
+	$(BENCH) learner --json $(FIG)/learner.json
+	$(BENCH) train --algo dqn --steps 50000 --seeds 0 1 2 3 4 --no-sb3 --keep-best --eval-episodes 20 --json $(FIG)/quality-dqn.json
+	$(BENCH) train --algo ddpg --steps 20000 --seeds 0 1 2 3 4 --no-sb3 --keep-best --eval-episodes 10 --json $(FIG)/quality-ddpg.json
+	$(BENCH) replay --repeats 300 --json $(FIG)/replay.json
+	$(BENCH) mlp --json $(FIG)/mlp.json
+	$(BENCH) plan --steps 3000 --json $(FIG)/plan.json --plot $(FIG)/plan.png
+	$(PY) docs/render.py
 
 clean:
 	rm -rf build sim_build pearl_fpga/*.so $(VENV)/.stamp-native

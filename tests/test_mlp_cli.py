@@ -25,7 +25,7 @@ def test_cli_routes_bench_mlp_here():
 
 def test_bench_json_has_every_figure(capsys):
     assert run_bench(["--json", "--repeats", "1", "--no-rtl"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = json.loads(capsys.readouterr().out)["results"]
     assert [e["network"] for e in data["networks"]] == ["4-64-64-2", "3-256-256-1"]
     for entry in data["networks"]:
         assert [r["batch"] for r in entry["rows"]] == [1, 32, 1024]

@@ -21,7 +21,7 @@ def run(argv: list[str]) -> int:
 
 def test_bench_json_parses(capsys):
     assert run([*TINY, "--json", "--no-rtl", "--baselines", "cpprb"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(capsys.readouterr().out)["results"]
     assert report["config"]["capacity"] == 300 and report["config"]["batch"] == 16
     for key in ("pearl_fpga", "sampler_cpu", "sampler_numpy"):
         row = report["results"][key]
@@ -54,7 +54,7 @@ def test_bench_reports_a_failing_baseline_instead_of_crashing(capsys, monkeypatc
 
     monkeypatch.setattr(bench_replay, "bench_torchrl", broken)
     assert run([*TINY, "--json", "--no-rtl", "--baselines", "torchrl"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(capsys.readouterr().out)["results"]
     assert report["results"]["torchrl"]["error"].startswith("failed to load: SumSegmentTreeFp32")
 
 
@@ -68,6 +68,6 @@ def test_through_the_pearl_fpga_entry_point(capsys):
     from pearl_fpga.cli import main
 
     assert main(["bench", "replay", *TINY, "--json", "--no-rtl", "--baselines", ""]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(capsys.readouterr().out)["results"]
     assert report["results"]["pearl_fpga"]["iteration_us"] > 0
     assert report["best_baseline_iteration_us"] is None

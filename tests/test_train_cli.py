@@ -104,3 +104,13 @@ def test_bench_train_runs_both_libraries_at_tiny_scale(capsys, tmp_path):
 def test_bench_train_rejects_bad_thread_settings(capsys):
     assert main(["bench", "train", "--sb3-threads", "zero", "--steps", "10"]) == 2
     assert "--sb3-threads" in _out(capsys)
+
+
+def test_bench_train_keep_best_reports_the_kept_policy(capsys):
+    # past the preset's first periodic evaluation (every 5,000 env steps), so a best policy is kept
+    assert main(["bench", "train", "--algo", "dqn", "--steps", "5100", "--eval-episodes", "1", "--no-sb3",
+                 "--keep-best", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["results"]
+    assert data["keep_best"] is True and data["config"]["eval_freq"] == 5000
+    ours = data["runs"][0]["pearl_fpga"]
+    assert ours["eval_policy"] == "best" and ours["eval_policy_step"] == 5000

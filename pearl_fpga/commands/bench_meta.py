@@ -12,6 +12,7 @@ average before the run, above half the cores, decides. Both load averages are re
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import time
 import platform
@@ -156,3 +157,22 @@ def with_metadata(benchmark: str, results: dict[str, Any], argv: list[str] | Non
         "under_load": under_load,
         "results": results,
     }
+
+
+def add_json_option(parser: Any) -> None:
+    """`--json [PATH]`: the record to PATH, or to stdout instead of the tables ('-' or no PATH)."""
+    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
+                        help="write the JSON record (figures, command, commit, machine, load) to PATH; "
+                             "without PATH print it instead of the tables")
+
+
+def write_record(args: Any, benchmark: str, results: dict[str, Any], probe: LoadProbe) -> None:
+    """Write the record where `--json` asked (nothing when it was not given)."""
+    if not getattr(args, "json", None):
+        return
+    text = json.dumps(with_metadata(benchmark, results, getattr(args, "argv", None), probe), indent=2)
+    if args.json == "-":
+        print(text)
+    else:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(text + "\n")

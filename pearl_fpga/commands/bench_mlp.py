@@ -13,7 +13,6 @@ Targets (issue 3): batch 1 at least 10x faster than torch; batch 1024 no slower 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -21,6 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
 
 HELP = "MLP inference latency: cpu backend vs torch eager (1 and default threads), rtl cycles"
 NETWORKS = ((4, 64, 64, 2), (3, 256, 256, 1))
@@ -32,7 +33,7 @@ ROUND_SECONDS = 0.05  # each timing round runs about this long
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=7, help="timing rounds per figure; the median is shown (default 7)")
     parser.add_argument("--no-rtl", action="store_true", help="skip the rtl cycle counts")
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+    add_json_option(parser)
 
 
 def _network(widths: tuple[int, ...], seed: int = 0) -> Any:
@@ -199,9 +200,10 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         print("error: --repeats must be at least 1", file=sys.stderr)
         return 2
-    if args.json:
-        results = measure(args.repeats, not args.no_rtl, progress=lambda _: None)
-        print(json.dumps(results, indent=2))
+    if args.json == "-":
+        with LoadProbe() as probe:
+            results = measure(args.repeats, not args.no_rtl, progress=lambda _: None)
+        write_record(args, "mlp", results, probe)
         return 0
     console = Console() if sys.stdout.isatty() else Console(width=100)
     steps = len(NETWORKS) * (len(BATCHES) + (0 if args.no_rtl else 1))
@@ -212,7 +214,9 @@ def run(args: argparse.Namespace) -> int:
             bar.update(task, description=what)
             bar.advance(task)
 
-        results = measure(args.repeats, not args.no_rtl, progress)
+        with LoadProbe() as probe:
+            results = measure(args.repeats, not args.no_rtl, progress)
+    write_record(args, "mlp", results, probe)
     console.print(_table(results))
     console.print(_rtl_table(results))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

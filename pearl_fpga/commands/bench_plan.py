@@ -15,11 +15,12 @@ Periodic evaluation is off during these runs (it is not part of the model).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from dataclasses import replace
 from typing import Any
+
+from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
 
 HELP = "predicted vs measured env steps/s of the CPU-only placements, and the planner's choice vs the default"
 TARGET_ERROR = 0.25
@@ -38,7 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="use the cached profile for every prediction (default: profile afresh before each "
                              "run, so that prediction and run see the same load on a shared machine)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+    add_json_option(parser)
     parser.add_argument("--plot", default=None, metavar="PNG",
                         help="also draw predicted against measured env steps/s, with the 25%% band, to PNG")
 
@@ -94,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
     if args.steps < 200:
         print("error: --steps must be >= 200 for a meaningful rate", file=sys.stderr)
         return 2
-    console = Console(stderr=args.json, width=max(Console().width, 120))
+    console = Console(stderr=args.json == "-", width=max(Console().width, 120))
+    probe = LoadProbe().start()
     config = bench_config(args)
     # host profile of each run: many cheap repeats, because a shared machine's load comes in bursts
     # and a short timing window catches or misses them by luck (a few seconds in all)
@@ -102,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         plan = choose_placement(config.algo, config.env_id, config, devices="cpu,cpu-kernel",
                                 sizes=Sizes.quick() if args.quick else None, reprofile=not args.cached,
-                                progress=not args.json, max_workers=args.max_workers)
+                                progress=args.json != "-", max_workers=args.max_workers)
     except (PearlError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -163,8 +165,9 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         plot(result, args.plot)
         console.print(f"plot: {args.plot}")
-    if args.json:
-        print(json.dumps(result, indent=1))
+    probe.stop()
+    write_record(args, "plan", result, probe)
+    if args.json == "-":
         return 0
     t = Table(title=f"bench plan: {config.algo} {config.env_id}, {args.steps} env steps per run "
                     f"(learning starts at {config.learning_starts}, UTD {config.gradient_steps}/{config.train_freq})",

@@ -13,7 +13,6 @@ against the faster of the baselines. This machine is shared: expect noise, compa
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -22,6 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
 
 HELP = "replay buffer and sum-tree kernel: us per sample/update vs cpprb and TorchRL, rtl cycles"
 
@@ -37,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--baselines", default="cpprb,torchrl", help="comma-separated baselines to run (cpprb, torchrl; '' for none)"
     )
     parser.add_argument("--no-rtl", action="store_true", help="skip the rtl backend (its first build is slow)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
+    add_json_option(parser)
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -304,10 +305,10 @@ def run(args: argparse.Namespace) -> int:
         def progress(step: str) -> None:
             bar.update(task, description=f"measuring {step}", advance=1)
 
-        report = run_all(args, progress)
+        with LoadProbe() as probe:
+            report = run_all(args, progress)
         bar.update(task, description="done", advance=1)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
+    write_record(args, "replay", report, probe)
+    if args.json != "-":
         _print_table(report)
     return 0

@@ -11,7 +11,9 @@ DQN, which costs one more forward pass per update. The benchmark runs the same a
 sides: vanilla DQN unless --double-q is given (then SB3 still runs vanilla, and the table says so).
 
 Both train from scratch for --steps env steps without periodic evaluation; then each final policy is
-evaluated deterministically for --eval-episodes episodes. SB3 runs when the `bench` extra
+evaluated deterministically for --eval-episodes episodes. With --keep-best pearl_fpga keeps its preset's
+periodic evaluations and reports the best kept policy, as `pearl-fpga train` does: the learning-quality
+runs (usually with --no-sb3). SB3 runs when the `bench` extra
 (stable-baselines3) is installed; otherwise its rows say so.
 """
 
@@ -47,6 +49,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="DQN: run pearl_fpga's double-DQN target (SB3 has only the vanilla one; default: "
                              "vanilla on both sides, the same algorithm)")
     parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--keep-best", action="store_true",
+                        help="pearl_fpga: keep the preset's periodic evaluations and report the best kept policy, "
+                             "as `pearl-fpga train` does (learning-quality runs; SB3 still reports its final policy)")
     parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 baseline")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                         help="write the JSON record (metadata and figures) to PATH, or print it ('-' or no PATH)")
@@ -84,11 +89,14 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[red]error:[/red] {exc}")
         return 2
     extra = {"double_q": bool(args.double_q)} if args.algo == "dqn" else {}
-    config = TrainConfig.preset(args.algo, args.env, total_steps=steps, eval_freq=0, workers=args.workers,
+    if not args.keep_best:
+        extra["eval_freq"] = 0
+    config = TrainConfig.preset(args.algo, args.env, total_steps=steps, workers=args.workers,
                                 learner_threads=args.threads, **extra)
     results: dict[str, Any] = {"algo": args.algo, "env_id": config.env_id, "steps": steps,
                                "pearl_threads": "auto" if args.threads == 0 else args.threads,
-                               "sb3_threads": sb3_settings, "config": config.to_dict(), "runs": []}
+                               "sb3_threads": sb3_settings, "keep_best": bool(args.keep_best),
+                               "config": config.to_dict(), "runs": []}
     sb3 = None if args.no_sb3 else _sb3_module()
     whole = LoadProbe().start()
     for seed in args.seeds:
@@ -187,7 +195,8 @@ def _run_pearl(config: Any, seed: int, placement: str | None, eval_episodes: int
     per_task = trainer.task_summary()
     return {"placement": str(trainer.placement), "workers": config.workers, "seconds": elapsed,
             "env_steps_per_s": trainer.env_steps / elapsed, "updates_per_s": trainer.grad_steps / elapsed,
-            "grad_steps": trainer.grad_steps, "final_return": result.mean,
+            "grad_steps": trainer.grad_steps, "final_return": result.mean, "eval_policy": result.policy,
+            "eval_policy_step": result.policy_step,
             "learner_threads": trainer.learner_threads_report(),
             "learner_threads_used": (trainer.learner_threads.choice.current if trainer.learner_threads is not None
                                      else config.learner_threads),
