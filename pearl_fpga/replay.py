@@ -32,7 +32,7 @@ import numpy as np
 
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.kernels.replay import ReplaySampler, _to_fixed
-from pearl_fpga.kernels.replay_format import MAX_BATCH, PRIORITY_MAX, PRIORITY_SCALE
+from pearl_fpga.spec.replay import MAX_BATCH, PRIORITY_MAX, PRIORITY_SCALE
 
 STATE_FORMAT = 1
 _MAX_PRIORITY = PRIORITY_MAX / PRIORITY_SCALE  # largest priority a Q16.16 leaf holds

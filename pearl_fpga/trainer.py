@@ -1,6 +1,6 @@
 """`pearl_fpga.Trainer`: DQN / DDPG training with the kernels in the loop.
 
-    trainer = Trainer(algo="dqn", env="CartPole-v1", placement="fpga-sim", seed=0)
+    trainer = Trainer(algo="dqn", env="CartPole-v1", placement="fpga-emu", seed=0)
     trainer.train(50_000)
     print(trainer.evaluate(20))
     trainer.save("checkpoints/dqn")
@@ -37,11 +37,11 @@ import torch
 from pearl_fpga.algos import Batch, make_algo
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.runtime.envs import EnvGroup, env_spec, make_env
+from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, make_env
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import make_replay
-from pearl_fpga.runtime.threads import AdaptiveThreads
+from pearl_fpga.runtime.threads import AdaptiveThreads, limit_blas_threads
 from pearl_fpga.runtime.timers import TASK_KEYS, TaskTimer
 
 CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
@@ -510,33 +510,6 @@ class Trainer:
 
 
 # ---------------------------------------------------------------------- helpers
-def limit_blas_threads() -> None:
-    """One OpenBLAS thread: numpy's small matmuls (kernel quantization) gain nothing from more, and
-    idle spinning threads steal the cores the env, actors and learner need."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return
-    threadpool_limits(1, user_api="blas")
-
-
-def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
-    """Observations of a random policy (own env and RNG, so training is not perturbed), used to pick
-    the MLP kernel's input and activation formats."""
-    env = make_env(env_id)
-    rng = np.random.default_rng(seed + 3)
-    env.action_space.seed(int(rng.integers(2**31)))
-    obs, _ = env.reset(seed=seed + 3_000_000)
-    out = [obs]
-    for _ in range(steps - 1):
-        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            obs, _ = env.reset()
-        out.append(obs)
-    env.close()
-    return np.asarray(out, dtype=np.float32)
-
-
 def read_manifest(directory: Path) -> dict[str, Any]:
     """Read and validate a checkpoint manifest (CheckpointError on any problem)."""
     path = Path(directory) / MANIFEST_FILE

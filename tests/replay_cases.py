@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pearl_fpga.kernels.replay import ReplaySampler
-from pearl_fpga.kernels.replay_format import PRIORITY_MAX
+from pearl_fpga.spec.replay import PRIORITY_MAX
 
 # Backends checked against "numpy" in test_replay_sampler.py; other suites may extend the list.
 BACKENDS = ["cpu"]

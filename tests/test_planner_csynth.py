@@ -193,10 +193,10 @@ def test_fpga_fits_use_the_csynth_report(tmp_path):
     write(tmp_path / "pynq-z2" / "mlp" / "mlp_top_csynth.xml", MLP_XML)
     fits, unavailable, notes = prof.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
     assert not unavailable
-    upd = fits[("replay_update", "fpga-sim")]
+    upd = fits[("replay_update", "fpga-emu")]
     assert upd.source == "cycle model (csynth) @ pynq-z2"
     assert upd(64) == pytest.approx(board.transfer_seconds(64 * 16) + (22 + 64) / 125e6)
-    act = fits[("act", "fpga-sim")]
+    act = fits[("act", "fpga-emu")]
     per_inference = csynth.mlp_cycles(csynth.parse_csynth(tmp_path / "pynq-z2" / "mlp" / "mlp_top_csynth.xml"),
                                       prof.mlp_layers(4, [64, 64], 2), board.kernels["mlp"])
     assert act.source == "cycle model (csynth) @ pynq-z2"
@@ -215,8 +215,8 @@ def test_a_malformed_report_warns_and_falls_back(tmp_path):
     with pytest.warns(UserWarning, match=str(bad)):
         fits, _, notes = prof.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
     spec = prof.replay_cycles_spec(prof.tree_depth(8192, board.kernels["replay"]["fanout"]))
-    assert fits[("replay_update", "fpga-sim")].source == "cycle model (spec bound) @ pynq-z2"
-    assert fits[("replay_update", "fpga-sim")](64) == pytest.approx(board.transfer_seconds(64 * 16) + spec(64) / 100e6)
+    assert fits[("replay_update", "fpga-emu")].source == "cycle model (spec bound) @ pynq-z2"
+    assert fits[("replay_update", "fpga-emu")](64) == pytest.approx(board.transfer_seconds(64 * 16) + spec(64) / 100e6)
     assert any("unusable" in n and str(bad) in n for n in notes)
 
 
@@ -231,5 +231,5 @@ def test_a_report_for_another_part_is_not_used(tmp_path):
     path = replay_report(tmp_path / "zcu104" / "replay")
     with pytest.warns(UserWarning, match="xc7z020"):
         fits, _, notes = prof.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
-    assert fits[("replay_update", "fpga-sim")].source == "cycle model (spec bound) @ zcu104"
+    assert fits[("replay_update", "fpga-emu")].source == "cycle model (spec bound) @ zcu104"
     assert any(str(path) in n and "not used" in n for n in notes)

@@ -105,16 +105,16 @@ def test_fpga_fits_follow_the_catalog():
     fits, unavailable, notes = prof.fpga_fits(board, cfg, 4, 2, True, host)
     assert not unavailable and notes
     cyc = prof.mlp_cycles_spec(prof.mlp_layers(4, [64, 64], 2), board.kernels["mlp"]["lanes"]).c1
-    act = fits[("act", "fpga-sim")]
+    act = fits[("act", "fpga-emu")]
     assert act.a == pytest.approx(20e-6 + 2 * board.link_latency_us * 1e-6)
     assert act.b == pytest.approx(cyc / (board.clock_mhz * 1e6) + (8 + 6) / (board.link_bandwidth_gbps * 1e9))
     depth = prof.tree_depth(8192, board.kernels["replay"]["fanout"])
-    upd = fits[("replay_update", "fpga-sim")]
+    upd = fits[("replay_update", "fpga-emu")]
     assert upd(64) == pytest.approx(board.transfer_seconds(64 * 16) + (64 + 4 * depth + 16) / (board.clock_mhz * 1e6))
     # a network wider than the board's kernel, a buffer larger than its tree: unavailable, with the reason
     wide = TrainConfig.preset("dqn", per=True)  # 256-wide layers, 100k transitions
     _, unavailable, _ = prof.fpga_fits(board, wide, 4, 2, True, host)
-    assert "max_width" in unavailable["act@fpga-sim"] and "capacity" in unavailable["replay@fpga-sim"]
+    assert "max_width" in unavailable["act@fpga-emu"] and "capacity" in unavailable["replay@fpga-emu"]
 
 
 def test_cpu_parallel_is_relative_to_one_process():

@@ -10,7 +10,7 @@ import pytest
 
 from pearl_fpga import PrioritizedReplayBuffer
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.kernels.replay_format import priorities_to_fixed
+from pearl_fpga.spec.replay import priorities_to_fixed
 
 BUFFER_BACKENDS = ["cpu", "numpy"]
 

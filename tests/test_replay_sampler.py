@@ -25,7 +25,7 @@ from scipy.stats import chisquare
 from pearl_fpga.errors import BackendUnavailable
 from pearl_fpga.kernels import ReplaySampler
 from pearl_fpga.kernels import replay as replay_module
-from pearl_fpga.kernels.replay_format import (
+from pearl_fpga.spec.replay import (
     PRIORITY_MAX,
     priorities_to_fixed,
     stratified_targets,

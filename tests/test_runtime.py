@@ -25,8 +25,8 @@ TINY = dict(learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 
 
 # ---------------------------------------------------------------- placement
 def test_parse_placement_forms():
-    p = parse_placement("fpga-sim")
-    assert (p.act, p.replay, p.learn) == ("fpga-sim", "fpga-sim", "cpu") and p.kernel_actor
+    p = parse_placement("fpga-emu")
+    assert (p.act, p.replay, p.learn) == ("fpga-emu", "fpga-emu", "cpu") and p.kernel_actor
     p = parse_placement("act=cpu-kernel, replay=cpu ,learn=cpu")
     assert p == Placement("cpu-kernel", "cpu", "cpu") and str(p) == "act=cpu-kernel,replay=cpu,learn=cpu"
     assert parse_placement("cuda:0").act == "cuda" and parse_placement("cuda").learn == "cuda"
@@ -106,7 +106,7 @@ def test_kernel_actor_matches_torch_greedy_and_resyncs():
     torch.manual_seed(0)
     net = mlp(4, [32, 32], 2)
     obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
-    kernel = ActorPolicy(net, parse_placement("fpga-sim"), True, obs)
+    kernel = ActorPolicy(net, parse_placement("fpga-emu"), True, obs)
     torch_actor = ActorPolicy(net, parse_placement("cpu"), True, obs)
     agree = np.mean(kernel.deterministic(obs) == torch_actor.deterministic(obs))
     assert agree >= 0.97
@@ -168,3 +168,15 @@ def test_board_placement_without_a_board_is_a_clear_error():
         Trainer("dqn", placement="act=fpga", config=TrainConfig.preset("dqn", **TINY), seed=0)
     with pytest.raises(BackendUnavailable, match="replay=fpga"):
         Trainer("dqn", placement="act=cpu,replay=fpga", config=TrainConfig.preset("dqn", per=True, **TINY), seed=0)
+
+
+def test_fpga_sim_is_a_deprecated_alias_of_fpga_emu():
+    import pytest
+
+    from pearl_fpga.runtime.placement import parse_placement
+
+    with pytest.warns(FutureWarning, match="'fpga-sim' is deprecated.*'fpga-emu'"):
+        old = parse_placement("fpga-sim")
+    assert old == parse_placement("fpga-emu")
+    with pytest.warns(FutureWarning):
+        assert parse_placement("act=fpga-sim,replay=cpu,learn=cpu").act == "fpga-emu"

@@ -25,12 +25,12 @@ def _config(tmp_path, **extra):
 
 def test_train_writes_logs_curve_checkpoint_and_resumes(tmp_path, capsys):
     logdir = tmp_path / "run"
-    args = ["train", "--algo", "dqn", "--steps", "400", "--seed", "0", "--placement", "fpga-sim",
+    args = ["train", "--algo", "dqn", "--steps", "400", "--seed", "0", "--placement", "fpga-emu",
             "--config", str(_config(tmp_path)), "--logdir", str(logdir), "--eval-episodes", "2"]
     assert main(args) == 0
     out = _out(capsys)
     assert "steps/s" in out and "ETA" in out  # plain progress line (stdout is not a terminal here)
-    assert "Where the time goes" in out and "learn" in out and "fpga-sim" in out
+    assert "Where the time goes" in out and "learn" in out and "fpga-emu" in out
     with open(logdir / "episodes.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert rows and set(rows[0]) == {"env_step", "return", "length"}

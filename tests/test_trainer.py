@@ -30,7 +30,7 @@ def test_dqn_learns_cartpole_on_the_kernel_policy():
     cfg = TrainConfig.preset("dqn", total_steps=8000, learning_starts=500, train_freq=64, gradient_steps=32,
                              net_arch=[64, 64], buffer_size=10_000, eval_freq=2000, eval_episodes=5,
                              exploration_fraction=0.2, learning_rate=2.3e-3)
-    trainer = Trainer("dqn", placement="fpga-sim", config=cfg, seed=0)
+    trainer = Trainer("dqn", placement="fpga-emu", config=cfg, seed=0)
     trainer.train(8000)
     result = trainer.evaluate(10)
     assert result.policy == "best" and trainer.policy.kernel is not None

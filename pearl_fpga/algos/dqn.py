@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from pearl_fpga.algos.common import Batch, LeanAdam, clip_grad_norm, forward, linear_layers, mlp, optimizer_state_to_device
-from pearl_fpga.algos.fused import FusedDQNStep, native_learner
+from pearl_fpga.algos.fused import DQNStepSettings, FusedDQNStep, native_learner
 from pearl_fpga.errors import BackendUnavailable
 
 
@@ -49,7 +49,10 @@ class DQN:
         if fused and native is None:
             raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
                                      "rebuild the package (make native) or pass fused=False")
-        self._fused = FusedDQNStep(self, native) if native is not None else None
+        settings = DQNStepSettings(gamma=self.gamma, double_q=bool(config.double_q),
+                                   max_grad_norm=float(config.max_grad_norm))
+        self._fused = (FusedDQNStep(self._layers, self._target_layers, self.adam, settings, native)
+                       if native is not None else None)
 
     @property
     def policy_module(self) -> nn.Sequential:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
-from pearl_fpga.kernels.replay_format import (
+from pearl_fpga.spec.replay import (
     FANOUTS,
     MAX_CAPACITY,
     OP_CLEAR,

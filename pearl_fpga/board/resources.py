@@ -66,7 +66,7 @@ def stage_sources(kernel: str, workdir: Path) -> tuple[list[str], str]:
         shutil.copyfile(src, workdir / src.name)
     extra = ""
     if kernel == "mlp":
-        from pearl_fpga.kernels.mlp_format import tanh_table
+        from pearl_fpga.spec.mlp import tanh_table
 
         # the tanh table, in the format the rtl backend writes (generated, never committed)
         (workdir / "mlp_tanh.memh").write_text("".join(f"{int(v) & 0xFFFF:04x}\n" for v in tanh_table()))

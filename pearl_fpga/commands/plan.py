@@ -18,10 +18,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="override one TrainConfig field, e.g. --set net_arch=[64,64] --set batch_size=32")
     parser.add_argument("--objective", default="throughput", choices=("throughput", "efficiency"),
                         help="maximize env steps/s, or env steps per joule (default throughput)")
-    parser.add_argument("--devices", help="targets to consider, e.g. cpu,cpu-kernel,fpga-sim:pynq-z2 "
+    parser.add_argument("--devices", help="targets to consider, e.g. cpu,cpu-kernel,fpga-emu:pynq-z2 "
                         "(default: the devices this machine has)")
-    parser.add_argument("--board", help="catalog board modelled by fpga-sim (adds fpga-sim to the default devices)")
-    parser.add_argument("--constraints", help='e.g. "act=fpga-sim", "!cuda", "workers=2" (comma-separated)')
+    parser.add_argument("--board", help="catalog board modelled by fpga-emu (adds fpga-emu to the default devices)")
+    parser.add_argument("--constraints", help='e.g. "act=fpga-emu", "!cuda", "workers=2" (comma-separated)')
     parser.add_argument("--max-workers", type=int, help="most actor workers to consider (default: max(2, cores))")
     parser.add_argument("--cycles", default="spec", choices=("spec", "rtl"),
                         help="FPGA cycle source: the kernels' SPEC.md bounds, or counts from the rtl backend (Verilator)")

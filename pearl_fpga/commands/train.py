@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-HELP = "train DQN or DDPG (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-sim)"
+HELP = "train DQN or DDPG (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-emu)"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None, help="total env steps (default: the rl-zoo budget)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--placement", default=None,
-                        help="device per task: cpu, cpu-kernel, fpga-sim, cuda, fpga, 'act=fpga-sim,replay=cpu,learn=cpu', "
+                        help="device per task: cpu, cpu-kernel, fpga-emu, cuda, fpga, 'act=fpga-emu,replay=cpu,learn=cpu', "
                              "or auto (the planner chooses); default: the MLP kernel's C++ build for acting")
     parser.add_argument("--config", type=Path, default=None, help="JSON file of TrainConfig fields overriding the preset")
     parser.add_argument("--workers", type=int, default=None, help="actor worker processes (0 = in-process, deterministic)")
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             plan = _plan(args.algo, config)
         except (ImportError, AttributeError) as exc:
             console.print(f"[red]error:[/red] --placement auto needs the planner (pearl_fpga.planner.choose_placement), "
-                          f"which is not available here ({exc}); pass an explicit placement such as fpga-sim")
+                          f"which is not available here ({exc}); pass an explicit placement such as fpga-emu")
             return 2
         placement = plan.placement
         if args.workers is None:

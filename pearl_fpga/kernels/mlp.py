@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.errors import BackendUnavailable
-from pearl_fpga.kernels.mlp_format import (
+from pearl_fpga.spec.mlp import (
     HEAD_RAW,
     HEAD_TANH,
     INT16_MAX,

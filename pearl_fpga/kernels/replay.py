@@ -2,7 +2,7 @@
 
 Every argument is validated here, before any backend is called, so a rejected call leaves the tree
 exactly as it was. Priorities become Q16.16 words and sampling targets are drawn on the host
-(pearl_fpga.kernels.replay_format), so all backends see identical integers and return identical
+(pearl_fpga.spec.replay), so all backends see identical integers and return identical
 indices for the same seed.
 
     >>> import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 
 from pearl_fpga.backends.replay_base import ReplayBackend
 from pearl_fpga.errors import BackendUnavailable
-from pearl_fpga.kernels.replay_format import (
+from pearl_fpga.spec.replay import (
     FANOUTS,
     MAX_BATCH,
     MAX_CAPACITY,
@@ -46,7 +46,7 @@ except ImportError:
 
 
 def _to_fixed(priorities: np.ndarray) -> tuple[np.ndarray, int]:
-    """replay_format.priorities_to_fixed, in C++ when the extension is built."""
+    """spec.replay.priorities_to_fixed, in C++ when the extension is built."""
     if _native is None:
         return priorities_to_fixed(priorities)
     words, saturated, first_bad = _native.to_fixed(np.ascontiguousarray(priorities, dtype=np.float64))
@@ -56,7 +56,7 @@ def _to_fixed(priorities: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _targets(total: int, batch_size: int, rng: np.random.Generator) -> np.ndarray:
-    """replay_format.stratified_targets, with the arithmetic in C++ when the extension is built."""
+    """spec.replay.stratified_targets, with the arithmetic in C++ when the extension is built."""
     if _native is None or total <= 0:
         return stratified_targets(total, batch_size, rng)
     return _native.targets_from_uniform(rng.random(batch_size), total)

@@ -73,7 +73,7 @@ class Device:
     """A physical resource that tasks share: the CPU (capacity = cores), a GPU or an FPGA (1)."""
 
     name: str
-    kind: str  # cpu | cuda | fpga | fpga-sim
+    kind: str  # cpu | cuda | fpga | fpga-emu
     capacity: float
     power_idle_w: float
     power_active_w: float  # at full use of the whole capacity

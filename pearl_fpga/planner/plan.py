@@ -18,10 +18,11 @@ import numpy as np
 
 from pearl_fpga.planner.assign import PlanError, search
 from pearl_fpga.planner.model import OVERHEADS, ROLE_TASKS, ROLES, TASKS, Device, Fit, Prediction, Tables, Workload
+from pearl_fpga.runtime.placement import canonical_target
 
 # Targets are the runtime's placement tokens (pearl_fpga.runtime.placement): the CPU with torch
 # ("cpu") or with the kernels' C++ build ("cpu-kernel"), the GPU, a board, an emulated board.
-TARGET_ORDER = ("cpu", "cpu-kernel", "cuda", "fpga", "fpga-sim")
+TARGET_ORDER = ("cpu", "cpu-kernel", "cuda", "fpga", "fpga-emu")
 HOST_DEVICE = {"cpu": "cpu", "cpu-kernel": "cpu", "cuda": "cuda"}
 DEFAULT_BOARD = "pynq-z2"
 # Stages of the runtime's worker mode: each actor worker steps its envs and acts; the learner
@@ -203,7 +204,7 @@ class Plan:
         console.print(f"predicted figures are means over the planned {self.workload.total_steps:,}-step run (warm-up and "
                       "worker start and stop included); periodic evaluation is not modelled and slows the measured rate.")
         if any(v.startswith("fpga") for v in p.placement.values()):
-            console.print("note: fpga-sim tasks are predicted for the board; measured here they ran in emulation "
+            console.print("note: fpga-emu tasks are predicted for the board; measured here they ran in emulation "
                           "on the CPU, so their times are not comparable.")
         return rows
 
@@ -229,21 +230,21 @@ def capabilities() -> str:
 
 
 def parse_devices(spec: str | Sequence[str] | None, board: str | None) -> tuple[list[str], str | None]:
-    """--devices "cpu,cpu-kernel,fpga-sim:pynq-z2" -> (targets, board). None: the real devices only."""
+    """--devices "cpu,cpu-kernel,fpga-emu:pynq-z2" -> (targets, board). None: the real devices only."""
     if spec is None:
         return [], board
-    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    items = [canonical_target(s) for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
     targets: list[str] = []
     for item in items:
         name, _, arg = item.partition(":")
-        if name == "fpga-sim" and arg:
+        if name == "fpga-emu" and arg:
             if board and board != arg:
                 raise PlanError(f"--devices names board {arg!r} but --board is {board!r}: give one board")
             board = arg
         elif name == "cuda" and arg and not arg.isdigit():
             raise PlanError(f"device {item!r}: use cuda or cuda:N")
         if name not in TARGET_ORDER:
-            raise PlanError(f"unknown device {item!r}: use {', '.join(TARGET_ORDER)} (fpga-sim:<board>, cuda:N)")
+            raise PlanError(f"unknown device {item!r}: use {', '.join(TARGET_ORDER)} (fpga-emu:<board>, cuda:N)")
         if name not in targets:
             targets.append(name)
     if not targets:
@@ -268,7 +269,7 @@ def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any |
     # The runtime's replay on "cpu-kernel" is the same C++ sum tree as on "cpu", and without PER
     # the buffer is host memory wherever "replay" is placed: offer such duplicates once, as "cpu".
     for task in ROLE_TASKS["replay"]:
-        for target in ("cpu-kernel",) if config.per else ("cpu-kernel", "cuda", "fpga-sim", "fpga"):
+        for target in ("cpu-kernel",) if config.per else ("cpu-kernel", "cuda", "fpga-emu", "fpga"):
             fits.pop((task, target), None)
     unavailable = {k: v for k, v in profile.unavailable.items() if k.partition("@")[2] in targets}
     notes: list[str] = []
@@ -283,7 +284,7 @@ def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any |
         notes.append(f"cuda power: {gp.idle_w:.0f}-{gp.active_w:.0f} W, {gp.source} ({gp.how})")
     elif "cuda" in targets:
         target_device.pop("cuda", None)
-    for fpga_target in ("fpga-sim", "fpga"):
+    for fpga_target in ("fpga-emu", "fpga"):
         if fpga_target not in targets:
             continue
         if board is None:
@@ -361,7 +362,7 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
                      adjust_load: bool = True, csynth_dirs: Sequence[str] = ()) -> Plan:
     """Profile (cached), model and choose the placement and actor-worker count for `objective`.
 
-    devices: targets to consider, e.g. "cpu,cpu-kernel,fpga-sim:pynq-z2"; by default the ones this
+    devices: targets to consider, e.g. "cpu,cpu-kernel,fpga-emu:pynq-z2"; by default the ones this
     machine really has (cpu, cpu-kernel when built, cuda when present, a board when present), so
     that `train --placement auto` runs what it planned. constraints: see pearl_fpga.planner.assign.
     Raises PlanError (a ValueError) when nothing feasible is left.
@@ -381,9 +382,9 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
         if any(d.kind == "fpga" and d.available for d in found):
             targets.append("fpga")
         if board is not None:
-            targets.append("fpga-sim")
+            targets.append("fpga-emu")
     board_spec = None
-    if board is not None or "fpga-sim" in targets or "fpga" in targets:
+    if board is not None or "fpga-emu" in targets or "fpga" in targets:
         try:
             board_spec = get_board(board or DEFAULT_BOARD)
         except Exception as exc:  # noqa: BLE001 - CatalogError: already a user-facing message

@@ -9,7 +9,7 @@ native extensions) and workload in ~/.cache/pearl_fpga/profiles/<host>-<key>.jso
 (PEARL_FPGA_CACHE_DIR overrides the folder). The cache is validated on load; a corrupt one is
 re-profiled with a warning.
 
-FPGA targets ("fpga-sim", "fpga") are modelled, not measured here: kernel cycles and clock (a Vitis
+FPGA targets ("fpga-emu", "fpga") are modelled, not measured here: kernel cycles and clock (a Vitis
 csynth report when one exists, see pearl_fpga.planner.csynth; else the cycle-accurate "rtl" backend
 when requested, else the cycle bound the kernel's SPEC.md guarantees, at the catalog clock), plus
 the host <-> kernel transfers of the catalog's link model, plus the host-side work measured here.
@@ -486,7 +486,7 @@ def worker_pool_costs(config: Any, counts: Sequence[int], act_targets: Sequence[
     from pearl_fpga.runtime.envs import EnvGroup, env_spec
     from pearl_fpga.runtime.placement import Placement
     from pearl_fpga.runtime.policy import ActorPolicy
-    from pearl_fpga.trainer import calibration_batch
+    from pearl_fpga.runtime.envs import calibration_batch
 
     import torch
 
@@ -742,7 +742,7 @@ def _csynth_report(board: Any, kernel: str, dirs: Sequence[str | Path], notes: l
 
 
 def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: bool, host: Mapping[tuple[str, str], Fit],
-              target: str = "fpga-sim", cycles: str = "spec", csynth_dirs: Sequence[str | Path] = ()
+              target: str = "fpga-emu", cycles: str = "spec", csynth_dirs: Sequence[str | Path] = ()
               ) -> tuple[dict[tuple[str, str], Fit], dict[str, str], list[str]]:
     """Modelled fits of every task `target` (a board from the catalog) can run.
 

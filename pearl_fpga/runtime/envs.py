@@ -158,3 +158,20 @@ def _restore_env(env: gym.Env, state: list[dict[str, Any]]) -> None:
                 setattr(layer, key, gen)
             else:
                 setattr(layer, key, value.copy() if isinstance(value, np.ndarray) else value)
+
+
+def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
+    """Observations of a random policy (own env and RNG, so training is not perturbed), used to pick
+    the MLP kernel's input and activation formats."""
+    env = make_env(env_id)
+    rng = np.random.default_rng(seed + 3)
+    env.action_space.seed(int(rng.integers(2**31)))
+    obs, _ = env.reset(seed=seed + 3_000_000)
+    out = [obs]
+    for _ in range(steps - 1):
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            obs, _ = env.reset()
+        out.append(obs)
+    env.close()
+    return np.asarray(out, dtype=np.float32)

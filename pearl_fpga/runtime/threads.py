@@ -58,6 +58,16 @@ class ThreadChoice:
                 f"{'es' if self.switches != 1 else ''})")
 
 
+def limit_blas_threads() -> None:
+    """One OpenBLAS thread: numpy's small matmuls (kernel quantization) gain nothing from more, and
+    idle spinning threads steal the cores the env, actors and learner need."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return
+    threadpool_limits(1, user_api="blas")
+
+
 class AdaptiveThreads:
     """Wrap every learner step in `with controller.step():`; the controller sets torch's thread count.
 

@@ -144,7 +144,7 @@ def worker_main(conn: Connection, spec: dict[str, Any], shared: dict[str, Any], 
     from pearl_fpga.runtime.policy import ActorPolicy
     from pearl_fpga.runtime.timers import TaskTimer
 
-    from pearl_fpga.trainer import limit_blas_threads
+    from pearl_fpga.runtime.threads import limit_blas_threads
 
     torch.set_num_threads(1)
     limit_blas_threads()
