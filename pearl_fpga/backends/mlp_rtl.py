@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pearl_fpga.data import data_path
 from pearl_fpga.spec.mlp import check_layers, check_observations
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
 from pearl_fpga.spec.mlp import (
@@ -40,7 +41,7 @@ from pearl_fpga.spec.mlp import (
 )
 from pearl_fpga.sim.verilator import cache_dir, kernel_rtl, load_library
 
-RTL_DIR = Path(__file__).resolve().parents[2] / "hls" / "mlp" / "rtl"
+RTL_DIR = data_path("hls", "mlp", "rtl")
 TANH_MEMH_NAME = "mlp_tanh.memh"
 
 _OK, _TIMEOUT, _PROTOCOL = 0, -1, -2

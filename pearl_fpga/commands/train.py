@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pearl_fpga.commands.config_args import add_config_options, build_config
+
 HELP = "train DQN or DDPG (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-emu)"
 
 
@@ -23,7 +25,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--placement", default=None,
                         help="device per task: cpu, cpu-kernel, fpga-emu, cuda, fpga, 'act=fpga-emu,replay=cpu,learn=cpu', "
                              "or auto (the planner chooses); default: the MLP kernel's C++ build for acting")
-    parser.add_argument("--config", type=Path, default=None, help="JSON file of TrainConfig fields overriding the preset")
     parser.add_argument("--workers", type=int, default=None, help="actor worker processes (0 = in-process, deterministic)")
     parser.add_argument("--per", action="store_true", help="prioritized replay on the replay kernel")
     parser.add_argument("--logdir", type=Path, default=None, help="where logs go (default runs/<algo>-<env>-s<seed>)")
@@ -33,23 +34,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-episodes", type=int, default=20, help="episodes of the final evaluation (default 20)")
     parser.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard event file")
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    add_config_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pearl_fpga.config import TrainConfig
     from pearl_fpga.errors import PearlError
     from pearl_fpga.runtime.logger import RunLogger, plot_learning_curve
     from pearl_fpga.trainer import Trainer
 
     console = Console(stderr=args.json)
     try:
-        config = TrainConfig.preset(args.algo, args.env)
-        if args.config is not None:
-            config = TrainConfig.from_json(args.config, base=config)
-            if config.algo != args.algo:
-                raise ValueError(f"--config {args.config} is for algo {config.algo!r}, but --algo is {args.algo!r}")
         overrides: dict[str, Any] = {}
         if args.steps is not None:
             overrides["total_steps"] = args.steps
@@ -57,9 +53,10 @@ def run(args: argparse.Namespace) -> int:
             overrides["per"] = True
         if args.workers is not None:
             overrides["workers"] = args.workers
-        overrides["checkpoint_freq"] = args.checkpoint_freq if args.checkpoint_freq is not None else \
-            (config.checkpoint_freq or 10_000)
-        config = TrainConfig.from_dict({**config.to_dict(), **overrides})
+        config = build_config(args, args.algo, args.env, **overrides)
+        if args.checkpoint_freq is not None or not config.checkpoint_freq:
+            config = build_config(args, args.algo, args.env, **overrides,
+                                  checkpoint_freq=args.checkpoint_freq if args.checkpoint_freq is not None else 10_000)
     except ValueError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2

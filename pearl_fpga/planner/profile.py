@@ -236,7 +236,7 @@ def profile_host(config: Any, targets: Iterable[str] = HOST_TARGETS, sizes: Size
     """Measure every task on every host target (those that cannot run here are listed with the reason)."""
     import torch
 
-    from pearl_fpga.algos import Batch, make_algo
+    from pearl_fpga.algos import make_algo
     from pearl_fpga.errors import BackendUnavailable
     from pearl_fpga.runtime.envs import EnvGroup, env_spec
     from pearl_fpga.runtime.placement import Placement
@@ -378,7 +378,7 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
     inserts = list(sizes.insert)
     measured: dict[str, str] = {}  # replay backend -> first target measured with it
     plans = [(t, "cpu") for t in targets if t in DEVICES["replay"]]
-    if "cuda" in targets and f"learn@cuda" not in prof.unavailable:
+    if "cuda" in targets and "learn@cuda" not in prof.unavailable:
         plans.append(("cpu", "cuda"))
     for target, device in plans:
         try:

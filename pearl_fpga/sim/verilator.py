@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from pearl_fpga.data import data_path
 from pearl_fpga.errors import BackendUnavailable
 
 _INSTALL_HINT = (
@@ -76,7 +77,7 @@ def patched_environ() -> Iterator[None]:
         os.environ.update(saved)
 
 
-HLS_DIR = Path(__file__).resolve().parents[2] / "hls"
+HLS_DIR = data_path("hls")
 
 
 def kernel_rtl(kernel: str) -> list[Path]:
