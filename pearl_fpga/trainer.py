@@ -42,7 +42,8 @@ from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import make_replay
 from pearl_fpga.runtime.threads import AdaptiveThreads, limit_blas_threads
-from pearl_fpga.runtime.timers import TASK_KEYS, TaskTimer
+from pearl_fpga.runtime.timers import TaskTimer
+from pearl_fpga.runtime.vocabulary import TASKS
 
 CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -228,7 +229,7 @@ class Trainer:
         """Seconds per env step of each task (summed over processes) and env steps/s of the last train()."""
         run = getattr(self, "_run", None)
         steps = max(self.env_steps - (run["start_steps"] if run else 0), 1)
-        out = {key: self.timer.seconds.get(key, 0.0) / steps for key in TASK_KEYS}
+        out = {key: self.timer.seconds.get(key, 0.0) / steps for key in TASKS}
         elapsed = (run.get("stop", time.perf_counter()) - run["start"]) if run else 0.0
         out["env_steps_per_s"] = steps / elapsed if elapsed > 0 else 0.0
         return out

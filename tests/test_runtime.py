@@ -36,7 +36,7 @@ def test_parse_placement_forms():
 
 @pytest.mark.parametrize("text,words", [
     ("tpu", "unknown device"), ("act=tpu", "cannot run task"), ("learn=fpga", "cannot run task"),
-    ("foo=cpu", "unknown task"), ("act=cpu,act=cpu", "twice"), ("", "empty"), ("auto", "dispatcher"),
+    ("foo=cpu", "unknown role"), ("act=cpu,act=cpu", "twice"), ("", "empty"), ("auto", "dispatcher"),
     ("act", "unknown device"),
 ])
 def test_parse_placement_errors(text, words):

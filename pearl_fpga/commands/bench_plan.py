@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
 
     from pearl_fpga.errors import PearlError
     from pearl_fpga.planner import choose_placement
-    from pearl_fpga.planner.model import ROLES, predict
+    from pearl_fpga.planner.model import predict
+    from pearl_fpga.runtime.vocabulary import ROLES
     from pearl_fpga.planner.plan import build_tables
     from pearl_fpga.planner.profile import Sizes, fit_line, load_factor, profile_host, worker_pool_costs
     from pearl_fpga.runtime.placement import default_placement

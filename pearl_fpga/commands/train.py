@@ -197,14 +197,14 @@ def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str,
 def _print_summary(console: Any, trainer: Any, measured: dict[str, float], result: Any, png: Path) -> None:
     from rich.table import Table
 
-    from pearl_fpga.runtime.timers import TASK_KEYS
+    from pearl_fpga.runtime.vocabulary import TASKS
 
     steps = max(trainer.env_steps - trainer._run["start_steps"], 1) if hasattr(trainer, "_run") else 1
     table = Table(title="Where the time goes (summed over processes)", title_justify="left")
     for col in ("task", "device", "total s", "us / env step", "calls", "calls / s"):
         table.add_column(col, justify="left" if col in ("task", "device") else "right")
     per_device: dict[str, float] = {}
-    for key in (*TASK_KEYS, "eval", "checkpoint"):
+    for key in (*TASKS, "eval", "checkpoint"):
         secs = trainer.timer.seconds.get(key, 0.0)
         calls = trainer.timer.calls.get(key, 0)
         if not calls:

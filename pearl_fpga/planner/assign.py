@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pearl_fpga.errors import PearlError
-from pearl_fpga.planner.model import OBJECTIVES, ROLES, Prediction, Tables, Workload, placements, predict
+from pearl_fpga.planner.model import OBJECTIVES, Prediction, Tables, Workload, placements, predict
 from pearl_fpga.runtime.placement import canonical_target
+from pearl_fpga.runtime.vocabulary import ROLES
 
 # Candidates whose objective is within this fraction of the best count as tied: the model is not
 # more precise than that, and the simpler placement (fewer devices, fewer workers, preferred

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.planner.assign import PlanError, search
-from pearl_fpga.planner.model import OVERHEADS, ROLE_TASKS, ROLES, TASKS, Device, Fit, Prediction, Tables, Workload
+from pearl_fpga.planner.model import OVERHEADS, Device, Fit, Prediction, Tables, Workload
 from pearl_fpga.runtime.placement import canonical_target
+from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES, TASKS
 
 # Targets are the runtime's placement tokens (pearl_fpga.runtime.placement): the CPU with torch
 # ("cpu") or with the kernels' C++ build ("cpu-kernel"), the GPU, a board, an emulated board.

@@ -21,7 +21,8 @@ import warnings
 
 from dataclasses import dataclass
 
-TASKS = ("act", "replay", "learn")
+from pearl_fpga.runtime.vocabulary import ROLES
+
 DEVICES = {
     "act": ("cpu", "cpu-kernel", "fpga-emu", "cuda", "fpga"),
     "replay": ("cpu", "cpu-kernel", "fpga-emu", "fpga"),
@@ -54,7 +55,7 @@ class Placement:
     learn: str = "cpu"
 
     def __post_init__(self) -> None:
-        for task in TASKS:
+        for task in ROLES:
             device = _normalize(getattr(self, task))
             object.__setattr__(self, task, device)
             if device not in DEVICES[task]:
@@ -62,11 +63,11 @@ class Placement:
                                  f"choose one of {', '.join(DEVICES[task])}")
 
     def __str__(self) -> str:
-        return ",".join(f"{task}={getattr(self, task)}" for task in TASKS)
+        return ",".join(f"{task}={getattr(self, task)}" for task in ROLES)
 
     def as_dict(self) -> dict[str, str]:
         """{"act": ..., "replay": ..., "learn": ...}."""
-        return {task: getattr(self, task) for task in TASKS}
+        return {task: getattr(self, task) for task in ROLES}
 
     @property
     def kernel_actor(self) -> bool:
@@ -119,9 +120,9 @@ def parse_placement(text: str | Placement | dict | None) -> Placement:
     if isinstance(text, Placement):
         return text
     if isinstance(text, dict):
-        unknown = sorted(set(text) - set(TASKS))
+        unknown = sorted(set(text) - set(ROLES))
         if unknown:
-            raise ValueError(f"placement: unknown task(s) {', '.join(unknown)}; tasks are {', '.join(TASKS)}")
+            raise ValueError(f"placement: unknown role(s) {', '.join(unknown)}; roles are {', '.join(ROLES)}")
         return Placement(**{k: str(v) for k, v in text.items()})
     spec = ",".join(part.split("=", 1)[0] + "=" + canonical_target(part.split("=", 1)[1]) if "=" in part
                     else canonical_target(part) for part in str(text).strip().split(",")) if str(text).strip() else ""
@@ -145,8 +146,8 @@ def parse_placement(text: str | Placement | dict | None) -> Placement:
             raise ValueError(f"placement: {part!r} is not task=device (in {spec!r})")
         task, device = (s.strip() for s in part.split("=", 1))
         task = task.lower()
-        if task not in TASKS:
-            raise ValueError(f"placement: unknown task {task!r} in {spec!r}; tasks are {', '.join(TASKS)}")
+        if task not in ROLES:
+            raise ValueError(f"placement: unknown role {task!r} in {spec!r}; roles are {', '.join(ROLES)}")
         if task in fields:
             raise ValueError(f"placement: task {task!r} given twice in {spec!r}")
         fields[task] = device
