@@ -7,7 +7,7 @@
     trainer = Trainer.load("checkpoints/dqn")
 
 Schedule (the update-to-data ratio honoured exactly): the learner may run gradient step g only once
-the env-step count n satisfies `config.allowed_gradient_steps(n) > g`, i.e. the steps Stable-Baselines3
+the env-step count n satisfies `runtime.schedule.allowed_gradient_steps(config, n) > g`, i.e. the steps Stable-Baselines3
 would have run by then (gradient_steps per train_freq env steps, after learning_starts). With
 `workers=0` acting and learning alternate in-process exactly in that order (deterministic for a
 seed). With worker processes, actors step their envs concurrently with the learner but may run at
@@ -41,6 +41,7 @@ from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, make_
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import make_replay
+from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_chunk, needed_env_steps, target_copy_due
 from pearl_fpga.runtime.threads import AdaptiveThreads, limit_blas_threads
 from pearl_fpga.runtime.timers import TaskTimer
 from pearl_fpga.runtime.vocabulary import TASKS
@@ -264,7 +265,7 @@ class Trainer:
             with timer.time("replay_insert"):
                 self.replay.add(transitions)
             self._after_env_steps(len(actions), finished)
-            self._learn_until(cfg.allowed_gradient_steps(self.env_steps))
+            self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
             self._periodic(len(actions))
 
     def _after_env_steps(self, n: int, finished: list[tuple[float, int]]) -> None:
@@ -328,11 +329,6 @@ class Trainer:
         return returns.tolist()
 
     # ------------------------------------------------------------------ learner
-    def _needed_env_steps(self, g: int) -> int:
-        """Env steps after which the sequential schedule runs gradient step g (0-based)."""
-        cfg = self.config
-        return cfg.train_freq * (cfg.learning_starts // cfg.train_freq + g // cfg.gradient_steps + 1)
-
     def _learn_until(self, allowed: int) -> None:
         """Run gradient steps up to `allowed`; the next batch is sampled before the current step's
         priorities are written back (relaxed sample/update dependency, fixed order: deterministic)."""
@@ -343,10 +339,10 @@ class Trainer:
         while self.grad_steps < allowed:
             g = self.grad_steps
             if cfg.algo == "dqn":
-                n_g = self._needed_env_steps(g)
+                n_g = needed_env_steps(cfg, g)
                 # SB3 copies the target every target_update_interval env steps during collection,
                 # while the online net is frozen: one copy before the first step of such a round.
-                if n_g // cfg.target_update_interval > self.target_checked // cfg.target_update_interval:
+                if target_copy_due(cfg, n_g, self.target_checked):
                     self.algo.update_target()
                 self.target_checked = max(self.target_checked, n_g)
             with timer.time("replay_sample"):
@@ -384,14 +380,14 @@ class Trainer:
         self._pool = pool = WorkerPool(cfg, self.placement, self.calibration, weights,
                                        seed=self.seed + 7919 * (1 + self.env_steps), env_id=cfg.env_id)
         granted = self.env_steps
-        chunk = max(cfg.n_envs, min(64, cfg.actor_lag) // cfg.n_envs * cfg.n_envs)
+        chunk = credit_chunk(cfg)
         while self.env_steps < end:
             if cfg.gradient_steps > 0:
-                limit = min(end, max(self._needed_env_steps(self.grad_steps), cfg.learning_starts) + cfg.actor_lag)
+                limit = min(end, max(needed_env_steps(cfg, self.grad_steps), cfg.learning_starts) + cfg.actor_lag)
             else:
                 limit = end
             granted = pool.grant_upto(granted, limit, chunk, self.env_steps)
-            allowed = cfg.allowed_gradient_steps(self.env_steps)
+            allowed = allowed_gradient_steps(cfg, self.env_steps)
             can_learn = allowed > self.grad_steps
             for msg in pool.receive(timeout=0.0 if can_learn else 0.05):
                 with self.timer.time("replay_insert"):
@@ -406,10 +402,10 @@ class Trainer:
                 granted -= lost
                 if self.logger is not None:
                     self.logger.message(f"actor worker died; restarted ({self.worker_restarts} so far)")
-            allowed = cfg.allowed_gradient_steps(self.env_steps)
+            allowed = allowed_gradient_steps(cfg, self.env_steps)
             if allowed > self.grad_steps:
                 self._learn_until(self.grad_steps + 1)
-        self._learn_until(cfg.allowed_gradient_steps(self.env_steps))
+        self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, directory: str | Path) -> Path:

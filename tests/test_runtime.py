@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from pearl_fpga.runtime.schedule import allowed_gradient_steps
 from pearl_fpga.algos import mlp
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
@@ -155,7 +156,7 @@ def test_workers_honour_the_schedule_and_survive_a_kill():
     stats = trainer.train(1200, progress=kill_once, progress_interval=0.0)
     assert killed and trainer.worker_restarts >= 1
     assert 1200 <= trainer.env_steps < 1200 + cfg.n_envs
-    assert trainer.grad_steps == cfg.allowed_gradient_steps(trainer.env_steps)
+    assert trainer.grad_steps == allowed_gradient_steps(cfg, trainer.env_steps)
     assert len(trainer.replay) == trainer.env_steps
     assert stats.episodes > 0
     assert trainer._pool is None  # workers stopped after train()

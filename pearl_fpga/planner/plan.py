@@ -19,6 +19,7 @@ import numpy as np
 from pearl_fpga.planner.assign import PlanError, search
 from pearl_fpga.planner.model import OVERHEADS, Device, Fit, Prediction, Tables, Workload
 from pearl_fpga.runtime.placement import canonical_target
+from pearl_fpga.runtime.schedule import credit_chunk
 from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES, TASKS
 
 # Targets are the runtime's placement tokens (pearl_fpga.runtime.placement): the CPU with torch
@@ -34,9 +35,6 @@ RUNTIME_STAGES: dict[str, tuple[str, ...]] = {
 }
 
 
-# Actor workers stream transitions in messages of up to 64 env steps (pearl_fpga.runtime.workers),
-# and the learner inserts each message as one batch.
-WORKER_MESSAGE_STEPS = 64
 
 
 def act_fraction(config: Any) -> float:
@@ -60,7 +58,7 @@ def workload_of(config: Any) -> Workload:
         prioritized=bool(config.per),
         act_fraction=act_fraction(config),
         total_steps=config.total_steps,
-        worker_insert_batch=max(config.n_envs, min(WORKER_MESSAGE_STEPS, config.actor_lag) // config.n_envs * config.n_envs),
+        worker_insert_batch=credit_chunk(config),  # one message of a worker, inserted as one batch
     )
 
 

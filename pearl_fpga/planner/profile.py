@@ -34,6 +34,7 @@ import numpy as np
 
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.planner.model import Fit
+from pearl_fpga.runtime.schedule import credit_chunk
 from pearl_fpga.runtime.threads import measured_thread_count
 
 SCHEMA = 2  # 2: worker start/stop/poll and co-run factors from the runtime's own pool, exploration overhead
@@ -538,7 +539,7 @@ def _pool_session(config: Any, w: int, placement: Any, calibration: np.ndarray, 
     from pearl_fpga.runtime.workers import WorkerPool
 
     cfg = TrainConfig.from_dict({**config.to_dict(), "workers": int(w)})
-    chunk = max(cfg.n_envs, min(64, cfg.actor_lag) // cfg.n_envs * cfg.n_envs)  # as the Trainer grants
+    chunk = credit_chunk(cfg)  # as the Trainer grants
     t0 = time.perf_counter()
     pool = WorkerPool(cfg, placement, calibration, weights, seed=7919, env_id=cfg.env_id)
     try:
