@@ -8,6 +8,7 @@ editable checkout uses the files in place. Every module finds them through `data
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 _PACKAGED = Path(__file__).resolve().parent / "_data"
@@ -35,3 +36,12 @@ def checkout_root() -> Path | None:
 def work_root() -> Path:
     """Where build outputs and reports go: the checkout, else the current directory."""
     return checkout_root() or Path.cwd()
+
+
+def cache_root() -> Path:
+    """Where pearl_fpga keeps what it can rebuild (built RTL libraries in rtl/, planner profiles in
+    profiles/): $PEARL_FPGA_CACHE, else $XDG_CACHE_HOME/pearl_fpga, else ~/.cache/pearl_fpga."""
+    base = os.environ.get("PEARL_FPGA_CACHE")
+    if base:
+        return Path(base)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pearl_fpga"

@@ -27,7 +27,8 @@ def cache_dir(tmp_path_factory):
 
 @pytest.fixture()
 def cache(cache_dir, monkeypatch):
-    monkeypatch.setenv("PEARL_FPGA_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("PEARL_FPGA_CACHE", str(cache_dir))
+    monkeypatch.delenv("PEARL_FPGA_CACHE_DIR", raising=False)
     return cache_dir
 
 
@@ -72,7 +73,7 @@ def test_plan_json_with_a_modelled_board(cache, small_config, capsys):
     assert rows[("act", "fpga-emu")]["source"].startswith("cycle model")
     assert rows[("replay_sample", "fpga-emu")]["source"].startswith("cycle model")
     assert plan["devices"]["fpga-emu:pynq-z2"]["power_source"] == "nominal"
-    assert list(cache.glob("*.json")), "the profile was not cached"
+    assert list((cache / "profiles").glob("*.json")), "the profile was not cached"
     # pinned to the board: honoured
     code, out, err = run_cmd(plan_cmd, [*argv, "--constraints", "act=fpga-emu,replay=fpga-emu"], capsys)
     assert code == 0, err
@@ -108,7 +109,7 @@ def test_plan_infeasible_constraint_is_a_clear_error(cache, small_config, capsys
 def test_plan_report_predicted_vs_measured(cache, small_config, capsys):
     from pearl_fpga.config import TrainConfig
     from pearl_fpga.planner import choose_placement
-    from pearl_fpga.planner.profile import Sizes
+    from pearl_fpga.planner.host_bench import Sizes
 
     config = TrainConfig.from_json(small_config, base=TrainConfig.preset("dqn"))
     plan = choose_placement("dqn", "CartPole-v1", config, sizes=Sizes.quick(), progress=False, max_workers=1)

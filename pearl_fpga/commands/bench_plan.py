@@ -92,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
     from pearl_fpga.planner.model import predict
     from pearl_fpga.runtime.vocabulary import ROLES
     from pearl_fpga.planner.plan import build_tables
-    from pearl_fpga.planner.profile import Sizes, fit_line, load_factor, profile_host, worker_pool_costs
+    from pearl_fpga.planner.host_bench import Sizes, load_factor, profile_host
+    from pearl_fpga.planner.profile import fit_line
+    from pearl_fpga.planner.worker_bench import worker_pool_costs
     from pearl_fpga.runtime.placement import default_placement
 
     if args.steps < 200:

@@ -55,7 +55,7 @@ def parse_watts(text: str | None) -> tuple[float, float] | None:
 def run(args: argparse.Namespace) -> int:
     from pearl_fpga.errors import PearlError
     from pearl_fpga.planner import choose_placement
-    from pearl_fpga.planner.profile import Sizes
+    from pearl_fpga.planner.host_bench import Sizes
 
     try:
         config = load_config(args)

@@ -260,7 +260,7 @@ def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any |
     sources: a csynth report when present, see pearl_fpga.planner.csynth, else `cycles`)."""
     from pearl_fpga.planner.devices import cpu_cores
     from pearl_fpga.planner.power import board_power, cpu_power, gpu_power
-    from pearl_fpga.planner.profile import fpga_fits
+    from pearl_fpga.planner.fpga_model import fpga_fits
     from pearl_fpga.runtime.envs import env_spec
 
     fits: dict[tuple[str, str], Fit] = {k: v for k, v in profile.fits.items()
@@ -323,10 +323,11 @@ def scale_profile(profile: Any, factor: float) -> Any:
 def get_profile(config: Any, targets: Sequence[str], sizes: Any = None, reprofile: bool = False,
                 progress: bool = True) -> Any:
     """The cached host profile of this workload, or a fresh one (then cached)."""
+    from pearl_fpga.planner import host_bench
     from pearl_fpga.planner import profile as prof
 
     machine = prof.machine_info()
-    key = prof.workload_key(config) + "|" + capabilities() + ("|quick" if sizes is not None and sizes.repeats < 10 else "")
+    key = host_bench.workload_key(config) + "|" + capabilities() + ("|quick" if sizes is not None and sizes.repeats < 10 else "")
     host_targets = [t for t in targets if t in prof.HOST_TARGETS]
     cached = None if reprofile else prof.load_cached(machine, key)
     if cached is not None and all(any(k[1] == t for k in cached.fits) or any(u.endswith("@" + t) for u in cached.unavailable)
@@ -339,13 +340,15 @@ def get_profile(config: Any, targets: Sequence[str], sizes: Any = None, reprofil
 
 
 def _run_profile(prof: Any, config: Any, targets: Sequence[str], sizes: Any, progress: bool) -> Any:
+    from pearl_fpga.planner import host_bench
+
     if not progress:
-        return prof.profile_host(config, targets, sizes)
+        return host_bench.profile_host(config, targets, sizes)
     from rich.progress import Progress
 
     with Progress(transient=True) as bar:
         task = bar.add_task("profiling", total=None)
-        return prof.profile_host(config, targets, sizes, progress=lambda msg: bar.update(task, description=f"profiling {msg}"))
+        return host_bench.profile_host(config, targets, sizes, progress=lambda msg: bar.update(task, description=f"profiling {msg}"))
 
 
 def default_placement_dict() -> dict[str, str]:
@@ -394,7 +397,7 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
         # a cached profile on a machine whose load varies: re-time one learner iteration and, when
         # the CPU is now clearly slower or faster (beyond the noise of that re-timing), scale to it;
         # when it is off by more than a load swing explains, measure again
-        from pearl_fpga.planner.profile import load_factor
+        from pearl_fpga.planner.host_bench import load_factor
 
         factor = load_factor(config, profile, repeats=5 if sizes is not None and sizes.repeats < 10 else 20)
         when = time.strftime('%Y-%m-%d %H:%M', time.localtime(profile.created))
