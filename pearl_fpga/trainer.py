@@ -19,15 +19,12 @@ one weight sync older than in the sequential run.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import random
 import shutil
-import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,55 +34,19 @@ import torch
 from pearl_fpga.algos import Batch, make_algo
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, make_env
+from pearl_fpga.runtime.checkpoint import (CHECKPOINT_FORMAT, CHECKPOINT_VERSION, MANIFEST_FILE, STATE_FILE, as_tuple,
+                                         np_global_state, pack, read_manifest, set_np_global_state, sha256,
+                                         sigint_ignored, unpack)
+from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollout
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import make_replay
 from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_chunk, needed_env_steps, target_copy_due
+from pearl_fpga.runtime.stats import EvalResult, Stats
 from pearl_fpga.runtime.threads import AdaptiveThreads, limit_blas_threads
 from pearl_fpga.runtime.timers import TaskTimer
 from pearl_fpga.runtime.vocabulary import TASKS
 
-CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
-CHECKPOINT_VERSION = 1
-STATE_FILE = "state.pt"
-MANIFEST_FILE = "manifest.json"
-
-
-@dataclass
-class EvalResult:
-    """Deterministic evaluation of a policy."""
-
-    mean: float
-    std: float
-    returns: list[float]
-    policy_step: int  # env step at which the evaluated weights were taken
-    policy: str  # "best" (kept by periodic evaluation) or "current"
-
-    def __str__(self) -> str:
-        return (f"mean return {self.mean:.1f} +/- {self.std:.1f} over {len(self.returns)} episodes "
-                f"({self.policy} policy from env step {self.policy_step})")
-
-
-@dataclass
-class Stats:
-    """Counters and recent figures reported to progress callbacks."""
-
-    env_steps: int = 0
-    grad_steps: int = 0
-    episodes: int = 0
-    target_steps: int = 0
-    elapsed: float = 0.0
-    recent_return: float = float("nan")
-    loss: float = float("nan")
-    best_eval: float = float("nan")
-    worker_restarts: int = 0
-    env_steps_run: int = 0  # env steps of the current train() call
-
-    @property
-    def steps_per_s(self) -> float:
-        """Env steps per second of the current train() call."""
-        return self.env_steps_run / self.elapsed if self.elapsed > 0 else 0.0
 
 
 ProgressFn = Callable[[Stats], None]
@@ -179,7 +140,7 @@ class Trainer:
                 self._train_inline(end)
         except KeyboardInterrupt:
             if self.checkpoint_dir is not None:
-                with _sigint_ignored():
+                with sigint_ignored():
                     self.save(self.checkpoint_dir)
             raise
         finally:
@@ -206,7 +167,8 @@ class Trainer:
         else:
             self.eval_policy.load_weights(self.algo.policy_module.state_dict())
             step, which = self.env_steps, "current"
-        returns = self._rollout(self.eval_policy, episodes, self.seed + 2_000_000 if seed is None else seed)
+        returns = rollout(self.config.env_id, self.envs, self.eval_policy, episodes,
+                          self.seed + 2_000_000 if seed is None else seed)
         return EvalResult(float(np.mean(returns)), float(np.std(returns)), returns, step, which)
 
     def stats(self) -> Stats:
@@ -299,34 +261,14 @@ class Trainer:
         with self.timer.time("eval"):
             weights = {k: v.detach().cpu().clone() for k, v in self.algo.policy_module.state_dict().items()}
             self.eval_policy.load_weights(weights)
-            returns = self._rollout(self.eval_policy, self.config.eval_episodes, self.seed + 1_000_000)
+            returns = rollout(self.config.env_id, self.envs, self.eval_policy, self.config.eval_episodes,
+                              self.seed + 1_000_000)
         mean, std = float(np.mean(returns)), float(np.std(returns))
         self.eval_log.append((self.env_steps, mean, std))
         if self.logger is not None:
             self.logger.evaluation(self.env_steps, mean, std)
         if self.best is None or mean > self.best["mean"]:
             self.best = {"mean": mean, "step": self.env_steps, "weights": weights}
-
-    def _rollout(self, policy: ActorPolicy, episodes: int, seed: int) -> list[float]:
-        """One episode on each of `episodes` envs, stepped together, deterministic actions."""
-        envs = [make_env(self.config.env_id) for _ in range(episodes)]
-        obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
-        returns = np.zeros(episodes)
-        active = np.ones(episodes, dtype=bool)
-        group = self.envs
-        while active.any():
-            idx = np.flatnonzero(active)
-            actions = policy.deterministic(obs[idx])
-            for j, i in enumerate(idx):
-                a = int(actions[j]) if self.spec.discrete else group.to_env_action(actions[j])
-                ob, r, terminated, truncated, _ = envs[i].step(a)
-                returns[i] += r
-                obs[i] = ob
-                if terminated or truncated:
-                    active[i] = False
-        for env in envs:
-            env.close()
-        return returns.tolist()
 
     # ------------------------------------------------------------------ learner
     def _learn_until(self, allowed: int) -> None:
@@ -421,21 +363,21 @@ class Trainer:
             "replay": self.replay.state_dict(),
             "envs": self.envs.snapshot(),
             "policy": self.policy.module.state_dict(),
-            "rng": {"numpy_global": _np_global_state(),
+            "rng": {"numpy_global": np_global_state(),
                     "python": random.getstate(), "torch": torch.get_rng_state(),
                     "explore": self.rng.bit_generator.state},
             "best": self.best,
             "episode_log": np.asarray(self.episode_log, dtype=np.float64).reshape(-1, 3),
             "eval_log": np.asarray(self.eval_log, dtype=np.float64).reshape(-1, 3),
         }
-        torch.save(_pack(state), tmp / STATE_FILE)
+        torch.save(pack(state), tmp / STATE_FILE)
         manifest = {
             "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
             "algo": self.config.algo, "env_id": self.config.env_id, "seed": self.seed,
             "placement": str(self.placement), "config": self.config.to_dict(),
             "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps, "episodes": self.episodes,
                          "target_checked": self.target_checked, "worker_restarts": self.worker_restarts},
-            "files": {STATE_FILE: {"sha256": _sha256(tmp / STATE_FILE), "bytes": (tmp / STATE_FILE).stat().st_size}},
+            "files": {STATE_FILE: {"sha256": sha256(tmp / STATE_FILE), "bytes": (tmp / STATE_FILE).stat().st_size}},
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -468,11 +410,11 @@ class Trainer:
         except ValueError as exc:
             raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
         state_path = directory / STATE_FILE
-        if _sha256(state_path) != manifest["files"][STATE_FILE]["sha256"]:
+        if sha256(state_path) != manifest["files"][STATE_FILE]["sha256"]:
             raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} does not match the checksum in "
                                   f"{MANIFEST_FILE} (corrupt or partially written); use an older checkpoint")
         try:
-            state = _unpack(torch.load(state_path, weights_only=True, map_location="cpu"))
+            state = unpack(torch.load(state_path, weights_only=True, map_location="cpu"))
         except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
             raise CheckpointError(f"checkpoint {directory}: cannot read {STATE_FILE}: {exc}") from exc
         trainer = cls(algo=config.algo, env=config.env_id,
@@ -492,8 +434,8 @@ class Trainer:
         self.replay.load_state_dict(state["replay"])
         self.envs.restore(state["envs"])
         self.policy.load_weights(state["policy"])
-        _set_np_global_state(state["rng"]["numpy_global"])
-        random.setstate(_as_tuple(state["rng"]["python"]))
+        set_np_global_state(state["rng"]["numpy_global"])
+        random.setstate(as_tuple(state["rng"]["python"]))
         torch.set_rng_state(state["rng"]["torch"])
         self.rng.bit_generator.state = state["rng"]["explore"]
         self.best = state["best"]
@@ -504,95 +446,3 @@ class Trainer:
         self.episodes = int(counters["episodes"])
         self.target_checked = int(counters["target_checked"])
         self.worker_restarts = int(counters.get("worker_restarts", 0))
-
-
-# ---------------------------------------------------------------------- helpers
-def read_manifest(directory: Path) -> dict[str, Any]:
-    """Read and validate a checkpoint manifest (CheckpointError on any problem)."""
-    path = Path(directory) / MANIFEST_FILE
-    if not Path(directory).is_dir():
-        raise CheckpointError(f"no checkpoint at {directory}: the directory does not exist")
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise CheckpointError(f"{directory} is not a checkpoint: {MANIFEST_FILE} is missing") from exc
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"checkpoint {directory}: {MANIFEST_FILE} is not valid JSON ({exc})") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path} is not a pearl_fpga checkpoint manifest")
-    if manifest.get("version") != CHECKPOINT_VERSION:
-        raise CheckpointError(f"checkpoint {directory} has format version {manifest.get('version')}, this "
-                              f"pearl_fpga reads version {CHECKPOINT_VERSION}")
-    schema = {"algo": str, "env_id": str, "seed": int, "placement": str, "config": dict, "counters": dict,
-              "files": dict}
-    for key, kind in schema.items():
-        if not isinstance(manifest.get(key), kind):
-            raise CheckpointError(f"checkpoint manifest {path}: field {key!r} missing or not a {kind.__name__}")
-    for key in ("env_steps", "grad_steps", "episodes", "target_checked"):
-        value = manifest["counters"].get(key)
-        if not isinstance(value, int) or value < 0:
-            raise CheckpointError(f"checkpoint manifest {path}: counter {key!r} missing or invalid")
-    entry = manifest["files"].get(STATE_FILE)
-    if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
-        raise CheckpointError(f"checkpoint manifest {path}: no checksum for {STATE_FILE}")
-    if not (Path(directory) / STATE_FILE).is_file():
-        raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} is missing")
-    return manifest
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _pack(obj: Any) -> Any:
-    """numpy arrays -> tagged tensors so that torch.load(weights_only=True) can read them back."""
-    if isinstance(obj, np.ndarray):
-        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(obj).copy())}
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, dict):
-        return {k: _pack(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_pack(v) for v in obj)
-    return obj
-
-
-def _unpack(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        if set(obj) == {"__ndarray__"}:
-            return obj["__ndarray__"].numpy()
-        return {k: _unpack(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_unpack(v) for v in obj)
-    return obj
-
-
-def _np_global_state() -> dict[str, Any]:
-    name, keys, pos, has_gauss, gauss = np.random.get_state()
-    return {"name": name, "keys": keys, "pos": int(pos), "has_gauss": int(has_gauss), "gauss": float(gauss)}
-
-
-def _set_np_global_state(s: dict[str, Any]) -> None:
-    np.random.set_state((s["name"], np.asarray(s["keys"], dtype=np.uint32), s["pos"], s["has_gauss"], s["gauss"]))
-
-
-def _as_tuple(obj: Any) -> Any:
-    return tuple(_as_tuple(v) for v in obj) if isinstance(obj, (list, tuple)) else obj
-
-
-class _sigint_ignored:
-    """Ignore a second Ctrl-C while the interrupt checkpoint is written."""
-
-    def __enter__(self) -> None:
-        try:
-            self._old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        except ValueError:  # not the main thread: nothing to guard
-            self._old = None
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)

@@ -175,3 +175,27 @@ def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
         out.append(obs)
     env.close()
     return np.asarray(out, dtype=np.float32)
+
+
+def rollout(env_id: str, group: EnvGroup, policy: Any, episodes: int, seed: int) -> list[float]:
+    """Returns of one episode on each of `episodes` fresh envs (seeds seed, seed + 1, ...), stepped
+    together, with `policy`'s deterministic actions mapped to the env's bounds as `group` maps them."""
+    envs = [make_env(env_id) for _ in range(episodes)]
+    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
+    returns = np.zeros(episodes)
+    active = np.ones(episodes, dtype=bool)
+    discrete = group.spec.discrete
+    while active.any():
+        idx = np.flatnonzero(active)
+        actions = policy.deterministic(obs[idx])
+        for j, i in enumerate(idx):
+            a = int(actions[j]) if discrete else group.to_env_action(actions[j])
+            ob, r, terminated, truncated, _ = envs[i].step(a)
+            returns[i] += r
+            obs[i] = ob
+            if terminated or truncated:
+                active[i] = False
+    for env in envs:
+        env.close()
+    return returns.tolist()
+
