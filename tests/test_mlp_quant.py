@@ -16,7 +16,7 @@ from torch import nn
 
 from pearl_fpga.errors import BackendUnavailable
 from pearl_fpga.kernels import MLPInfer
-from pearl_fpga.kernels.mlp import LayerFormat, frac_bits
+from pearl_fpga.kernels.mlp_torch import LayerFormat, frac_bits
 
 RELATIVE_TOL = 2e-3
 TANH_TOL = 1e-3
