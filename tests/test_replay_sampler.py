@@ -361,3 +361,15 @@ def test_backends_implement_the_protocol():
 def test_options_for_local_backends_are_rejected():
     with pytest.raises(TypeError, match="takes no options"):
         ReplaySampler(10, 4, backend="cpu", transport="x")
+
+
+def test_public_check_and_write_for_callers_with_their_own_limits():
+    s = ReplaySampler(100, 4, backend="numpy", max_batch=8)
+    idx = s.check_indices(np.arange(20), limit=30, whole_batch=False)  # more than max_batch: the caller splits
+    assert idx.dtype == np.uint32
+    with pytest.raises(ValueError, match="out of range.*30 entries in use"):
+        s.check_indices([31], limit=30)
+    s.write_words(idx, np.full(20, 65536, dtype=np.uint32))  # split into max_batch calls
+    assert s.total == 20 * 65536
+    with pytest.raises(TypeError, match="uint32"):
+        s.write_words(idx, np.ones(20))

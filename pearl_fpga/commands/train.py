@@ -199,7 +199,8 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
 
     from pearl_fpga.runtime.vocabulary import TASKS
 
-    steps = max(trainer.env_steps - trainer._run["start_steps"], 1) if hasattr(trainer, "_run") else 1
+    stats = trainer.stats()
+    steps = max(stats.env_steps_run, 1)
     table = Table(title="Where the time goes (summed over processes)", title_justify="left")
     for col in ("task", "device", "total s", "us / env step", "calls", "calls / s"):
         table.add_column(col, justify="left" if col in ("task", "device") else "right")
@@ -220,7 +221,7 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
     for device, secs in sorted(per_device.items(), key=lambda kv: -kv[1]):
         dev.add_row(device, f"{secs:.2f}")
     console.print(dev)
-    elapsed = trainer._run.get("stop", time.perf_counter()) - trainer._run["start"]
+    elapsed = stats.elapsed
     console.print(f"env steps/s {measured['env_steps_per_s']:,.0f}   gradient updates/s "
                   f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
                   f"worker restarts {trainer.worker_restarts}")

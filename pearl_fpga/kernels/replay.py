@@ -45,8 +45,9 @@ except ImportError:
     _native = None
 
 
-def _to_fixed(priorities: np.ndarray) -> tuple[np.ndarray, int]:
-    """spec.replay.priorities_to_fixed, in C++ when the extension is built."""
+def priority_words(priorities: np.ndarray) -> tuple[np.ndarray, int]:
+    """Q16.16 words of float priorities and the count that saturated: spec.replay.priorities_to_fixed,
+    in C++ when the extension is built (tests/test_replay_sampler.py checks they agree)."""
     if _native is None:
         return priorities_to_fixed(priorities)
     words, saturated, first_bad = _native.to_fixed(np.ascontiguousarray(priorities, dtype=np.float64))
@@ -214,9 +215,11 @@ class ReplaySampler:
         return fixed_to_priorities(self.leaves())
 
     # ---- validation ----------------------------------------------------------------------------
-    def _indices(self, indices: Any, what: str, limit: int | None = None, whole_batch: bool = True) -> np.ndarray:
-        """Validated uint32 indices, each < limit (default: capacity); at most max_batch of them
-        unless whole_batch is False (callers that split the work, like the replay buffer)."""
+    def check_indices(self, indices: Any, what: str = "update", limit: int | None = None,
+                      whole_batch: bool = True) -> np.ndarray:
+        """Validated uint32 copy of `indices`: integers, 1-D, each < limit (default: capacity); at most
+        max_batch of them unless whole_batch is False (callers that split the work, like the replay
+        buffer). A ValueError or TypeError names the problem otherwise."""
         limit = self._capacity if limit is None else limit
         idx = np.atleast_1d(np.asarray(indices))
         if idx.size == 0:
@@ -266,11 +269,11 @@ class ReplaySampler:
         """Set the priority of each leaf indices[b] to priorities[b], in order (the last of a repeated
         index wins). Priorities must be finite and >= 0; a positive one never rounds to 0; values
         above 65535.99998 saturate (with a warning giving the count)."""
-        idx = self._indices(indices, "update")
+        idx = self.check_indices(indices, "update")
         p = self._values(priorities, len(idx), "priorities", "iuf")
         if len(idx) == 0:
             return
-        words, saturated = _to_fixed(p)
+        words, saturated = priority_words(p)
         if saturated:
             warnings.warn(
                 f"{saturated} of {len(words)} priorities exceed the Q16.16 maximum "
@@ -281,9 +284,14 @@ class ReplaySampler:
         with self._lock:
             self._backend.update(idx, words)
 
-    def _write(self, indices: np.ndarray, words: np.ndarray) -> None:
-        """Backend update of already validated uint32 indices and words, split into max_batch
-        chunks (for the replay buffer, which validates against its own, stricter, limits)."""
+    def write_words(self, indices: np.ndarray, words: np.ndarray) -> None:
+        """Set leaves[indices[b]] := words[b] in order, for a batch of any length (split into max_batch
+        calls): `indices` from check_indices, `words` uint32 Q16.16 words of the same length (as
+        spec.replay.priorities_to_fixed makes them). For callers that validate against their own,
+        stricter limits, like the replay buffer; update() is the checked entry point."""
+        if indices.dtype != np.uint32 or words.dtype != np.uint32 or indices.shape != words.shape or indices.ndim != 1:
+            raise TypeError("write_words takes 1-D uint32 indices (from check_indices) and uint32 words of the same "
+                            f"length, got {indices.dtype} {indices.shape} and {words.dtype} {words.shape}")
         with self._lock:
             for start in range(0, len(indices), self.max_batch):
                 end = start + self.max_batch
@@ -291,7 +299,7 @@ class ReplaySampler:
 
     def update_fixed(self, indices: Any, words: Any) -> None:
         """Set leaf words directly (Q16.16 integers in 0..2^32-1), in order."""
-        idx = self._indices(indices, "update")
+        idx = self.check_indices(indices, "update")
         w = self._values(words, len(idx), "words", "iu")
         if len(idx) == 0:
             return
