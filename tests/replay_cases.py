@@ -141,7 +141,7 @@ def assert_backends_agree(backend: str, capacity: int, fanout: int, ops: list[Op
     finally:
         got_sampler.close()
     assert len(got) == len(ref)
-    for step, (a, b) in enumerate(zip(got, ref)):
+    for step, (a, b) in enumerate(zip(got, ref, strict=True)):
         assert a == b, f"{backend} differs from {reference} at trace step {step}: {str(a)[:200]} vs {str(b)[:200]}"
 
 

@@ -97,7 +97,7 @@ def test_env_snapshot_restores_trajectories():
     b = EnvGroup("Pendulum-v1", 2, seed=99)
     b.restore(snap)
     second = [b.step(x)[0]["next_obs"].copy() for x in actions]
-    assert all(np.array_equal(x, y) for x, y in zip(first, second))
+    assert all(np.array_equal(x, y) for x, y in zip(first, second, strict=True))
     with pytest.raises(CheckpointError, match="env states"):
         EnvGroup("Pendulum-v1", 3, seed=0).restore(snap)
 
