@@ -283,7 +283,7 @@ def test_load_weights_with_another_architecture_changes_nothing(backend):
 
 def test_backend_names():
     calib = np.zeros((4, 4))
-    with pytest.raises(ValueError, match="unknown backend 'gpu'"):
+    with pytest.raises(ValueError, match="unknown mlp backend 'gpu'"):
         MLPInfer.from_torch(mlp([4, 8, 2]), backend="gpu", calibration=calib)
     assert MLPInfer.from_torch(mlp([4, 8, 2]), backend="auto", calibration=calib).backend.name == "cpu"
     for board in ("pynq", "xrt"):  # no board and no bitstream on this machine

@@ -318,7 +318,7 @@ def test_auto_falls_back_to_numpy_without_the_extension(monkeypatch):
 @pytest.mark.parametrize("backend,module", [("pynq", "pearl_fpga.board.replay_driver"), ("xrt", "pearl_fpga.board.replay_driver"), ("rtl", "pearl_fpga.backends.replay_rtl")])
 def test_missing_backend_module_is_a_clear_error(monkeypatch, backend, module):
     monkeypatch.setitem(sys.modules, module, None)
-    with pytest.raises(BackendUnavailable, match=f"the {backend} backend is not available"):
+    with pytest.raises(BackendUnavailable, match=f"the {backend} backend of the replay kernel cannot be imported"):
         ReplaySampler(10, 2, backend=backend)
 
 
@@ -373,3 +373,21 @@ def test_public_check_and_write_for_callers_with_their_own_limits():
     assert s.total == 20.0  # 20 leaves of 1.0
     with pytest.raises(TypeError, match="uint32"):
         s.write_words(idx, np.ones(20))
+
+
+def test_one_registry_serves_every_kernel():
+    from pearl_fpga.backends import registry
+    from pearl_fpga.errors import BackendUnavailable
+
+    assert set(registry.names("replay")) == set(registry.names("mlp")) == {"numpy", "cpu", "rtl", "pynq", "xrt", "auto"}
+    name, backend = registry.create("replay", "auto", 10, 4)
+    assert name == "cpu" and backend.total() == 0
+    with pytest.raises(ValueError, match="unknown replay backend 'gpu'"):
+        registry.create("replay", "gpu", 10, 4)
+    with pytest.raises(ValueError, match="unknown kernel 'nope'"):
+        registry.create("nope", "cpu")
+    registry.register("test-kernel", "cpu", "pearl_fpga.no_such_module:Backend", "install nothing")
+    with pytest.raises(BackendUnavailable, match="cpu backend of the test-kernel kernel.*install nothing"):
+        registry.create("test-kernel", "cpu")
+    with pytest.raises(BackendUnavailable, match="no test-kernel backend for 'auto'"):
+        registry.create("test-kernel", "auto")

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl_fpga.errors import BackendUnavailable
+from pearl_fpga.backends import registry
 from pearl_fpga.kernels.mlp_torch import (INT32_MAX, LayerFormat, Net, check_wrapper, choose_formats, describe,
                                          find_sequential, parse, quantize, torch_forward)
 from pearl_fpga.spec.mlp import (
@@ -41,7 +41,6 @@ from pearl_fpga.spec.mlp import (
     QuantizedLayer,
 )
 
-BACKENDS = ("numpy", "cpu", "rtl", "pynq", "xrt", "auto")
 TANH_OUT_SCALE = 1.0 / 32768.0  # the tanh head returns Q0.15
 
 
@@ -98,38 +97,7 @@ def make_backend(backend: Any) -> Any:
     """A backend instance from its name ("numpy", "cpu", "rtl", "pynq", "xrt", "auto") or an instance."""
     if not isinstance(backend, str):
         return backend
-    if backend == "numpy":
-        from pearl_fpga.backends.mlp_numpy import NumpyMLPBackend
-
-        return NumpyMLPBackend()
-    if backend == "cpu":
-        from pearl_fpga.backends.mlp_cpu import CpuMLPBackend
-
-        return CpuMLPBackend()
-    if backend == "auto":  # the compiled kernel, else the reference (boards and rtl only on request)
-        try:
-            return make_backend("cpu")
-        except BackendUnavailable:
-            return make_backend("numpy")
-    if backend == "rtl":
-        try:
-            from pearl_fpga.backends.mlp_rtl import MLPRTLBackend
-        except ImportError as exc:
-            raise BackendUnavailable(
-                "the rtl backend of the MLP kernel cannot be imported (pearl_fpga.backends.mlp_rtl: "
-                f"{exc}); install the sim extra (pip install -e '.[sim]') or use backend='cpu'"
-            ) from exc
-        return MLPRTLBackend()
-    if backend in ("pynq", "xrt"):
-        try:
-            from pearl_fpga.board.mlp_driver import MLPBoardBackend
-        except ImportError as exc:
-            raise BackendUnavailable(
-                f"the {backend} backend of the MLP kernel cannot be imported (pearl_fpga.board.mlp_driver: "
-                f"{exc}); it needs a board with the MLP bitstream; use backend='cpu' here"
-            ) from exc
-        return MLPBoardBackend(transport=backend)
-    raise ValueError(f"unknown backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    return registry.create("mlp", backend)[1]
 
 
 class MLPInfer:

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.backends import registry
 from pearl_fpga.backends.replay_base import ReplayBackend
-from pearl_fpga.errors import BackendUnavailable
 from pearl_fpga.spec.replay import (
     FANOUTS,
     MAX_BATCH,
@@ -37,7 +37,6 @@ from pearl_fpga.spec.replay import (
     tree_depth,
 )
 
-BACKENDS = ("auto", "cpu", "numpy", "rtl", "pynq", "xrt")
 
 try:  # C++ versions of the two host-side conversions, bit-identical (tested), faster on small batches
     from pearl_fpga import _replay_native as _native
@@ -63,53 +62,9 @@ def _targets(total: int, batch_size: int, rng: np.random.Generator) -> np.ndarra
     return _native.targets_from_uniform(rng.random(batch_size), total)
 
 
-def _import_optional(module: str, attr: str, what: str, missing_hint: str) -> Any:
-    """Import module.attr; only the absence of that very module becomes BackendUnavailable."""
-    import importlib
-
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except ModuleNotFoundError as exc:
-        parents = {module.rsplit(".", n)[0] for n in range(module.count(".") + 1)}
-        if exc.name not in parents:
-            raise
-        raise BackendUnavailable(f"the {what} backend is not available here: {missing_hint}") from exc
-
-
 def make_backend(name: str, capacity: int, fanout: int, **options: Any) -> tuple[str, ReplayBackend]:
     """(resolved name, backend instance) for backend `name` ("auto" picks cpu, else numpy)."""
-    if name == "auto":
-        try:
-            return make_backend("cpu", capacity, fanout, **options)
-        except BackendUnavailable:
-            return make_backend("numpy", capacity, fanout, **options)
-    if options and name in ("numpy", "cpu"):
-        raise TypeError(f"backend {name!r} takes no options (got {sorted(options)}); they are for rtl/pynq/xrt")
-    if name == "numpy":
-        from pearl_fpga.backends.replay_numpy import ReplayNumpyBackend
-
-        return name, ReplayNumpyBackend(capacity, fanout)
-    if name == "cpu":
-        from pearl_fpga.backends.replay_cpu import ReplayCPUBackend
-
-        return name, ReplayCPUBackend(capacity, fanout)
-    if name == "rtl":
-        cls = _import_optional(
-            "pearl_fpga.backends.replay_rtl",
-            "ReplayRTLBackend",
-            "rtl",
-            "pearl_fpga.backends.replay_rtl is not installed with this package version",
-        )
-        return name, cls(capacity, fanout, **options)
-    if name in ("pynq", "xrt"):
-        cls = _import_optional(
-            "pearl_fpga.board.replay_driver",
-            "ReplayBoardBackend",
-            name,
-            "the board driver pearl_fpga.board.replay_driver is missing from this package version",
-        )
-        return name, cls(capacity, fanout, transport=name, **options)
-    raise ValueError(f"unknown replay backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    return registry.create("replay", name, capacity, fanout, **options)
 
 
 def _as_int(value: Any, name: str) -> int:
@@ -156,8 +111,8 @@ class ReplaySampler:
             raise ValueError(f"fanout must be one of {FANOUTS}, got {fanout}")
         if not 1 <= max_batch <= MAX_BATCH:
             raise ValueError(f"max_batch must be in 1..{MAX_BATCH}, got {max_batch}")
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown replay backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        if backend not in registry.names("replay"):
+            raise ValueError(f"unknown replay backend {backend!r}; choose one of {', '.join(registry.names('replay'))}")
         if rng is not None and not isinstance(rng, np.random.Generator):
             raise TypeError("rng must be a numpy.random.Generator (np.random.default_rng(seed)) or None")
         self._capacity = capacity
