@@ -43,7 +43,7 @@ from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import make_replay
 from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_chunk, needed_env_steps, target_copy_due
 from pearl_fpga.runtime.stats import EvalResult, Stats
-from pearl_fpga.runtime.threads import AdaptiveThreads, limit_blas_threads
+from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads
 from pearl_fpga.runtime.timers import TaskTimer
 from pearl_fpga.runtime.vocabulary import TASKS
 
@@ -87,7 +87,8 @@ class Trainer:
 
             raise BackendUnavailable("placement learn=cuda, but torch sees no CUDA device; use learn=cpu")
         # learner_threads 0: the count is measured and re-measured while training (runtime.threads)
-        self.learner_threads = AdaptiveThreads() if config.learner_threads == 0 else None
+        self.learner_threads = (AdaptiveThreads(callers=learner_callers(config)) if config.learner_threads == 0
+                                else None)
         if self.learner_threads is None:
             torch.set_num_threads(config.learner_threads)
         limit_blas_threads()

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.planner.profile import time_call
-from pearl_fpga.runtime.threads import measured_thread_count
+from pearl_fpga.runtime.threads import learner_callers, measured_thread_count
 
 
 def actor_loop(config: Any, policy: Any, env_counts: Sequence[int], repeats: int,
@@ -84,7 +84,7 @@ def learner_thread_count(config: Any) -> int:
 
     threads = torch.get_num_threads()
     try:
-        return measured_thread_count(learner_step(config, np.random.default_rng(3)))
+        return measured_thread_count(learner_step(config, np.random.default_rng(3)), callers=learner_callers(config))
     finally:
         torch.set_num_threads(threads)
 
