@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import Batch, LeanAdam, clip_grad_norm, forward, linear_layers, mlp, optimizer_state_to_device
 from pearl_fpga.algos.fused import DQNStepSettings, FusedDQNStep, native_learner
 from pearl_fpga.errors import BackendUnavailable
@@ -119,9 +120,9 @@ class DQN:
             target = list(self.q_target.parameters())
             online = list(self.q.parameters())
             if tau >= 1.0:
-                torch._foreach_copy_(target, online)
+                torch_ops.foreach_copy_(target, online)
             else:
-                torch._foreach_lerp_(target, online, tau)
+                torch_ops.foreach_lerp_(target, online, tau)
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, optimizer and update counter."""
