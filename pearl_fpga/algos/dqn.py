@@ -40,7 +40,6 @@ class DQN:
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.adam = LeanAdam(self.q.parameters(), lr=config.learning_rate)
         self.optimizer = self.adam.optimizer
-        self._params = self.adam.params
         self._layers = linear_layers(self.q)
         self._target_layers = linear_layers(self.q_target)
         self.gamma = float(config.gamma)

@@ -41,7 +41,6 @@ from pearl_fpga.spec.mlp import (
     QuantizedLayer,
 )
 
-TANH_OUT_SCALE = 1.0 / 32768.0  # the tanh head returns Q0.15
 
 
 def _check_limits(net: Net, backend: Any) -> None:
@@ -195,7 +194,6 @@ class MLPInfer:
         self._calibration = calib
         fa_in = formats[0].fa_in
         fa_out = formats[-1].fa_out if net.head == HEAD_RAW else 15
-        self._in_scale = 2.0**fa_in
         self._out_scale = 2.0**-fa_out
         if hasattr(self.backend, "infer_float"):
             self.backend.set_io_format(fa_in, fa_out)
