@@ -322,6 +322,8 @@ void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::
 #pragma HLS INTERFACE mode = s_axilite port = fanout offset = 0x20 bundle = control
 #pragma HLS INTERFACE mode = s_axilite port = total offset = 0x28 bundle = control
 #pragma HLS INTERFACE mode = s_axilite port = return bundle = control
+// Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
+#pragma HLS INTERFACE mode = ap_ctrl_hs port = return
     uint32_t c = 0;
     // A CLEAR ends the pipelined run (the pipeline drains), clears every level, and the run resumes.
 SEGMENTS:
