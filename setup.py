@@ -16,6 +16,9 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).parent
 KERNELS = ("replay", "mlp")
+# Synthesis parameters of the cpu extension where they differ from the boards' defaults (hls/<kernel>/*.h):
+# the MLP holds 512-wide layers on the CPU (the rl-zoo DDPG actor, 400x300); spec/mlp.py CPU_MAX_WIDTH.
+CPU_BUILD_MACROS = {"mlp": [("MLP_MAX_WIDTH", "512")]}
 
 
 def _require_compiler() -> None:
@@ -47,6 +50,7 @@ def _extensions():
                 include_dirs=["hls", str(Path("hls") / kernel)],
                 cxx_std=17,
                 extra_compile_args=flags,
+                define_macros=CPU_BUILD_MACROS.get(kernel, []),
             )
         )
     # Not a kernel: the fused element-wise pieces of the CPU learner step (pearl_fpga/algos/fused.py).

@@ -157,6 +157,7 @@ void forward_batch(const Model& model, const int16_t* x, int batch, int16_t* y, 
     const int m = model.layer[model.n_layers - 1].m_out;
 FORWARD_BATCH:
     for (int b = 0; b < batch; ++b) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_BATCH
         int32_t best = forward_core(model.n_layers, model.layer, model.weight, model.bias, x + std::size_t(b) * n0,
                                     y + std::size_t(b) * m);
         if (argmax) argmax[b] = best;
