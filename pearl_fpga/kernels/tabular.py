@@ -237,6 +237,33 @@ class TabularQ:
             s_, a_, r_, s2_, a2_, d_ = args
             self._backend.update(s_, a_, r_, s2_, a2_, d_)
 
+    def update_one(self, s: int, a: int, r: float, s2: int, done: bool, a2: int | None = None) -> None:
+        """One transition from Python scalars: the same checks and result as `update`, with less overhead
+        per call (the online training loop)."""
+        ns, na = self.n_states, self.n_actions
+        for name, v, bound in (("s", s, ns), ("a", a, na), ("s2", s2, ns)):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v < bound:
+                raise ValueError(f"{name} = {v!r} is out of range; it must be an integer in [0, {bound})")
+        if a2 is None:
+            if self.algo == "sarsa":
+                raise ValueError("SARSA needs a2 (the action taken in s2); pass a2=..., or use algo='q'")
+            a2 = 0
+        elif isinstance(a2, (bool, np.bool_)) or not isinstance(a2, (int, np.integer)) or not 0 <= a2 < na:
+            raise ValueError(f"a2 = {a2!r} is out of range; it must be an integer in [0, {na})")
+        word = to_word(r, "r", _INT32_MIN, _INT32_MAX, "a finite reward in the Q16.16 range [-32768, 32768)")
+        u = self._one
+        u[0][0], u[1][0], u[2][0], u[3][0] = s, a, word, s2
+        u[4][0] = a2 if self.algo == "sarsa" else 0
+        u[5][0] = 1 if done else 0
+        self._backend.update(*u)
+
+    @property
+    def _one(self) -> tuple[np.ndarray, ...]:
+        if not hasattr(self, "_one_buf"):
+            self._one_buf = (np.zeros(1, np.uint32), np.zeros(1, np.uint32), np.zeros(1, np.int32),
+                             np.zeros(1, np.uint32), np.zeros(1, np.uint32), np.zeros(1, np.uint8))
+        return self._one_buf
+
     def update_partitioned(self, s: Any, a: Any, r: Any, s2: Any, done: Any, a2: Any = None, parts: int = 2,
                            threads: int | None = None) -> None:
         """SwiftRL-style partitioned update: NOT sequential Q-learning.
