@@ -1,6 +1,6 @@
 # pearl_fpga: the one entry point. Every target sets up .venv itself on first use.
 #   make train   train DQN on CartPole-v1 with the FPGA kernels in emulation (the main job)
-#   make test    every test: the C simulations (make csim), then pytest: Python, native C++ backend, cocotb on Verilator
+#   make test    every test: the C simulations (make csim), the import layers (lint-imports), then pytest
 #   make sim     only the cocotb testbenches of the reference RTL
 #   make csim    build and run the C++ testbenches of hls/ with g++
 #   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp) against the installed baselines
@@ -45,6 +45,7 @@ $(VENV)/.stamp-native: $(VENV)/.stamp-deps $(HLS_SOURCES)
 native: $(VENV)/.stamp-native
 
 test: native csim
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 sim: native
@@ -68,7 +69,7 @@ csim:
 	done
 
 train: native
-	$(VENV)/bin/pearl-fpga train --algo dqn --env CartPole-v1 --steps 50000 --seed 0 --placement fpga-sim
+	$(VENV)/bin/pearl-fpga train --algo dqn --env CartPole-v1 --steps 50000 --seed 0 --placement fpga-emu
 
 # The baselines the benchmarks compare against (cpprb, TorchRL, Stable-Baselines3).
 $(VENV)/.stamp-bench: $(VENV)/.stamp-deps

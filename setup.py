@@ -12,9 +12,13 @@ import sys
 from pathlib import Path
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).parent
 KERNELS = ("replay", "mlp")
+# Synthesis parameters of the cpu extension where they differ from the boards' defaults (hls/<kernel>/*.h):
+# the MLP holds 512-wide layers on the CPU (the rl-zoo DDPG actor, 400x300); spec/mlp.py CPU_MAX_WIDTH.
+CPU_BUILD_MACROS = {"mlp": [("MLP_MAX_WIDTH", "512")]}
 
 
 def _require_compiler() -> None:
@@ -46,6 +50,7 @@ def _extensions():
                 include_dirs=["hls", str(Path("hls") / kernel)],
                 cxx_std=17,
                 extra_compile_args=flags,
+                define_macros=CPU_BUILD_MACROS.get(kernel, []),
             )
         )
     # Not a kernel: the fused element-wise pieces of the CPU learner step (pearl_fpga/algos/fused.py).
@@ -64,4 +69,23 @@ def _extensions():
 if any(cmd in sys.argv for cmd in ("build_ext", "bdist_wheel", "develop", "editable_wheel", "install")):
     _require_compiler()
 
-setup(ext_modules=_extensions())
+class BuildPyWithData(build_py):
+    """Also copy what the package reads at run time from outside its Python tree (pearl_fpga/data.py:
+    the kernels' sources under hls/, the board catalog) into pearl_fpga/_data of the build, so that a
+    non-editable install works outside the checkout. Editable installs read them in place."""
+
+    SKIP = ("__pycache__", "csim", "build", "obj_dir", "sim_build")
+
+    def run(self) -> None:
+        super().run()
+        target = Path(self.build_lib) / "pearl_fpga" / "_data"
+        for rel in ("hls", "bitstreams/catalog.json", "bitstreams/README.md"):  # = pearl_fpga.data.SHIPPED
+            src = ROOT / rel
+            if src.is_dir():
+                shutil.copytree(src, target / rel, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*self.SKIP))
+            elif src.is_file():
+                (target / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, target / rel)
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_py": BuildPyWithData})

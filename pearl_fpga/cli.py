@@ -16,7 +16,7 @@ def _add(sub: argparse._SubParsersAction, name: str, module_name: str) -> None:
     module = importlib.import_module(f"pearl_fpga.commands.{module_name}")
     parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
     module.configure(parser)
-    parser.set_defaults(_run=module.run)
+    parser.set_defaults(handler=module.run)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = argv  # for the records benchmarks write
     try:
-        return int(args._run(args) or 0)
+        return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

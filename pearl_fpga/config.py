@@ -188,15 +188,6 @@ class TrainConfig:
         """Env steps the worker actors may run ahead of the sequential schedule."""
         return self.max_actor_lag or self.train_freq
 
-    def allowed_gradient_steps(self, collected: int) -> int:
-        """Gradient steps the sequential (SB3) schedule has run once `collected` env steps exist.
-
-        Training rounds happen at collected = k * train_freq for every k with k * train_freq >
-        learning_starts; each runs gradient_steps updates.
-        """
-        rounds = collected // self.train_freq - self.learning_starts // self.train_freq
-        return max(rounds, 0) * self.gradient_steps
-
     def epsilon(self, step: int) -> float:
         """DQN exploration epsilon after `step` env steps (SB3's linear schedule)."""
         horizon = self.exploration_fraction * self.total_steps

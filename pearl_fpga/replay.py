@@ -31,8 +31,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.kernels.replay import ReplaySampler, _to_fixed
-from pearl_fpga.kernels.replay_format import MAX_BATCH, PRIORITY_MAX, PRIORITY_SCALE
+from pearl_fpga.kernels.replay import ReplaySampler, priority_words
+from pearl_fpga.spec.replay import MAX_BATCH, PRIORITY_MAX, PRIORITY_SCALE
 
 STATE_FORMAT = 1
 _MAX_PRIORITY = PRIORITY_MAX / PRIORITY_SCALE  # largest priority a Q16.16 leaf holds
@@ -266,20 +266,20 @@ class PrioritizedReplayBuffer:
             raise ValueError(f"indices {idx.shape} and td_errors {td.shape} must be 1-D of the same length")
         if idx.size == 0:
             return
-        idx32 = self._sampler._indices(idx, "update", limit=self._size, whole_batch=False)
+        idx32 = self._sampler.check_indices(idx, "update", limit=self._size, whole_batch=False)
         if not np.isfinite(td).all():
             raise ValueError("td_errors contain NaN or inf; the priorities were not changed (check the loss)")
         priorities = np.abs(td, dtype=np.float64)
         priorities += self.eps
         np.power(priorities, self.alpha, out=priorities)
-        words, saturated = _to_fixed(priorities)
+        words, saturated = priority_words(priorities)
         if saturated:
             warnings.warn(
                 f"{saturated} priorities exceed the Q16.16 maximum {_MAX_PRIORITY:.5f} and were saturated",
                 RuntimeWarning,
                 stacklevel=3,
             )
-        self._sampler._write(idx32, words)
+        self._sampler.write_words(idx32, words)
         self._max_priority = min(max(self._max_priority, float(priorities.max())), _MAX_PRIORITY)
 
     # ---- state ---------------------------------------------------------------------------------

@@ -1,13 +1,13 @@
 """`pearl_fpga.Trainer`: DQN / DDPG training with the kernels in the loop.
 
-    trainer = Trainer(algo="dqn", env="CartPole-v1", placement="fpga-sim", seed=0)
+    trainer = Trainer(algo="dqn", env="CartPole-v1", placement="fpga-emu", seed=0)
     trainer.train(50_000)
     print(trainer.evaluate(20))
     trainer.save("checkpoints/dqn")
     trainer = Trainer.load("checkpoints/dqn")
 
 Schedule (the update-to-data ratio honoured exactly): the learner may run gradient step g only once
-the env-step count n satisfies `config.allowed_gradient_steps(n) > g`, i.e. the steps Stable-Baselines3
+the env-step count n satisfies `runtime.schedule.allowed_gradient_steps(config, n) > g`, i.e. the steps Stable-Baselines3
 would have run by then (gradient_steps per train_freq env steps, after learning_starts). With
 `workers=0` acting and learning alternate in-process exactly in that order (deterministic for a
 seed). With worker processes, actors step their envs concurrently with the learner but may run at
@@ -19,15 +19,12 @@ one weight sync older than in the sequential run.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import random
 import shutil
-import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,53 +34,19 @@ import torch
 from pearl_fpga.algos import Batch, make_algo
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.runtime.envs import EnvGroup, env_spec, make_env
+from pearl_fpga.runtime.checkpoint import (CHECKPOINT_FORMAT, CHECKPOINT_VERSION, MANIFEST_FILE, STATE_FILE, as_tuple,
+                                         np_global_state, pack, read_manifest, set_np_global_state, sha256,
+                                         sigint_ignored, unpack)
+from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollout
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import make_replay
-from pearl_fpga.runtime.threads import AdaptiveThreads
-from pearl_fpga.runtime.timers import TASK_KEYS, TaskTimer
+from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_chunk, needed_env_steps, target_copy_due
+from pearl_fpga.runtime.stats import EvalResult, Stats
+from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads
+from pearl_fpga.runtime.timers import TaskTimer
+from pearl_fpga.runtime.vocabulary import TASKS
 
-CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
-CHECKPOINT_VERSION = 1
-STATE_FILE = "state.pt"
-MANIFEST_FILE = "manifest.json"
-
-
-@dataclass
-class EvalResult:
-    """Deterministic evaluation of a policy."""
-
-    mean: float
-    std: float
-    returns: list[float]
-    policy_step: int  # env step at which the evaluated weights were taken
-    policy: str  # "best" (kept by periodic evaluation) or "current"
-
-    def __str__(self) -> str:
-        return (f"mean return {self.mean:.1f} +/- {self.std:.1f} over {len(self.returns)} episodes "
-                f"({self.policy} policy from env step {self.policy_step})")
-
-
-@dataclass
-class Stats:
-    """Counters and recent figures reported to progress callbacks."""
-
-    env_steps: int = 0
-    grad_steps: int = 0
-    episodes: int = 0
-    target_steps: int = 0
-    elapsed: float = 0.0
-    recent_return: float = float("nan")
-    loss: float = float("nan")
-    best_eval: float = float("nan")
-    worker_restarts: int = 0
-    env_steps_run: int = 0  # env steps of the current train() call
-
-    @property
-    def steps_per_s(self) -> float:
-        """Env steps per second of the current train() call."""
-        return self.env_steps_run / self.elapsed if self.elapsed > 0 else 0.0
 
 
 ProgressFn = Callable[[Stats], None]
@@ -124,7 +87,8 @@ class Trainer:
 
             raise BackendUnavailable("placement learn=cuda, but torch sees no CUDA device; use learn=cpu")
         # learner_threads 0: the count is measured and re-measured while training (runtime.threads)
-        self.learner_threads = AdaptiveThreads() if config.learner_threads == 0 else None
+        self.learner_threads = (AdaptiveThreads(callers=learner_callers(config)) if config.learner_threads == 0
+                                else None)
         if self.learner_threads is None:
             torch.set_num_threads(config.learner_threads)
         limit_blas_threads()
@@ -177,7 +141,7 @@ class Trainer:
                 self._train_inline(end)
         except KeyboardInterrupt:
             if self.checkpoint_dir is not None:
-                with _sigint_ignored():
+                with sigint_ignored():
                     self.save(self.checkpoint_dir)
             raise
         finally:
@@ -204,7 +168,8 @@ class Trainer:
         else:
             self.eval_policy.load_weights(self.algo.policy_module.state_dict())
             step, which = self.env_steps, "current"
-        returns = self._rollout(self.eval_policy, episodes, self.seed + 2_000_000 if seed is None else seed)
+        returns = rollout(self.config.env_id, self.envs, self.eval_policy, episodes,
+                          self.seed + 2_000_000 if seed is None else seed)
         return EvalResult(float(np.mean(returns)), float(np.std(returns)), returns, step, which)
 
     def stats(self) -> Stats:
@@ -228,7 +193,7 @@ class Trainer:
         """Seconds per env step of each task (summed over processes) and env steps/s of the last train()."""
         run = getattr(self, "_run", None)
         steps = max(self.env_steps - (run["start_steps"] if run else 0), 1)
-        out = {key: self.timer.seconds.get(key, 0.0) / steps for key in TASK_KEYS}
+        out = {key: self.timer.seconds.get(key, 0.0) / steps for key in TASKS}
         elapsed = (run.get("stop", time.perf_counter()) - run["start"]) if run else 0.0
         out["env_steps_per_s"] = steps / elapsed if elapsed > 0 else 0.0
         return out
@@ -263,7 +228,7 @@ class Trainer:
             with timer.time("replay_insert"):
                 self.replay.add(transitions)
             self._after_env_steps(len(actions), finished)
-            self._learn_until(cfg.allowed_gradient_steps(self.env_steps))
+            self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
             self._periodic(len(actions))
 
     def _after_env_steps(self, n: int, finished: list[tuple[float, int]]) -> None:
@@ -297,7 +262,8 @@ class Trainer:
         with self.timer.time("eval"):
             weights = {k: v.detach().cpu().clone() for k, v in self.algo.policy_module.state_dict().items()}
             self.eval_policy.load_weights(weights)
-            returns = self._rollout(self.eval_policy, self.config.eval_episodes, self.seed + 1_000_000)
+            returns = rollout(self.config.env_id, self.envs, self.eval_policy, self.config.eval_episodes,
+                              self.seed + 1_000_000)
         mean, std = float(np.mean(returns)), float(np.std(returns))
         self.eval_log.append((self.env_steps, mean, std))
         if self.logger is not None:
@@ -305,33 +271,7 @@ class Trainer:
         if self.best is None or mean > self.best["mean"]:
             self.best = {"mean": mean, "step": self.env_steps, "weights": weights}
 
-    def _rollout(self, policy: ActorPolicy, episodes: int, seed: int) -> list[float]:
-        """One episode on each of `episodes` envs, stepped together, deterministic actions."""
-        envs = [make_env(self.config.env_id) for _ in range(episodes)]
-        obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
-        returns = np.zeros(episodes)
-        active = np.ones(episodes, dtype=bool)
-        group = self.envs
-        while active.any():
-            idx = np.flatnonzero(active)
-            actions = policy.deterministic(obs[idx])
-            for j, i in enumerate(idx):
-                a = int(actions[j]) if self.spec.discrete else group.to_env_action(actions[j])
-                ob, r, terminated, truncated, _ = envs[i].step(a)
-                returns[i] += r
-                obs[i] = ob
-                if terminated or truncated:
-                    active[i] = False
-        for env in envs:
-            env.close()
-        return returns.tolist()
-
     # ------------------------------------------------------------------ learner
-    def _needed_env_steps(self, g: int) -> int:
-        """Env steps after which the sequential schedule runs gradient step g (0-based)."""
-        cfg = self.config
-        return cfg.train_freq * (cfg.learning_starts // cfg.train_freq + g // cfg.gradient_steps + 1)
-
     def _learn_until(self, allowed: int) -> None:
         """Run gradient steps up to `allowed`; the next batch is sampled before the current step's
         priorities are written back (relaxed sample/update dependency, fixed order: deterministic)."""
@@ -342,10 +282,10 @@ class Trainer:
         while self.grad_steps < allowed:
             g = self.grad_steps
             if cfg.algo == "dqn":
-                n_g = self._needed_env_steps(g)
+                n_g = needed_env_steps(cfg, g)
                 # SB3 copies the target every target_update_interval env steps during collection,
                 # while the online net is frozen: one copy before the first step of such a round.
-                if n_g // cfg.target_update_interval > self.target_checked // cfg.target_update_interval:
+                if target_copy_due(cfg, n_g, self.target_checked):
                     self.algo.update_target()
                 self.target_checked = max(self.target_checked, n_g)
             with timer.time("replay_sample"):
@@ -383,14 +323,14 @@ class Trainer:
         self._pool = pool = WorkerPool(cfg, self.placement, self.calibration, weights,
                                        seed=self.seed + 7919 * (1 + self.env_steps), env_id=cfg.env_id)
         granted = self.env_steps
-        chunk = max(cfg.n_envs, min(64, cfg.actor_lag) // cfg.n_envs * cfg.n_envs)
+        chunk = credit_chunk(cfg)
         while self.env_steps < end:
             if cfg.gradient_steps > 0:
-                limit = min(end, max(self._needed_env_steps(self.grad_steps), cfg.learning_starts) + cfg.actor_lag)
+                limit = min(end, max(needed_env_steps(cfg, self.grad_steps), cfg.learning_starts) + cfg.actor_lag)
             else:
                 limit = end
             granted = pool.grant_upto(granted, limit, chunk, self.env_steps)
-            allowed = cfg.allowed_gradient_steps(self.env_steps)
+            allowed = allowed_gradient_steps(cfg, self.env_steps)
             can_learn = allowed > self.grad_steps
             for msg in pool.receive(timeout=0.0 if can_learn else 0.05):
                 with self.timer.time("replay_insert"):
@@ -405,10 +345,10 @@ class Trainer:
                 granted -= lost
                 if self.logger is not None:
                     self.logger.message(f"actor worker died; restarted ({self.worker_restarts} so far)")
-            allowed = cfg.allowed_gradient_steps(self.env_steps)
+            allowed = allowed_gradient_steps(cfg, self.env_steps)
             if allowed > self.grad_steps:
                 self._learn_until(self.grad_steps + 1)
-        self._learn_until(cfg.allowed_gradient_steps(self.env_steps))
+        self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, directory: str | Path) -> Path:
@@ -424,21 +364,21 @@ class Trainer:
             "replay": self.replay.state_dict(),
             "envs": self.envs.snapshot(),
             "policy": self.policy.module.state_dict(),
-            "rng": {"numpy_global": _np_global_state(),
+            "rng": {"numpy_global": np_global_state(),
                     "python": random.getstate(), "torch": torch.get_rng_state(),
                     "explore": self.rng.bit_generator.state},
             "best": self.best,
             "episode_log": np.asarray(self.episode_log, dtype=np.float64).reshape(-1, 3),
             "eval_log": np.asarray(self.eval_log, dtype=np.float64).reshape(-1, 3),
         }
-        torch.save(_pack(state), tmp / STATE_FILE)
+        torch.save(pack(state), tmp / STATE_FILE)
         manifest = {
             "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
             "algo": self.config.algo, "env_id": self.config.env_id, "seed": self.seed,
             "placement": str(self.placement), "config": self.config.to_dict(),
             "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps, "episodes": self.episodes,
                          "target_checked": self.target_checked, "worker_restarts": self.worker_restarts},
-            "files": {STATE_FILE: {"sha256": _sha256(tmp / STATE_FILE), "bytes": (tmp / STATE_FILE).stat().st_size}},
+            "files": {STATE_FILE: {"sha256": sha256(tmp / STATE_FILE), "bytes": (tmp / STATE_FILE).stat().st_size}},
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -471,11 +411,11 @@ class Trainer:
         except ValueError as exc:
             raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
         state_path = directory / STATE_FILE
-        if _sha256(state_path) != manifest["files"][STATE_FILE]["sha256"]:
+        if sha256(state_path) != manifest["files"][STATE_FILE]["sha256"]:
             raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} does not match the checksum in "
                                   f"{MANIFEST_FILE} (corrupt or partially written); use an older checkpoint")
         try:
-            state = _unpack(torch.load(state_path, weights_only=True, map_location="cpu"))
+            state = unpack(torch.load(state_path, weights_only=True, map_location="cpu"))
         except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
             raise CheckpointError(f"checkpoint {directory}: cannot read {STATE_FILE}: {exc}") from exc
         trainer = cls(algo=config.algo, env=config.env_id,
@@ -495,8 +435,8 @@ class Trainer:
         self.replay.load_state_dict(state["replay"])
         self.envs.restore(state["envs"])
         self.policy.load_weights(state["policy"])
-        _set_np_global_state(state["rng"]["numpy_global"])
-        random.setstate(_as_tuple(state["rng"]["python"]))
+        set_np_global_state(state["rng"]["numpy_global"])
+        random.setstate(as_tuple(state["rng"]["python"]))
         torch.set_rng_state(state["rng"]["torch"])
         self.rng.bit_generator.state = state["rng"]["explore"]
         self.best = state["best"]
@@ -507,122 +447,3 @@ class Trainer:
         self.episodes = int(counters["episodes"])
         self.target_checked = int(counters["target_checked"])
         self.worker_restarts = int(counters.get("worker_restarts", 0))
-
-
-# ---------------------------------------------------------------------- helpers
-def limit_blas_threads() -> None:
-    """One OpenBLAS thread: numpy's small matmuls (kernel quantization) gain nothing from more, and
-    idle spinning threads steal the cores the env, actors and learner need."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return
-    threadpool_limits(1, user_api="blas")
-
-
-def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
-    """Observations of a random policy (own env and RNG, so training is not perturbed), used to pick
-    the MLP kernel's input and activation formats."""
-    env = make_env(env_id)
-    rng = np.random.default_rng(seed + 3)
-    env.action_space.seed(int(rng.integers(2**31)))
-    obs, _ = env.reset(seed=seed + 3_000_000)
-    out = [obs]
-    for _ in range(steps - 1):
-        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        if terminated or truncated:
-            obs, _ = env.reset()
-        out.append(obs)
-    env.close()
-    return np.asarray(out, dtype=np.float32)
-
-
-def read_manifest(directory: Path) -> dict[str, Any]:
-    """Read and validate a checkpoint manifest (CheckpointError on any problem)."""
-    path = Path(directory) / MANIFEST_FILE
-    if not Path(directory).is_dir():
-        raise CheckpointError(f"no checkpoint at {directory}: the directory does not exist")
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise CheckpointError(f"{directory} is not a checkpoint: {MANIFEST_FILE} is missing") from exc
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"checkpoint {directory}: {MANIFEST_FILE} is not valid JSON ({exc})") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path} is not a pearl_fpga checkpoint manifest")
-    if manifest.get("version") != CHECKPOINT_VERSION:
-        raise CheckpointError(f"checkpoint {directory} has format version {manifest.get('version')}, this "
-                              f"pearl_fpga reads version {CHECKPOINT_VERSION}")
-    schema = {"algo": str, "env_id": str, "seed": int, "placement": str, "config": dict, "counters": dict,
-              "files": dict}
-    for key, kind in schema.items():
-        if not isinstance(manifest.get(key), kind):
-            raise CheckpointError(f"checkpoint manifest {path}: field {key!r} missing or not a {kind.__name__}")
-    for key in ("env_steps", "grad_steps", "episodes", "target_checked"):
-        value = manifest["counters"].get(key)
-        if not isinstance(value, int) or value < 0:
-            raise CheckpointError(f"checkpoint manifest {path}: counter {key!r} missing or invalid")
-    entry = manifest["files"].get(STATE_FILE)
-    if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
-        raise CheckpointError(f"checkpoint manifest {path}: no checksum for {STATE_FILE}")
-    if not (Path(directory) / STATE_FILE).is_file():
-        raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} is missing")
-    return manifest
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _pack(obj: Any) -> Any:
-    """numpy arrays -> tagged tensors so that torch.load(weights_only=True) can read them back."""
-    if isinstance(obj, np.ndarray):
-        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(obj).copy())}
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, dict):
-        return {k: _pack(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_pack(v) for v in obj)
-    return obj
-
-
-def _unpack(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        if set(obj) == {"__ndarray__"}:
-            return obj["__ndarray__"].numpy()
-        return {k: _unpack(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_unpack(v) for v in obj)
-    return obj
-
-
-def _np_global_state() -> dict[str, Any]:
-    name, keys, pos, has_gauss, gauss = np.random.get_state()
-    return {"name": name, "keys": keys, "pos": int(pos), "has_gauss": int(has_gauss), "gauss": float(gauss)}
-
-
-def _set_np_global_state(s: dict[str, Any]) -> None:
-    np.random.set_state((s["name"], np.asarray(s["keys"], dtype=np.uint32), s["pos"], s["has_gauss"], s["gauss"]))
-
-
-def _as_tuple(obj: Any) -> Any:
-    return tuple(_as_tuple(v) for v in obj) if isinstance(obj, (list, tuple)) else obj
-
-
-class _sigint_ignored:
-    """Ignore a second Ctrl-C while the interrupt checkpoint is written."""
-
-    def __enter__(self) -> None:
-        try:
-            self._old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        except ValueError:  # not the main thread: nothing to guard
-            self._old = None
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)

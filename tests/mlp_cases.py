@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from pearl_fpga.kernels.mlp_format import HEAD_RAW, HEAD_TANH, INT16_MAX, INT16_MIN, QuantizedLayer
+from pearl_fpga.spec.mlp import HEAD_RAW, HEAD_TANH, INT16_MAX, INT16_MIN, QuantizedLayer
 
 
 def backend_factories() -> dict[str, Callable[[], object]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pearl_fpga.kernels.replay import ReplaySampler
-from pearl_fpga.kernels.replay_format import PRIORITY_MAX
+from pearl_fpga.spec.replay import PRIORITY_MAX
 
 # Backends checked against "numpy" in test_replay_sampler.py; other suites may extend the list.
 BACKENDS = ["cpu"]
@@ -141,7 +141,7 @@ def assert_backends_agree(backend: str, capacity: int, fanout: int, ops: list[Op
     finally:
         got_sampler.close()
     assert len(got) == len(ref)
-    for step, (a, b) in enumerate(zip(got, ref)):
+    for step, (a, b) in enumerate(zip(got, ref, strict=True)):
         assert a == b, f"{backend} differs from {reference} at trace step {step}: {str(a)[:200]} vs {str(b)[:200]}"
 
 

@@ -64,7 +64,7 @@ def test_dqn_step_matches_reference(double_q, weights, fused):
     opt.step()
     assert float(loss) == pytest.approx(float(ref_loss.detach()), rel=1e-6)
     np.testing.assert_allclose(td.numpy(), (cur - target).abs().squeeze(1).detach().numpy(), rtol=1e-6)
-    for p, r in zip(algo.q.parameters(), ref_q.parameters()):
+    for p, r in zip(algo.q.parameters(), ref_q.parameters(), strict=True):
         torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
 
 
@@ -99,12 +99,12 @@ def test_dqn_target_copy_and_state_dict_round_trip():
     cfg = TrainConfig.preset("dqn", net_arch=[8])
     algo = DQN(cfg, 4, 2, seed=0)
     algo.learn(Batch.from_numpy(_batch(np.random.default_rng(0), 8, 4, True), discrete=True))
-    assert not all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), algo.q_target.parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), algo.q_target.parameters(), strict=True))
     algo.update_target()
-    assert all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), algo.q_target.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), algo.q_target.parameters(), strict=True))
     other = DQN(cfg, 4, 2, seed=5)
     other.load_state_dict(algo.state_dict())
-    assert all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), other.q.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), other.q.parameters(), strict=True))
     assert other.updates == 1
 
 
@@ -133,7 +133,7 @@ def test_ddpg_step_matches_reference(concurrent):
         a_loss = -critic(torch.cat([b.obs, actor(b.obs)], 1)).mean()
         opt_a.zero_grad()
         if concurrent:  # the actor's gradient only: the critic's .grad holds the critic loss's
-            for p, g in zip(actor.parameters(), torch.autograd.grad(a_loss, list(actor.parameters()))):
+            for p, g in zip(actor.parameters(), torch.autograd.grad(a_loss, list(actor.parameters())), strict=True):
                 p.grad = g
             opt_c.step()
         else:
@@ -141,12 +141,12 @@ def test_ddpg_step_matches_reference(concurrent):
         opt_a.step()
         with torch.no_grad():
             for net, tgt in ((actor, actor_t), (critic, critic_t)):
-                for p, t in zip(net.parameters(), tgt.parameters()):
+                for p, t in zip(net.parameters(), tgt.parameters(), strict=True):
                     t.mul_(1 - cfg.tau).add_(p, alpha=cfg.tau)
         assert float(loss) == pytest.approx(float(c_loss.detach()), rel=1e-5)
     for mine, ref in ((algo.actor, actor), (algo.critic, critic), (algo.actor_target, actor_t),
                       (algo.critic_target, critic_t)):
-        for p, r in zip(mine.parameters(), ref.parameters()):
+        for p, r in zip(mine.parameters(), ref.parameters(), strict=True):
             torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
     assert all(p.requires_grad for p in algo.critic.parameters())
 
@@ -158,7 +158,7 @@ def test_ddpg_actor_output_is_bounded_and_state_round_trips():
     assert out.shape == (5, 2) and np.all(np.abs(out) <= 1)
     other = DDPG(cfg, 3, 2, seed=9)
     other.load_state_dict(algo.state_dict())
-    for p, q in zip(algo.critic_target.parameters(), other.critic_target.parameters()):
+    for p, q in zip(algo.critic_target.parameters(), other.critic_target.parameters(), strict=True):
         assert torch.equal(p, q)
 
 
@@ -174,7 +174,7 @@ def test_lean_adam_matches_torch_adam_and_round_trips():
     ref_opt = torch.optim.Adam(ref, lr=3e-3, fused=True)
     lean = LeanAdam([p.clone().requires_grad_(True) for p in init], lr=3e-3)
     for step, g in enumerate(grads):
-        for p, gi in zip(ref, g):
+        for p, gi in zip(ref, g, strict=True):
             p.grad = gi.clone()
         ref_opt.step()
         with torch.no_grad():
@@ -184,7 +184,7 @@ def test_lean_adam_matches_torch_adam_and_round_trips():
             resumed.optimizer.load_state_dict(lean.optimizer.state_dict())
             resumed.reset_cache()
             lean = resumed
-    for p, r in zip(lean.params, ref):
+    for p, r in zip(lean.params, ref, strict=True):
         assert torch.equal(p, r)
     assert set(lean.optimizer.state_dict()["state"][0]) == {"step", "exp_avg", "exp_avg_sq"}
 
@@ -196,11 +196,11 @@ def test_clip_grad_norm_matches_torch(max_norm):
     rng = np.random.default_rng(4)
     grads = [torch.tensor(rng.normal(size=s).astype(np.float32)) for s in ((16, 4), (16,), (3, 16))]
     params = [torch.zeros_like(g, requires_grad=True) for g in grads]
-    for p, g in zip(params, grads):
+    for p, g in zip(params, grads, strict=True):
         p.grad = g.clone()
     torch.nn.utils.clip_grad_norm_(params, max_norm)
     clip_grad_norm(grads, max_norm)
-    for p, g in zip(params, grads):
+    for p, g in zip(params, grads, strict=True):
         torch.testing.assert_close(g, p.grad, rtol=1e-6, atol=0)
 
 

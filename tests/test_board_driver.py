@@ -11,8 +11,8 @@ from pearl_fpga.board.mlp_driver import MLPDriver
 from pearl_fpga.board.replay_driver import ReplayDriver
 from pearl_fpga.board.transport import CTRL_DONE, CTRL_START, Transport
 from pearl_fpga.errors import KernelTimeout, PearlError
-from pearl_fpga.kernels import mlp_format as mfmt
-from pearl_fpga.kernels import replay_format as rfmt
+from pearl_fpga.spec import mlp as mfmt
+from pearl_fpga.spec import replay as rfmt
 
 
 class ScriptedTransport(Transport):

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from pearl_fpga.config import TrainConfig
 
@@ -73,29 +71,6 @@ def test_json_overrides_preset_and_rejects_unknown_fields(tmp_path):
         TrainConfig.from_json(tmp_path / "c.json")
     with pytest.raises(ValueError, match="unknown TrainConfig field"):
         TrainConfig.from_dict({"nope": 1})
-
-
-def _sb3_schedule(train_freq: int, gradient_steps: int, learning_starts: int, total: int) -> list[int]:
-    """Gradient steps done after each env step, by SB3's learn() loop (collect train_freq, then train)."""
-    done, out, n = 0, [], 0
-    while n < total:
-        for _ in range(train_freq):
-            n += 1
-            out.append(done)
-            if n >= total:
-                break
-        if n % train_freq == 0 and n > learning_starts:
-            done += gradient_steps
-            out[-1] = done
-    return out
-
-
-@given(st.integers(1, 64), st.integers(0, 8), st.integers(0, 300))
-def test_allowed_gradient_steps_matches_sb3_loop(train_freq, gradient_steps, learning_starts):
-    c = TrainConfig.preset("dqn", train_freq=train_freq, gradient_steps=gradient_steps, learning_starts=learning_starts,
-                           batch_size=1)
-    expected = _sb3_schedule(train_freq, gradient_steps, learning_starts, 400)
-    assert [c.allowed_gradient_steps(n) for n in range(1, 401)] == expected
 
 
 def test_epsilon_schedule_is_linear_then_flat():

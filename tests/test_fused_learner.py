@@ -44,7 +44,7 @@ def test_native_adam_tracks_torch_adam_over_steps_and_a_resume(max_norm, weight_
     lean.optimizer.param_groups[0]["weight_decay"] = weight_decay
     for step in range(20):
         grads = [rng.normal(size=s).astype(np.float32) * (10.0 if step % 3 == 0 else 0.1) for s in shapes]
-        for p, g in zip(ref, grads):
+        for p, g in zip(ref, grads, strict=True):
             p.grad = torch.tensor(g)
         if max_norm > 0:
             torch.nn.utils.clip_grad_norm_(ref, max_norm)
@@ -57,7 +57,7 @@ def test_native_adam_tracks_torch_adam_over_steps_and_a_resume(max_norm, weight_
             resumed.reset_cache()
             lean = resumed
     assert float(lean.optimizer.state_dict()["state"][0]["step"]) == 20.0
-    for p, r in zip(lean.params, ref):
+    for p, r in zip(lean.params, ref, strict=True):
         torch.testing.assert_close(p.detach(), r.detach(), rtol=1e-5, atol=1e-6)
 
 
@@ -112,7 +112,7 @@ def test_fused_step_equals_torch_step_on_other_shapes(net_arch, double_q):
         loss_p, td_p = plain.learn(batch)
         assert float(loss_f) == pytest.approx(float(loss_p), rel=1e-5)
         torch.testing.assert_close(td_f, td_p, rtol=1e-5, atol=1e-6)
-        for p, q in zip(fused.q.parameters(), plain.q.parameters()):
+        for p, q in zip(fused.q.parameters(), plain.q.parameters(), strict=True):
             torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
     assert fused.updates == plain.updates
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pearl_fpga.kernels import mlp_format
+from pearl_fpga.spec import mlp as mlp_format
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP_DIR = ROOT / "hls" / "mlp"
@@ -32,7 +32,7 @@ def test_committed_tanh_header_matches_generator():
     committed = (ROOT / mlp_format.TANH_HEADER_PATH).read_text()
     assert committed == mlp_format.tanh_header_text(), (
         f"{mlp_format.TANH_HEADER_PATH} differs from its generator; regenerate it with "
-        f"`python -m pearl_fpga.kernels.mlp_format --write-tanh-header {mlp_format.TANH_HEADER_PATH}`"
+        f"`python -m pearl_fpga.spec.mlp --write-tanh-header {mlp_format.TANH_HEADER_PATH}`"
     )
 
 
@@ -48,7 +48,7 @@ def test_header_values_are_the_formula_table():
 def test_generator_cli_writes_the_header(tmp_path):
     out = tmp_path / "mlp_tanh_table.h"
     subprocess.run(
-        [sys.executable, "-m", "pearl_fpga.kernels.mlp_format", "--write-tanh-header", str(out)],
+        [sys.executable, "-m", "pearl_fpga.spec.mlp", "--write-tanh-header", str(out)],
         check=True, cwd=ROOT, capture_output=True,
     )
     assert out.read_text() == mlp_format.tanh_header_text()

@@ -20,7 +20,7 @@ from mlp_cases import (
     random_inputs,
 )
 from pearl_fpga.backends.mlp_numpy import NumpyMLPBackend, tanh_pwl
-from pearl_fpga.kernels.mlp_format import HEAD_RAW, QuantizedLayer, encode_load_stream, tanh_table
+from pearl_fpga.spec.mlp import HEAD_RAW, QuantizedLayer, encode_load_stream, tanh_table
 
 ROOT = Path(__file__).resolve().parents[1]
 TANH_WORST_ERROR = 4.8e-5  # stated in the README: max |t/32768 - tanh(y/4096)| over every int16 y
@@ -172,7 +172,7 @@ def test_csim_testbench_passes(tmp_path):
 
 def test_kernel_parameters_match_the_python_description():
     from pearl_fpga import _mlp_native
-    from pearl_fpga.kernels import mlp_format
+    from pearl_fpga.spec import mlp as mlp_format
 
     assert _mlp_native.MAX_WIDTH == mlp_format.CPU_MAX_WIDTH
     assert _mlp_native.MAX_LAYERS == mlp_format.MAX_LAYERS

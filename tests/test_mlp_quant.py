@@ -16,7 +16,7 @@ from torch import nn
 
 from pearl_fpga.errors import BackendUnavailable
 from pearl_fpga.kernels import MLPInfer
-from pearl_fpga.kernels.mlp import LayerFormat, frac_bits
+from pearl_fpga.kernels.mlp_torch import LayerFormat, frac_bits
 
 RELATIVE_TOL = 2e-3
 TANH_TOL = 1e-3
@@ -283,7 +283,7 @@ def test_load_weights_with_another_architecture_changes_nothing(backend):
 
 def test_backend_names():
     calib = np.zeros((4, 4))
-    with pytest.raises(ValueError, match="unknown backend 'gpu'"):
+    with pytest.raises(ValueError, match="unknown mlp backend 'gpu'"):
         MLPInfer.from_torch(mlp([4, 8, 2]), backend="gpu", calibration=calib)
     assert MLPInfer.from_torch(mlp([4, 8, 2]), backend="auto", calibration=calib).backend.name == "cpu"
     for board in ("pynq", "xrt"):  # no board and no bitstream on this machine

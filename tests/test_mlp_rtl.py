@@ -19,7 +19,7 @@ from pearl_fpga.backends.mlp_cpu import CpuMLPBackend
 from pearl_fpga.backends.mlp_rtl import MLPRTLBackend, infer_cycle_target, tanh_parameter, write_tanh_memh
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
 from pearl_fpga.kernels import MLPInfer
-from pearl_fpga.kernels.mlp_format import HEAD_RAW, HEAD_TANH, QuantizedLayer
+from pearl_fpga.spec.mlp import HEAD_RAW, HEAD_TANH, QuantizedLayer
 from pearl_fpga.sim.verilator import kernel_rtl
 
 pytestmark = pytest.mark.sim

@@ -27,7 +27,8 @@ def cache_dir(tmp_path_factory):
 
 @pytest.fixture()
 def cache(cache_dir, monkeypatch):
-    monkeypatch.setenv("PEARL_FPGA_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("PEARL_FPGA_CACHE", str(cache_dir))
+    monkeypatch.delenv("PEARL_FPGA_CACHE_DIR", raising=False)
     return cache_dir
 
 
@@ -47,16 +48,16 @@ def test_devices_json_lists_cpu_and_reasons(capsys):
     assert len(cpu) == 1 and cpu[0]["available"] and "cores" in cpu[0]["detail"]
     for d in found:
         assert d["available"] or d["reason"], f"absent device without a reason: {d}"
-    assert {d["kind"] for d in found} >= {"cpu", "cuda", "fpga", "fpga-sim"}
+    assert {d["kind"] for d in found} >= {"cpu", "cuda", "fpga", "fpga-emu"}
     code, out, _ = run_cmd(devices_cmd, ["--json", "--board", "pynq-z2"], capsys)
-    sims = [d for d in json.loads(out)["devices"] if d["kind"] == "fpga-sim"]
-    assert [d["name"] for d in sims] == ["fpga-sim"] or [d["name"] for d in sims] == ["fpga-sim:pynq-z2"]
+    sims = [d for d in json.loads(out)["devices"] if d["kind"] == "fpga-emu"]
+    assert [d["name"] for d in sims] == ["fpga-emu"] or [d["name"] for d in sims] == ["fpga-emu:pynq-z2"]
 
 
 def test_plan_json_with_a_modelled_board(cache, small_config, capsys):
     from pearl_fpga.runtime.placement import parse_placement
 
-    argv = ["--json", "--quick", "--config", str(small_config), "--per", "--devices", "cpu,cpu-kernel,fpga-sim:pynq-z2",
+    argv = ["--json", "--quick", "--config", str(small_config), "--per", "--devices", "cpu,cpu-kernel,fpga-emu:pynq-z2",
             "--max-workers", "1"]
     code, out, err = run_cmd(plan_cmd, argv, capsys)
     assert code == 0, err
@@ -69,14 +70,14 @@ def test_plan_json_with_a_modelled_board(cache, small_config, capsys):
     assert rows[("env_step", "cpu")]["source"] == "measured"
     assert rows[("learn", "cpu")]["source"] == "measured"
     # the emulated board's kernels are modelled from cycle counts, and labelled so
-    assert rows[("act", "fpga-sim")]["source"].startswith("cycle model")
-    assert rows[("replay_sample", "fpga-sim")]["source"].startswith("cycle model")
-    assert plan["devices"]["fpga-sim:pynq-z2"]["power_source"] == "nominal"
-    assert list(cache.glob("*.json")), "the profile was not cached"
+    assert rows[("act", "fpga-emu")]["source"].startswith("cycle model")
+    assert rows[("replay_sample", "fpga-emu")]["source"].startswith("cycle model")
+    assert plan["devices"]["fpga-emu:pynq-z2"]["power_source"] == "nominal"
+    assert list((cache / "profiles").glob("*.json")), "the profile was not cached"
     # pinned to the board: honoured
-    code, out, err = run_cmd(plan_cmd, [*argv, "--constraints", "act=fpga-sim,replay=fpga-sim"], capsys)
+    code, out, err = run_cmd(plan_cmd, [*argv, "--constraints", "act=fpga-emu,replay=fpga-emu"], capsys)
     assert code == 0, err
-    assert json.loads(out)["placement"].startswith("act=fpga-sim,replay=fpga-sim")
+    assert json.loads(out)["placement"].startswith("act=fpga-emu,replay=fpga-emu")
 
 
 def test_plan_efficiency_with_set_overrides(cache, capsys):
@@ -96,11 +97,11 @@ def test_plan_efficiency_with_set_overrides(cache, capsys):
 
 
 def test_plan_infeasible_constraint_is_a_clear_error(cache, small_config, capsys):
-    argv = ["--json", "--quick", "--config", str(small_config), "--max-workers", "1", "--constraints", "learn=fpga-sim",
-            "--devices", "cpu,fpga-sim:pynq-z2"]
+    argv = ["--json", "--quick", "--config", str(small_config), "--max-workers", "1", "--constraints", "learn=fpga-emu",
+            "--devices", "cpu,fpga-emu:pynq-z2"]
     code, out, err = run_cmd(plan_cmd, argv, capsys)
     assert code == 2 and out == ""
-    assert "learn=fpga-sim" in err and "no feasible placement" in err
+    assert "learn=fpga-emu" in err and "no feasible placement" in err
     code, _, err = run_cmd(plan_cmd, ["--quick", "--devices", "cpu,tpu"], capsys)
     assert code == 2 and "unknown device 'tpu'" in err
 
@@ -108,7 +109,7 @@ def test_plan_infeasible_constraint_is_a_clear_error(cache, small_config, capsys
 def test_plan_report_predicted_vs_measured(cache, small_config, capsys):
     from pearl_fpga.config import TrainConfig
     from pearl_fpga.planner import choose_placement
-    from pearl_fpga.planner.profile import Sizes
+    from pearl_fpga.planner.host_bench import Sizes
 
     config = TrainConfig.from_json(small_config, base=TrainConfig.preset("dqn"))
     plan = choose_placement("dqn", "CartPole-v1", config, sizes=Sizes.quick(), progress=False, max_workers=1)
@@ -130,13 +131,13 @@ def test_plan_labels_csynth_figures(cache, small_config, tmp_path, capsys):
     from test_planner_csynth import replay_report
 
     replay_report(tmp_path / "pynq-z2" / "replay")
-    argv = ["--quick", "--config", str(small_config), "--per", "--devices", "cpu,cpu-kernel,fpga-sim:pynq-z2",
+    argv = ["--quick", "--config", str(small_config), "--per", "--devices", "cpu,cpu-kernel,fpga-emu:pynq-z2",
             "--max-workers", "1", "--csynth", str(tmp_path)]
     code, out, err = run_cmd(plan_cmd, [*argv, "--json"], capsys)
     assert code == 0, err
     rows = {(r["task"], r["target"]): r for r in json.loads(out)["tasks"]}
-    assert rows[("replay_sample", "fpga-sim")]["source"] == "cycle model (csynth) @ pynq-z2"
-    assert rows[("act", "fpga-sim")]["source"] == "cycle model (spec bound) @ pynq-z2"  # no MLP report: the SPEC bound
+    assert rows[("replay_sample", "fpga-emu")]["source"] == "cycle model (csynth) @ pynq-z2"
+    assert rows[("act", "fpga-emu")]["source"] == "cycle model (spec bound) @ pynq-z2"  # no MLP report: the SPEC bound
     code, out, err = run_cmd(plan_cmd, argv, capsys)
     assert code == 0, err
     assert "(csynth)" in out and "(m)" in out

@@ -184,21 +184,21 @@ def _host() -> dict:
 def test_fpga_fits_use_the_csynth_report(tmp_path):
     from pearl_fpga.board.catalog import get_board
     from pearl_fpga.config import TrainConfig
-    from pearl_fpga.planner import profile as prof
+    from pearl_fpga.planner import fpga_model
 
     board = get_board("pynq-z2")
     cfg = TrainConfig.preset("dqn", net_arch=[64, 64], per=True, buffer_size=8192)
     # synthesized for 125 MHz (8 ns), not the catalog's 100 MHz: the report's clock is what the kernel runs at
     replay_report(tmp_path / "pynq-z2" / "replay", target="8.00", estimated="7.3")
     write(tmp_path / "pynq-z2" / "mlp" / "mlp_top_csynth.xml", MLP_XML)
-    fits, unavailable, notes = prof.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
+    fits, unavailable, notes = fpga_model.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
     assert not unavailable
-    upd = fits[("replay_update", "fpga-sim")]
+    upd = fits[("replay_update", "fpga-emu")]
     assert upd.source == "cycle model (csynth) @ pynq-z2"
     assert upd(64) == pytest.approx(board.transfer_seconds(64 * 16) + (22 + 64) / 125e6)
-    act = fits[("act", "fpga-sim")]
+    act = fits[("act", "fpga-emu")]
     per_inference = csynth.mlp_cycles(csynth.parse_csynth(tmp_path / "pynq-z2" / "mlp" / "mlp_top_csynth.xml"),
-                                      prof.mlp_layers(4, [64, 64], 2), board.kernels["mlp"])
+                                      fpga_model.mlp_layers(4, [64, 64], 2), board.kernels["mlp"])
     assert act.source == "cycle model (csynth) @ pynq-z2"
     assert act.b == pytest.approx(per_inference / 100e6 + (8 + 6) / (board.link_bandwidth_gbps * 1e9))
     assert any("125.0 MHz" in n for n in notes) and any("csynth" in n and "replay" in n for n in notes)
@@ -207,29 +207,29 @@ def test_fpga_fits_use_the_csynth_report(tmp_path):
 def test_a_malformed_report_warns_and_falls_back(tmp_path):
     from pearl_fpga.board.catalog import get_board
     from pearl_fpga.config import TrainConfig
-    from pearl_fpga.planner import profile as prof
+    from pearl_fpga.planner import fpga_model
 
     board = get_board("pynq-z2")
     cfg = TrainConfig.preset("dqn", net_arch=[64, 64], per=True, buffer_size=8192)
     bad = write(tmp_path / "pynq-z2" / "replay" / "replay_top_csynth.xml", "<profile><PerformanceEstimates>")
     with pytest.warns(UserWarning, match=str(bad)):
-        fits, _, notes = prof.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
-    spec = prof.replay_cycles_spec(prof.tree_depth(8192, board.kernels["replay"]["fanout"]))
-    assert fits[("replay_update", "fpga-sim")].source == "cycle model (spec bound) @ pynq-z2"
-    assert fits[("replay_update", "fpga-sim")](64) == pytest.approx(board.transfer_seconds(64 * 16) + spec(64) / 100e6)
+        fits, _, notes = fpga_model.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
+    spec = fpga_model.replay_cycles_spec(fpga_model.tree_depth(8192, board.kernels["replay"]["fanout"]))
+    assert fits[("replay_update", "fpga-emu")].source == "cycle model (spec bound) @ pynq-z2"
+    assert fits[("replay_update", "fpga-emu")](64) == pytest.approx(board.transfer_seconds(64 * 16) + spec(64) / 100e6)
     assert any("unusable" in n and str(bad) in n for n in notes)
 
 
 def test_a_report_for_another_part_is_not_used(tmp_path):
     from pearl_fpga.board.catalog import get_board
     from pearl_fpga.config import TrainConfig
-    from pearl_fpga.planner import profile as prof
+    from pearl_fpga.planner import fpga_model
 
     assert csynth.same_part("xc7z020-clg400-1", "xc7z020clg400-1")
     board = get_board("zcu104")  # the fixture says xc7z020 (PYNQ-Z2's part)
     cfg = TrainConfig.preset("dqn", net_arch=[64, 64], per=True, buffer_size=8192)
     path = replay_report(tmp_path / "zcu104" / "replay")
     with pytest.warns(UserWarning, match="xc7z020"):
-        fits, _, notes = prof.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
-    assert fits[("replay_update", "fpga-sim")].source == "cycle model (spec bound) @ zcu104"
+        fits, _, notes = fpga_model.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
+    assert fits[("replay_update", "fpga-emu")].source == "cycle model (spec bound) @ zcu104"
     assert any(str(path) in n and "not used" in n for n in notes)

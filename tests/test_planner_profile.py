@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pearl_fpga.planner import fpga_model, loops, worker_bench
 from pearl_fpga.planner import profile as prof
 from pearl_fpga.planner.model import Fit
 
@@ -48,10 +49,11 @@ def _profile() -> prof.Profile:
 
 
 def test_cache_round_trip(tmp_path, monkeypatch):
-    monkeypatch.setenv("PEARL_FPGA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PEARL_FPGA_CACHE", str(tmp_path))
+    monkeypatch.delenv("PEARL_FPGA_CACHE_DIR", raising=False)
     p = _profile()
     path = prof.save_cached(p)
-    assert path.parent == tmp_path and path.name.startswith("test-host-abc123")
+    assert path.parent == tmp_path / "profiles" and path.name.startswith("test-host-abc123")
     q = prof.load_cached(p.machine, p.workload)
     assert q is not None
     assert q.fits == p.fits and q.unavailable == p.unavailable and q.points[("act", "cpu")] == p.points[("act", "cpu")]
@@ -74,9 +76,11 @@ def test_cache_round_trip(tmp_path, monkeypatch):
     json.dumps({"schema": 1, "machine": {"key": "abc123"}, "workloads": {"dqn|CartPole-v1": {"fits": {"act@cpu": {"a": "1", "b": 0, "source": "m"}}, "unavailable": {}}}}),
 ])
 def test_corrupt_cache_warns_and_is_replaced(tmp_path, monkeypatch, corrupt):
-    monkeypatch.setenv("PEARL_FPGA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PEARL_FPGA_CACHE", str(tmp_path))
+    monkeypatch.delenv("PEARL_FPGA_CACHE_DIR", raising=False)
     p = _profile()
     path = prof.cache_path(p.machine)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(corrupt)
     with pytest.warns(UserWarning, match="re-profiling"):
         assert prof.load_cached(p.machine, p.workload) is None
@@ -85,12 +89,12 @@ def test_corrupt_cache_warns_and_is_replaced(tmp_path, monkeypatch, corrupt):
 
 
 def test_spec_cycle_models():
-    layers = prof.mlp_layers(4, [64, 64], 2)
+    layers = fpga_model.mlp_layers(4, [64, 64], 2)
     assert layers == [(4, 64), (64, 64), (64, 2)]
     macs = 4 * 64 + 64 * 64 + 64 * 2
-    assert prof.mlp_cycles_spec(layers, 8).c1 == -(-macs // 8) + 8 * 3 + 16
-    assert prof.tree_depth(65536, 16) == 4 and prof.tree_depth(65537, 16) == 5 and prof.tree_depth(2, 16) == 1
-    c = prof.replay_cycles_spec(4)
+    assert fpga_model.mlp_cycles_spec(layers, 8).c1 == -(-macs // 8) + 8 * 3 + 16
+    assert fpga_model.tree_depth(65536, 16) == 4 and fpga_model.tree_depth(65537, 16) == 5 and fpga_model.tree_depth(2, 16) == 1
+    c = fpga_model.replay_cycles_spec(4)
     assert c(64) == 64 + 4 * 4 + 16
 
 
@@ -102,23 +106,23 @@ def test_fpga_fits_follow_the_catalog():
     host = {("act", "cpu-kernel"): Fit(20e-6, 1e-6), ("weight_sync", "cpu-kernel"): Fit(50e-6, 0.0),
             ("host_store", "cpu"): Fit(5e-6, 1e-7), ("host_gather", "cpu"): Fit(10e-6, 2e-7)}
     board = get_board("pynq-z2")
-    fits, unavailable, notes = prof.fpga_fits(board, cfg, 4, 2, True, host)
+    fits, unavailable, notes = fpga_model.fpga_fits(board, cfg, 4, 2, True, host)
     assert not unavailable and notes
-    cyc = prof.mlp_cycles_spec(prof.mlp_layers(4, [64, 64], 2), board.kernels["mlp"]["lanes"]).c1
-    act = fits[("act", "fpga-sim")]
+    cyc = fpga_model.mlp_cycles_spec(fpga_model.mlp_layers(4, [64, 64], 2), board.kernels["mlp"]["lanes"]).c1
+    act = fits[("act", "fpga-emu")]
     assert act.a == pytest.approx(20e-6 + 2 * board.link_latency_us * 1e-6)
     assert act.b == pytest.approx(cyc / (board.clock_mhz * 1e6) + (8 + 6) / (board.link_bandwidth_gbps * 1e9))
-    depth = prof.tree_depth(8192, board.kernels["replay"]["fanout"])
-    upd = fits[("replay_update", "fpga-sim")]
+    depth = fpga_model.tree_depth(8192, board.kernels["replay"]["fanout"])
+    upd = fits[("replay_update", "fpga-emu")]
     assert upd(64) == pytest.approx(board.transfer_seconds(64 * 16) + (64 + 4 * depth + 16) / (board.clock_mhz * 1e6))
     # a network wider than the board's kernel, a buffer larger than its tree: unavailable, with the reason
     wide = TrainConfig.preset("dqn", per=True)  # 256-wide layers, 100k transitions
-    _, unavailable, _ = prof.fpga_fits(board, wide, 4, 2, True, host)
-    assert "max_width" in unavailable["act@fpga-sim"] and "capacity" in unavailable["replay@fpga-sim"]
+    _, unavailable, _ = fpga_model.fpga_fits(board, wide, 4, 2, True, host)
+    assert "max_width" in unavailable["act@fpga-emu"] and "capacity" in unavailable["replay@fpga-emu"]
 
 
 def test_cpu_parallel_is_relative_to_one_process():
-    pts = dict(prof.cpu_parallel((1, 2), 0.05))
+    pts = dict(worker_bench.cpu_parallel((1, 2), 0.05))
     assert pts[1.0] == pytest.approx(1.0)
     assert 0.2 < pts[2.0] <= 2.0 * 1.25  # two busy processes get between a share of one core and both cores
 
@@ -127,7 +131,7 @@ def test_worker_pool_costs_time_the_runtime_pool():
     from pearl_fpga.config import TrainConfig
 
     cfg = TrainConfig.preset("dqn", net_arch=[16, 16], batch_size=16, buffer_size=4096, total_steps=2000)
-    costs = prof.worker_pool_costs(cfg, (1,), ("cpu-kernel",), poll_iterations=20, corun_s=0.2)
+    costs = worker_bench.worker_pool_costs(cfg, (1,), ("cpu-kernel",), poll_iterations=20, corun_s=0.2)
     assert set(costs) == {("worker_start", "cpu"), ("worker_poll", "cpu"), ("learner_corun", "cpu"),
                           ("actor_corun", "cpu-kernel"), ("worker_stop", "cpu")}
     start, poll, stop = (costs[(k, "cpu")][0][1] for k in ("worker_start", "worker_poll", "worker_stop"))
@@ -141,5 +145,16 @@ def test_explore_overhead_is_measured_without_inference():
     from pearl_fpga.runtime.envs import env_spec
 
     cfg = TrainConfig.preset("dqn")
-    pts = prof._explore_overhead(cfg, env_spec(cfg.env_id), (1, 4), repeats=20)
+    pts = loops.explore_overhead(cfg, env_spec(cfg.env_id), (1, 4), repeats=20)
     assert [p[0] for p in pts] == [1.0, 4.0] and all(0 < p[1] < 0.01 for p in pts)
+
+
+def test_one_cache_root_and_the_old_variable_warns(monkeypatch, tmp_path):
+    from pearl_fpga.sim.verilator import cache_dir as rtl_cache
+
+    monkeypatch.delenv("PEARL_FPGA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("PEARL_FPGA_CACHE", str(tmp_path))
+    assert prof.cache_dir() == tmp_path / "profiles" and rtl_cache() == tmp_path / "rtl"
+    monkeypatch.setenv("PEARL_FPGA_CACHE_DIR", str(tmp_path / "old"))
+    with pytest.warns(FutureWarning, match="PEARL_FPGA_CACHE_DIR is deprecated"):
+        assert prof.cache_dir() == tmp_path / "old"

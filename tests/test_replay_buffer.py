@@ -10,7 +10,7 @@ import pytest
 
 from pearl_fpga import PrioritizedReplayBuffer
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.kernels.replay_format import priorities_to_fixed
+from pearl_fpga.spec.replay import priorities_to_fixed
 
 BUFFER_BACKENDS = ["cpu", "numpy"]
 
@@ -194,7 +194,7 @@ def test_save_load_round_trip_samples_the_same(tmp_path, backend):
     assert len(other) == len(buf) and other.beta == buf.beta and other.max_priority == buf.max_priority
     for _ in range(3):
         a, b = buf.sample(8), other.sample(8)
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=True):
             assert np.array_equal(x, y)
     buf.add(*transitions(50, 3))
     other.add(*transitions(50, 3))

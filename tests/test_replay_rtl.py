@@ -20,7 +20,7 @@ from replay_cases import adversarial_ops, assert_backends_agree, random_ops
 
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
 from pearl_fpga.kernels import ReplaySampler
-from pearl_fpga.kernels.replay_format import tree_depth
+from pearl_fpga.spec.replay import tree_depth
 from pearl_fpga.sim.verilator import kernel_rtl
 
 pytestmark = pytest.mark.sim

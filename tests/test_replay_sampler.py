@@ -25,7 +25,7 @@ from scipy.stats import chisquare
 from pearl_fpga.errors import BackendUnavailable
 from pearl_fpga.kernels import ReplaySampler
 from pearl_fpga.kernels import replay as replay_module
-from pearl_fpga.kernels.replay_format import (
+from pearl_fpga.spec.replay import (
     PRIORITY_MAX,
     priorities_to_fixed,
     stratified_targets,
@@ -318,7 +318,7 @@ def test_auto_falls_back_to_numpy_without_the_extension(monkeypatch):
 @pytest.mark.parametrize("backend,module", [("pynq", "pearl_fpga.board.replay_driver"), ("xrt", "pearl_fpga.board.replay_driver"), ("rtl", "pearl_fpga.backends.replay_rtl")])
 def test_missing_backend_module_is_a_clear_error(monkeypatch, backend, module):
     monkeypatch.setitem(sys.modules, module, None)
-    with pytest.raises(BackendUnavailable, match=f"the {backend} backend is not available"):
+    with pytest.raises(BackendUnavailable, match=f"the {backend} backend of the replay kernel cannot be imported"):
         ReplaySampler(10, 2, backend=backend)
 
 
@@ -361,3 +361,33 @@ def test_backends_implement_the_protocol():
 def test_options_for_local_backends_are_rejected():
     with pytest.raises(TypeError, match="takes no options"):
         ReplaySampler(10, 4, backend="cpu", transport="x")
+
+
+def test_public_check_and_write_for_callers_with_their_own_limits():
+    s = ReplaySampler(100, 4, backend="numpy", max_batch=8)
+    idx = s.check_indices(np.arange(20), limit=30, whole_batch=False)  # more than max_batch: the caller splits
+    assert idx.dtype == np.uint32
+    with pytest.raises(ValueError, match="out of range.*30 entries in use"):
+        s.check_indices([31], limit=30)
+    s.write_words(idx, np.full(20, 65536, dtype=np.uint32))  # split into max_batch calls
+    assert s.total == 20.0  # 20 leaves of 1.0
+    with pytest.raises(TypeError, match="uint32"):
+        s.write_words(idx, np.ones(20))
+
+
+def test_one_registry_serves_every_kernel():
+    from pearl_fpga.backends import registry
+    from pearl_fpga.errors import BackendUnavailable
+
+    assert set(registry.names("replay")) == set(registry.names("mlp")) == {"numpy", "cpu", "rtl", "pynq", "xrt", "auto"}
+    name, backend = registry.create("replay", "auto", 10, 4)
+    assert name == "cpu" and backend.total() == 0
+    with pytest.raises(ValueError, match="unknown replay backend 'gpu'"):
+        registry.create("replay", "gpu", 10, 4)
+    with pytest.raises(ValueError, match="unknown kernel 'nope'"):
+        registry.create("nope", "cpu")
+    registry.register("test-kernel", "cpu", "pearl_fpga.no_such_module:Backend", "install nothing")
+    with pytest.raises(BackendUnavailable, match="cpu backend of the test-kernel kernel.*install nothing"):
+        registry.create("test-kernel", "cpu")
+    with pytest.raises(BackendUnavailable, match="no test-kernel backend for 'auto'"):
+        registry.create("test-kernel", "auto")

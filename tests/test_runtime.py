@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from pearl_fpga.runtime.schedule import allowed_gradient_steps
 from pearl_fpga.algos import mlp
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
@@ -25,8 +26,8 @@ TINY = dict(learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 
 
 # ---------------------------------------------------------------- placement
 def test_parse_placement_forms():
-    p = parse_placement("fpga-sim")
-    assert (p.act, p.replay, p.learn) == ("fpga-sim", "fpga-sim", "cpu") and p.kernel_actor
+    p = parse_placement("fpga-emu")
+    assert (p.act, p.replay, p.learn) == ("fpga-emu", "fpga-emu", "cpu") and p.kernel_actor
     p = parse_placement("act=cpu-kernel, replay=cpu ,learn=cpu")
     assert p == Placement("cpu-kernel", "cpu", "cpu") and str(p) == "act=cpu-kernel,replay=cpu,learn=cpu"
     assert parse_placement("cuda:0").act == "cuda" and parse_placement("cuda").learn == "cuda"
@@ -36,7 +37,7 @@ def test_parse_placement_forms():
 
 @pytest.mark.parametrize("text,words", [
     ("tpu", "unknown device"), ("act=tpu", "cannot run task"), ("learn=fpga", "cannot run task"),
-    ("foo=cpu", "unknown task"), ("act=cpu,act=cpu", "twice"), ("", "empty"), ("auto", "dispatcher"),
+    ("foo=cpu", "unknown role"), ("act=cpu,act=cpu", "twice"), ("", "empty"), ("auto", "dispatcher"),
     ("act", "unknown device"),
 ])
 def test_parse_placement_errors(text, words):
@@ -96,7 +97,7 @@ def test_env_snapshot_restores_trajectories():
     b = EnvGroup("Pendulum-v1", 2, seed=99)
     b.restore(snap)
     second = [b.step(x)[0]["next_obs"].copy() for x in actions]
-    assert all(np.array_equal(x, y) for x, y in zip(first, second))
+    assert all(np.array_equal(x, y) for x, y in zip(first, second, strict=True))
     with pytest.raises(CheckpointError, match="env states"):
         EnvGroup("Pendulum-v1", 3, seed=0).restore(snap)
 
@@ -106,7 +107,7 @@ def test_kernel_actor_matches_torch_greedy_and_resyncs():
     torch.manual_seed(0)
     net = mlp(4, [32, 32], 2)
     obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
-    kernel = ActorPolicy(net, parse_placement("fpga-sim"), True, obs)
+    kernel = ActorPolicy(net, parse_placement("fpga-emu"), True, obs)
     torch_actor = ActorPolicy(net, parse_placement("cpu"), True, obs)
     agree = np.mean(kernel.deterministic(obs) == torch_actor.deterministic(obs))
     assert agree >= 0.97
@@ -155,7 +156,7 @@ def test_workers_honour_the_schedule_and_survive_a_kill():
     stats = trainer.train(1200, progress=kill_once, progress_interval=0.0)
     assert killed and trainer.worker_restarts >= 1
     assert 1200 <= trainer.env_steps < 1200 + cfg.n_envs
-    assert trainer.grad_steps == cfg.allowed_gradient_steps(trainer.env_steps)
+    assert trainer.grad_steps == allowed_gradient_steps(cfg, trainer.env_steps)
     assert len(trainer.replay) == trainer.env_steps
     assert stats.episodes > 0
     assert trainer._pool is None  # workers stopped after train()
@@ -168,3 +169,15 @@ def test_board_placement_without_a_board_is_a_clear_error():
         Trainer("dqn", placement="act=fpga", config=TrainConfig.preset("dqn", **TINY), seed=0)
     with pytest.raises(BackendUnavailable, match="replay=fpga"):
         Trainer("dqn", placement="act=cpu,replay=fpga", config=TrainConfig.preset("dqn", per=True, **TINY), seed=0)
+
+
+def test_fpga_sim_is_a_deprecated_alias_of_fpga_emu():
+    import pytest
+
+    from pearl_fpga.runtime.placement import parse_placement
+
+    with pytest.warns(FutureWarning, match="'fpga-sim' is deprecated.*'fpga-emu'"):
+        old = parse_placement("fpga-sim")
+    assert old == parse_placement("fpga-emu")
+    with pytest.warns(FutureWarning):
+        assert parse_placement("act=fpga-sim,replay=cpu,learn=cpu").act == "fpga-emu"

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pearl_fpga.kernels import TabularQ
-from pearl_fpga.kernels.tabular import merge_partitions
+from pearl_fpga.spec.tabular import merge_partitions
 
 
 def _backends() -> list:

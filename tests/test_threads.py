@@ -180,3 +180,22 @@ def test_adaptive_trainer_learns_the_same_weights_as_a_fixed_count():
             assert "auto:" in trainer.learner_threads_report()
     for a, b in zip(*weights, strict=True):
         assert torch.equal(a, b)
+
+
+def test_one_noisy_round_does_not_switch_but_a_collapse_does():
+    machine = FakeMachine({1: 600e-6, 2: 480e-6})
+    ctl = make(machine)
+    run(ctl, machine, 100 + 2 * 14)  # the first round: 2 wins once
+    assert ctl.choice.current == 1 and ctl.choice.rounds == 1
+    run(ctl, machine, 100 + 2 * 14)  # and again: confirmed
+    assert ctl.choice.current == 2
+    machine.cost[2] = 2e-3  # its core is taken: back to 1 after one round, no confirmation needed
+    run(ctl, machine, 100 + 2 * 14)
+    assert ctl.choice.current == 1
+
+
+def test_concurrent_callers_share_the_cores():
+    machine = FakeMachine({1: 1e-3})
+    ctl = AdaptiveThreads(cores=2, callers=2, set_threads=machine.set_threads, clock=machine.clock)
+    assert ctl.choice.candidates == (1,)  # DDPG's two gradient threads already fill two cores
+    assert AdaptiveThreads(cores=8, callers=2, set_threads=machine.set_threads).choice.candidates == (1, 2, 4)

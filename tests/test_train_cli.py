@@ -25,12 +25,12 @@ def _config(tmp_path, **extra):
 
 def test_train_writes_logs_curve_checkpoint_and_resumes(tmp_path, capsys):
     logdir = tmp_path / "run"
-    args = ["train", "--algo", "dqn", "--steps", "400", "--seed", "0", "--placement", "fpga-sim",
+    args = ["train", "--algo", "dqn", "--steps", "400", "--seed", "0", "--placement", "fpga-emu",
             "--config", str(_config(tmp_path)), "--logdir", str(logdir), "--eval-episodes", "2"]
     assert main(args) == 0
     out = _out(capsys)
     assert "steps/s" in out and "ETA" in out  # plain progress line (stdout is not a terminal here)
-    assert "Where the time goes" in out and "learn" in out and "fpga-sim" in out
+    assert "Where the time goes" in out and "learn" in out and "fpga-emu" in out
     with open(logdir / "episodes.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert rows and set(rows[0]) == {"env_step", "return", "length"}
@@ -114,3 +114,18 @@ def test_bench_train_keep_best_reports_the_kept_policy(capsys):
     assert data["keep_best"] is True and data["config"]["eval_freq"] == 5000
     ours = data["runs"][0]["pearl_fpga"]
     assert ours["eval_policy"] == "best" and ours["eval_policy_step"] == 5000
+
+
+def test_set_overrides_any_field_with_clear_errors(tmp_path, capsys):
+    from pearl_fpga.commands.config_args import parse_set
+
+    assert parse_set(["net_arch=[64,64]", "per=true", "env_id=Acrobot-v1"]) == {
+        "net_arch": [64, 64], "per": True, "env_id": "Acrobot-v1"}
+    assert main(["train", "--set", "nosuch=1", "--steps", "10", "--logdir", str(tmp_path / "a")]) == 2
+    assert "no field 'nosuch'" in _out(capsys)
+    assert main(["train", "--set", "gamma=3", "--steps", "10", "--logdir", str(tmp_path / "b")]) == 2
+    assert "gamma" in _out(capsys)
+    assert main(["train", "--set", "batch_size", "--steps", "10", "--logdir", str(tmp_path / "c")]) == 2
+    assert "FIELD=VALUE" in _out(capsys)
+    assert main(["bench", "train", "--set", "learning_rate=-1", "--steps", "10", "--no-sb3"]) == 2
+    assert "learning_rate" in _out(capsys)

@@ -30,7 +30,7 @@ def test_dqn_learns_cartpole_on_the_kernel_policy():
     cfg = TrainConfig.preset("dqn", total_steps=8000, learning_starts=500, train_freq=64, gradient_steps=32,
                              net_arch=[64, 64], buffer_size=10_000, eval_freq=2000, eval_episodes=5,
                              exploration_fraction=0.2, learning_rate=2.3e-3)
-    trainer = Trainer("dqn", placement="fpga-sim", config=cfg, seed=0)
+    trainer = Trainer("dqn", placement="fpga-emu", config=cfg, seed=0)
     trainer.train(8000)
     result = trainer.evaluate(10)
     assert result.policy == "best" and trainer.policy.kernel is not None
@@ -54,7 +54,7 @@ def test_same_seed_gives_identical_runs():
         t.train(800)
         runs.append((t.episode_log, _weights(t), t.grad_steps))
     assert runs[0][0] == runs[1][0] and runs[0][2] == runs[1][2]
-    assert all(torch.equal(a, b) for a, b in zip(runs[0][1], runs[1][1]))
+    assert all(torch.equal(a, b) for a, b in zip(runs[0][1], runs[1][1], strict=True))
     other = Trainer("dqn", placement="cpu-kernel", config=_tiny(), seed=4)
     other.train(800)
     assert other.episode_log != runs[0][0]
@@ -72,8 +72,8 @@ def test_resume_equals_uninterrupted_run(tmp_path, per):
     resumed.train(450)
     assert resumed.env_steps == full.env_steps and resumed.grad_steps == full.grad_steps
     assert resumed.episode_log == full.episode_log
-    assert all(torch.equal(a, b) for a, b in zip(_weights(resumed), _weights(full)))
-    assert all(torch.equal(a, b) for a, b in zip(resumed.algo.q_target.parameters(), full.algo.q_target.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(_weights(resumed), _weights(full), strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(resumed.algo.q_target.parameters(), full.algo.q_target.parameters(), strict=True))
 
 
 def test_ddpg_checkpoint_round_trip(tmp_path):
@@ -85,7 +85,7 @@ def test_ddpg_checkpoint_round_trip(tmp_path):
     b = Trainer.load(tmp_path / "ck")
     a.train(100)
     b.train(100)
-    for p, q in zip(a.algo.actor.parameters(), b.algo.actor.parameters()):
+    for p, q in zip(a.algo.actor.parameters(), b.algo.actor.parameters(), strict=True):
         assert torch.equal(p, q)
 
 

@@ -8,38 +8,42 @@
 //   s2mm_<k>: write the next n words of the kernel's output stream into a device buffer. It counts
 //             words and ignores TLAST, so the MLP kernel's TLAST after every observation does not end
 //             the transfer early.
+// Each moves one word per clock (II=1): the replay movers read and write 128-bit memory words.
 // pearl_fpga/board/xrt_transport.py runs them around each ap_start of the kernel.
 #include "datamover.h"
 
 extern "C" {
 
-void mm2s_replay(const uint64_t* in, pearl::stream<pearl::axis128>& out, uint32_t n) {
-#pragma HLS INTERFACE mode = m_axi port = in offset = slave bundle = gmem
+void mm2s_replay(const word128* in, pearl::stream<pearl::axis128>& out, uint32_t n) {
+#pragma HLS INTERFACE mode = m_axi port = in offset = slave bundle = gmem depth = DM_REPLAY_MAX_WORDS
 #pragma HLS INTERFACE mode = axis port = out
 MM2S_REPLAY:
     for (uint32_t i = 0; i < n; i++) {
-#pragma HLS PIPELINE II = 2
-        out.write(pearl::make_axis128(in[2 * i], in[2 * i + 1], i + 1 == n));
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = DM_REPLAY_MAX_WORDS
+#pragma HLS PIPELINE II = 1
+        const word128 w = in[i];
+        out.write(pearl::make_axis128(w.lo, w.hi, i + 1 == n));
     }
 }
 
-void s2mm_replay(pearl::stream<pearl::axis128>& in, uint64_t* out, uint32_t n) {
+void s2mm_replay(pearl::stream<pearl::axis128>& in, word128* out, uint32_t n) {
 #pragma HLS INTERFACE mode = axis port = in
-#pragma HLS INTERFACE mode = m_axi port = out offset = slave bundle = gmem
+#pragma HLS INTERFACE mode = m_axi port = out offset = slave bundle = gmem depth = DM_REPLAY_MAX_WORDS
 S2MM_REPLAY:
     for (uint32_t i = 0; i < n; i++) {
-#pragma HLS PIPELINE II = 2
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = DM_REPLAY_MAX_WORDS
+#pragma HLS PIPELINE II = 1
         const pearl::axis128 w = in.read();
-        out[2 * i] = pearl::axis_lo(w);
-        out[2 * i + 1] = pearl::axis_hi(w);
+        out[i] = word128{pearl::axis_lo(w), pearl::axis_hi(w)};
     }
 }
 
 void mm2s_mlp(const int16_t* in, pearl::stream<pearl::axis16>& out, uint32_t n) {
-#pragma HLS INTERFACE mode = m_axi port = in offset = slave bundle = gmem
+#pragma HLS INTERFACE mode = m_axi port = in offset = slave bundle = gmem depth = DM_MLP_MAX_WORDS
 #pragma HLS INTERFACE mode = axis port = out
 MM2S_MLP:
     for (uint32_t i = 0; i < n; i++) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = DM_MLP_MAX_WORDS
 #pragma HLS PIPELINE II = 1
         out.write(pearl::make_axis16(in[i], i + 1 == n));
     }
@@ -47,9 +51,10 @@ MM2S_MLP:
 
 void s2mm_mlp(pearl::stream<pearl::axis16>& in, int16_t* out, uint32_t n) {
 #pragma HLS INTERFACE mode = axis port = in
-#pragma HLS INTERFACE mode = m_axi port = out offset = slave bundle = gmem
+#pragma HLS INTERFACE mode = m_axi port = out offset = slave bundle = gmem depth = DM_MLP_MAX_WORDS
 S2MM_MLP:
     for (uint32_t i = 0; i < n; i++) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = DM_MLP_MAX_WORDS
 #pragma HLS PIPELINE II = 1
         out[i] = in.read().data;
     }

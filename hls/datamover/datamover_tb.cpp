@@ -8,17 +8,18 @@
 int main() {
     int errors = 0;
     const uint32_t n = 37;
-    std::vector<uint64_t> words(2 * n), back(2 * n, 0);
-    for (uint32_t i = 0; i < 2 * n; i++) words[i] = 0x9E3779B97F4A7C15ull * (i + 1);
+    std::vector<word128> words(n), back(n, word128{0, 0});
+    for (uint32_t i = 0; i < n; i++) words[i] = {0x9E3779B97F4A7C15ull * (2 * i + 1), 0x9E3779B97F4A7C15ull * (2 * i + 2)};
     pearl::stream<pearl::axis128> s128;
     mm2s_replay(words.data(), s128, n);
     for (uint32_t i = 0; i < n; i++) {
         const pearl::axis128 w = s128.read();
         if (w.last != (i + 1 == n)) errors++;
+        if (pearl::axis_lo(w) != words[i].lo || pearl::axis_hi(w) != words[i].hi) errors++;  // bits [63:0] first
         s128.write(w);
     }
     s2mm_replay(s128, back.data(), n);
-    for (uint32_t i = 0; i < 2 * n; i++) errors += back[i] != words[i];
+    for (uint32_t i = 0; i < n; i++) errors += back[i].lo != words[i].lo || back[i].hi != words[i].hi;
 
     std::vector<int16_t> obs(n), out(n, 0);
     for (uint32_t i = 0; i < n; i++) obs[i] = int16_t(i * 977 - 16000);

@@ -157,6 +157,7 @@ void forward_batch(const Model& model, const int16_t* x, int batch, int16_t* y, 
     const int m = model.layer[model.n_layers - 1].m_out;
 FORWARD_BATCH:
     for (int b = 0; b < batch; ++b) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_BATCH
         int32_t best = forward_core(model.n_layers, model.layer, model.weight, model.bias, x + std::size_t(b) * n0,
                                     y + std::size_t(b) * m);
         if (argmax) argmax[b] = best;
@@ -176,6 +177,8 @@ void mlp_top(pearl::stream<pearl::axis16>& s_axis_in, pearl::stream<pearl::axis1
 #pragma HLS INTERFACE s_axilite port = max_layers offset = 0x30 bundle = control
 #pragma HLS INTERFACE s_axilite port = error offset = 0x38 bundle = control
 #pragma HLS INTERFACE s_axilite port = return bundle = control
+// Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
+#pragma HLS INTERFACE ap_ctrl_hs port = return
     // On-chip weights, kept between calls. Separate statics rather than one struct so that each
     // array's partition pragma sits in the scope that declares it (what Vitis requires).
     static int n_layers = 0;  // 0: nothing loaded

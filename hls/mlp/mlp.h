@@ -50,17 +50,14 @@
 #pragma GCC diagnostic ignored "-Wunused-label"  // loop labels name loops for HLS directives and reports
 #endif
 
-// Synthesis parameters (override with -D). The cpu extension holds 512-wide layers so that the
-// rl-zoo DDPG actor (400x300) fits; boards default to 256 (SPEC.md).
+// Synthesis parameters (override with -D). The same defaults for every compiler, so that the C
+// simulation checks what Vitis HLS builds; the cpu extension is built with -DMLP_MAX_WIDTH=512
+// (setup.py) so that the rl-zoo DDPG actor (400x300) fits; boards default to 256 (SPEC.md).
 #ifndef MLP_MAX_LAYERS
 #define MLP_MAX_LAYERS 4
 #endif
 #ifndef MLP_MAX_WIDTH
-#ifdef __SYNTHESIS__
 #define MLP_MAX_WIDTH 256
-#else
-#define MLP_MAX_WIDTH 512
-#endif
 #endif
 #ifndef MLP_LANES
 #define MLP_LANES 16

@@ -47,16 +47,19 @@ void sample_k(const TreeShape& shape, const uint64_t* const* sums, const uint32_
               const uint64_t* targets, uint32_t n, uint32_t* node, uint32_t* out_words, uint64_t* rem) {
 SAMPLE_INIT:
     for (uint32_t b = 0; b < n; b++) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_BATCH
         rem[b] = targets[b];
         node[b] = 0;
     }
     // Internal levels: children are u64 sums. One level for the whole batch at a time.
 SAMPLE_LEVELS:
     for (uint32_t d = 0; d + 1 < shape.depth; d++) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_DEPTH
         const uint64_t* child = sums[d + 1];
         const bool next_is_leaf = d + 2 == shape.depth;
     SAMPLE_BATCH:
         for (uint32_t b = 0; b < n; b++) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_BATCH
 #pragma HLS PIPELINE II = 1
             const uint32_t base = node[b] * K;
             const uint32_t chosen = base + choose_child<K>(child + base, rem[b]);
@@ -73,6 +76,7 @@ SAMPLE_LEVELS:
     // Leaf level: u32 words.
 SAMPLE_LEAVES:
     for (uint32_t b = 0; b < n; b++) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_BATCH
 #pragma HLS PIPELINE II = 1
         const uint32_t base = node[b] * K;
         const uint32_t leaf = base + choose_child<K>(leaves + base, rem[b]);
@@ -86,11 +90,14 @@ SAMPLE_LEAVES:
 void tree_clear(const TreeShape& shape, uint64_t* const* sums, uint32_t* leaves) {
 CLEAR_LEVELS:
     for (uint32_t d = 0; d < shape.depth; d++) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_DEPTH
     CLEAR_SUMS:
         for (uint32_t i = 0; i < shape.level_size[d]; i++) sums[d][i] = 0;
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_CAPACITY
     }
 CLEAR_LEAVES:
     for (uint32_t i = 0; i < shape.level_size[shape.depth]; i++) leaves[i] = 0;
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_CAPACITY
 }
 
 void tree_update(const TreeShape& shape, uint64_t* const* sums, uint32_t* leaves, const uint32_t* idx,
@@ -99,6 +106,7 @@ void tree_update(const TreeShape& shape, uint64_t* const* sums, uint32_t* leaves
     // so its delta is relative to it and the last write wins.
 UPDATE_LEAVES:
     for (uint32_t b = 0; b < n; b++) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_BATCH
         if (b + 8 < n && idx[b + 8] < shape.capacity) REPLAY_PREFETCH(leaves + idx[b + 8]);
         const uint32_t i = idx[b];
         if (i >= shape.capacity) {  // never sent by the host; dropped so padding stays 0
@@ -116,6 +124,7 @@ UPDATE_LEVELS:
         const uint32_t shift = shape.log2_fanout * (shape.depth - level);
     UPDATE_BATCH:
         for (uint32_t b = 0; b < n; b++) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_BATCH
             if (idx[b] < shape.capacity) update_lane(sum[idx[b] >> shift], 0, delta[b]);
         }
     }
@@ -322,6 +331,8 @@ void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::
 #pragma HLS INTERFACE mode = s_axilite port = fanout offset = 0x20 bundle = control
 #pragma HLS INTERFACE mode = s_axilite port = total offset = 0x28 bundle = control
 #pragma HLS INTERFACE mode = s_axilite port = return bundle = control
+// Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
+#pragma HLS INTERFACE mode = ap_ctrl_hs port = return
     uint32_t c = 0;
     // A CLEAR ends the pipelined run (the pipeline drains), clears every level, and the run resumes.
 SEGMENTS:
@@ -329,6 +340,7 @@ SEGMENTS:
         bool clear = false;
     COMMANDS:
         for (; c < n_cmds && !clear; c++) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_BATCH
 #pragma HLS PIPELINE II = 1
             const pearl::axis128 cmd = s_axis_cmd.read();
             const uint64_t cmd_hi = pearl::axis_hi(cmd);

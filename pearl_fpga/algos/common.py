@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pearl_fpga.algos import torch_ops
+
 
 def mlp(n_in: int, hidden: Sequence[int], n_out: int, tanh_head: bool = False) -> nn.Sequential:
     """Linear/ReLU stack (the MLP kernel's shape): n_in -> hidden... -> n_out, optional Tanh last."""
@@ -85,8 +87,8 @@ def forward(layers: Sequence[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor
 def clip_grad_norm(grads: Sequence[torch.Tensor], max_norm: float) -> None:
     """Scale `grads` in place as torch.nn.utils.clip_grad_norm_ does (total L2 norm, coefficient
     max_norm / (norm + 1e-6) clamped at 1), with a foreach norm over the list and no host sync."""
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+    total = torch.linalg.vector_norm(torch.stack(torch_ops.foreach_norm(grads)))
+    torch_ops.foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
 
 
 class LeanAdam:
@@ -128,10 +130,9 @@ class LeanAdam:
         exp_avgs, exp_avg_sqs, steps = self._state_lists()
         group = self.optimizer.param_groups[0]
         beta1, beta2 = group["betas"]
-        torch._foreach_add_(steps, 1)
-        torch._fused_adam_(self.params, list(grads), exp_avgs, exp_avg_sqs, [], steps, amsgrad=False,
-                           lr=group["lr"], beta1=beta1, beta2=beta2, weight_decay=group["weight_decay"],
-                           eps=group["eps"], maximize=False, grad_scale=None, found_inf=None)
+        torch_ops.foreach_add_(steps, 1)
+        torch_ops.adam_(self.params, grads, exp_avgs, exp_avg_sqs, steps, lr=group["lr"], beta1=beta1, beta2=beta2,
+                        weight_decay=group["weight_decay"], eps=group["eps"])
 
     def native_step(self, native: object, grads: Sequence[np.ndarray], max_grad_norm: float) -> float:
         """Clip `grads` (numpy, in place; max_grad_norm <= 0 skips it) and take one Adam step with the

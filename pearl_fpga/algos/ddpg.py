@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import Batch, LeanAdam, forward, linear_layers, mlp, optimizer_state_to_device
 
 
@@ -75,7 +76,7 @@ class DDPG:
             self.critic_adam.step(critic_grads)
             self.actor_adam.step(self._actor_grads(batch))
         with torch.no_grad():
-            torch._foreach_lerp_(self._targets, self._online, self.config.tau)
+            torch_ops.foreach_lerp_(self._targets, self._online, self.config.tau)
         self.updates += 1
         return critic_loss, td
 

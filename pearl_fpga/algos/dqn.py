@@ -20,8 +20,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import Batch, LeanAdam, clip_grad_norm, forward, linear_layers, mlp, optimizer_state_to_device
-from pearl_fpga.algos.fused import FusedDQNStep, native_learner
+from pearl_fpga.algos.fused import DQNStepSettings, FusedDQNStep, native_learner
 from pearl_fpga.errors import BackendUnavailable
 
 
@@ -39,7 +40,6 @@ class DQN:
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.adam = LeanAdam(self.q.parameters(), lr=config.learning_rate)
         self.optimizer = self.adam.optimizer
-        self._params = self.adam.params
         self._layers = linear_layers(self.q)
         self._target_layers = linear_layers(self.q_target)
         self.gamma = float(config.gamma)
@@ -49,7 +49,10 @@ class DQN:
         if fused and native is None:
             raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
                                      "rebuild the package (make native) or pass fused=False")
-        self._fused = FusedDQNStep(self, native) if native is not None else None
+        settings = DQNStepSettings(gamma=self.gamma, double_q=bool(config.double_q),
+                                   max_grad_norm=float(config.max_grad_norm))
+        self._fused = (FusedDQNStep(self._layers, self._target_layers, self.adam, settings, native)
+                       if native is not None else None)
 
     @property
     def policy_module(self) -> nn.Sequential:
@@ -116,9 +119,9 @@ class DQN:
             target = list(self.q_target.parameters())
             online = list(self.q.parameters())
             if tau >= 1.0:
-                torch._foreach_copy_(target, online)
+                torch_ops.foreach_copy_(target, online)
             else:
-                torch._foreach_lerp_(target, online, tau)
+                torch_ops.foreach_lerp_(target, online, tau)
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, optimizer and update counter."""

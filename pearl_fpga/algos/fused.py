@@ -15,15 +15,12 @@ sums are in a different order, so the two paths agree to float rounding, not bit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-from pearl_fpga.algos.common import Batch
-
-if TYPE_CHECKING:
-    from pearl_fpga.algos.dqn import DQN
+from pearl_fpga.algos.common import Batch, LeanAdam
 
 THIN = 16
 """Layers with a side (inputs or outputs) at most this wide run as native loops instead of MKL GEMMs."""
@@ -62,25 +59,38 @@ class _Buffers:
     np_q_next_target: np.ndarray
 
 
-class FusedDQNStep:
-    """One DQN gradient step of `algo` (a CPU DQN; double or vanilla target), the torch path's result to rounding."""
+@dataclass(frozen=True)
+class DQNStepSettings:
+    """The hyper-parameters one fused DQN step reads."""
 
-    def __init__(self, algo: DQN, native: Any) -> None:
-        self.algo = algo
+    gamma: float
+    double_q: bool
+    max_grad_norm: float  # 0 = no clipping
+
+
+class FusedDQNStep:
+    """One DQN gradient step on the given networks (double or vanilla target), the torch path's result
+    to rounding. Its inputs are explicit: the online and target layers as (weight, bias) pairs, the
+    LeanAdam over the online parameters (in layer order), and the step's settings."""
+
+    def __init__(self, online: list[tuple[torch.Tensor, torch.Tensor]], target: list[tuple[torch.Tensor, torch.Tensor]],
+                 adam: LeanAdam, settings: DQNStepSettings, native: Any) -> None:
+        self.settings = settings
+        self.adam = adam
         self.native = native
         # views of the live parameters, made once (detached: no autograd): torch W^T for the GEMMs,
         # numpy for the native thin-layer loops
-        self._online = [(w.detach().t(), b.detach()) for w, b in algo._layers]
-        self._online_w = [w.detach() for w, _ in algo._layers]
-        self._target = [(w.detach().t(), b.detach()) for w, b in algo._target_layers]
-        self._online_np = [(w.detach().numpy(), b.detach().numpy()) for w, b in algo._layers]
-        self._target_np = [(w.detach().numpy(), b.detach().numpy()) for w, b in algo._target_layers]
+        self._online = [(w.detach().t(), b.detach()) for w, b in online]
+        self._online_w = [w.detach() for w, _ in online]
+        self._target = [(w.detach().t(), b.detach()) for w, b in target]
+        self._online_np = [(w.detach().numpy(), b.detach().numpy()) for w, b in online]
+        self._target_np = [(w.detach().numpy(), b.detach().numpy()) for w, b in target]
         # thin layers (a side <= THIN: the input and output layers) run native, the others in torch
-        self._thin = [min(w.shape) <= THIN for w, _ in algo._layers]
+        self._thin = [min(w.shape) <= THIN for w, _ in online]
         self._buffers: dict[int, _Buffers] = {}
 
     def _make_buffers(self, batch_size: int, obs_dim: int) -> _Buffers:
-        double_q = self.algo.config.double_q
+        double_q = self.settings.double_q
         rows = 2 * batch_size if double_q else batch_size
         widths = [w.shape[1] for w, _ in self._online]
         x = torch.empty(rows, obs_dim)
@@ -88,7 +98,7 @@ class FusedDQNStep:
         target = [torch.empty(batch_size, n) for n in widths]
         d_out = torch.empty(batch_size, widths[-1])
         d_hidden = [torch.empty(batch_size, n) for n in widths[:-1]]
-        grads = [torch.empty_like(p) for p in self.algo.adam.params]
+        grads = [torch.empty_like(p) for p in self.adam.params]
         abs_td = torch.empty(batch_size)
         q_all = online[-1].numpy()
         return _Buffers(
@@ -102,7 +112,7 @@ class FusedDQNStep:
 
     def __call__(self, batch: Batch) -> tuple[float, torch.Tensor]:
         """One gradient step; returns (loss, |TD error| per sample)."""
-        algo, native = self.algo, self.native
+        settings, native = self.settings, self.native
         n = len(batch.reward)
         buf = self._buffers.get(n)
         if buf is None or buf.x.shape[1] != batch.obs.shape[1]:
@@ -110,13 +120,13 @@ class FusedDQNStep:
         last = len(self._online) - 1
         with torch.no_grad():
             # forward passes: online on [obs; next_obs] in one GEMM per layer, target on next_obs
-            torch.cat((batch.obs, batch.next_obs) if algo.config.double_q else (batch.obs,), out=buf.x)
+            torch.cat((batch.obs, batch.next_obs) if settings.double_q else (batch.obs,), out=buf.x)
             self._forward(self._online, self._online_np, buf.x, buf.online, buf.np_online)
             self._forward(self._target, self._target_np, batch.next_obs, buf.target, buf.np_target)
             weights = None if batch.weights is None else batch.weights.numpy()
             loss = native.dqn_loss_grad(buf.np_q, buf.np_q_next_online, buf.np_q_next_target,
                                         batch.action.numpy().reshape(-1), batch.reward.numpy(), batch.done.numpy(),
-                                        weights, algo.gamma, algo.config.double_q, buf.np_d_out, buf.np_abs_td)
+                                        weights, settings.gamma, settings.double_q, buf.np_d_out, buf.np_abs_td)
             # backward pass: per layer dW = d^T a_in, db = column sums of d, d <- (d W) * (a_in > 0)
             d, np_d = buf.d_out, buf.np_d_out
             for i in range(last, -1, -1):
@@ -134,7 +144,7 @@ class FusedDQNStep:
                         torch.mm(d, self._online_w[i], out=buf.d_hidden[i - 1])
                         native.relu_backward(buf.np_d_hidden[i - 1], buf.np_hidden_in[i - 1])
                     d, np_d = buf.d_hidden[i - 1], buf.np_d_hidden[i - 1]
-            algo.adam.native_step(native, buf.np_grads, algo.config.max_grad_norm)
+            self.adam.native_step(native, buf.np_grads, settings.max_grad_norm)
         return loss, buf.abs_td.clone()
 
     def _forward(self, layers: list[tuple[torch.Tensor, torch.Tensor]], layers_np: list[tuple[np.ndarray, np.ndarray]],

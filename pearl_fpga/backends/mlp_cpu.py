@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pearl_fpga.backends.mlp_base import check_layers
+from pearl_fpga.spec.mlp import check_layers
 from pearl_fpga.errors import BackendUnavailable
-from pearl_fpga.kernels.mlp_format import QuantizedLayer, encode_load_stream
+from pearl_fpga.spec.mlp import QuantizedLayer, encode_load_stream
 
 
 def native_module():

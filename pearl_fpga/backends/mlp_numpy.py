@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pearl_fpga.backends.mlp_base import check_layers, check_observations
-from pearl_fpga.kernels.mlp_format import (
+from pearl_fpga.spec.mlp import check_layers, check_observations
+from pearl_fpga.spec.mlp import (
     CPU_MAX_WIDTH,
     HEAD_TANH,
     INT16_MAX,

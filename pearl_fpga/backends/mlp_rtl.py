@@ -7,7 +7,7 @@ INFER batches. `last_cycles` holds the clock cycles of the last call (ap_start t
 the planner's FPGA model uses.
 
 The tanh table of the RTL is read with $readmemh from a file this module writes from
-`pearl_fpga.kernels.mlp_format.tanh_table()` (see `write_tanh_memh`), so every implementation uses
+`pearl_fpga.spec.mlp.tanh_table()` (see `write_tanh_memh`), so every implementation uses
 the table of the one formula in hls/mlp/SPEC.md.
 """
 
@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pearl_fpga.backends.mlp_base import check_layers, check_observations
+from pearl_fpga.data import data_path
+from pearl_fpga.spec.mlp import check_layers, check_observations
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
-from pearl_fpga.kernels.mlp_format import (
+from pearl_fpga.spec.mlp import (
     HEAD_RAW,
     MAX_BATCH,
     MAX_LAYERS,
@@ -40,7 +41,7 @@ from pearl_fpga.kernels.mlp_format import (
 )
 from pearl_fpga.sim.verilator import cache_dir, kernel_rtl, load_library
 
-RTL_DIR = Path(__file__).resolve().parents[2] / "hls" / "mlp" / "rtl"
+RTL_DIR = data_path("hls", "mlp", "rtl")
 TANH_MEMH_NAME = "mlp_tanh.memh"
 
 _OK, _TIMEOUT, _PROTOCOL = 0, -1, -2
@@ -117,7 +118,7 @@ def infer_cycle_target(layers: Sequence[QuantizedLayer], lanes: int) -> float:
 
 class MLPRTLBackend:
     """The MLP kernel on the cycle-accurate reference RTL (`lanes` MAC lanes), an MLPBackend
-    (pearl_fpga.backends.mlp_base).
+    (pearl_fpga.spec.mlp).
 
     `load(layers, head)` streams the network in (SPEC.md LOAD), `infer(x_q)` runs one INFER call and
     returns (outputs int16 (B, m), argmax int64 (B,) for a RAW head else None). `last_cycles` is the

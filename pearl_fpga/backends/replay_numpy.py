@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pearl_fpga.kernels.replay_format import tree_depth
+from pearl_fpga.spec.replay import tree_depth
 
 
 class ReplayNumpyBackend:

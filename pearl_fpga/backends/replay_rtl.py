@@ -13,12 +13,12 @@ samples and totals always come from the RTL.
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 
+from pearl_fpga.data import data_path
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
-from pearl_fpga.kernels.replay_format import (
+from pearl_fpga.spec.replay import (
     FANOUTS,
     MAX_CAPACITY,
     OP_CLEAR,
@@ -33,7 +33,7 @@ from pearl_fpga.kernels.replay_format import (
 )
 from pearl_fpga.sim.verilator import kernel_rtl, load_library
 
-RTL_DIR = Path(__file__).resolve().parents[2] / "hls" / "replay" / "rtl"
+RTL_DIR = data_path("hls", "replay", "rtl")
 
 _OK, _TIMEOUT, _TOO_MANY = 0, 1, 2
 

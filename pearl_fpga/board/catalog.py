@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pearl_fpga.data import data_path
 from pearl_fpga.errors import PearlError
 
 SCHEMA_VERSION = 1
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_CATALOG = REPO / "bitstreams" / "catalog.json"
+DEFAULT_CATALOG = data_path("bitstreams", "catalog.json")
 
 KINDS = ("zynq", "alveo")
 LINK_KINDS = {"zynq": "axi-hp", "alveo": "pcie"}

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pearl_fpga.data import work_root
 from pearl_fpga.errors import ManifestError
 
 SCHEMA_VERSION = 1
@@ -294,7 +295,7 @@ def git_revision(repo: Path | None = None) -> str:
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty", "--abbrev=12"],
-            cwd=repo or Path(__file__).resolve().parents[2],
+            cwd=repo or work_root(),
             capture_output=True,
             text=True,
             timeout=10,

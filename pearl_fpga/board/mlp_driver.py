@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pearl_fpga.backends.mlp_base import check_observations
+from pearl_fpga.spec.mlp import check_observations
 from pearl_fpga.board.driver import KernelDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
 from pearl_fpga.board.transport import Transport, words_to_bytes
 from pearl_fpga.errors import PearlError
-from pearl_fpga.kernels import mlp_format as fmt
+from pearl_fpga.spec import mlp as fmt
 
 KERNEL = "mlp"
 INTERFACE_VERSION = INTERFACE_VERSIONS[KERNEL]

@@ -20,11 +20,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pearl_fpga.data import data_path
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS, MANIFEST_NAME, KernelEntry, Manifest, load_manifest
 from pearl_fpga.board.transport import Transport
 from pearl_fpga.errors import BackendUnavailable, ManifestError
 
-REPO = Path(__file__).resolve().parents[2]
 BACKEND_KIND = {"pynq": "zynq", "xrt": "alveo"}
 # Stream word sizes (input, output) in bytes of each kernel (SPEC.md).
 WORD_BYTES = {"replay": (16, 16), "mlp": (2, 2)}
@@ -35,7 +35,7 @@ _loaded: dict[Path, Any] = {}  # bitstream folder -> pynq Overlay or XrtDevice, 
 
 
 def bitstreams_root() -> Path:
-    return Path(os.environ.get("PEARL_FPGA_BITSTREAMS") or REPO / "bitstreams")
+    return Path(os.environ.get("PEARL_FPGA_BITSTREAMS") or data_path("bitstreams"))
 
 
 def find_bitstream_dir(backend: str, board: str | None = None) -> Path:

@@ -15,7 +15,7 @@ from pearl_fpga.board.driver import KernelDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
 from pearl_fpga.board.transport import Transport, words_to_bytes
 from pearl_fpga.errors import PearlError
-from pearl_fpga.kernels import replay_format as fmt
+from pearl_fpga.spec import replay as fmt
 
 KERNEL = "replay"
 INTERFACE_VERSION = INTERFACE_VERSIONS[KERNEL]
@@ -50,7 +50,7 @@ class ReplayDriver(KernelDriver):
         return self.fanout in fmt.FANOUTS and 1 <= self.capacity <= fmt.MAX_CAPACITY
 
     def run(self, commands: np.ndarray, n_responses: int, n_cmds: int | None = None) -> np.ndarray:
-        """Send `commands` ((N, 2) uint64 words from replay_format.encode_commands) in one ap_start call
+        """Send `commands` ((N, 2) uint64 words from spec.replay.encode_commands) in one ap_start call
         and return the (n_responses, 2) uint64 response words.
 
         `n_cmds` (default N) is what the n_cmds register is told; it differs from N only to test the
@@ -115,7 +115,7 @@ class ReplayBoardBackend:
         if idx.ndim != 1 or w.shape != idx.shape:
             raise ValueError(f"indices and words must be 1-D of the same length, got {idx.shape} and {w.shape}")
         if w.dtype != np.uint32:
-            raise TypeError(f"priority words must be uint32 (replay_format.priorities_to_fixed), got {w.dtype}")
+            raise TypeError(f"priority words must be uint32 (spec.replay.priorities_to_fixed), got {w.dtype}")
         if idx.size and (idx.min() < 0 or idx.max() >= self.capacity):
             bad = int(idx[(idx < 0) | (idx >= self.capacity)][0])
             raise IndexError(f"leaf index {bad} out of range [0, {self.capacity})")
@@ -135,7 +135,7 @@ class ReplayBoardBackend:
             raise TypeError(f"targets must be a 1-D uint64 array, got {tg.dtype} {tg.shape}")
         total = self.total()
         if tg.size and int(tg.max()) >= total:
-            raise ValueError(f"target {int(tg.max())} is not below the tree total {total} (replay_format.stratified_targets draws valid ones)")
+            raise ValueError(f"target {int(tg.max())} is not below the tree total {total} (spec.replay.stratified_targets draws valid ones)")
         out_idx = np.empty(len(tg), dtype=np.int64)
         out_words = np.empty(len(tg), dtype=np.uint32)
         cycles = 0

@@ -23,10 +23,10 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
+from pearl_fpga.data import data_path
 from pearl_fpga.board.catalog import BoardSpec, get_board
 from pearl_fpga.errors import BackendUnavailable, PearlError
 
-REPO = Path(__file__).resolve().parents[2]
 # kernel -> (top module, RTL folder, RTL parameter -> catalog kernel parameter)
 KERNELS: dict[str, tuple[str, str, dict[str, str]]] = {
     "replay": ("replay_top", "hls/replay/rtl", {"CAPACITY": "capacity", "FANOUT": "fanout"}),
@@ -58,7 +58,7 @@ def stage_sources(kernel: str, workdir: Path) -> tuple[list[str], str]:
     from pearl_fpga.sim.verilator import kernel_rtl
 
     _, folder, _ = KERNELS[kernel]
-    sources = kernel_rtl(kernel) if (REPO / folder).is_dir() else []
+    sources = kernel_rtl(kernel) if data_path(folder).is_dir() else []
     if not sources:
         raise PearlError(f"no reference RTL in {folder} to estimate")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -66,7 +66,7 @@ def stage_sources(kernel: str, workdir: Path) -> tuple[list[str], str]:
         shutil.copyfile(src, workdir / src.name)
     extra = ""
     if kernel == "mlp":
-        from pearl_fpga.kernels.mlp_format import tanh_table
+        from pearl_fpga.spec.mlp import tanh_table
 
         # the tanh table, in the format the rtl backend writes (generated, never committed)
         (workdir / "mlp_tanh.memh").write_text("".join(f"{int(v) & 0xFFFF:04x}\n" for v in tanh_table()))

@@ -103,14 +103,15 @@ def measure(algo: str, rounds: int, seconds: float) -> dict[str, Any]:
     """Median seconds per step at each thread count and adaptive, over interleaved rounds."""
     import torch
 
-    from pearl_fpga.runtime.threads import AdaptiveThreads, available_cores, thread_candidates
+    from pearl_fpga.runtime.threads import AdaptiveThreads, available_cores, learner_callers, thread_candidates
 
     old = torch.get_num_threads()
     learner, batch = _learner(algo)
     counts = thread_candidates(available_cores())
     per_round: dict[str, list[float]] = {str(n): [] for n in counts}
     per_round["auto"] = []
-    controller = AdaptiveThreads()
+    callers = learner_callers(learner.config)
+    controller = AdaptiveThreads(callers=callers)
     try:
         for _ in range(3):
             learner.learn(batch)  # buffers, first-call dispatch
@@ -134,8 +135,7 @@ def measure(algo: str, rounds: int, seconds: float) -> dict[str, Any]:
         "rounds_s": per_round,
         "auto_choice": controller.choice.describe(),
         "auto_threads": controller.choice.current,
-        # DDPG's concurrent update runs two callers, each with the intra-op threads
-        "callers": 2 if getattr(learner.config, "concurrent_updates", False) and algo == "ddpg" else 1,
+        "callers": callers,  # DDPG's concurrent update: two callers, each with the intra-op threads
     }
 
 

@@ -68,7 +68,7 @@ def _rtl_row(policy_layers: Any, widths: tuple[int, ...]) -> dict[str, Any]:
     """Cycles of the rtl backend for one network, or the reason it cannot run here."""
     from pearl_fpga.errors import PearlError
     from pearl_fpga.kernels.mlp import make_backend
-    from pearl_fpga.kernels.mlp_format import HEAD_RAW
+    from pearl_fpga.spec.mlp import HEAD_RAW
 
     macs = sum(a * b for a, b in zip(widths[:-1], widths[1:]))
     try:

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+from pearl_fpga.commands.config_args import add_config_options, build_config
 
 HELP = "predicted vs measured env steps/s of the CPU-only placements, and the planner's choice vs the default"
 TARGET_ERROR = 0.25
@@ -40,6 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "run, so that prediction and run see the same load on a shared machine)")
     parser.add_argument("--seed", type=int, default=0)
     add_json_option(parser)
+    add_config_options(parser)
     parser.add_argument("--plot", default=None, metavar="PNG",
                         help="also draw predicted against measured env steps/s, with the 25%% band, to PNG")
 
@@ -49,8 +51,8 @@ def bench_config(args: argparse.Namespace) -> Any:
 
     base = TrainConfig.preset(args.algo, args.env)
     starts = args.learning_starts if args.learning_starts is not None else min(base.learning_starts, args.steps // 4)
-    return TrainConfig.preset(args.algo, args.env, total_steps=args.steps, learning_starts=starts, eval_freq=0,
-                              per=bool(args.per))
+    return build_config(args, args.algo, args.env, total_steps=args.steps, learning_starts=starts, eval_freq=0,
+                        per=bool(args.per))
 
 
 def measure(config: Any, placement: str, workers: int, steps: int, seed: int) -> dict[str, Any]:
@@ -87,9 +89,12 @@ def run(args: argparse.Namespace) -> int:
 
     from pearl_fpga.errors import PearlError
     from pearl_fpga.planner import choose_placement
-    from pearl_fpga.planner.model import ROLES, predict
+    from pearl_fpga.planner.model import predict
+    from pearl_fpga.runtime.vocabulary import ROLES
     from pearl_fpga.planner.plan import build_tables
-    from pearl_fpga.planner.profile import Sizes, fit_line, load_factor, profile_host, worker_pool_costs
+    from pearl_fpga.planner.host_bench import Sizes, load_factor, profile_host
+    from pearl_fpga.planner.profile import fit_line
+    from pearl_fpga.planner.worker_bench import worker_pool_costs
     from pearl_fpga.runtime.placement import default_placement
 
     if args.steps < 200:

@@ -282,7 +282,7 @@ def _print_table(report: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pearl_fpga.kernels.replay_format import MAX_BATCH, MAX_CAPACITY
+    from pearl_fpga.spec.replay import MAX_BATCH, MAX_CAPACITY
 
     unknown = {b.strip() for b in args.baselines.split(",") if b.strip()} - {"cpprb", "torchrl"}
     if not 1 <= args.capacity <= MAX_CAPACITY or not 1 <= args.batch <= MAX_BATCH or args.obs_dim < 1 or args.repeats < 1:

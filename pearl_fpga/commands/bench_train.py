@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.commands.bench_meta import LoadProbe, with_metadata
+from pearl_fpga.commands.config_args import add_config_options, build_config
 
 HELP = "training throughput (env steps/s, updates/s) and final return vs Stable-Baselines3 at equal settings"
 DEFAULT_STEPS = {"dqn": 20_000, "ddpg": 20_000}
@@ -55,6 +56,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 baseline")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                         help="write the JSON record (metadata and figures) to PATH, or print it ('-' or no PATH)")
+    add_config_options(parser)
     parser.add_argument("--plot", default=None, metavar="PNG",
                         help="also draw env steps/s per library and seed, and where pearl_fpga's time goes, to PNG")
 
@@ -76,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from rich.console import Console
 
-    from pearl_fpga.config import TrainConfig
 
     default_threads = torch.get_num_threads()  # torch's own default (one per core), before anything sets it
     console = Console(stderr=args.json == "-", width=None if sys.stdout.isatty() else 150)
@@ -91,8 +92,12 @@ def run(args: argparse.Namespace) -> int:
     extra = {"double_q": bool(args.double_q)} if args.algo == "dqn" else {}
     if not args.keep_best:
         extra["eval_freq"] = 0
-    config = TrainConfig.preset(args.algo, args.env, total_steps=steps, workers=args.workers,
-                                learner_threads=args.threads, **extra)
+    try:
+        config = build_config(args, args.algo, args.env, total_steps=steps, workers=args.workers,
+                              learner_threads=args.threads, **extra)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return 2
     results: dict[str, Any] = {"algo": args.algo, "env_id": config.env_id, "steps": steps,
                                "pearl_threads": "auto" if args.threads == 0 else args.threads,
                                "sb3_threads": sb3_settings, "keep_best": bool(args.keep_best),

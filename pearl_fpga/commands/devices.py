@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 
-HELP = "list the CPU, CUDA GPUs, FPGA boards and emulated (fpga-sim) boards, with the reason for any absent kind"
+HELP = "list the CPU, CUDA GPUs, FPGA boards and emulated (fpga-emu) boards, with the reason for any absent kind"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--board", help="list only this catalog board as fpga-sim (default: every catalog board)")
+    parser.add_argument("--board", help="list only this catalog board as fpga-emu (default: every catalog board)")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of a table")
 
 
@@ -36,5 +36,5 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     console.print(table)
     console.print(f"CPU power: {'RAPL is readable (measured)' if rapl else 'no readable RAPL: nominal figures'}; "
-                  "fpga-sim times are modelled from cycle counts and the board catalog.")
+                  "fpga-emu times are modelled from cycle counts and the board catalog.")
     return 0

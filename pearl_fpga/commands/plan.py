@@ -6,22 +6,21 @@ import argparse
 import json
 import sys
 
+from pearl_fpga.commands.config_args import add_config_options, build_config
+
 HELP = "predict time per task per device and choose the placement and actor-worker count for an objective"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algo", default="dqn", choices=("dqn", "ddpg"), help="algorithm (default dqn)")
     parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg)")
-    parser.add_argument("--config", help="TrainConfig JSON whose fields override the algorithm's preset")
     parser.add_argument("--per", action="store_true", help="plan with prioritized replay (the replay kernel)")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
-                        help="override one TrainConfig field, e.g. --set net_arch=[64,64] --set batch_size=32")
     parser.add_argument("--objective", default="throughput", choices=("throughput", "efficiency"),
                         help="maximize env steps/s, or env steps per joule (default throughput)")
-    parser.add_argument("--devices", help="targets to consider, e.g. cpu,cpu-kernel,fpga-sim:pynq-z2 "
+    parser.add_argument("--devices", help="targets to consider, e.g. cpu,cpu-kernel,fpga-emu:pynq-z2 "
                         "(default: the devices this machine has)")
-    parser.add_argument("--board", help="catalog board modelled by fpga-sim (adds fpga-sim to the default devices)")
-    parser.add_argument("--constraints", help='e.g. "act=fpga-sim", "!cuda", "workers=2" (comma-separated)')
+    parser.add_argument("--board", help="catalog board modelled by fpga-emu (adds fpga-emu to the default devices)")
+    parser.add_argument("--constraints", help='e.g. "act=fpga-emu", "!cuda", "workers=2" (comma-separated)')
     parser.add_argument("--max-workers", type=int, help="most actor workers to consider (default: max(2, cores))")
     parser.add_argument("--cycles", default="spec", choices=("spec", "rtl"),
                         help="FPGA cycle source: the kernels' SPEC.md bounds, or counts from the rtl backend (Verilator)")
@@ -33,26 +32,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny profiling sizes (seconds; noisier)")
     parser.add_argument("--reprofile", action="store_true", help="ignore the cached profile and measure again")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+    add_config_options(parser)
 
 
 def load_config(args: argparse.Namespace):
-    """The run's TrainConfig from --algo/--env/--config/--per."""
-    from pearl_fpga.config import TrainConfig
-
-    base = TrainConfig.preset(args.algo, args.env)
-    config = TrainConfig.from_json(args.config, base=base) if args.config else base
-    overrides: dict = {"per": True} if args.per else {}
-    for item in args.set:
-        field, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set {item!r}: write FIELD=VALUE, e.g. --set batch_size=32")
-        try:
-            overrides[field.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[field.strip()] = value  # a bare string such as an env id
-    if overrides:
-        config = TrainConfig.from_dict({**config.to_dict(), **overrides})
-    return config
+    """The run's TrainConfig from --algo/--env/--per/--config/--set."""
+    return build_config(args, args.algo, args.env, **({"per": True} if args.per else {}))
 
 
 def parse_watts(text: str | None) -> tuple[float, float] | None:
@@ -70,7 +55,7 @@ def parse_watts(text: str | None) -> tuple[float, float] | None:
 def run(args: argparse.Namespace) -> int:
     from pearl_fpga.errors import PearlError
     from pearl_fpga.planner import choose_placement
-    from pearl_fpga.planner.profile import Sizes
+    from pearl_fpga.planner.host_bench import Sizes
 
     try:
         config = load_config(args)

@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-HELP = ("train DQN or DDPG (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-sim), or tabular "
+from pearl_fpga.commands.config_args import add_config_options, build_config
+
+HELP = ("train DQN or DDPG (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-emu), or tabular "
         "Q-learning/SARSA (--algo qlearning --env Taxi-v4; see docs/tabular.md)")
 
 
@@ -25,9 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None, help="total env steps (default: the rl-zoo budget)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--placement", default=None,
-                        help="device per task: cpu, cpu-kernel, fpga-sim, cuda, fpga, 'act=fpga-sim,replay=cpu,learn=cpu', "
+                        help="device per task: cpu, cpu-kernel, fpga-emu, cuda, fpga, 'act=fpga-emu,replay=cpu,learn=cpu', "
                              "or auto (the planner chooses); default: the MLP kernel's C++ build for acting")
-    parser.add_argument("--config", type=Path, default=None, help="JSON file of TrainConfig fields overriding the preset")
     parser.add_argument("--workers", type=int, default=None, help="actor worker processes (0 = in-process, deterministic)")
     parser.add_argument("--per", action="store_true", help="prioritized replay on the replay kernel")
     parser.add_argument("--logdir", type=Path, default=None, help="where logs go (default runs/<algo>-<env>-s<seed>)")
@@ -38,6 +39,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="episodes of the final evaluation (default 20; tabular: the preset's)")
     parser.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard event file")
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    add_config_options(parser)
     train_tabular.add_arguments(parser)
 
 
@@ -55,18 +57,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from rich.console import Console
 
-    from pearl_fpga.config import TrainConfig
     from pearl_fpga.errors import PearlError
     from pearl_fpga.runtime.logger import RunLogger, plot_learning_curve
     from pearl_fpga.trainer import Trainer
 
     console = Console(stderr=args.json)
     try:
-        config = TrainConfig.preset(args.algo, args.env)
-        if args.config is not None:
-            config = TrainConfig.from_json(args.config, base=config)
-            if config.algo != args.algo:
-                raise ValueError(f"--config {args.config} is for algo {config.algo!r}, but --algo is {args.algo!r}")
         overrides: dict[str, Any] = {}
         if args.steps is not None:
             overrides["total_steps"] = args.steps
@@ -74,9 +70,10 @@ def run(args: argparse.Namespace) -> int:
             overrides["per"] = True
         if args.workers is not None:
             overrides["workers"] = args.workers
-        overrides["checkpoint_freq"] = args.checkpoint_freq if args.checkpoint_freq is not None else \
-            (config.checkpoint_freq or 10_000)
-        config = TrainConfig.from_dict({**config.to_dict(), **overrides})
+        config = build_config(args, args.algo, args.env, **overrides)
+        if args.checkpoint_freq is not None or not config.checkpoint_freq:
+            config = build_config(args, args.algo, args.env, **overrides,
+                                  checkpoint_freq=args.checkpoint_freq if args.checkpoint_freq is not None else 10_000)
     except ValueError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
@@ -88,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             plan = _plan(args.algo, config)
         except (ImportError, AttributeError) as exc:
             console.print(f"[red]error:[/red] --placement auto needs the planner (pearl_fpga.planner.choose_placement), "
-                          f"which is not available here ({exc}); pass an explicit placement such as fpga-sim")
+                          f"which is not available here ({exc}); pass an explicit placement such as fpga-emu")
             return 2
         placement = plan.placement
         if args.workers is None:
@@ -217,14 +214,15 @@ def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str,
 def _print_summary(console: Any, trainer: Any, measured: dict[str, float], result: Any, png: Path) -> None:
     from rich.table import Table
 
-    from pearl_fpga.runtime.timers import TASK_KEYS
+    from pearl_fpga.runtime.vocabulary import TASKS
 
-    steps = max(trainer.env_steps - trainer._run["start_steps"], 1) if hasattr(trainer, "_run") else 1
+    stats = trainer.stats()
+    steps = max(stats.env_steps_run, 1)
     table = Table(title="Where the time goes (summed over processes)", title_justify="left")
     for col in ("task", "device", "total s", "us / env step", "calls", "calls / s"):
         table.add_column(col, justify="left" if col in ("task", "device") else "right")
     per_device: dict[str, float] = {}
-    for key in (*TASK_KEYS, "eval", "checkpoint"):
+    for key in (*TASKS, "eval", "checkpoint"):
         secs = trainer.timer.seconds.get(key, 0.0)
         calls = trainer.timer.calls.get(key, 0)
         if not calls:
@@ -240,7 +238,7 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
     for device, secs in sorted(per_device.items(), key=lambda kv: -kv[1]):
         dev.add_row(device, f"{secs:.2f}")
     console.print(dev)
-    elapsed = trainer._run.get("stop", time.perf_counter()) - trainer._run["start"]
+    elapsed = stats.elapsed
     console.print(f"env steps/s {measured['env_steps_per_s']:,.0f}   gradient updates/s "
                   f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
                   f"worker restarts {trainer.worker_restarts}")

@@ -2,7 +2,7 @@
 
 Every argument is validated here, before any backend is called, so a rejected call leaves the tree
 exactly as it was. Priorities become Q16.16 words and sampling targets are drawn on the host
-(pearl_fpga.kernels.replay_format), so all backends see identical integers and return identical
+(pearl_fpga.spec.replay), so all backends see identical integers and return identical
 indices for the same seed.
 
     >>> import numpy as np
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.backends import registry
 from pearl_fpga.backends.replay_base import ReplayBackend
-from pearl_fpga.errors import BackendUnavailable
-from pearl_fpga.kernels.replay_format import (
+from pearl_fpga.spec.replay import (
     FANOUTS,
     MAX_BATCH,
     MAX_CAPACITY,
@@ -37,7 +37,6 @@ from pearl_fpga.kernels.replay_format import (
     tree_depth,
 )
 
-BACKENDS = ("auto", "cpu", "numpy", "rtl", "pynq", "xrt")
 
 try:  # C++ versions of the two host-side conversions, bit-identical (tested), faster on small batches
     from pearl_fpga import _replay_native as _native
@@ -45,8 +44,9 @@ except ImportError:
     _native = None
 
 
-def _to_fixed(priorities: np.ndarray) -> tuple[np.ndarray, int]:
-    """replay_format.priorities_to_fixed, in C++ when the extension is built."""
+def priority_words(priorities: np.ndarray) -> tuple[np.ndarray, int]:
+    """Q16.16 words of float priorities and the count that saturated: spec.replay.priorities_to_fixed,
+    in C++ when the extension is built (tests/test_replay_sampler.py checks they agree)."""
     if _native is None:
         return priorities_to_fixed(priorities)
     words, saturated, first_bad = _native.to_fixed(np.ascontiguousarray(priorities, dtype=np.float64))
@@ -56,59 +56,15 @@ def _to_fixed(priorities: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _targets(total: int, batch_size: int, rng: np.random.Generator) -> np.ndarray:
-    """replay_format.stratified_targets, with the arithmetic in C++ when the extension is built."""
+    """spec.replay.stratified_targets, with the arithmetic in C++ when the extension is built."""
     if _native is None or total <= 0:
         return stratified_targets(total, batch_size, rng)
     return _native.targets_from_uniform(rng.random(batch_size), total)
 
 
-def _import_optional(module: str, attr: str, what: str, missing_hint: str) -> Any:
-    """Import module.attr; only the absence of that very module becomes BackendUnavailable."""
-    import importlib
-
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except ModuleNotFoundError as exc:
-        parents = {module.rsplit(".", n)[0] for n in range(module.count(".") + 1)}
-        if exc.name not in parents:
-            raise
-        raise BackendUnavailable(f"the {what} backend is not available here: {missing_hint}") from exc
-
-
 def make_backend(name: str, capacity: int, fanout: int, **options: Any) -> tuple[str, ReplayBackend]:
     """(resolved name, backend instance) for backend `name` ("auto" picks cpu, else numpy)."""
-    if name == "auto":
-        try:
-            return make_backend("cpu", capacity, fanout, **options)
-        except BackendUnavailable:
-            return make_backend("numpy", capacity, fanout, **options)
-    if options and name in ("numpy", "cpu"):
-        raise TypeError(f"backend {name!r} takes no options (got {sorted(options)}); they are for rtl/pynq/xrt")
-    if name == "numpy":
-        from pearl_fpga.backends.replay_numpy import ReplayNumpyBackend
-
-        return name, ReplayNumpyBackend(capacity, fanout)
-    if name == "cpu":
-        from pearl_fpga.backends.replay_cpu import ReplayCPUBackend
-
-        return name, ReplayCPUBackend(capacity, fanout)
-    if name == "rtl":
-        cls = _import_optional(
-            "pearl_fpga.backends.replay_rtl",
-            "ReplayRTLBackend",
-            "rtl",
-            "pearl_fpga.backends.replay_rtl is not installed with this package version",
-        )
-        return name, cls(capacity, fanout, **options)
-    if name in ("pynq", "xrt"):
-        cls = _import_optional(
-            "pearl_fpga.board.replay_driver",
-            "ReplayBoardBackend",
-            name,
-            "the board driver pearl_fpga.board.replay_driver is missing from this package version",
-        )
-        return name, cls(capacity, fanout, transport=name, **options)
-    raise ValueError(f"unknown replay backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    return registry.create("replay", name, capacity, fanout, **options)
 
 
 def _as_int(value: Any, name: str) -> int:
@@ -155,8 +111,8 @@ class ReplaySampler:
             raise ValueError(f"fanout must be one of {FANOUTS}, got {fanout}")
         if not 1 <= max_batch <= MAX_BATCH:
             raise ValueError(f"max_batch must be in 1..{MAX_BATCH}, got {max_batch}")
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown replay backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        if backend not in registry.names("replay"):
+            raise ValueError(f"unknown replay backend {backend!r}; choose one of {', '.join(registry.names('replay'))}")
         if rng is not None and not isinstance(rng, np.random.Generator):
             raise TypeError("rng must be a numpy.random.Generator (np.random.default_rng(seed)) or None")
         self._capacity = capacity
@@ -214,9 +170,11 @@ class ReplaySampler:
         return fixed_to_priorities(self.leaves())
 
     # ---- validation ----------------------------------------------------------------------------
-    def _indices(self, indices: Any, what: str, limit: int | None = None, whole_batch: bool = True) -> np.ndarray:
-        """Validated uint32 indices, each < limit (default: capacity); at most max_batch of them
-        unless whole_batch is False (callers that split the work, like the replay buffer)."""
+    def check_indices(self, indices: Any, what: str = "update", limit: int | None = None,
+                      whole_batch: bool = True) -> np.ndarray:
+        """Validated uint32 copy of `indices`: integers, 1-D, each < limit (default: capacity); at most
+        max_batch of them unless whole_batch is False (callers that split the work, like the replay
+        buffer). A ValueError or TypeError names the problem otherwise."""
         limit = self._capacity if limit is None else limit
         idx = np.atleast_1d(np.asarray(indices))
         if idx.size == 0:
@@ -266,11 +224,11 @@ class ReplaySampler:
         """Set the priority of each leaf indices[b] to priorities[b], in order (the last of a repeated
         index wins). Priorities must be finite and >= 0; a positive one never rounds to 0; values
         above 65535.99998 saturate (with a warning giving the count)."""
-        idx = self._indices(indices, "update")
+        idx = self.check_indices(indices, "update")
         p = self._values(priorities, len(idx), "priorities", "iuf")
         if len(idx) == 0:
             return
-        words, saturated = _to_fixed(p)
+        words, saturated = priority_words(p)
         if saturated:
             warnings.warn(
                 f"{saturated} of {len(words)} priorities exceed the Q16.16 maximum "
@@ -281,9 +239,14 @@ class ReplaySampler:
         with self._lock:
             self._backend.update(idx, words)
 
-    def _write(self, indices: np.ndarray, words: np.ndarray) -> None:
-        """Backend update of already validated uint32 indices and words, split into max_batch
-        chunks (for the replay buffer, which validates against its own, stricter, limits)."""
+    def write_words(self, indices: np.ndarray, words: np.ndarray) -> None:
+        """Set leaves[indices[b]] := words[b] in order, for a batch of any length (split into max_batch
+        calls): `indices` from check_indices, `words` uint32 Q16.16 words of the same length (as
+        spec.replay.priorities_to_fixed makes them). For callers that validate against their own,
+        stricter limits, like the replay buffer; update() is the checked entry point."""
+        if indices.dtype != np.uint32 or words.dtype != np.uint32 or indices.shape != words.shape or indices.ndim != 1:
+            raise TypeError("write_words takes 1-D uint32 indices (from check_indices) and uint32 words of the same "
+                            f"length, got {indices.dtype} {indices.shape} and {words.dtype} {words.shape}")
         with self._lock:
             for start in range(0, len(indices), self.max_batch):
                 end = start + self.max_batch
@@ -291,7 +254,7 @@ class ReplaySampler:
 
     def update_fixed(self, indices: Any, words: Any) -> None:
         """Set leaf words directly (Q16.16 integers in 0..2^32-1), in order."""
-        idx = self._indices(indices, "update")
+        idx = self.check_indices(indices, "update")
         w = self._values(words, len(idx), "words", "iu")
         if len(idx) == 0:
             return

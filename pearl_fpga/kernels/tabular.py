@@ -19,104 +19,39 @@ n calls of one transition each.
 
 from __future__ import annotations
 
-import importlib
 import operator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from pearl_fpga.backends import registry
 from pearl_fpga.errors import BackendUnavailable
+from pearl_fpga.spec.tabular import (
+    MAX_ENTRIES,
+    ONE,
+    alpha_word,
+    gamma_word,
+    merge_partitions,
+    reward_word,
+    reward_words,
+)
 
-BACKENDS = ("auto", "cpu", "numpy", "rtl", "pynq", "xrt")
 ALGOS = ("q", "sarsa")
-ONE = 1 << 16  # Q16.16 / 16 fractional bits
-MAX_ENTRIES = 1 << 24  # n_states * n_actions; a bound on host memory, the board's is in the catalog
-_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-
-# backend name -> (module, class, hint when missing)
-_BACKEND_CLASSES = {
-    "numpy": ("pearl_fpga.backends.tabular_numpy", "TabularNumpyBackend", ""),
-    "cpu": ("pearl_fpga.backends.tabular_cpu", "TabularCPUBackend",
-            "build the native extension with `make native`, or use backend='numpy'"),
-    "rtl": ("pearl_fpga.backends.tabular_rtl", "TabularRTLBackend",
-            "the rtl tabular backend is not part of this package version; use backend='numpy' or 'cpu'"),
-    "pynq": ("pearl_fpga.board.tabular_driver", "TabularBoardBackend",
-             "the tabular board driver is not part of this package version"),
-    "xrt": ("pearl_fpga.board.tabular_driver", "TabularBoardBackend",
-            "the tabular board driver is not part of this package version"),
-}
-
-
-def to_word(x: float, name: str, lo: int, hi: int, what: str) -> int:
-    """floor(x * 65536 + 0.5) as an int in [lo, hi], else a ValueError naming the range."""
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number, got {type(x).__name__} {x!r}") from None
-    if not np.isfinite(x):
-        raise ValueError(f"{name} must be finite, got {x}; pass {what}")
-    word = int(np.floor(x * ONE + 0.5))
-    if not lo <= word <= hi:
-        raise ValueError(f"{name}={x} is out of range; pass {what}")
-    return word
-
-
-def reward_words(r: Any, n: int) -> np.ndarray:
-    """Rewards (float or integer array, or a scalar for every transition) as int32 Q16.16 words."""
-    arr = np.asarray(r)
-    if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
-        raise TypeError(f"r must be a float or integer array, got dtype {arr.dtype}")
-    arr = _shape(arr, "r", n)
-    x = arr.astype(np.float64)
-    bad = ~np.isfinite(x)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"r[{i}] is {x[i]}; rewards must be finite (drop or clip that transition)")
-    words = np.floor(x * ONE + 0.5)
-    out = (words < _INT32_MIN) | (words > _INT32_MAX)
-    if out.any():
-        i = int(np.flatnonzero(out)[0])
-        raise ValueError(f"r[{i}] = {x[i]} is outside the Q16.16 range [-32768, 32768); scale the rewards down")
-    return words.astype(np.int32)
-
-
-def merge_partitions(tables: list[np.ndarray]) -> np.ndarray:
-    """The integer mean of K tables, rounded half up: floor((sum_k Q_k + floor(K/2)) / K), summed in int64."""
-    if not tables:
-        raise ValueError("merge_partitions needs at least one table")
-    k = len(tables)
-    total = np.sum(np.stack([np.asarray(t, dtype=np.int64) for t in tables]), axis=0)
-    return ((total + k // 2) // k).astype(np.int32)
+__all__ = ["TabularQ", "merge_partitions", "make_backend", "available_backends", "ALGOS"]
 
 
 def make_backend(name: str, n_states: int, n_actions: int, **options: Any) -> tuple[str, Any]:
-    """(resolved name, backend instance); "auto" picks cpu when built, else numpy."""
-    if name == "auto":
-        try:
-            return make_backend("cpu", n_states, n_actions, **options)
-        except BackendUnavailable:
-            return make_backend("numpy", n_states, n_actions, **options)
-    if name not in _BACKEND_CLASSES:
-        raise ValueError(f"unknown tabular backend {name!r}; choose one of {', '.join(BACKENDS)}")
-    if options and name in ("numpy", "cpu"):
-        raise TypeError(f"backend {name!r} takes no options (got {sorted(options)}); they are for rtl/pynq/xrt")
-    module, cls_name, hint = _BACKEND_CLASSES[name]
-    try:
-        cls = getattr(importlib.import_module(module), cls_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not module.startswith(exc.name):
-            raise
-        raise BackendUnavailable(f"the {name} tabular backend is not available here ({exc}); {hint}") from exc
-    if name in ("pynq", "xrt"):
-        options = {"transport": name, **options}
-    return name, cls(n_states, n_actions, **options)
+    """(resolved name, backend instance) from the registry; "auto" picks cpu when built, else numpy."""
+    return registry.create("tabular", name, n_states, n_actions, **options)
 
 
 def available_backends() -> list[str]:
-    """The backends that construct here (a tiny table each), in BACKENDS order without "auto"."""
+    """The backends that construct here (a tiny table each), "auto" left out."""
     found = []
-    for name in BACKENDS[1:]:
+    for name in registry.names("tabular"):
+        if name == "auto":
+            continue
         try:
             make_backend(name, 2, 2)
         except (BackendUnavailable, ImportError, OSError):
@@ -160,6 +95,13 @@ def _indices(x: Any, name: str, n: int | None, bound: int, what: str) -> np.ndar
     return np.ascontiguousarray(arr, dtype=np.uint32)
 
 
+def _rewards(x: Any, n: int) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype == np.bool_ or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
+        raise TypeError(f"r must be a float or integer array, got dtype {arr.dtype}")
+    return reward_words(_shape(arr, "r", n))
+
+
 def _done(x: Any, n: int) -> np.ndarray:
     arr = np.asarray(x)
     if not (arr.dtype == np.bool_ or np.issubdtype(arr.dtype, np.integer)):
@@ -189,8 +131,8 @@ class TabularQ:
         if algo not in ALGOS:
             raise ValueError(f"unknown algo {algo!r}; choose 'q' (Q-learning) or 'sarsa'")
         self.algo = algo
-        self.alpha_word = to_word(alpha, "alpha", 1, ONE, "alpha in (0, 1] (at least 2**-17 to round to a word >= 1)")
-        self.gamma_word = to_word(gamma, "gamma", 0, ONE, "gamma in [0, 1]")
+        self.alpha_word = alpha_word(alpha)
+        self.gamma_word = gamma_word(gamma)
         self._options = dict(backend_options)
         self.backend_name, self._backend = make_backend(backend, self.n_states, self.n_actions, **backend_options)
         self._backend.configure(self.alpha_word, self.gamma_word, algo == "sarsa")
@@ -217,7 +159,7 @@ class TabularQ:
         n = s_.shape[0]
         a_ = _indices(a, "a", n, self.n_actions, "actions")
         s2_ = _indices(s2, "s2", n, self.n_states, "states")
-        r_ = reward_words(r, n)
+        r_ = _rewards(r, n)
         d_ = _done(done, n)
         if a2 is None:
             if self.algo == "sarsa":
@@ -250,7 +192,7 @@ class TabularQ:
             a2 = 0
         elif isinstance(a2, (bool, np.bool_)) or not isinstance(a2, (int, np.integer)) or not 0 <= a2 < na:
             raise ValueError(f"a2 = {a2!r} is out of range; it must be an integer in [0, {na})")
-        word = to_word(r, "r", _INT32_MIN, _INT32_MAX, "a finite reward in the Q16.16 range [-32768, 32768)")
+        word = reward_word(r)
         u = self._one
         u[0][0], u[1][0], u[2][0], u[3][0] = s, a, word, s2
         u[4][0] = a2 if self.algo == "sarsa" else 0

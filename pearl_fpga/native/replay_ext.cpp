@@ -177,7 +177,7 @@ class SumTree {
     std::mutex mutex_;
 };
 
-// Host-side conversions of hls/replay/SPEC.md in C++, bit-identical to replay_format.py's numpy
+// Host-side conversions of hls/replay/SPEC.md in C++, bit-identical to pearl_fpga/spec/replay.py's numpy
 // versions (same float64 operations, no FMA contraction: setup.py builds with -ffp-contract=off),
 // only faster on small batches. tests/test_replay_sampler.py checks the equality.
 // (words uint32, saturated count, position of the first NaN/negative/inf or -1).
@@ -284,9 +284,9 @@ PYBIND11_MODULE(_replay_native, m) {
     m.attr("MAX_CAPACITY") = replay::MAX_CAPACITY;
     m.attr("MAX_BATCH") = replay::MAX_BATCH;
     m.def("to_fixed", &to_fixed, py::arg("priorities"),
-          "Q16.16 words of float64 priorities: (words, saturated, first_bad) as replay_format.priorities_to_fixed.");
+          "Q16.16 words of float64 priorities: (words, saturated, first_bad) as spec.replay.priorities_to_fixed.");
     m.def("targets_from_uniform", &targets_from_uniform, py::arg("uniform"), py::arg("total"),
-          "Stratified targets from rng.random(B) draws, as replay_format.stratified_targets.");
+          "Stratified targets from rng.random(B) draws, as spec.replay.stratified_targets.");
     m.def("indices_to_u32", &indices_to_u32, py::arg("indices"), py::arg("limit"),
           "Integer indices to uint32 with a range check: (indices, first out-of-range position or -1).");
     m.def("importance_weights", &importance_weights, py::arg("words"), py::arg("beta"),

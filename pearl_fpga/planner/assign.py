@@ -1,7 +1,7 @@
 """Choose the placement and actor-worker count that maximize an objective, under user constraints.
 
 Constraints are a comma-separated string:
-- `act=fpga-sim`  pin a role (act, replay, learn) to a target ("cuda" also matches "cuda:0");
+- `act=fpga-emu`  pin a role (act, replay, learn) to a target ("cuda" also matches "cuda:0");
 - `!cuda`         exclude a target or device (every "cuda:N");
 - `workers=2`     fix the number of actor workers (0 = the runtime's in-process mode).
 """
@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pearl_fpga.errors import PearlError
-from pearl_fpga.planner.model import OBJECTIVES, ROLES, Prediction, Tables, Workload, placements, predict
+from pearl_fpga.planner.model import OBJECTIVES, Prediction, Tables, Workload, placements, predict
+from pearl_fpga.runtime.placement import canonical_target
+from pearl_fpga.runtime.vocabulary import ROLES
 
 # Candidates whose objective is within this fraction of the best count as tied: the model is not
 # more precise than that, and the simpler placement (fewer devices, fewer workers, preferred
@@ -41,6 +43,10 @@ class Constraints:
         text: dict[str, str] = {}
         for raw in (spec or "").split(","):
             item = raw.strip()
+            if "=" in item:
+                item = item.split("=", 1)[0] + "=" + canonical_target(item.split("=", 1)[1])
+            elif item.startswith("!"):
+                item = "!" + canonical_target(item[1:])
             if not item:
                 continue
             if item.startswith("!"):
@@ -52,7 +58,7 @@ class Constraints:
                 continue
             key, sep, value = (s.strip() for s in item.partition("="))
             if not sep or not value:
-                raise PlanError(f"constraint {item!r} is not understood: use role=target (e.g. act=fpga-sim), !device or workers=N")
+                raise PlanError(f"constraint {item!r} is not understood: use role=target (e.g. act=fpga-emu), !device or workers=N")
             if key == "workers":
                 if not value.isdigit():
                     raise PlanError(f"constraint {item!r}: workers must be an integer >= 0")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pearl_fpga.data import work_root
 from pearl_fpga.errors import PearlError
 
 
@@ -170,7 +171,7 @@ def parse_csynth(path: str | Path) -> CsynthReport:
 
 
 def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
+    return work_root()
 
 
 def search_dirs(board: str, kernel: str, extra: Iterable[str | Path] = ()) -> list[Path]:

@@ -1,5 +1,5 @@
 """Device discovery: the CPU, CUDA GPUs (torch), FPGA boards (pynq on Zynq, pyxrt on Alveo) and
-"fpga-sim" (a catalog board whose kernels are emulated by the C++ build and timed by cycle models).
+"fpga-emu" (a catalog board whose kernels are emulated by the C++ build and timed by cycle models).
 
 Vendor packages are imported lazily: a kind that is absent is listed with the reason.
 """
@@ -17,8 +17,8 @@ from typing import Any
 class DeviceInfo:
     """One device (or an absent kind of device, with `available` False and the reason)."""
 
-    name: str  # "cpu", "cuda:0", "fpga:0", "fpga-sim:pynq-z2"; the kind alone when absent
-    kind: str  # cpu | cuda | fpga | fpga-sim
+    name: str  # "cpu", "cuda:0", "fpga:0", "fpga-emu:pynq-z2"; the kind alone when absent
+    kind: str  # cpu | cuda | fpga | fpga-emu
     available: bool
     detail: str  # model, cores, board, ...
     reason: str = ""  # why it is absent
@@ -105,26 +105,26 @@ def discover_alveo() -> list[DeviceInfo]:
     return out or [DeviceInfo("fpga", "fpga", False, "", "Alveo: pyxrt is installed but finds no card")]
 
 
-def discover_fpga_sim(board: str | None = None) -> list[DeviceInfo]:
+def discover_fpga_emu(board: str | None = None) -> list[DeviceInfo]:
     """Catalog boards emulated on this machine (needs the C++ build of the kernels)."""
     try:
         from pearl_fpga.board.catalog import load_catalog
 
         boards = load_catalog()
     except Exception as exc:  # noqa: BLE001 - the catalog error message is already user-facing
-        return [DeviceInfo("fpga-sim", "fpga-sim", False, "", f"board catalog unusable: {exc}")]
+        return [DeviceInfo("fpga-emu", "fpga-emu", False, "", f"board catalog unusable: {exc}")]
     missing = [k for k in ("replay", "mlp") if importlib.util.find_spec(f"pearl_fpga._{k}_native") is None]
     if missing:
         why = f"C++ build of the {', '.join(missing)} kernel missing (run `make native`)"
-        return [DeviceInfo("fpga-sim", "fpga-sim", False, "", why)]
+        return [DeviceInfo("fpga-emu", "fpga-emu", False, "", why)]
     names = [board] if board else sorted(boards)
     out = []
     for name in names:
         if name not in boards:
-            out.append(DeviceInfo(f"fpga-sim:{name}", "fpga-sim", False, "", f"unknown board; the catalog has {', '.join(sorted(boards))}"))
+            out.append(DeviceInfo(f"fpga-emu:{name}", "fpga-emu", False, "", f"unknown board; the catalog has {', '.join(sorted(boards))}"))
             continue
         b = boards[name]
-        out.append(DeviceInfo(f"fpga-sim:{name}", "fpga-sim", True,
+        out.append(DeviceInfo(f"fpga-emu:{name}", "fpga-emu", True,
                               f"{b.part} at {b.clock_mhz:g} MHz, {b.link_kind} {b.link_bandwidth_gbps:g} GB/s (modelled)"))
     return out
 
@@ -133,4 +133,4 @@ def discover(board: str | None = None) -> list[DeviceInfo]:
     """Everything this machine offers, plus an entry with the reason for each absent kind."""
     fpga = [d for d in discover_zynq() + discover_alveo()]
     found = [d for d in fpga if d.available]
-    return [discover_cpu(), *discover_cuda(), *(found or fpga), *discover_fpga_sim(board)]
+    return [discover_cpu(), *discover_cuda(), *(found or fpga), *discover_fpga_emu(board)]

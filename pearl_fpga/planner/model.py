@@ -43,13 +43,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-TASKS = ("env_step", "act", "replay_insert", "replay_sample", "replay_update", "learn", "weight_sync")
-ROLES = ("act", "replay", "learn")
-ROLE_TASKS: dict[str, tuple[str, ...]] = {
-    "act": ("act", "weight_sync"),
-    "replay": ("replay_insert", "replay_sample", "replay_update"),
-    "learn": ("learn",),
-}
+from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES
+
 ENV_TARGET = "cpu"  # gymnasium envs step on the host CPU
 OBJECTIVES = ("throughput", "efficiency")
 # Measured costs of the runtime itself (not tasks of their own; see the module docstring).
@@ -73,7 +68,7 @@ class Device:
     """A physical resource that tasks share: the CPU (capacity = cores), a GPU or an FPGA (1)."""
 
     name: str
-    kind: str  # cpu | cuda | fpga | fpga-sim
+    kind: str  # cpu | cuda | fpga | fpga-emu
     capacity: float
     power_idle_w: float
     power_active_w: float  # at full use of the whole capacity

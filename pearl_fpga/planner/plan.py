@@ -17,11 +17,14 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.planner.assign import PlanError, search
-from pearl_fpga.planner.model import OVERHEADS, ROLE_TASKS, ROLES, TASKS, Device, Fit, Prediction, Tables, Workload
+from pearl_fpga.planner.model import OVERHEADS, Device, Fit, Prediction, Tables, Workload
+from pearl_fpga.runtime.placement import canonical_target
+from pearl_fpga.runtime.schedule import credit_chunk
+from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES, TASKS
 
 # Targets are the runtime's placement tokens (pearl_fpga.runtime.placement): the CPU with torch
 # ("cpu") or with the kernels' C++ build ("cpu-kernel"), the GPU, a board, an emulated board.
-TARGET_ORDER = ("cpu", "cpu-kernel", "cuda", "fpga", "fpga-sim")
+TARGET_ORDER = ("cpu", "cpu-kernel", "cuda", "fpga", "fpga-emu")
 HOST_DEVICE = {"cpu": "cpu", "cpu-kernel": "cpu", "cuda": "cuda"}
 DEFAULT_BOARD = "pynq-z2"
 # Stages of the runtime's worker mode: each actor worker steps its envs and acts; the learner
@@ -32,9 +35,6 @@ RUNTIME_STAGES: dict[str, tuple[str, ...]] = {
 }
 
 
-# Actor workers stream transitions in messages of up to 64 env steps (pearl_fpga.runtime.workers),
-# and the learner inserts each message as one batch.
-WORKER_MESSAGE_STEPS = 64
 
 
 def act_fraction(config: Any) -> float:
@@ -58,7 +58,7 @@ def workload_of(config: Any) -> Workload:
         prioritized=bool(config.per),
         act_fraction=act_fraction(config),
         total_steps=config.total_steps,
-        worker_insert_batch=max(config.n_envs, min(WORKER_MESSAGE_STEPS, config.actor_lag) // config.n_envs * config.n_envs),
+        worker_insert_batch=credit_chunk(config),  # one message of a worker, inserted as one batch
     )
 
 
@@ -203,7 +203,7 @@ class Plan:
         console.print(f"predicted figures are means over the planned {self.workload.total_steps:,}-step run (warm-up and "
                       "worker start and stop included); periodic evaluation is not modelled and slows the measured rate.")
         if any(v.startswith("fpga") for v in p.placement.values()):
-            console.print("note: fpga-sim tasks are predicted for the board; measured here they ran in emulation "
+            console.print("note: fpga-emu tasks are predicted for the board; measured here they ran in emulation "
                           "on the CPU, so their times are not comparable.")
         return rows
 
@@ -229,21 +229,21 @@ def capabilities() -> str:
 
 
 def parse_devices(spec: str | Sequence[str] | None, board: str | None) -> tuple[list[str], str | None]:
-    """--devices "cpu,cpu-kernel,fpga-sim:pynq-z2" -> (targets, board). None: the real devices only."""
+    """--devices "cpu,cpu-kernel,fpga-emu:pynq-z2" -> (targets, board). None: the real devices only."""
     if spec is None:
         return [], board
-    items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    items = [canonical_target(s) for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
     targets: list[str] = []
     for item in items:
         name, _, arg = item.partition(":")
-        if name == "fpga-sim" and arg:
+        if name == "fpga-emu" and arg:
             if board and board != arg:
                 raise PlanError(f"--devices names board {arg!r} but --board is {board!r}: give one board")
             board = arg
         elif name == "cuda" and arg and not arg.isdigit():
             raise PlanError(f"device {item!r}: use cuda or cuda:N")
         if name not in TARGET_ORDER:
-            raise PlanError(f"unknown device {item!r}: use {', '.join(TARGET_ORDER)} (fpga-sim:<board>, cuda:N)")
+            raise PlanError(f"unknown device {item!r}: use {', '.join(TARGET_ORDER)} (fpga-emu:<board>, cuda:N)")
         if name not in targets:
             targets.append(name)
     if not targets:
@@ -260,7 +260,7 @@ def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any |
     sources: a csynth report when present, see pearl_fpga.planner.csynth, else `cycles`)."""
     from pearl_fpga.planner.devices import cpu_cores
     from pearl_fpga.planner.power import board_power, cpu_power, gpu_power
-    from pearl_fpga.planner.profile import fpga_fits
+    from pearl_fpga.planner.fpga_model import fpga_fits
     from pearl_fpga.runtime.envs import env_spec
 
     fits: dict[tuple[str, str], Fit] = {k: v for k, v in profile.fits.items()
@@ -268,7 +268,7 @@ def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any |
     # The runtime's replay on "cpu-kernel" is the same C++ sum tree as on "cpu", and without PER
     # the buffer is host memory wherever "replay" is placed: offer such duplicates once, as "cpu".
     for task in ROLE_TASKS["replay"]:
-        for target in ("cpu-kernel",) if config.per else ("cpu-kernel", "cuda", "fpga-sim", "fpga"):
+        for target in ("cpu-kernel",) if config.per else ("cpu-kernel", "cuda", "fpga-emu", "fpga"):
             fits.pop((task, target), None)
     unavailable = {k: v for k, v in profile.unavailable.items() if k.partition("@")[2] in targets}
     notes: list[str] = []
@@ -283,7 +283,7 @@ def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any |
         notes.append(f"cuda power: {gp.idle_w:.0f}-{gp.active_w:.0f} W, {gp.source} ({gp.how})")
     elif "cuda" in targets:
         target_device.pop("cuda", None)
-    for fpga_target in ("fpga-sim", "fpga"):
+    for fpga_target in ("fpga-emu", "fpga"):
         if fpga_target not in targets:
             continue
         if board is None:
@@ -323,10 +323,11 @@ def scale_profile(profile: Any, factor: float) -> Any:
 def get_profile(config: Any, targets: Sequence[str], sizes: Any = None, reprofile: bool = False,
                 progress: bool = True) -> Any:
     """The cached host profile of this workload, or a fresh one (then cached)."""
+    from pearl_fpga.planner import host_bench
     from pearl_fpga.planner import profile as prof
 
     machine = prof.machine_info()
-    key = prof.workload_key(config) + "|" + capabilities() + ("|quick" if sizes is not None and sizes.repeats < 10 else "")
+    key = host_bench.workload_key(config) + "|" + capabilities() + ("|quick" if sizes is not None and sizes.repeats < 10 else "")
     host_targets = [t for t in targets if t in prof.HOST_TARGETS]
     cached = None if reprofile else prof.load_cached(machine, key)
     if cached is not None and all(any(k[1] == t for k in cached.fits) or any(u.endswith("@" + t) for u in cached.unavailable)
@@ -339,13 +340,15 @@ def get_profile(config: Any, targets: Sequence[str], sizes: Any = None, reprofil
 
 
 def _run_profile(prof: Any, config: Any, targets: Sequence[str], sizes: Any, progress: bool) -> Any:
+    from pearl_fpga.planner import host_bench
+
     if not progress:
-        return prof.profile_host(config, targets, sizes)
+        return host_bench.profile_host(config, targets, sizes)
     from rich.progress import Progress
 
     with Progress(transient=True) as bar:
         task = bar.add_task("profiling", total=None)
-        return prof.profile_host(config, targets, sizes, progress=lambda msg: bar.update(task, description=f"profiling {msg}"))
+        return host_bench.profile_host(config, targets, sizes, progress=lambda msg: bar.update(task, description=f"profiling {msg}"))
 
 
 def default_placement_dict() -> dict[str, str]:
@@ -361,7 +364,7 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
                      adjust_load: bool = True, csynth_dirs: Sequence[str] = ()) -> Plan:
     """Profile (cached), model and choose the placement and actor-worker count for `objective`.
 
-    devices: targets to consider, e.g. "cpu,cpu-kernel,fpga-sim:pynq-z2"; by default the ones this
+    devices: targets to consider, e.g. "cpu,cpu-kernel,fpga-emu:pynq-z2"; by default the ones this
     machine really has (cpu, cpu-kernel when built, cuda when present, a board when present), so
     that `train --placement auto` runs what it planned. constraints: see pearl_fpga.planner.assign.
     Raises PlanError (a ValueError) when nothing feasible is left.
@@ -381,9 +384,9 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
         if any(d.kind == "fpga" and d.available for d in found):
             targets.append("fpga")
         if board is not None:
-            targets.append("fpga-sim")
+            targets.append("fpga-emu")
     board_spec = None
-    if board is not None or "fpga-sim" in targets or "fpga" in targets:
+    if board is not None or "fpga-emu" in targets or "fpga" in targets:
         try:
             board_spec = get_board(board or DEFAULT_BOARD)
         except Exception as exc:  # noqa: BLE001 - CatalogError: already a user-facing message
@@ -394,7 +397,7 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
         # a cached profile on a machine whose load varies: re-time one learner iteration and, when
         # the CPU is now clearly slower or faster (beyond the noise of that re-timing), scale to it;
         # when it is off by more than a load swing explains, measure again
-        from pearl_fpga.planner.profile import load_factor
+        from pearl_fpga.planner.host_bench import load_factor
 
         factor = load_factor(config, profile, repeats=5 if sizes is not None and sizes.repeats < 10 else 20)
         when = time.strftime('%Y-%m-%d %H:%M', time.localtime(profile.created))

@@ -158,3 +158,44 @@ def _restore_env(env: gym.Env, state: list[dict[str, Any]]) -> None:
                 setattr(layer, key, gen)
             else:
                 setattr(layer, key, value.copy() if isinstance(value, np.ndarray) else value)
+
+
+def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
+    """Observations of a random policy (own env and RNG, so training is not perturbed), used to pick
+    the MLP kernel's input and activation formats."""
+    env = make_env(env_id)
+    rng = np.random.default_rng(seed + 3)
+    env.action_space.seed(int(rng.integers(2**31)))
+    obs, _ = env.reset(seed=seed + 3_000_000)
+    out = [obs]
+    for _ in range(steps - 1):
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            obs, _ = env.reset()
+        out.append(obs)
+    env.close()
+    return np.asarray(out, dtype=np.float32)
+
+
+def rollout(env_id: str, group: EnvGroup, policy: Any, episodes: int, seed: int) -> list[float]:
+    """Returns of one episode on each of `episodes` fresh envs (seeds seed, seed + 1, ...), stepped
+    together, with `policy`'s deterministic actions mapped to the env's bounds as `group` maps them."""
+    envs = [make_env(env_id) for _ in range(episodes)]
+    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
+    returns = np.zeros(episodes)
+    active = np.ones(episodes, dtype=bool)
+    discrete = group.spec.discrete
+    while active.any():
+        idx = np.flatnonzero(active)
+        actions = policy.deterministic(obs[idx])
+        for j, i in enumerate(idx):
+            a = int(actions[j]) if discrete else group.to_env_action(actions[j])
+            ob, r, terminated, truncated, _ = envs[i].step(a)
+            returns[i] += r
+            obs[i] = ob
+            if terminated or truncated:
+                active[i] = False
+    for env in envs:
+        env.close()
+    return returns.tolist()
+

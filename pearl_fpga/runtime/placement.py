@@ -7,25 +7,28 @@ PER; a uniform buffer is plain host memory), "learn" (gradient steps). Devices:
 | ------------ | ------------------------------------- | --------------------------------- | ----- |
 | "cpu"        | torch on the CPU                      | sum tree, C++ build ("cpu")       | torch CPU |
 | "cpu-kernel" | MLP kernel, C++ build                 | sum tree, C++ build               | -     |
-| "fpga-sim"   | MLP kernel emulated (C++ build computes, the planner models the board's time) | same | - |
+| "fpga-emu"   | MLP kernel emulated (C++ build computes, the planner models the board's time) | same | - |
 | "cuda"       | torch on the GPU                      | -                                 | torch CUDA |
 | "fpga"       | MLP kernel on a board (pynq/xrt)      | sum tree on a board               | -     |
 
-`parse_placement("fpga-sim")` puts act and replay on fpga-sim and learns on the CPU;
-"act=fpga-sim,replay=cpu,learn=cpu" names each task. The dispatcher may extend this module.
+`parse_placement("fpga-emu")` puts act and replay on fpga-emu and learns on the CPU;
+"act=fpga-emu,replay=cpu,learn=cpu" names each task. The dispatcher may extend this module.
 """
 
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import dataclass
 
-TASKS = ("act", "replay", "learn")
+from pearl_fpga.runtime.vocabulary import ROLES
+
 DEVICES = {
-    "act": ("cpu", "cpu-kernel", "fpga-sim", "cuda", "fpga"),
-    "replay": ("cpu", "cpu-kernel", "fpga-sim", "fpga"),
+    "act": ("cpu", "cpu-kernel", "fpga-emu", "cuda", "fpga"),
+    "replay": ("cpu", "cpu-kernel", "fpga-emu", "fpga"),
     "learn": ("cpu", "cuda"),
 }
-KERNEL_DEVICES = ("cpu-kernel", "fpga-sim", "fpga")
+KERNEL_DEVICES = ("cpu-kernel", "fpga-emu", "fpga")
 BOARD_BACKENDS = ("pynq", "xrt")  # a Zynq board through PYNQ, an Alveo card through XRT
 
 
@@ -40,7 +43,7 @@ def first_available(make, backends: tuple[str, ...], what: str):
         except BackendUnavailable as exc:
             reasons.append(f"{backend}: {exc}")
     raise BackendUnavailable(f"{what}: no backend available ({'; '.join(reasons)}); "
-                             "use placement fpga-sim or cpu-kernel on a machine without a board")
+                             "use placement fpga-emu or cpu-kernel on a machine without a board")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class Placement:
     learn: str = "cpu"
 
     def __post_init__(self) -> None:
-        for task in TASKS:
+        for task in ROLES:
             device = _normalize(getattr(self, task))
             object.__setattr__(self, task, device)
             if device not in DEVICES[task]:
@@ -60,11 +63,11 @@ class Placement:
                                  f"choose one of {', '.join(DEVICES[task])}")
 
     def __str__(self) -> str:
-        return ",".join(f"{task}={getattr(self, task)}" for task in TASKS)
+        return ",".join(f"{task}={getattr(self, task)}" for task in ROLES)
 
     def as_dict(self) -> dict[str, str]:
         """{"act": ..., "replay": ..., "learn": ...}."""
-        return {task: getattr(self, task) for task in TASKS}
+        return {task: getattr(self, task) for task in ROLES}
 
     @property
     def kernel_actor(self) -> bool:
@@ -73,15 +76,32 @@ class Placement:
 
     def mlp_backends(self) -> tuple[str, ...]:
         """MLPInfer backends to try, in order, for the act device (kernel devices only)."""
-        return {"cpu-kernel": ("cpu",), "fpga-sim": ("cpu",), "fpga": BOARD_BACKENDS}[self.act]
+        return {"cpu-kernel": ("cpu",), "fpga-emu": ("cpu",), "fpga": BOARD_BACKENDS}[self.act]
 
     def replay_backends(self) -> tuple[str, ...]:
         """ReplaySampler backends to try, in order, for the replay device."""
-        return {"cpu": ("cpu",), "cpu-kernel": ("cpu",), "fpga-sim": ("cpu",), "fpga": BOARD_BACKENDS}[self.replay]
+        return {"cpu": ("cpu",), "cpu-kernel": ("cpu",), "fpga-emu": ("cpu",), "fpga": BOARD_BACKENDS}[self.replay]
+
+
+DEPRECATED_TARGETS = {"fpga-sim": "fpga-emu"}
+"""Old target names, still accepted with a deprecation message: "fpga-sim" was never a simulation
+(the kernels' C++ build computes, the board's time is modelled), so it is now "fpga-emu"."""
+
+
+def canonical_target(token: str) -> str:
+    """`token` with a deprecated target name replaced by its new one (a FutureWarning says so);
+    "fpga-sim:pynq-z2" becomes "fpga-emu:pynq-z2"."""
+    name, sep, arg = str(token).strip().partition(":")
+    new = DEPRECATED_TARGETS.get(name.lower())
+    if new is None:
+        return str(token).strip()
+    warnings.warn(f"target {name!r} is deprecated: it is called {new!r} now (the kernels' C++ build computes, "
+                  "the board's time is modelled; it is not a simulation)", FutureWarning, stacklevel=3)
+    return new + sep + arg
 
 
 def _normalize(device: str) -> str:
-    device = str(device).strip().lower()
+    device = canonical_target(device).lower()
     if device.startswith("cuda:") or device == "gpu":
         return "cuda"
     if device.startswith("fpga:"):
@@ -90,7 +110,7 @@ def _normalize(device: str) -> str:
 
 
 def parse_placement(text: str | Placement | dict | None) -> Placement:
-    """Parse "fpga-sim", "cpu", "act=fpga-sim,replay=cpu,learn=cpu" or a dict into a Placement.
+    """Parse "fpga-emu", "cpu", "act=fpga-emu,replay=cpu,learn=cpu" or a dict into a Placement.
 
     A single device name places every task it can run there (the rest on the CPU). "auto" is the
     dispatcher's job: callers route it to pearl_fpga.planner before calling this.
@@ -100,20 +120,21 @@ def parse_placement(text: str | Placement | dict | None) -> Placement:
     if isinstance(text, Placement):
         return text
     if isinstance(text, dict):
-        unknown = sorted(set(text) - set(TASKS))
+        unknown = sorted(set(text) - set(ROLES))
         if unknown:
-            raise ValueError(f"placement: unknown task(s) {', '.join(unknown)}; tasks are {', '.join(TASKS)}")
+            raise ValueError(f"placement: unknown role(s) {', '.join(unknown)}; roles are {', '.join(ROLES)}")
         return Placement(**{k: str(v) for k, v in text.items()})
-    spec = str(text).strip()
+    spec = ",".join(part.split("=", 1)[0] + "=" + canonical_target(part.split("=", 1)[1]) if "=" in part
+                    else canonical_target(part) for part in str(text).strip().split(",")) if str(text).strip() else ""
     if not spec:
-        raise ValueError("placement: empty string; use e.g. 'fpga-sim' or 'act=fpga-sim,replay=cpu,learn=cpu'")
+        raise ValueError("placement: empty string; use e.g. 'fpga-emu' or 'act=fpga-emu,replay=cpu,learn=cpu'")
     if spec.lower() == "auto":
         raise ValueError("placement 'auto' is chosen by the dispatcher (pearl_fpga.planner), not parse_placement")
     if "=" not in spec:
         device = _normalize(spec)
         if device not in DEVICES["act"]:
             raise ValueError(f"placement: unknown device {spec!r}; choose one of {', '.join(DEVICES['act'])} "
-                             "or name each task, e.g. 'act=fpga-sim,replay=cpu,learn=cpu'")
+                             "or name each task, e.g. 'act=fpga-emu,replay=cpu,learn=cpu'")
         return Placement(
             act=device,
             replay=device if device in DEVICES["replay"] else "cpu",
@@ -125,8 +146,8 @@ def parse_placement(text: str | Placement | dict | None) -> Placement:
             raise ValueError(f"placement: {part!r} is not task=device (in {spec!r})")
         task, device = (s.strip() for s in part.split("=", 1))
         task = task.lower()
-        if task not in TASKS:
-            raise ValueError(f"placement: unknown task {task!r} in {spec!r}; tasks are {', '.join(TASKS)}")
+        if task not in ROLES:
+            raise ValueError(f"placement: unknown role {task!r} in {spec!r}; roles are {', '.join(ROLES)}")
         if task in fields:
             raise ValueError(f"placement: task {task!r} given twice in {spec!r}")
         fields[task] = device

@@ -35,10 +35,6 @@ class ActorPolicy:
             self.torch_device = torch.device("cuda")
             self.module.to(self.torch_device)
 
-    @property
-    def device_name(self) -> str:
-        return self.placement.act
-
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
         """Take new weights from the learner (re-quantized for a kernel actor)."""
         self.module.load_state_dict(state_dict)

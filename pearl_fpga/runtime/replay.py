@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.runtime.schedule import allowed_gradient_steps
 from pearl_fpga.errors import CheckpointError
 
 FIELDS = ("obs", "action", "reward", "next_obs", "done")
@@ -131,5 +132,5 @@ def make_replay(config: Any, obs_dim: int, action_shape: tuple[int, ...], discre
 
     return first_available(
         lambda backend: PrioritizedReplay(config.buffer_size, obs_dim, action_shape, discrete, seed, config, backend,
-                                          beta_steps=config.allowed_gradient_steps(config.total_steps)),
+                                          beta_steps=allowed_gradient_steps(config, config.total_steps)),
         replay_backends, f"placement replay={device} (replay kernel)")

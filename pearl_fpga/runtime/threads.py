@@ -58,20 +58,36 @@ class ThreadChoice:
                 f"{'es' if self.switches != 1 else ''})")
 
 
+def limit_blas_threads() -> None:
+    """One OpenBLAS thread: numpy's small matmuls (kernel quantization) gain nothing from more, and
+    idle spinning threads steal the cores the env, actors and learner need."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return
+    threadpool_limits(1, user_api="blas")
+
+
 class AdaptiveThreads:
     """Wrap every learner step in `with controller.step():`; the controller sets torch's thread count.
 
     A probe round measures each candidate over `warmup` + `probe_steps` consecutive steps (the first
     `warmup` after a switch are not counted: a new OpenMP team and cold caches) and keeps the median.
-    The fastest becomes current unless it beats the current count by less than `margin`."""
+    A faster count replaces the current one once it has beaten it by more than `margin` in `confirm`
+    rounds in a row (one noisy round does not move a run to a worse count), or at once when the current
+    count runs more than `backoff_ratio` slower (its core was taken). `callers` threads call the
+    learner's ops at once (DDPG's concurrent actor and critic gradients: 2), so each may use at most
+    cores // callers threads."""
 
     def __init__(self, cores: int | None = None, probe_steps: int = 12, warmup: int = 2, period: int = 1000,
-                 margin: float = 0.05, backoff_ratio: float = 1.5, max_skip: int = 32,
+                 margin: float = 0.05, backoff_ratio: float = 1.5, max_skip: int = 32, confirm: int = 2,
+                 callers: int = 1,
                  set_threads: Callable[[int], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
-        if probe_steps < 1 or warmup < 0 or period < 1 or not 0 <= margin < 1 or backoff_ratio <= 1 or max_skip < 1:
+        if (probe_steps < 1 or warmup < 0 or period < 1 or not 0 <= margin < 1 or backoff_ratio <= 1 or max_skip < 1
+                or confirm < 1 or callers < 1):
             raise ValueError("AdaptiveThreads: probe_steps >= 1, warmup >= 0, period >= 1, 0 <= margin < 1, "
-                             "backoff_ratio > 1 and max_skip >= 1")
+                             "backoff_ratio > 1, max_skip >= 1, confirm >= 1 and callers >= 1")
         if set_threads is None:
             import torch
 
@@ -79,8 +95,10 @@ class AdaptiveThreads:
         self._set_threads = set_threads
         self._clock = clock
         self.probe_steps, self.warmup, self.period = probe_steps, warmup, period
-        self.margin, self.backoff_ratio, self.max_skip = margin, backoff_ratio, max_skip
-        candidates = thread_candidates(cores if cores is not None else available_cores())
+        self.margin, self.backoff_ratio, self.max_skip, self.confirm = margin, backoff_ratio, max_skip, confirm
+        cores = cores if cores is not None else available_cores()
+        candidates = thread_candidates(max(1, cores // callers))
+        self._challenger: tuple[int, int] | None = None  # (count, rounds in a row it beat the current one)
         self.choice = ThreadChoice(current=candidates[0], candidates=candidates)
         self._skip = {n: 1 for n in candidates}  # probe n in every skip-th round
         self._wait = {n: 0 for n in candidates}  # rounds left before n is probed again
@@ -146,8 +164,16 @@ class AdaptiveThreads:
         best = min(times, key=times.__getitem__)
         current = choice.current
         if best != current and (current not in times or times[best] < times[current] * (1 - self.margin)):
-            choice.current = best
-            choice.switches += 1
+            wins = self._challenger[1] + 1 if self._challenger and self._challenger[0] == best else 1
+            collapsed = current in times and times[current] > times[best] * self.backoff_ratio
+            if wins >= self.confirm or collapsed:
+                choice.current = best
+                choice.switches += 1
+                self._challenger = None
+            else:
+                self._challenger = (best, wins)
+        else:
+            self._challenger = None
         for n, t in times.items():
             if n == choice.current:
                 continue
@@ -158,10 +184,15 @@ class AdaptiveThreads:
         self._since_round = 0
 
 
-def measured_thread_count(step: Callable[[], object], cores: int | None = None) -> int:
+def learner_callers(config: object) -> int:
+    """Threads that call the learner's ops at once: 2 for DDPG's concurrent actor and critic gradients."""
+    return 2 if getattr(config, "algo", None) == "ddpg" and getattr(config, "concurrent_updates", False) else 1
+
+
+def measured_thread_count(step: Callable[[], object], cores: int | None = None, callers: int = 1) -> int:
     """The count AdaptiveThreads settles on for `step` after one probe round: what a training run with
     `learner_threads = 0` would use at the machine's present load (the planner profiles with it)."""
-    controller = AdaptiveThreads(cores)
+    controller = AdaptiveThreads(cores, confirm=1, callers=callers)
     while len(controller.choice.candidates) > 1 and controller.choice.rounds == 0:
         with controller.step():
             step()

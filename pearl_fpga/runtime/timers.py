@@ -7,7 +7,6 @@ from collections import defaultdict
 from contextlib import contextmanager
 from collections.abc import Iterator
 
-TASK_KEYS = ("env_step", "act", "replay_insert", "replay_sample", "replay_update", "learn", "weight_sync")
 
 
 class TaskTimer:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.runtime.schedule import MESSAGE_STEPS
 from pearl_fpga.runtime.placement import Placement
 
 
@@ -144,7 +145,7 @@ def worker_main(conn: Connection, spec: dict[str, Any], shared: dict[str, Any], 
     from pearl_fpga.runtime.policy import ActorPolicy
     from pearl_fpga.runtime.timers import TaskTimer
 
-    from pearl_fpga.trainer import limit_blas_threads
+    from pearl_fpga.runtime.threads import limit_blas_threads
 
     torch.set_num_threads(1)
     limit_blas_threads()
@@ -158,7 +159,7 @@ def worker_main(conn: Connection, spec: dict[str, Any], shared: dict[str, Any], 
     policy = ActorPolicy(module, parse_placement(spec["placement"]), es.discrete, spec["calibration"])
     rng = np.random.default_rng(spec["seed"] + 1)
     credits: list[list[int]] = []  # [remaining, next global step]
-    send_every = 64
+    send_every = MESSAGE_STEPS
     try:
         while True:
             # Block only when out of credit; otherwise just drain what is there.

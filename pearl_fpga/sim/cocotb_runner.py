@@ -13,7 +13,6 @@ from pathlib import Path
 from pearl_fpga.errors import BackendUnavailable
 from pearl_fpga.sim.verilator import patched_environ, verilator_root
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def run_cocotb(

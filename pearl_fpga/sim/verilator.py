@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from pearl_fpga.data import cache_root, data_path
 from pearl_fpga.errors import BackendUnavailable
 
 _INSTALL_HINT = (
@@ -76,7 +77,7 @@ def patched_environ() -> Iterator[None]:
         os.environ.update(saved)
 
 
-HLS_DIR = Path(__file__).resolve().parents[2] / "hls"
+HLS_DIR = data_path("hls")
 
 
 def kernel_rtl(kernel: str) -> list[Path]:
@@ -86,10 +87,7 @@ def kernel_rtl(kernel: str) -> list[Path]:
 
 def cache_dir() -> Path:
     """Where built RTL libraries are kept (PEARL_FPGA_CACHE, else ~/.cache/pearl_fpga)."""
-    base = os.environ.get("PEARL_FPGA_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "pearl_fpga"
-    )
-    return Path(base) / "rtl"
+    return cache_root() / "rtl"
 
 
 def _digest(parts: Sequence[bytes]) -> str:

@@ -18,7 +18,7 @@ from pearl_fpga.backends.mlp_numpy import NumpyMLPBackend
 from pearl_fpga.board.mlp_driver import MLPBoardBackend
 from pearl_fpga.board.sim_transport import SimTransport, in_thread
 from pearl_fpga.errors import KernelTimeout
-from pearl_fpga.kernels import mlp_format as fmt
+from pearl_fpga.spec import mlp as fmt
 
 LANES = int(os.environ.get("BOARD_TB_LANES", "4"))
 MAX_WIDTH = int(os.environ.get("BOARD_TB_MAX_WIDTH", "16"))

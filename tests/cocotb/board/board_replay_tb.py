@@ -16,7 +16,7 @@ from pearl_fpga.backends.replay_numpy import ReplayNumpyBackend
 from pearl_fpga.board.replay_driver import REGISTERS, ReplayBoardBackend
 from pearl_fpga.board.sim_transport import SimTransport, in_thread
 from pearl_fpga.errors import KernelTimeout
-from pearl_fpga.kernels import replay_format as fmt
+from pearl_fpga.spec import replay as fmt
 
 HW_CAPACITY = int(os.environ.get("BOARD_TB_CAPACITY", "64"))
 HW_FANOUT = int(os.environ.get("BOARD_TB_FANOUT", "4"))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pearl_fpga.backends.mlp_numpy import NumpyMLPBackend
-from pearl_fpga.kernels.mlp_format import QuantizedLayer
+from pearl_fpga.spec.mlp import QuantizedLayer
 
 
 def random_network(

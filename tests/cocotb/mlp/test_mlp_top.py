@@ -29,7 +29,7 @@ from cocotbext.axi import (
 )
 
 from pearl_fpga.backends.mlp_rtl import infer_cycle_target
-from pearl_fpga.kernels.mlp_format import (
+from pearl_fpga.spec.mlp import (
     HEAD_RAW,
     HEAD_TANH,
     MODE_INFER,

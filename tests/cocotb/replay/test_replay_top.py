@@ -35,7 +35,7 @@ from cocotbext.axi import (
 )
 
 from pearl_fpga.backends.replay_numpy import ReplayNumpyBackend
-from pearl_fpga.kernels.replay_format import (
+from pearl_fpga.spec.replay import (
     OP_CLEAR,
     OP_SAMPLE,
     OP_TOTAL,

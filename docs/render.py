@@ -1,0 +1,301 @@
+"""Render docs/benchmarks.md and the README's headline block from the benchmark records.
+
+The records are the JSON files `pearl-fpga bench ... --json PATH` writes into docs/figures/ (`make
+figures` reruns them all). Nothing here measures anything; every figure in the docs comes from a
+record, with the command, commit, machine and load that produced it.
+
+    python docs/render.py           # rewrite docs/benchmarks.md and the README block
+    python docs/render.py --check   # exit 1 when either is out of date with the records (make test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FIGURES = ROOT / "docs" / "figures"
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+README = ROOT / "README.md"
+START, END = "<!-- figures:start -->", "<!-- figures:end -->"
+# record file -> section title, in the order of the page
+SECTIONS = {
+    "train-dqn": "Training throughput: DQN on CartPole-v1 against Stable-Baselines3",
+    "train-ddpg": "Training throughput: DDPG on Pendulum-v1 against Stable-Baselines3",
+    "quality-dqn": "Learning quality: DQN on CartPole-v1",
+    "quality-ddpg": "Learning quality: DDPG on Pendulum-v1",
+    "learner": "The learner step by thread count",
+    "replay": "Replay kernel: prioritized buffer against cpprb and TorchRL",
+    "mlp": "MLP kernel: inference against torch eager",
+    "plan": "Dispatcher: predicted against measured throughput",
+}
+QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4)}  # (return at least, seeds out of 5)
+REQUIRED = ("schema", "benchmark", "command", "commit", "date", "machine", "load_average_before",
+            "load_average_after", "under_load", "results")
+
+
+class RecordError(ValueError):
+    pass
+
+
+def load_records(folder: Path = FIGURES) -> dict[str, dict[str, Any]]:
+    """Every record of `folder` by file stem, validated (a record is data: JSON, never code)."""
+    records = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"{path}: not valid JSON ({exc}); rerun its benchmark (make figures)") from exc
+        missing = [k for k in REQUIRED if k not in record] if isinstance(record, dict) else list(REQUIRED)
+        if missing:
+            raise RecordError(f"{path}: not a benchmark record (missing {', '.join(missing)}); "
+                              "write it with pearl-fpga bench ... --json PATH")
+        records[path.stem] = record
+    return records
+
+
+# ----------------------------------------------------------------------------------- helpers
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    right = ["---:" if i else "---" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(right) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _provenance(record: dict[str, Any]) -> str:
+    m = record["machine"]
+    mem = f", {m['memory_gib']} GiB" if "memory_gib" in m else ""
+    libs = ", ".join(f"{k} {m[k]}" for k in ("python", "numpy", "torch") if k in m)
+    other = record.get("other_cores_busy")
+    load = (f"load average {record['load_average_before'][0]:.2f} before, {record['load_average_after'][0]:.2f} after"
+            + (f"; other processes kept {other:.2f} cores busy" if other is not None else ""))
+    flag = ("\n\n**Taken under load** (other processes kept more than half the cores busy during at least one "
+            "run): not a headline figure." if record["under_load"] else "")
+    return (f"Command: `{record['command']}` · commit `{record['commit']}` · {record['date']}  \n"
+            f"Machine: {m['cpu']}, {m['cores']} cores{mem}, {m['os']}; {libs}  \n{load}{flag}")
+
+
+def _f(x: float, digits: int = 0) -> str:
+    return f"{x:,.{digits}f}"
+
+
+# ----------------------------------------------------------------------------------- per benchmark
+def _train(results: dict[str, Any]) -> str:
+    if results.get("keep_best"):
+        return _quality(results)
+    names = list(results["sb3_threads"])
+    header = ["seed", f"pearl_fpga env steps/s (learner threads)"]
+    header += [f"SB3 {results['sb3_threads'][n]} thread{'s' if results['sb3_threads'][n] > 1 else ''} ({n})"
+               for n in names]
+    header += [f"ratio vs SB3 {n}" for n in names]
+    rows = []
+    for r in results["runs"]:
+        ours = r["pearl_fpga"]
+        mark = lambda run: " *" if run["under_load"] else ""  # noqa: E731
+        row = [str(r["seed"]), f"{_f(ours['env_steps_per_s'])} ({ours['learner_threads_used']}){mark(ours)}"]
+        row += [f"{_f(r['sb3'][n]['env_steps_per_s'])}{mark(r['sb3'][n])}" if n in r["sb3"] else "-" for n in names]
+        row += [f"{r['speedup'][n]:.2f}x" if n in r["speedup"] else "-" for n in names]
+        rows.append(row)
+    out = [_table(header, rows)]
+    if "median_speedup" in results:
+        out.append("Median ratio over the seeds: " + ", ".join(
+            f"**{v:.2f}x** against SB3 at {k} thread(s)" for k, v in results["median_speedup"].items()) + ".")
+    variant = ("vanilla DQN target on both sides" if results["algo"] == "dqn" and not results["config"]["double_q"]
+               else "pearl_fpga's double-DQN target against SB3's vanilla one" if results["algo"] == "dqn"
+               else "pearl_fpga computes actor and critic gradients concurrently")
+    out.append(f"{results['steps']:,} env steps per run, rl-zoo hyper-parameters on both sides ({variant}); "
+               "each seed runs the three back to back. `*`: run marked under load.")
+    tasks = results["runs"][0]["pearl_fpga"]["us_per_env_step"]
+    means = {k: statistics.mean(r["pearl_fpga"]["us_per_env_step"][k] for r in results["runs"]) for k in tasks}
+    out.append("Where pearl_fpga's time goes, microseconds per env step (mean over seeds):\n\n"
+               + _table(list(means), [[f"{v:.1f}" for v in means.values()]]))
+    return "\n\n".join(out)
+
+
+def _quality(results: dict[str, Any]) -> str:
+    threshold, need = QUALITY_TARGETS[results["algo"]]
+    rows, ok = [], 0
+    for r in results["runs"]:
+        ours = r["pearl_fpga"]
+        ok += ours["final_return"] >= threshold
+        rows.append([str(r["seed"]), f"{ours['final_return']:.1f}", f"{ours['eval_policy']} (step {ours['eval_policy_step']:,})",
+                     _f(ours["env_steps_per_s"])])
+    return "\n\n".join([
+        _table(["seed", "evaluation return", "policy evaluated", "env steps/s of the run"], rows),
+        f"{results['steps']:,} env steps per seed, the best policy kept by periodic evaluation evaluated on fresh "
+        f"episodes (as `pearl-fpga train` does). Target: >= {threshold:g} on {need} of 5 seeds: "
+        f"**{ok} of {len(rows)}**.",
+    ])
+
+
+def _learner(results: dict[str, Any]) -> str:
+    peaks = results["peak_gflops"]
+    rows = []
+    for algo, m in results["algos"].items():
+        base = m["step_s"]["1"]
+        for key, t in m["step_s"].items():
+            threads = m["auto_threads"] if key == "auto" else int(key)
+            busy = str(min(max(int(k) for k in peaks), threads * m.get("callers", 1)))
+            rows.append([algo, f"auto ({m['auto_threads']})" if key == "auto" else key, _f(t * 1e6),
+                         f"{m['gflops'][key]:.1f}", f"{100 * m['gflops'][key] / peaks[busy]:.0f}%", f"{base / t:.2f}x"])
+    work = "; ".join(f"{a}: {m['flops_per_step'] / 1e6:.1f} MFLOP per step" for a, m in results["algos"].items())
+    return "\n\n".join([
+        _table(["algo", "torch threads", "us per step", "GFLOP/s", "of peak", "vs 1 thread"], rows),
+        f"Work per step ({work}) counted by torch.utils.flop_counter on the torch path. Peak: "
+        f"{results['peak_method']}: " + ", ".join(f"{v:.0f} GFLOP/s at {k} thread(s)" for k, v in peaks.items())
+        + "; a step's share is taken against the peak of the cores it keeps busy (DDPG's concurrent update "
+          "runs two callers).",
+    ])
+
+
+def _replay(results: dict[str, Any]) -> str:
+    labels = {"pearl_fpga": "pearl_fpga `PrioritizedReplayBuffer` (cpu)", "cpprb": "cpprb `PrioritizedReplayBuffer`",
+              "torchrl": "TorchRL prioritized buffer", "sampler_cpu": "`ReplaySampler` cpu (bare tree)",
+              "sampler_numpy": "`ReplaySampler` numpy (reference)"}
+    rows = []
+    for key, row in results["results"].items():
+        if "error" in row:
+            rows.append([labels.get(key, key), "n/a", "n/a", "n/a", row["error"]])
+            continue
+        ratio = row.get("speedup_vs_best_baseline")
+        rows.append([labels.get(key, key), f"{row['sample_us']:.1f}", f"{row['update_us']:.1f}",
+                     f"{row['iteration_us']:.1f}", f"{ratio:.2f}x" if ratio is not None else ""])
+    rtl = results["rtl"]
+    if "error" not in rtl:
+        rows.append([f"rtl backend, capacity {rtl['capacity']}, batch {rtl['batch']} (cycles)", str(rtl["sample_cycles"]),
+                     str(rtl["update_cycles"]), "", f"SPEC bound {rtl['bound_cycles']}"])
+    cfg = results["config"]
+    return "\n\n".join([
+        _table(["implementation", "sample us", "update us", "sample+update us", "vs best baseline"], rows),
+        f"Capacity {cfg['capacity']:,}, fan-out {cfg['fanout']}, batch {cfg['batch']}, obs dim {cfg['obs_dim']}; "
+        f"{cfg['statistic']} of {cfg['repeats']} iterations.",
+    ])
+
+
+def _mlp(results: dict[str, Any]) -> str:
+    rows, rtl_rows = [], []
+    for entry in results["networks"]:
+        for row in entry["rows"]:
+            rows.append([entry["network"], str(row["batch"]), f"{row['cpu_us']:.2f}", f"{row['torch_1thread_us']:.2f}",
+                         f"{row['torch_default_us']:.2f}", f"{row['speedup_vs_torch_1thread']:.1f}x",
+                         f"{row['speedup_vs_torch_default']:.1f}x"])
+        rtl = entry["rtl"]
+        if rtl["available"]:
+            rtl_rows.append([entry["network"], str(rtl["lanes"]), f"{rtl['cycles_per_inference']:.1f}",
+                             f"{rtl['target_cycles_per_inference']:.1f}", "yes" if rtl["meets_target"] else "no"])
+    d = results["torch_default_threads"]
+    out = [_table(["network", "batch", "cpu us", "torch 1 thread us", f"torch {d} threads us", "vs 1 thread",
+                   f"vs {d} threads"], rows),
+           f"Best round per figure; cpu backend MAC path: {results.get('cpu_path')}."]
+    if rtl_rows:
+        out.append("rtl backend, cycles per inference at steady state:\n\n"
+                   + _table(["network", "lanes", "cycles", "target MACs/LANES + 8L + 16", "meets"], rtl_rows))
+    return "\n\n".join(out)
+
+
+def _plan(results: dict[str, Any]) -> str:
+    rows = [[r["placement"], str(r["workers"]), _f(r["predicted"]), _f(r["measured"]), f"{r['error']:+.0%}",
+             r["bottleneck"]] for r in results["rows"]]
+    out = [_table(["placement", "workers", "predicted env steps/s", "measured", "error", "predicted bottleneck"], rows),
+           f"{results['steps']:,} env steps per run. **{results['within_target']} of {results['cases']}** predictions "
+           f"within {results['target_error']:.0%} of the measurement."]
+    if results.get("chosen_over_default"):
+        out.append(f"The planner's choice ({results['chosen']['placement']}, {results['chosen']['workers']} workers) "
+                   f"against the default: {results['chosen_over_default']:.2f}x, measured.")
+    return "\n\n".join(out)
+
+
+RENDER = {"train": _train, "learner": _learner, "replay": _replay, "mlp": _mlp, "plan": _plan}
+
+
+# ----------------------------------------------------------------------------------- pages
+def benchmarks_page(records: dict[str, dict[str, Any]]) -> str:
+    parts = ["# Benchmarks\n",
+             "Every figure of the documentation, rendered by `docs/render.py` from the records in "
+             "[figures/](figures/) that `pearl-fpga bench ... --json` wrote (`make figures` reruns them all). "
+             "Each section names its command, commit, machine and load. Do not edit this file by hand.\n"]
+    order = [k for k in SECTIONS if k in records] + sorted(k for k in records if k not in SECTIONS)
+    for key in order:
+        record = records[key]
+        render = RENDER.get(record["benchmark"])
+        if render is None:
+            raise RecordError(f"docs/figures/{key}.json: no renderer for benchmark {record['benchmark']!r}")
+        parts.append(f"## {SECTIONS.get(key, key)}\n\n{_provenance(record)}\n\n{render(record['results'])}\n")
+        png = FIGURES / f"{key}.png"
+        if png.exists():
+            parts.append(f"![{key}](figures/{png.name})\n")
+    return "\n".join(parts)
+
+
+def headline(records: dict[str, dict[str, Any]]) -> str:
+    lines = []
+
+    def tag(record: dict[str, Any]) -> str:
+        return " (taken under load)" if record["under_load"] else ""
+
+    for key, name in (("train-dqn", "DQN CartPole-v1"), ("train-ddpg", "DDPG Pendulum-v1")):
+        r = records.get(key)
+        if r and "median_speedup" in r["results"]:
+            ms = r["results"]["median_speedup"]
+            lines.append(f"- {name} training, env steps/s against Stable-Baselines3 at equal settings (median of "
+                         f"{len(r['results']['runs'])} seeds): " + ", ".join(
+                             f"{v:.2f}x at its {k} torch thread{'s' if k != '1' else ''}" for k, v in ms.items())
+                         + tag(r))
+    for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1")):
+        r = records.get(key)
+        if r:
+            res = r["results"]
+            threshold, need = QUALITY_TARGETS[res["algo"]]
+            ok = sum(x["pearl_fpga"]["final_return"] >= threshold for x in res["runs"])
+            lines.append(f"- {name} learning quality, {res['steps']:,} steps: {ok} of {len(res['runs'])} seeds reach "
+                         f"{threshold:g} (target {need} of 5){tag(r)}")
+    r = records.get("replay")
+    if r and r["results"]["results"].get("pearl_fpga", {}).get("speedup_vs_best_baseline"):
+        x = r["results"]["results"]["pearl_fpga"]
+        lines.append(f"- Prioritized replay, sample+update of 256 at capacity 2^20: {x['iteration_us']:.0f} us, "
+                     f"{x['speedup_vs_best_baseline']:.1f}x faster than the best baseline{tag(r)}")
+    r = records.get("plan")
+    if r:
+        lines.append(f"- Dispatcher: {r['results']['within_target']} of {r['results']['cases']} throughput "
+                     f"predictions within 25% of the measurement{tag(r)}")
+    lines.append("\nAll figures, with their commands and machine: [docs/benchmarks.md](docs/benchmarks.md).")
+    return "\n".join(lines)
+
+
+def readme_with(text: str, block: str) -> str:
+    if START not in text or END not in text:
+        raise RecordError(f"README.md lacks the {START} ... {END} markers of the headline block")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{block}\n{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="fail when the rendered files are out of date")
+    args = parser.parse_args(argv)
+    try:
+        records = load_records()
+        page = benchmarks_page(records)
+        readme = readme_with(README.read_text(), headline(records))
+    except RecordError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    stale = [p for p, text in ((BENCHMARKS, page), (README, readme)) if not p.exists() or p.read_text() != text]
+    if args.check:
+        if stale:
+            print("out of date with docs/figures: " + ", ".join(str(p.relative_to(ROOT)) for p in stale)
+                  + "; run python docs/render.py", file=sys.stderr)
+            return 1
+        return 0
+    for path, text in ((BENCHMARKS, page), (README, readme)):
+        path.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

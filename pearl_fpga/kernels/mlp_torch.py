@@ -1,0 +1,214 @@
+"""From a torch network to the MLP kernel's fixed-point layers: parsing the nn.Sequential (or a wrapper
+around one), the float forward pass on the calibration batch, and the per-layer formats (see
+pearl_fpga.kernels.mlp for the rules)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pearl_fpga.spec.mlp import (
+    HEAD_RAW,
+    HEAD_TANH,
+    INT16_MAX,
+    TANH_FRAC_BITS,
+)
+
+HEADROOM = 2.0  # activation ranges get one extra integer bit beyond the calibration maximum
+FRAC_MIN, FRAC_MAX = -16, 30  # fractional bits considered for any format
+MAX_SHIFT = 40
+INT32_MAX = 2**31 - 1
+
+
+
+@dataclass(frozen=True)
+class LayerFormat:
+    """Fixed-point formats of one linear layer (fractional bits; value = integer / 2**bits)."""
+
+    fw: int
+    """weights (int16) and, with fa_in, the bias (int32, fw + fa_in bits)"""
+    fa_in: int
+    """input activations (int16)"""
+    fa_out: int
+    """output activations (int16); 12 for a tanh head"""
+
+    @property
+    def shift(self) -> int:
+        """Right shift of the accumulator: fw + fa_in - fa_out (0..40)."""
+        return self.fw + self.fa_in - self.fa_out
+
+
+def frac_bits(max_abs: float, limit: float = INT16_MAX, headroom: float = 1.0) -> int:
+    """Most fractional bits f (FRAC_MIN..FRAC_MAX) with max_abs * headroom * 2**f <= limit."""
+    if not math.isfinite(max_abs):
+        raise ValueError(f"cannot choose a fixed-point format for a non-finite range ({max_abs})")
+    if max_abs <= 0.0:
+        return FRAC_MAX
+    f = math.floor(math.log2(limit / (max_abs * headroom)))
+    while f > FRAC_MIN and max_abs * headroom * 2.0**f > limit:  # guard log2 rounding
+        f -= 1
+    return int(min(max(f, FRAC_MIN), FRAC_MAX))
+
+
+def quantize(x: np.ndarray, frac: int, lo: int, hi: int) -> np.ndarray:
+    """floor(x * 2**frac + 0.5) clamped to [lo, hi], computed in float64 (SPEC.md rounding), int64."""
+    q = np.floor(np.asarray(x, dtype=np.float64) * 2.0**frac + 0.5)
+    return np.clip(q, lo, hi).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Net:
+    """The float network as the kernel sees it."""
+
+    weights: list[np.ndarray]  # float64 (m, n)
+    biases: list[np.ndarray]  # float64 (m,)
+    relu: list[bool]
+    head: str
+
+    def shapes(self) -> list[tuple[int, int, bool]]:
+        return [(w.shape[1], w.shape[0], r) for w, r in zip(self.weights, self.relu)]
+
+    def layer_outputs(self, x: np.ndarray) -> list[np.ndarray]:
+        """Float32 output of every linear layer after its activation (before the tanh of the head): the
+        ranges that choose the activation formats (float32 as the network computes; twice as fast as
+        float64 for the re-quantization at every learner weight sync)."""
+        import torch
+
+        outs = []
+        with torch.no_grad():  # torch, not numpy: numpy's BLAS threads crawl on a busy shared machine
+            a = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+            for w, b, r in zip(self.weights, self.biases, self.relu):
+                a = torch.addmm(torch.from_numpy(b).float(), a, torch.from_numpy(w).float().T)
+                if r:
+                    a = torch.relu(a)
+                outs.append(a.numpy())
+        return outs
+
+
+def find_sequential(module: Any) -> Any:
+    from torch import nn
+
+    if isinstance(module, nn.Sequential):
+        return module
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"expected a torch nn.Module (an nn.Sequential of Linear/ReLU/Tanh), got {type(module).__name__}")
+    net = getattr(module, "net", None)
+    if isinstance(net, nn.Sequential):
+        return net
+    found = [m for m in module.modules() if isinstance(m, nn.Sequential)]
+    if len(found) == 1:
+        return found[0]
+    raise ValueError(
+        f"{type(module).__name__} holds {len(found)} nn.Sequential modules and no `net` attribute: pass the "
+        "nn.Sequential of Linear/ReLU/Tanh layers itself, or expose it as `module.net`"
+    )
+
+
+def parse(seq: Any) -> Net:
+    from torch import nn
+
+    mods = list(seq)
+    weights, biases, relu = [], [], []
+    head = HEAD_RAW
+    for i, m in enumerate(mods):
+        if isinstance(m, nn.Linear):
+            w = m.weight.detach().to("cpu").double().numpy().copy()
+            b = m.bias.detach().to("cpu").double().numpy().copy() if m.bias is not None else np.zeros(w.shape[0])
+            weights.append(w)
+            biases.append(b)
+            relu.append(False)
+        elif isinstance(m, nn.ReLU):
+            if not weights or relu[-1]:
+                raise ValueError(f"layer {i} (ReLU) must follow a Linear layer")
+            relu[-1] = True
+        elif isinstance(m, nn.Tanh):
+            if i != len(mods) - 1 or not weights or relu[-1]:
+                raise ValueError(f"layer {i} (Tanh) is only supported as the last layer, right after a Linear")
+            head = HEAD_TANH
+        else:
+            raise ValueError(
+                f"layer {i} ({type(m).__name__}) is not supported: the MLP kernel runs Linear layers with ReLU "
+                "between them and an optional final Tanh"
+            )
+    if not weights:
+        raise ValueError("the network has no Linear layer")
+    if relu[-1]:
+        raise ValueError("the last Linear layer is followed by ReLU: the output head must be raw or Tanh")
+    return Net(weights, biases, relu, head)
+
+
+def describe(net: Net) -> str:
+    widths = [net.weights[0].shape[1]] + [w.shape[0] for w in net.weights]
+    return "-".join(map(str, widths)) + f" {net.head} head"
+
+
+def torch_forward(module: Any, x: np.ndarray) -> np.ndarray:
+    import torch
+
+    param = next(iter(module.parameters()), None)
+    dtype = param.dtype if param is not None else torch.float32
+    device = param.device if param is not None else "cpu"
+    with torch.no_grad():
+        out = module(torch.as_tensor(x, dtype=dtype, device=device))
+    return out.detach().to("cpu").double().numpy()
+
+
+def check_wrapper(module: Any, seq: Any, calib: np.ndarray) -> None:
+    try:
+        a = torch_forward(module, calib[:64])
+    except Exception as exc:  # the wrapper's forward takes something else
+        raise ValueError(
+            f"{type(module).__name__}'s forward cannot be called on observations ({exc}): pass its "
+            "nn.Sequential itself"
+        ) from exc
+    b = torch_forward(seq, calib[:64])
+    if a.shape != b.shape or not np.allclose(a, b, rtol=1e-6, atol=1e-6):
+        raise ValueError(
+            f"{type(module).__name__}'s forward differs from its nn.Sequential (it transforms the output): "
+            "pass the nn.Sequential itself (and action_low/action_high for a scaled actor)"
+        )
+
+
+def choose_formats(net: Net, calib: np.ndarray, previous: Sequence[LayerFormat] | None) -> list[LayerFormat]:
+    """Per-layer formats (module docstring). With `previous`, keep each format that still fits."""
+
+    def pick(max_abs: float, old: int | None) -> int:
+        if old is not None and max_abs * 2.0**old <= INT16_MAX:
+            return old  # still holds the range: keep (no churn between learner syncs)
+        return frac_bits(max_abs, headroom=HEADROOM)
+
+    outs = net.layer_outputs(calib)
+    fa_in = previous[0].fa_in if previous else frac_bits(float(np.max(np.abs(calib))), headroom=HEADROOM)
+    formats = []
+    n_layers = len(net.weights)
+    for i, (w, b, a) in enumerate(zip(net.weights, net.biases, outs)):
+        old = previous[i] if previous else None
+        max_w = float(np.max(np.abs(w))) if w.size else 0.0
+        fw_w = frac_bits(max_w)
+        max_b = float(np.max(np.abs(b))) if b.size else 0.0
+        fw = min(fw_w, frac_bits(max_b, limit=INT32_MAX) - fa_in) if max_b > 0 else fw_w
+        if old is not None and old.fw <= fw:
+            fw = old.fw
+        last = i == n_layers - 1
+        if last and net.head == HEAD_TANH:
+            fa_out = TANH_FRAC_BITS
+        else:
+            max_a = float(np.max(np.abs(a))) if a.size else 0.0
+            fa_out = pick(max_a, old.fa_out if old is not None else None)
+        shift = fw + fa_in - fa_out
+        if shift < 0:
+            if last and net.head == HEAD_TANH:
+                raise ValueError(
+                    f"linear layer {i}: weights up to {max_w:.3g} with inputs in Q.{fa_in} cannot reach the tanh "
+                    "head's Q3.12 output (the shift would be negative): scale the network's last layer down"
+                )
+            fa_out = fw + fa_in
+        elif shift > MAX_SHIFT:
+            fw -= shift - MAX_SHIFT
+        formats.append(LayerFormat(fw=fw, fa_in=fa_in, fa_out=fa_out))
+        fa_in = fa_out
+    return formats

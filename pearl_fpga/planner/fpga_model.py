@@ -1,0 +1,229 @@
+"""The FPGA targets' model ("fpga-emu", "fpga"), not measured here: kernel cycles and clock (a Vitis
+csynth report when one exists, see pearl_fpga.planner.csynth; else the cycle-accurate "rtl" backend
+when requested, else the cycle bound the kernel's SPEC.md guarantees, at the catalog clock), plus the
+host <-> kernel transfers of the catalog's link model, plus the host-side work measured here.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pearl_fpga.planner.model import Fit
+
+from pearl_fpga.planner.profile import REPLAY_TASKS, fit_line
+
+# ----------------------------------------------------------------------------------- FPGA cycle models
+@dataclass(frozen=True)
+class CycleFit:
+    """Kernel cycles of one call as c0 + c1 * batch, and where the figures come from."""
+
+    c0: float
+    c1: float
+    source: str  # "spec bound", "rtl", "csynth"
+
+    def __call__(self, batch: float) -> float:
+        return self.c0 + self.c1 * batch
+
+
+def mlp_layers(obs_dim: int, net_arch: Sequence[int], out_dim: int) -> list[tuple[int, int]]:
+    """(n_in, m_out) of each linear layer of the policy network."""
+    widths = [obs_dim, *net_arch, out_dim]
+    return list(zip(widths[:-1], widths[1:]))
+
+
+def mlp_cycles_spec(layers: Sequence[tuple[int, int]], lanes: int) -> CycleFit:
+    """hls/mlp/SPEC.md's bound: per inference MACs / LANES + 8 L + 16 cycles (steady state)."""
+    macs = sum(n * m for n, m in layers)
+    return CycleFit(0.0, math.ceil(macs / lanes) + 8 * len(layers) + 16, "spec bound")
+
+
+def replay_cycles_spec(depth: int) -> CycleFit:
+    """hls/replay/SPEC.md's bound: B samples (or updates) in B + 4 * DEPTH + 16 cycles."""
+    return CycleFit(4 * depth + 16, 1.0, "spec bound")
+
+
+def replay_cycles_rtl(capacity: int, fanout: int, batches: Sequence[int] = (8, 64)) -> dict[str, CycleFit]:
+    """Cycle counts of the reference RTL (the "rtl" backend), fitted per operation."""
+    from pearl_fpga.kernels import ReplaySampler
+
+    s = ReplaySampler(capacity, fanout=fanout, backend="rtl")
+    rng = np.random.default_rng(0)
+    upd, smp = [], []
+    for n in batches:
+        s.update(rng.integers(0, capacity, size=n), rng.random(n) + 0.1)
+        upd.append(float(s.last_cycles))
+        s.sample(n, rng)
+        smp.append(float(s.last_cycles))
+    out = {}
+    for op, ys in (("update", upd), ("sample", smp)):
+        f = fit_line(list(batches), ys)
+        out[op] = CycleFit(f.a, f.b, "rtl")
+    return out
+
+
+def mlp_cycles_rtl(obs_dim: int, net_arch: Sequence[int], out_dim: int, discrete: bool, lanes: int, max_width: int,
+                   batches: Sequence[int] = (1, 8)) -> CycleFit:
+    """Cycle counts of the MLP kernel's reference RTL (the "rtl" backend, built with the board's
+    lanes and width) on a network of the workload's shape, fitted per call."""
+    import torch
+
+    from pearl_fpga.algos.common import mlp
+    from pearl_fpga.backends.mlp_rtl import MLPRTLBackend
+    from pearl_fpga.kernels import MLPInfer
+
+    torch.manual_seed(0)
+    module = mlp(obs_dim, list(net_arch), out_dim, tanh_head=not discrete)
+    obs = np.random.default_rng(0).normal(size=(max(batches), obs_dim)).astype(np.float32)
+    kernel = MLPInfer.from_torch(module, backend=MLPRTLBackend(lanes=lanes, max_width=max_width), calibration=obs)
+    cycles = []
+    for n in batches:
+        kernel(obs[:n])
+        cycles.append(float(kernel.last_cycles))
+    f = fit_line(list(batches), cycles)
+    return CycleFit(f.a, f.b, "rtl")
+
+
+def tree_depth(capacity: int, fanout: int) -> int:
+    depth, span = 1, fanout
+    while span < capacity:
+        depth, span = depth + 1, span * fanout
+    return depth
+
+
+def _csynth_report(board: Any, kernel: str, dirs: Sequence[str | Path], notes: list[str]) -> Any:
+    """The board's csynth report of `kernel` when one exists and reads cleanly, else None (a
+    malformed one warns, naming the file, and the caller keeps its other cycle source)."""
+    from pearl_fpga.planner.csynth import CsynthError, find_report, parse_csynth, same_part
+
+    path = find_report(board.name, kernel, dirs)
+    if path is None:
+        return None
+    try:
+        report = parse_csynth(path)
+    except CsynthError as exc:
+        warnings.warn(f"ignoring csynth report: {exc}", stacklevel=3)
+        notes.append(f"{kernel}: csynth report unusable ({exc})")
+        return None
+    if report.part and not same_part(report.part, board.part):
+        warnings.warn(f"ignoring csynth report {path}: synthesized for part {report.part}, "
+                      f"but {board.name} has {board.part}", stacklevel=3)
+        notes.append(f"{kernel}: csynth report {path} is for part {report.part}, not {board.part}: not used")
+        return None
+    if not report.timing_met:
+        notes.append(f"{kernel}: {path} misses the {report.target_period_ns:g} ns target "
+                     f"(estimated {report.estimated_period_ns:g} ns): timed at the estimated clock")
+    if abs(report.clock_mhz - board.clock_mhz) > 0.01 * board.clock_mhz:
+        notes.append(f"{kernel}: {path} was synthesized for {report.clock_mhz:.1f} MHz, the catalog says "
+                     f"{board.clock_mhz:g} MHz: using the report's clock")
+    return report
+
+
+def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: bool, host: Mapping[tuple[str, str], Fit],
+              target: str = "fpga-emu", cycles: str = "spec", csynth_dirs: Sequence[str | Path] = ()
+              ) -> tuple[dict[tuple[str, str], Fit], dict[str, str], list[str]]:
+    """Modelled fits of every task `target` (a board from the catalog) can run.
+
+    Each time = kernel cycles / clock + host <-> kernel transfers (catalog link model) + the host
+    work that stays on the CPU (measured on this machine: the driver call, transition storage).
+    Cycles and clock come from the board's Vitis csynth report of the kernel when one exists
+    (pearl_fpga.planner.csynth; searched where `make hls` puts it and in `csynth_dirs`), else from
+    the rtl backend (cycles="rtl") or the bound the kernel's SPEC.md guarantees, at the catalog clock.
+    Returns (fits, unavailable "role@target" -> reason, notes on the cycle sources).
+    """
+    from pearl_fpga.planner.csynth import CsynthError, mlp_cycles, replay_cycles
+
+    fits: dict[tuple[str, str], Fit] = {}
+    unavailable: dict[str, str] = {}
+    notes: list[str] = []
+    f_hz = board.clock_mhz * 1e6
+    src = f"cycle model ({{}}) @ {board.name}"
+
+    # ---- act: the MLP kernel
+    layers = mlp_layers(obs_dim, config.net_arch, out_dim)
+    mk = board.kernels["mlp"]
+    widest = max(max(n, m) for n, m in layers)
+    host_act = host.get(("act", "cpu-kernel")) or host.get(("act", "cpu"))
+    host_sync = host.get(("weight_sync", "cpu-kernel")) or host.get(("weight_sync", "cpu"))
+    if widest > mk["max_width"] or len(layers) > mk["max_layers"]:
+        unavailable[f"act@{target}"] = (f"network {obs_dim}-{'-'.join(map(str, config.net_arch))}-{out_dim} does not fit "
+                                        f"{board.name}'s MLP kernel (max_width {mk['max_width']}, max_layers {mk['max_layers']})")
+    elif host_act is None or host_sync is None:
+        unavailable[f"act@{target}"] = "no host measurement of act to base the driver overhead on"
+    else:
+        cyc = mlp_cycles_spec(layers, mk["lanes"])
+        f_act = f_hz
+        report = _csynth_report(board, "mlp", csynth_dirs, notes)
+        if report is not None:
+            try:
+                cyc, f_act = CycleFit(0.0, mlp_cycles(report, layers, mk), "csynth"), report.clock_mhz * 1e6
+            except CsynthError as exc:
+                warnings.warn(f"ignoring csynth report: {exc}", stacklevel=2)
+                notes.append(f"act: csynth report unusable ({exc})")
+                report = None
+        if report is None and cycles == "rtl":
+            try:
+                cyc = mlp_cycles_rtl(obs_dim, config.net_arch, out_dim, discrete, mk["lanes"], mk["max_width"])
+            except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
+                notes.append(f"act: rtl cycle counts unavailable ({exc}); using the spec bound")
+        notes.append(f"act: {cyc.c0:.0f} + {cyc.c1:.0f} cycles per inference ({cyc.source}"
+                     f"{', ' + str(report.path) if report is not None else ''}, {mk['lanes']} lanes) "
+                     f"at {f_act / 1e6:g} MHz")
+        in_bytes, out_bytes = 2 * obs_dim, 2 * (out_dim + (1 if discrete else 0))
+        # per call: driver overhead (the host fit's constant) + two DMA latencies; per observation:
+        # kernel cycles + bytes over the link
+        a = host_act.a + 2 * board.transfer_seconds(0) + cyc.c0 / f_act
+        b = cyc.c1 / f_act + (in_bytes + out_bytes) / (board.link_bandwidth_gbps * 1e9)
+        fits[("act", target)] = Fit(a, b, src.format(cyc.source))
+        weight_words = sum(n * m + 2 * m + 4 for n, m in layers) + 1
+        fits[("weight_sync", target)] = Fit(host_sync.a + board.transfer_seconds(2 * weight_words) + weight_words / f_act,
+                                            0.0, src.format("load stream, 1 word/cycle"))
+
+    # ---- replay: the sum tree (only with PER; a uniform buffer is host memory wherever "replay" is placed)
+    rk = board.kernels["replay"]
+    if not config.per:
+        for task in REPLAY_TASKS:
+            if (task, "cpu") in host:
+                fits[(task, target)] = host[(task, "cpu")]
+    elif config.buffer_size > rk["capacity"]:
+        unavailable[f"replay@{target}"] = (f"buffer_size {config.buffer_size} exceeds {board.name}'s replay kernel "
+                                           f"capacity {rk['capacity']}")
+    elif ("host_store", "cpu") not in host or ("host_gather", "cpu") not in host:
+        unavailable[f"replay@{target}"] = "no host measurement of transition storage"
+    else:
+        depth = tree_depth(config.buffer_size, rk["fanout"])
+        ops = {"update": replay_cycles_spec(depth), "sample": replay_cycles_spec(depth)}
+        report = _csynth_report(board, "replay", csynth_dirs, notes)
+        if report is not None:
+            try:
+                c0, c1 = replay_cycles(report)
+                # the synthesized tree holds the board's capacity; the run's buffer only uses part of it
+                ops = {"update": CycleFit(c0, c1, "csynth"), "sample": CycleFit(c0, c1, "csynth")}
+                f_hz = report.clock_mhz * 1e6
+            except CsynthError as exc:
+                warnings.warn(f"ignoring csynth report: {exc}", stacklevel=2)
+                notes.append(f"replay: csynth report unusable ({exc})")
+                report = None
+        if report is None and cycles == "rtl":
+            try:
+                ops = replay_cycles_rtl(config.buffer_size, rk["fanout"])
+            except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
+                notes.append(f"replay: rtl cycle counts unavailable ({exc}); using the spec bound")
+        notes.append(f"replay: depth {depth}, sample {ops['sample'].c0:.0f} + {ops['sample'].c1:.2f}/item cycles "
+                     f"({ops['sample'].source}{', ' + str(report.path) if report is not None else ''}) "
+                     f"at {f_hz / 1e6:g} MHz")
+        word = 16 / (board.link_bandwidth_gbps * 1e9)  # one 128-bit command or response
+        lat = board.transfer_seconds(0)
+        store, gather = host[("host_store", "cpu")], host[("host_gather", "cpu")]
+        up, sm = ops["update"], ops["sample"]
+        fits[("replay_insert", target)] = Fit(store.a + lat + up.c0 / f_hz, store.b + up.c1 / f_hz + word, src.format(up.source))
+        fits[("replay_update", target)] = Fit(lat + up.c0 / f_hz, up.c1 / f_hz + word, src.format(up.source))
+        fits[("replay_sample", target)] = Fit(gather.a + 2 * lat + sm.c0 / f_hz, gather.b + sm.c1 / f_hz + 2 * word,
+                                              src.format(sm.source))
+    return fits, unavailable, notes

@@ -1,0 +1,106 @@
+"""The runtime's loops as the profile times them: the actor loop (infer, step the envs), the exploration
+step, a learner update on random batches of the run's shapes, and the learner's thread count. Shared
+by the host and worker-mode benchmarks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from pearl_fpga.planner.profile import time_call
+from pearl_fpga.runtime.threads import learner_callers, measured_thread_count
+
+
+def actor_loop(config: Any, policy: Any, env_counts: Sequence[int], repeats: int,
+                env_group: Callable[..., Any]) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """The actor's loop (infer, step the envs) for each env count: mean seconds per call of act and
+    of the env step, measured together so that each sees the caches the other leaves."""
+    act_pts, env_pts = [], []
+    rng = np.random.default_rng(1)
+    for n in env_counts:
+        group = env_group(config.env_id, n, seed=0)
+        try:
+            t_act = t_env = 0.0
+            for i in range(repeats + 2):
+                t0 = time.perf_counter()
+                if policy is not None:
+                    actions = policy.deterministic(group.obs)
+                elif group.spec.discrete:
+                    actions = rng.integers(0, group.spec.action_dim, size=n)
+                else:
+                    actions = rng.uniform(-1, 1, size=(n, group.spec.action_dim)).astype(np.float32)
+                t1 = time.perf_counter()
+                group.step(actions)
+                t2 = time.perf_counter()
+                if i >= 2:  # the first calls warm up
+                    t_act, t_env = t_act + t1 - t0, t_env + t2 - t1
+        finally:
+            group.close()
+        act_pts.append((float(n), t_act / repeats))
+        env_pts.append((float(n), t_env / repeats))
+    return act_pts, env_pts
+
+
+def random_batch(rng: np.random.Generator, n: int, spec: Any) -> dict[str, np.ndarray]:
+    action = (rng.integers(0, spec.action_dim, size=n) if spec.discrete
+              else rng.uniform(-1, 1, size=(n, spec.action_dim)).astype(np.float32))
+    return {"obs": rng.normal(size=(n, spec.obs_dim)).astype(np.float32), "action": action,
+            "reward": rng.normal(size=n).astype(np.float32),
+            "next_obs": rng.normal(size=(n, spec.obs_dim)).astype(np.float32),
+            "done": (rng.random(n) < 0.05).astype(np.float32)}
+
+
+def explore_overhead(config: Any, spec: Any, counts: Sequence[int], repeats: int) -> list[tuple[float, float]]:
+    """Seconds per call of the runtime's exploration step (`ActorPolicy.explore`) around the policy
+    network, with the inference itself left out (it is the "act" task): the random draws, the
+    epsilon mask and the merge, at the schedule's final epsilon."""
+    from types import SimpleNamespace
+
+    from pearl_fpga.runtime.policy import ActorPolicy
+
+    rng = np.random.default_rng(4)
+    step = max(config.total_steps, config.learning_starts)  # past the epsilon decay: the steady state
+    pts = []
+    for n in counts:
+        obs = rng.normal(size=(n, spec.obs_dim)).astype(np.float32)
+        if spec.discrete:
+            greedy = np.zeros(n, dtype=np.int64)
+        else:
+            greedy = np.zeros((n, spec.action_dim), dtype=np.float32)
+        stub = SimpleNamespace(discrete=spec.discrete, deterministic=lambda _obs, g=greedy: g)
+        pts.append((float(n), time_call(lambda: ActorPolicy.explore(stub, obs, step, config, rng, spec.action_dim), repeats)))
+    return pts
+
+
+def learner_thread_count(config: Any) -> int:
+    """The learner's torch threads: the configured count, or (learner_threads = 0) the count the
+    runtime's adaptive choice settles on at the present load."""
+    if config.learner_threads > 0:
+        return int(config.learner_threads)
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        return measured_thread_count(learner_step(config, np.random.default_rng(3)), callers=learner_callers(config))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def learner_step(config: Any, rng: np.random.Generator) -> Callable[[], None]:
+    """One learner update on random batches of the run's shapes (a fresh CPU learner)."""
+    from pearl_fpga.algos import Batch, make_algo
+    from pearl_fpga.runtime.envs import env_spec
+
+    spec = env_spec(config.env_id)
+    algo = make_algo(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
+    data = random_batch(rng, 4096, spec)
+    b = config.batch_size
+
+    def step() -> None:
+        idx = rng.integers(0, 4096, size=b)
+        algo.learn(Batch.from_numpy({k: v[idx] for k, v in data.items()}, "cpu", discrete=spec.discrete))
+
+    return step

@@ -1,0 +1,37 @@
+"""The training schedule every engine honours, and the planner models, in one place: Stable-Baselines3's
+update-to-data schedule (when gradient step g may run, and its inverse), DQN's target-copy rule, and
+the actor workers' message and credit sizes. tests/test_schedule.py checks the schedule against a
+transcription of SB3's loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MESSAGE_STEPS = 64
+"""Actor workers send their transitions every this many env steps (one replay insert per message)."""
+
+
+def allowed_gradient_steps(config: Any, collected: int) -> int:
+    """Gradient steps SB3's loop has run once `collected` env steps exist: training rounds happen at
+    collected = k * train_freq for every k with k * train_freq > learning_starts; each runs
+    gradient_steps updates."""
+    rounds = collected // config.train_freq - config.learning_starts // config.train_freq
+    return max(rounds, 0) * config.gradient_steps
+
+
+def needed_env_steps(config: Any, g: int) -> int:
+    """The inverse: env steps after which SB3's loop runs gradient step g (0-based)."""
+    return config.train_freq * (config.learning_starts // config.train_freq + g // config.gradient_steps + 1)
+
+
+def target_copy_due(config: Any, needed: int, checked: int) -> bool:
+    """DQN: copy the target before a gradient step needing `needed` env steps when a multiple of
+    target_update_interval lies in (checked, needed]: SB3 copies every target_update_interval env steps
+    during collection, while the online net is frozen, so one copy before the round's first step is the
+    same."""
+    return needed // config.target_update_interval > checked // config.target_update_interval
+
+
+def credit_chunk(config: Any) -> int:
+    """Env steps granted to a worker at a time: a message, at most the allowed lag, whole env groups."""
+    return max(config.n_envs, min(MESSAGE_STEPS, config.actor_lag) // config.n_envs * config.n_envs)

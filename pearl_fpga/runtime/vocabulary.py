@@ -1,0 +1,19 @@
+"""The words of placement, with one meaning each, everywhere (code, CLI, docs):
+
+- **role**: a part of the off-policy protocol that is placed as one: `act` (policy inference), `replay`
+  (the replay manager's buffer), `learn` (the gradient step). A placement maps each role to a target.
+- **task**: one of the seven timed pieces of work of an off-policy step. Each belongs to a role
+  (ROLE_TASKS) except `env_step`, which always runs on the host CPU.
+- **target**: a placement token naming how and where a role runs: `cpu` (torch), `cpu-kernel` (the
+  kernels' C++ build), `cuda`, `fpga` (a board), `fpga-emu` (the kernels' C++ build computes, the
+  planner models a catalog board's time).
+- **device**: a physical resource that targets share: the CPU cores, `cuda:N`, `fpga:N`.
+"""
+
+ROLES = ("act", "replay", "learn")
+TASKS = ("env_step", "act", "replay_insert", "replay_sample", "replay_update", "learn", "weight_sync")
+ROLE_TASKS: dict[str, tuple[str, ...]] = {
+    "act": ("act", "weight_sync"),
+    "replay": ("replay_insert", "replay_sample", "replay_update"),
+    "learn": ("learn",),
+}

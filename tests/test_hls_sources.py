@@ -1,0 +1,51 @@
+"""Static checks of every kernel's HLS top that no C simulation can see."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPS = {kernel.parent.name: kernel for kernel in sorted(ROOT.glob("hls/*/SPEC.md"))}
+
+
+@pytest.mark.parametrize("kernel", sorted(TOPS))
+def test_top_declares_ap_ctrl_hs(kernel):
+    """Vitis kernels default to ap_ctrl_chain, whose ap_done waits for an ap_continue that the drivers
+    (pearl_fpga/board/driver.py, ap_ctrl_hs: start, poll done) never write: the top must say ap_ctrl_hs."""
+    source = (ROOT / "hls" / kernel / f"{kernel}.cpp").read_text()
+    pragmas = re.findall(r"#pragma HLS INTERFACE[^\n]*port\s*=\s*return[^\n]*", source)
+    assert any("ap_ctrl_hs" in p for p in pragmas), f"{kernel}_top does not declare ap_ctrl_hs on its return port"
+    assert not any("ap_ctrl_chain" in p or "ap_ctrl_none" in p for p in pragmas)
+
+
+KERNEL_SOURCES = sorted(p for p in ROOT.glob("hls/*/*.cpp") if not p.name.endswith("_tb.cpp"))
+
+
+def _variable_loops(source: str):
+    """(line number, bound, next lines) of every for loop whose bound is not a compile-time constant."""
+    lines = source.splitlines()
+    for i, line in enumerate(lines):
+        m = re.search(r"\bfor\s*\([^;]*;\s*[^;<]*<\s*([^;]+);", line)
+        if not m:
+            continue
+        bound = m.group(1).strip()
+        if re.fullmatch(r"[A-Z][A-Z0-9_]*|\d+[uU]?|[A-Z][A-Za-z0-9_]*(<\w+>)?::[A-Z0-9_]+", bound):
+            continue  # a constant: Vitis knows the trip count
+        yield i + 1, bound, "\n".join(lines[i + 1:i + 4])
+
+
+@pytest.mark.parametrize("path", KERNEL_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_variable_loop_states_its_trip_count(path):
+    """Without LOOP_TRIPCOUNT, Vitis reports a variable loop's latency as '?' and the planner's HLS
+    model has nothing to check against."""
+    missing = [f"line {n} (bound {bound})" for n, bound, after in _variable_loops(path.read_text())
+               if "LOOP_TRIPCOUNT" not in after]
+    assert not missing, f"{path.relative_to(ROOT)}: loops without LOOP_TRIPCOUNT: {', '.join(missing)}"
+
+
+def test_the_trip_count_check_sees_a_missing_pragma():
+    bad = "void f(int n) {\nL:\n    for (int i = 0; i < n; i++) {\n#pragma HLS PIPELINE II = 1\n    }\n}\n"
+    good = bad.replace("#pragma HLS PIPELINE", "#pragma HLS LOOP_TRIPCOUNT max = 8\n#pragma HLS PIPELINE")
+    assert [n for n, _, after in _variable_loops(bad) if "LOOP_TRIPCOUNT" not in after] == [3]
+    assert not [n for n, _, after in _variable_loops(good) if "LOOP_TRIPCOUNT" not in after]
