@@ -19,10 +19,7 @@ one weight sync older than in the sequential run.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import random
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,9 +31,8 @@ import torch
 from pearl_fpga.algos import Batch, make_algo
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.runtime.checkpoint import (CHECKPOINT_FORMAT, CHECKPOINT_VERSION, MANIFEST_FILE, STATE_FILE, as_tuple,
-                                         np_global_state, pack, read_manifest, set_np_global_state, sha256,
-                                         sigint_ignored, unpack)
+from pearl_fpga.runtime.checkpoint import (as_tuple, np_global_state, read_checkpoint, set_np_global_state,
+                                         sigint_ignored, write_checkpoint)
 from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollout
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
@@ -353,12 +349,6 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def save(self, directory: str | Path) -> Path:
         """Write a checkpoint atomically (temporary dir + rename): state.pt + manifest.json."""
-        directory = Path(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir()
         state = {
             "algo": self.algo.state_dict(),
             "replay": self.replay.state_dict(),
@@ -371,27 +361,12 @@ class Trainer:
             "episode_log": np.asarray(self.episode_log, dtype=np.float64).reshape(-1, 3),
             "eval_log": np.asarray(self.eval_log, dtype=np.float64).reshape(-1, 3),
         }
-        torch.save(pack(state), tmp / STATE_FILE)
-        manifest = {
-            "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+        return write_checkpoint(Path(directory), state, {
             "algo": self.config.algo, "env_id": self.config.env_id, "seed": self.seed,
             "placement": str(self.placement), "config": self.config.to_dict(),
             "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps, "episodes": self.episodes,
                          "target_checked": self.target_checked, "worker_restarts": self.worker_restarts},
-            "files": {STATE_FILE: {"sha256": sha256(tmp / STATE_FILE), "bytes": (tmp / STATE_FILE).stat().st_size}},
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        old = directory.parent / f".{directory.name}.old-{os.getpid()}"
-        if directory.exists():
-            directory.rename(old)
-        tmp.rename(directory)
-        if old.exists():
-            shutil.rmtree(old)
-        return directory
+        })
 
     @classmethod
     def load(cls, directory: str | Path, placement: str | Placement | dict | None = None,
@@ -401,23 +376,11 @@ class Trainer:
         back; `placement`/`workers` may differ from the saved run. `expect` (e.g. {"algo": "dqn",
         "env_id": "CartPole-v1"}) must match the manifest. Raises CheckpointError, touching nothing."""
         directory = Path(directory)
-        manifest = read_manifest(directory)
-        for key, value in (expect or {}).items():
-            if value is not None and manifest.get(key) != value:
-                raise CheckpointError(f"checkpoint {directory} is for {key}={manifest.get(key)!r}, "
-                                      f"but this run asks for {value!r}; use another --checkpoint-dir or matching options")
+        manifest, state = read_checkpoint(directory, expect)
         try:
             config = TrainConfig.from_dict(manifest["config"])
         except ValueError as exc:
             raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
-        state_path = directory / STATE_FILE
-        if sha256(state_path) != manifest["files"][STATE_FILE]["sha256"]:
-            raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} does not match the checksum in "
-                                  f"{MANIFEST_FILE} (corrupt or partially written); use an older checkpoint")
-        try:
-            state = unpack(torch.load(state_path, weights_only=True, map_location="cpu"))
-        except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
-            raise CheckpointError(f"checkpoint {directory}: cannot read {STATE_FILE}: {exc}") from exc
         trainer = cls(algo=config.algo, env=config.env_id,
                       placement=placement if placement is not None else manifest["placement"],
                       config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,

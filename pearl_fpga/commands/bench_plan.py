@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from pearl_fpga.planner import choose_placement
     from pearl_fpga.planner.model import predict
     from pearl_fpga.runtime.vocabulary import ROLES
-    from pearl_fpga.planner.plan import build_tables
+    from pearl_fpga.planner.tables import build_tables
     from pearl_fpga.planner.host_bench import Sizes, load_factor, profile_host
     from pearl_fpga.planner.profile import fit_line
     from pearl_fpga.planner.worker_bench import worker_pool_costs

@@ -7,7 +7,6 @@ versus measured per task and overall.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -17,22 +16,12 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.planner.assign import PlanError, search
-from pearl_fpga.planner.model import OVERHEADS, Device, Fit, Prediction, Tables, Workload
-from pearl_fpga.runtime.placement import canonical_target
+from pearl_fpga.planner.model import Prediction, Tables, Workload
+from pearl_fpga.planner.tables import TARGET_ORDER, build_tables, get_profile, parse_devices, scale_profile
 from pearl_fpga.runtime.schedule import credit_chunk
 from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES, TASKS
 
-# Targets are the runtime's placement tokens (pearl_fpga.runtime.placement): the CPU with torch
-# ("cpu") or with the kernels' C++ build ("cpu-kernel"), the GPU, a board, an emulated board.
-TARGET_ORDER = ("cpu", "cpu-kernel", "cuda", "fpga", "fpga-emu")
-HOST_DEVICE = {"cpu": "cpu", "cpu-kernel": "cpu", "cuda": "cuda"}
 DEFAULT_BOARD = "pynq-z2"
-# Stages of the runtime's worker mode: each actor worker steps its envs and acts; the learner
-# process runs the replay manager and the gradient steps and broadcasts weights.
-RUNTIME_STAGES: dict[str, tuple[str, ...]] = {
-    "actor": ("env_step", "act"),
-    "learner": ("replay_insert", "replay_sample", "replay_update", "learn", "weight_sync"),
-}
 
 
 
@@ -212,143 +201,6 @@ def _rel_err(pred: float, meas: float | None) -> float | None:
     if meas is None or not math.isfinite(meas) or meas <= 0:
         return None
     return (pred - meas) / meas
-
-
-# ----------------------------------------------------------------------------------- building the tables
-def capabilities() -> str:
-    """Which optional pieces are importable: a profile made without them is stale once they exist."""
-    mods = ("pearl_fpga._mlp_native", "pearl_fpga._replay_native", "pearl_fpga.kernels.mlp", "pearl_fpga.replay")
-    bits = "".join("1" if importlib.util.find_spec(m) is not None else "0" for m in mods)
-    try:
-        import torch
-
-        bits += "c" if torch.cuda.is_available() else ""
-    except ImportError:
-        pass
-    return bits
-
-
-def parse_devices(spec: str | Sequence[str] | None, board: str | None) -> tuple[list[str], str | None]:
-    """--devices "cpu,cpu-kernel,fpga-emu:pynq-z2" -> (targets, board). None: the real devices only."""
-    if spec is None:
-        return [], board
-    items = [canonical_target(s) for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
-    targets: list[str] = []
-    for item in items:
-        name, _, arg = item.partition(":")
-        if name == "fpga-emu" and arg:
-            if board and board != arg:
-                raise PlanError(f"--devices names board {arg!r} but --board is {board!r}: give one board")
-            board = arg
-        elif name == "cuda" and arg and not arg.isdigit():
-            raise PlanError(f"device {item!r}: use cuda or cuda:N")
-        if name not in TARGET_ORDER:
-            raise PlanError(f"unknown device {item!r}: use {', '.join(TARGET_ORDER)} (fpga-emu:<board>, cuda:N)")
-        if name not in targets:
-            targets.append(name)
-    if not targets:
-        raise PlanError("--devices is empty: name at least cpu")
-    if "cpu" not in targets:
-        targets.insert(0, "cpu")  # the envs always step on the CPU
-    return targets, board
-
-
-def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any | None, cycles: str = "spec",
-                 cpu_watts: tuple[float, float] | None = None, csynth_dirs: Sequence[str] = ()
-                 ) -> tuple[Tables, dict[str, str], list[str]]:
-    """Tables for the model from a host profile plus the modelled FPGA target of `board` (cycle
-    sources: a csynth report when present, see pearl_fpga.planner.csynth, else `cycles`)."""
-    from pearl_fpga.planner.devices import cpu_cores
-    from pearl_fpga.planner.power import board_power, cpu_power, gpu_power
-    from pearl_fpga.planner.fpga_model import fpga_fits
-    from pearl_fpga.runtime.envs import env_spec
-
-    fits: dict[tuple[str, str], Fit] = {k: v for k, v in profile.fits.items()
-                                        if (k[0] in TASKS or k[0] in OVERHEADS) and k[1] in targets}
-    # The runtime's replay on "cpu-kernel" is the same C++ sum tree as on "cpu", and without PER
-    # the buffer is host memory wherever "replay" is placed: offer such duplicates once, as "cpu".
-    for task in ROLE_TASKS["replay"]:
-        for target in ("cpu-kernel",) if config.per else ("cpu-kernel", "cuda", "fpga-emu", "fpga"):
-            fits.pop((task, target), None)
-    unavailable = {k: v for k, v in profile.unavailable.items() if k.partition("@")[2] in targets}
-    notes: list[str] = []
-    cores = cpu_cores()
-    cp = cpu_power(cores, cpu_watts)
-    devices = {"cpu": Device("cpu", "cpu", cores, cp.idle_w, cp.active_w, cp.source)}
-    target_device = {t: HOST_DEVICE[t] for t in targets if t in HOST_DEVICE}
-    notes.append(f"cpu power: {cp.idle_w:.0f}-{cp.active_w:.0f} W, {cp.source} ({cp.how})")
-    if "cuda" in targets and any(k[1] == "cuda" for k in fits):
-        gp = gpu_power(0)
-        devices["cuda"] = Device("cuda", "cuda", 1, gp.idle_w, gp.active_w, gp.source)
-        notes.append(f"cuda power: {gp.idle_w:.0f}-{gp.active_w:.0f} W, {gp.source} ({gp.how})")
-    elif "cuda" in targets:
-        target_device.pop("cuda", None)
-    for fpga_target in ("fpga-emu", "fpga"):
-        if fpga_target not in targets:
-            continue
-        if board is None:
-            unavailable[f"act@{fpga_target}"] = unavailable[f"replay@{fpga_target}"] = "no board chosen: pass --board"
-            continue
-        spec = env_spec(config.env_id)
-        ffits, unav, fnotes = fpga_fits(board, config, spec.obs_dim, spec.action_dim, spec.discrete, profile.fits,
-                                        target=fpga_target, cycles=cycles, csynth_dirs=csynth_dirs)
-        fits.update({k: v for k, v in ffits.items() if config.per or k[0] not in ROLE_TASKS["replay"]})
-        unavailable.update(unav)
-        notes += [f"{fpga_target}: {n}" for n in fnotes]
-        dev = f"{fpga_target}:{board.name}"
-        bp = board_power(board, on_board=fpga_target == "fpga")
-        devices[dev] = Device(dev, fpga_target, 1, bp.idle_w, bp.active_w, bp.source)
-        target_device[fpga_target] = dev
-        # the host still runs the env; a board target has no env_step of its own
-    parallel = {int(p): float(c) for p, c in profile.points.get(("cpu_parallel", "cpu"), [])}
-    if parallel:
-        notes.append("CPU our processes get together (relative to one): "
-                     + ", ".join(f"{p}: {c:.2f}" for p, c in sorted(parallel.items())) + f" (of {cores} cores)")
-    tables = Tables(fits=fits, target_device=target_device, devices=devices, stages=RUNTIME_STAGES,
-                    cpu_parallel=parallel)
-    return tables, unavailable, notes
-
-
-def scale_profile(profile: Any, factor: float) -> Any:
-    """A copy of the host profile with every host task `factor` times slower (the load of a shared
-    machine); FPGA targets built from it scale their host-side work (driver calls, storage) with it."""
-    import copy
-
-    out = copy.copy(profile)
-    out.fits = {k: (Fit(f.a * factor, f.b * factor, f.source) if k[0] not in ("cpu_parallel",) and
-                    not k[0].endswith("_corun") else f) for k, f in profile.fits.items()}
-    return out
-
-
-def get_profile(config: Any, targets: Sequence[str], sizes: Any = None, reprofile: bool = False,
-                progress: bool = True) -> Any:
-    """The cached host profile of this workload, or a fresh one (then cached)."""
-    from pearl_fpga.planner import host_bench
-    from pearl_fpga.planner import profile as prof
-
-    machine = prof.machine_info()
-    key = host_bench.workload_key(config) + "|" + capabilities() + ("|quick" if sizes is not None and sizes.repeats < 10 else "")
-    host_targets = [t for t in targets if t in prof.HOST_TARGETS]
-    cached = None if reprofile else prof.load_cached(machine, key)
-    if cached is not None and all(any(k[1] == t for k in cached.fits) or any(u.endswith("@" + t) for u in cached.unavailable)
-                                  for t in host_targets):
-        return cached
-    profile = _run_profile(prof, config, host_targets, sizes, progress)
-    profile.workload = key
-    prof.save_cached(profile)
-    return profile
-
-
-def _run_profile(prof: Any, config: Any, targets: Sequence[str], sizes: Any, progress: bool) -> Any:
-    from pearl_fpga.planner import host_bench
-
-    if not progress:
-        return host_bench.profile_host(config, targets, sizes)
-    from rich.progress import Progress
-
-    with Progress(transient=True) as bar:
-        task = bar.add_task("profiling", total=None)
-        return host_bench.profile_host(config, targets, sizes, progress=lambda msg: bar.update(task, description=f"profiling {msg}"))
 
 
 def default_placement_dict() -> dict[str, str]:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,52 @@ CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
 CHECKPOINT_VERSION = 1
 STATE_FILE = "state.pt"
 MANIFEST_FILE = "manifest.json"
+
+
+def write_checkpoint(directory: Path, state: dict[str, Any], fields: dict[str, Any]) -> Path:
+    """Write `state` (tensors, numpy arrays, plain values) and a manifest of `fields` plus format,
+    version, checksum and date, atomically: a temporary directory renamed into place."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    torch.save(pack(state), tmp / STATE_FILE)
+    manifest = {
+        "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **fields,
+        "files": {STATE_FILE: {"sha256": sha256(tmp / STATE_FILE), "bytes": (tmp / STATE_FILE).stat().st_size}},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    for f in tmp.iterdir():
+        with open(f, "rb") as fh:
+            os.fsync(fh.fileno())
+    old = directory.parent / f".{directory.name}.old-{os.getpid()}"
+    if directory.exists():
+        directory.rename(old)
+    tmp.rename(directory)
+    if old.exists():
+        shutil.rmtree(old)
+    return directory
+
+
+def read_checkpoint(directory: Path, expect: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(manifest, state) of a checkpoint, validated: the manifest's fields, `expect` (e.g. {"algo": "dqn"}),
+    the state's checksum, and a tensors-only torch.load. CheckpointError names any problem."""
+    manifest = read_manifest(directory)
+    for key, value in (expect or {}).items():
+        if value is not None and manifest.get(key) != value:
+            raise CheckpointError(f"checkpoint {directory} is for {key}={manifest.get(key)!r}, "
+                                  f"but this run asks for {value!r}; use another --checkpoint-dir or matching options")
+    state_path = directory / STATE_FILE
+    if sha256(state_path) != manifest["files"][STATE_FILE]["sha256"]:
+        raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} does not match the checksum in "
+                              f"{MANIFEST_FILE} (corrupt or partially written); use an older checkpoint")
+    try:
+        state = unpack(torch.load(state_path, weights_only=True, map_location="cpu"))
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
+        raise CheckpointError(f"checkpoint {directory}: cannot read {STATE_FILE}: {exc}") from exc
+    return manifest, state
 
 
 def read_manifest(directory: Path) -> dict[str, Any]:

@@ -12,6 +12,11 @@
 
 ROLES = ("act", "replay", "learn")
 TASKS = ("env_step", "act", "replay_insert", "replay_sample", "replay_update", "learn", "weight_sync")
+STAGES: dict[str, tuple[str, ...]] = {
+    "actor": ("env_step", "act"),  # each actor worker steps its envs and acts
+    "learner": ("replay_insert", "replay_sample", "replay_update", "learn", "weight_sync"),  # the main process
+}
+"""The worker mode's processes and the tasks each runs (runtime/workers.py, trainer's worker loop)."""
 ROLE_TASKS: dict[str, tuple[str, ...]] = {
     "act": ("act", "weight_sync"),
     "replay": ("replay_insert", "replay_sample", "replay_update"),
