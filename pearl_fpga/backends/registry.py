@@ -94,3 +94,9 @@ for _kernel, _prefix, _cls in (("replay", "replay", "Replay"), ("mlp", "mlp", "M
     for _board in ("pynq", "xrt"):
         register(_kernel, _board, f"pearl_fpga.board.{_prefix}_driver:{_cls}BoardBackend", _BOARD,
                  takes_options=True, transport=_board)
+register("tabular", "numpy", "pearl_fpga.backends.tabular_numpy:TabularNumpyBackend", "it is part of the package")
+register("tabular", "cpu", "pearl_fpga.backends.tabular_cpu:TabularCPUBackend", _NATIVE)
+register("tabular", "rtl", "pearl_fpga.backends.tabular_rtl:TabularRTLBackend", _SIM, takes_options=True)
+for _board in ("pynq", "xrt"):
+    register("tabular", _board, "pearl_fpga.board.tabular_driver:TabularBoardBackend", _BOARD, takes_options=True,
+             transport=_board)

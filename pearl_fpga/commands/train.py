@@ -14,11 +14,15 @@ from typing import Any
 
 from pearl_fpga.commands.config_args import add_config_options, build_config
 
-HELP = "train DQN or DDPG (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-emu)"
+HELP = ("train DQN or DDPG (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-emu), or tabular "
+        "Q-learning/SARSA (--algo qlearning --env Taxi-v4; see docs/tabular.md)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", choices=("dqn", "ddpg"), default="dqn", help="algorithm (default dqn)")
+    from pearl_fpga.commands import train_tabular
+
+    parser.add_argument("--algo", choices=("dqn", "ddpg", *train_tabular.TABULAR_ALGOS), default="dqn",
+                        help="algorithm (default dqn)")
     parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg)")
     parser.add_argument("--steps", type=int, default=None, help="total env steps (default: the rl-zoo budget)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -31,13 +35,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="checkpoint directory (default <logdir>/checkpoint)")
     parser.add_argument("--checkpoint-freq", type=int, default=None, help="env steps between checkpoints (default 10000)")
     parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir up to --steps")
-    parser.add_argument("--eval-episodes", type=int, default=20, help="episodes of the final evaluation (default 20)")
+    parser.add_argument("--eval-episodes", type=int, default=None,
+                        help="episodes of the final evaluation (default 20; tabular: the preset's)")
     parser.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard event file")
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON")
     add_config_options(parser)
+    train_tabular.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pearl_fpga.commands import train_tabular
+
+    if args.algo in train_tabular.TABULAR_ALGOS:
+        return train_tabular.run(args)
+    if args.eval_episodes is None:
+        args.eval_episodes = 20
+    tabular_only = [f"--{name.replace('_', '-')}" for name in ("episodes", "backend", "dataset", "epochs", "parts",
+                                                                "save_dataset") if getattr(args, name) is not None]
+    if tabular_only:
+        print(f"error: {', '.join(tabular_only)} are for --algo qlearning|sarsa", file=sys.stderr)
+        return 2
     from rich.console import Console
 
     from pearl_fpga.errors import PearlError

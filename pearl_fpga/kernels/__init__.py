@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_LAZY = {"ReplaySampler": "pearl_fpga.kernels.replay", "MLPInfer": "pearl_fpga.kernels.mlp"}
+_LAZY = {"ReplaySampler": "pearl_fpga.kernels.replay", "MLPInfer": "pearl_fpga.kernels.mlp",
+         "TabularQ": "pearl_fpga.kernels.tabular"}
 
 __all__ = list(_LAZY)
 

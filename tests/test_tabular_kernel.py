@@ -1,0 +1,225 @@
+"""TabularQ: the API, its validation (a rejected call changes nothing), bit-exactness of every backend
+present in the package against an independent Python-int oracle of the contract, partitioned mode."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pearl_fpga.kernels import TabularQ
+from pearl_fpga.spec.tabular import merge_partitions
+
+
+def _backends() -> list:
+    """numpy always; cpu and rtl as soon as their modules are in the package (then they must work)."""
+    names = [pytest.param("numpy")]
+    if importlib.util.find_spec("pearl_fpga.backends.tabular_cpu") is not None:
+        names.append(pytest.param("cpu"))
+    if importlib.util.find_spec("pearl_fpga.backends.tabular_rtl") is not None:
+        names.append(pytest.param("rtl", marks=pytest.mark.sim))
+    return names
+
+
+BACKENDS = _backends()
+
+
+def oracle(table, alpha_w, gamma_w, sarsa, s, a, r_words, s2, a2, done):
+    """The contract of TABULAR.md / hls/tabular/SPEC.md in Python ints, one transition at a time."""
+    q = [[int(v) for v in row] for row in table]
+    for i in range(len(s)):
+        if done[i]:
+            boot = 0
+        elif sarsa:
+            boot = q[s2[i]][a2[i]]
+        else:
+            boot = max(q[s2[i]])
+        target = int(r_words[i]) + ((gamma_w * boot + (1 << 15)) >> 16)
+        delta = target - q[s[i]][a[i]]
+        v = q[s[i]][a[i]] + ((alpha_w * delta + (1 << 15)) >> 16)
+        q[s[i]][a[i]] = min(max(v, -(1 << 31)), (1 << 31) - 1)
+    return np.array(q, dtype=np.int32)
+
+
+def random_batch(rng, n_states, n_actions, n, reward_scale=10.0):
+    return dict(s=rng.integers(0, n_states, n), a=rng.integers(0, n_actions, n),
+                r=rng.normal(0, reward_scale, n), s2=rng.integers(0, n_states, n), done=rng.random(n) < 0.1,
+                a2=rng.integers(0, n_actions, n))
+
+
+def words(r):
+    return np.floor(np.asarray(r, dtype=np.float64) * 65536 + 0.5).astype(np.int64)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("algo", ["q", "sarsa"])
+def test_random_stream_matches_oracle_and_sequential_loop(backend, algo):
+    rng = np.random.default_rng(1)
+    b = random_batch(rng, 7, 3, 400)
+    k = TabularQ(7, 3, alpha=0.3, gamma=0.95, algo=algo, backend=backend)
+    k.update(**b)
+    want = oracle(np.zeros((7, 3), np.int32), k.alpha_word, k.gamma_word, algo == "sarsa", b["s"], b["a"],
+                  words(b["r"]), b["s2"], b["a2"], b["done"])
+    np.testing.assert_array_equal(k.table, want)
+    one = TabularQ(7, 3, alpha=0.3, gamma=0.95, algo=algo, backend=backend)
+    for i in range(0, 400, 37):  # uneven chunks: a batch equals the loop
+        one.update(**{key: v[i:i + 37] for key, v in b.items()})
+    np.testing.assert_array_equal(one.table, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_adversarial_repeats_self_loops_and_saturation(backend):
+    n = 64
+    s = np.zeros(n, np.int64)  # the same (s, a) over and over, s2 == s: every update reads the row it writes
+    k = TabularQ(2, 2, alpha=1.0, gamma=1.0, backend=backend)
+    k.update(s, s, np.full(n, 32767.0), s, np.zeros(n, bool))
+    assert k.table[0, 0] == 2**31 - 1  # saturated, not wrapped
+    k.update(s, s, np.full(n, -32768.0), s, np.ones(n, bool))
+    assert k.table[0, 0] == -(2**31)
+    start = np.array([[2**31 - 1, -(2**31)], [5, -5]], np.int32)
+    k.load(start)
+    rng = np.random.default_rng(3)
+    b = random_batch(rng, 2, 2, 200, reward_scale=20000.0)
+    b["r"] = np.clip(b["r"], -32768.0, 32767.0)
+    k.update(**b)
+    np.testing.assert_array_equal(k.table, oracle(start, 65536, 65536, False, b["s"], b["a"], words(b["r"]),
+                                                  b["s2"], b["a2"], b["done"]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@given(data=st.data())
+def test_property_bit_exact(backend, data):
+    ns = data.draw(st.integers(1, 6))
+    na = data.draw(st.integers(1, 4))
+    n = data.draw(st.integers(0, 40))
+    alpha = data.draw(st.sampled_from([1 / 65536, 0.01, 0.5, 1.0]))
+    gamma = data.draw(st.sampled_from([0.0, 0.5, 0.99, 1.0]))
+    sarsa = data.draw(st.booleans())
+    ints = lambda hi: np.array(data.draw(st.lists(st.integers(0, hi - 1), min_size=n, max_size=n)), np.int64)
+    r = np.array(data.draw(st.lists(st.floats(-32768, 32767.99), min_size=n, max_size=n)), np.float64)
+    done = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    start = np.array(data.draw(st.lists(st.integers(-(2**31), 2**31 - 1), min_size=ns * na, max_size=ns * na)),
+                     np.int32).reshape(ns, na)
+    s, a, s2, a2 = ints(ns), ints(na), ints(ns), ints(na)
+    k = TabularQ(ns, na, alpha, gamma, algo="sarsa" if sarsa else "q", backend=backend)
+    k.load(start)
+    k.update(s, a, r, s2, done, a2=a2)
+    np.testing.assert_array_equal(k.table, oracle(start, k.alpha_word, k.gamma_word, sarsa, s, a, words(r), s2,
+                                                  a2, done))
+
+
+def test_api_views_and_clear():
+    k = TabularQ(3, 2, alpha=0.5, gamma=0.5, backend="numpy")
+    k.update(np.array([1]), np.array([1]), np.array([2.0]), np.array([0]), np.array([True]))
+    assert k.q[1, 1] == 1.0 and k.table.dtype == np.int32 and k.table[1, 1] == 65536
+    assert k.greedy().tolist() == [0, 1, 0]
+    assert k.last_cycles is None or isinstance(k.last_cycles, int)
+    k.clear()
+    assert not k.table.any()
+    assert "numpy" in repr(k) and k.alpha == 0.5 and k.gamma == 0.5
+    assert TabularQ(2, 2, backend="auto").backend_name in ("cpu", "numpy")
+
+
+BAD_CALLS = [
+    (dict(s=[0, 9]), ValueError, r"s\[1\] = 9 is out of range"),
+    (dict(s2=[-1, 0]), ValueError, r"s2\[0\] = -1"),
+    (dict(a=[0, 2]), ValueError, r"a\[1\] = 2 is out of range; actions"),
+    (dict(r=[0.0, np.nan]), ValueError, r"r\[1\] is nan; rewards must be finite"),
+    (dict(r=[np.inf, 0.0]), ValueError, r"finite"),
+    (dict(r=[40000.0, 0.0]), ValueError, r"outside the Q16.16 range"),
+    (dict(r=[0.0, 0.0, 0.0]), ValueError, r"r has 3 entries but s has 2"),
+    (dict(done=[True]), ValueError, r"done has 1 entries"),
+    (dict(s=[[0, 1]]), ValueError, r"1-D array"),
+    (dict(s=[0.0, 1.0]), TypeError, r"integer array"),
+    (dict(a=[True, False]), TypeError, r"integer array"),
+    (dict(r=["x", "y"]), TypeError, r"float or integer"),
+    (dict(done=[0, 2]), ValueError, r"only 0/1"),
+    (dict(done=[0.5, 1.0]), TypeError, r"done must be a bool"),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bad,exc,match", BAD_CALLS)
+def test_bad_input_is_rejected_and_changes_nothing(backend, bad, exc, match):
+    k = TabularQ(3, 2, alpha=0.5, gamma=0.9, backend=backend)
+    k.update(np.array([0, 1]), np.array([1, 0]), np.array([1.0, -2.0]), np.array([1, 2]), np.array([False, True]))
+    before = k.table
+    args = dict(s=[0, 1], a=[1, 1], r=[3.0, 4.0], s2=[2, 2], done=[False, False])
+    args.update(bad)
+    with pytest.raises(exc, match=match):
+        k.update(**{key: np.array(v) for key, v in args.items()})
+    with pytest.raises(exc, match=match):
+        k.update_partitioned(**{key: np.array(v) for key, v in args.items()}, parts=2)
+    np.testing.assert_array_equal(k.table, before)
+
+
+def test_sarsa_needs_a2_and_changes_nothing():
+    k = TabularQ(3, 2, alpha=0.5, gamma=0.9, algo="sarsa", backend="numpy")
+    k.load(np.arange(6, dtype=np.int32).reshape(3, 2))
+    with pytest.raises(ValueError, match="SARSA needs a2"):
+        k.update(np.array([0]), np.array([0]), np.array([1.0]), np.array([1]), np.array([False]))
+    with pytest.raises(ValueError, match=r"a2\[0\] = 5 is out of range"):
+        k.update(np.array([0]), np.array([0]), np.array([1.0]), np.array([1]), np.array([False]), a2=np.array([5]))
+    np.testing.assert_array_equal(k.table, np.arange(6, dtype=np.int32).reshape(3, 2))
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(alpha=0.0), ValueError, r"alpha=0.0 is out of range; pass alpha in \(0, 1\]"),
+    (dict(alpha=1.5), ValueError, r"alpha in \(0, 1\]"),
+    (dict(gamma=-0.1), ValueError, r"gamma in \[0, 1\]"),
+    (dict(gamma=1.01), ValueError, r"gamma in \[0, 1\]"),
+    (dict(gamma=float("nan")), ValueError, r"gamma must be finite"),
+    (dict(algo="dqn"), ValueError, r"choose 'q'"),
+    (dict(backend="gpu"), ValueError, r"unknown tabular backend"),
+    (dict(n_states=0), ValueError, r"n_states must be >= 1"),
+    (dict(n_actions=2.5), TypeError, r"n_actions must be an integer"),
+])
+def test_bad_construction(kwargs, exc, match):
+    args = dict(n_states=4, n_actions=2, alpha=0.1, gamma=0.9, backend="numpy")
+    args.update(kwargs)
+    with pytest.raises(exc, match=match):
+        TabularQ(**args)
+
+
+def test_gamma_one_is_exact_and_load_is_validated():
+    k = TabularQ(2, 2, alpha=1.0, gamma=1.0, backend="numpy")
+    assert k.gamma_word == 65536 and k.alpha_word == 65536
+    k.load(np.full((2, 2), 7, np.int32))
+    with pytest.raises(TypeError, match="raw int32"):
+        k.load(np.zeros((2, 2)))
+    with pytest.raises(ValueError, match=r"shape \(2, 2\)"):
+        k.load(np.zeros((3, 2), np.int32))
+    assert (k.table == 7).all()
+
+
+def test_merge_is_the_integer_mean_rounded_half_up():
+    t = [np.array([[1, -1, 3]], np.int32), np.array([[2, -2, 4]], np.int32)]
+    np.testing.assert_array_equal(merge_partitions(t), [[2, -1, 4]])  # floor((3+1)/2), floor((-3+1)/2), 7+1 // 2
+    big = [np.full((1, 1), 2**31 - 1, np.int32)] * 3
+    assert merge_partitions(big)[0, 0] == 2**31 - 1  # summed in int64, no wrap
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("parts", [1, 3, 8, 50])
+def test_partitioned_equals_k_independent_runs_then_merge(backend, parts):
+    rng = np.random.default_rng(parts)
+    b = random_batch(rng, 5, 3, 41)
+    start = rng.integers(-(2**20), 2**20, (5, 3)).astype(np.int32)
+    k = TabularQ(5, 3, alpha=0.25, gamma=0.9, algo="sarsa", backend=backend)
+    k.load(start)
+    k.update_partitioned(**b, parts=parts)
+    tables = []
+    for idx in np.array_split(np.arange(41), parts):  # 50 parts: some slices empty, they keep the start table
+        one = TabularQ(5, 3, alpha=0.25, gamma=0.9, algo="sarsa", backend="numpy")
+        one.load(start)
+        one.update(**{key: v[idx] for key, v in b.items()})
+        tables.append(one.table)
+    np.testing.assert_array_equal(k.table, merge_partitions(tables))
+    if parts == 1:
+        seq = TabularQ(5, 3, alpha=0.25, gamma=0.9, algo="sarsa", backend=backend)
+        seq.load(start)
+        seq.update(**b)
+        np.testing.assert_array_equal(k.table, seq.table)
