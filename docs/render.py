@@ -34,6 +34,8 @@ SECTIONS = {
     "plan": "Dispatcher: predicted against measured throughput",
 }
 QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4)}  # (return at least, seeds out of 5)
+# The throughput targets: median env steps/s ratio against SB3 at each of its thread settings.
+SPEED_TARGETS = {"train-dqn": {"default": 3.0, "1": 3.5}, "train-ddpg": {"default": 2.0}}
 REQUIRED = ("schema", "benchmark", "command", "commit", "date", "machine", "load_average_before",
             "load_average_after", "under_load", "results")
 
@@ -241,10 +243,19 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
         r = records.get(key)
         if r and "median_speedup" in r["results"]:
             ms = r["results"]["median_speedup"]
+            goals = SPEED_TARGETS.get(key, {})
+
+            def verdict(k: str, v: float) -> str:
+                if k not in goals:
+                    return ""
+                return f" (target {goals[k]:g}x: {'met' if v >= goals[k] else 'not met'})"
+
             lines.append(f"- {name} training, env steps/s against Stable-Baselines3 at equal settings (median of "
                          f"{len(r['results']['runs'])} seeds): " + ", ".join(
-                             f"{v:.2f}x at its {k} torch thread{'s' if k != '1' else ''}" for k, v in ms.items())
-                         + tag(r))
+                             f"{v:.2f}x at its {k} torch thread{'s' if k != '1' else ''}{verdict(k, v)}"
+                             for k, v in ms.items()) + tag(r))
+            if any(k in goals and v < goals[k] for k, v in ms.items()):
+                lines.append("  (why a target is missed: [docs/training.md](docs/training.md#throughput-targets))")
     for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1")):
         r = records.get(key)
         if r:
