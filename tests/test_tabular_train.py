@@ -158,12 +158,13 @@ def test_cli_online_with_dataset_then_offline_then_resume(tmp_path, capsys):
     data = tmp_path / "cliff.npz"
     base = ["train", "--algo", "qlearning", "--env", "CliffWalking-v1", "--backend", "numpy", "--no-tensorboard"]
     assert main([*base, "--episodes", "300", "--logdir", str(run), "--save-dataset", str(data),
-                 "--eval-episodes", "3"]) == 0
+                 "--eval-episodes", "3", "--set", "alpha=0.5", "--set", "eps_end=0.02"]) == 0
     out = _out(capsys)
     assert "episode 300/300" in out and "steps/s" in out and "ETA" in out
     assert "mean return -13.000" in out and "return -13.0000, success 1.0000" in out
     summary = json.loads((run / "summary.json").read_text())
     assert summary["episodes"] == 300 and summary["eval_episodes"] == 3 and summary["exact_mean_return"] == -13
+    assert summary["config"]["eps_end"] == 0.02
     assert (run / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     assert len(list(csv.DictReader(open(run / "episodes.csv")))) == 300
     assert load_dataset(data, 48, 4)["n"] == summary["env_steps"]
@@ -186,6 +187,8 @@ def test_cli_online_with_dataset_then_offline_then_resume(tmp_path, capsys):
     (["--env", "Taxi-v3"], "use --env Taxi-v4"),
     (["--dataset", "/nonexistent.npz"], "does not exist"),
     (["--backend", "gpu"], "unknown tabular backend"),
+    (["--set", "lr=0.1"], "with a TabularConfig field"),
+    (["--set", "alpha=2"], "alpha must be a number in [0.0, 1.0]"),
 ])
 def test_cli_errors(tmp_path, capsys, argv, match):
     assert main(["train", "--algo", "qlearning", "--env", "CliffWalking-v1", "--logdir", str(tmp_path / "r"),

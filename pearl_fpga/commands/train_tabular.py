@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                                        ("eval_episodes", args.eval_episodes)) if v is not None}
         if args.checkpoint_freq is not None:
             overrides["checkpoint_every"] = args.checkpoint_freq
-        config = TabularConfig.from_dict({**config.to_dict(), **overrides})
+        config = TabularConfig.from_dict({**config.to_dict(), **overrides, **_parse_set(getattr(args, "set", None))})
         if config.algo != args.algo:
             raise ValueError(f"--config {args.config} is for algo {config.algo!r}, but --algo is {args.algo!r}")
     except ValueError as exc:
@@ -129,6 +129,28 @@ def run(args: argparse.Namespace) -> int:
         if png is not None:
             console.print(f"learning curve: {png}")
     return 0
+
+
+def _parse_set(items: list[str] | None) -> dict[str, Any]:
+    """--set FIELD=VALUE items as TabularConfig fields (JSON values, else plain strings)."""
+    import dataclasses
+
+    from pearl_fpga.algos.tabular import TabularConfig
+
+    known = {f.name for f in dataclasses.fields(TabularConfig)}
+    out: dict[str, Any] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in known:
+            raise ValueError(f"--set {item!r}: write FIELD=VALUE with a TabularConfig field ({', '.join(sorted(known))})")
+        try:
+            out[name] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name] = value
+    if "algo" in out:
+        raise ValueError("--set algo=...: use --algo to choose the algorithm")
+    return out
 
 
 def _default_logdir(name: str, env_id: str, seed: int, resume: bool) -> Path:

@@ -1,0 +1,238 @@
+"""`pearl-fpga bench tabular`: updates per second of the tabular Q-learning kernel, side by side in one run.
+
+On one stream of random-walk trajectories (each transition starts where the previous one ended, so
+consecutive updates often touch the same rows, as in real training) it times, single-threaded:
+- the numpy backend (the plain Python/numpy loop a user would write first),
+- the same loop compiled with numba (the best CPU loop a user would write), when numba is installed,
+- the cpu backend (the HLS C++ compiled into the package), when built,
+and the cpu backend's partitioned mode over K threads (throughput of the whole machine, not per core).
+Every contender's table is checked bit-exact against the numpy reference on a prefix of the stream.
+The rtl backend, when present, reports clock cycles for a batch against the bound N + pipeline depth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import numpy as np
+
+from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+
+HELP = "tabular Q-learning kernel: updates/s of the cpu backend vs the numpy loop and numba, rtl cycles"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--states", type=int, default=500, help="table rows (default 500, Taxi's size)")
+    parser.add_argument("--actions", type=int, default=6, help="table columns (default 6)")
+    parser.add_argument("--updates", type=int, default=1_000_000, help="transitions per timed run (compiled loops)")
+    parser.add_argument("--numpy-updates", type=int, default=50_000, help="transitions for the slow numpy loop")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per contender (the best is kept)")
+    parser.add_argument("--threads", type=int, default=2, help="K of the partitioned cpu run (default 2)")
+    parser.add_argument("--rtl-updates", type=int, default=2000, help="transitions of the rtl cycle count")
+    parser.add_argument("--no-rtl", action="store_true", help="skip the rtl backend")
+    parser.add_argument("--seed", type=int, default=0)
+    add_json_option(parser)
+
+
+def trajectories(n: int, n_states: int, n_actions: int, seed: int) -> dict[str, np.ndarray]:
+    """A random-walk stream: s[i+1] = s2[i] except after done (1%), then a uniform restart."""
+    rng = np.random.default_rng(seed)
+    steps = rng.integers(-2, 3, n)
+    done = rng.random(n) < 0.01
+    restart = rng.integers(0, n_states, n)
+    s = np.empty(n, np.int64)
+    s2 = np.empty(n, np.int64)
+    cur = int(restart[0])
+    for i in range(n):  # a few hundred ns per step; fine for the sizes here
+        s[i] = cur
+        s2[i] = (cur + int(steps[i])) % n_states
+        cur = int(restart[i]) if done[i] else int(s2[i])
+    return dict(s=s, a=rng.integers(0, n_actions, n), r=rng.normal(0.0, 1.0, n), s2=s2, done=done,
+                a2=rng.integers(0, n_actions, n))
+
+
+def hazard_rate(s: np.ndarray, s2: np.ndarray, depth: int = 4) -> float:
+    """Fraction of transitions whose bootstrap row s2 was written by one of the previous `depth` updates."""
+    hit = np.zeros(s.shape[0], bool)
+    for d in range(1, depth + 1):
+        hit[d:] |= s2[d:] == s[:-d]
+    return float(hit.mean())
+
+
+def _numba_loop() -> Any:
+    """The reference loop compiled with numba (None when numba is not installed)."""
+    try:
+        import numba
+    except ImportError:
+        return None
+
+    @numba.njit(cache=False, nogil=True)
+    def run(q, s, a, r, s2, a2, done, alpha, gamma, sarsa):  # pragma: no cover - compiled
+        for i in range(s.shape[0]):
+            if done[i]:
+                boot = 0
+            elif sarsa:
+                boot = np.int64(q[s2[i], a2[i]])
+            else:
+                boot = np.int64(q[s2[i], 0])
+                for b in range(1, q.shape[1]):
+                    boot = max(boot, np.int64(q[s2[i], b]))
+            target = np.int64(r[i]) + ((gamma * boot + 32768) >> 16)
+            old = np.int64(q[s[i], a[i]])
+            v = old + ((alpha * (target - old) + 32768) >> 16)
+            q[s[i], a[i]] = min(max(v, -2147483648), 2147483647)
+
+    return run
+
+
+def _best(fn: Any, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    from pearl_fpga.errors import BackendUnavailable
+    from pearl_fpga.kernels import TabularQ
+    from pearl_fpga.spec.tabular import reward_words
+
+    ns, na, n = args.states, args.actions, args.updates
+    data = trajectories(max(n, args.numpy_updates), ns, na, args.seed)
+    words = reward_words(data["r"])
+    alpha, gamma = 0.1, 0.99
+    results: dict[str, Any] = {"states": ns, "actions": na, "updates": n, "numpy_updates": args.numpy_updates,
+                               "hazard_rate_4": hazard_rate(data["s"], data["s2"]), "rows": {}, "notes": []}
+    rows = results["rows"]
+    check_n = min(20_000, args.numpy_updates)
+
+    def sl(m: int) -> dict[str, np.ndarray]:
+        return {k: v[:m] for k, v in data.items()}
+
+    ref = TabularQ(ns, na, alpha, gamma, backend="numpy")
+    ref.update(**sl(check_n))
+    want = ref.table
+
+    def numpy_run() -> None:
+        TabularQ(ns, na, alpha, gamma, backend="numpy").update(**sl(args.numpy_updates))
+
+    secs = _best(numpy_run, 1)
+    rows["numpy loop"] = {"updates_per_s": args.numpy_updates / secs, "threads": 1, "exact": True}
+
+    loop = _numba_loop()
+    if loop is None:
+        results["notes"].append("numba is not installed (pip install numba, or the bench extra): no numba row")
+    else:
+        aw, gw = ref.alpha_word, ref.gamma_word
+        args_n = [np.ascontiguousarray(data[k][:n]) for k in ("s", "a")] + [words[:n]] + \
+                 [np.ascontiguousarray(data[k][:n]) for k in ("s2", "a2", "done")]
+        q = np.zeros((ns, na), np.int32)
+        loop(q, *[x[:check_n] for x in args_n], aw, gw, False)  # compiles; then the exactness check
+        exact = bool((q == want).all())
+
+        def numba_run() -> None:
+            loop(np.zeros((ns, na), np.int32), *args_n, aw, gw, False)
+
+        rows["numba"] = {"updates_per_s": n / _best(numba_run, args.repeats), "threads": 1, "exact": exact}
+
+    try:
+        cpu = TabularQ(ns, na, alpha, gamma, backend="cpu")
+    except BackendUnavailable as exc:
+        results["notes"].append(f"cpu backend unavailable: {exc}")
+    else:
+        cpu.update(**sl(check_n))
+        exact = bool((cpu.table == want).all())
+        batch = sl(n)
+
+        def cpu_run() -> None:
+            cpu.clear()
+            cpu.update(**batch)
+
+        rows["cpu backend"] = {"updates_per_s": n / _best(cpu_run, args.repeats), "threads": 1, "exact": exact}
+        k = args.threads
+        rows[f"cpu partitioned x{k}"] = {
+            "updates_per_s": n / _best(lambda: cpu.update_partitioned(**batch, parts=k, threads=k), args.repeats),
+            "threads": k, "exact": None}
+        results["notes"].append(f"cpu partitioned x{k}: SwiftRL mode (K tables merged), not sequential Q-learning; "
+                                "machine throughput over K threads, not per core")
+
+    base = rows["numpy loop"]["updates_per_s"]
+    for row in rows.values():
+        row["vs_numpy_loop"] = row["updates_per_s"] / base
+        if "numba" in rows:
+            row["vs_numba"] = row["updates_per_s"] / rows["numba"]["updates_per_s"]
+
+    if not args.no_rtl:
+        results["rtl"] = _rtl(args, data, want if args.rtl_updates <= check_n else None)
+    return results
+
+
+def _rtl(args: argparse.Namespace, data: dict[str, np.ndarray], _want: Any) -> dict[str, Any]:
+    from pearl_fpga.errors import BackendUnavailable
+    from pearl_fpga.kernels import TabularQ
+    from pearl_fpga.spec import tabular as spec
+
+    try:
+        k = TabularQ(args.states, args.actions, 0.1, 0.99, backend="rtl")
+    except (BackendUnavailable, ImportError) as exc:
+        return {"available": False, "reason": str(exc)}
+    m = args.rtl_updates
+    k.update(**{key: v[:m] for key, v in data.items()})
+    depth = getattr(spec, "PIPELINE_DEPTH", None)
+    ref = TabularQ(args.states, args.actions, 0.1, 0.99, backend="numpy")
+    ref.update(**{key: v[:m] for key, v in data.items()})
+    out = {"available": True, "updates": m, "cycles": k.last_cycles, "pipeline_depth": depth,
+           "exact": bool((k.table == ref.table).all())}
+    if k.last_cycles is not None:
+        out["cycles_per_update"] = k.last_cycles / m
+        if depth is not None:
+            out["bound"] = m + depth
+    return out
+
+
+def _print(results: dict[str, Any], probe: LoadProbe) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    load = probe.figures()
+    title = (f"tabular kernel, {results['states']} x {results['actions']} table, random-walk stream "
+             f"({results['hazard_rate_4']:.0%} of transitions bootstrap on a row one of the 4 previous updates wrote)")
+    table = Table(title=title, title_justify="left")
+    for col in ("contender", "threads", "updates/s", "x numpy loop", "x numba", "bit-exact"):
+        table.add_column(col, justify="left" if col == "contender" else "right")
+    for name, row in results["rows"].items():
+        table.add_row(name, str(row["threads"]), f"{row['updates_per_s']:,.0f}", f"{row['vs_numpy_loop']:,.1f}",
+                      f"{row['vs_numba']:.3g}" if "vs_numba" in row else "-",
+                      "-" if row["exact"] is None else ("yes" if row["exact"] else "NO"))
+    console.print(table)
+    rtl = results.get("rtl")
+    if rtl is not None:
+        if rtl.get("available"):
+            console.print(f"rtl: {rtl['updates']} updates in {rtl['cycles']} cycles "
+                          f"({rtl.get('cycles_per_update', float('nan')):.3f}/update); bound N + depth = "
+                          f"{rtl.get('bound', '?')}; bit-exact: {rtl['exact']}")
+        else:
+            console.print(f"rtl: not measured ({rtl['reason']})", markup=False)
+    for note in results["notes"]:
+        console.print(f"  {note}", markup=False)
+    state = "UNDER LOAD" if load["under_load"] else "quiet"
+    console.print(f"machine: {state} (load average {load['load_before']} -> {load['load_after']}, other processes "
+                  f"kept {load['other_cores_busy']} cores busy); compare ratios within this run only")
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in ("states", "actions", "updates", "numpy_updates", "repeats", "threads", "rtl_updates"):
+        if getattr(args, name) < 1:
+            print(f"error: --{name.replace('_', '-')} must be >= 1")
+            return 2
+    with LoadProbe() as probe:
+        results = measure(args)
+    write_record(args, "tabular", results, probe)
+    if args.json != "-":
+        _print(results, probe)
+    return 0
