@@ -61,6 +61,27 @@ def test_exact_evaluation_of_a_known_policy():
     assert exact_evaluation(env, policy, -1.0) == (-13.0, 1.0)
 
 
+def test_grid_layouts_for_the_policy_picture(tmp_path):
+    from pearl_fpga.runtime.tabular import make_env
+    from pearl_fpga.runtime.tabular_plot import grid_layout, plot_policy
+
+    cells, _ = grid_layout(make_env("CliffWalking-v1"))
+    assert cells.shape == (4, 12) and cells[3, 0] == "S" and cells[3, 11] == "G" and (cells[3, 1:11] == "C").all()
+    cells, _ = grid_layout(make_env("FrozenLake8x8-v1"))
+    assert cells.shape == (8, 8) and cells[0, 0] == "S" and (cells == "H").sum() == 10
+    assert grid_layout(make_env("Taxi-v4")) is None
+    assert plot_policy(make_env("Taxi-v4"), np.zeros((500, 6)), tmp_path / "p.png", "t") is None
+    path = plot_policy(make_env("FrozenLake8x8-v1"), np.random.default_rng(0).random((64, 4)), tmp_path / "p.png", "t")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_available_backends_lists_what_constructs():
+    from pearl_fpga.kernels.tabular import available_backends
+
+    found = available_backends()
+    assert "numpy" in found and "auto" not in found
+
+
 def test_resume_continues_exactly_like_the_uninterrupted_run(tmp_path):
     cfg = dict(episodes=120, backend="numpy")
     full = TabularTrainer(TabularConfig.preset("sarsa", "CliffWalking-v1", **cfg))
@@ -166,6 +187,7 @@ def test_cli_online_with_dataset_then_offline_then_resume(tmp_path, capsys):
     assert summary["episodes"] == 300 and summary["eval_episodes"] == 3 and summary["exact_mean_return"] == -13
     assert summary["config"]["eps_end"] == 0.02
     assert (run / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert (run / "policy.png").read_bytes()[:4] == b"\x89PNG" and "policy: " in out
     assert len(list(csv.DictReader(open(run / "episodes.csv")))) == 300
     assert load_dataset(data, 48, 4)["n"] == summary["env_steps"]
 

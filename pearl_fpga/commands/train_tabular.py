@@ -108,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
         if logger is not None:
             logger.close()
 
+    from pearl_fpga.runtime.tabular_plot import plot_policy
+
+    policy_png = plot_policy(trainer.env, trainer.kernel.q, logdir / "policy.png",
+                             f"{cfg.algo} {cfg.env_id}\ngreedy policy, exact success {exact_success:.3f}")
     png = None
     if trainer.episode_log:
         png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
@@ -117,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         "episodes": trainer.episode, "env_steps": trainer.env_steps, "train_seconds": seconds,
         "eval_episodes": int(result.returns.size), "eval_mean_return": result.mean, "eval_std_return": result.std,
         "eval_success_rate": result.success_rate, "exact_mean_return": exact_return,
-        "exact_success_rate": exact_success, "config": cfg.to_dict(),
+        "exact_success_rate": exact_success, "policy_png": None if policy_png is None else str(policy_png),
+        "config": cfg.to_dict(),
     }
     (logdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if args.json:
@@ -128,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
                       f"return {exact_return:.4f}, success {exact_success:.4f}")
         if png is not None:
             console.print(f"learning curve: {png}")
+        if policy_png is not None:
+            console.print(f"policy: {policy_png}")
     return 0
 
 

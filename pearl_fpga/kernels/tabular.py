@@ -46,11 +46,12 @@ def make_backend(name: str, n_states: int, n_actions: int, **options: Any) -> tu
     return registry.create("tabular", name, n_states, n_actions, **options)
 
 
-def available_backends() -> list[str]:
-    """The backends that construct here (a tiny table each), "auto" left out."""
+def available_backends(include_slow: bool = False) -> list[str]:
+    """The backends that construct here (a tiny table each), "auto" left out; the rtl simulator (a
+    Verilator build) and the boards only with include_slow=True."""
     found = []
     for name in registry.names("tabular"):
-        if name == "auto":
+        if name == "auto" or (not include_slow and name not in ("numpy", "cpu")):
             continue
         try:
             make_backend(name, 2, 2)
