@@ -185,7 +185,7 @@ class MLPInfer:
     def _install(self, net: Net, formats: list[LayerFormat], calib: np.ndarray, module: Any) -> None:
         """Quantize, load on the backend (which validates), and only then replace this object's state."""
         layers = []
-        for i, (w, b, f) in enumerate(zip(net.weights, net.biases, formats)):
+        for i, (w, b, f) in enumerate(zip(net.weights, net.biases, formats, strict=True)):
             wq = quantize(w, f.fw, INT16_MIN, INT16_MAX).astype(np.int16)
             bq = quantize(b, f.fw + f.fa_in, -INT32_MAX - 1, INT32_MAX).astype(np.int32)
             layers.append(QuantizedLayer(wq, bq, f.shift, net.relu[i]))

@@ -70,7 +70,7 @@ class Net:
     head: str
 
     def shapes(self) -> list[tuple[int, int, bool]]:
-        return [(w.shape[1], w.shape[0], r) for w, r in zip(self.weights, self.relu)]
+        return [(w.shape[1], w.shape[0], r) for w, r in zip(self.weights, self.relu, strict=True)]
 
     def layer_outputs(self, x: np.ndarray) -> list[np.ndarray]:
         """Float32 output of every linear layer after its activation (before the tanh of the head): the
@@ -81,7 +81,7 @@ class Net:
         outs = []
         with torch.no_grad():  # torch, not numpy: numpy's BLAS threads crawl on a busy shared machine
             a = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-            for w, b, r in zip(self.weights, self.biases, self.relu):
+            for w, b, r in zip(self.weights, self.biases, self.relu, strict=True):
                 a = torch.addmm(torch.from_numpy(b).float(), a, torch.from_numpy(w).float().T)
                 if r:
                     a = torch.relu(a)
@@ -185,7 +185,7 @@ def choose_formats(net: Net, calib: np.ndarray, previous: Sequence[LayerFormat] 
     fa_in = previous[0].fa_in if previous else frac_bits(float(np.max(np.abs(calib))), headroom=HEADROOM)
     formats = []
     n_layers = len(net.weights)
-    for i, (w, b, a) in enumerate(zip(net.weights, net.biases, outs)):
+    for i, (w, b, a) in enumerate(zip(net.weights, net.biases, outs, strict=True)):
         old = previous[i] if previous else None
         max_w = float(np.max(np.abs(w))) if w.size else 0.0
         fw_w = frac_bits(max_w)
