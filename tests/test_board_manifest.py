@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pearl_fpga.board import manifest as mf
+from pearl_fpga.board import vivado_reports
 from pearl_fpga.board import overlay
 from pearl_fpga.board.catalog import load_catalog
 from pearl_fpga.errors import BackendUnavailable, ManifestError
@@ -53,15 +54,15 @@ TIMING = """\
 
 
 def test_report_parsers():
-    assert mf.parse_utilization(UTIL_7SERIES) == {"lut": 12345, "ff": 20001, "bram36": 74, "dsp": 12}
-    assert mf.parse_utilization(UTIL_ULTRASCALE) == {"lut": 40321, "ff": 50210, "bram36": 100, "uram": 32, "dsp": 64}
-    timing = mf.parse_timing_summary(TIMING, clock_mhz=100)
+    assert vivado_reports.parse_utilization(UTIL_7SERIES) == {"lut": 12345, "ff": 20001, "bram36": 74, "dsp": 12}
+    assert vivado_reports.parse_utilization(UTIL_ULTRASCALE) == {"lut": 40321, "ff": 50210, "bram36": 100, "uram": 32, "dsp": 64}
+    timing = vivado_reports.parse_timing_summary(TIMING, clock_mhz=100)
     assert timing["wns_ns"] == 1.25 and timing["met"] is True
     assert timing["achieved_mhz"] == pytest.approx(1000 / (10 - 1.25), abs=0.1)
-    failing = mf.parse_timing_summary(TIMING.replace("      1.250  ", "     -0.400  "), clock_mhz=100)
+    failing = vivado_reports.parse_timing_summary(TIMING.replace("      1.250  ", "     -0.400  "), clock_mhz=100)
     assert failing["met"] is False and failing["achieved_mhz"] < 100
     with pytest.raises(ManifestError, match="WNS"):
-        mf.parse_timing_summary("no summary here")
+        vivado_reports.parse_timing_summary("no summary here")
 
 
 def make_build(folder: Path, board: str = "pynq-z2", hwh: bool = True, **overrides) -> Path:

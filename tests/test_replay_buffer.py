@@ -284,7 +284,7 @@ def test_state_dict_survives_a_weights_only_torch_checkpoint(tmp_path):
 
 
 def test_native_and_numpy_importance_weights_agree(monkeypatch):
-    import pearl_fpga.replay as replay_module
+    import pearl_fpga.replay.buffer as replay_module
 
     rng = np.random.default_rng(3)
     words = rng.integers(1, 2**32, 512, dtype=np.uint64).astype(np.uint32)

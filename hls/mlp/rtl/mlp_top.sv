@@ -370,219 +370,235 @@ module mlp_top #(
     assign m_axis_out_tdata = cfg_tanh ? o_tanh : (o_idx == ob_m ? o_arg : o_val);
 
     // ---------------------------------------------------------------- sequencing
+    // Four blocks, each the only writer of its registers: the operation FSM (op_state, done/error,
+    // `loaded`), the LOAD FSM (header, configuration, weight placement), the receiver and the layer
+    // engine of an INFER, and the output stream. They talk through the one-cycle events below.
+    wire load_start  = op_state == OP_IDLE && op_start && op_mode == 0;
+    wire infer_start = op_state == OP_IDLE && op_start && op_mode == 1 && loaded && op_batch <= 32'(MAX_BATCH);
+    wire infer_end   = op_state == OP_INFER && out_obs == op_batch;
+    wire drained     = !p1_valid && !p2_valid && !p3_valid;  // the last write of a layer landed
+    wire ib_drain    = op_state == OP_INFER && e_state == E_RUN && e_layer_last && e_l == 0;  // layer 0 issued its last read
+    wire ob_fill     = op_state == OP_INFER && e_state == E_FINISH && drained && cur_last_layer;
+
+    // What this cycle's LOAD word does to the operation (the LOAD rules of SPEC.md).
+    logic ld_reject;    // a rejected header: the old network stays (no weight was written yet)
+    logic ld_fail;      // the frame ended while weights were being written: no valid network any more
+    logic ld_complete;  // the last word of the network, carrying tlast
+    logic ld_overrun;   // the network is complete but the frame goes on
+    logic ld_skipped;   // the end of a rejected frame
+    always_comb begin : load_outcome
+        logic net_last;
+        net_last = ld_i == cfg_m[ld_l] - 1 && ld_l == cfg_nl - 1;
+        {ld_reject, ld_fail, ld_complete, ld_overrun, ld_skipped} = '0;
+        if (op_state == OP_LOAD && in_fire) begin
+            case (ld_state)
+                LD_HDR: begin
+                    if (hdr_count == 0) ld_reject = in_word == 0 || in_word > 16'(MAX_LAYERS);
+                    else if (last_hdr_word) ld_reject = !header_ok || s_axis_in_tlast;
+                    else ld_reject = s_axis_in_tlast;  // the frame ended inside the header
+                end
+                LD_W, LD_BLO: ld_fail = s_axis_in_tlast;
+                LD_BHI: begin
+                    ld_complete = net_last && s_axis_in_tlast;
+                    ld_overrun = net_last && !s_axis_in_tlast;
+                    ld_fail = !net_last && s_axis_in_tlast;
+                end
+                default: ld_skipped = s_axis_in_tlast;  // LD_SKIP
+            endcase
+        end
+    end
+
     logic op_loaded_before;  // `loaded` when the current LOAD began
-    always_ff @(posedge ap_clk) begin : sequencing
-        logic reject, fail;
+    always_ff @(posedge ap_clk) begin : op_fsm
         op_done <= 1'b0;
         op_error <= 1'b0;
         if (!ap_rst_n) begin
             op_state <= OP_IDLE;
-            ld_state <= LD_HDR;
-            e_state <= E_IDLE;
             loaded <= 1'b0;
-            cfg_nl <= '0;
-            cfg_tanh <= 1'b0;
-            ib_full <= 1'b0;
-            ob_full <= 1'b0;
         end else begin
-            reject = 1'b0;
-            fail = 1'b0;
             case (op_state)
                 OP_IDLE: if (op_start) begin
-                    if (op_mode == 0) begin
+                    if (load_start) begin
                         op_state <= OP_LOAD;
-                        ld_state <= LD_HDR;
-                        hdr_count <= '0;
                         loaded <= 1'b0;  // until this LOAD either completes or is rejected
                         op_loaded_before <= loaded;
-                    end else if (op_mode == 1 && loaded && op_batch <= 32'(MAX_BATCH)) begin
+                    end else if (infer_start) begin
                         op_state <= OP_INFER;
-                        rx_obs <= '0;
-                        rx_elem <= '0;
-                        out_obs <= '0;
-                        e_done_obs <= '0;
-                        o_idx <= '0;
-                        e_l <= '0;
-                        e_state <= E_START;
                     end else begin
                         op_error <= 1'b1;  // unknown mode, INFER before a successful LOAD, batch over MAX_BATCH
                         op_done <= 1'b1;
                     end
                 end
-
-                OP_LOAD: if (in_fire) begin
-                    case (ld_state)
-                        LD_HDR: begin
-                            hdr_count <= hdr_count + 1;
-                            if (hdr_count == 0) begin
-                                hdr_nl <= in_word;
-                                if (in_word == 0 || in_word > 16'(MAX_LAYERS)) begin
-                                    reject = 1'b1;
-                                end
-                            end else begin
-                                case ((hdr_count - 1) & 3)
-                                    0: hdr_n[(hdr_count - 1) >> 2] <= in_word;
-                                    1: hdr_m[(hdr_count - 1) >> 2] <= in_word;
-                                    2: hdr_shift[(hdr_count - 1) >> 2] <= in_word;
-                                    default: hdr_flags[(hdr_count - 1) >> 2] <= in_word;
-                                endcase
-                                if (last_hdr_word) begin
-                                    if (header_ok && !s_axis_in_tlast) begin
-                                        cfg_nl <= hdr_nl;
-                                        for (int l = 0; l < MAX_LAYERS; l++) begin
-                                            cfg_n[l] <= hdr_n[l];
-                                            cfg_m[l] <= hdr_m[l];
-                                            cfg_shift[l] <= 6'(hdr_shift[l]);
-                                            cfg_relu[l] <= (16'(l) == hdr_nl - 1) ? in_word[0] : hdr_flags[l][0];
-                                            cfg_k[l] <= best_k(hdr_n[l], hdr_m[l]);
-                                            cfg_h[l] <= (hdr_n[l] + (16'd1 << best_k(hdr_n[l], hdr_m[l])) - 1) >> best_k(hdr_n[l], hdr_m[l]);
-                                            cfg_g[l] <= (hdr_m[l] + (16'(LANES) >> best_k(hdr_n[l], hdr_m[l])) - 1) >> (LOG2P - best_k(hdr_n[l], hdr_m[l]));
-                                        end
-                                        cfg_tanh <= in_word[1];
-                                        ld_state <= LD_W;
-                                        ld_l <= '0;
-                                        ld_i <= '0;
-                                        ld_j <= '0;
-                                    end else begin
-                                        reject = 1'b1;
-                                    end
-                                end else if (s_axis_in_tlast) begin
-                                    reject = 1'b1;  // the frame ended inside the header
-                                end
-                            end
-                        end
-                        LD_W: begin
-                            if (ld_j == cfg_n[ld_l] - 1) begin
-                                ld_j <= '0;
-                                if (ld_i == cfg_m[ld_l] - 1) begin
-                                    ld_i <= '0;
-                                    ld_state <= LD_BLO;
-                                end else ld_i <= ld_i + 1;
-                            end else ld_j <= ld_j + 1;
-                            if (s_axis_in_tlast) fail = 1'b1;
-                        end
-                        LD_BLO: begin
-                            ld_bias_lo <= in_word;
-                            ld_state <= LD_BHI;
-                            if (s_axis_in_tlast) fail = 1'b1;
-                        end
-                        LD_BHI: begin
-                            ld_state <= LD_BLO;
-                            if (ld_i == cfg_m[ld_l] - 1) begin
-                                ld_i <= '0;
-                                ld_l <= ld_l + 1;
-                                ld_state <= LD_W;
-                                if (ld_l == cfg_nl - 1) begin
-                                    // the last word of the stream: it must carry tlast
-                                    if (s_axis_in_tlast) begin
-                                        loaded <= 1'b1;
-                                        op_state <= OP_IDLE;
-                                        op_done <= 1'b1;
-                                    end else begin
-                                        op_error <= 1'b1;  // frame longer than the network
-                                        ld_state <= LD_SKIP;
-                                    end
-                                end else if (s_axis_in_tlast) fail = 1'b1;
-                            end else begin
-                                ld_i <= ld_i + 1;
-                                if (s_axis_in_tlast) fail = 1'b1;
-                            end
-                        end
-                        default: begin  // LD_SKIP: drop the rest of a rejected frame
-                            if (s_axis_in_tlast) begin
-                                op_state <= OP_IDLE;
-                                op_done <= 1'b1;
-                            end
-                        end
-                    endcase
-                end
-
-                default: begin  // OP_INFER
-                    // receive observations into the input buffer
-                    if (in_fire) begin
-                        if (rx_elem == cfg_n[0] - 1) begin
-                            rx_elem <= '0;
-                            rx_obs <= rx_obs + 1;
-                            ib_full <= 1'b1;
-                        end else rx_elem <= rx_elem + 1;
-                    end
-
-                    // the engine walks layer by layer
-                    case (e_state)
-                        E_START: begin
-                            if ((e_l != 0 || ib_full) && (!cur_last_layer || !ob_full)) begin
-                                e_state <= E_RUN;
-                                e_g <= '0;
-                                e_h <= '0;
-                                e_waddr <= e_l * REGION;
-                            end
-                        end
-                        E_RUN: begin
-                            e_waddr <= e_waddr + 1;
-                            if (e_step_last) begin
-                                e_h <= '0;
-                                e_g <= e_g + 1;
-                            end else e_h <= e_h + 1;
-                            if (e_layer_last) begin
-                                e_state <= E_FINISH;
-                                if (e_l == 0) ib_full <= 1'b0;  // layer 0 has issued its last read
-                            end
-                        end
-                        E_FINISH: begin
-                            // the next layer may read once the last write lands (stage 4, this cycle)
-                            if (!p1_valid && !p2_valid && !p3_valid) begin
-                                if (cur_last_layer) begin
-                                    ob_full <= 1'b1;
-                                    ob_m <= cur_m;
-                                    e_done_obs <= e_done_obs + 1;
-                                    e_l <= '0;
-                                    e_state <= (e_done_obs + 1 == op_batch) ? E_IDLE : E_START;
-                                end else begin
-                                    e_l <= e_l + 1;
-                                    e_state <= E_START;
-                                end
-                            end
-                        end
-                        default: ;
-                    endcase
-
-                    // send results; the argmax of a RAW head follows its values
-                    if (o_fire) begin
-                        if (o_idx < ob_m && (o_idx == 0 || o_val > o_max)) begin
-                            o_max <= o_val;
-                            o_arg <= o_idx;
-                        end
-                        if (m_axis_out_tlast) begin
-                            o_idx <= '0;
-                            ob_full <= 1'b0;
-                            out_obs <= out_obs + 1;
-                        end else o_idx <= o_idx + 1;
-                    end
-
-                    if (out_obs == op_batch) begin
+                OP_LOAD: begin
+                    if (ld_complete) loaded <= 1'b1;
+                    if (ld_complete || ld_skipped || (ld_reject && s_axis_in_tlast) || ld_fail) begin
                         op_state <= OP_IDLE;
-                        e_state <= E_IDLE;
                         op_done <= 1'b1;
                     end
+                    if (ld_overrun || ld_reject || ld_fail) op_error <= 1'b1;
+                    if (ld_reject) loaded <= op_loaded_before;
+                    if (ld_fail) loaded <= 1'b0;
                 end
-            endcase
-
-            if (reject) begin
-                // a rejected header: the old network stays (no weight was written yet); drop the
-                // rest of the frame
-                op_error <= 1'b1;
-                loaded <= op_loaded_before;
-                if (s_axis_in_tlast) begin
+                default: if (infer_end) begin  // OP_INFER
                     op_state <= OP_IDLE;
                     op_done <= 1'b1;
-                end else ld_state <= LD_SKIP;
+                end
+            endcase
+        end
+    end
+
+    always_ff @(posedge ap_clk) begin : load_fsm
+        if (!ap_rst_n) begin
+            ld_state <= LD_HDR;
+            cfg_nl <= '0;
+            cfg_tanh <= 1'b0;
+        end else if (load_start) begin
+            ld_state <= LD_HDR;
+            hdr_count <= '0;
+        end else if (op_state == OP_LOAD && in_fire) begin
+            case (ld_state)
+                LD_HDR: begin
+                    hdr_count <= hdr_count + 1;
+                    if (hdr_count == 0) begin
+                        hdr_nl <= in_word;
+                    end else begin
+                        case ((hdr_count - 1) & 3)
+                            0: hdr_n[(hdr_count - 1) >> 2] <= in_word;
+                            1: hdr_m[(hdr_count - 1) >> 2] <= in_word;
+                            2: hdr_shift[(hdr_count - 1) >> 2] <= in_word;
+                            default: hdr_flags[(hdr_count - 1) >> 2] <= in_word;
+                        endcase
+                        if (last_hdr_word && !ld_reject) begin
+                            cfg_nl <= hdr_nl;
+                            for (int l = 0; l < MAX_LAYERS; l++) begin
+                                cfg_n[l] <= hdr_n[l];
+                                cfg_m[l] <= hdr_m[l];
+                                cfg_shift[l] <= 6'(hdr_shift[l]);
+                                cfg_relu[l] <= (16'(l) == hdr_nl - 1) ? in_word[0] : hdr_flags[l][0];
+                                cfg_k[l] <= best_k(hdr_n[l], hdr_m[l]);
+                                cfg_h[l] <= (hdr_n[l] + (16'd1 << best_k(hdr_n[l], hdr_m[l])) - 1) >> best_k(hdr_n[l], hdr_m[l]);
+                                cfg_g[l] <= (hdr_m[l] + (16'(LANES) >> best_k(hdr_n[l], hdr_m[l])) - 1) >> (LOG2P - best_k(hdr_n[l], hdr_m[l]));
+                            end
+                            cfg_tanh <= in_word[1];
+                            ld_state <= LD_W;
+                            ld_l <= '0;
+                            ld_i <= '0;
+                            ld_j <= '0;
+                        end
+                    end
+                    if (ld_reject && !s_axis_in_tlast) ld_state <= LD_SKIP;  // drop the rest of the frame
+                end
+                LD_W: begin
+                    if (ld_j == cfg_n[ld_l] - 1) begin
+                        ld_j <= '0;
+                        if (ld_i == cfg_m[ld_l] - 1) begin
+                            ld_i <= '0;
+                            ld_state <= LD_BLO;
+                        end else ld_i <= ld_i + 1;
+                    end else ld_j <= ld_j + 1;
+                end
+                LD_BLO: begin
+                    ld_bias_lo <= in_word;
+                    ld_state <= LD_BHI;
+                end
+                LD_BHI: begin
+                    if (ld_i == cfg_m[ld_l] - 1) begin
+                        ld_i <= '0;
+                        ld_l <= ld_l + 1;
+                        ld_state <= ld_overrun ? LD_SKIP : LD_W;
+                    end else begin
+                        ld_i <= ld_i + 1;
+                        ld_state <= LD_BLO;
+                    end
+                end
+                default: ;  // LD_SKIP: the words of a rejected frame are dropped
+            endcase
+        end
+    end
+
+    // receive observations into the input buffer
+    always_ff @(posedge ap_clk) begin : receiver
+        if (!ap_rst_n) begin
+            ib_full <= 1'b0;
+        end else if (infer_start) begin
+            rx_obs <= '0;
+            rx_elem <= '0;
+        end else if (op_state == OP_INFER) begin
+            if (in_fire) begin
+                if (rx_elem == cfg_n[0] - 1) begin
+                    rx_elem <= '0;
+                    rx_obs <= rx_obs + 1;
+                    ib_full <= 1'b1;
+                end else rx_elem <= rx_elem + 1;
             end
-            if (fail) begin
-                // the frame ended while weights were being written: no valid network any more
-                op_error <= 1'b1;
-                loaded <= 1'b0;
-                op_state <= OP_IDLE;
-                op_done <= 1'b1;
+            if (ib_drain) ib_full <= 1'b0;
+        end
+    end
+
+    // the engine walks layer by layer
+    always_ff @(posedge ap_clk) begin : engine_fsm
+        if (!ap_rst_n) begin
+            e_state <= E_IDLE;
+        end else if (infer_start) begin
+            e_done_obs <= '0;
+            e_l <= '0;
+            e_state <= E_START;
+        end else if (op_state == OP_INFER) begin
+            case (e_state)
+                E_START: begin
+                    if ((e_l != 0 || ib_full) && (!cur_last_layer || !ob_full)) begin
+                        e_state <= E_RUN;
+                        e_g <= '0;
+                        e_h <= '0;
+                        e_waddr <= e_l * REGION;
+                    end
+                end
+                E_RUN: begin
+                    e_waddr <= e_waddr + 1;
+                    if (e_step_last) begin
+                        e_h <= '0;
+                        e_g <= e_g + 1;
+                    end else e_h <= e_h + 1;
+                    if (e_layer_last) e_state <= E_FINISH;
+                end
+                E_FINISH: begin
+                    if (drained) begin
+                        if (cur_last_layer) begin
+                            ob_m <= cur_m;
+                            e_done_obs <= e_done_obs + 1;
+                            e_l <= '0;
+                            e_state <= (e_done_obs + 1 == op_batch) ? E_IDLE : E_START;
+                        end else begin
+                            e_l <= e_l + 1;
+                            e_state <= E_START;
+                        end
+                    end
+                end
+                default: ;
+            endcase
+            if (infer_end) e_state <= E_IDLE;
+        end
+    end
+
+    // send results; the argmax of a RAW head follows its values
+    always_ff @(posedge ap_clk) begin : output_stream
+        if (!ap_rst_n) begin
+            ob_full <= 1'b0;
+        end else if (infer_start) begin
+            out_obs <= '0;
+            o_idx <= '0;
+        end else if (op_state == OP_INFER) begin
+            if (ob_fill) ob_full <= 1'b1;
+            if (o_fire) begin
+                if (o_idx < ob_m && (o_idx == 0 || o_val > o_max)) begin
+                    o_max <= o_val;
+                    o_arg <= o_idx;
+                end
+                if (m_axis_out_tlast) begin
+                    o_idx <= '0;
+                    ob_full <= 1'b0;
+                    out_obs <= out_obs + 1;
+                end else o_idx <= o_idx + 1;
             end
         end
     end

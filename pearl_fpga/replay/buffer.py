@@ -24,18 +24,13 @@ import json
 import os
 import threading
 import warnings
-import zipfile
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from pearl_fpga.errors import CheckpointError
 from pearl_fpga.kernels.replay import ReplaySampler, priority_words
-from pearl_fpga.spec.replay import MAX_BATCH, PRIORITY_MAX, PRIORITY_SCALE
-
-STATE_FORMAT = 1
-_MAX_PRIORITY = PRIORITY_MAX / PRIORITY_SCALE  # largest priority a Q16.16 leaf holds
+from pearl_fpga.replay.state import MAX_PRIORITY, STATE_FORMAT, STATE_KEYS, Layout, check_state, read_npz, write_npz
+from pearl_fpga.spec.replay import MAX_BATCH
 
 
 class ReplayBatch(NamedTuple):
@@ -181,6 +176,11 @@ class PrioritizedReplayBuffer:
         return self.beta_initial + (self.beta_final - self.beta_initial) * frac
 
     @property
+    def layout(self) -> Layout:
+        """What a saved state must match to load into this buffer."""
+        return Layout(self.capacity, self.obs_shape, self.action_shape, self.obs_dtype, self.action_dtype)
+
+    @property
     def max_priority(self) -> float:
         """Priority given to new transitions: the largest seen so far (starts at 1)."""
         return self._max_priority
@@ -275,12 +275,12 @@ class PrioritizedReplayBuffer:
         words, saturated = priority_words(priorities)
         if saturated:
             warnings.warn(
-                f"{saturated} priorities exceed the Q16.16 maximum {_MAX_PRIORITY:.5f} and were saturated",
+                f"{saturated} priorities exceed the Q16.16 maximum {MAX_PRIORITY:.5f} and were saturated",
                 RuntimeWarning,
                 stacklevel=3,
             )
         self._sampler.write_words(idx32, words)
-        self._max_priority = min(max(self._max_priority, float(priorities.max())), _MAX_PRIORITY)
+        self._max_priority = min(max(self._max_priority, float(priorities.max())), MAX_PRIORITY)
 
     # ---- state ---------------------------------------------------------------------------------
     @_locked
@@ -316,7 +316,7 @@ class PrioritizedReplayBuffer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a state_dict(). Everything is checked first: on a mismatch CheckpointError is
         raised and the buffer is left untouched."""
-        checked = self._check_state(state)
+        checked = check_state(state, self.layout)
         n = checked["size"]
         rng = checked["rng"]
         leaves = checked["leaves"]
@@ -334,106 +334,18 @@ class PrioritizedReplayBuffer:
         self._max_priority, self._sample_calls = checked["max_priority"], checked["sample_calls"]
         self._rng = rng
 
-    def _check_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        def fail(msg: str) -> CheckpointError:
-            return CheckpointError(f"replay buffer state does not fit this buffer: {msg}")
-
-        if not isinstance(state, dict):
-            raise fail(f"expected a dict from state_dict(), got {type(state).__name__}")
-        missing = sorted(set(self.state_dict_keys()) - set(state))
-        if missing:
-            raise fail(f"missing entries {missing} (corrupt file or not a replay buffer dump)")
-
-        def scalar(key: str, kind: type) -> Any:
-            value = np.asarray(state[key])
-            if value.shape != () or (kind is int and value.dtype.kind not in "iu") or (
-                kind is float and value.dtype.kind not in "iuf"
-            ):
-                raise fail(f"{key} must be a scalar {kind.__name__}, got {value.dtype} {value.shape}")
-            return kind(value)
-
-        if scalar("format", int) != STATE_FORMAT:
-            raise fail(f"format {int(state['format'])} is not the supported {STATE_FORMAT}")
-        ours = {
-            "capacity": self.capacity,
-            "obs_shape": self.obs_shape,
-            "action_shape": self.action_shape,
-            "obs_dtype": self.obs_dtype.str,
-            "action_dtype": self.action_dtype.str,
-        }
-        theirs = {
-            "capacity": scalar("capacity", int),
-            "obs_shape": tuple(int(d) for d in np.asarray(state["obs_shape"]).reshape(-1)),
-            "action_shape": tuple(int(d) for d in np.asarray(state["action_shape"]).reshape(-1)),
-            "obs_dtype": str(np.asarray(state["obs_dtype"])),
-            "action_dtype": str(np.asarray(state["action_dtype"])),
-        }
-        for key, value in ours.items():
-            if theirs[key] != value:
-                raise fail(f"{key} is {theirs[key]!r} in the state but {value!r} in this buffer; create the buffer with the same settings")
-        out: dict[str, Any] = {key: scalar(key, int) for key in ("size", "pos", "beta_steps", "sample_calls")}
-        out.update({key: scalar(key, float) for key in ("alpha", "beta", "beta_final", "eps", "max_priority")})
-        n = out["size"]
-        if not 0 <= n <= self.capacity or not 0 <= out["pos"] < self.capacity or (n < self.capacity and out["pos"] != n):
-            raise fail(f"size {n} / pos {out['pos']} are inconsistent with capacity {self.capacity}")
-        if out["sample_calls"] < 0 or out["beta_steps"] < 0 or not (0 < out["max_priority"] <= _MAX_PRIORITY):
-            raise fail("sample_calls, beta_steps or max_priority out of range")
-        arrays = {
-            "obs": ((n, *self.obs_shape), self.obs_dtype),
-            "next_obs": ((n, *self.obs_shape), self.obs_dtype),
-            "action": ((n, *self.action_shape), self.action_dtype),
-            "reward": ((n,), np.dtype(np.float32)),
-            "done": ((n,), np.dtype(np.float32)),
-            "leaves": ((self.capacity,), np.dtype(np.uint32)),
-        }
-        for key, (shape, dtype) in arrays.items():
-            try:  # numpy arrays, or anything that converts without copying through Python (torch tensors)
-                array = np.asarray(state[key])
-            except Exception as exc:
-                raise fail(f"{key} is not an array ({type(exc).__name__}: {exc})") from None
-            if array.shape != shape or array.dtype != dtype:
-                raise fail(f"{key} must be {dtype} with shape {shape}, got {array.dtype} {array.shape}")
-            out[key] = array
-        if out["leaves"][n:].any() or not out["leaves"][:n].all():
-            raise fail("priorities must be > 0 exactly for the stored transitions")
-        try:
-            rng_state = json.loads(str(np.asarray(state["rng_state"])))
-            rng = np.random.Generator(np.random.PCG64())
-            rng.bit_generator.state = rng_state
-        except (ValueError, TypeError, KeyError) as exc:
-            raise fail(f"rng_state is not a valid PCG64 state ({exc})") from None
-        out["rng"] = rng
-        return out
-
     @staticmethod
     def state_dict_keys() -> tuple[str, ...]:
-        return (
-            "format", "capacity", "obs_shape", "action_shape", "obs_dtype", "action_dtype", "alpha", "beta",
-            "beta_final", "beta_steps", "eps", "pos", "size", "max_priority", "sample_calls", "rng_state",
-            "obs", "action", "reward", "next_obs", "done", "leaves",
-        )  # fmt: skip
+        return STATE_KEYS
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the buffer to `path` (.npz, no pickle); written to a temporary file, then renamed."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            np.savez(f, **{key: np.asarray(value) for key, value in self.state_dict().items()})
-        os.replace(tmp, path)
+        write_npz(path, self.state_dict())
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Restore from a file written by save(). Raises CheckpointError (buffer untouched) when the
         file is missing, corrupt or made by a buffer with other settings."""
-        try:
-            with np.load(path, allow_pickle=False) as f:
-                state = {key: f[key] for key in f.files}
-        except FileNotFoundError:
-            raise CheckpointError(f"replay buffer file {str(path)!r} does not exist") from None
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-            raise CheckpointError(
-                f"replay buffer file {str(path)!r} is corrupt or not an .npz written by save() ({exc})"
-            ) from None
-        self.load_state_dict(state)
+        self.load_state_dict(read_npz(path))
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,134 @@
+"""The replay buffer's saved state: its keys, its validation, and its .npz file.
+
+A state is a dict of numpy arrays, ints, floats and strings (no pickle). `check_state` validates one
+against the buffer that will load it before anything is changed, so a bad file leaves the buffer
+untouched; `write_npz` / `read_npz` put a state into a file atomically and read it back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from pearl_fpga.errors import CheckpointError
+from pearl_fpga.spec.replay import PRIORITY_MAX, PRIORITY_SCALE
+
+STATE_FORMAT = 1
+MAX_PRIORITY = PRIORITY_MAX / PRIORITY_SCALE  # largest priority a Q16.16 leaf holds
+STATE_KEYS = (
+    "format", "capacity", "obs_shape", "action_shape", "obs_dtype", "action_dtype", "alpha", "beta",
+    "beta_final", "beta_steps", "eps", "pos", "size", "max_priority", "sample_calls", "rng_state",
+    "obs", "action", "reward", "next_obs", "done", "leaves",
+)  # fmt: skip
+
+
+class Layout(NamedTuple):
+    """What a state must match to load into a buffer (fixed when the buffer is made)."""
+
+    capacity: int
+    obs_shape: tuple[int, ...]
+    action_shape: tuple[int, ...]
+    obs_dtype: np.dtype
+    action_dtype: np.dtype
+
+
+def check_state(state: dict[str, Any], layout: Layout) -> dict[str, Any]:
+    """The validated contents of `state` (ints, floats, arrays and a numpy Generator under "rng"), or
+    CheckpointError naming the first mismatch with `layout`."""
+
+    def fail(msg: str) -> CheckpointError:
+        return CheckpointError(f"replay buffer state does not fit this buffer: {msg}")
+
+    if not isinstance(state, dict):
+        raise fail(f"expected a dict from state_dict(), got {type(state).__name__}")
+    missing = sorted(set(STATE_KEYS) - set(state))
+    if missing:
+        raise fail(f"missing entries {missing} (corrupt file or not a replay buffer dump)")
+
+    def scalar(key: str, kind: type) -> Any:
+        value = np.asarray(state[key])
+        if value.shape != () or (kind is int and value.dtype.kind not in "iu") or (
+            kind is float and value.dtype.kind not in "iuf"
+        ):
+            raise fail(f"{key} must be a scalar {kind.__name__}, got {value.dtype} {value.shape}")
+        return kind(value)
+
+    if scalar("format", int) != STATE_FORMAT:
+        raise fail(f"format {int(state['format'])} is not the supported {STATE_FORMAT}")
+    ours = {
+        "capacity": layout.capacity,
+        "obs_shape": layout.obs_shape,
+        "action_shape": layout.action_shape,
+        "obs_dtype": layout.obs_dtype.str,
+        "action_dtype": layout.action_dtype.str,
+    }
+    theirs = {
+        "capacity": scalar("capacity", int),
+        "obs_shape": tuple(int(d) for d in np.asarray(state["obs_shape"]).reshape(-1)),
+        "action_shape": tuple(int(d) for d in np.asarray(state["action_shape"]).reshape(-1)),
+        "obs_dtype": str(np.asarray(state["obs_dtype"])),
+        "action_dtype": str(np.asarray(state["action_dtype"])),
+    }
+    for key, value in ours.items():
+        if theirs[key] != value:
+            raise fail(f"{key} is {theirs[key]!r} in the state but {value!r} in this buffer; create the buffer with the same settings")
+    out: dict[str, Any] = {key: scalar(key, int) for key in ("size", "pos", "beta_steps", "sample_calls")}
+    out.update({key: scalar(key, float) for key in ("alpha", "beta", "beta_final", "eps", "max_priority")})
+    n, capacity = out["size"], layout.capacity
+    if not 0 <= n <= capacity or not 0 <= out["pos"] < capacity or (n < capacity and out["pos"] != n):
+        raise fail(f"size {n} / pos {out['pos']} are inconsistent with capacity {capacity}")
+    if out["sample_calls"] < 0 or out["beta_steps"] < 0 or not (0 < out["max_priority"] <= MAX_PRIORITY):
+        raise fail("sample_calls, beta_steps or max_priority out of range")
+    arrays = {
+        "obs": ((n, *layout.obs_shape), layout.obs_dtype),
+        "next_obs": ((n, *layout.obs_shape), layout.obs_dtype),
+        "action": ((n, *layout.action_shape), layout.action_dtype),
+        "reward": ((n,), np.dtype(np.float32)),
+        "done": ((n,), np.dtype(np.float32)),
+        "leaves": ((capacity,), np.dtype(np.uint32)),
+    }
+    for key, (shape, dtype) in arrays.items():
+        try:  # numpy arrays, or anything that converts without copying through Python (torch tensors)
+            array = np.asarray(state[key])
+        except Exception as exc:
+            raise fail(f"{key} is not an array ({type(exc).__name__}: {exc})") from None
+        if array.shape != shape or array.dtype != dtype:
+            raise fail(f"{key} must be {dtype} with shape {shape}, got {array.dtype} {array.shape}")
+        out[key] = array
+    if out["leaves"][n:].any() or not out["leaves"][:n].all():
+        raise fail("priorities must be > 0 exactly for the stored transitions")
+    try:
+        rng_state = json.loads(str(np.asarray(state["rng_state"])))
+        rng = np.random.Generator(np.random.PCG64())
+        rng.bit_generator.state = rng_state
+    except (ValueError, TypeError, KeyError) as exc:
+        raise fail(f"rng_state is not a valid PCG64 state ({exc})") from None
+    out["rng"] = rng
+    return out
+
+
+def write_npz(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
+    """Write `state` to `path` (.npz, no pickle): to a temporary file first, then renamed."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, **{key: np.asarray(value) for key, value in state.items()})
+    os.replace(tmp, path)
+
+
+def read_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """The arrays of a file written by write_npz; CheckpointError when it is missing or corrupt."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {key: f[key] for key in f.files}
+    except FileNotFoundError:
+        raise CheckpointError(f"replay buffer file {str(path)!r} does not exist") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        raise CheckpointError(
+            f"replay buffer file {str(path)!r} is corrupt or not an .npz written by save() ({exc})"
+        ) from None
