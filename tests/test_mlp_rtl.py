@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 
 from pearl_fpga.backends.mlp_cpu import CpuMLPBackend
-from pearl_fpga.backends.mlp_rtl import MLPRTLBackend, infer_cycle_target, tanh_parameter, write_tanh_memh
+from pearl_fpga.backends.mlp_rtl import MLPRTLBackend, tanh_parameter, write_tanh_memh
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
 from pearl_fpga.kernels import MLPInfer
-from pearl_fpga.spec.mlp import HEAD_RAW, HEAD_TANH, QuantizedLayer
+from pearl_fpga.spec.mlp import HEAD_RAW, HEAD_TANH, QuantizedLayer, infer_cycle_bound
 from pearl_fpga.sim.verilator import kernel_rtl
 
 pytestmark = pytest.mark.sim
@@ -135,7 +135,7 @@ def test_rtl_cycles_per_inference(rtl: MLPRTLBackend) -> None:
         x = rng.integers(-4096, 4096, (16, widths[0])).astype(np.int16)
         _check(rtl, layers, HEAD_RAW, x)
         per_inference = rtl.last_cycles / len(x)
-        assert per_inference <= infer_cycle_target(layers, 16), (widths, per_inference)
+        assert per_inference <= infer_cycle_bound([(layer.n_in, layer.m_out) for layer in layers], 16), (widths, per_inference)
 
 
 def test_rtl_timeout_names_state_and_recovers(rtl: MLPRTLBackend) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from pearl_fpga.planner import csynth
 from pearl_fpga.planner.model import Fit
+from pearl_fpga.spec.replay import tree_depth
 
 REPLAY_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <profile>
@@ -214,7 +215,7 @@ def test_a_malformed_report_warns_and_falls_back(tmp_path):
     bad = write(tmp_path / "pynq-z2" / "replay" / "replay_top_csynth.xml", "<profile><PerformanceEstimates>")
     with pytest.warns(UserWarning, match=str(bad)):
         fits, _, notes = fpga_model.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
-    spec = fpga_model.replay_cycles_spec(fpga_model.tree_depth(8192, board.kernels["replay"]["fanout"]))
+    spec = fpga_model.replay_cycles_spec(tree_depth(8192, board.kernels["replay"]["fanout"]))
     assert fits[("replay_update", "fpga-emu")].source == "cycle model (spec bound) @ pynq-z2"
     assert fits[("replay_update", "fpga-emu")](64) == pytest.approx(board.transfer_seconds(64 * 16) + spec(64) / 100e6)
     assert any("unusable" in n and str(bad) in n for n in notes)

@@ -110,12 +110,6 @@ def rtl_library(lanes: int, max_width: int, max_layers: int) -> ctypes.CDLL:
     )
 
 
-def infer_cycle_target(layers: Sequence[QuantizedLayer], lanes: int) -> float:
-    """SPEC.md's steady-state bound on cycles per inference: MACs / LANES + 8 * layers + 16."""
-    macs = sum(layer.n_in * layer.m_out for layer in layers)
-    return macs / lanes + 8 * len(layers) + 16
-
-
 class MLPRTLBackend:
     """The MLP kernel on the cycle-accurate reference RTL (`lanes` MAC lanes), an MLPBackend
     (pearl_fpga.spec.mlp).

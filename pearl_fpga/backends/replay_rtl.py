@@ -27,6 +27,7 @@ from pearl_fpga.spec.replay import (
     OP_UPDATE,
     REG_CAPACITY,
     REG_FANOUT,
+    batch_cycle_bound,
     decode_responses,
     encode_commands,
     tree_depth,
@@ -123,7 +124,7 @@ class ReplayRTLBackend:
 
     def _default_limit(self, n_cmds: int) -> int:
         clear = -(-self.capacity // self.fanout)
-        return 64 * (n_cmds + 4 * self.depth + 16) + 2 * clear + 1000
+        return 64 * batch_cycle_bound(n_cmds, self.depth) + 2 * clear + 1000
 
     def _reset(self) -> None:
         cycles = ctypes.c_uint64()

@@ -68,7 +68,7 @@ def _rtl_row(policy_layers: Any, widths: tuple[int, ...]) -> dict[str, Any]:
     """Cycles of the rtl backend for one network, or the reason it cannot run here."""
     from pearl_fpga.errors import PearlError
     from pearl_fpga.kernels.mlp import make_backend
-    from pearl_fpga.spec.mlp import HEAD_RAW
+    from pearl_fpga.spec.mlp import HEAD_RAW, infer_cycle_bound
 
     macs = sum(a * b for a, b in zip(widths[:-1], widths[1:]))
     try:
@@ -85,7 +85,7 @@ def _rtl_row(policy_layers: Any, widths: tuple[int, ...]) -> dict[str, Any]:
         cycles_b = backend.last_cycles
     except (PearlError, ImportError, OSError, RuntimeError) as exc:
         return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
-    target = macs / lanes + 8 * (len(widths) - 1) + 16
+    target = infer_cycle_bound(list(zip(widths[:-1], widths[1:], strict=True)), lanes)
     per_inf = cycles_b / RTL_BATCH if cycles_b else None
     return {
         "available": True,

@@ -135,6 +135,7 @@ def bench_torchrl(args: argparse.Namespace) -> dict[str, Any]:
 
 def bench_sampler(args: argparse.Namespace, backend: str, repeats: int) -> dict[str, Any]:
     from pearl_fpga.kernels.replay import ReplaySampler
+    from pearl_fpga.spec.replay import batch_cycle_bound
 
     rng = np.random.default_rng(args.seed)
     sampler = ReplaySampler(args.capacity, args.fanout, backend=backend)
@@ -168,7 +169,7 @@ def bench_rtl(args: argparse.Namespace) -> dict[str, Any]:
         "batch": batch,
         "sample_cycles": sample_cycles,
         "update_cycles": update_cycles,
-        "bound_cycles": batch + 4 * sampler.depth + 16,
+        "bound_cycles": batch_cycle_bound(batch, sampler.depth),
     }
 
 

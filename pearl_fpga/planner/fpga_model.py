@@ -6,7 +6,6 @@ host <-> kernel transfers of the catalog's link model, plus the host-side work m
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,8 @@ import numpy as np
 from pearl_fpga.planner.model import Fit
 
 from pearl_fpga.planner.profile import REPLAY_TASKS, fit_line
+from pearl_fpga.spec.mlp import infer_cycle_bound
+from pearl_fpga.spec.replay import batch_cycle_bound, tree_depth
 
 # ----------------------------------------------------------------------------------- FPGA cycle models
 @dataclass(frozen=True)
@@ -40,13 +41,12 @@ def mlp_layers(obs_dim: int, net_arch: Sequence[int], out_dim: int) -> list[tupl
 
 def mlp_cycles_spec(layers: Sequence[tuple[int, int]], lanes: int) -> CycleFit:
     """hls/mlp/SPEC.md's bound: per inference MACs / LANES + 8 L + 16 cycles (steady state)."""
-    macs = sum(n * m for n, m in layers)
-    return CycleFit(0.0, math.ceil(macs / lanes) + 8 * len(layers) + 16, "spec bound")
+    return CycleFit(0.0, infer_cycle_bound(layers, lanes), "spec bound")
 
 
 def replay_cycles_spec(depth: int) -> CycleFit:
     """hls/replay/SPEC.md's bound: B samples (or updates) in B + 4 * DEPTH + 16 cycles."""
-    return CycleFit(4 * depth + 16, 1.0, "spec bound")
+    return CycleFit(batch_cycle_bound(0, depth), 1.0, "spec bound")
 
 
 def replay_cycles_rtl(capacity: int, fanout: int, batches: Sequence[int] = (8, 64)) -> dict[str, CycleFit]:
@@ -88,13 +88,6 @@ def mlp_cycles_rtl(obs_dim: int, net_arch: Sequence[int], out_dim: int, discrete
         cycles.append(float(kernel.last_cycles))
     f = fit_line(list(batches), cycles)
     return CycleFit(f.a, f.b, "rtl")
-
-
-def tree_depth(capacity: int, fanout: int) -> int:
-    depth, span = 1, fanout
-    while span < capacity:
-        depth, span = depth + 1, span * fanout
-    return depth
 
 
 def _csynth_report(board: Any, kernel: str, dirs: Sequence[str | Path], notes: list[str]) -> Any:

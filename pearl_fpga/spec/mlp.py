@@ -56,6 +56,13 @@ class QuantizedLayer:
         return int(self.weight.shape[0])
 
 
+def infer_cycle_bound(shapes: Sequence[tuple[int, int]], lanes: int) -> float:
+    """SPEC.md's steady-state bound on cycles per inference of a network of (n_in, m_out) layers:
+    MACs / LANES + 8 * L + 16, where MACs = sum n_l * m_l."""
+    macs = sum(n * m for n, m in shapes)
+    return macs / lanes + 8 * len(shapes) + 16
+
+
 def tanh_table() -> np.ndarray:
     """T[k] = clamp(floor(tanh((64k - 32768) / 4096) * 32768 + 0.5), -32767, 32767), k = 0..1024, int32."""
     k = np.arange(1025, dtype=np.float64)

@@ -28,7 +28,6 @@ from cocotbext.axi import (
     AxiStreamSource,
 )
 
-from pearl_fpga.backends.mlp_rtl import infer_cycle_target
 from pearl_fpga.spec.mlp import (
     HEAD_RAW,
     HEAD_TANH,
@@ -43,6 +42,7 @@ from pearl_fpga.spec.mlp import (
     REG_MODE,
     QuantizedLayer,
     encode_load_stream,
+    infer_cycle_bound,
 )
 from mlp_rtl_cases import random_network, reference
 
@@ -330,7 +330,7 @@ async def test_cycles_per_inference(dut) -> None:
         got, stamps = await tb.infer(x, want.shape[1])
         assert np.array_equal(got, want)
         per_inference = (stamps[-1] - stamps[1]) / (batch - 2)  # skip the pipeline fill
-        target = infer_cycle_target(layers, LANES)
+        target = infer_cycle_bound([(layer.n_in, layer.m_out) for layer in layers], LANES)
         figures["-".join(map(str, widths))] = {"cycles_per_inference": per_inference, "target": target}
         dut._log.info("cycles per inference %s at LANES=%d: %.1f (target %.1f)", widths, LANES, per_inference, target)
         assert per_inference <= target, f"{widths}: {per_inference} cycles per inference > target {target}"
