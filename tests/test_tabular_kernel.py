@@ -223,3 +223,26 @@ def test_partitioned_equals_k_independent_runs_then_merge(backend, parts):
         seq.load(start)
         seq.update(**b)
         np.testing.assert_array_equal(k.table, seq.table)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_update_one_equals_update_and_rejects_bad_scalars(backend):
+    rng = np.random.default_rng(7)
+    b = random_batch(rng, 6, 3, 200)
+    batch = TabularQ(6, 3, alpha=0.4, gamma=0.9, algo="sarsa", backend=backend)
+    batch.update(**b)
+    one = TabularQ(6, 3, alpha=0.4, gamma=0.9, algo="sarsa", backend=backend)
+    for i in range(200):
+        one.update_one(int(b["s"][i]), int(b["a"][i]), float(b["r"][i]), int(b["s2"][i]), bool(b["done"][i]),
+                       int(b["a2"][i]))
+    np.testing.assert_array_equal(one.table, batch.table)
+    before = one.table
+    for kwargs, match in ((dict(s=6), r"s = 6 is out of range"), (dict(a=-1), r"a = -1"),
+                          (dict(s2=True), r"s2 = True"), (dict(r=float("nan")), "r must be finite"),
+                          (dict(r=1e6), r"r=1000000.0 is out of range"), (dict(a2=None), "SARSA needs a2"),
+                          (dict(a2=3), r"a2 = 3 is out of range"), (dict(s=1.0), r"s = 1.0")):
+        args = dict(s=0, a=0, r=1.0, s2=1, done=False, a2=0)
+        args.update(kwargs)
+        with pytest.raises((ValueError, TypeError), match=match):
+            one.update_one(**args)
+    np.testing.assert_array_equal(one.table, before)

@@ -24,6 +24,7 @@ def test_config_validation_schedule_and_env_ids():
     cfg = TabularConfig(episodes=100, eps_start=1.0, eps_end=0.1, eps_decay=0.5)
     assert cfg.epsilon(0) == 1.0 and cfg.epsilon(25) == pytest.approx(0.55) and cfg.epsilon(50) == 0.1
     assert cfg.epsilon(99) == 0.1 and cfg.kernel_algo == "q"
+    assert TabularConfig.preset("sarsa", "Taxi-v4").alpha == 0.2 and TabularConfig.preset("qlearning", "Taxi-v4").alpha == 0.5
     for bad, match in ((dict(alpha=0.0), "alpha must be > 0"), (dict(gamma=1.5), "gamma must be a number"),
                        (dict(algo="dqn"), "algo must be one of"), (dict(parts=0), "parts must be an integer >= 1"),
                        (dict(episodes=-1), "episodes must be an integer >= 0")):

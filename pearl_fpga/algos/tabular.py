@@ -33,6 +33,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     "FrozenLake-v1": dict(episodes=10000, alpha=0.05, gamma=0.99, eps_start=1.0, eps_end=0.01, eps_decay=0.7,
                           success_reward=1.0),
 }
+# SARSA learns the values of its exploring behaviour; on Taxi it needs a smaller step and more episodes
+# to settle on the shortest routes.
+SARSA_PRESETS: dict[str, dict[str, Any]] = {"Taxi-v4": dict(alpha=0.2, episodes=20000)}
 
 
 @dataclass
@@ -71,7 +74,8 @@ class TabularConfig:
     @classmethod
     def preset(cls, algo: str = "qlearning", env_id: str = "Taxi-v4", **overrides: Any) -> TabularConfig:
         env_id = check_env_id(env_id)
-        return cls(**{"algo": algo, "env_id": env_id, **PRESETS.get(env_id, {}), **overrides})
+        tuned = {**PRESETS.get(env_id, {}), **(SARSA_PRESETS.get(env_id, {}) if algo == "sarsa" else {})}
+        return cls(**{"algo": algo, "env_id": env_id, **tuned, **overrides})
 
     def validate(self) -> None:
         if self.algo not in ALGOS:

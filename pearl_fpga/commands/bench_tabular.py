@@ -167,11 +167,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             row["vs_numba"] = row["updates_per_s"] / rows["numba"]["updates_per_s"]
 
     if not args.no_rtl:
-        results["rtl"] = _rtl(args, data, want if args.rtl_updates <= check_n else None)
+        results["rtl"] = _rtl(args, data)
     return results
 
 
-def _rtl(args: argparse.Namespace, data: dict[str, np.ndarray], _want: Any) -> dict[str, Any]:
+def _rtl(args: argparse.Namespace, data: dict[str, np.ndarray]) -> dict[str, Any]:
     from pearl_fpga.errors import BackendUnavailable
     from pearl_fpga.kernels import TabularQ
     from pearl_fpga.spec import tabular as spec

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         result = trainer.evaluate(cfg.eval_episodes)
         exact_return, exact_success = exact_evaluation(trainer.env, trainer.kernel.greedy(), cfg.success_reward)
         if logger is not None:
-            trainer._log_eval(result)
+            trainer.log_evaluation(result)
     except KeyboardInterrupt:
         if trainer is not None and not offline:
             trainer.save(ckpt)

@@ -121,7 +121,7 @@ class TabularTrainer:
             if self.logger is not None:
                 self.logger.episode(self.env_steps, ret, length)
             if cfg.eval_every and self.episode % cfg.eval_every == 0:
-                self._log_eval(self.evaluate(cfg.eval_episodes))
+                self.log_evaluation(self.evaluate(cfg.eval_episodes))
             if self.checkpoint_dir is not None and cfg.checkpoint_every and self.episode % cfg.checkpoint_every == 0:
                 self.save(self.checkpoint_dir)
             now = time.perf_counter()
@@ -205,7 +205,8 @@ class TabularTrainer:
                     break
         return TabularEval(rets, wins, lens)
 
-    def _log_eval(self, result: TabularEval) -> None:
+    def log_evaluation(self, result: TabularEval) -> None:
+        """Record an evaluation in eval_log (the learning curve) and the run's logger."""
         self.eval_log.append((self.env_steps, result.mean, result.std))
         if self.logger is not None:
             self.logger.evaluation(self.env_steps, result.mean, result.std)
