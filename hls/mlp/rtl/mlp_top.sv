@@ -63,6 +63,8 @@ module mlp_top #(
     localparam int WDEPTH = MAX_LAYERS * REGION;
     localparam int BDEPTH = MAX_LAYERS * AW;
     localparam int ACC_W = 48;  // |sum| < MAX_WIDTH * 2^30 + 2^31 plus the rounding term 2^39
+    localparam int MAX_SHIFT = 40;
+    localparam logic [2:0] FLAG_RELU = 3'b001, FLAG_TANH = 3'b010, FLAG_RAW = 3'b100;
 
 `ifndef SYNTHESIS
     initial begin
@@ -87,7 +89,7 @@ module mlp_top #(
     );
 
     // ---------------------------------------------------------------- network configuration
-    // Committed by mlp_loader when a LOAD header validates; `loaded` once its last word arrived intact.
+    // Committed when a LOAD header validates; `loaded` once its last word arrived intact.
     logic [15:0]   cfg_n [MAX_LAYERS];      // inputs of layer l
     logic [15:0]   cfg_m [MAX_LAYERS];      // outputs of layer l
     logic [5:0]    cfg_shift [MAX_LAYERS];
@@ -99,15 +101,40 @@ module mlp_top #(
     logic          cfg_tanh;
     logic          loaded;
 
+    // The split of the lanes with the fewest steps (ties: fewer columns).
+    function automatic [KW-1:0] best_k(input [15:0] n, input [15:0] m);
+        logic [31:0] cost, best_cost;
+        best_k = '0;
+        best_cost = '1;
+        for (int kk = 0; kk <= LOG2P; kk++) begin
+            cost = ((32'(n) + (32'd1 << kk) - 1) >> kk) * ((32'(m) + (32'(LANES) >> kk) - 1) >> (LOG2P - kk));
+            if (cost < best_cost) begin
+                best_cost = cost;
+                best_k = KW'(kk);
+            end
+        end
+    endfunction
+
     // ---------------------------------------------------------------- operation state
     typedef enum logic [1:0] {OP_IDLE, OP_LOAD, OP_INFER} op_state_t;
+    typedef enum logic [2:0] {LD_HDR, LD_W, LD_BLO, LD_BHI, LD_SKIP} ld_state_t;
     typedef enum logic [1:0] {E_IDLE, E_START, E_RUN, E_FINISH} e_state_t;
 
     op_state_t op_state;
+    ld_state_t ld_state;
     e_state_t  e_state;
 
     wire in_fire = s_axis_in_tvalid && s_axis_in_tready;
     wire [15:0] in_word = s_axis_in_tdata;
+
+    // LOAD header being received
+    logic [15:0] hdr_nl, hdr_count;
+    logic [15:0] hdr_n [MAX_LAYERS];
+    logic [15:0] hdr_m [MAX_LAYERS];
+    logic [15:0] hdr_shift [MAX_LAYERS];
+    logic [15:0] hdr_flags [MAX_LAYERS];
+    logic [15:0] ld_l, ld_i, ld_j;
+    logic [15:0] ld_bias_lo;
 
     // INFER bookkeeping
     logic [31:0] rx_obs;    // observations fully received
@@ -125,19 +152,45 @@ module mlp_top #(
     assign s_axis_in_tready = (op_state == OP_LOAD) ||
                               (op_state == OP_INFER && !ib_full && rx_obs < op_batch);
 
-    // ---------------------------------------------------------------- LOAD: header, configuration, placement
-    wire load_start = op_state == OP_IDLE && op_start && op_mode == 0;
-    logic ld_reject, ld_fail, ld_complete, ld_overrun, ld_skipped;  // what this cycle's LOAD word did
-    logic             ld_w_we, ld_b_we;
-    logic [31:0]      ld_w_addr, ld_b_addr, ld_b_data;
+    // ---------------------------------------------------------------- LOAD: where a word goes
+    wire last_hdr_word = (hdr_count == 16'(4 * hdr_nl));
+    // The LOAD rules of SPEC.md (and of the HLS C++), checked on the last header word, which is
+    // the flags word of the last layer.
+    logic header_ok;
+    always_comb begin : header_check
+        logic [15:0] flags;
+        logic last;
+        header_ok = 1'b1;
+        for (int l = 0; l < MAX_LAYERS; l++) begin
+            last = (16'(l) == hdr_nl - 1);
+            flags = last ? in_word : hdr_flags[l];
+            if (16'(l) < hdr_nl) begin
+                if (hdr_n[l] == 0 || hdr_n[l] > 16'(MAX_WIDTH)) header_ok = 1'b0;
+                if (hdr_m[l] == 0 || hdr_m[l] > 16'(MAX_WIDTH)) header_ok = 1'b0;
+                if (hdr_shift[l] > 16'(MAX_SHIFT)) header_ok = 1'b0;
+                if (l > 0 && hdr_n[l] != hdr_m[(l > 0) ? l - 1 : 0]) header_ok = 1'b0;
+                if (flags[15:3] != 0) header_ok = 1'b0;                        // unknown flag
+                if (!last && flags[2:1] != 0) header_ok = 1'b0;                // a head on a hidden layer
+                if (last && flags[2:0] != FLAG_TANH && flags[2:0] != FLAG_RAW) header_ok = 1'b0;  // one head, no ReLU
+            end
+        end
+    end
+
+    logic          ld_w_we, ld_b_we;
+    logic [31:0]   ld_w_addr, ld_b_addr;
     logic [LOG2P-1:0] ld_w_bank, ld_b_bank;
-    mlp_loader #(.LANES(LANES), .MAX_LAYERS(MAX_LAYERS), .MAX_WIDTH(MAX_WIDTH)) u_loader (
-        .ap_clk, .ap_rst_n, .load_start, .active(op_state == OP_LOAD), .in_fire, .in_word,
-        .in_last(s_axis_in_tlast),
-        .ld_reject, .ld_fail, .ld_complete, .ld_overrun, .ld_skipped,
-        .ld_w_we, .ld_w_addr, .ld_w_bank, .ld_b_we, .ld_b_addr, .ld_b_bank, .ld_b_data,
-        .cfg_n, .cfg_m, .cfg_shift, .cfg_relu, .cfg_k, .cfg_h, .cfg_g, .cfg_nl, .cfg_tanh
-    );
+    always_comb begin : load_placement
+        logic [KW-1:0] k;
+        logic [15:0] rows;  // R of the layer being loaded
+        k = cfg_k[ld_l];
+        rows = 16'(LANES) >> k;
+        ld_w_addr = ld_l * REGION + 32'(ld_i >> (LOG2P - k)) * cfg_h[ld_l] + 32'(ld_j >> k);
+        ld_w_bank = LOG2P'(((ld_i & (rows - 1)) << k) | (ld_j & ((16'd1 << k) - 1)));
+        ld_w_we = op_state == OP_LOAD && ld_state == LD_W && in_fire;
+        ld_b_addr = ld_l * AW + 32'(ld_i >> LOG2P);
+        ld_b_bank = LOG2P'(ld_i);
+        ld_b_we = op_state == OP_LOAD && ld_state == LD_BHI && in_fire;
+    end
 
     // ---------------------------------------------------------------- engine, stage 0: issue
     wire            e_issue = (e_state == E_RUN);
@@ -184,7 +237,7 @@ module mlp_top #(
         logic [15:0] imem [AW];       // the observation layer 0 reads
         always_ff @(posedge ap_clk) begin
             if (ld_w_we && ld_w_bank == LOG2P'(b)) wmem[ld_w_addr] <= in_word;
-            if (ld_b_we && ld_b_bank == LOG2P'(b)) bmem[ld_b_addr] <= ld_b_data;
+            if (ld_b_we && ld_b_bank == LOG2P'(b)) bmem[ld_b_addr] <= {in_word, ld_bias_lo};
             if (x_we[b]) xmem[x_waddr] <= x_wdata[16*b +: 16];
             if (i_we && i_wbank == LOG2P'(b)) imem[i_waddr] <= in_word;
             w_rd[16*b +: 16] <= wmem[e_waddr];
@@ -317,14 +370,43 @@ module mlp_top #(
     assign m_axis_out_tdata = cfg_tanh ? o_tanh : (o_idx == ob_m ? o_arg : o_val);
 
     // ---------------------------------------------------------------- sequencing
-    // Blocks that are each the only writer of their registers: the operation FSM (op_state,
-    // done/error, `loaded`), the LOAD FSM (mlp_loader), the receiver and the layer engine of an
-    // INFER, and the output stream. They talk through the one-cycle events below and mlp_loader's.
+    // Four blocks, each the only writer of its registers: the operation FSM (op_state, done/error,
+    // `loaded`), the LOAD FSM (header, configuration, weight placement), the receiver and the layer
+    // engine of an INFER, and the output stream. They talk through the one-cycle events below.
+    wire load_start  = op_state == OP_IDLE && op_start && op_mode == 0;
     wire infer_start = op_state == OP_IDLE && op_start && op_mode == 1 && loaded && op_batch <= 32'(MAX_BATCH);
     wire infer_end   = op_state == OP_INFER && out_obs == op_batch;
     wire drained     = !p1_valid && !p2_valid && !p3_valid;  // the last write of a layer landed
     wire ib_drain    = op_state == OP_INFER && e_state == E_RUN && e_layer_last && e_l == 0;  // layer 0 issued its last read
     wire ob_fill     = op_state == OP_INFER && e_state == E_FINISH && drained && cur_last_layer;
+
+    // What this cycle's LOAD word does to the operation (the LOAD rules of SPEC.md).
+    logic ld_reject;    // a rejected header: the old network stays (no weight was written yet)
+    logic ld_fail;      // the frame ended while weights were being written: no valid network any more
+    logic ld_complete;  // the last word of the network, carrying tlast
+    logic ld_overrun;   // the network is complete but the frame goes on
+    logic ld_skipped;   // the end of a rejected frame
+    always_comb begin : load_outcome
+        logic net_last;
+        net_last = ld_i == cfg_m[ld_l] - 1 && ld_l == cfg_nl - 1;
+        {ld_reject, ld_fail, ld_complete, ld_overrun, ld_skipped} = '0;
+        if (op_state == OP_LOAD && in_fire) begin
+            case (ld_state)
+                LD_HDR: begin
+                    if (hdr_count == 0) ld_reject = in_word == 0 || in_word > 16'(MAX_LAYERS);
+                    else if (last_hdr_word) ld_reject = !header_ok || s_axis_in_tlast;
+                    else ld_reject = s_axis_in_tlast;  // the frame ended inside the header
+                end
+                LD_W, LD_BLO: ld_fail = s_axis_in_tlast;
+                LD_BHI: begin
+                    ld_complete = net_last && s_axis_in_tlast;
+                    ld_overrun = net_last && !s_axis_in_tlast;
+                    ld_fail = !net_last && s_axis_in_tlast;
+                end
+                default: ld_skipped = s_axis_in_tlast;  // LD_SKIP
+            endcase
+        end
+    end
 
     logic op_loaded_before;  // `loaded` when the current LOAD began
     always_ff @(posedge ap_clk) begin : op_fsm
@@ -361,6 +443,75 @@ module mlp_top #(
                     op_state <= OP_IDLE;
                     op_done <= 1'b1;
                 end
+            endcase
+        end
+    end
+
+    always_ff @(posedge ap_clk) begin : load_fsm
+        if (!ap_rst_n) begin
+            ld_state <= LD_HDR;
+            cfg_nl <= '0;
+            cfg_tanh <= 1'b0;
+        end else if (load_start) begin
+            ld_state <= LD_HDR;
+            hdr_count <= '0;
+        end else if (op_state == OP_LOAD && in_fire) begin
+            case (ld_state)
+                LD_HDR: begin
+                    hdr_count <= hdr_count + 1;
+                    if (hdr_count == 0) begin
+                        hdr_nl <= in_word;
+                    end else begin
+                        case ((hdr_count - 1) & 3)
+                            0: hdr_n[(hdr_count - 1) >> 2] <= in_word;
+                            1: hdr_m[(hdr_count - 1) >> 2] <= in_word;
+                            2: hdr_shift[(hdr_count - 1) >> 2] <= in_word;
+                            default: hdr_flags[(hdr_count - 1) >> 2] <= in_word;
+                        endcase
+                        if (last_hdr_word && !ld_reject) begin
+                            cfg_nl <= hdr_nl;
+                            for (int l = 0; l < MAX_LAYERS; l++) begin
+                                cfg_n[l] <= hdr_n[l];
+                                cfg_m[l] <= hdr_m[l];
+                                cfg_shift[l] <= 6'(hdr_shift[l]);
+                                cfg_relu[l] <= (16'(l) == hdr_nl - 1) ? in_word[0] : hdr_flags[l][0];
+                                cfg_k[l] <= best_k(hdr_n[l], hdr_m[l]);
+                                cfg_h[l] <= (hdr_n[l] + (16'd1 << best_k(hdr_n[l], hdr_m[l])) - 1) >> best_k(hdr_n[l], hdr_m[l]);
+                                cfg_g[l] <= (hdr_m[l] + (16'(LANES) >> best_k(hdr_n[l], hdr_m[l])) - 1) >> (LOG2P - best_k(hdr_n[l], hdr_m[l]));
+                            end
+                            cfg_tanh <= in_word[1];
+                            ld_state <= LD_W;
+                            ld_l <= '0;
+                            ld_i <= '0;
+                            ld_j <= '0;
+                        end
+                    end
+                    if (ld_reject && !s_axis_in_tlast) ld_state <= LD_SKIP;  // drop the rest of the frame
+                end
+                LD_W: begin
+                    if (ld_j == cfg_n[ld_l] - 1) begin
+                        ld_j <= '0;
+                        if (ld_i == cfg_m[ld_l] - 1) begin
+                            ld_i <= '0;
+                            ld_state <= LD_BLO;
+                        end else ld_i <= ld_i + 1;
+                    end else ld_j <= ld_j + 1;
+                end
+                LD_BLO: begin
+                    ld_bias_lo <= in_word;
+                    ld_state <= LD_BHI;
+                end
+                LD_BHI: begin
+                    if (ld_i == cfg_m[ld_l] - 1) begin
+                        ld_i <= '0;
+                        ld_l <= ld_l + 1;
+                        ld_state <= ld_overrun ? LD_SKIP : LD_W;
+                    end else begin
+                        ld_i <= ld_i + 1;
+                        ld_state <= LD_BLO;
+                    end
+                end
+                default: ;  // LD_SKIP: the words of a rejected frame are dropped
             endcase
         end
     end
