@@ -13,7 +13,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 TORCH  := torch==2.13.0
 CXX    ?= g++
-KERNELS := replay mlp
+KERNELS := replay mlp tabular
 CSIM_UNITS := $(KERNELS) datamover  # the Alveo memory<->stream movers have a testbench too
 CSIM_REPLAY_SHAPES := 1/2 17/16 100/4 1000/8  # synthesis parameters (capacity/fanout) beyond the default top
 HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp pearl_fpga/native/*.cpp pearl_fpga/native/*.h)

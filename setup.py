@@ -15,7 +15,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).parent
-KERNELS = ("replay", "mlp")
+KERNELS = ("replay", "mlp", "tabular")
 # Synthesis parameters of the cpu extension where they differ from the boards' defaults (hls/<kernel>/*.h):
 # the MLP holds 512-wide layers on the CPU (the rl-zoo DDPG actor, 400x300); spec/mlp.py CPU_MAX_WIDTH.
 CPU_BUILD_MACROS = {"mlp": [("MLP_MAX_WIDTH", "512")]}

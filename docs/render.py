@@ -32,6 +32,7 @@ SECTIONS = {
     "replay": "Replay kernel: prioritized buffer against cpprb and TorchRL",
     "mlp": "MLP kernel: inference against torch eager",
     "plan": "Dispatcher: predicted against measured throughput",
+    "tabular": "Tabular kernel: updates per second",
 }
 QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4)}  # (return at least, seeds out of 5)
 # The throughput targets: median env steps/s ratio against SB3 at each of its thread settings.
@@ -211,7 +212,25 @@ def _plan(results: dict[str, Any]) -> str:
     return "\n\n".join(out)
 
 
-RENDER = {"train": _train, "learner": _learner, "replay": _replay, "mlp": _mlp, "plan": _plan}
+def _tabular(results: dict[str, Any]) -> str:
+    rows = []
+    for name, row in results["rows"].items():
+        vs_numba = row.get("vs_numba")
+        rows.append([name, str(row["threads"]), _f(row["updates_per_s"]), f"{row['vs_numpy_loop']:.1f}x",
+                     f"{vs_numba:.2f}x" if vs_numba is not None else "-",
+                     {True: "yes", False: "NO", None: "-"}[row.get("exact")]])
+    out = [_table(["contender", "threads", "updates/s", "vs numpy loop", "vs numba", "bit-exact"], rows),
+           f"{results['updates']:,} updates on a {results['states']} x {results['actions']} table (the numpy loop "
+           f"over {results['numpy_updates']:,}); {results['hazard_rate_4']:.0%} of the transitions bootstrap on a row "
+           "one of the 4 previous updates wrote."]
+    out += [f"- {note}" for note in results.get("notes", [])]
+    rtl = results.get("rtl", {})
+    if not rtl.get("available"):
+        out.append(f"rtl: {rtl.get('reason', 'not measured')}")
+    return "\n\n".join(out)
+
+
+RENDER = {"train": _train, "learner": _learner, "replay": _replay, "mlp": _mlp, "plan": _plan, "tabular": _tabular}
 
 
 # ----------------------------------------------------------------------------------- pages

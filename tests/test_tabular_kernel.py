@@ -246,3 +246,19 @@ def test_update_one_equals_update_and_rejects_bad_scalars(backend):
         with pytest.raises((ValueError, TypeError), match=match):
             one.update_one(**args)
     np.testing.assert_array_equal(one.table, before)
+
+
+def test_cpu_binding_refuses_wrong_arrays_and_changes_nothing():
+    native = pytest.importorskip("pearl_fpga._tabular_native")
+    table = np.zeros((3, 2), dtype=np.int32)
+    u = np.zeros(2, dtype=np.uint32)
+    ok = dict(s=u, a=u, r=np.zeros(2, np.int32), s2=u, a2=u, done=np.zeros(2, np.uint8))
+    with pytest.raises(TypeError, match="table must be"):
+        native.update(table.astype(np.int64), 65536, 0, False, **ok)
+    with pytest.raises(TypeError, match="r must be"):
+        native.update(table, 65536, 0, False, **{**ok, "r": np.zeros(2, np.float32)})
+    with pytest.raises(IndexError, match="out of range"):
+        native.update(table, 65536, 0, False, **{**ok, "s2": np.array([0, 3], np.uint32)})
+    with pytest.raises(ValueError, match="alpha"):
+        native.update(table, 0, 0, False, **ok)
+    assert not table.any()

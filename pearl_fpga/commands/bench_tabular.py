@@ -176,6 +176,10 @@ def _rtl(args: argparse.Namespace, data: dict[str, np.ndarray]) -> dict[str, Any
     from pearl_fpga.kernels import TabularQ
     from pearl_fpga.spec import tabular as spec
 
+    from pearl_fpga.backends import registry
+
+    if "rtl" not in registry.names("tabular"):
+        return {"available": False, "reason": "the tabular kernel has no reference RTL yet (docs/tabular.md)"}
     try:
         k = TabularQ(args.states, args.actions, 0.1, 0.99, backend="rtl")
     except (BackendUnavailable, ImportError) as exc:

@@ -117,8 +117,8 @@ class TabularQ:
     """An int32 Q16.16 Q table updated by Q-learning (algo="q") or SARSA (algo="sarsa").
 
     alpha in (0, 1] and gamma in [0, 1] are rounded to 16 fractional bits (gamma = 1 is exact).
-    backend: "numpy" (golden reference), "cpu" (the HLS C++ compiled in), "rtl" (Verilator,
-    cycle-accurate; `last_cycles`), "pynq"/"xrt" (a board), "auto" (cpu if built, else numpy).
+    backend: "numpy" (golden reference), "cpu" (the kernel's C++ of hls/tabular compiled in), "auto"
+    (cpu if built, else numpy); the rtl and board backends are not written yet (docs/tabular.md).
     backend_options go to the rtl/board backend.
     """
 
