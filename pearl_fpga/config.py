@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 ALGOS = ("dqn", "ddpg")
+ENGINES = ("inline", "processes", "ray")
+"""Execution engines (pearl_fpga.runtime.engines): where actors and replay run."""
 
 
 @dataclass
@@ -93,6 +95,22 @@ class TrainConfig:
     """Env steps between periodic checkpoints (0 = only at the end and on Ctrl-C)."""
     learner_threads: int = 0
     """torch intra-op threads of the learner; 0 = chosen by measurement while training (runtime.threads)."""
+    # The distribution policy: where actors and replay run. The algorithm does not see these fields.
+    engine: str = "auto"
+    """Execution engine: "inline", "processes" (`workers` actor processes), "ray" (`actors` Ray actors and
+    `replay_shards` replay shards), or "auto" (processes when workers > 0, else inline)."""
+    actors: int = 2
+    """Ray engine: env actors (each steps `n_envs` envs)."""
+    replay_shards: int = 1
+    """Ray engine: replay shards (Ray actors); capacity buffer_size / replay_shards each."""
+    actor_resources: dict[str, float] = field(default_factory=lambda: {"CPU": 1.0})
+    """Ray engine: resources of each env actor, e.g. {"CPU": 1, "fpga": 1} for an actor on a board, {"GPU": 1}."""
+    shard_resources: dict[str, float] = field(default_factory=lambda: {"CPU": 0.5})
+    """Ray engine: resources of each replay shard (e.g. {"CPU": 1, "fpga": 1} for a shard on a board)."""
+    actor_priorities: bool = False
+    """Ray engine, DQN with per: actors compute the initial priorities of their transitions (Ape-X)."""
+    ray_address: str = ""
+    """Ray engine: "" starts a local Ray instance, "auto" joins the cluster of `ray start`, or host:port."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -141,7 +159,7 @@ class TrainConfig:
                     raise ValueError(f"TrainConfig.{name} must be a finite number, got {value!r}")
                 setattr(self, name, float(value))
             elif kind == "str":
-                if not isinstance(value, str) or not value:
+                if not isinstance(value, str) or (not value and name != "ray_address"):
                     raise ValueError(f"TrainConfig.{name} must be a non-empty string, got {value!r}")
         if self.algo not in ALGOS:
             raise ValueError(f"TrainConfig.algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
@@ -174,8 +192,32 @@ class TrainConfig:
             raise ValueError("TrainConfig: per_alpha, max_grad_norm and action_noise_std must be >= 0 and per_eps > 0")
         if self.batch_size > self.buffer_size:
             raise ValueError(f"TrainConfig.batch_size ({self.batch_size}) exceeds buffer_size ({self.buffer_size})")
+        self._validate_distribution()
         if self.workers > 64:
             raise ValueError(f"TrainConfig.workers must be <= 64, got {self.workers}")
+
+    def _validate_distribution(self) -> None:
+        if self.engine not in (*ENGINES, "auto"):
+            raise ValueError(f"TrainConfig.engine must be one of auto, {', '.join(ENGINES)}, got {self.engine!r}")
+        if not 1 <= self.actors <= 1024:
+            raise ValueError(f"TrainConfig.actors must be in 1..1024, got {self.actors}")
+        if not 1 <= self.replay_shards <= 256:
+            raise ValueError(f"TrainConfig.replay_shards must be in 1..256, got {self.replay_shards}")
+        if self.buffer_size // self.replay_shards < self.batch_size:
+            raise ValueError(f"TrainConfig.replay_shards={self.replay_shards} leaves {self.buffer_size // self.replay_shards} "
+                             f"transitions per shard, fewer than batch_size={self.batch_size}; use fewer shards "
+                             "or a larger buffer_size")
+        for name in ("actor_resources", "shard_resources"):
+            value = getattr(self, name)
+            if not isinstance(value, dict) or not all(
+                    isinstance(k, str) and k and not isinstance(v, bool) and isinstance(v, (int, float))
+                    and math.isfinite(v) and v >= 0 for k, v in value.items()):
+                raise ValueError(f"TrainConfig.{name} must map resource names to non-negative numbers, "
+                                 f'e.g. {{"CPU": 1, "fpga": 1}}, got {value!r}')
+            setattr(self, name, {k: float(v) for k, v in value.items()})
+        if self.actor_priorities and not (self.per and self.algo == "dqn"):
+            raise ValueError("TrainConfig.actor_priorities needs algo dqn with per=true (actors compute "
+                             "initial TD-error priorities from their Q-network)")
 
     # ------------------------------------------------------------------ derived
     @property

@@ -8,12 +8,9 @@
 
 Schedule (the update-to-data ratio honoured exactly): the learner may run gradient step g only once
 the env-step count n satisfies `runtime.schedule.allowed_gradient_steps(config, n) > g`, i.e. the steps Stable-Baselines3
-would have run by then (gradient_steps per train_freq env steps, after learning_starts). With
-`workers=0` acting and learning alternate in-process exactly in that order (deterministic for a
-seed). With worker processes, actors step their envs concurrently with the learner but may run at
-most `config.actor_lag` env steps ahead of the point where the learner is, so the data every
-gradient step sees matches the sequential schedule in amount; only the actors' policy can be up to
-one weight sync older than in the sequential run.
+would have run by then (gradient_steps per train_freq env steps, after learning_starts). Where the
+actors run is the engine's business (pearl_fpga.runtime.engines: inline, processes, ray); every engine
+honours that schedule, and the algorithm is the same in all of them.
 """
 
 from __future__ import annotations
@@ -33,11 +30,12 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.runtime.checkpoint import (as_tuple, np_global_state, read_checkpoint, set_np_global_state,
                                          sigint_ignored, write_checkpoint)
+from pearl_fpga.runtime.engines import make_engine
 from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollout
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import make_replay
-from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_chunk, needed_env_steps, target_copy_due
+from pearl_fpga.runtime.schedule import needed_env_steps, target_copy_due
 from pearl_fpga.runtime.stats import EvalResult, Stats
 from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads
 from pearl_fpga.runtime.timers import TaskTimer
@@ -53,7 +51,8 @@ class Trainer:
 
     def __init__(self, algo: str = "dqn", env: str | None = None, placement: str | Placement | dict | None = None,
                  config: TrainConfig | None = None, seed: int = 0, workers: int | None = None,
-                 logger: Any = None, checkpoint_dir: str | Path | None = None) -> None:
+                 logger: Any = None, checkpoint_dir: str | Path | None = None, engine: str | None = None,
+                 ray_address: str | None = None) -> None:
         algo = str(algo).lower()
         if config is None:
             config = TrainConfig.preset(algo, env)
@@ -65,7 +64,11 @@ class Trainer:
                 config.env_id = env
         if workers is not None:
             config.workers = int(workers)
-            config.validate()
+        if engine is not None:
+            config.engine = str(engine).lower()
+        if ray_address is not None:
+            config.ray_address = str(ray_address)
+        config.validate()
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         self.config = config
@@ -95,8 +98,10 @@ class Trainer:
         self.algo = make_algo(config, self.spec.obs_dim, self.spec.action_dim,
                               device="cuda" if self.placement.learn == "cuda" else "cpu", seed=seed)
         action_shape = () if self.spec.discrete else (self.spec.action_dim,)
-        self.replay = make_replay(config, self.spec.obs_dim, action_shape, self.spec.discrete, seed + 1,
-                                  self.placement.replay_backends(), self.placement.replay)
+        self.engine = make_engine(config)
+        self.replay = self.engine.make_replay(
+            self, lambda offset: make_replay(config, self.spec.obs_dim, action_shape, self.spec.discrete, seed + 1 + offset,
+                                             self.placement.replay_backends(), self.placement.replay))
         self.envs = EnvGroup(config.env_id, config.n_envs, seed)
         self.rng = np.random.default_rng(seed + 2)  # exploration
         self.calibration = calibration_batch(config.env_id, seed)
@@ -111,13 +116,12 @@ class Trainer:
         self.eval_log: list[tuple[int, float, float]] = []  # (env step, mean, std)
         self.best: dict[str, Any] | None = None  # {"mean", "step", "weights"}
         self.timer = TaskTimer()
-        self.worker_restarts = 0
+        self._faults_before: dict[str, int] = {}  # fault counters of earlier runs (restored from a checkpoint)
         # losses since the last report: a float sum on the fused CPU learner, a device tensor otherwise
         # (synced only when a report reads it)
         self._loss_sum: float | torch.Tensor = 0.0
         self._loss_count = 0
         self._last_loss = float("nan")
-        self._pool: Any = None
 
     # ------------------------------------------------------------------ public API
     def train(self, steps: int, progress: ProgressFn | None = None, progress_interval: float = 0.5) -> Stats:
@@ -131,10 +135,7 @@ class Trainer:
         self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "end": end,
                      "progress": progress, "interval": progress_interval, "last": 0.0}
         try:
-            if self.config.workers > 0:
-                self._train_workers(end)
-            else:
-                self._train_inline(end)
+            self.engine.run(self, end)
         except KeyboardInterrupt:
             if self.checkpoint_dir is not None:
                 with sigint_ignored():
@@ -142,9 +143,7 @@ class Trainer:
             raise
         finally:
             self._run["stop"] = time.perf_counter()
-            if self._pool is not None:
-                self._pool.close()
-                self._pool = None
+            self.engine.stop()
         if self.checkpoint_dir is not None:
             self.save(self.checkpoint_dir)
         stats = self.stats()
@@ -181,9 +180,33 @@ class Trainer:
             target_steps=run["end"] if run else self.env_steps, elapsed=elapsed,
             recent_return=float(np.mean(recent)) if recent else float("nan"), loss=self._last_loss,
             best_eval=float(self.best["mean"]) if self.best else float("nan"),
-            worker_restarts=self.worker_restarts,
+            worker_restarts=self.faults()["actor_restarts"], shard_restarts=self.faults()["shard_restarts"],
+            transitions_lost=self.faults()["transitions_lost"],
             env_steps_run=self.env_steps - run["start_steps"] if run else 0,
         )
+
+    def faults(self) -> dict[str, int]:
+        """Actor restarts, replay-shard restarts and the transitions lost with them, over the whole run."""
+        out = {"actor_restarts": 0, "shard_restarts": 0, "transitions_lost": 0}
+        for source in (self._faults_before, self.engine.report()):
+            for key, value in source.items():
+                out[key] = out.get(key, 0) + int(value)
+        return out
+
+    @property
+    def worker_restarts(self) -> int:
+        """Actor restarts (worker processes or Ray actors) over the whole run."""
+        return self.faults()["actor_restarts"]
+
+    def close(self) -> None:
+        """Release the engine's resources (Ray actors and replay shards, the Ray connection it opened)."""
+        self.engine.close()
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def task_summary(self) -> dict[str, float]:
         """Seconds per env step of each task (summed over processes) and env steps/s of the last train()."""
@@ -212,22 +235,9 @@ class Trainer:
             return f"{self.placement.learn}->{self.placement.act}"
         return "cpu"
 
-    # ------------------------------------------------------------------ in-process loop
-    def _train_inline(self, end: int) -> None:
-        cfg, envs, timer = self.config, self.envs, self.timer
-        adim = self.spec.action_dim
-        while self.env_steps < end:
-            with timer.time("act"):
-                actions = self.policy.explore(envs.obs, self.env_steps, cfg, self.rng, adim)
-            with timer.time("env_step"):
-                transitions, finished = envs.step(actions)
-            with timer.time("replay_insert"):
-                self.replay.add(transitions)
-            self._after_env_steps(len(actions), finished)
-            self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
-            self._periodic(len(actions))
-
-    def _after_env_steps(self, n: int, finished: list[tuple[float, int]]) -> None:
+    # ------------------------------------------------------------------ what engines call (LearnerHost)
+    def record_env_steps(self, n: int, finished: list[tuple[float, int]]) -> None:
+        """Count n collected env steps and the episodes that ended in them."""
         self.env_steps += n
         for ret, length in finished:
             self.episodes += 1
@@ -235,7 +245,7 @@ class Trainer:
             if self.logger is not None:
                 self.logger.episode(self.env_steps, ret, length)
 
-    def _periodic(self, n: int) -> None:
+    def periodic(self, n: int) -> None:
         """Evaluation, checkpoint and progress when their interval was crossed by the last n steps."""
         cfg = self.config
         prev = self.env_steps - n
@@ -268,7 +278,7 @@ class Trainer:
             self.best = {"mean": mean, "step": self.env_steps, "weights": weights}
 
     # ------------------------------------------------------------------ learner
-    def _learn_until(self, allowed: int) -> None:
+    def learn_until(self, allowed: int) -> None:
         """Run gradient steps up to `allowed`; the next batch is sampled before the current step's
         priorities are written back (relaxed sample/update dependency, fixed order: deterministic)."""
         cfg, timer = self.config, self.timer
@@ -304,47 +314,11 @@ class Trainer:
 
     def _sync_weights(self) -> None:
         with self.timer.time("weight_sync"):
-            state = self.algo.policy_module.state_dict()
-            if self._pool is not None:
-                self._pool.broadcast({k: v.detach().cpu() for k, v in state.items()})
-            else:
-                self.policy.load_weights(state)
+            self.engine.broadcast(self, self.algo.policy_module.state_dict())
 
-    # ------------------------------------------------------------------ worker processes
-    def _train_workers(self, end: int) -> None:
-        from pearl_fpga.runtime.workers import WorkerPool
-
-        cfg = self.config
-        weights = {k: v.detach().cpu().clone() for k, v in self.algo.policy_module.state_dict().items()}
-        self._pool = pool = WorkerPool(cfg, self.placement, self.calibration, weights,
-                                       seed=self.seed + 7919 * (1 + self.env_steps), env_id=cfg.env_id)
-        granted = self.env_steps
-        chunk = credit_chunk(cfg)
-        while self.env_steps < end:
-            if cfg.gradient_steps > 0:
-                limit = min(end, max(needed_env_steps(cfg, self.grad_steps), cfg.learning_starts) + cfg.actor_lag)
-            else:
-                limit = end
-            granted = pool.grant_upto(granted, limit, chunk, self.env_steps)
-            allowed = allowed_gradient_steps(cfg, self.env_steps)
-            can_learn = allowed > self.grad_steps
-            for msg in pool.receive(timeout=0.0 if can_learn else 0.05):
-                with self.timer.time("replay_insert"):
-                    self.replay.add(msg["transitions"])
-                self.timer.merge(msg["seconds"], msg["calls"])
-                n = len(msg["transitions"]["reward"])
-                self._after_env_steps(n, msg["finished"])
-                self._periodic(n)
-            restarted, lost = pool.restart_dead()
-            if restarted:
-                self.worker_restarts += restarted
-                granted -= lost
-                if self.logger is not None:
-                    self.logger.message(f"actor worker died; restarted ({self.worker_restarts} so far)")
-            allowed = allowed_gradient_steps(cfg, self.env_steps)
-            if allowed > self.grad_steps:
-                self._learn_until(self.grad_steps + 1)
-        self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
+    def policy_weights(self) -> dict[str, torch.Tensor]:
+        """A CPU copy of the current policy network's weights (for actors)."""
+        return {k: v.detach().cpu().clone() for k, v in self.algo.policy_module.state_dict().items()}
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, directory: str | Path) -> Path:
@@ -365,13 +339,14 @@ class Trainer:
             "algo": self.config.algo, "env_id": self.config.env_id, "seed": self.seed,
             "placement": str(self.placement), "config": self.config.to_dict(),
             "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps, "episodes": self.episodes,
-                         "target_checked": self.target_checked, "worker_restarts": self.worker_restarts},
+                         "target_checked": self.target_checked, "faults": self.faults(),
+                         "worker_restarts": self.faults()["actor_restarts"]},
         })
 
     @classmethod
     def load(cls, directory: str | Path, placement: str | Placement | dict | None = None,
              workers: int | None = None, logger: Any = None, checkpoint_dir: str | Path | None = None,
-             expect: dict[str, Any] | None = None) -> Trainer:
+             engine: str | None = None, ray_address: str | None = None, expect: dict[str, Any] | None = None) -> Trainer:
         """Restore a Trainer from `save()`. Networks, optimizers, replay, RNGs, envs and counters come
         back; `placement`/`workers` may differ from the saved run. `expect` (e.g. {"algo": "dqn",
         "env_id": "CartPole-v1"}) must match the manifest. Raises CheckpointError, touching nothing."""
@@ -384,7 +359,7 @@ class Trainer:
         trainer = cls(algo=config.algo, env=config.env_id,
                       placement=placement if placement is not None else manifest["placement"],
                       config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,
-                      checkpoint_dir=checkpoint_dir)
+                      checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address)
         try:
             trainer._restore(state, manifest["counters"])
         except CheckpointError:
@@ -409,4 +384,5 @@ class Trainer:
         self.grad_steps = int(counters["grad_steps"])
         self.episodes = int(counters["episodes"])
         self.target_checked = int(counters["target_checked"])
-        self.worker_restarts = int(counters.get("worker_restarts", 0))
+        faults = counters.get("faults", {"actor_restarts": counters.get("worker_restarts", 0)})
+        self._faults_before = {k: int(v) for k, v in faults.items()}

@@ -148,8 +148,8 @@ def test_workers_honour_the_schedule_and_survive_a_kill():
     killed: list[int] = []
 
     def kill_once(stats):
-        if not killed and stats.env_steps >= 300 and trainer._pool is not None:
-            pid = trainer._pool.pids[0]
+        if not killed and stats.env_steps >= 300 and trainer.engine.pids:
+            pid = trainer.engine.pids[0]
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
@@ -159,7 +159,7 @@ def test_workers_honour_the_schedule_and_survive_a_kill():
     assert trainer.grad_steps == allowed_gradient_steps(cfg, trainer.env_steps)
     assert len(trainer.replay) == trainer.env_steps
     assert stats.episodes > 0
-    assert trainer._pool is None  # workers stopped after train()
+    assert trainer.engine.pids == []  # workers stopped after train()
 
 
 def test_board_placement_without_a_board_is_a_clear_error():

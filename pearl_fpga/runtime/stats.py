@@ -33,7 +33,9 @@ class Stats:
     recent_return: float = float("nan")
     loss: float = float("nan")
     best_eval: float = float("nan")
-    worker_restarts: int = 0
+    worker_restarts: int = 0  # actor restarts: worker processes or Ray env actors
+    shard_restarts: int = 0  # Ray engine: replay shards restarted
+    transitions_lost: int = 0  # transitions held by restarted shards (or unreported by restarted actors)
     env_steps_run: int = 0  # env steps of the current train() call
 
     @property

@@ -8,6 +8,9 @@
   kernels' C++ build), `cuda`, `fpga` (a board), `fpga-emu` (the kernels' C++ build computes, the
   planner models a catalog board's time).
 - **device**: a physical resource that targets share: the CPU cores, `cuda:N`, `fpga:N`.
+- **engine**: where the roles' work runs as processes: `inline` (one process), `processes` (actor
+  processes on this host), `ray` (Ray actors and replay shards on one host or a cluster); see
+  runtime/engines. A placement says which device, an engine says which process and node.
 """
 
 ROLES = ("act", "replay", "learn")
