@@ -19,3 +19,7 @@ class CheckpointError(PearlError, ValueError):
 
 class ManifestError(PearlError, ValueError):
     """A bitstream manifest is missing, malformed or does not match the driver."""
+
+
+class EngineError(PearlError, RuntimeError):
+    """An execution engine cannot start or lost what it cannot recover (e.g. an unreachable Ray cluster)."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from pearl_fpga.kernels.replay import ReplaySampler, priority_words
 from pearl_fpga.replay.state import MAX_PRIORITY, STATE_FORMAT, STATE_KEYS, Layout, check_state, read_npz, write_npz
-from pearl_fpga.spec.replay import MAX_BATCH
+from pearl_fpga.spec.replay import MAX_BATCH, PRIORITY_SCALE
 
 
 class ReplayBatch(NamedTuple):
@@ -187,9 +187,10 @@ class PrioritizedReplayBuffer:
 
     # ---- add -----------------------------------------------------------------------------------
     @_locked
-    def add(self, obs: Any, action: Any, reward: Any, next_obs: Any, done: Any) -> None:
+    def add(self, obs: Any, action: Any, reward: Any, next_obs: Any, done: Any, td_errors: Any = None) -> None:
         """Add one transition, or a batch (leading axis n on every argument). The oldest
-        transitions are overwritten once the buffer is full; new ones get max_priority."""
+        transitions are overwritten once the buffer is full; new ones get max_priority, or with
+        `td_errors` (one per transition, as Ape-X's actors compute them) (|td| + eps) ** alpha."""
         obs = np.asarray(obs)
         single = obs.shape == self.obs_shape
         if single:
@@ -216,18 +217,27 @@ class PrioritizedReplayBuffer:
             raise TypeError(f"action must be integers for action_dtype {self.action_dtype}, got {action.dtype}")
         if not np.isfinite(reward).all():
             raise ValueError("reward contains NaN or inf; check the environment's rewards")
+        initial = None
+        if td_errors is not None:
+            td = np.atleast_1d(np.asarray(td_errors, dtype=np.float64))
+            if td.shape != (n,) or not np.isfinite(td).all():
+                raise ValueError(f"td_errors must be {n} finite numbers, one per transition; got shape {td.shape}")
+            initial = np.minimum(np.power(np.abs(td) + self.eps, self.alpha), MAX_PRIORITY)
         if n == 0:
             return
         if n > self.capacity:  # only the newest `capacity` transitions would survive
             obs, action, reward, next_obs, done = (x[n - self.capacity :] for x in (obs, action, reward, next_obs, done))
+            initial = None if initial is None else initial[n - self.capacity :]
             n = self.capacity
         slots = (self._pos + np.arange(n)) % self.capacity
         for name, value in (("obs", obs), ("next_obs", next_obs), ("action", action), ("reward", reward), ("done", done)):
             self._data[name][slots] = value
-        new_priority = np.full(min(n, self._sampler.max_batch), self._max_priority)
+        new_priority = np.full(n, self._max_priority) if initial is None else initial
         for start in range(0, n, self._sampler.max_batch):
             chunk = slots[start : start + self._sampler.max_batch]
-            self._sampler.update(chunk, new_priority[: len(chunk)])
+            self._sampler.update(chunk, new_priority[start : start + len(chunk)])
+        if initial is not None:
+            self._max_priority = max(self._max_priority, float(initial.max()))
         self._pos = int((self._pos + n) % self.capacity)
         self._size = min(self._size + n, self.capacity)
 
@@ -235,6 +245,17 @@ class PrioritizedReplayBuffer:
     @_locked
     def sample(self, batch_size: int) -> ReplayBatch:
         """Draw batch_size transitions (with replacement) with probability proportional to priority."""
+        return self._draw(batch_size)[0]
+
+    @_locked
+    def sample_with_priorities(self, batch_size: int) -> tuple[ReplayBatch, np.ndarray, float]:
+        """sample(), plus each drawn transition's priority p_i and the total priority (float64, as the
+        sampler stores them), so that a caller drawing from several buffers can compute the global
+        sampling probabilities and importance weights (pearl_fpga.runtime.engines.sharded_replay)."""
+        batch, words = self._draw(batch_size)
+        return batch, words.astype(np.float64) / PRIORITY_SCALE, self._sampler.total
+
+    def _draw(self, batch_size: int) -> tuple[ReplayBatch, np.ndarray]:
         if self._size == 0:
             raise ValueError("cannot sample from an empty buffer; add transitions first")
         idx, words = self._sampler.sample_fixed(batch_size, self._rng)
@@ -250,7 +271,7 @@ class PrioritizedReplayBuffer:
             done=np.ascontiguousarray(rows["done"]),
             weights=weights,
             indices=idx,
-        )
+        ), words
 
     @_locked
     def update_priorities(self, indices: Any, td_errors: Any) -> None:

@@ -46,6 +46,10 @@ class UniformReplay:
         self.pos = int((self.pos + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
 
+    def sample_with_priorities(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
+        """sample(), with every transition's priority 1 and the total = size (for sharded replay)."""
+        return self.sample(batch_size), np.ones(batch_size), float(self.size)
+
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
         idx = self.rng.integers(0, self.size, size=batch_size)
         return {"obs": self.obs[idx], "action": self.action[idx], "reward": self.reward[idx],
@@ -94,15 +98,20 @@ class PrioritizedReplay:
     def __len__(self) -> int:
         return len(self.buffer)
 
-    def add(self, t: dict[str, np.ndarray]) -> None:
+    def add(self, t: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> None:
+        """Insert a batch; with `td_errors` their priorities are set from them (Ape-X actors)."""
         n = len(t["reward"])
         self.buffer.add(t["obs"], np.asarray(t["action"]).reshape((n, *self.action_shape)), t["reward"],
-                        t["next_obs"], t["done"])
+                        t["next_obs"], t["done"], td_errors=td_errors)
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
         b = self.buffer.sample(batch_size)
-        get = (lambda k: b[k]) if isinstance(b, dict) else (lambda k: getattr(b, k))
-        return {k: np.asarray(get(k)) for k in (*FIELDS, "weights", "indices")}
+        return {k: np.asarray(getattr(b, k)) for k in (*FIELDS, "weights", "indices")}
+
+    def sample_with_priorities(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
+        """sample(), plus the drawn transitions' priorities and the total (for sharded replay)."""
+        b, priorities, total = self.buffer.sample_with_priorities(batch_size)
+        return {k: np.asarray(getattr(b, k)) for k in (*FIELDS, "weights", "indices")}, priorities, total
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         self.buffer.update_priorities(indices, td_errors)

@@ -11,6 +11,11 @@ MESSAGE_STEPS = 64
 """Actor workers send their transitions every this many env steps (one replay insert per message)."""
 
 
+RAY_MESSAGE_STEPS = 256
+"""Ray engine: env steps per grant (one Ray call that steps them and inserts them into a shard), so that
+the per-call cost stays a small part of the env time of the data (`pearl-fpga bench ray` measures it)."""
+
+
 def allowed_gradient_steps(config: Any, collected: int) -> int:
     """Gradient steps SB3's loop has run once `collected` env steps exist: training rounds happen at
     collected = k * train_freq for every k with k * train_freq > learning_starts; each runs

@@ -1,0 +1,99 @@
+"""Connecting to Ray and checking what the cluster has, with errors that say what to do.
+
+- address "" starts a local Ray instance on this host (loopback only, no dashboard, usage stats off);
+- "auto" joins the cluster that `ray start --head` started on this node;
+- "host:port" joins that cluster's head (reachability is checked first, within a timeout, so a wrong
+  address fails in seconds instead of hanging in Ray's retries).
+A process already connected to Ray (ray.init called by the user or a test) keeps its connection.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from pearl_fpga.errors import BackendUnavailable, EngineError
+
+CONNECT_TIMEOUT_S = 10.0
+RAY_EXTRA_HINT = "install the ray extra: pip install 'pearl_fpga[ray]' (make venv installs it)"
+
+
+def import_ray() -> Any:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        import ray
+    except ImportError as exc:
+        raise BackendUnavailable(f"engine 'ray' needs the ray package, which is not installed: {RAY_EXTRA_HINT}") from exc
+    return ray
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise EngineError unless a TCP connection to host:port opens within `timeout` seconds."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise EngineError(f"--ray-address {address!r} is not host:port (e.g. 10.0.0.5:6379), 'auto' or empty")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise EngineError(f"cannot reach the Ray cluster at {address} within {timeout:.0f} s ({exc}); start it there with "
+                          "`ray start --head --port PORT`, check the address, or omit --ray-address for a local "
+                          "Ray instance") from exc
+
+
+def connect(address: str, num_cpus: int | None = None) -> bool:
+    """Connect this process to Ray; returns True when it started a local instance (to shut down later)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    quiet = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if address in ("", "local"):
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 1, _node_ip_address="127.0.0.1", **quiet)
+        return True
+    if address != "auto":
+        check_reachable(address[len("ray://"):] if address.startswith("ray://") else address)
+    try:
+        ray.init(address=address, **{k: v for k, v in quiet.items() if k != "include_dashboard"})
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = "on this node (none was found: run `ray start --head` first)" if address == "auto" else f"at {address}"
+        raise EngineError(f"cannot join the Ray cluster {where}: {exc}") from exc
+    return False
+
+
+def as_options(resources: dict[str, float]) -> dict[str, Any]:
+    """Ray actor options for a resource request: CPU and GPU as num_cpus/num_gpus, the rest custom."""
+    opts: dict[str, Any] = {"num_cpus": float(resources.get("CPU", 0.0))}
+    if resources.get("GPU"):
+        opts["num_gpus"] = float(resources["GPU"])
+    custom = {k: float(v) for k, v in resources.items() if k not in ("CPU", "GPU")}
+    if custom:
+        opts["resources"] = custom
+    return opts
+
+
+def check_resources(requests: Sequence[tuple[str, int, dict[str, float]]], cluster: dict[str, float]) -> None:
+    """Raise EngineError when the cluster lacks a resource the actors ask for, naming it and the fix.
+    `requests`: (what, how many, resources each)."""
+    need: dict[str, float] = {}
+    for _, count, resources in requests:
+        for name, amount in resources.items():
+            need[name] = need.get(name, 0.0) + count * amount
+    short = {name: amount for name, amount in need.items() if amount > cluster.get(name, 0.0) + 1e-9}
+    if not short:
+        return
+    asked = "; ".join(f"{count} {what} x {resources}" for what, count, resources in requests)
+    have = ", ".join(f"{k}={v:g}" for k, v in sorted(cluster.items()) if k in need or k in ("CPU", "GPU")) or "nothing"
+    missing = ", ".join(f"{name} {amount:g} (has {cluster.get(name, 0.0):g})" for name, amount in short.items())
+    raise EngineError(f"the Ray cluster lacks resources: needs {missing} for {asked}; it has {have}. Add nodes "
+                      "with them (`ray start --address HEAD --resources '{\"fpga\": 1}'`), or lower actors, "
+                      "replay_shards, actor_resources or shard_resources (fractional CPU such as 0.25 is fine)")
+
+
+def nodes() -> list[dict[str, Any]]:
+    """The live nodes of the connected cluster: address and resources (for the planner)."""
+    ray = import_ray()
+    return [{"node_id": n["NodeID"], "address": n["NodeManagerAddress"],
+             "resources": {k: float(v) for k, v in n["Resources"].items() if not k.startswith("node:")}}
+            for n in ray.nodes() if n.get("Alive")]
