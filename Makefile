@@ -31,7 +31,7 @@ $(VENV)/.stamp-deps: pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel "pybind11>=2.12"
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q --no-build-isolation -e ".[test,sim,synth]"
+	$(PIP) install -q --no-build-isolation -e ".[test,sim,synth,ray]"
 	touch $@
 
 venv: $(VENV)/.stamp-deps

@@ -31,6 +31,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "or auto (the planner chooses); default: the MLP kernel's C++ build for acting")
     parser.add_argument("--workers", type=int, default=None, help="actor worker processes (0 = in-process, deterministic)")
     parser.add_argument("--per", action="store_true", help="prioritized replay on the replay kernel")
+    parser.add_argument("--engine", choices=("auto", "inline", "processes", "ray"), default=None,
+                        help="where actors and replay run: inline (one process), processes (--workers actor "
+                             "processes), ray (--actors Ray actors, --replay-shards shards; see docs/distributed.md); "
+                             "default auto: processes when --workers > 0, else inline")
+    parser.add_argument("--actors", type=int, default=None, help="ray engine: env actors (default 2)")
+    parser.add_argument("--replay-shards", type=int, default=None, help="ray engine: replay shards (default 1)")
+    parser.add_argument("--ray-address", default=None,
+                        help="ray engine: 'auto' joins the cluster of `ray start` on this node, host:port joins "
+                             "that head; default: start a local Ray instance")
     parser.add_argument("--logdir", type=Path, default=None, help="where logs go (default runs/<algo>-<env>-s<seed>)")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="checkpoint directory (default <logdir>/checkpoint)")
     parser.add_argument("--checkpoint-freq", type=int, default=None, help="env steps between checkpoints (default 10000)")
@@ -70,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
             overrides["per"] = True
         if args.workers is not None:
             overrides["workers"] = args.workers
+        for name in ("engine", "actors", "replay_shards", "ray_address"):
+            if getattr(args, name) is not None:
+                overrides[name] = getattr(args, name)
         config = build_config(args, args.algo, args.env, **overrides)
         if args.checkpoint_freq is not None or not config.checkpoint_freq:
             config = build_config(args, args.algo, args.env, **overrides,
@@ -95,10 +107,12 @@ def run(args: argparse.Namespace) -> int:
     logdir = args.logdir or _default_logdir(config.algo, config.env_id, args.seed, args.resume)
     ckpt = args.checkpoint_dir or logdir / "checkpoint"
     logger = None
+    trainer = None
     try:
         logger = RunLogger(logdir, tensorboard=not args.no_tensorboard, append=args.resume)
         if args.resume:
             trainer = Trainer.load(ckpt, placement=placement, workers=args.workers, logger=logger, checkpoint_dir=ckpt,
+                                   engine=args.engine, ray_address=args.ray_address,
                                    expect={"algo": config.algo, "env_id": config.env_id})
             if args.steps is not None:
                 trainer.config.total_steps = args.steps
@@ -109,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         total = trainer.config.total_steps
         remaining = total - trainer.env_steps
         console.print(f"training {config.algo.upper()} on {config.env_id}: {remaining:,} env steps, placement "
-                      f"{trainer.placement}, {trainer.config.workers} worker(s); logs in {logdir}")
+                      f"{trainer.placement}, engine {_engine_text(trainer.config)}; logs in {logdir}")
         if remaining > 0:
             _train_with_progress(trainer, remaining, console)
         result = trainer.evaluate(args.eval_episodes)
@@ -123,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if logger is not None:
             logger.close()
+        if trainer is not None:
+            trainer.close()
 
     png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
                               f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
@@ -136,6 +152,18 @@ def run(args: argparse.Namespace) -> int:
     if plan is not None:
         plan.report(measured)
     return 0
+
+
+def _engine_text(config: Any) -> str:
+    from pearl_fpga.runtime.engines import resolve_engine
+
+    engine = resolve_engine(config)
+    if engine == "processes":
+        return f"processes ({config.workers} actor workers)"
+    if engine == "ray":
+        where = config.ray_address or "local Ray instance"
+        return f"ray ({config.actors} actors, {config.replay_shards} replay shards, {where})"
+    return "inline"
 
 
 def _default_logdir(algo: str, env_id: str, seed: int, resume: bool) -> Path:
@@ -201,6 +229,7 @@ def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str,
         "algo": trainer.config.algo, "env_id": trainer.config.env_id, "seed": trainer.seed,
         "placement": str(trainer.placement), "workers": trainer.config.workers,
         "env_steps": trainer.env_steps, "grad_steps": trainer.grad_steps, "episodes": trainer.episodes,
+        "engine": _engine_text(trainer.config), "faults": trainer.faults(),
         "worker_restarts": trainer.worker_restarts,
         "eval_mean_return": result.mean, "eval_std_return": result.std, "eval_episodes": len(result.returns),
         "eval_policy": result.policy, "eval_policy_step": result.policy_step,
@@ -241,7 +270,11 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
     elapsed = stats.elapsed
     console.print(f"env steps/s {measured['env_steps_per_s']:,.0f}   gradient updates/s "
                   f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
-                  f"worker restarts {trainer.worker_restarts}")
+                  f"actor restarts {trainer.worker_restarts}")
+    faults = trainer.faults()
+    if faults["shard_restarts"]:
+        console.print(f"[yellow]replay shard restarts {faults['shard_restarts']}, transitions lost with them "
+                      f"{faults['transitions_lost']:,}[/yellow]")
     console.print(f"learner threads: {trainer.learner_threads_report()}")
     console.print(f"evaluation: {result}")
     console.print(f"learning curve: {png}")

@@ -28,6 +28,26 @@ class EnvSpec:
     action_high: np.ndarray | None = None
 
 
+class SlowEnv(gym.Wrapper):
+    """An env whose every step also waits `delay_s` without using the CPU (a stand-in for a simulator
+    on another device or across a network): with it, actor scaling shows on a host with few cores."""
+
+    def __init__(self, env_id: str = "CartPole-v1", delay_s: float = 0.001) -> None:
+        super().__init__(gym.make(env_id))
+        self.delay_s = delay_s
+
+    def step(self, action: Any) -> Any:
+        import time
+
+        time.sleep(self.delay_s)
+        return self.env.step(action)
+
+
+SLOW_ENV_ID = "pearl_fpga/SlowCartPole-v1"
+if SLOW_ENV_ID not in gym.registry:
+    gym.register(SLOW_ENV_ID, entry_point="pearl_fpga.runtime.envs:SlowEnv", max_episode_steps=500)
+
+
 def make_env(env_id: str) -> gym.Env:
     """gym.make with a clear error for unknown ids."""
     try:

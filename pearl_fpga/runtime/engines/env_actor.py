@@ -65,6 +65,15 @@ class EnvActor:
     def ping(self) -> int:
         return os.getpid()
 
+    def sync(self, weights: list[Any], version: int) -> int:
+        """Load the weights behind a reference now (the broadcast benchmark times this)."""
+        import ray
+
+        if version != self.version:
+            self.policy.load_weights(ray.get(weights[0]))
+            self.version = version
+        return version
+
     def run(self, credit: int, start_step: int, weights: list[Any], version: int) -> dict[str, Any]:
         """Step `credit` env steps from global step `start_step`, insert them into the shard, report."""
         import ray

@@ -21,7 +21,7 @@ from pearl_fpga.errors import EngineError
 from pearl_fpga.runtime.engines.base import LearnerHost
 from pearl_fpga.runtime.engines.processes import credit_limit
 from pearl_fpga.runtime.engines.ray_cluster import as_options, check_resources, connect, import_ray
-from pearl_fpga.runtime.engines.sharded_replay import ShardedReplay
+from pearl_fpga.runtime.engines.sharded_replay import ShardedReplay, ShardsEmpty
 from pearl_fpga.runtime.schedule import RAY_MESSAGE_STEPS, allowed_gradient_steps
 
 CALL_TIMEOUT_S = 120.0
@@ -108,6 +108,8 @@ class RayEngine:
         granted = host.env_steps
         while host.env_steps < end:
             limit = credit_limit(cfg, host.grad_steps, end)
+            if not replay.can_sample():  # every shard restarted empty: refill them before the learner goes on
+                limit = min(end, max(limit, host.env_steps + max(chunk * len(self.actors), cfg.batch_size)))
             for i in sorted(range(len(self.actors)), key=lambda a: last_grant.get(a, -1)):
                 if i in busy or granted >= limit:
                     continue
@@ -144,9 +146,20 @@ class RayEngine:
                 host.timer.merge(msg["seconds"], msg["calls"])
                 host.record_env_steps(msg["n"], msg["finished"])
                 host.periodic(msg["n"])
-            if allowed_gradient_steps(cfg, host.env_steps) > host.grad_steps:
-                host.learn_until(host.grad_steps + 1)
-        host.learn_until(allowed_gradient_steps(cfg, host.env_steps))
+            if allowed_gradient_steps(cfg, host.env_steps) > host.grad_steps and replay.can_sample():
+                self._learn(host, host.grad_steps + 1)
+        self._learn(host, allowed_gradient_steps(cfg, host.env_steps))  # False only if every shard just restarted
+
+    def _learn(self, host: LearnerHost, allowed: int) -> bool:
+        """Run the learner up to `allowed`; False when every shard was found empty (all restarted):
+        the actors refill them while the learner waits."""
+        try:
+            host.learn_until(allowed)
+        except ShardsEmpty:
+            if host.logger is not None:
+                host.logger.message("every replay shard is empty (restarted); the learner waits for the actors")
+            return False
+        return True
 
     def report(self) -> dict[str, int]:
         out = {"actor_restarts": self.restarts}
@@ -161,6 +174,11 @@ class RayEngine:
 
     def close(self) -> None:
         self.stop()
+        if self.replay is not None and self.shards:
+            try:
+                self.replay.flush()  # a draw in flight and queued updates finish before the shards go
+            except EngineError:
+                pass
         for shard in self.shards:
             self.ray.kill(shard, no_restart=True)
         self.shards = []

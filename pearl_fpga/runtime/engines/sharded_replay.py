@@ -29,6 +29,10 @@ from pearl_fpga.errors import CheckpointError
 from pearl_fpga.runtime.replay import FIELDS, make_replay
 
 
+class ShardsEmpty(ValueError):
+    """Every shard is empty (at the start, or after all of them restarted): wait for data, then sample."""
+
+
 class ReplayShard:
     """One shard: a local buffer plus the identity (incarnation) that tells a restart apart."""
 
@@ -112,6 +116,10 @@ class ShardedReplay:
     def __len__(self) -> int:
         return sum(int(s["size"]) for s in self._status)
 
+    def can_sample(self) -> bool:
+        """Whether any shard held data at its last report."""
+        return any(float(s["total"]) > 0 for s in self._status)
+
     @property
     def inserted(self) -> int:
         """Transitions inserted into the shards' current incarnations."""
@@ -154,7 +162,7 @@ class ShardedReplay:
             self.refresh()
             totals = np.array([float(s["total"]) for s in self._status])
             if totals.sum() <= 0:
-                raise ValueError("cannot sample: every replay shard is empty; add transitions first")
+                raise ShardsEmpty("cannot sample: every replay shard is empty; add transitions first")
         counts = self.split(batch_size, totals)
         asked = [i for i in range(self.n) if counts[i] or self._updates[i]]
         futures = [self.submit(i, "sample", int(counts[i]), self._updates[i]) for i in asked]
@@ -177,6 +185,7 @@ class ShardedReplay:
         raise ValueError("cannot sample: replay shards keep restarting (see the shard restart count)")
 
     def _merge(self, asked: list[int], replies: list[dict[str, Any]], totals: np.ndarray) -> dict[str, np.ndarray]:
+        beta = self.beta  # as PrioritizedReplayBuffer: the exponent before this call is counted
         self.sample_calls += 1
         out = {k: np.concatenate([r["batch"][k] for r in replies]) for k in FIELDS}
         out["indices"] = np.concatenate([i * self.stride + np.asarray(r["batch"]["indices"], dtype=np.int64)
@@ -184,7 +193,7 @@ class ShardedReplay:
         if self.prioritized:
             prob = np.concatenate([(totals[i] / totals.sum()) * r["priorities"] / r["status"]["total"]
                                    for i, r in zip(asked, replies, strict=True)])
-            out["weights"] = np.power(prob.min() / prob, self.beta).astype(np.float32)
+            out["weights"] = np.power(prob.min() / prob, beta).astype(np.float32)
         return out
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
