@@ -73,8 +73,11 @@ def _print(results: dict[str, Any], probe: LoadProbe) -> None:
                   f"{r['sample_update_local']:,.0f}", f"{r['sample_update_ray']:,.0f}", f"{r['sample_update_ratio']:.2f}")
     console.print(t)
     tc = results["transport"]
-    console.print(f"Ray reaches 90% of in-process at batch {results['insert_90pct_batch']} (insert), "
-                  f"{results['sample_update_90pct_batch']} (sample+update); fitted transport cost "
+    def at(batch: int | None) -> str:
+        return f"batch {batch}" if batch is not None else "no measured batch"
+
+    console.print(f"Ray reaches 90% of in-process at {at(results['insert_90pct_batch'])} (insert), "
+                  f"{at(results['sample_update_90pct_batch'])} (sample+update); fitted transport cost "
                   f"{tc['per_call_s'] * 1e6:,.0f} us per call + {tc['per_byte_s'] * 1e9:.2f} ns per byte")
     s = Table(title=f"2. env actors on {results['scaling_env']}: a sleep, not CPU work, so scaling shows on "
                     "a small host", title_justify="left")
@@ -86,7 +89,8 @@ def _print(results: dict[str, Any], probe: LoadProbe) -> None:
     console.print(s)
     for r in results["call_overhead"]:
         console.print(f"   grant of {r['chunk']} steps on CartPole-v1: {r['wall_s'] * 1e3:.2f} ms per call, "
-                      f"overhead {r['overhead_vs_env']:.0%} of the env+act time")
+                      f"Ray call + shard insert {r['ray_s'] * 1e3:.2f} ms = {r['overhead_vs_env']:.0%} of the data's "
+                      f"env+act time")
     for r in results["broadcast"]:
         console.print(f"3. broadcast {r['net']} ({r['bytes'] / 1e6:.2f} MB) to {r['actors']} actors: "
                       f"median {r['median_s'] * 1e3:.1f} ms, max {r['max_s'] * 1e3:.1f} ms")

@@ -138,21 +138,23 @@ def actor_scaling(counts: Sequence[int], env_id: str, seconds: float = 3.0, chun
 
 
 def call_overhead(env_id: str, chunks: Sequence[int], seed: int = 0, calls: int = 20) -> list[dict[str, Any]]:
-    """One actor: wall time per run() call against the time the actor spent stepping, acting and inserting
-    (per-call overhead relative to the data's env time), per chunk size."""
+    """One actor, per grant size: the Ray overhead of a grant (the call itself: wall time minus the time
+    the method ran, plus the insert call into the shard) against the env+act time of its data."""
     ray = import_ray()
     actors, shard = _actors(1, env_id, cpus=0.5, seed=seed)
     out = []
     for chunk in chunks:
         ray.get(actors[0].run.remote(chunk, 0, [None], 0))
-        walls, env = [], []
+        walls, env, ray_cost = [], [], []
         for _ in range(calls):
             t0 = time.perf_counter()
             msg = ray.get(actors[0].run.remote(chunk, 0, [None], 0))
             walls.append(time.perf_counter() - t0)
             env.append(msg["seconds"].get("env_step", 0.0) + msg["seconds"].get("act", 0.0))
-        wall, busy = float(np.median(walls)), float(np.median(env))
-        out.append({"chunk": chunk, "wall_s": wall, "env_act_s": busy, "overhead_vs_env": (wall - busy) / busy})
+            ray_cost.append(walls[-1] - msg["elapsed"] + msg["seconds"].get("replay_insert", 0.0))
+        busy, cost = float(np.median(env)), float(np.median(ray_cost))
+        out.append({"chunk": chunk, "wall_s": float(np.median(walls)), "env_act_s": busy, "ray_s": cost,
+                    "overhead_vs_env": cost / busy})
     ray.kill(actors[0])
     ray.kill(shard)
     return out
@@ -174,6 +176,7 @@ def broadcast_times(nets: dict[str, tuple[int, list[int], int]], actors: int = 2
         group = [ray.remote(EnvActor).options(num_cpus=0).remote(i, {**spec, "seed": seed + i}, None)
                  for i in range(actors)]
         module = mlp(obs_dim, hidden, act_dim, tanh_head=act_dim != 2)
+        ray.get([a.sync.remote([ray.put(module.state_dict())], 0) for a in group])  # the actors are up
         times = []
         for version in range(1, repeats + 1):
             weights = {k: v.detach().clone() for k, v in module.state_dict().items()}
@@ -198,15 +201,16 @@ def recovery_times(seed: int = 0, fill: int = 20_000) -> dict[str, Any]:
     cfg = TrainConfig.preset("dqn", learning_starts=0)
     spec = {"config": cfg.to_dict(), "placement": "cpu", "calibration": np.zeros((1, OBS_DIM), np.float32), "seed": seed}
     actor = ray.remote(max_restarts=-1, max_task_retries=0)(EnvActor).options(num_cpus=0).remote(0, spec, None)
-    ray.get(actor.ping.remote())
+    old_pid = ray.get(actor.ping.remote())
     t0 = time.perf_counter()
     ray.kill(actor, no_restart=False)
-    while True:
+    while True:  # until a new process answers
         try:
-            ray.get(actor.ping.remote(), timeout=30)
-            break
+            if ray.get(actor.ping.remote(), timeout=30) != old_pid:
+                break
         except ray.exceptions.RayActorError:
-            time.sleep(0.01)
+            pass
+        time.sleep(0.01)
     actor_s = time.perf_counter() - t0
     ray.kill(actor)
     shard = ray.remote(max_restarts=-1, max_task_retries=-1)(ReplayShard).options(num_cpus=0).remote(

@@ -11,7 +11,7 @@ MESSAGE_STEPS = 64
 """Actor workers send their transitions every this many env steps (one replay insert per message)."""
 
 
-RAY_MESSAGE_STEPS = 256
+RAY_MESSAGE_STEPS = 512
 """Ray engine: env steps per grant (one Ray call that steps them and inserts them into a shard), so that
 the per-call cost stays a small part of the env time of the data (`pearl-fpga bench ray` measures it)."""
 

@@ -8,6 +8,7 @@ A plain class: the Ray engine wraps it with `ray.remote`, so this module imports
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,7 @@ class EnvActor:
         from pearl_fpga.runtime.timers import TaskTimer
 
         timer = TaskTimer()
+        began = time.perf_counter()
         if version != self.version:
             with timer.time("weight_sync"):
                 self.policy.load_weights(ray.get(weights[0]))
@@ -105,4 +107,4 @@ class EnvActor:
         with timer.time("replay_insert"):
             status = ray.get(self.shard.add.remote(merged, td))
         return {"n": done, "finished": finished_all, "seconds": dict(timer.seconds), "calls": dict(timer.calls),
-                "status": status}
+                "status": status, "elapsed": time.perf_counter() - began}
