@@ -37,8 +37,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from pearl_fpga.runtime.envs import SLOW_ENV_ID
     from pearl_fpga.runtime.schedule import RAY_MESSAGE_STEPS
 
-    ray = import_ray()
     started = connect("")
+    ray = import_ray()
     try:
         shard = ray_bench.shard_throughput(args.batches)
         results: dict[str, Any] = {

@@ -32,6 +32,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="tiny profiling sizes (seconds; noisier)")
     parser.add_argument("--reprofile", action="store_true", help="ignore the cached profile and measure again")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+    parser.add_argument("--engine", choices=("auto", "ray"), default="auto",
+                        help="ray: also plan the Ray engine over the cluster's nodes (actors per node, replay shards)")
+    parser.add_argument("--ray-address", default="",
+                        help="with --engine ray: the cluster to plan for ('auto', host:port; default a local instance)")
     add_config_options(parser)
 
 
@@ -67,8 +71,18 @@ def run(args: argparse.Namespace) -> int:
     except (PearlError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    ray_plan = None
+    if args.engine == "ray":
+        try:
+            ray_plan = _plan_ray(config, plan, args.ray_address, progress=not args.json)
+        except (PearlError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.json:
-        print(json.dumps(plan.as_dict(), indent=1))
+        out = plan.as_dict()
+        if ray_plan is not None:
+            out["ray"] = ray_plan.as_dict()
+        print(json.dumps(out, indent=1))
     else:
         from rich.console import Console
 
@@ -79,4 +93,55 @@ def run(args: argparse.Namespace) -> int:
         plan.print(console)
         console.print(f"train with: pearl-fpga train --algo {config.algo} --env {config.env_id} "
                       f"--placement {plan.placement} --workers {plan.workers}")
+        if ray_plan is not None:
+            _print_ray(console, config, plan, ray_plan, args.ray_address)
     return 0
+
+
+def _plan_ray(config, plan, address: str, progress: bool):
+    """Join (or start) Ray, read its nodes, measure the transport, and run the planner's Ray model."""
+    from pearl_fpga.planner import ray_bench
+    from pearl_fpga.planner.ray_plan import plan_ray, transition_bytes
+    from pearl_fpga.runtime.engines.ray_cluster import connect, import_ray, nodes
+    from pearl_fpga.runtime.envs import env_spec
+
+    started = connect(address)
+    ray = import_ray()
+    try:
+        if progress:
+            print("measuring the Ray transport (a replay shard through Ray vs in-process) ...", file=sys.stderr)
+        transport = ray_bench.transport_cost(ray_bench.shard_throughput([16, 256, 2048], budget_s=0.2))
+        found = nodes()
+        driver = ray.get_runtime_context().get_node_id()
+    finally:
+        if started:
+            ray.shutdown()
+    spec = env_spec(config.env_id)
+    return plan_ray(dict(plan.prediction.task_seconds), config, found, driver, transport,
+                    transition_bytes(spec.obs_dim, spec.action_dim, spec.discrete), plan.throughput)
+
+
+def _print_ray(console, config, plan, ray_plan, address: str) -> None:
+    from rich.table import Table
+
+    table = Table(title="Ray engine: env actors per node (one CPU each; the learner takes one on the driver's node)",
+                  title_justify="left")
+    for col in ("node", "CPU", "GPU", "other resources", "env actors"):
+        table.add_column(col, justify="left" if col in ("node", "other resources") else "right")
+    for node, actors in zip(ray_plan.nodes, ray_plan.actors_per_node, strict=True):
+        res = node["resources"]
+        other = ", ".join(f"{k}={v:g}" for k, v in sorted(res.items())
+                          if k not in ("CPU", "GPU", "memory", "object_store_memory") and not k.startswith("node"))
+        table.add_row(f"{node['address']} ({node['node_id'][:8]})", f"{res.get('CPU', 0):g}", f"{res.get('GPU', 0):g}",
+                      other or "-", str(actors))
+    console.print(table)
+    t = ray_plan.transport
+    console.print(f"Ray transport (measured): {t['per_call_s'] * 1e6:,.0f} us per call + {t['per_byte_s'] * 1e9:.2f} ns "
+                  f"per byte; {ray_plan.shards} replay shard(s); predicted {ray_plan.throughput:,.0f} env steps/s "
+                  f"(bound by {ray_plan.bottleneck}) vs {ray_plan.one_host:,.0f} on one host: engine {ray_plan.engine}")
+    for note in ray_plan.notes:
+        console.print(f"  {note}")
+    if ray_plan.engine == "ray":
+        addr = f" --ray-address {address}" if address else ""
+        console.print(f"train with: pearl-fpga train --algo {config.algo} --env {config.env_id} --placement "
+                      f"{plan.placement} --engine ray --actors {ray_plan.actors} --replay-shards {ray_plan.shards}{addr}")

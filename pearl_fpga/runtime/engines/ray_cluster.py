@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,9 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
 
 def connect(address: str, num_cpus: int | None = None) -> bool:
     """Connect this process to Ray; returns True when it started a local instance (to shut down later)."""
+    if address in ("", "local") and "ray" not in sys.modules:
+        # Ray's switch for single-host use: node addresses on loopback, so nothing listens on the network
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray = import_ray()
     if ray.is_initialized():
         return False

@@ -39,7 +39,7 @@ class RayEngine:
 
     def __init__(self, config: Any) -> None:
         self.config = config
-        self.ray = import_ray()
+        self.ray: Any = None  # imported by make_replay, after connect() chose how
         self.started_ray = False
         self.shards: list[Any] = []
         self.replay: ShardedReplay | None = None
@@ -54,8 +54,9 @@ class RayEngine:
         from pearl_fpga.config import TrainConfig
         from pearl_fpga.runtime.engines.sharded_replay import ReplayShard
 
-        cfg, ray = self.config, self.ray
+        cfg = self.config
         self.started_ray = connect(cfg.ray_address)
+        self.ray = ray = import_ray()
         check_resources([("env actors", cfg.actors, cfg.actor_resources),
                          ("replay shards", cfg.replay_shards, cfg.shard_resources)], ray.cluster_resources())
         stride = cfg.buffer_size // cfg.replay_shards
@@ -168,11 +169,15 @@ class RayEngine:
         return out
 
     def stop(self) -> None:
+        if self.ray is None:
+            return
         for actor in self.actors:
             self.ray.kill(actor, no_restart=True)
         self.actors = []
 
     def close(self) -> None:
+        if self.ray is None:
+            return
         self.stop()
         if self.replay is not None and self.shards:
             try:
