@@ -94,6 +94,8 @@ figures: native $(VENV)/.stamp-bench
 	$(BENCH) replay --repeats 300 --json $(FIG)/replay.json
 	$(BENCH) mlp --json $(FIG)/mlp.json
 	$(BENCH) plan --steps 3000 --json $(FIG)/plan.json --plot $(FIG)/plan.png
+	$(BENCH) tabular --json $(FIG)/tabular.json
+	$(BENCH) ray --json $(FIG)/ray.json --plot $(FIG)/ray.png
 	$(PY) docs/render.py
 
 clean:

@@ -151,3 +151,19 @@ def test_cli_with_an_unreachable_address_says_so(tmp_path):
 def test_too_many_shards_for_the_capacity():
     with pytest.raises(ValueError, match="replay_shards=64 leaves 31 transitions per shard"):
         TrainConfig.preset("dqn", buffer_size=2000, replay_shards=64, engine="ray")
+
+
+def test_bench_ray_runs_on_the_cluster(cluster, tmp_path):
+    import json
+
+    from pearl_fpga.cli import main
+
+    out = tmp_path / "ray.json"
+    assert main(["bench", "ray", "--batches", "16", "256", "--actors", "1", "2", "--seconds", "0.5",
+                 "--json", str(out), "--plot", str(tmp_path / "ray.png")]) == 0
+    record = json.loads(out.read_text())["results"]
+    assert [r["batch"] for r in record["shard"]] == [16, 256]
+    assert all(r["insert_ray"] > 0 and r["sample_update_ray"] > 0 for r in record["shard"])
+    assert [r["actors"] for r in record["scaling"]] == [1, 2] and record["scaling"][0]["env_steps_per_s"] > 0
+    assert record["recovery"]["shard_restarted"] and record["recovery"]["shard_lost"] > 0
+    assert (tmp_path / "ray.png").stat().st_size > 0
