@@ -218,7 +218,11 @@ def recovery_times(seed: int = 0, fill: int = 20_000) -> dict[str, Any]:
     before = ray.get(shard.add.remote(_transitions(fill, np.random.default_rng(seed))))
     t0 = time.perf_counter()
     ray.kill(shard, no_restart=False)
-    after = ray.get(shard.status.remote(), timeout=60)
+    while True:  # until the restarted shard (a new incarnation) answers
+        after = ray.get(shard.status.remote(), timeout=60)
+        if after["incarnation"] != before["incarnation"] or time.perf_counter() - t0 > 60:
+            break
+        time.sleep(0.01)
     shard_s = time.perf_counter() - t0
     ray.kill(shard)
     return {"actor_s": actor_s, "shard_s": shard_s, "shard_lost": int(before["size"]),
