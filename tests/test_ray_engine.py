@@ -87,6 +87,15 @@ def test_priorities_reach_the_right_shard_and_sampling_follows_them(cluster):
         assert chisquare(counts, totals / totals.sum() * counts.sum()).pvalue > 1e-3
 
 
+def test_actors_compute_initial_priorities(cluster):
+    cfg = dqn_config(total_steps=1200, learning_starts=1200, actor_priorities=True)
+    with Trainer("dqn", config=cfg, placement="cpu", seed=4) as trainer:
+        trainer.train(1200)  # no gradient step: every priority in replay is an actor's
+        leaves = np.concatenate([s["replay"]["buffer"]["leaves"] for s in trainer.replay.state_dict()["shards"]])
+    assert len(leaves[leaves > 0]) == 1200
+    assert len(np.unique(leaves[leaves > 0])) > 100  # TD-error priorities, not the one max priority
+
+
 def test_checkpoint_covers_every_shard_and_resumes(cluster, tmp_path):
     cfg = dqn_config(total_steps=1500, learning_starts=600)
     with Trainer("dqn", config=cfg, placement="cpu", seed=2, checkpoint_dir=tmp_path) as trainer:

@@ -138,3 +138,14 @@ def test_empty_shards_refuse_to_sample():
     replay, _ = make(2)
     with pytest.raises(ValueError, match="every replay shard is empty"):
         replay.sample(4)
+
+
+def test_engine_ray_without_the_extra_names_it(monkeypatch):
+    import sys
+
+    from pearl_fpga.errors import BackendUnavailable
+    from pearl_fpga.trainer import Trainer
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the ray extra were not installed
+    with pytest.raises(BackendUnavailable, match=r"pip install 'pearl_fpga\[ray\]'"):
+        Trainer("dqn", engine="ray", placement="cpu")
