@@ -73,7 +73,7 @@ train: native
 
 # The baselines the benchmarks compare against (cpprb, TorchRL, Stable-Baselines3).
 $(VENV)/.stamp-bench: $(VENV)/.stamp-deps
-	$(PIP) install -q --no-build-isolation -e ".[test,sim,synth,bench]"
+	$(PIP) install -q --no-build-isolation -e ".[test,sim,synth,ray,bench]"
 	touch $@
 
 bench: native $(VENV)/.stamp-bench

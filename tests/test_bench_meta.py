@@ -56,3 +56,16 @@ def test_record_carries_command_commit_machine_and_load():
     # a record of per-run flags is under load when any run was
     assert with_metadata("train", {"runs_under_load": 2}, None, probe)["under_load"] is True
     assert with_metadata("train", {"runs_under_load": 0}, None, probe)["under_load"] is False
+
+
+def test_processes_the_run_started_are_its_own(monkeypatch):
+    # a local Ray instance: 10 s, the machine busy 20 core-seconds, 2 of them this process's, 17.5 its
+    # raylet's and actors' (descendants, seen in /proc): other load 0.05 cores
+    fake_machine(monkeypatch, 2, busy=[0.0, 20.0], own=[1.0, 3.0], clock=[0.0, 10.0], loads=[[0.1, 0, 0], [1.9, 0, 0]])
+    samples = iter([{}, {101: 5.0, 102: 4.0}, {101: 9.0, 102: 8.5}])
+    monkeypatch.setattr(bench_meta, "_descendant_seconds", lambda: next(samples, {101: 9.0, 102: 8.5}))
+    monkeypatch.setattr(bench_meta, "_self_seconds", iter([0.0, 2.0]).__next__)
+    with LoadProbe() as probe:
+        probe._record()
+    assert probe.figures()["other_cores_busy"] == pytest.approx(0.05)
+    assert probe.figures()["under_load"] is False

@@ -149,3 +149,14 @@ def test_engine_ray_without_the_extra_names_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if the ray extra were not installed
     with pytest.raises(BackendUnavailable, match=r"pip install 'pearl_fpga\[ray\]'"):
         Trainer("dqn", engine="ray", placement="cpu")
+
+
+def test_a_late_reply_from_before_a_restart_is_not_another_restart():
+    replay, shards = make(1)
+    old = shards[0].add(transitions(0, 8))
+    replay.observe(0, old)
+    shards[0] = ReplayShard(TrainConfig.preset("dqn", buffer_size=64, batch_size=16, per=True), OBS_DIM, (), True, 7)
+    replay.observe(0, shards[0].status())
+    replay.observe(0, old)  # e.g. an actor's insert reply that was on its way
+    assert replay.report() == {"shard_restarts": 1, "transitions_lost": 8}
+    assert len(replay) == 0

@@ -1,6 +1,7 @@
 // tabular.cpp: the tabular update kernel's batch loop (see tabular.h for the arithmetic). The cpu
-// backend (pearl_fpga/native/tabular_ext.cpp) runs this function; an HLS top with AXI4-Stream
-// transitions and AXI4-Lite control, and its reference RTL, are still to come (docs/tabular.md).
+// backend (pearl_fpga/native/tabular_ext.cpp) runs this function; the reference RTL of the pipelined
+// update is rtl/tabular_core.sv. An HLS top with AXI4-Stream transitions and AXI4-Lite control is
+// still to come (README.md).
 #include "tabular.h"
 
 namespace tabular {

@@ -96,5 +96,6 @@ for _kernel, _prefix, _cls in (("replay", "replay", "Replay"), ("mlp", "mlp", "M
                  takes_options=True, transport=_board)
 register("tabular", "numpy", "pearl_fpga.backends.tabular_numpy:TabularNumpyBackend", "it is part of the package")
 register("tabular", "cpu", "pearl_fpga.backends.tabular_cpu:TabularCPUBackend", _NATIVE)
-# The tabular kernel's rtl and board backends are not written yet (docs/tabular.md): not registered,
+register("tabular", "rtl", "pearl_fpga.backends.tabular_rtl:TabularRTLBackend", _SIM, takes_options=True)
+# The tabular kernel's board backends are not written yet (hls/tabular/README.md): not registered,
 # so asking for one is an "unknown backend" error that lists the ones that exist.

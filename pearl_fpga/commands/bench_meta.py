@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import threading
 import time
 import platform
 import resource
@@ -58,27 +59,79 @@ def _busy_seconds() -> float | None:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
+def _self_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
 def _own_seconds() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _descendant_seconds() -> dict[int, float]:
+    """CPU seconds so far of every live process descended from this one (from /proc), by pid."""
+    parent: dict[int, int] = {}
+    used: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(entry.name)] = int(fields[1])
+        used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    mine, frontier = set(), [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        kids = [c for c, p in parent.items() if p == pid and c not in mine]
+        mine.update(kids)
+        frontier += kids
+    return {pid: used[pid] for pid in mine}
+
+
 class LoadProbe:
     """How busy the machine was while a run took place: `with LoadProbe() as probe: run()`, then
-    `probe.figures()` gives the load averages, the cores other processes kept busy, and `under_load`."""
+    `probe.figures()` gives the load averages, the cores other processes kept busy, and `under_load`.
+    Our own CPU time includes every process the run started (worker processes, a local Ray instance's
+    raylet and actors), sampled from /proc while it runs, so they do not count as other load."""
 
     def start(self) -> LoadProbe:
         self.load_before = load_average()
         self._busy, self._own, self._t0 = _busy_seconds(), _own_seconds(), time.monotonic()
+        self._self0 = _self_seconds()
+        self._baseline = _descendant_seconds() if Path("/proc").is_dir() else {}
+        self._seen: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
         return self
 
+    def _sample(self) -> None:
+        while not self._stop.wait(0.5):
+            self._record()
+
+    def _record(self) -> None:
+        try:
+            for pid, secs in _descendant_seconds().items():
+                self._seen[pid] = max(self._seen.get(pid, 0.0), secs - self._baseline.get(pid, 0.0))
+        except OSError:
+            pass
+
     def stop(self) -> None:
+        self._stop.set()
+        self._sampler.join()
+        self._record()
         self.load_after = load_average()
         elapsed = max(time.monotonic() - self._t0, 1e-9)
         busy = _busy_seconds()
+        self_and_reaped = _own_seconds() - self._own
+        own = max(self_and_reaped, _self_seconds() - self._self0 + sum(self._seen.values()))
         self.other_cores = (None if busy is None or self._busy is None
-                            else max(0.0, (busy - self._busy) - (_own_seconds() - self._own)) / elapsed)
+                            else max(0.0, (busy - self._busy) - own) / elapsed)
 
     def __enter__(self) -> LoadProbe:
         return self.start()

@@ -31,6 +31,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per contender (the best is kept)")
     parser.add_argument("--threads", type=int, default=2, help="K of the partitioned cpu run (default 2)")
     parser.add_argument("--rtl-updates", type=int, default=2000, help="transitions of the rtl cycle count")
+    parser.add_argument("--rtl-states", type=int, default=64,
+                        help="table rows of the rtl run (default 64, FrozenLake8x8's; the RTL holds the table in "
+                             "registers, so large tables verilate slowly)")
     parser.add_argument("--no-rtl", action="store_true", help="skip the rtl backend")
     parser.add_argument("--seed", type=int, default=0)
     add_json_option(parser)
@@ -179,17 +182,20 @@ def _rtl(args: argparse.Namespace, data: dict[str, np.ndarray]) -> dict[str, Any
     from pearl_fpga.backends import registry
 
     if "rtl" not in registry.names("tabular"):
-        return {"available": False, "reason": "the tabular kernel has no reference RTL yet (docs/tabular.md)"}
+        return {"available": False, "reason": "the tabular kernel has no reference RTL"}
+    states = args.rtl_states
     try:
-        k = TabularQ(args.states, args.actions, 0.1, 0.99, backend="rtl")
+        k = TabularQ(states, args.actions, 0.1, 0.99, backend="rtl")
     except (BackendUnavailable, ImportError) as exc:
         return {"available": False, "reason": str(exc)}
     m = args.rtl_updates
-    k.update(**{key: v[:m] for key, v in data.items()})
-    depth = getattr(spec, "PIPELINE_DEPTH", None)
-    ref = TabularQ(args.states, args.actions, 0.1, 0.99, backend="numpy")
-    ref.update(**{key: v[:m] for key, v in data.items()})
-    out = {"available": True, "updates": m, "cycles": k.last_cycles, "pipeline_depth": depth,
+    data = trajectories(m, states, args.actions, args.seed + 1)
+    k.update(**data)
+    depth = spec.PIPELINE_DEPTH
+    ref = TabularQ(states, args.actions, 0.1, 0.99, backend="numpy")
+    ref.update(**data)
+    out = {"available": True, "states": states, "actions": args.actions, "updates": m, "cycles": k.last_cycles,
+           "pipeline_depth": depth, "hazard_rate_4": hazard_rate(data["s"], data["s2"]),
            "exact": bool((k.table == ref.table).all())}
     if k.last_cycles is not None:
         out["cycles_per_update"] = k.last_cycles / m
@@ -217,7 +223,7 @@ def _print(results: dict[str, Any], probe: LoadProbe) -> None:
     rtl = results.get("rtl")
     if rtl is not None:
         if rtl.get("available"):
-            console.print(f"rtl: {rtl['updates']} updates in {rtl['cycles']} cycles "
+            console.print(f"rtl ({rtl['states']} x {rtl['actions']} table): {rtl['updates']} updates in {rtl['cycles']} cycles "
                           f"({rtl.get('cycles_per_update', float('nan')):.3f}/update); bound N + depth = "
                           f"{rtl.get('bound', '?')}; bit-exact: {rtl['exact']}")
         else:
@@ -230,7 +236,7 @@ def _print(results: dict[str, Any], probe: LoadProbe) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    for name in ("states", "actions", "updates", "numpy_updates", "repeats", "threads", "rtl_updates"):
+    for name in ("states", "actions", "updates", "numpy_updates", "repeats", "threads", "rtl_updates", "rtl_states"):
         if getattr(args, name) < 1:
             print(f"error: --{name.replace('_', '-')} must be >= 1")
             return 2

@@ -12,6 +12,7 @@ import numpy as np
 FRAC_BITS = 16
 ONE = 1 << FRAC_BITS  # 1.0 in alpha/gamma words and in Q16.16
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+PIPELINE_DEPTH = 2  # the reference RTL's stages (read, update): n back-to-back transitions take n + 2 clocks
 MAX_ENTRIES = 1 << 24  # n_states * n_actions the host API accepts; a board's bound is in its catalog entry
 
 

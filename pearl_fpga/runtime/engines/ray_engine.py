@@ -63,7 +63,7 @@ class RayEngine:
         shard_cfg = TrainConfig.from_dict({**cfg.to_dict(), "buffer_size": stride})
         remote = ray.remote(max_restarts=-1, max_task_retries=-1)(ReplayShard)
         action_shape = () if host.spec.discrete else (host.spec.action_dim,)
-        self.shards = [remote.options(**as_options(cfg.shard_resources), name=None).remote(
+        self.shards = [remote.options(**as_options(cfg.shard_resources)).remote(
             shard_cfg, host.spec.obs_dim, action_shape, host.spec.discrete, host.seed + 1 + 7 * i,
             host.placement.replay_backends(), host.placement.replay) for i in range(cfg.replay_shards)]
         beta_steps = allowed_gradient_steps(cfg, cfg.total_steps)

@@ -97,6 +97,7 @@ class ShardedReplay:
         self._status: list[dict[str, Any]] = [{"incarnation": None, "size": 0, "total": 0.0, "inserted": 0}] * n_shards
         self._updates: list[list[tuple[str, np.ndarray, np.ndarray]]] = [[] for _ in range(n_shards)]
         self._prefetched: tuple[int, list[int], list[Any], np.ndarray] | None = None
+        self._retired: list[set[str]] = [set() for _ in range(n_shards)]
         self._next_add = 0
         self.refresh()
 
@@ -104,9 +105,12 @@ class ShardedReplay:
     def observe(self, i: int, status: dict[str, Any]) -> None:
         """Take a shard's status from any reply; a new incarnation is a restart: count what it lost."""
         known = self._status[i]["incarnation"]
+        if status["incarnation"] in self._retired[i]:
+            return  # a late reply from before the restart
         if known is not None and status["incarnation"] != known:
             self.restarts += 1
             self.lost += int(self._status[i]["size"])
+            self._retired[i].add(known)
         self._status[i] = dict(status)
 
     def refresh(self) -> None:
