@@ -19,8 +19,8 @@ from cocotb.triggers import RisingEdge, Timer
 from pearl_fpga.kernels import TabularQ
 from pearl_fpga.spec.tabular import PIPELINE_DEPTH
 
-S = int(os.environ["TABULAR_STATES"])
-A = int(os.environ["TABULAR_ACTIONS"])
+S = int(os.environ.get("TABULAR_STATES", "13"))
+A = int(os.environ.get("TABULAR_ACTIONS", "3"))
 SEED = int(os.environ.get("TABULAR_SEED", "1"))
 
 
