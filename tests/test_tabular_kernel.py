@@ -262,3 +262,30 @@ def test_cpu_binding_refuses_wrong_arrays_and_changes_nothing():
     with pytest.raises(ValueError, match="alpha"):
         native.update(table, 0, 0, False, **ok)
     assert not table.any()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pearl_fpga.backends.tabular_cpu") is None, reason="cpu backend not built")
+@pytest.mark.parametrize("algo", ["q", "sarsa"])
+def test_cpu_one_call_path_equals_the_validated_path(algo):
+    """int64/float64/bool arrays take the cpu backend's one-call check-and-apply; other dtypes the
+    validator. Both give the reference table, and a bad entry on the fast path changes nothing."""
+    rng = np.random.default_rng(3)
+    n = 2000
+    b = dict(s=rng.integers(0, 9, n), a=rng.integers(0, 4, n), r=rng.normal(0, 50, n), s2=rng.integers(0, 9, n),
+             done=rng.random(n) < 0.1, a2=rng.integers(0, 4, n))
+    fast = TabularQ(9, 4, alpha=0.3, gamma=0.97, algo=algo, backend="cpu")
+    slow = TabularQ(9, 4, alpha=0.3, gamma=0.97, algo=algo, backend="cpu")
+    ref = TabularQ(9, 4, alpha=0.3, gamma=0.97, algo=algo, backend="numpy")
+    fast.update(**b)
+    slow.update(**{k: (v.astype(np.int32) if v.dtype == np.int64 else v) for k, v in b.items()})
+    ref.update(**b)
+    np.testing.assert_array_equal(fast.table, ref.table)
+    np.testing.assert_array_equal(slow.table, ref.table)
+    before = fast.table
+    for key, value, match in (("r", np.nan, r"r\[7\] is nan"), ("s2", 9, r"s2\[7\] = 9 is out of range"),
+                              ("r", 1e9, r"r\[7\] = 1000000000.0 is outside"), ("a2", -1, r"a2\[7\] = -1")):
+        bad = {k: v.copy() for k, v in b.items()}
+        bad[key][7] = value
+        with pytest.raises(ValueError, match=match):
+            fast.update(**bad)
+        np.testing.assert_array_equal(fast.table, before)

@@ -25,6 +25,12 @@ class TabularCPUBackend:
                done: np.ndarray) -> None:
         _native.update(self._q, self._alpha, self._gamma, self._sarsa, s, a, r, s2, a2, done)
 
+    def update_checked(self, s: np.ndarray, a: np.ndarray, r: np.ndarray, s2: np.ndarray, done: np.ndarray,
+                       a2: np.ndarray | None) -> bool:
+        """The usual arrays (int64 indices, float64 rewards, bool done) checked and applied in one native
+        call; False, with the table unchanged, when any entry is out of range (TabularQ then names it)."""
+        return _native.update_checked(self._q, self._alpha, self._gamma, self._sarsa, s, a, r, s2, a2, done)
+
     def table(self) -> np.ndarray:
         return self._q.copy()
 

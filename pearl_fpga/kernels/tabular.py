@@ -113,6 +113,18 @@ def _done(x: Any, n: int) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.uint8)
 
 
+def _plain(s: Any, a: Any, r: Any, s2: Any, done: Any, a2: Any) -> bool:
+    """Whether the arguments are the arrays a training loop passes (int64 indices, float64 rewards, bool
+    done, 1-D, contiguous, one length): then a backend may check and apply them in one native call."""
+    ints = [x for x in (s, a, s2, a2) if x is not None]
+    arrays = [*ints, r, done]
+    if not all(isinstance(x, np.ndarray) and x.ndim == 1 and x.flags.c_contiguous for x in arrays):
+        return False
+    n = s.shape[0]
+    return (n > 0 and all(x.shape[0] == n for x in arrays) and all(x.dtype == np.int64 for x in ints)
+            and r.dtype == np.float64 and done.dtype == np.bool_)
+
+
 class TabularQ:
     """An int32 Q16.16 Q table updated by Q-learning (algo="q") or SARSA (algo="sarsa").
 
@@ -175,7 +187,10 @@ class TabularQ:
     def update(self, s: Any, a: Any, r: Any, s2: Any, done: Any, a2: Any = None) -> None:
         """Apply transitions (s, a, r, s2, done[, a2]) in order; 1-D arrays of equal length (a scalar r or
         done applies to every transition). a2 (the next action) is required for SARSA, ignored by Q-learning."""
-        args = self._validate(s, a, r, s2, done, a2)
+        checked = getattr(self._backend, "update_checked", None)
+        if checked is not None and _plain(s, a, r, s2, done, a2) and checked(s, a, r, s2, done, a2):
+            return  # the backend checked and applied the usual arrays in one call
+        args = self._validate(s, a, r, s2, done, a2)  # (a refused fast call changed nothing; this names why)
         if args[0].size:
             s_, a_, r_, s2_, a2_, d_ = args
             self._backend.update(s_, a_, r_, s2_, a2_, d_)
