@@ -16,6 +16,7 @@ CXX    ?= g++
 KERNELS := replay mlp tabular
 CSIM_UNITS := $(KERNELS) datamover  # the Alveo memory<->stream movers have a testbench too
 CSIM_REPLAY_SHAPES := 1/2 17/16 100/4 1000/8  # synthesis parameters (capacity/fanout) beyond the default top
+CSIM_TABULAR_SHAPES := 1/1 13/3 64/64  # synthesis parameters (states/actions) beyond the default top
 HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp pearl_fpga/native/*.cpp pearl_fpga/native/*.h)
 
 .PHONY: venv native test sim csim train bench figures clean help
@@ -66,6 +67,12 @@ csim:
 	  $(CXX) -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-label -Ihls -Ihls/replay -DREPLAY_CAPACITY=$$cap -DREPLAY_FANOUT=$$k \
 	    hls/replay/replay.cpp hls/replay/replay_tb.cpp -o build/csim/replay_tb_$${cap}_$$k; \
 	  ./build/csim/replay_tb_$${cap}_$$k; \
+	done
+	@set -e; for shape in $(CSIM_TABULAR_SHAPES); do \
+	  st=$${shape%/*}; ac=$${shape#*/}; echo "csim tabular top at $$st states x $$ac actions"; \
+	  $(CXX) -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-label -Ihls -Ihls/tabular -DTABULAR_STATES=$$st -DTABULAR_ACTIONS=$$ac \
+	    hls/tabular/tabular.cpp hls/tabular/tabular_tb.cpp -o build/csim/tabular_tb_$${st}_$$ac; \
+	  ./build/csim/tabular_tb_$${st}_$$ac; \
 	done
 
 train: native

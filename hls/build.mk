@@ -1,7 +1,7 @@
 # Bitstream tool flows, included by the top Makefile. `make -n <target> ...` prints the exact commands.
 #
-#   make hls KERNEL=replay|mlp [BOARD=pynq-z2]    Vitis HLS C synthesis + IP export (Zynq) or .xo (Alveo board)
-#   make cosim KERNEL=replay|mlp [BOARD=pynq-z2]  Vitis HLS C/RTL co-simulation with the kernel's C++ testbench
+#   make hls KERNEL=replay|mlp|tabular [BOARD=pynq-z2]  Vitis HLS C synthesis + IP export (Zynq) or .xo (Alveo board)
+#   make cosim KERNEL=replay|mlp|tabular [BOARD=pynq-z2]  Vitis HLS C/RTL co-simulation with the kernel's C++ testbench
 #   make bitstream BOARD=pynq-z2|zcu104|kv260     Vivado: PS + kernels + AXI DMAs -> bitstreams/<board>/{.bit,.hwh,manifest.json}
 #   make xclbin PLATFORM=<Alveo platform>         v++ compile + link (kernels + data movers) -> bitstreams/<board>/{.xclbin,manifest.json}
 #   make resources [BOARD=pynq-z2] [RESOURCES_SET=replay.capacity=1024]  open estimate: Yosys synth_xilinx of the reference RTL (no vendor tool)
@@ -14,6 +14,7 @@
 .PHONY: hls cosim bitstream xclbin resources hw-help
 
 KERNEL   ?= replay
+HW_KERNELS := replay mlp tabular  # the kernels of every bitstream, each with an AXI DMA or data movers
 BOARD    ?= pynq-z2
 PLATFORM ?=
 HW_BUILD := build/hw
@@ -33,8 +34,8 @@ endef
 
 # Board figures, read from the catalog only when a hardware target runs (unknown names stop here).
 ifneq ($(filter hls cosim bitstream xclbin resources,$(MAKECMDGOALS)),)
-ifeq ($(filter $(KERNEL),replay mlp),)
-$(error KERNEL must be replay or mlp, got '$(KERNEL)')
+ifeq ($(filter $(KERNEL),$(HW_KERNELS)),)
+$(error KERNEL must be one of $(HW_KERNELS), got '$(KERNEL)')
 endif
 ifneq ($(filter xclbin,$(MAKECMDGOALS)),)
 ifeq ($(PLATFORM),)
@@ -95,15 +96,14 @@ cosim:
 	$(call COSIM_CMD,$(KERNEL))
 
 # ------------------------------------------------------------------------------ Zynq boards
-# Both kernels as Vivado IP, then the block design (PS, kernels, one AXI DMA per kernel), then the
+# Every kernel as Vivado IP, then the block design (PS, kernels, one AXI DMA per kernel), then the
 # bitstream; .bit and .hwh (same name, as PYNQ wants) and the manifest land in bitstreams/<board>/.
 bitstream:
 	@test "$(BOARD_KIND)" = zynq || { echo "error: $(BOARD) is an $(BOARD_KIND) card: use make xclbin PLATFORM=$$($(CATALOG) get $(BOARD) platform)" >&2; exit 2; }
 	$(call require,vivado,Vivado $(XILINX_VERSIONS),$(XILINX_HINT))
 	$(call require,$(HLS_TOOL),Vitis HLS $(XILINX_VERSIONS),$(XILINX_HINT))
-	@mkdir -p $(BOARD_DIR)/hls/replay $(BOARD_DIR)/hls/mlp $(OUT_DIR)
-	$(call HLS_CMD,replay)
-	$(call HLS_CMD,mlp)
+	@mkdir -p $(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k)) $(OUT_DIR)
+	$(foreach k,$(HW_KERNELS),$(call HLS_CMD,$(k)) &&) true
 	vivado -mode batch -nojournal -log $(BOARD_DIR)/vivado.log -source hls/scripts/zynq_bd.tcl -tclargs \
 		$(BOARD) $(PART) $(BOARD_PART) $(CLOCK_MHZ) $(BOARD_DIR) $(OUT_DIR)/pearl_fpga
 	$(HW_PY) -m pearl_fpga.board.manifest write --board $(BOARD) --out $(OUT_DIR)/manifest.json \
@@ -114,13 +114,12 @@ bitstream:
 
 # ------------------------------------------------------------------------------ Alveo cards
 # Kernels and data movers as .xo, linked with the stream connections of alveo_connectivity.cfg.
-DATAMOVERS := mm2s_replay s2mm_replay mm2s_mlp s2mm_mlp
+DATAMOVERS := $(foreach k,$(HW_KERNELS),mm2s_$(k) s2mm_$(k))
 xclbin:
 	$(call require,v++,Vitis $(XILINX_VERSIONS) with the $(PLATFORM) platform,$(XILINX_HINT); platforms: https://www.amd.com/en/products/accelerators/alveo.html)
 	@test -n "$$(platforminfo -l 2>/dev/null | grep -F '$(PLATFORM)')" || { echo "error: platform $(PLATFORM) is not installed (platforminfo -l does not list it); install the card's development platform package" >&2; exit 2; }
-	@mkdir -p $(BOARD_DIR)/hls/replay $(BOARD_DIR)/hls/mlp $(BOARD_DIR)/datamover $(OUT_DIR)
-	$(call HLS_CMD,replay)
-	$(call HLS_CMD,mlp)
+	@mkdir -p $(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k)) $(BOARD_DIR)/datamover $(OUT_DIR)
+	$(foreach k,$(HW_KERNELS),$(call HLS_CMD,$(k)) &&) true
 	for k in $(DATAMOVERS); do \
 	  v++ -c --mode hls --config hls/datamover/hls_config.cfg --work_dir $(BOARD_DIR)/datamover/$$k \
 	    --platform $(PLATFORM) --hls.clock=$(PERIOD_NS)ns --hls.syn.top=$$k --hls.syn.file=$(abspath hls/datamover/datamover.cpp) \
@@ -129,7 +128,7 @@ xclbin:
 	done
 	v++ -l -t hw --platform $(PLATFORM) --config hls/scripts/alveo_connectivity.cfg --kernel_frequency $(CLOCK_MHZ) \
 		--temp_dir $(BOARD_DIR)/link --report_dir $(BOARD_DIR)/reports -o $(OUT_DIR)/pearl_fpga.xclbin \
-		$(BOARD_DIR)/hls/replay/replay_top.xo $(BOARD_DIR)/hls/mlp/mlp_top.xo $(foreach k,$(DATAMOVERS),$(BOARD_DIR)/datamover/$(k).xo)
+		$(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k)/$(k)_top.xo) $(foreach k,$(DATAMOVERS),$(BOARD_DIR)/datamover/$(k).xo)
 	$(HW_PY) -m pearl_fpga.board.manifest write --board $(BOARD) --out $(OUT_DIR)/manifest.json --xclbin pearl_fpga.xclbin \
 		--utilization $$(find $(BOARD_DIR)/reports $(BOARD_DIR)/link -name '*util_routed.rpt' | head -1) \
 		--timing $$(find $(BOARD_DIR)/reports $(BOARD_DIR)/link -name '*timing_summary_routed.rpt' | head -1) \

@@ -39,7 +39,7 @@ def test_dry_run_hls_shows_the_vitis_command_with_catalog_figures():
     assert hls_defines(spec, "mlp") in cmd and "-std=c++14" in cmd
 
 
-@pytest.mark.parametrize("kernel", ["replay", "mlp", "datamover"])
+@pytest.mark.parametrize("kernel", ["replay", "mlp", "tabular", "datamover"])
 def test_kernels_and_testbenches_are_cpp14(kernel):
     """The synthesis flags pin C++14 (the Vitis HLS default): the sources must compile with it."""
     cxx = shutil.which(os.environ.get("CXX", "g++"))
@@ -57,7 +57,8 @@ def test_dry_run_bitstream():
     r = make("-n", "bitstream", "BOARD=pynq-z2")
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert hls_defines(spec, "replay") in out and hls_defines(spec, "mlp") in out
+    for kernel in ("replay", "mlp", "tabular"):
+        assert hls_defines(spec, kernel) in out and f"--config hls/{kernel}/hls_config.cfg" in out
     assert "vivado -mode batch" in out and "hls/scripts/zynq_bd.tcl" in out
     assert f"pynq-z2 {spec.part} {spec.board_part} {spec.clock_mhz:g} build/hw/pynq-z2 bitstreams/pynq-z2/pearl_fpga" in out
     assert "pearl_fpga.board.manifest write --board pynq-z2 --out bitstreams/pynq-z2/manifest.json" in out
@@ -72,7 +73,8 @@ def test_dry_run_xclbin_and_unknown_platform():
     assert f"v++ -l -t hw --platform {spec.platform}" in out
     assert "--config hls/scripts/alveo_connectivity.cfg" in out and f"--kernel_frequency {spec.clock_mhz:g}" in out
     assert "--hls.flow_target=vitis --hls.package.output.format=xo" in out
-    assert "for k in mm2s_replay s2mm_replay mm2s_mlp s2mm_mlp" in out
+    assert "for k in mm2s_replay s2mm_replay mm2s_mlp s2mm_mlp mm2s_tabular s2mm_tabular" in out
+    assert "hls/tabular/tabular_top.xo" in out
     assert "--xclbin pearl_fpga.xclbin" in out
     bad = make("-n", "xclbin", "PLATFORM=xilinx_nothing")
     assert bad.returncode != 0 and "xilinx_nothing" in bad.stderr
@@ -90,7 +92,7 @@ def test_unknown_board_or_kernel_is_refused():
     r = make("-n", "bitstream", "BOARD=pynq-z9")
     assert r.returncode != 0 and "pynq-z9" in r.stderr and "pynq-z2" in r.stderr
     r = make("-n", "hls", "KERNEL=fft")
-    assert r.returncode != 0 and "KERNEL must be replay or mlp" in r.stderr
+    assert r.returncode != 0 and "KERNEL must be one of replay mlp tabular" in r.stderr
 
 
 @pytest.mark.parametrize(

@@ -55,3 +55,21 @@ def test_mlp_driver_on_rtl(tmp_path_factory: pytest.TempPathFactory, monkeypatch
         build_args=[tanh_parameter(write_tanh_memh(build_dir))],
         extra_env={"BOARD_TB_LANES": str(lanes), "BOARD_TB_MAX_WIDTH": str(max_width), "BOARD_TB_MAX_LAYERS": str(max_layers)},
     )
+
+
+@pytest.mark.sim
+def test_tabular_driver_on_rtl(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pearl_fpga.sim.cocotb_runner import run_cocotb
+
+    states, actions = 32, 4
+    build_dir = tmp_path_factory.mktemp("board_tabular")
+    monkeypatch.syspath_prepend(str(TB_DIR))
+    run_cocotb(
+        top="tabular_top",
+        sources=kernel_rtl("tabular"),
+        test_module="board_tabular_tb",
+        test_dir=build_dir,
+        build_dir=build_dir,
+        parameters={"N_STATES": states, "N_ACTIONS": actions},
+        extra_env={"BOARD_TB_STATES": str(states), "BOARD_TB_ACTIONS": str(actions)},
+    )

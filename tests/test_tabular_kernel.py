@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pearl_fpga.errors import BackendUnavailable
 from pearl_fpga.kernels import TabularQ
 from pearl_fpga.spec.tabular import merge_partitions
 
@@ -289,3 +290,11 @@ def test_cpu_one_call_path_equals_the_validated_path(algo):
         with pytest.raises(ValueError, match=match):
             fast.update(**bad)
         np.testing.assert_array_equal(fast.table, before)
+
+
+@pytest.mark.parametrize("backend,build", [("pynq", "make bitstream"), ("xrt", "make xclbin")])
+def test_board_backends_without_a_bitstream_say_how_to_build_one(backend, build, tmp_path, monkeypatch):
+    monkeypatch.setenv("PEARL_FPGA_BITSTREAMS", str(tmp_path))
+    monkeypatch.delenv("PEARL_FPGA_BOARD", raising=False)
+    with pytest.raises(BackendUnavailable, match=build):
+        TabularQ(4, 2, backend=backend)

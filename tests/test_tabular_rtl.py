@@ -26,7 +26,7 @@ def test_cocotb_tabular_core(states: int, actions: int) -> None:
     build_dir = REPO / "build" / "sim" / f"tabular_core_s{states}_a{actions}"
     run_cocotb(
         top="tabular_core",
-        sources=[p for p in kernel_rtl("tabular") if p.parent.name == "rtl" and p.parent.parent.name == "tabular"],
+        sources=[p for p in kernel_rtl("tabular") if p.name == "tabular_core.sv"],
         test_module="test_tabular_core",
         test_dir=COCOTB_DIR,
         build_dir=build_dir,

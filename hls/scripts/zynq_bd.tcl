@@ -3,9 +3,9 @@
 #   vivado -mode batch -source hls/scripts/zynq_bd.tcl -tclargs <board> <part> <board_part> <clock_mhz> <build_dir> <out_prefix>
 #
 # The design: the processing system (PS7 on Zynq-7000, PS8 on Zynq UltraScale+) with its PL clock
-# at <clock_mhz>; the two HLS kernels replay_top_0 and mlp_top_0 (IP exported by `make hls` into
+# at <clock_mhz>; the HLS kernels replay_top_0, mlp_top_0 and tabular_top_0 (IP exported into
 # <build_dir>/hls/) with their AXI4-Lite control on the PS's general-purpose master port; one AXI
-# DMA per kernel in simple mode (dma_replay: 128-bit streams, dma_mlp: 16-bit streams) whose MM2S
+# DMA per kernel in simple mode (dma_replay, dma_tabular: 128-bit streams, dma_mlp: 16-bit) whose MM2S
 # channel feeds the kernel's input stream and whose S2MM channel takes its output stream, both DMA
 # masters on a high-performance port into DDR. These instance names are what the manifest records
 # and what pearl_fpga/board/pynq_transport.py looks up in the .hwh.
@@ -40,6 +40,7 @@ set axi_cfg [list Clk_master $clk Clk_slave $clk Clk_xbar $clk]
 foreach {kernel top in_stream out_stream width} {
     replay replay_top s_axis_cmd m_axis_resp 128
     mlp    mlp_top    s_axis_in  m_axis_out  16
+    tabular tabular_top s_axis_cmd m_axis_resp 128
 } {
     create_bd_cell -type ip -vlnv pearl_fpga:pearl_fpga:${top}:1.0 ${top}_0
     set dma [create_bd_cell -type ip -vlnv xilinx.com:ip:axi_dma dma_$kernel]

@@ -1,7 +1,8 @@
-// tabular.cpp: the tabular update kernel's batch loop (see tabular.h for the arithmetic). The cpu
-// backend (pearl_fpga/native/tabular_ext.cpp) runs this function; the reference RTL of the pipelined
-// update is rtl/tabular_core.sv. An HLS top with AXI4-Stream transitions and AXI4-Lite control is
-// still to come (README.md).
+// tabular.cpp: the tabular update kernel (see tabular.h for the arithmetic and the top's design).
+// `update_batch` is the batch loop that the cpu backend (pearl_fpga/native/tabular_ext.cpp) runs;
+// `tabular_top` is the HLS top that make hls / make bitstream synthesize, with the same update
+// (`update_one`) behind AXI4-Stream commands and AXI4-Lite control. The reference RTL of the same
+// pipeline is rtl/tabular_top.sv.
 #include "tabular.h"
 
 namespace tabular {
@@ -18,3 +19,130 @@ TRANSITIONS:
 }
 
 }  // namespace tabular
+
+namespace {
+
+constexpr uint32_t STATES = TABULAR_STATES;
+constexpr uint32_t ACTIONS = TABULAR_ACTIONS;
+static_assert(ACTIONS >= 1 && ACTIONS <= tabular::MAX_ACTIONS, "TABULAR_ACTIONS must be 1..64");
+static_assert(STATES >= 1 && uint64_t(STATES) * ACTIONS <= (uint64_t(1) << 24), "TABULAR_STATES x ACTIONS <= 2^24");
+
+// The table twice (tabular.h: g_row for row reads, g_self for the word being updated).
+int32_t g_row[STATES][ACTIONS];
+int32_t g_self[STATES][ACTIONS];
+// The write in flight, forwarded to the reads of the next command.
+bool g_fwd_valid = false;
+uint32_t g_fwd_s = 0, g_fwd_a = 0;
+int32_t g_fwd_value = 0;
+
+void clear_table() {
+CLEAR_ROWS:
+    for (uint32_t s = 0; s < STATES; s++) {
+#pragma HLS LOOP_TRIPCOUNT min = STATES max = STATES
+#pragma HLS PIPELINE II = 1
+        for (uint32_t b = 0; b < ACTIONS; b++) {
+#pragma HLS UNROLL
+            g_row[s][b] = 0;
+            g_self[s][b] = 0;
+        }
+    }
+    g_fwd_valid = false;
+}
+
+// Q[s][b] as the sequential loop sees it: the stored word, or the write still in flight.
+int32_t forwarded(int32_t stored, uint32_t s, uint32_t b) {
+#pragma HLS INLINE
+    return g_fwd_valid && g_fwd_s == s && g_fwd_a == b ? g_fwd_value : stored;
+}
+
+void write_word(uint32_t s, uint32_t a, int32_t value) {
+#pragma HLS INLINE
+    g_row[s][a] = value;
+    g_self[s][a] = value;
+    g_fwd_valid = true;
+    g_fwd_s = s;
+    g_fwd_a = a;
+    g_fwd_value = value;
+}
+
+}  // namespace
+
+void tabular_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp, uint32_t n_cmds,
+                 uint32_t alpha, uint32_t gamma, uint32_t sarsa, uint32_t n_actions, uint32_t& max_states,
+                 uint32_t& max_actions, uint32_t& updates) {
+#pragma HLS INTERFACE mode = axis port = s_axis_cmd
+#pragma HLS INTERFACE mode = axis port = m_axis_resp
+#pragma HLS INTERFACE mode = s_axilite port = n_cmds offset = 0x10 bundle = control
+#pragma HLS INTERFACE mode = s_axilite port = alpha offset = 0x18 bundle = control
+#pragma HLS INTERFACE mode = s_axilite port = gamma offset = 0x20 bundle = control
+#pragma HLS INTERFACE mode = s_axilite port = sarsa offset = 0x28 bundle = control
+#pragma HLS INTERFACE mode = s_axilite port = n_actions offset = 0x30 bundle = control
+#pragma HLS INTERFACE mode = s_axilite port = max_states offset = 0x38 bundle = control
+#pragma HLS INTERFACE mode = s_axilite port = max_actions offset = 0x40 bundle = control
+#pragma HLS INTERFACE mode = s_axilite port = updates offset = 0x48 bundle = control
+#pragma HLS INTERFACE mode = s_axilite port = return bundle = control
+// Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
+#pragma HLS INTERFACE mode = ap_ctrl_hs port = return
+#pragma HLS ARRAY_PARTITION variable = g_row type = complete dim = 2
+#pragma HLS ARRAY_PARTITION variable = g_self type = complete dim = 2
+#pragma HLS BIND_STORAGE variable = g_row type = ram_s2p latency = 1
+#pragma HLS BIND_STORAGE variable = g_self type = ram_s2p latency = 1
+#pragma HLS DEPENDENCE variable = g_row type = inter false
+#pragma HLS DEPENDENCE variable = g_self type = inter false
+    const bool is_sarsa = (sarsa & 1) != 0;
+    uint32_t applied = 0;
+    uint32_t c = 0;
+    // A CLEAR ends the pipelined run (the pipeline drains), clears the table, and the run resumes.
+SEGMENTS:
+    while (c < n_cmds) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = 1
+        bool clear = false;
+    COMMANDS:
+        for (; c < n_cmds && !clear; c++) {
+#pragma HLS LOOP_TRIPCOUNT min = 0 max = TABULAR_MAX_BATCH
+#pragma HLS PIPELINE II = 1
+            const pearl::axis128 cmd = s_axis_cmd.read();
+            const uint64_t lo = pearl::axis_lo(cmd), hi = pearl::axis_hi(cmd);
+            const int32_t value = int32_t(uint32_t(lo));
+            const uint32_t s = uint32_t(lo >> 32);
+            const uint32_t s2 = uint32_t(hi);
+            const uint32_t a = uint32_t(hi >> 32) & 0xFF;
+            const uint32_t a2 = uint32_t(hi >> 40) & 0xFF;
+            const bool done = ((hi >> 48) & 1) != 0;
+            const uint32_t op = uint32_t(hi >> 56) & 0xFF;
+            const bool sa_ok = s < STATES && a < ACTIONS;
+            const uint32_t s_rd = sa_ok ? s : 0, a_rd = sa_ok ? a : 0;  // in-range addresses for the reads
+            const bool update_ok = sa_ok && s2 < STATES && (!is_sarsa || a2 < ACTIONS);
+            const uint32_t s2_rd = s2 < STATES ? s2 : 0;
+            int32_t row2[ACTIONS];
+#pragma HLS ARRAY_PARTITION variable = row2 type = complete
+            for (uint32_t b = 0; b < ACTIONS; b++) {
+#pragma HLS UNROLL
+                row2[b] = forwarded(g_row[s2_rd][b], s2_rd, b);
+            }
+            const int32_t old = forwarded(g_self[s_rd][a_rd], s_rd, a_rd);
+            // The row max over the columns in use (n_actions), a fixed-size unrolled compare tree.
+            int32_t best = row2[0];
+            for (uint32_t b = 1; b < ACTIONS; b++) {
+#pragma HLS UNROLL
+                best = b < n_actions && row2[b] > best ? row2[b] : best;
+            }
+            const int64_t boot = done ? 0 : is_sarsa ? row2[a2 < ACTIONS ? a2 : 0] : best;
+            if (op == tabular::OP_UPDATE && update_ok) {
+                write_word(s, a, tabular::updated(old, boot, value, alpha, gamma));
+                applied++;
+            } else if (op == tabular::OP_WRITE && sa_ok) {
+                write_word(s, a, value);
+            } else if (op == tabular::OP_READ) {
+                const uint32_t word = sa_ok ? uint32_t(old) : 0;
+                m_axis_resp.write(pearl::make_axis128(uint64_t(word) | (uint64_t(s) << 32),
+                                                      (uint64_t(op) << 56) | (uint64_t(a) << 32), cmd.last));
+            }
+            clear = op == tabular::OP_CLEAR;  // other opcodes: ignored, no response
+        }
+        if (clear) clear_table();
+    }
+    max_states = STATES;
+    max_actions = ACTIONS;
+    updates = applied;
+}

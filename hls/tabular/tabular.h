@@ -16,9 +16,42 @@
 // Cost: one row read (the max over n_actions, or one word for SARSA) and one read-modify-write per
 // transition. An update may read the row the previous one wrote, so the loop is a chain through the
 // table; the hardware pipelines it with forwarding of in-flight writes.
+//
+// ---- HLS top (tabular_top in tabular.cpp): storage, pragmas, pipeline ---------------------------
+// Interface (SPEC.md, "Board interface"): AXI4-Lite control with ap_ctrl_hs; 128-bit command words in
+// on s_axis_cmd (UPDATE, WRITE, READ, CLEAR); one 128-bit response out on m_axis_resp per READ.
+// Storage: the table of MAX_STATES x MAX_ACTIONS words (TABULAR_STATES / TABULAR_ACTIONS, the catalog
+// sizes), kept twice: g_row, read a whole row s2 at a time for the bootstrap, and g_self, read one
+// word Q[s][a] for the update. Each copy is partitioned by action (one memory per column, so a row
+// is read in one clock) and bound to ram_s2p: one read and one write port per memory, which is
+// what one read and one write per clock need; both copies take every write.
+// Pipeline: COMMANDS is one loop, PIPELINE II=1, over the command stream. The row reads happen in
+// one stage and the write of the same update in the next, so the only write a read can miss is the
+// one in flight, which the forwarding register (g_fwd_*) supplies; hence DEPENDENCE inter false on
+// the memories. The chain through the forwarding register (the next update's max can be the value
+// just computed) is a true dependence that HLS sees and schedules: it is the loop that sets II and
+// the clock, as in rtl/tabular_core.sv. CLEAR ends the pipelined run (drain), zeroes both copies one
+// row per clock, and the run resumes. Commands whose s, s2, a or a2 lie outside the synthesized table
+// are ignored (a READ answers 0); the host never sends them.
+// Expected cost (estimates, Vitis HLS not available when written; csynth to confirm): one command per
+// clock after fill, n commands in about n + 4 clocks; CLEAR MAX_STATES clocks plus a drain; memory
+// 2 x MAX_STATES x MAX_ACTIONS x 32 bits (1024 x 8: 16 BRAM36), no DSP beyond the two 17 x 33-bit
+// products.
 #pragma once
 
 #include <cstdint>
+
+#include "common/hls_compat.h"
+
+#ifndef TABULAR_STATES
+#define TABULAR_STATES 1024
+#endif
+#ifndef TABULAR_ACTIONS
+#define TABULAR_ACTIONS 8
+#endif
+#ifndef TABULAR_MAX_BATCH
+#define TABULAR_MAX_BATCH 4096
+#endif
 
 namespace tabular {
 
@@ -29,12 +62,25 @@ constexpr uint32_t ONE = uint32_t(1) << FRAC_BITS;
 constexpr uint32_t MAX_ACTIONS = 64;
 constexpr uint32_t MAX_BATCH = 1u << 20;
 
+// Opcodes of the command stream (SPEC.md, "Command word").
+constexpr uint32_t OP_UPDATE = 0x01;
+constexpr uint32_t OP_WRITE = 0x02;
+constexpr uint32_t OP_READ = 0x03;
+constexpr uint32_t OP_CLEAR = 0x04;
+
 // The store's saturation to int32.
 inline int32_t sat32(int64_t x) {
     return x > INT32_MAX ? INT32_MAX : (x < INT32_MIN ? INT32_MIN : int32_t(x));
 }
 
-// One update of the contract above; `row2` is Q[s2][*].
+// The new Q[s][a] from the old one and the bootstrap term (0 when done).
+inline int32_t updated(int32_t old, int64_t boot, int32_t r, uint32_t alpha, uint32_t gamma) {
+#pragma HLS INLINE
+    const int64_t target = int64_t(r) + ((int64_t(gamma) * boot + HALF) >> FRAC_BITS);
+    return sat32(old + ((int64_t(alpha) * (target - old) + HALF) >> FRAC_BITS));
+}
+
+// One update of the contract above; `row2` is Q[s2][*]. (CPU path: the loop bound is the table's.)
 inline void update_one(int32_t* q_sa, const int32_t* row2, uint32_t n_actions, uint32_t a2, int32_t r, bool done,
                        uint32_t alpha, uint32_t gamma, bool sarsa) {
     int64_t boot = 0;
@@ -43,17 +89,11 @@ inline void update_one(int32_t* q_sa, const int32_t* row2, uint32_t n_actions, u
             boot = row2[a2];
         } else {
             int32_t best = row2[0];
-        ROW_MAX:
-            for (uint32_t b = 1; b < n_actions; b++) {
-#pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_ACTIONS
-                best = row2[b] > best ? row2[b] : best;
-            }
+            for (uint32_t b = 1; b < n_actions; b++) best = row2[b] > best ? row2[b] : best;
             boot = best;
         }
     }
-    const int64_t target = int64_t(r) + ((int64_t(gamma) * boot + HALF) >> FRAC_BITS);
-    const int64_t old = *q_sa;
-    *q_sa = sat32(old + ((int64_t(alpha) * (target - old) + HALF) >> FRAC_BITS));
+    *q_sa = updated(*q_sa, boot, r, alpha, gamma);
 }
 
 // A batch of n transitions applied in order to the table q (n_states x n_actions). Indices are
@@ -63,3 +103,10 @@ void update_batch(int32_t* q, uint32_t n_actions, uint32_t alpha, uint32_t gamma
                   uint32_t n);
 
 }  // namespace tabular
+
+// The HLS top (SPEC.md, "Board interface"). Inputs: n_cmds command words, alpha/gamma words, sarsa,
+// n_actions (columns in use, 1..TABULAR_ACTIONS). Outputs, valid from the first ap_done on:
+// max_states/max_actions (the synthesized table) and updates (UPDATE commands applied by this call).
+void tabular_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp, uint32_t n_cmds,
+                 uint32_t alpha, uint32_t gamma, uint32_t sarsa, uint32_t n_actions, uint32_t& max_states,
+                 uint32_t& max_actions, uint32_t& updates);

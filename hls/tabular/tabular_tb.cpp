@@ -1,7 +1,10 @@
 // tabular_tb.cpp: C simulation of the tabular update (returns non-zero on a mismatch; run by make
-// csim). Checks the batch loop against a straightforward transcription of the contract with wide
-// integers, on a random stream and on adversarial cases: the same (s, a) many times in a row,
-// s2 == s, done flags, saturation at both int32 ends, alpha = gamma = 1.
+// csim, and by make cosim as the HLS top's testbench). Checks the batch loop and the HLS top
+// (through its ports only: command and response streams, scalar arguments) against a
+// straightforward transcription of the contract with wide integers, on a random stream and on
+// adversarial cases: the same (s, a) many times in a row, s2 == s, done flags, saturation at both
+// int32 ends, alpha = gamma = 1; for the top also table loads (WRITE) and read-backs (READ) between
+// updates, CLEAR inside a run, fewer columns in use than synthesized, out-of-range commands.
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -63,6 +66,116 @@ int run(const Case& c, std::mt19937_64& rng, uint32_t n, bool adversarial) {
     return errors;
 }
 
+// ---- the HLS top, through its ports -------------------------------------------------------------
+
+struct Command {
+    uint32_t op, s, a, s2, a2;
+    int32_t value;
+    bool done;
+};
+
+pearl::axis128 encode(const Command& c, bool last) {
+    const uint64_t lo = uint64_t(uint32_t(c.value)) | (uint64_t(c.s) << 32);
+    const uint64_t hi = uint64_t(c.s2) | (uint64_t(c.a & 0xFF) << 32) | (uint64_t(c.a2 & 0xFF) << 40) |
+                        (uint64_t(c.done) << 48) | (uint64_t(c.op) << 56);
+    return pearl::make_axis128(lo, hi, last);
+}
+
+struct TopCall {
+    std::vector<int32_t> reads;  // values of the READ responses, in order
+    uint32_t max_states = 0, max_actions = 0, updates = 0;
+    int errors = 0;
+};
+
+TopCall call_top(const std::vector<Command>& cmds, const Case& c) {
+    pearl::stream<pearl::axis128> in, out;
+    for (size_t i = 0; i < cmds.size(); i++) in.write(encode(cmds[i], i + 1 == cmds.size()));
+    TopCall r;
+    tabular_top(in, out, uint32_t(cmds.size()), c.alpha, c.gamma, c.sarsa, c.n_actions, r.max_states, r.max_actions,
+                r.updates);
+    for (size_t i = 0; i < cmds.size(); i++) {
+        if (cmds[i].op != tabular::OP_READ) continue;
+        if (out.empty()) {
+            std::printf("top: READ %zu has no response\n", i);
+            r.errors++;
+            break;
+        }
+        const pearl::axis128 w = out.read();
+        const uint64_t lo = pearl::axis_lo(w), hi = pearl::axis_hi(w);
+        const bool echo_ok = uint32_t(lo >> 32) == cmds[i].s && ((hi >> 32) & 0xFF) == cmds[i].a && (hi >> 56) == 0x03 &&
+                             w.last == (i + 1 == cmds.size());
+        if (!echo_ok) r.errors++;
+        r.reads.push_back(int32_t(uint32_t(lo)));
+    }
+    if (!in.empty() || !out.empty()) {
+        std::printf("top: words left over (in %d, out %d)\n", int(!in.empty()), int(!out.empty()));
+        r.errors++;
+    }
+    return r;
+}
+
+// The top's table for the states and actions of `c`, read back with READ commands.
+std::vector<int32_t> read_table(const Case& c, int& errors) {
+    std::vector<Command> cmds;
+    for (uint32_t s = 0; s < c.n_states; s++)
+        for (uint32_t a = 0; a < c.n_actions; a++) cmds.push_back({tabular::OP_READ, s, a, 0, 0, 0, false});
+    TopCall r = call_top(cmds, c);
+    errors += r.errors;
+    return r.reads;
+}
+
+// Load a random table, run a stream of updates mixed with writes, reads and one clear, and compare
+// everything with the reference on a plain table.
+int run_top(const Case& c, std::mt19937_64& rng, uint32_t n, bool adversarial) {
+    int errors = 0;
+    std::vector<int32_t> ref(c.n_states * c.n_actions);
+    std::vector<Command> load;
+    for (uint32_t s = 0; s < c.n_states; s++)
+        for (uint32_t a = 0; a < c.n_actions; a++) {
+            const int32_t v = int32_t(rng());
+            ref[s * c.n_actions + a] = v;
+            load.push_back({tabular::OP_WRITE, s, a, 0, 0, v, false});
+        }
+    errors += call_top(load, c).errors;
+    std::vector<Command> cmds;
+    std::vector<int32_t> expect_reads;
+    uint32_t expect_updates = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint64_t kind = rng() % 20;
+        Command cmd{tabular::OP_UPDATE, adversarial ? 0 : uint32_t(rng() % c.n_states),
+                    adversarial ? 0 : uint32_t(rng() % c.n_actions), 0, uint32_t(rng() % c.n_actions), 0,
+                    (rng() % 5) == 0};
+        cmd.s2 = adversarial && (i % 3) ? cmd.s : uint32_t(rng() % c.n_states);
+        const uint64_t pick = rng() % 4;
+        cmd.value = pick == 0 ? INT32_MAX : pick == 1 ? INT32_MIN : int32_t(rng());
+        if (i == n / 2) {
+            cmd.op = tabular::OP_CLEAR;
+            for (auto& v : ref) v = 0;
+        } else if (kind == 0) {
+            cmd.op = tabular::OP_WRITE;
+            ref[cmd.s * c.n_actions + cmd.a] = cmd.value;
+        } else if (kind == 1) {
+            cmd.op = tabular::OP_READ;
+            expect_reads.push_back(ref[cmd.s * c.n_actions + cmd.a]);
+        } else if (kind == 2) {
+            cmd.op = 0x7F;  // unknown opcode: ignored
+        } else if (kind == 3) {
+            cmd.s = TABULAR_STATES + uint32_t(rng() % 3);  // outside the synthesized table: ignored
+        } else {
+            reference(ref, c, cmd.s, cmd.a, cmd.value, cmd.s2, cmd.a2, cmd.done);
+            expect_updates++;
+        }
+        cmds.push_back(cmd);
+    }
+    const TopCall r = call_top(cmds, c);
+    errors += r.errors + (r.reads != expect_reads) + (r.updates != expect_updates);
+    errors += r.max_states != TABULAR_STATES || r.max_actions != TABULAR_ACTIONS;
+    const std::vector<int32_t> got = read_table(c, errors);
+    for (size_t i = 0; i < ref.size(); i++) errors += got[i] != ref[i];
+    if (errors) std::printf("top: %d mismatches (%u x %u, sarsa %d)\n", errors, c.n_states, c.n_actions, int(c.sarsa));
+    return errors;
+}
+
 }  // namespace
 
 int main() {
@@ -76,6 +189,31 @@ int main() {
             runs++;
         }
     }
-    std::printf("tabular csim: %s (%d cases, %d mismatches)\n", errors ? "FAIL" : "PASS", runs, errors);
+    // The top: shapes that fit the synthesized table (TABULAR_STATES x TABULAR_ACTIONS), fewer columns
+    // in use than synthesized among them, each from a table loaded with WRITE.
+    const Case top_cases[] = {{7, 3, 19661, 62259, false},
+                              {7, 3, 19661, 62259, true},
+                              {1, 1, 65536, 65536, false},
+                              {2, TABULAR_ACTIONS, 65536, 65536, true},
+                              {TABULAR_STATES, TABULAR_ACTIONS, 6554, 58982, false},
+                              {TABULAR_STATES < 64 ? TABULAR_STATES : 64, 1, 1, 0, true}};
+    for (const Case& c : top_cases) {
+        if (c.n_states > TABULAR_STATES || c.n_actions > TABULAR_ACTIONS) continue;
+        for (bool adversarial : {false, true}) {
+            errors += run_top(c, rng, 3000, adversarial);
+            runs++;
+        }
+    }
+    // CLEAR zeroes the whole synthesized table, and an empty call reports the identity.
+    {
+        const Case c{TABULAR_STATES, TABULAR_ACTIONS, 1, 0, false};
+        errors += call_top({{tabular::OP_CLEAR, 0, 0, 0, 0, 0, false}}, c).errors;
+        for (int32_t v : read_table(c, errors)) errors += v != 0;
+        const TopCall empty = call_top({}, c);
+        errors += empty.max_states != TABULAR_STATES || empty.max_actions != TABULAR_ACTIONS || empty.updates != 0;
+        runs++;
+    }
+    std::printf("tabular csim: %s (%d cases, %d mismatches; top %u x %u)\n", errors ? "FAIL" : "PASS", runs, errors,
+                unsigned(TABULAR_STATES), unsigned(TABULAR_ACTIONS));
     return errors != 0;
 }

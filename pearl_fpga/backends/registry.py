@@ -97,5 +97,6 @@ for _kernel, _prefix, _cls in (("replay", "replay", "Replay"), ("mlp", "mlp", "M
 register("tabular", "numpy", "pearl_fpga.backends.tabular_numpy:TabularNumpyBackend", "it is part of the package")
 register("tabular", "cpu", "pearl_fpga.backends.tabular_cpu:TabularCPUBackend", _NATIVE)
 register("tabular", "rtl", "pearl_fpga.backends.tabular_rtl:TabularRTLBackend", _SIM, takes_options=True)
-# The tabular kernel's board backends are not written yet (hls/tabular/README.md): not registered,
-# so asking for one is an "unknown backend" error that lists the ones that exist.
+for _board in ("pynq", "xrt"):
+    register("tabular", _board, "pearl_fpga.board.tabular_driver:TabularBoardBackend", _BOARD, takes_options=True,
+             transport=_board)

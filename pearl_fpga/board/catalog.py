@@ -25,10 +25,11 @@ DEFAULT_CATALOG = data_path("bitstreams", "catalog.json")
 KINDS = ("zynq", "alveo")
 LINK_KINDS = {"zynq": "axi-hp", "alveo": "pcie"}
 RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
-# Kernel sizes a board may ask for: the limits of hls/replay/SPEC.md and hls/mlp/SPEC.md.
+# Kernel sizes a board may ask for: the limits of each kernel's SPEC.md.
 KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {
     "replay": {"capacity": (1, 1 << 20), "fanout": (2, 16), "max_batch": (1, 4096)},
     "mlp": {"lanes": (1, 256), "max_width": (1, 256), "max_layers": (1, 4), "max_batch": (1, 4096)},
+    "tabular": {"states": (1, 1 << 20), "actions": (1, 64), "max_batch": (1, 4096)},
 }
 REPLAY_FANOUTS = (2, 4, 8, 16)
 
@@ -191,6 +192,9 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
         kernels[kernel] = {key: k.integer(key, lo, hi) for key, (lo, hi) in limits.items()}
     if kernels["replay"]["fanout"] not in REPLAY_FANOUTS:
         raise CatalogError(f"{f.where}.kernels.replay.fanout must be one of {REPLAY_FANOUTS}, got {kernels['replay']['fanout']}")
+    tab = kernels["tabular"]
+    if tab["states"] * tab["actions"] > 1 << 24:
+        raise CatalogError(f"{f.where}.kernels.tabular: states x actions = {tab['states'] * tab['actions']} is over 2^24 (hls/tabular/SPEC.md)")
     unknown = set(kern.obj) - set(KERNEL_LIMITS)
     if unknown:
         raise CatalogError(f"{f.where}.kernels: unknown kernel(s) {sorted(unknown)}; known: {sorted(KERNEL_LIMITS)}")
@@ -221,6 +225,7 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
 HLS_MACROS: dict[str, dict[str, str]] = {
     "replay": {"capacity": "REPLAY_CAPACITY", "fanout": "REPLAY_FANOUT"},
     "mlp": {"lanes": "MLP_LANES", "max_width": "MLP_MAX_WIDTH", "max_layers": "MLP_MAX_LAYERS", "max_batch": "MLP_MAX_BATCH"},
+    "tabular": {"states": "TABULAR_STATES", "actions": "TABULAR_ACTIONS", "max_batch": "TABULAR_MAX_BATCH"},
 }
 
 

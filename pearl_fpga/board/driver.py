@@ -29,6 +29,10 @@ class KernelDriver:
     registers: dict[str, int] = {}
     #: identity registers read once at construction into attributes of the same names
     identity: Mapping[str, int] = {}
+    #: register writes that make an ap_start call do nothing (e.g. {n_cmds: 0}). When set, the driver
+    #: runs that call before reading the identity: an HLS top writes its output registers (the
+    #: identity among them) only during a call, so they read 0 until the first ap_done.
+    empty_call: Mapping[int, int] | None = None
 
     def __init__(self, transport: Transport, timeout_s: float) -> None:
         if transport.in_word_bytes != self.word_bytes or transport.out_word_bytes != self.word_bytes:
@@ -40,6 +44,10 @@ class KernelDriver:
         self.transport = transport
         self.timeout_s = timeout_s
         self.last_cycles: int | None = None
+        if self.empty_call is not None:
+            for offset, value in self.empty_call.items():
+                transport.write(offset, value)
+            self.start_call(np.zeros(0, dtype=np.uint8), 0, "output words")
         values = {name: transport.read(offset) for name, offset in self.identity.items()}
         for name, value in values.items():
             setattr(self, name, value)

@@ -37,17 +37,18 @@ SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 
 # Interface version of each kernel's SPEC.md (ports, stream words, register map). Drivers check it.
-INTERFACE_VERSIONS: dict[str, int] = {"replay": 1, "mlp": 1}
+INTERFACE_VERSIONS: dict[str, int] = {"replay": 1, "mlp": 1, "tabular": 1}
 
 # Synthesis parameters each kernel records (the same names as the catalog's "kernels" entries).
 KERNEL_PARAMETERS: dict[str, tuple[str, ...]] = {
     "replay": ("capacity", "fanout", "max_batch"),
     "mlp": ("lanes", "max_width", "max_layers", "max_batch"),
+    "tabular": ("states", "actions", "max_batch"),
 }
 # Name of each kernel's HLS IP instance in the block design (Zynq) or compute unit (Alveo).
-IP_NAMES: dict[str, str] = {"replay": "replay_top_0", "mlp": "mlp_top_0"}
+IP_NAMES: dict[str, str] = {"replay": "replay_top_0", "mlp": "mlp_top_0", "tabular": "tabular_top_0"}
 # AXI DMA instance carrying each kernel's streams in the Zynq block design.
-DMA_NAMES: dict[str, str] = {"replay": "dma_replay", "mlp": "dma_mlp"}
+DMA_NAMES: dict[str, str] = {"replay": "dma_replay", "mlp": "dma_mlp", "tabular": "dma_tabular"}
 RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
 
 
@@ -255,7 +256,7 @@ def build_manifest(
     board: str,
     files: Mapping[str, str],
     tools: Mapping[str, str],
-    kernels: Sequence[str] = ("replay", "mlp"),
+    kernels: Sequence[str] = ("replay", "mlp", "tabular"),
     utilization: str | None = None,
     timing: str | None = None,
     catalog: str | Path | None = None,

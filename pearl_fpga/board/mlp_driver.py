@@ -42,6 +42,8 @@ class MLPDriver(KernelDriver):
     word_bytes = WORD_BYTES
     registers = REGISTERS
     identity = {"lanes": fmt.REG_LANES, "max_width": fmt.REG_MAX_WIDTH, "max_layers": fmt.REG_MAX_LAYERS}
+    # An INFER of no observations: before a LOAD it only sets the error register, which every call resets.
+    empty_call = {fmt.REG_MODE: fmt.MODE_INFER, fmt.REG_BATCH: 0}
     lanes: int
     max_width: int
     max_layers: int

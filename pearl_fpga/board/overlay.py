@@ -27,7 +27,7 @@ from pearl_fpga.errors import BackendUnavailable, ManifestError
 
 BACKEND_KIND = {"pynq": "zynq", "xrt": "alveo"}
 # Stream word sizes (input, output) in bytes of each kernel (SPEC.md).
-WORD_BYTES = {"replay": (16, 16), "mlp": (2, 2)}
+WORD_BYTES = {"replay": (16, 16), "mlp": (2, 2), "tabular": (16, 16)}
 # $BOARD on the official PYNQ images -> catalog name.
 PYNQ_BOARDS = {"pynq-z2": "pynq-z2", "zcu104": "zcu104", "kv260": "kv260"}
 
@@ -117,7 +117,7 @@ def load_bitstream(directory: Path, backend: str) -> tuple[Manifest, Any]:
 
 
 def open_kernel(kernel: str, backend: str, board: str | None = None, directory: str | Path | None = None) -> tuple[Transport, KernelEntry]:
-    """A transport to `kernel` ("replay" or "mlp") in the bitstream for `backend`, and its manifest entry."""
+    """A transport to `kernel` ("replay", "mlp" or "tabular") in the bitstream for `backend`, and its manifest entry."""
     if kernel not in INTERFACE_VERSIONS:
         raise ValueError(f"unknown kernel {kernel!r}; known: {sorted(INTERFACE_VERSIONS)}")
     folder = Path(directory) if directory is not None else find_bitstream_dir(backend, board)

@@ -40,6 +40,7 @@ class ReplayDriver(KernelDriver):
     word_bytes = CMD_BYTES
     registers = REGISTERS
     identity = {"capacity": fmt.REG_CAPACITY, "fanout": fmt.REG_FANOUT}
+    empty_call = {fmt.REG_N_CMDS: 0}
     capacity: int
     fanout: int
 

@@ -27,7 +27,9 @@ from pearl_fpga.data import data_path
 from pearl_fpga.board.catalog import BoardSpec, get_board
 from pearl_fpga.errors import BackendUnavailable, PearlError
 
-# kernel -> (top module, RTL folder, RTL parameter -> catalog kernel parameter)
+# kernel -> (top module, RTL folder, RTL parameter -> catalog kernel parameter). The tabular kernel's
+# reference RTL keeps its table in registers (a simulation reference), so Yosys has nothing to say
+# about the HLS design's block RAM: it has no estimate here (hls/tabular/SPEC.md, "Storage").
 KERNELS: dict[str, tuple[str, str, dict[str, str]]] = {
     "replay": ("replay_top", "hls/replay/rtl", {"CAPACITY": "capacity", "FANOUT": "fanout"}),
     "mlp": ("mlp_top", "hls/mlp/rtl", {"LANES": "lanes", "MAX_WIDTH": "max_width", "MAX_LAYERS": "max_layers"}),

@@ -47,6 +47,7 @@ T = TypeVar("T")
 STREAMS: dict[str, tuple[str, str, int, int]] = {
     "replay": ("s_axis_cmd", "m_axis_resp", 16, 16),
     "mlp": ("s_axis_in", "m_axis_out", 2, 2),
+    "tabular": ("s_axis_cmd", "m_axis_resp", 16, 16),
 }
 
 __all__ = ["SimTransport", "bridge", "resume"]

@@ -130,7 +130,8 @@ class TabularQ:
 
     alpha in (0, 1] and gamma in [0, 1] are rounded to 16 fractional bits (gamma = 1 is exact).
     backend: "numpy" (golden reference), "cpu" (the kernel's C++ of hls/tabular compiled in), "auto"
-    (cpu if built, else numpy); the rtl and board backends are not written yet (docs/tabular.md).
+    (cpu if built, else numpy), "rtl" (the reference RTL under Verilator, cycle counts), "pynq"/"xrt" (the
+    kernel on a board, hls/tabular/SPEC.md "Board interface"; docs/hardware.md).
     backend_options go to the rtl/board backend.
     """
 
@@ -230,7 +231,8 @@ class TabularQ:
         own copy of the current table, in order, independently of the others; the copies are merged by
         the integer mean rounded half up (merge_partitions). A slice never sees the updates of another
         slice, so the result differs from `update` over the whole batch (which it equals for parts=1);
-        it is what K independent kernels (K threads of the cpu backend, K instances on a board) compute.
+        it is what K independent kernels compute: K threads of the cpu backend; on a board, whose bitstream
+        holds one kernel instance, the K slices one after another.
         threads: worker threads (default min(parts, 8)); the cpu backend releases the GIL.
         """
         k = _as_count(parts, "parts")
@@ -239,7 +241,9 @@ class TabularQ:
         start = self._backend.table()
         bounds = np.array_split(np.arange(args[0].shape[0]), k)
         slices = [(int(b[0]), int(b[-1]) + 1) if b.size else (0, 0) for b in bounds]
-        backends = [self._spawn(i) for i in range(k)]
+        # A board holds one kernel instance: its slices run one after another on it (same result).
+        on_board = self.backend_name in ("pynq", "xrt")
+        backends = [self._backend] * k if on_board else [self._spawn() for _ in range(k)]
 
         def run(i: int) -> np.ndarray:
             lo, hi = slices[i]
@@ -249,19 +253,16 @@ class TabularQ:
                 be.update(*(np.ascontiguousarray(x[lo:hi]) for x in args))
             return be.table()
 
-        if workers == 1 or k == 1:
+        if workers == 1 or k == 1 or on_board:
             tables = [run(i) for i in range(k)]
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 tables = list(pool.map(run, range(k)))
         self._backend.load(merge_partitions(tables))
 
-    def _spawn(self, index: int) -> Any:
-        """A backend of the same kind and configuration, for partition `index`."""
-        options = dict(self._options)
-        if self.backend_name in ("pynq", "xrt"):
-            options.setdefault("instance", index)
-        _, be = make_backend(self.backend_name, self.n_states, self.n_actions, **options)
+    def _spawn(self) -> Any:
+        """A backend of the same kind and configuration, for one partition."""
+        _, be = make_backend(self.backend_name, self.n_states, self.n_actions, **self._options)
         be.configure(self.alpha_word, self.gamma_word, self.algo == "sarsa")
         return be
 

@@ -1,6 +1,6 @@
-"""The tabular Q-learning/SARSA kernel's numbers (TABULAR.md, hls/tabular/SPEC.md), shared by every
-backend and driver: the Q16.16 words of alpha, gamma and rewards, the table limits, and the integer
-mean that merges the tables of the partitioned (SwiftRL) mode.
+"""The tabular Q-learning/SARSA kernel's numbers (hls/tabular/SPEC.md), shared by every backend and
+driver: the Q16.16 words of alpha, gamma and rewards, the table limits, the integer mean that merges
+the tables of the partitioned (SwiftRL) mode, and the IP's register map and 128-bit stream words.
 """
 
 from __future__ import annotations
@@ -14,6 +14,28 @@ ONE = 1 << FRAC_BITS  # 1.0 in alpha/gamma words and in Q16.16
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 PIPELINE_DEPTH = 2  # the reference RTL's stages (read, update): n back-to-back transitions take n + 2 clocks
 MAX_ENTRIES = 1 << 24  # n_states * n_actions the host API accepts; a board's bound is in its catalog entry
+MAX_ACTIONS = 64  # columns the hardware's row max is built for (hls/tabular/tabular.h)
+MAX_BATCH = 4096  # commands of one ap_start call, unless the board's catalog entry says otherwise
+
+# Opcodes of the command stream (SPEC.md, "Command word")
+OP_UPDATE = 0x01  # one transition
+OP_WRITE = 0x02  # Q[s][a] := value (the host's table load)
+OP_READ = 0x03  # answer Q[s][a] (the host's table read-back)
+OP_CLEAR = 0x04  # zero the table
+
+# AXI4-Lite register map (byte offsets), ap_ctrl_hs at 0x00
+REG_CTRL = 0x00
+REG_GIE = 0x04
+REG_IER = 0x08
+REG_ISR = 0x0C
+REG_N_CMDS = 0x10
+REG_ALPHA = 0x18
+REG_GAMMA = 0x20
+REG_SARSA = 0x28
+REG_N_ACTIONS = 0x30
+REG_MAX_STATES = 0x38  # identity: the synthesized rows (valid after the first ap_done on an HLS build)
+REG_MAX_ACTIONS = 0x40  # identity: the synthesized columns
+REG_UPDATES = 0x48  # UPDATE commands applied by the last call
 
 
 def to_word(x: Any, name: str, lo: int, hi: int, what: str) -> int:
@@ -68,3 +90,31 @@ def merge_partitions(tables: list[np.ndarray]) -> np.ndarray:
     k = len(tables)
     total = np.sum(np.stack([np.asarray(t, dtype=np.int64) for t in tables]), axis=0)
     return ((total + k // 2) // k).astype(np.int32)
+
+
+def encode_commands(op: np.ndarray, s: np.ndarray, a: np.ndarray, value: np.ndarray, s2: np.ndarray | None = None,
+                    a2: np.ndarray | None = None, done: np.ndarray | None = None) -> np.ndarray:
+    """(N, 2) uint64 command words (low, high 64 bits) of SPEC.md's layout, as 32-bit fields:
+    [31:0] value (reward or table word, int32), [63:32] s, [95:64] s2, [103:96] a, [111:104] a2,
+    [112] done, [127:120] opcode."""
+    n = len(op)
+    zeros = np.zeros(n, dtype=np.uint64)
+    s2 = zeros if s2 is None else np.asarray(s2).astype(np.uint64)
+    a2 = zeros if a2 is None else np.asarray(a2).astype(np.uint64)
+    done = zeros if done is None else np.asarray(done).astype(np.uint64)
+    words = np.empty((n, 2), dtype=np.uint64)
+    words[:, 0] = (np.asarray(value).astype(np.int64).astype(np.uint64) & np.uint64(0xFFFFFFFF)) | (
+        np.asarray(s).astype(np.uint64) << np.uint64(32))
+    words[:, 1] = s2 | (np.asarray(a).astype(np.uint64) << np.uint64(32)) | (a2 << np.uint64(40)) | (
+        done << np.uint64(48)) | (np.asarray(op).astype(np.uint64) << np.uint64(56))
+    return words
+
+
+def decode_responses(words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(opcode, s, a, value int32) of (N, 2) uint64 response words (a READ echoes s and a)."""
+    w = np.asarray(words, dtype=np.uint64).reshape(-1, 2)
+    value = (w[:, 0] & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(np.int32)
+    s = (w[:, 0] >> np.uint64(32)).astype(np.int64)
+    a = ((w[:, 1] >> np.uint64(32)) & np.uint64(0xFF)).astype(np.int64)
+    op = (w[:, 1] >> np.uint64(56)).astype(np.int64)
+    return op, s, a, value

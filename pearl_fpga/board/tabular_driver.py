@@ -1,0 +1,161 @@
+"""Driver of the tabular Q-learning/SARSA IP (`tabular_top`, hls/tabular/SPEC.md) over any Transport.
+
+`TabularDriver` speaks the IP: named registers, ap_start/ap_done, one call = n_cmds 128-bit command
+words in (UPDATE, WRITE, READ, CLEAR), one response word per READ out. `TabularBoardBackend` is the
+backend that `pearl_fpga.kernels.TabularQ` uses for backend="pynq"/"xrt" (and that the tests run
+against the RTL through the cocotb transport): configure / update / table / load / clear, calls split
+to the synthesized max_batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pearl_fpga.board.driver import KernelDriver
+from pearl_fpga.board.manifest import INTERFACE_VERSIONS
+from pearl_fpga.board.transport import Transport, words_to_bytes
+from pearl_fpga.errors import PearlError
+from pearl_fpga.spec import tabular as fmt
+
+KERNEL = "tabular"
+INTERFACE_VERSION = INTERFACE_VERSIONS[KERNEL]
+CMD_BYTES = 16  # 128-bit command and response words
+DEFAULT_TIMEOUT_S = 1.0
+
+# Registers shown in a timeout message, in map order.
+REGISTERS = {
+    "ctrl": fmt.REG_CTRL,
+    "n_cmds": fmt.REG_N_CMDS,
+    "alpha": fmt.REG_ALPHA,
+    "gamma": fmt.REG_GAMMA,
+    "sarsa": fmt.REG_SARSA,
+    "n_actions": fmt.REG_N_ACTIONS,
+    "max_states": fmt.REG_MAX_STATES,
+    "max_actions": fmt.REG_MAX_ACTIONS,
+    "updates": fmt.REG_UPDATES,
+}
+
+
+class TabularDriver(KernelDriver):
+    """One `tabular_top` IP: registers and command/response calls."""
+
+    kernel = KERNEL
+    word_bytes = CMD_BYTES
+    registers = REGISTERS
+    identity = {"max_states": fmt.REG_MAX_STATES, "max_actions": fmt.REG_MAX_ACTIONS}
+    empty_call = {fmt.REG_N_CMDS: 0}
+    max_states: int
+    max_actions: int
+
+    def __init__(self, transport: Transport, timeout_s: float = DEFAULT_TIMEOUT_S):
+        super().__init__(transport, timeout_s)
+
+    def identity_ok(self) -> bool:
+        return (1 <= self.max_actions <= fmt.MAX_ACTIONS and 1 <= self.max_states
+                and self.max_states * self.max_actions <= fmt.MAX_ENTRIES)
+
+    def configure(self, alpha_word: int, gamma_word: int, sarsa: bool, n_actions: int) -> None:
+        """The run-time registers every later call uses."""
+        self.transport.write(fmt.REG_ALPHA, alpha_word)
+        self.transport.write(fmt.REG_GAMMA, gamma_word)
+        self.transport.write(fmt.REG_SARSA, int(sarsa))
+        self.transport.write(fmt.REG_N_ACTIONS, n_actions)
+
+    def run(self, commands: np.ndarray, n_responses: int, n_cmds: int | None = None) -> np.ndarray:
+        """Send `commands` ((N, 2) uint64 words from spec.tabular.encode_commands) in one ap_start call
+        and return the (n_responses, 2) uint64 response words. `n_cmds` (default N) differs from N only
+        to test the timeout path (a kernel waiting for commands that never come)."""
+        self.transport.write(fmt.REG_N_CMDS, len(commands) if n_cmds is None else n_cmds)
+        raw = self.start_call(words_to_bytes(commands), n_responses, "responses")
+        return raw.view(np.uint64).reshape(-1, 2)
+
+    def updates(self) -> int:
+        """UPDATE commands the last call applied (register 0x48)."""
+        return self.transport.read(fmt.REG_UPDATES)
+
+
+class TabularBoardBackend:
+    """The tabular backend protocol on a board (or on the RTL through the simulation transport).
+
+    The table must fit the synthesized one (n_states <= max_states, n_actions <= max_actions); a
+    smaller table uses its first rows and columns (the kernel's row max runs over n_actions).
+    transport: a Transport, or "pynq" / "xrt" to open the tabular IP of the board's overlay.
+    """
+
+    def __init__(self, n_states: int, n_actions: int, transport: Transport | str = "pynq", max_batch: int | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S):
+        if isinstance(transport, str):
+            from pearl_fpga.board.overlay import open_kernel
+
+            transport, entry = open_kernel(KERNEL, transport)
+            max_batch = max_batch or entry.parameters["max_batch"]
+        self.driver = TabularDriver(transport, timeout_s)
+        d = self.driver
+        if n_states > d.max_states or n_actions > d.max_actions:
+            raise ValueError(
+                f"a {n_states} x {n_actions} table does not fit the tabular kernel on {transport.description}, "
+                f"synthesized for {d.max_states} x {d.max_actions}: use a smaller table, backend='cpu', or a "
+                "bitstream built for more (bitstreams/catalog.json, kernels.tabular.states / actions)"
+            )
+        self.n_states, self.n_actions = int(n_states), int(n_actions)
+        self.max_batch = int(max_batch or fmt.MAX_BATCH)
+        self._last_cycles: int | None = None
+        self._alpha, self._gamma, self._sarsa = 0, 0, False
+        self.clear()
+
+    @property
+    def last_cycles(self) -> int | None:
+        """Kernel cycles of the last update (sum over its calls), where the transport counts them."""
+        return self._last_cycles
+
+    def configure(self, alpha_word: int, gamma_word: int, sarsa: bool) -> None:
+        self._alpha, self._gamma, self._sarsa = int(alpha_word), int(gamma_word), bool(sarsa)
+        self.driver.configure(self._alpha, self._gamma, self._sarsa, self.n_actions)
+
+    def _run(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, int]:
+        """`commands` in calls of at most max_batch: (the responses of all calls in order, the UPDATE
+        commands the kernel applied). Sets last_cycles to the sum over the calls."""
+        out, cycles, applied = [], 0, 0
+        for lo in range(0, len(commands), self.max_batch):
+            chunk = commands[lo : lo + self.max_batch]
+            want = 0 if n_responses == 0 else int(np.count_nonzero(chunk[:, 1] >> np.uint64(56) == fmt.OP_READ))
+            out.append(self.driver.run(chunk, want))
+            applied += self.driver.updates()
+            cycles += self.driver.last_cycles or 0
+        self._last_cycles = cycles if self.driver.last_cycles is not None else None
+        return (np.concatenate(out) if out else np.zeros((0, 2), np.uint64)), applied
+
+    def update(self, s: np.ndarray, a: np.ndarray, r: np.ndarray, s2: np.ndarray, a2: np.ndarray,
+               done: np.ndarray) -> None:
+        """Transitions validated by TabularQ (uint32 indices, int32 reward words, uint8 done), in order."""
+        n = len(s)
+        if not n:
+            return
+        cmds = fmt.encode_commands(np.full(n, fmt.OP_UPDATE), s, a, r, s2=s2, a2=a2, done=done)
+        _, applied = self._run(cmds, 0)
+        if applied != n:
+            raise PearlError(
+                f"the tabular kernel applied {applied} of {n} updates: its table and this driver disagree on the "
+                f"shape (the identity registers said {self.driver.max_states} x {self.driver.max_actions}); "
+                "reload the overlay"
+            )
+
+    def table(self) -> np.ndarray:
+        """The table read back word by word (READ commands), shape (n_states, n_actions)."""
+        s, a = np.divmod(np.arange(self.n_states * self.n_actions, dtype=np.int64), self.n_actions)
+        cmds = fmt.encode_commands(np.full(len(s), fmt.OP_READ), s, a, np.zeros(len(s), np.int64))
+        ops, rs, ra, values = fmt.decode_responses(self._run(cmds, len(s))[0])
+        if len(values) != len(s) or np.any(ops != fmt.OP_READ) or np.any(rs != s) or np.any(ra != a):
+            raise PearlError("the tabular kernel's READ responses are out of step with the commands; reload the overlay")
+        return values.reshape(self.n_states, self.n_actions).copy()
+
+    def load(self, table: np.ndarray) -> None:
+        """Write every word of `table` (int32, (n_states, n_actions)) with WRITE commands."""
+        t = np.asarray(table, dtype=np.int32).reshape(self.n_states, self.n_actions)
+        s, a = np.divmod(np.arange(t.size, dtype=np.int64), self.n_actions)
+        self._run(fmt.encode_commands(np.full(t.size, fmt.OP_WRITE), s, a, t.ravel()), 0)
+
+    def clear(self) -> None:
+        """Every word of the synthesized table to 0 (one CLEAR command)."""
+        zero = np.zeros(1, np.int64)
+        self._run(fmt.encode_commands(np.array([fmt.OP_CLEAR]), zero, zero, zero), 0)
