@@ -272,13 +272,6 @@ struct Descent {
         Level<D>::clear();
         Descent<D + 1>::clear();
     }
-    // Test hook: level D into the CPU layout.
-    static void copy(uint64_t* sums, uint32_t* leaves) {
-        for (uint32_t g = 0; g < Level<D>::GROUPS; g++) {
-            for (uint32_t k = 0; k < K; k++) sums[g * K + k] = Level<D>::mem[g][k];
-        }
-        Descent<D + 1>::copy(sums + SHAPE.level_size[D], leaves);
-    }
 };
 template <uint32_t D>
 struct Descent<D, true> {
@@ -288,11 +281,6 @@ struct Descent<D, true> {
         leaf_word = level_step<D>(is_update, index, delta, word, node, rem);
     }
     static void clear() { Level<D>::clear(); }
-    static void copy(uint64_t*, uint32_t* leaves) {
-        for (uint32_t g = 0; g < Level<D>::GROUPS; g++) {
-            for (uint32_t k = 0; k < K; k++) leaves[g * K + k] = Level<D>::mem[g][k];
-        }
-    }
 };
 
 void clear_tree() {
@@ -371,12 +359,4 @@ SEGMENTS:
     capacity = SHAPE.capacity;
     fanout = SHAPE.fanout;
     total = g_root;
-}
-
-bool replay_top_state(uint64_t* sums, uint32_t* leaves) {
-    sums[0] = g_root;
-    Descent<1>::copy(sums + 1, leaves);
-    bool front_matches = true;
-    for (uint32_t i = 0; i < LEAVES; i++) front_matches = front_matches && g_front_leaves[i] == leaves[i];
-    return front_matches;
 }

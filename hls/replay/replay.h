@@ -11,7 +11,7 @@
 //   one descent step), `leaf_delta` and `update_lane` (one update's delta and per-level change),
 //   which both the top and tree_sample/tree_update call. (A separate top storage costs the CPU
 //   backend nothing: its heap levels, huge pages and batched prefetching stay as they were.)
-//   replay_tb.cpp checks both against one plain model.
+//   replay_tb.cpp checks both against one plain model (the top through its ports only).
 //
 // Memory layout: one array per tree level, K = FANOUT, D = DEPTH = ceil(log_K(CAPACITY)) >= 1.
 //
@@ -164,7 +164,3 @@ static_assert(REPLAY_CAPACITY >= 1, "REPLAY_CAPACITY must be at least 1");
 void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp,
                 uint32_t n_cmds, uint32_t& capacity, uint32_t& fanout, uint64_t& total);
 
-// Test hook for the C++ testbench: copies the top's tree into the CPU layout (sums: levels 0..DEPTH-1
-// of TOP_SHAPE back to back, sums_size(TOP_SHAPE) entries; leaves: level_size[DEPTH] entries).
-// Returns whether the front copy of the leaves (see "HLS top" above) equals the leaves.
-bool replay_top_state(uint64_t* sums, uint32_t* leaves);

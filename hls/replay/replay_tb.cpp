@@ -6,7 +6,10 @@
 //      unknown opcodes and UPDATEs beyond CAPACITY, which must change nothing);
 //   2. the core functions the CPU backend calls (batched update/sample) at runtime shapes: fan-outs
 //      2/4/8/16, capacities 1 .. non-powers of K;
-//   3. after each sequence, every internal sum equals the sum of its K children, padding is 0.
+//   3. after each sequence, every internal sum equals the sum of its K children, padding is 0 (the
+//      core functions: their arrays; the top: through its ports only, as in C/RTL co-simulation,
+//      where the top's C statics are not the hardware's state: every nonzero leaf is sampled at the
+//      first and last target of its interval, which fails if any leaf or partial sum is wrong).
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -154,13 +157,33 @@ void test_top(uint64_t seed) {
         }
         CHECK(total == model.total(), "round %d: total register", round);
     }
-    std::vector<uint64_t> flat(replay::sums_size(s));
-    std::vector<uint32_t> leaves(s.level_size[s.depth]);
-    const bool front_matches = replay_top_state(flat.data(), leaves.data());
-    CHECK(front_matches, "top: the front copy of the leaves differs from the leaves");
-    std::vector<const uint64_t*> sums(s.depth);
-    for (uint32_t d = 0, off = 0; d < s.depth; off += s.level_size[d], d++) sums[d] = flat.data() + off;
-    check_structure(s, sums.data(), leaves.data(), model, "top");
+    // Every leaf through the ports: the first and the last target of each nonzero leaf's interval
+    // must sample it (a wrong leaf, partial sum or padding word moves some interval), and TOTAL must
+    // give the model's total.
+    std::vector<pearl::axis128> expected;
+    uint64_t before = 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s.capacity; i++) {
+        const uint32_t w = model.leaves[i];
+        if (w == 0) continue;
+        for (const uint64_t t : {before, before + w - 1}) {
+            cmd.write(pearl::make_axis128(t, uint64_t(replay::OP_SAMPLE) << 56, false));
+            expected.push_back(pearl::make_axis128(w, (uint64_t(replay::OP_SAMPLE) << 56) | i, false));
+            n++;
+        }
+        before += w;
+    }
+    cmd.write(pearl::make_axis128(0, uint64_t(replay::OP_TOTAL) << 56, true));
+    expected.push_back(pearl::make_axis128(model.total(), uint64_t(replay::OP_TOTAL) << 56, true));
+    replay_top(cmd, resp, n + 1, capacity, fanout, total);
+    CHECK(resp.size() == expected.size(), "top read-back: %zu responses, expected %zu", resp.size(), expected.size());
+    for (size_t k = 0; k < expected.size() && !resp.empty(); k++) {
+        const pearl::axis128 r = resp.read();
+        CHECK(pearl::axis_hi(r) == pearl::axis_hi(expected[k]) && pearl::axis_lo(r) == pearl::axis_lo(expected[k]),
+              "top read-back %zu: hi %016llx lo %llu, expected hi %016llx lo %llu", k,
+              (unsigned long long)pearl::axis_hi(r), (unsigned long long)pearl::axis_lo(r),
+              (unsigned long long)pearl::axis_hi(expected[k]), (unsigned long long)pearl::axis_lo(expected[k]));
+    }
 }
 
 // 2. The core functions at a runtime shape, batched as the CPU backend calls them.
