@@ -1,6 +1,7 @@
 """MLP kernel HLS source: the committed tanh ROM header matches its generator, the C++ (cpu build) uses
-it, the source avoids constructs Vitis HLS cannot synthesize, and the C simulation passes at other
-synthesis parameters (LANES, MAX_WIDTH) than the cpu extension's."""
+it, its ARRAY_PARTITION pragmas name arrays in scope, and the C simulation passes at other synthesis
+parameters (LANES, MAX_WIDTH) than the cpu extension's. (Constructs Vitis HLS cannot synthesize are
+checked for every kernel in tests/test_hls_sources.py.)"""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from pearl_fpga.spec import mlp as mlp_format
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP_DIR = ROOT / "hls" / "mlp"
-KERNEL_SOURCES = [MLP_DIR / "mlp.h", MLP_DIR / "mlp.cpp", MLP_DIR / "mlp_tanh_table.h"]
 
 
 def _code(path: Path) -> str:
@@ -63,23 +63,6 @@ def test_cpu_build_uses_the_committed_table():
     from pearl_fpga.backends.mlp_numpy import tanh_pwl
 
     np.testing.assert_array_equal(_mlp_native.tanh_pwl(y), tanh_pwl(y))
-
-
-@pytest.mark.parametrize(
-    "pattern, why",
-    [
-        (r"std::tanh|\btanh\s*\(|<cmath>|<math\.h>", "run-time math: the tanh table must be a constant ROM"),
-        (r"\bnew\b|\bdelete\b|\bmalloc\s*\(|\bfree\s*\(", "dynamic allocation"),
-        (r"std::(vector|deque|map|list|string|unique_ptr|shared_ptr|function)", "std:: containers / smart pointers"),
-        (r"\w\s*\*\s*\*\s*\w|\w\s*\*\s*&", "pointer-to-pointer or reference-to-pointer"),
-        (r"\bthrow\b|\btry\b|\bvirtual\b|\bdynamic_cast\b", "exceptions, virtual calls, RTTI"),
-        (r"\bdouble\b|\bfloat\b", "floating point in an integer kernel"),
-    ],
-)
-def test_kernel_source_avoids_unsynthesizable_constructs(pattern, why):
-    for path in KERNEL_SOURCES:
-        hits = [m.group(0) for m in re.finditer(pattern, _code(path))]
-        assert not hits, f"{path.relative_to(ROOT)}: {why}: {hits[:3]}"
 
 
 def test_array_partitions_name_arrays_declared_in_scope():
