@@ -15,16 +15,13 @@ from pearl_fpga.runtime.placement import canonical_target
 from pearl_fpga.runtime.vocabulary import ROLE_TASKS, STAGES, TASKS
 
 def capabilities() -> str:
-    """Which optional pieces are importable: a profile made without them is stale once they exist."""
-    mods = ("pearl_fpga._mlp_native", "pearl_fpga._replay_native", "pearl_fpga.kernels.mlp", "pearl_fpga.replay")
-    bits = "".join("1" if importlib.util.find_spec(m) is not None else "0" for m in mods)
-    try:
-        import torch
+    """Which optional pieces exist here (the compiled kernels, a CUDA device): a profile made without
+    them is stale once they exist. The package's own modules and torch are always there."""
+    bits = "".join("1" if importlib.util.find_spec(m) is not None
+                   else "0" for m in ("pearl_fpga._mlp_native", "pearl_fpga._replay_native", "pearl_fpga._tabular_native"))
+    import torch
 
-        bits += "c" if torch.cuda.is_available() else ""
-    except ImportError:
-        pass
-    return bits
+    return bits + ("c" if torch.cuda.is_available() else "")
 
 # Targets are the runtime's placement tokens (pearl_fpga.runtime.placement): the CPU with torch
 # ("cpu") or with the kernels' C++ build ("cpu-kernel"), the GPU, a board, an emulated board.
