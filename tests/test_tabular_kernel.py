@@ -267,27 +267,39 @@ def test_cpu_binding_refuses_wrong_arrays_and_changes_nothing():
 
 @pytest.mark.skipif(importlib.util.find_spec("pearl_fpga.backends.tabular_cpu") is None, reason="cpu backend not built")
 @pytest.mark.parametrize("algo", ["q", "sarsa"])
-def test_cpu_one_call_path_equals_the_validated_path(algo):
-    """int64/float64/bool arrays take the cpu backend's one-call check-and-apply; other dtypes the
-    validator. Both give the reference table, and a bad entry on the fast path changes nothing."""
+@pytest.mark.parametrize("n_actions", [2, 4, 5, 6])  # the unrolled row maxes (2, 4, 6) and the general loop
+def test_cpu_one_call_path_equals_the_validated_path(algo, n_actions):
+    """int64/float64/bool arrays take the cpu backend's one-pass check-and-apply; other dtypes the
+    validator. Both give the reference table, and a bad entry on the fast path changes nothing, even
+    after every transition before it was applied (its undo log restores them)."""
     rng = np.random.default_rng(3)
     n = 2000
-    b = dict(s=rng.integers(0, 9, n), a=rng.integers(0, 4, n), r=rng.normal(0, 50, n), s2=rng.integers(0, 9, n),
-             done=rng.random(n) < 0.1, a2=rng.integers(0, 4, n))
-    fast = TabularQ(9, 4, alpha=0.3, gamma=0.97, algo=algo, backend="cpu")
-    slow = TabularQ(9, 4, alpha=0.3, gamma=0.97, algo=algo, backend="cpu")
-    ref = TabularQ(9, 4, alpha=0.3, gamma=0.97, algo=algo, backend="numpy")
+    b = dict(s=rng.integers(0, 9, n), a=rng.integers(0, n_actions, n), r=rng.normal(0, 50, n),
+             s2=rng.integers(0, 9, n), done=rng.random(n) < 0.1, a2=rng.integers(0, n_actions, n))
+    # rewards at the ends of the Q16.16 range and negative non-integers (the floor of the conversion)
+    b["r"][:6] = [-32768.0, (2**31 - 1) / 65536, -1.3, -2.5 / 65536, 2.5 / 65536, -0.5 / 65536]
+    fast = TabularQ(9, n_actions, alpha=0.3, gamma=0.97, algo=algo, backend="cpu")
+    slow = TabularQ(9, n_actions, alpha=0.3, gamma=0.97, algo=algo, backend="cpu")
+    ref = TabularQ(9, n_actions, alpha=0.3, gamma=0.97, algo=algo, backend="numpy")
     fast.update(**b)
     slow.update(**{k: (v.astype(np.int32) if v.dtype == np.int64 else v) for k, v in b.items()})
     ref.update(**b)
     np.testing.assert_array_equal(fast.table, ref.table)
     np.testing.assert_array_equal(slow.table, ref.table)
     before = fast.table
-    for key, value, match in (("r", np.nan, r"r\[7\] is nan"), ("s2", 9, r"s2\[7\] = 9 is out of range"),
-                              ("r", 1e9, r"r\[7\] = 1000000000.0 is outside"), ("a2", -1, r"a2\[7\] = -1")):
+    for at in (7, n - 1):
+        for key, value, match in (("r", np.nan, rf"r\[{at}\] is nan"), ("s2", 9, rf"s2\[{at}\] = 9 is out of range"),
+                                  ("r", 1e9, rf"r\[{at}\] = 1000000000.0 is outside"),
+                                  ("r", 32768 - 2**-17, rf"r\[{at}\] = 32767.99999\d* is outside"),
+                                  ("r", -np.inf, rf"r\[{at}\] is -inf"), ("a", n_actions, rf"a\[{at}\] = {n_actions}")):
+            bad = {k: v.copy() for k, v in b.items()}
+            bad[key][at] = value
+            with pytest.raises(ValueError, match=match):
+                fast.update(**bad)
+            np.testing.assert_array_equal(fast.table, before)
         bad = {k: v.copy() for k, v in b.items()}
-        bad[key][7] = value
-        with pytest.raises(ValueError, match=match):
+        bad["a2"][at] = -1  # checked whenever given, also by Q-learning, which does not use it
+        with pytest.raises(ValueError, match=rf"a2\[{at}\] = -1"):
             fast.update(**bad)
         np.testing.assert_array_equal(fast.table, before)
 

@@ -236,8 +236,11 @@ class TabularQ:
         threads: worker threads (default min(parts, 8)); the cpu backend releases the GIL.
         """
         k = _as_count(parts, "parts")
-        args = self._validate(s, a, r, s2, done, a2)
         workers = min(k, 8) if threads is None else _as_count(threads, "threads")
+        # The usual arrays go to the cpu backend's one-pass check-and-apply, slice by slice (each slice on
+        # its own table copy, so a refused slice changes nothing); anything else is validated here first.
+        fast = hasattr(self._backend, "update_checked") and _plain(s, a, r, s2, done, a2)
+        args = (s, a, r, s2, done, a2) if fast else self._validate(s, a, r, s2, done, a2)
         start = self._backend.table()
         bounds = np.array_split(np.arange(args[0].shape[0]), k)
         slices = [(int(b[0]), int(b[-1]) + 1) if b.size else (0, 0) for b in bounds]
@@ -245,12 +248,17 @@ class TabularQ:
         on_board = self.backend_name in ("pynq", "xrt")
         backends = [self._backend] * k if on_board else [self._spawn() for _ in range(k)]
 
-        def run(i: int) -> np.ndarray:
+        def run(i: int) -> np.ndarray | None:
             lo, hi = slices[i]
             be = backends[i]
             be.load(start)
             if hi > lo:
-                be.update(*(np.ascontiguousarray(x[lo:hi]) for x in args))
+                part = [None if x is None else x[lo:hi] for x in args]
+                if fast:
+                    if not be.update_checked(*part):
+                        return None
+                else:
+                    be.update(*part)
             return be.table()
 
         if workers == 1 or k == 1 or on_board:
@@ -258,6 +266,9 @@ class TabularQ:
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 tables = list(pool.map(run, range(k)))
+        if any(t is None for t in tables):
+            self._validate(s, a, r, s2, done, a2)  # a slice was refused: this names the bad entry and raises
+            raise AssertionError("the cpu backend refused transitions that the validator accepts")
         self._backend.load(merge_partitions(tables))
 
     def _spawn(self) -> Any:

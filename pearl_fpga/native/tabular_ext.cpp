@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tabular.h"
@@ -51,10 +53,101 @@ void update(py::array table, uint32_t alpha, uint32_t gamma, bool sarsa, const p
 }
 
 
+// The row max as a balanced tree (depth log2 N instead of N - 1: it is on the loop-carried chain).
+template <int N>
+__attribute__((always_inline)) inline int32_t row_max(const int32_t* row) {
+    if constexpr (N == 1) {
+        return row[0];
+    } else {
+        const int32_t lo = row_max<N / 2>(row), hi = row_max<N - N / 2>(row + N / 2);
+        return lo > hi ? lo : hi;
+    }
+}
+
+inline int32_t row_max_n(const int32_t* row, int64_t n) {
+    int32_t best = row[0];
+    for (int64_t b = 1; b < n; b++) best = row[b] > best ? row[b] : best;
+    return best;
+}
+
+// One transition of the fast path: check it, convert its reward, remember the old word, update.
+// False (nothing written) for a bad entry. N_ACTIONS > 0 fixes the row length at compile time, so
+// the row max unrolls; 0 reads it from `n_actions`.
+template <int N_ACTIONS, bool SARSA>
+__attribute__((always_inline)) inline bool checked_step(int32_t* q, int64_t n_states, int64_t n_actions, uint32_t alpha, uint32_t gamma,
+                         int64_t s, int64_t a, double r, int64_t s2, int64_t a2, bool done, int32_t& undo) {
+    const int64_t na = N_ACTIONS > 0 ? N_ACTIONS : n_actions;
+    // The reward word floor(r * 65536 + 0.5), as spec.tabular.reward_words; floor(x) is an int32 exactly
+    // when -2^31 <= x < 2^31 (NaN and inf fail), and then it is the truncation, less one below a
+    // negative non-integer (no libm call: the baseline x86-64 build has no rounding instruction).
+    const double x = r * 65536.0 + 0.5;
+    const bool reward_ok = (x >= -2147483648.0) & (x < 2147483648.0);
+    const double xc = reward_ok ? x : 0.0;
+    const int64_t t = int64_t(xc);
+    const int32_t w = int32_t(t - (double(t) > xc));
+    const bool in = (uint64_t(s) < uint64_t(n_states)) & (uint64_t(s2) < uint64_t(n_states)) &
+                    (uint64_t(a) < uint64_t(na)) & reward_ok & (!SARSA || uint64_t(a2) < uint64_t(na));
+    if (!in) return false;
+    int32_t* q_sa = q + s * na + a;
+    const int32_t* row2 = q + s2 * na;
+    int64_t boot = 0;
+    if (!done) {
+        if constexpr (SARSA) {
+            boot = row2[a2];
+        } else {
+            boot = N_ACTIONS > 0 ? row_max<N_ACTIONS>(row2) : row_max_n(row2, na);
+        }
+    }
+    undo = *q_sa;
+    *q_sa = tabular::updated(*q_sa, boot, w, alpha, gamma);
+    return true;
+}
+
+// All transitions in one pass (each checked just before it is applied); at the first bad entry the
+// words written so far are restored from the undo log, newest first, so nothing has changed.
+template <int N_ACTIONS, bool SARSA>
+__attribute__((always_inline)) inline bool checked_run(int32_t* q, int64_t n_states, int64_t n_actions, uint32_t alpha, uint32_t gamma,
+                 const int64_t* s, const int64_t* a, const double* r, const int64_t* s2, const int64_t* a2,
+                 const bool* done, py::ssize_t n, int32_t* undo) {
+    const int64_t na = N_ACTIONS > 0 ? N_ACTIONS : n_actions;
+    for (py::ssize_t i = 0; i < n; i++) {
+        if (!checked_step<N_ACTIONS, SARSA>(q, n_states, n_actions, alpha, gamma, s[i], a[i], r[i], s2[i],
+                                            SARSA ? a2[i] : 0, done[i], undo[i])) {
+            for (py::ssize_t j = i; j-- > 0;) q[s[j] * na + a[j]] = undo[j];
+            return false;
+        }
+    }
+    return true;
+}
+
+// The same loop compiled for the baseline and, on x86-64, with AVX2/BMI2 (chosen at run time where the
+// CPU has them: the shifts and compares of the chain get shorter encodings); both compute the same
+// integers.
+#define TABULAR_RUN_ARGS                                                                                            \
+    int32_t *q, int64_t n_states, int64_t n_actions, uint32_t alpha, uint32_t gamma, const int64_t *s,              \
+        const int64_t *a, const double *r, const int64_t *s2, const int64_t *a2, const bool *done, py::ssize_t n,   \
+        int32_t *undo
+template <int N_ACTIONS, bool SARSA>
+bool checked_run_base(TABULAR_RUN_ARGS) {
+    return checked_run<N_ACTIONS, SARSA>(q, n_states, n_actions, alpha, gamma, s, a, r, s2, a2, done, n, undo);
+}
+#if defined(__x86_64__)
+template <int N_ACTIONS, bool SARSA>
+__attribute__((target("avx2,bmi,bmi2"))) bool checked_run_avx2(TABULAR_RUN_ARGS) {
+    return checked_run<N_ACTIONS, SARSA>(q, n_states, n_actions, alpha, gamma, s, a, r, s2, a2, done, n, undo);
+}
+bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2"); }
+#else
+template <int N_ACTIONS, bool SARSA>
+bool checked_run_avx2(TABULAR_RUN_ARGS) {
+    return checked_run<N_ACTIONS, SARSA>(q, n_states, n_actions, alpha, gamma, s, a, r, s2, a2, done, n, undo);
+}
+bool has_avx2() { return false; }
+#endif
+
 // The fast path of TabularQ.update for the arrays users pass (int64 indices, float64 rewards, bool
-// done): one pass checks everything and converts the rewards to words (nothing changes if anything is
-// wrong: it returns false and the caller's validator raises the precise error), a second applies the
-// transitions. a2 may be None (Q-learning).
+// done): check and apply in one pass (nothing changes if anything is wrong: it returns false and the
+// caller's validator raises the precise error). a2 may be None (Q-learning).
 bool update_checked(py::array table, uint32_t alpha, uint32_t gamma, bool sarsa, const py::array& s,
                     const py::array& a, const py::array& r, const py::array& s2, const py::object& a2_obj,
                     const py::array& done) {
@@ -72,32 +165,34 @@ bool update_checked(py::array table, uint32_t alpha, uint32_t gamma, bool sarsa,
     const int64_t* pa2 = nullptr;
     if (!a2_obj.is_none()) pa2 = vector_of<int64_t>(a2_obj.cast<py::array>(), "a2", n);
     if (sarsa && pa2 == nullptr) return false;
+    if (!sarsa && pa2 != nullptr) {  // Q-learning ignores a2, but a given a2 is checked as the validator does
+        bool a2_ok = true;
+        for (py::ssize_t i = 0; i < n; i++) a2_ok &= uint64_t(pa2[i]) < uint64_t(table.shape(1));
+        if (!a2_ok) return false;
+    }
     const auto n_states = int64_t(table.shape(0));
     const auto n_actions = int64_t(table.shape(1));
     auto* q = static_cast<int32_t*>(table.mutable_data());
-    std::vector<int32_t> words(n);
-    bool ok = true;
-    {
-        py::gil_scoped_release release;
-        // branch-free, so that the compiler vectorizes the check (the update loop is a chain through the table)
-        bool good = true;
-        for (py::ssize_t i = 0; i < n; i++) {
-            const double w = std::floor(pr[i] * 65536.0 + 0.5);  // as spec.tabular.reward_words
-            const bool in = (uint64_t(ps[i]) < uint64_t(n_states)) & (uint64_t(ps2[i]) < uint64_t(n_states)) &
-                            (uint64_t(pa[i]) < uint64_t(n_actions)) & (w >= double(INT32_MIN)) &
-                            (w <= double(INT32_MAX)) & (pa2 == nullptr || uint64_t(pa2[i]) < uint64_t(n_actions));
-            good &= in;  // NaN and inf fail the range test
-            words[i] = in ? int32_t(w) : 0;
+    std::unique_ptr<int32_t[]> undo(new int32_t[size_t(n > 0 ? n : 1)]);  // each entry written before it is read
+    py::gil_scoped_release release;
+    // Loop-invariant choices as template arguments: SARSA or not, and the toy-text environments' action
+    // counts with an unrolled row max.
+    const bool avx2 = has_avx2();
+    auto run = [&](auto n_fixed, auto is_sarsa) {
+        constexpr int N = decltype(n_fixed)::value;
+        constexpr bool S = decltype(is_sarsa)::value;
+        auto* fn = avx2 ? &checked_run_avx2<N, S> : &checked_run_base<N, S>;
+        return fn(q, n_states, n_actions, alpha, gamma, ps, pa, pr, ps2, pa2, pd, n, undo.get());
+    };
+    auto by_actions = [&](auto is_sarsa) {
+        switch (n_actions) {
+            case 2: return run(std::integral_constant<int, 2>{}, is_sarsa);
+            case 4: return run(std::integral_constant<int, 4>{}, is_sarsa);
+            case 6: return run(std::integral_constant<int, 6>{}, is_sarsa);
+            default: return run(std::integral_constant<int, 0>{}, is_sarsa);
         }
-        ok = good;
-        if (ok) {
-            for (py::ssize_t i = 0; i < n; i++) {
-                tabular::update_one(q + ps[i] * n_actions + pa[i], q + ps2[i] * n_actions, uint32_t(n_actions),
-                                    sarsa ? uint32_t(pa2[i]) : 0u, words[i], pd[i], alpha, gamma, sarsa);
-            }
-        }
-    }
-    return ok;
+    };
+    return sarsa ? by_actions(std::true_type{}) : by_actions(std::false_type{});
 }
 
 }  // namespace
