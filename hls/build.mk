@@ -55,6 +55,7 @@ PART       := $(word 2,$(BOARD_VARS))
 BOARD_PART := $(word 3,$(BOARD_VARS))
 CLOCK_MHZ  := $(word 4,$(BOARD_VARS))
 PERIOD_NS  := $(word 5,$(BOARD_VARS))
+TABULAR_INSTANCES := $(shell $(CATALOG) get $(BOARD) kernels.tabular.instances)
 endif
 
 BOARD_DIR := $(HW_BUILD)/$(BOARD)
@@ -105,7 +106,7 @@ bitstream:
 	@mkdir -p $(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k)) $(OUT_DIR)
 	$(foreach k,$(HW_KERNELS),$(call HLS_CMD,$(k)) &&) true
 	vivado -mode batch -nojournal -log $(BOARD_DIR)/vivado.log -source hls/scripts/zynq_bd.tcl -tclargs \
-		$(BOARD) $(PART) $(BOARD_PART) $(CLOCK_MHZ) $(BOARD_DIR) $(OUT_DIR)/pearl_fpga
+		$(BOARD) $(PART) $(BOARD_PART) $(CLOCK_MHZ) $(BOARD_DIR) $(OUT_DIR)/pearl_fpga $(TABULAR_INSTANCES)
 	$(HW_PY) -m pearl_fpga.board.manifest write --board $(BOARD) --out $(OUT_DIR)/manifest.json \
 		--bitstream pearl_fpga.bit --hwh pearl_fpga.hwh \
 		--utilization $(BOARD_DIR)/reports/utilization.rpt --timing $(BOARD_DIR)/reports/timing_summary.rpt \
@@ -115,6 +116,11 @@ bitstream:
 # ------------------------------------------------------------------------------ Alveo cards
 # Kernels and data movers as .xo, linked with the stream connections of alveo_connectivity.cfg.
 DATAMOVERS := $(foreach k,$(HW_KERNELS),mm2s_$(k) s2mm_$(k))
+# The tabular kernel's copies and their data movers, numbered from 1 as v++ names compute units.
+TABULAR_CUS  = $(shell seq 1 $(TABULAR_INSTANCES))
+dotted       = $(subst $(eval) ,.,$(strip $(1)))
+TABULAR_LINK = $(foreach k,tabular_top mm2s_tabular s2mm_tabular,--connectivity.nk $(k):$(TABULAR_INSTANCES):$(call dotted,$(foreach i,$(TABULAR_CUS),$(k)_$(i)))) \
+	$(foreach i,$(TABULAR_CUS),--connectivity.sc mm2s_tabular_$(i).out:tabular_top_$(i).s_axis_cmd --connectivity.sc tabular_top_$(i).m_axis_resp:s2mm_tabular_$(i).in)
 xclbin:
 	$(call require,v++,Vitis $(XILINX_VERSIONS) with the $(PLATFORM) platform,$(XILINX_HINT); platforms: https://www.amd.com/en/products/accelerators/alveo.html)
 	@test -n "$$(platforminfo -l 2>/dev/null | grep -F '$(PLATFORM)')" || { echo "error: platform $(PLATFORM) is not installed (platforminfo -l does not list it); install the card's development platform package" >&2; exit 2; }
@@ -126,7 +132,7 @@ xclbin:
 	    --hls.syn.cflags="-DPEARL_VENDOR_HLS -I$(abspath hls) -I$(abspath hls/datamover)" --hls.package.output.file=$(abspath $(BOARD_DIR)/datamover)/$$k.xo \
 	  || exit 1; \
 	done
-	v++ -l -t hw --platform $(PLATFORM) --config hls/scripts/alveo_connectivity.cfg --kernel_frequency $(CLOCK_MHZ) \
+	v++ -l -t hw --platform $(PLATFORM) --config hls/scripts/alveo_connectivity.cfg $(TABULAR_LINK) --kernel_frequency $(CLOCK_MHZ) \
 		--temp_dir $(BOARD_DIR)/link --report_dir $(BOARD_DIR)/reports -o $(OUT_DIR)/pearl_fpga.xclbin \
 		$(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k)/$(k)_top.xo) $(foreach k,$(DATAMOVERS),$(BOARD_DIR)/datamover/$(k).xo)
 	$(HW_PY) -m pearl_fpga.board.manifest write --board $(BOARD) --out $(OUT_DIR)/manifest.json --xclbin pearl_fpga.xclbin \

@@ -60,7 +60,8 @@ def test_dry_run_bitstream():
     for kernel in ("replay", "mlp", "tabular"):
         assert hls_defines(spec, kernel) in out and f"--config hls/{kernel}/hls_config.cfg" in out
     assert "vivado -mode batch" in out and "hls/scripts/zynq_bd.tcl" in out
-    assert f"pynq-z2 {spec.part} {spec.board_part} {spec.clock_mhz:g} build/hw/pynq-z2 bitstreams/pynq-z2/pearl_fpga" in out
+    assert (f"pynq-z2 {spec.part} {spec.board_part} {spec.clock_mhz:g} build/hw/pynq-z2 bitstreams/pynq-z2/pearl_fpga "
+            f"{spec.kernels['tabular']['instances']}") in out
     assert "pearl_fpga.board.manifest write --board pynq-z2 --out bitstreams/pynq-z2/manifest.json" in out
     assert "--bitstream pearl_fpga.bit --hwh pearl_fpga.hwh" in out
 
@@ -75,6 +76,12 @@ def test_dry_run_xclbin_and_unknown_platform():
     assert "--hls.flow_target=vitis --hls.package.output.format=xo" in out
     assert "for k in mm2s_replay s2mm_replay mm2s_mlp s2mm_mlp mm2s_tabular s2mm_tabular" in out
     assert "hls/tabular/tabular_top.xo" in out
+    n = spec.kernels["tabular"]["instances"]
+    cus = ".".join(f"tabular_top_{i}" for i in range(1, n + 1))
+    assert f"--connectivity.nk tabular_top:{n}:{cus}" in out
+    for i in range(1, n + 1):
+        assert f"--connectivity.sc mm2s_tabular_{i}.out:tabular_top_{i}.s_axis_cmd" in out
+        assert f"--connectivity.sc tabular_top_{i}.m_axis_resp:s2mm_tabular_{i}.in" in out
     assert "--xclbin pearl_fpga.xclbin" in out
     bad = make("-n", "xclbin", "PLATFORM=xilinx_nothing")
     assert bad.returncode != 0 and "xilinx_nothing" in bad.stderr

@@ -1,16 +1,17 @@
 # zynq_bd.tcl: block design, bitstream and reports for a Zynq board (make bitstream BOARD=...).
 #
-#   vivado -mode batch -source hls/scripts/zynq_bd.tcl -tclargs <board> <part> <board_part> <clock_mhz> <build_dir> <out_prefix>
+#   vivado -mode batch -source hls/scripts/zynq_bd.tcl -tclargs <board> <part> <board_part> <clock_mhz> <build_dir> <out_prefix> <tabular_instances>
 #
 # The design: the processing system (PS7 on Zynq-7000, PS8 on Zynq UltraScale+) with its PL clock
 # at <clock_mhz>; the HLS kernels replay_top_0, mlp_top_0 and tabular_top_0 (IP exported into
 # <build_dir>/hls/) with their AXI4-Lite control on the PS's general-purpose master port; one AXI
 # DMA per kernel in simple mode (dma_replay, dma_tabular: 128-bit streams, dma_mlp: 16-bit) whose MM2S
 # channel feeds the kernel's input stream and whose S2MM channel takes its output stream, both DMA
-# masters on a high-performance port into DDR. These instance names are what the manifest records
-# and what pearl_fpga/board/pynq_transport.py looks up in the .hwh.
+# masters on a high-performance port into DDR. The tabular kernel comes in <tabular_instances> copies
+# (tabular_top_<i>, DMA dma_tabular for copy 0 and dma_tabular_<i> for the others). These names are
+# what the manifest records and what pearl_fpga/board/pynq_transport.py looks up in the .hwh.
 # Board files of pynq-z2 (TUL) must be installed in Vivado's board repository; the others ship with Vivado.
-lassign $argv board part board_part clock_mhz build_dir out_prefix
+lassign $argv board part board_part clock_mhz build_dir out_prefix tabular_instances
 
 create_project -force pearl_fpga [file join $build_dir vivado] -part $part
 set_property board_part $board_part [current_project]
@@ -37,22 +38,27 @@ if {[string match xc7z* $part]} {
 set axi_cfg [list Clk_master $clk Clk_slave $clk Clk_xbar $clk]
 
 # kernel, HLS top, its input and output stream interfaces, stream width in bits
-foreach {kernel top in_stream out_stream width} {
-    replay replay_top s_axis_cmd m_axis_resp 128
-    mlp    mlp_top    s_axis_in  m_axis_out  16
-    tabular tabular_top s_axis_cmd m_axis_resp 128
-} {
-    create_bd_cell -type ip -vlnv pearl_fpga:pearl_fpga:${top}:1.0 ${top}_0
-    set dma [create_bd_cell -type ip -vlnv xilinx.com:ip:axi_dma dma_$kernel]
-    set_property -dict [list CONFIG.c_include_sg 0 CONFIG.c_sg_length_width 26 \
-        CONFIG.c_m_axis_mm2s_tdata_width $width CONFIG.c_s_axis_s2mm_tdata_width $width \
-        CONFIG.c_m_axi_mm2s_data_width 64 CONFIG.c_m_axi_s2mm_data_width 64 CONFIG.c_mm2s_burst_size 16 CONFIG.c_s2mm_burst_size 16] $dma
-    connect_bd_intf_net [get_bd_intf_pins dma_$kernel/M_AXIS_MM2S] [get_bd_intf_pins ${top}_0/$in_stream]
-    connect_bd_intf_net [get_bd_intf_pins ${top}_0/$out_stream] [get_bd_intf_pins dma_$kernel/S_AXIS_S2MM]
-    apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master $master] $axi_cfg] [get_bd_intf_pins ${top}_0/s_axi_control]
-    apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master $master] $axi_cfg] [get_bd_intf_pins dma_$kernel/S_AXI_LITE]
-    foreach port {M_AXI_MM2S M_AXI_S2MM} {
-        apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master /dma_$kernel/$port Slave $hp] $axi_cfg] [get_bd_intf_pins $hp]
+# kernel, HLS top, its input and output stream interfaces, stream width in bits, copies
+foreach {kernel top in_stream out_stream width copies} [list \
+    replay  replay_top  s_axis_cmd m_axis_resp 128 1 \
+    mlp     mlp_top     s_axis_in  m_axis_out  16  1 \
+    tabular tabular_top s_axis_cmd m_axis_resp 128 $tabular_instances \
+] {
+    for {set i 0} {$i < $copies} {incr i} {
+        set ip ${top}_$i
+        set dma_name [expr {$i == 0 ? "dma_$kernel" : "dma_${kernel}_$i"}]
+        create_bd_cell -type ip -vlnv pearl_fpga:pearl_fpga:${top}:1.0 $ip
+        set dma [create_bd_cell -type ip -vlnv xilinx.com:ip:axi_dma $dma_name]
+        set_property -dict [list CONFIG.c_include_sg 0 CONFIG.c_sg_length_width 26 \
+            CONFIG.c_m_axis_mm2s_tdata_width $width CONFIG.c_s_axis_s2mm_tdata_width $width \
+            CONFIG.c_m_axi_mm2s_data_width 64 CONFIG.c_m_axi_s2mm_data_width 64 CONFIG.c_mm2s_burst_size 16 CONFIG.c_s2mm_burst_size 16] $dma
+        connect_bd_intf_net [get_bd_intf_pins $dma_name/M_AXIS_MM2S] [get_bd_intf_pins $ip/$in_stream]
+        connect_bd_intf_net [get_bd_intf_pins $ip/$out_stream] [get_bd_intf_pins $dma_name/S_AXIS_S2MM]
+        apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master $master] $axi_cfg] [get_bd_intf_pins $ip/s_axi_control]
+        apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master $master] $axi_cfg] [get_bd_intf_pins $dma_name/S_AXI_LITE]
+        foreach port {M_AXI_MM2S M_AXI_S2MM} {
+            apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master /$dma_name/$port Slave $hp] $axi_cfg] [get_bd_intf_pins $hp]
+        }
     }
 }
 

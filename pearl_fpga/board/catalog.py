@@ -29,7 +29,7 @@ RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
 KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {
     "replay": {"capacity": (1, 1 << 20), "fanout": (2, 16), "max_batch": (1, 4096)},
     "mlp": {"lanes": (1, 256), "max_width": (1, 256), "max_layers": (1, 4), "max_batch": (1, 4096)},
-    "tabular": {"states": (1, 1 << 20), "actions": (1, 64), "max_batch": (1, 4096)},
+    "tabular": {"states": (1, 1 << 20), "actions": (1, 64), "max_batch": (1, 4096), "instances": (1, 16)},
 }
 REPLAY_FANOUTS = (2, 4, 8, 16)
 

@@ -43,9 +43,10 @@ INTERFACE_VERSIONS: dict[str, int] = {"replay": 1, "mlp": 1, "tabular": 1}
 KERNEL_PARAMETERS: dict[str, tuple[str, ...]] = {
     "replay": ("capacity", "fanout", "max_batch"),
     "mlp": ("lanes", "max_width", "max_layers", "max_batch"),
-    "tabular": ("states", "actions", "max_batch"),
+    "tabular": ("states", "actions", "max_batch", "instances"),
 }
-# Name of each kernel's HLS IP instance in the block design (Zynq) or compute unit (Alveo).
+# Name of each kernel's (first) HLS IP instance in the block design (Zynq) or compute unit (Alveo);
+# KernelEntry.instance_names gives those of further instances (a kernel with an "instances" parameter).
 IP_NAMES: dict[str, str] = {"replay": "replay_top_0", "mlp": "mlp_top_0", "tabular": "tabular_top_0"}
 # AXI DMA instance carrying each kernel's streams in the Zynq block design.
 DMA_NAMES: dict[str, str] = {"replay": "dma_replay", "mlp": "dma_mlp", "tabular": "dma_tabular"}
@@ -61,6 +62,24 @@ class KernelEntry:
     ip_name: str  # IP instance / compute unit name
     dma_name: str | None  # AXI DMA of its streams (Zynq); None on Alveo (data movers)
     parameters: dict[str, int]  # synthesis parameters (capacity, fanout, lanes, ...)
+
+    @property
+    def instances(self) -> int:
+        """How many copies of the kernel the bitstream holds (1 unless the kernel has the parameter)."""
+        return self.parameters.get("instances", 1)
+
+    def instance_names(self, instance: int) -> tuple[str, str | None]:
+        """(IP or compute-unit base name, DMA name) of copy `instance` (0-based), as hls/scripts/zynq_bd.tcl
+        names them: <kernel>_top_<i>, and dma_<kernel> for copy 0, dma_<kernel>_<i> for the others."""
+        if not 0 <= instance < self.instances:
+            raise ManifestError(
+                f"the bitstream holds {self.instances} {self.name} kernel instance(s) (0..{self.instances - 1}), "
+                f"not instance {instance}; use one of those, or a bitstream built with more "
+                f"(bitstreams/catalog.json, kernels.{self.name}.instances)"
+            )
+        ip = self.ip_name.removesuffix("_0") + f"_{instance}"
+        dma = self.dma_name if self.dma_name is None or instance == 0 else f"{self.dma_name}_{instance}"
+        return ip, dma
 
 
 @dataclass(frozen=True)

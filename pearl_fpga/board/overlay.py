@@ -116,24 +116,27 @@ def load_bitstream(directory: Path, backend: str) -> tuple[Manifest, Any]:
     return manifest, _loaded[key]
 
 
-def open_kernel(kernel: str, backend: str, board: str | None = None, directory: str | Path | None = None) -> tuple[Transport, KernelEntry]:
-    """A transport to `kernel` ("replay", "mlp" or "tabular") in the bitstream for `backend`, and its manifest entry."""
+def open_kernel(kernel: str, backend: str, board: str | None = None, directory: str | Path | None = None,
+                instance: int = 0) -> tuple[Transport, KernelEntry]:
+    """A transport to copy `instance` of `kernel` ("replay", "mlp" or "tabular") in the bitstream for
+    `backend`, and its manifest entry (entry.instances says how many copies there are)."""
     if kernel not in INTERFACE_VERSIONS:
         raise ValueError(f"unknown kernel {kernel!r}; known: {sorted(INTERFACE_VERSIONS)}")
     folder = Path(directory) if directory is not None else find_bitstream_dir(backend, board)
     manifest, handle = load_bitstream(folder, backend)
     entry = manifest.check_kernel(kernel)
+    ip_name, dma_name = entry.instance_names(instance)
     in_bytes, out_bytes = WORD_BYTES[kernel]
     if backend == "pynq":
         from pearl_fpga.board.pynq_transport import PynqTransport
 
-        if entry.dma_name is None:
+        if dma_name is None:
             raise ManifestError(f"{manifest.path}: kernel {kernel} has no dma_name; a Zynq build needs one")
-        return PynqTransport(handle, entry.ip_name, entry.dma_name, in_bytes, out_bytes), entry
+        return PynqTransport(handle, ip_name, dma_name, in_bytes, out_bytes), entry
     from pearl_fpga.board.xrt_transport import XrtTransport
 
     cu = entry.ip_name.removesuffix("_0")
-    return XrtTransport(handle, kernel, cu, in_bytes, out_bytes), entry
+    return XrtTransport(handle, kernel, cu, in_bytes, out_bytes, instance=instance), entry
 
 
 def open_board(backend: str, board: str | None = None, directory: str | Path | None = None) -> Manifest:

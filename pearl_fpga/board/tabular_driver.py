@@ -79,16 +79,23 @@ class TabularBoardBackend:
 
     The table must fit the synthesized one (n_states <= max_states, n_actions <= max_actions); a
     smaller table uses its first rows and columns (the kernel's row max runs over n_actions).
-    transport: a Transport, or "pynq" / "xrt" to open the tabular IP of the board's overlay.
+    transport: a Transport, or "pynq" / "xrt" to open copy `instance` of the tabular IP of the board's
+    overlay (`instances` says how many copies the bitstream holds; TabularQ's partitioned mode runs
+    its slices on all of them at once).
     """
 
     def __init__(self, n_states: int, n_actions: int, transport: Transport | str = "pynq", max_batch: int | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S):
+                 timeout_s: float = DEFAULT_TIMEOUT_S, instance: int = 0):
+        self.instances = 1
         if isinstance(transport, str):
             from pearl_fpga.board.overlay import open_kernel
 
-            transport, entry = open_kernel(KERNEL, transport)
+            transport, entry = open_kernel(KERNEL, transport, instance=instance)
             max_batch = max_batch or entry.parameters["max_batch"]
+            self.instances = entry.instances
+        elif instance != 0:
+            raise ValueError(f"instance {instance} needs a board backend ('pynq' or 'xrt'); a given transport is one IP")
+        self.instance = int(instance)
         self.driver = TabularDriver(transport, timeout_s)
         d = self.driver
         if n_states > d.max_states or n_actions > d.max_actions:

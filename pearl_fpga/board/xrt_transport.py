@@ -55,19 +55,22 @@ class XrtTransport(Transport):
 
     poll_interval_s = 1e-5
 
-    def __init__(self, card: XrtDevice, kernel: str, cu_name: str, in_word_bytes: int, out_word_bytes: int):
+    def __init__(self, card: XrtDevice, kernel: str, cu_name: str, in_word_bytes: int, out_word_bytes: int,
+                 instance: int = 0):
         px = card.pyxrt
         self.card = card
         self.in_word_bytes = in_word_bytes
         self.out_word_bytes = out_word_bytes
-        self.description = f"XRT {cu_name}"
+        # Compute units are numbered from 1 (hls/build.mk's connectivity): copy i is <name>_<i + 1>.
+        cu, mm2s, s2mm = (f"{name}:{{{name}_{instance + 1}}}" for name in (cu_name, f"mm2s_{kernel}", f"s2mm_{kernel}"))
+        self.description = f"XRT {cu_name}_{instance + 1}"
         try:
-            self.ip = px.ip(card.device, card.uuid, f"{cu_name}:{{{cu_name}_1}}")
-            self.mm2s = px.kernel(card.device, card.uuid, f"mm2s_{kernel}")
-            self.s2mm = px.kernel(card.device, card.uuid, f"s2mm_{kernel}")
+            self.ip = px.ip(card.device, card.uuid, cu)
+            self.mm2s = px.kernel(card.device, card.uuid, mm2s)
+            self.s2mm = px.kernel(card.device, card.uuid, s2mm)
         except Exception as exc:  # noqa: BLE001
             raise BackendUnavailable(
-                f"the xclbin has no {cu_name} / mm2s_{kernel} / s2mm_{kernel} ({exc}): it does not match the manifest; "
+                f"the xclbin has no {cu} / {mm2s} / {s2mm} ({exc}): it does not match the manifest; "
                 "rebuild it with `make xclbin PLATFORM=...`"
             ) from exc
         self._send_run: Any = None

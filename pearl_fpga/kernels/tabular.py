@@ -231,8 +231,8 @@ class TabularQ:
         own copy of the current table, in order, independently of the others; the copies are merged by
         the integer mean rounded half up (merge_partitions). A slice never sees the updates of another
         slice, so the result differs from `update` over the whole batch (which it equals for parts=1);
-        it is what K independent kernels compute: K threads of the cpu backend; on a board, whose bitstream
-        holds one kernel instance, the K slices one after another.
+        it is what K independent kernels compute: K threads of the cpu backend; on a board, the bitstream's
+        kernel instances at once (slice i on instance i mod instances, each instance's slices in order).
         threads: worker threads (default min(parts, 8)); the cpu backend releases the GIL.
         """
         k = _as_count(parts, "parts")
@@ -244,9 +244,14 @@ class TabularQ:
         start = self._backend.table()
         bounds = np.array_split(np.arange(args[0].shape[0]), k)
         slices = [(int(b[0]), int(b[-1]) + 1) if b.size else (0, 0) for b in bounds]
-        # A board holds one kernel instance: its slices run one after another on it (same result).
+        # On a board slice i runs on kernel instance i mod I (I = the bitstream's instances, at most K),
+        # one worker per instance, each instance's slices in order.
         on_board = self.backend_name in ("pynq", "xrt")
-        backends = [self._backend] * k if on_board else [self._spawn() for _ in range(k)]
+        if on_board:
+            units = [self._backend] + [self._spawn(instance=j) for j in range(1, min(k, self._backend.instances))]
+            backends = [units[i % len(units)] for i in range(k)]
+        else:
+            units = backends = [self._spawn() for _ in range(k)]
 
         def run(i: int) -> np.ndarray | None:
             lo, hi = slices[i]
@@ -261,7 +266,14 @@ class TabularQ:
                     be.update(*part)
             return be.table()
 
-        if workers == 1 or k == 1 or on_board:
+        def run_unit(u: int) -> list[np.ndarray | None]:  # every slice of one kernel instance, in order
+            return [run(i) for i in range(u, k, len(units))]
+
+        if on_board:
+            with ThreadPoolExecutor(max_workers=len(units)) as pool:
+                per_unit = list(pool.map(run_unit, range(len(units))))
+            tables = [per_unit[i % len(units)][i // len(units)] for i in range(k)]
+        elif workers == 1 or k == 1:
             tables = [run(i) for i in range(k)]
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -271,9 +283,9 @@ class TabularQ:
             raise AssertionError("the cpu backend refused transitions that the validator accepts")
         self._backend.load(merge_partitions(tables))
 
-    def _spawn(self) -> Any:
-        """A backend of the same kind and configuration, for one partition."""
-        _, be = make_backend(self.backend_name, self.n_states, self.n_actions, **self._options)
+    def _spawn(self, **extra: Any) -> Any:
+        """A backend of the same kind and configuration, for one partition (`extra`: e.g. instance=j)."""
+        _, be = make_backend(self.backend_name, self.n_states, self.n_actions, **{**self._options, **extra})
         be.configure(self.alpha_word, self.gamma_word, self.algo == "sarsa")
         return be
 
