@@ -64,8 +64,8 @@ def _code(path: Path) -> str:
     return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
 
 
-# Everything Vitis HLS reads: every kernel's sources and headers (testbenches aside).
-SYNTH_SOURCES = sorted(p for p in ROOT.glob("hls/*/*") if p.suffix in (".h", ".cpp") and not p.name.endswith("_tb.cpp"))
+# Everything Vitis HLS reads: every kernel's sources and headers (testbenches, *_tb.cpp / *_tb.h, aside).
+SYNTH_SOURCES = sorted(p for p in ROOT.glob("hls/*/*") if p.suffix in (".h", ".cpp") and not p.stem.endswith("_tb"))
 
 
 @pytest.mark.parametrize("path", SYNTH_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))

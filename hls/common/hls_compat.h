@@ -4,7 +4,9 @@
 // Under Vitis HLS (synthesis, and C/co-simulation, where hls/build.mk defines PEARL_VENDOR_HLS so the
 // testbench sees the same types as the synthesized top) the vendor headers are used. Under g++ a minimal FIFO
 // stands in for hls::stream: read() on an empty stream is a testbench bug and aborts loudly
-// instead of hanging.
+// instead of hanging; with PEARL_STREAM_THROWS it throws pearl::starved instead (the C-simulation
+// transport's build, pearl_fpga/board/csim_transport.py: a top starved of input is a kernel that
+// never finishes, reported as a timeout).
 #pragma once
 
 #include <cstdint>
@@ -43,8 +45,13 @@ inline axis16 make_axis16(int16_t data, bool last) {
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <stdexcept>
 
 namespace pearl {
+
+struct starved : std::runtime_error {
+    starved() : std::runtime_error("read from an empty stream") {}
+};
 
 template <typename T>
 class stream {
@@ -52,8 +59,12 @@ class stream {
     void write(const T& v) { fifo_.push_back(v); }
     T read() {
         if (fifo_.empty()) {
+#ifdef PEARL_STREAM_THROWS
+            throw starved();
+#else
             std::fprintf(stderr, "pearl::stream: read from an empty stream\n");
             std::abort();
+#endif
         }
         T v = fifo_.front();
         fifo_.pop_front();

@@ -1,0 +1,120 @@
+"""The board drivers, unchanged, against the HLS C++ tops compiled by g++ (the design that ships), through
+pearl_fpga.board.csim_transport; tests/test_board_sim.py runs the same drivers against the RTL.
+
+The C-simulation transport behaves as an HLS IP: output registers (the identity among them) read 0
+until a call ends, which is why every driver starts an empty call before reading them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mlp_cases import random_inputs, random_layers
+
+from pearl_fpga.backends.mlp_numpy import NumpyMLPBackend
+from pearl_fpga.backends.replay_numpy import ReplayNumpyBackend
+from pearl_fpga.backends.tabular_numpy import TabularNumpyBackend
+from pearl_fpga.board.csim_transport import CSimTransport
+from pearl_fpga.board.mlp_driver import MLPBoardBackend
+from pearl_fpga.board.replay_driver import ReplayBoardBackend
+from pearl_fpga.board.tabular_driver import TabularBoardBackend
+from pearl_fpga.errors import KernelTimeout
+from pearl_fpga.spec import mlp as mfmt
+from pearl_fpga.spec import replay as rfmt
+from pearl_fpga.spec import tabular as tfmt
+
+
+def test_output_registers_read_zero_until_a_call_ends():
+    t = CSimTransport("replay", {"REPLAY_CAPACITY": 100, "REPLAY_FANOUT": 4})
+    assert (t.read(rfmt.REG_CAPACITY), t.read(rfmt.REG_FANOUT)) == (0, 0)
+    board = ReplayBoardBackend(100, 4, transport=t)  # the driver's empty call sets them
+    assert (board.driver.capacity, board.driver.fanout) == (100, 4)
+
+
+@pytest.mark.parametrize("capacity,fanout,requested", [(100, 4, (100, 4)), (64, 16, (60, 2))])
+def test_replay_driver_on_the_hls_top(capacity, fanout, requested):
+    """Updates (repeated indices, zeros, saturating values), samples and clear, in batches split to
+    max_batch, equal to the numpy reference; a smaller tree and another fan-out than synthesized."""
+    rng = np.random.default_rng(capacity)
+    t = CSimTransport("replay", {"REPLAY_CAPACITY": capacity, "REPLAY_FANOUT": fanout})
+    cap, k = requested
+    board = ReplayBoardBackend(cap, k, transport=t, max_batch=16)
+    ref = ReplayNumpyBackend(cap, k)
+    for round_ in range(4):
+        n = int(rng.integers(1, 50))
+        idx = rng.integers(0, cap, n).astype(np.uint32)
+        idx[: n // 4] = idx[0]
+        prio = rng.exponential(1.0, n) * (rng.random(n) > 0.2)
+        if round_ == 3:
+            prio[::3] = 1e9
+        words, _ = rfmt.priorities_to_fixed(prio)
+        board.update(idx, words)
+        ref.update(idx, words)
+        assert board.total() == ref.total()
+        targets = rfmt.stratified_targets(ref.total(), int(rng.integers(1, 40)), rng)
+        got, want = board.sample(targets), ref.sample(targets)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    board.clear()
+    assert board.total() == 0
+
+
+def test_mlp_driver_on_the_hls_top():
+    """LOAD and INFER (raw and tanh heads, a full-width layer, saturating shifts), batches split to
+    max_batch, equal to the numpy reference; a network over the synthesized size is refused."""
+    lanes, max_width, max_layers = 4, 32, 4  # MAX_WIDTH: a multiple of the HLS top's 32-word row alignment
+    t = CSimTransport("mlp", {"MLP_LANES": lanes, "MLP_MAX_WIDTH": max_width, "MLP_MAX_LAYERS": max_layers})
+    board = MLPBoardBackend(transport=t, max_batch=5)
+    assert (board.lanes, board.max_width, board.max_layers) == (lanes, max_width, max_layers)
+    rng = np.random.default_rng(1)
+    for widths, head, kw in (([3, max_width, 5, 2], mfmt.HEAD_RAW, {}), ([max_width, 7, 3], mfmt.HEAD_TANH, {}),
+                             ([4, 6, 6, 6, 3], mfmt.HEAD_RAW, {"shifts": (0, 3)})):
+        layers = random_layers(rng, widths, head, **kw)
+        board.load(layers, head)
+        ref = NumpyMLPBackend()
+        ref.load(layers, head)
+        for batch in (1, 7, 12):
+            x = random_inputs(rng, batch, widths[0])
+            (out, argmax), (want, want_argmax) = board.infer(x), ref.infer(x)
+            assert np.array_equal(out, want)
+            assert (argmax is None and want_argmax is None) or np.array_equal(argmax, want_argmax)
+    with pytest.raises(ValueError, match="max_width"):
+        board.load(random_layers(rng, [3, max_width + 1, 2], mfmt.HEAD_RAW), mfmt.HEAD_RAW)
+
+
+@pytest.mark.parametrize("sarsa", [False, True])
+def test_tabular_driver_on_the_hls_top(sarsa):
+    """Updates (random walks, the same (s, a) over and over with s2 == s, saturation), host loads,
+    read-back and clear, calls split to max_batch, a smaller table than synthesized: equal to numpy."""
+    t = CSimTransport("tabular", {"TABULAR_STATES": 32, "TABULAR_ACTIONS": 4})
+    rng = np.random.default_rng(int(sarsa))
+    for n_states, n_actions in ((32, 4), (20, 3)):
+        board = TabularBoardBackend(n_states, n_actions, transport=t, max_batch=40)
+        ref = TabularNumpyBackend(n_states, n_actions)
+        for alpha, gamma in ((19661, 62259), (65536, 65536), (1, 0)):
+            board.configure(alpha, gamma, sarsa)
+            ref.configure(alpha, gamma, sarsa)
+            start = rng.integers(tfmt.INT32_MIN, tfmt.INT32_MAX, (n_states, n_actions), dtype=np.int64).astype(np.int32)
+            board.load(start)
+            ref.load(start)
+            n = 150
+            s = np.where(rng.random(n) < 0.5, 0, rng.integers(0, n_states, n)).astype(np.uint32)
+            s2 = np.where(rng.random(n) < 0.5, s, rng.integers(0, n_states, n)).astype(np.uint32)
+            batch = (s, rng.integers(0, n_actions, n).astype(np.uint32),
+                     rng.integers(tfmt.INT32_MIN, tfmt.INT32_MAX, n, dtype=np.int64).astype(np.int32), s2,
+                     rng.integers(0, n_actions, n).astype(np.uint32), (rng.random(n) < 0.2).astype(np.uint8))
+            board.update(*batch)
+            ref.update(*batch)
+            assert np.array_equal(board.table(), ref.table())
+        board.clear()
+        assert not board.table().any()
+
+
+def test_a_starved_top_times_out_naming_the_kernel():
+    """n_cmds says 6, 2 commands are sent: the top waits for ever, the driver times out."""
+    t = CSimTransport("tabular", {"TABULAR_STATES": 16, "TABULAR_ACTIONS": 2})
+    board = TabularBoardBackend(16, 2, transport=t, timeout_s=0.05)
+    zero = np.zeros(2, np.int64)
+    cmds = tfmt.encode_commands(np.full(2, tfmt.OP_UPDATE), zero, zero, zero, s2=zero, a2=zero, done=zero)
+    with pytest.raises(KernelTimeout, match=r"tabular kernel on C simulation of tabular_top .*did not signal ap_done.*"
+                                            r"n_cmds@0x10=0x00000006"):
+        board.driver.run(cmds, 0, n_cmds=6)
