@@ -2,7 +2,7 @@
 #   make train   train DQN on CartPole-v1 with the FPGA kernels in emulation (the main job)
 #   make test    every test: the C simulations (make csim), the import layers (lint-imports), then pytest
 #   make sim     only the cocotb testbenches of the reference RTL
-#   make csim    build and run the C++ testbenches of hls/ with g++
+#   make csim    build and run the C++ testbenches of hls/ with g++ (csim-vendor: again on the vendor HLS headers)
 #   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp) against the installed baselines
 #   make figures every benchmark behind the docs' figures, as JSON in docs/figures/, rendered into docs/benchmarks.md
 # Tool flows for bitstreams (hls, cosim, bitstream, xclbin, resources) live in hls/build.mk.
@@ -19,7 +19,7 @@ CSIM_REPLAY_SHAPES := 1/2 17/16 100/4 1000/8  # synthesis parameters (capacity/f
 CSIM_TABULAR_SHAPES := 1/1 13/3 64/64  # synthesis parameters (states/actions) beyond the default top
 HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp pearl_fpga/native/*.cpp pearl_fpga/native/*.h)
 
-.PHONY: venv native test sim csim train bench figures clean help
+.PHONY: venv native test sim csim csim-vendor train bench figures clean help
 .DEFAULT_GOAL := help
 
 help:
@@ -45,7 +45,7 @@ $(VENV)/.stamp-native: $(VENV)/.stamp-deps $(HLS_SOURCES)
 
 native: $(VENV)/.stamp-native
 
-test: native csim
+test: native csim csim-vendor
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
@@ -73,6 +73,24 @@ csim:
 	  $(CXX) -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-label -Ihls -Ihls/tabular -DTABULAR_STATES=$$st -DTABULAR_ACTIONS=$$ac \
 	    hls/tabular/tabular.cpp hls/tabular/tabular_tb.cpp -o build/csim/tabular_tb_$${st}_$$ac; \
 	  ./build/csim/tabular_tb_$${st}_$$ac; \
+	done
+
+# The same testbenches on the code Vitis HLS sees (-DPEARL_VENDOR_HLS, C++14): the real ap_int.h and
+# hls_stream.h, the Apache-2.0 copies that the hls4ml wheel ships (installed without its Python
+# dependencies, never imported, never copied here), and tests/vendor/ap_axi_sdata.h for the stream beats.
+HLS4ML := hls4ml==1.3.0
+$(VENV)/.stamp-vendor-hls: $(VENV)/.stamp-deps
+	$(PIP) install -q --no-deps "$(HLS4ML)"
+	touch $@
+
+csim-vendor: $(VENV)/.stamp-vendor-hls
+	@mkdir -p build/csim-vendor
+	@set -e; inc=$$($(PY) -c 'import importlib.util, pathlib; s = importlib.util.find_spec("hls4ml"); print(pathlib.Path(s.submodule_search_locations[0]) / "templates/vivado/ap_types" if s else "")'); \
+	test -f "$$inc/ap_int.h" || { echo "error: the vendor HLS headers (ap_int.h of $(HLS4ML)) are missing; run $(PIP) install --no-deps '$(HLS4ML)'" >&2; exit 1; }; \
+	for k in $(CSIM_UNITS); do \
+	  echo "csim $$k on the vendor HLS headers"; \
+	  $(CXX) -std=c++14 -O1 -w -DPEARL_VENDOR_HLS -I"$$inc" -Itests/vendor -Ihls -Ihls/$$k hls/$$k/$$k.cpp hls/$$k/$${k}_tb.cpp -o build/csim-vendor/$${k}_tb; \
+	  ./build/csim-vendor/$${k}_tb; \
 	done
 
 train: native
