@@ -88,3 +88,63 @@ def test_kernel_source_avoids_unsynthesizable_constructs(path, pattern, why):
 def test_synthesizability_checks_cover_every_kernel():
     kernels = {p.parent.name for p in SYNTH_SOURCES}
     assert {"replay", "mlp", "tabular", "datamover", "common"} <= kernels, kernels
+
+
+def _pipelined_bodies(code: str):
+    """(line, body) of every block that holds a `#pragma HLS PIPELINE`: the innermost braces around it."""
+    for m in re.finditer(r"#pragma HLS PIPELINE", code):
+        depth, start = 0, m.start()
+        while start > 0:  # back to the unmatched '{' that opens the pipelined loop's body
+            start -= 1
+            if code[start] == "}":
+                depth += 1
+            elif code[start] == "{":
+                if depth == 0:
+                    break
+                depth -= 1
+        depth, end = 0, start
+        while end < len(code):  # forward to its matching '}'
+            if code[end] == "{":
+                depth += 1
+            elif code[end] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            end += 1
+        yield code.count("\n", 0, m.start()) + 1, code[start:end + 1]
+
+
+@pytest.mark.parametrize("path", SYNTH_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_early_return_inside_a_pipelined_loop(path):
+    """A return inside a pipelined loop gives it a data-dependent exit that Vitis cannot pipeline at
+    its II (or flushes the pipeline): end such loops with flags instead."""
+    bad = [line for line, body in _pipelined_bodies(_code(path)) if re.search(r"\breturn\b", body)]
+    assert not bad, f"{path.relative_to(ROOT)}: return inside the pipelined loop of the pragma at line(s) {bad}"
+
+
+def test_the_early_return_check_sees_one():
+    bad = "void f(int n) {\n    for (int i = 0; i < n; i++) {\n#pragma HLS PIPELINE II = 1\n        if (i == 3) return;\n    }\n}\n"
+    assert [b for _, b in _pipelined_bodies(bad) if "return" in b]
+    assert not [b for _, b in _pipelined_bodies(bad.replace("return;", "continue;")) if re.search(r"\breturn\b", b)]
+
+
+# Functions only the cpu build runs (the HLS tops never call them): no pipeline pragmas there.
+CPU_ONLY = {"replay/replay.cpp": ("sample_k", "tree_clear", "tree_update", "tree_sample"),
+            "tabular/tabular.cpp": ("update_batch",)}
+
+
+def _function_body(code: str, name: str) -> str:
+    m = re.search(rf"\b{name}\s*\([^;{{]*\)\s*\{{", code)
+    assert m, f"no definition of {name}"
+    depth, i = 0, m.end() - 1
+    for i in range(m.end() - 1, len(code)):
+        depth += {"{": 1, "}": -1}.get(code[i], 0)
+        if depth == 0:
+            break
+    return code[m.end():i]
+
+
+@pytest.mark.parametrize("source,name", [(s, n) for s, names in CPU_ONLY.items() for n in names])
+def test_cpu_only_functions_carry_no_pipeline_pragma(source, name):
+    body = _function_body(_code(ROOT / "hls" / source), name)
+    assert "#pragma HLS PIPELINE" not in body, f"{name} in hls/{source} runs on the CPU only; drop its PIPELINE pragma"

@@ -188,6 +188,9 @@ LOAD_HEADER:
         return ERR_BAD_LOAD;  // old weights stay in place
     }
     n_layers_out = 0;  // invalid until the last word arrives
+    // A frame that ends early stops the reads (the loops run on, writing zeros) and fails at the end:
+    // no early return inside the pipelined loop, whose exit must stay its trip count.
+    bool truncated = false;
 LOAD_LAYERS:
     for (int l = 0; l < n_layers; ++l) {
         const LayerDesc& d = desc[l];
@@ -200,10 +203,12 @@ LOAD_LAYERS:
 #pragma HLS PIPELINE II = 1  // one stream word per clock, the AXI4-Stream rate
                 int16_t v = 0;
                 if (j < d.n_in) {
-                    if (ended) return ERR_BAD_LOAD;  // truncated: no weights
-                    pearl::axis16 x = in.read();
-                    ended = x.last;
-                    v = x.data;
+                    truncated = truncated || ended;
+                    if (!truncated) {
+                        pearl::axis16 x = in.read();
+                        ended = x.last;
+                        v = x.data;
+                    }
                 }
                 weight[d.w_offset + i * d.stride + j] = v;
             }
@@ -211,14 +216,23 @@ LOAD_LAYERS:
     LOAD_BIASES:
         for (int i = 0; i < d.m_out; ++i) {
 #pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_WIDTH
-            if (ended) return ERR_BAD_LOAD;
-            pearl::axis16 lo = in.read();
-            if (lo.last) return ERR_BAD_LOAD;
-            pearl::axis16 hi = in.read();
-            ended = hi.last;
-            bias[d.b_offset + i] = int32_t(uint32_t(uint16_t(lo.data)) | (uint32_t(uint16_t(hi.data)) << 16));
+            truncated = truncated || ended;
+            uint16_t lo = 0, hi = 0;
+            if (!truncated) {
+                const pearl::axis16 w0 = in.read();
+                lo = uint16_t(w0.data);
+                ended = w0.last;
+                truncated = ended;  // a bias cut in half
+            }
+            if (!truncated) {
+                const pearl::axis16 w1 = in.read();
+                hi = uint16_t(w1.data);
+                ended = w1.last;
+                bias[d.b_offset + i] = int32_t(uint32_t(lo) | (uint32_t(hi) << 16));
+            }
         }
     }
+    if (truncated) return ERR_BAD_LOAD;  // the stream ended early: no weights
     if (!ended) {  // too long: drain, no weights
     LOAD_DRAIN_TAIL:
         while (!ended) ended = in.read().last;

@@ -60,7 +60,6 @@ SAMPLE_LEVELS:
     SAMPLE_BATCH:
         for (uint32_t b = 0; b < n; b++) {
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_BATCH
-#pragma HLS PIPELINE II = 1
             const uint32_t base = node[b] * K;
             const uint32_t chosen = base + choose_child<K>(child + base, rem[b]);
             node[b] = chosen;
@@ -77,7 +76,6 @@ SAMPLE_LEVELS:
 SAMPLE_LEAVES:
     for (uint32_t b = 0; b < n; b++) {
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_BATCH
-#pragma HLS PIPELINE II = 1
         const uint32_t base = node[b] * K;
         const uint32_t leaf = base + choose_child<K>(leaves + base, rem[b]);
         node[b] = leaf;
