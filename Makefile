@@ -120,6 +120,7 @@ figures: native $(VENV)/.stamp-bench
 	$(BENCH) mlp --json $(FIG)/mlp.json
 	$(BENCH) plan --steps 3000 --json $(FIG)/plan.json --plot $(FIG)/plan.png
 	$(BENCH) tabular --json $(FIG)/tabular.json
+	$(BENCH) tabular-policies --json $(FIG)/tabular-policies.json
 	$(BENCH) ray --json $(FIG)/ray.json --plot $(FIG)/ray.png
 	$(PY) docs/render.py
 

@@ -33,6 +33,7 @@ SECTIONS = {
     "mlp": "MLP kernel: inference against torch eager",
     "plan": "Dispatcher: predicted against measured throughput",
     "tabular": "Tabular kernel: updates per second",
+    "tabular-policies": "Tabular kernel: learned policies",
     "ray": "Ray engine: transport, actor scaling, broadcast, recovery",
 }
 QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4)}  # (return at least, seeds out of 5)
@@ -231,6 +232,23 @@ def _tabular(results: dict[str, Any]) -> str:
     return "\n\n".join(out)
 
 
+def _tabular_policies(results: dict[str, Any]) -> str:
+    met = {True: "met", False: "NOT met", None: "-"}
+    rows = [[r["env"], r["algo"], f"{r['episodes']:,}", f"{r['alpha']:g}", r["backend"], f"{r['train_s']:.1f}",
+             f"{r['eval_return']:.3f}", f"{r['eval_success']:.3f}", f"{r['exact_return']:.3f}", f"{r['exact_success']:.3f}",
+             met[r["target_met"]]] for r in results["rows"]]
+    targets = "; ".join(f"{env}: " + ", ".join(p for p in ((f"return >= {t[0]:g}" if t[0] is not None else ""),
+                                                            (f"success >= {t[1]:g}" if t[1] is not None else "")) if p)
+                        for env, t in results["targets"].items())
+    return "\n\n".join([
+        _table(["env", "algo", "episodes", "alpha", "backend", "train s", f"eval return ({results['eval_episodes']:,} ep.)",
+                "eval success", "exact return", "exact success", "Q-learning target"], rows),
+        f"Presets of `pearl_fpga.algos.tabular.TabularConfig`, seed {results['seed']}; \"exact\" is the greedy "
+        "policy's expected value from the env's transition model. Targets (Q-learning, on the exact values): "
+        f"{targets}. SARSA learns the values of its exploring behaviour (a safer, longer path on CliffWalking), so "
+        "it is not held to them. The training time depends on the machine, the policies do not."])
+
+
 def _ray(results: dict[str, Any]) -> str:
     rows = [[str(r["batch"]), _f(r["insert_local"]), _f(r["insert_ray"]), f"{r['insert_ratio']:.2f}",
              _f(r["sample_update_local"]), _f(r["sample_update_ray"]), f"{r['sample_update_ratio']:.2f}"]
@@ -271,7 +289,7 @@ def _ray(results: dict[str, Any]) -> str:
 
 
 RENDER = {"train": _train, "learner": _learner, "replay": _replay, "mlp": _mlp, "plan": _plan, "tabular": _tabular,
-          "ray": _ray}
+          "tabular-policies": _tabular_policies, "ray": _ray}
 
 
 # ----------------------------------------------------------------------------------- pages

@@ -41,3 +41,23 @@ def test_bench_tabular_table_and_bad_option(capsys):
     out = capsys.readouterr().out
     assert "numpy loop" in out and "updates/s" in out and "machine:" in out
     assert main(["bench", "tabular", "--updates", "0"]) == 2
+
+
+def test_bench_tabular_policies_json(capsys):
+    """CliffWalking with the presets: Q-learning finds the shortest path (-13, the target), SARSA the safe one."""
+    assert main(["bench", "tabular-policies", "--envs", "CliffWalking-v1", "--eval-episodes", "20", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["benchmark"] == "tabular-policies"
+    rows = {r["algo"]: r for r in record["results"]["rows"]}
+    assert rows["qlearning"]["exact_return"] == -13.0 and rows["qlearning"]["target_met"] is True
+    assert rows["sarsa"]["target_met"] is None and rows["sarsa"]["exact_success"] == 1.0
+    assert main(["bench", "tabular-policies", "--eval-episodes", "0"]) == 2
+
+
+def test_policy_targets():
+    from pearl_fpga.commands.bench_tabular_policies import _met
+
+    assert _met("Taxi-v4", 7.93, 1.0) and not _met("Taxi-v4", 7.857, 1.0) and not _met("Taxi-v4", 8.0, 0.99)
+    assert _met("FrozenLake8x8-v1", 0.88, 0.884) and not _met("FrozenLake8x8-v1", 0.8, 0.84)
+    assert _met("CliffWalking-v1", -13.0, 1.0) and not _met("CliffWalking-v1", -17.0, 1.0)
+    assert _met("FrozenLake-v1", 0.7, 0.7) is None

@@ -1,0 +1,88 @@
+"""`pearl-fpga bench tabular-policies`: the policies the tabular kernel learns with each preset.
+
+For Q-learning and SARSA on Taxi-v4, CliffWalking-v1 and FrozenLake8x8-v1 (slippery): train with the
+preset (`pearl_fpga.algos.tabular.TabularConfig.preset`, seed 0), then evaluate the greedy policy over
+2,000 episodes with their own seeds and exactly from the env's transition model, and check the issue's
+targets (Taxi success 1.0 and return >= 7.9, CliffWalking return -13, FrozenLake8x8 success >= 0.85)
+for Q-learning. SARSA learns the values of its exploring behaviour, so its targets are not the same.
+Training time depends on the machine; the policies do not (every backend computes the same table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+
+HELP = "tabular kernel: the policies Q-learning and SARSA learn with each preset, evaluated (2,000 episodes and exactly)"
+
+ENVS = ("Taxi-v4", "CliffWalking-v1", "FrozenLake8x8-v1")
+ALGOS = ("qlearning", "sarsa")
+# Q-learning's targets: (mean return at least, success at least), checked on the exact evaluation
+TARGETS: dict[str, tuple[float | None, float | None]] = {
+    "Taxi-v4": (7.9, 1.0), "CliffWalking-v1": (-13.0, None), "FrozenLake8x8-v1": (None, 0.85)}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--eval-episodes", type=int, default=2000, help="sampled evaluation episodes (default 2000)")
+    parser.add_argument("--envs", default=",".join(ENVS), help=f"comma-separated env ids (default {','.join(ENVS)})")
+    parser.add_argument("--algos", default=",".join(ALGOS), help="qlearning,sarsa (default both)")
+    parser.add_argument("--backend", default="auto", help="TabularQ backend for training (default auto: cpu if built)")
+    parser.add_argument("--seed", type=int, default=0)
+    add_json_option(parser)
+
+
+def _met(env_id: str, ret: float, success: float) -> bool | None:
+    want_ret, want_success = TARGETS.get(env_id, (None, None))
+    if want_ret is None and want_success is None:
+        return None
+    ok = True
+    if want_ret is not None:
+        ok = ok and ret >= want_ret - 5e-3  # the targets are stated to two decimals
+    if want_success is not None:
+        ok = ok and success >= want_success - 1e-9
+    return ok
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    from pearl_fpga.algos.tabular import TabularConfig
+    from pearl_fpga.runtime.tabular import TabularTrainer, exact_evaluation
+
+    rows = []
+    for env_id in [e for e in args.envs.split(",") if e]:
+        for algo in [a for a in args.algos.split(",") if a]:
+            cfg = TabularConfig.preset(algo, env_id, seed=args.seed, eval_episodes=args.eval_episodes,
+                                       checkpoint_every=0, backend=args.backend)
+            trainer = TabularTrainer(cfg)
+            t0 = time.perf_counter()
+            trainer.train()
+            train_s = time.perf_counter() - t0
+            sampled = trainer.evaluate(args.eval_episodes)
+            exact_ret, exact_success = exact_evaluation(trainer.env, trainer.kernel.greedy(), cfg.success_reward)
+            row = {"env": env_id, "algo": algo, "episodes": cfg.episodes, "alpha": cfg.alpha, "gamma": cfg.gamma,
+                   "backend": trainer.kernel.backend_name, "train_s": train_s, "eval_return": sampled.mean,
+                   "eval_success": sampled.success_rate, "exact_return": exact_ret, "exact_success": exact_success,
+                   "target_met": _met(env_id, exact_ret, exact_success) if algo == "qlearning" else None}
+            rows.append(row)
+            print(f"  {env_id} {algo}: {cfg.episodes:,} episodes in {train_s:.1f} s, exact return {exact_ret:.3f}, "
+                  f"success {exact_success:.3f}", file=sys.stderr, flush=True)
+    return {"eval_episodes": args.eval_episodes, "seed": args.seed, "targets": {k: list(v) for k, v in TARGETS.items()},
+            "rows": rows}
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.eval_episodes < 1:
+        print("error: --eval-episodes must be >= 1")
+        return 2
+    with LoadProbe() as probe:
+        results = measure(args)
+    write_record(args, "tabular-policies", results, probe)
+    if args.json != "-":
+        for r in results["rows"]:
+            met = {True: "target met", False: "target NOT met", None: ""}[r["target_met"]]
+            print(f"{r['env']:<18} {r['algo']:<10} exact return {r['exact_return']:9.3f}  success {r['exact_success']:.3f}  "
+                  f"sampled {r['eval_return']:9.3f} / {r['eval_success']:.3f}  {met}")
+    return 0
