@@ -14,7 +14,6 @@
 .PHONY: hls cosim bitstream xclbin resources hw-help
 
 KERNEL   ?= replay
-HW_KERNELS := replay mlp tabular  # the kernels of every bitstream, each with an AXI DMA or data movers
 BOARD    ?= pynq-z2
 PLATFORM ?=
 HW_BUILD := build/hw
@@ -34,6 +33,8 @@ endef
 
 # Board figures, read from the catalog only when a hardware target runs (unknown names stop here).
 ifneq ($(filter hls cosim bitstream xclbin resources,$(MAKECMDGOALS)),)
+# the kernels of every bitstream, each with an AXI DMA or data movers (pearl_fpga/spec/kernels.py)
+HW_KERNELS := $(shell $(CATALOG) kernels)
 ifeq ($(filter $(KERNEL),$(HW_KERNELS)),)
 $(error KERNEL must be one of $(HW_KERNELS), got '$(KERNEL)')
 endif

@@ -18,6 +18,7 @@ from typing import Any
 
 from pearl_fpga.data import data_path
 from pearl_fpga.errors import PearlError
+from pearl_fpga.spec.kernels import KERNELS
 
 SCHEMA_VERSION = 1
 DEFAULT_CATALOG = data_path("bitstreams", "catalog.json")
@@ -25,12 +26,8 @@ DEFAULT_CATALOG = data_path("bitstreams", "catalog.json")
 KINDS = ("zynq", "alveo")
 LINK_KINDS = {"zynq": "axi-hp", "alveo": "pcie"}
 RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
-# Kernel sizes a board may ask for: the limits of each kernel's SPEC.md.
-KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {
-    "replay": {"capacity": (1, 1 << 20), "fanout": (2, 16), "max_batch": (1, 4096)},
-    "mlp": {"lanes": (1, 256), "max_width": (1, 256), "max_layers": (1, 4), "max_batch": (1, 4096)},
-    "tabular": {"states": (1, 1 << 20), "actions": (1, 64), "max_batch": (1, 4096), "instances": (1, 16)},
-}
+# Kernel sizes a board may ask for: the limits of each kernel's SPEC.md (pearl_fpga.spec.kernels).
+KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {k: dict(ip.limits) for k, ip in KERNELS.items()}
 REPLAY_FANOUTS = (2, 4, 8, 16)
 
 
@@ -222,11 +219,7 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
 # Build helper: hls/build.mk reads the catalog through these commands, so no figure is kept twice.
 
 # Kernel synthesis parameter -> the macro of hls/<kernel>/<kernel>.h that sets it for Vitis HLS.
-HLS_MACROS: dict[str, dict[str, str]] = {
-    "replay": {"capacity": "REPLAY_CAPACITY", "fanout": "REPLAY_FANOUT"},
-    "mlp": {"lanes": "MLP_LANES", "max_width": "MLP_MAX_WIDTH", "max_layers": "MLP_MAX_LAYERS", "max_batch": "MLP_MAX_BATCH"},
-    "tabular": {"states": "TABULAR_STATES", "actions": "TABULAR_ACTIONS", "max_batch": "TABULAR_MAX_BATCH"},
-}
+HLS_MACROS: dict[str, dict[str, str]] = {k: dict(ip.hls_macros) for k, ip in KERNELS.items()}
 
 
 def hls_defines(spec: BoardSpec, kernel: str) -> str:
@@ -286,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("make-vars", help="print: kind part board_part(- if none) clock_mhz period_ns (one call for hls/build.mk)")
     v.add_argument("board")
     sub.add_parser("list", help="print the board names")
+    sub.add_parser("kernels", help="print the kernels every bitstream holds (pearl_fpga.spec.kernels)")
     sub.add_parser("check", help="validate the catalog")
     args = parser.parse_args(argv)
     try:
@@ -298,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
             print(board_for_platform(args.platform).name)
         elif args.cmd == "list":
             print("\n".join(load_catalog()))
+        elif args.cmd == "kernels":
+            print(" ".join(KERNELS))
         else:
             print(f"{DEFAULT_CATALOG}: {len(load_catalog())} boards, ok")
     except CatalogError as exc:

@@ -33,9 +33,10 @@ import numpy as np
 from pearl_fpga.board.transport import CTRL_DONE, CTRL_IDLE, CTRL_READY, CTRL_START, Transport
 from pearl_fpga.data import cache_root, data_path
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout, PearlError
+from pearl_fpga.spec.kernels import KERNELS
 
 # kernel -> (bytes per input word, bytes per output word), as the IPs' streams (SPEC.md)
-WORD_BYTES = {"replay": (16, 16), "mlp": (2, 2), "tabular": (16, 16)}
+WORD_BYTES = {k: (ip.in_word_bytes, ip.out_word_bytes) for k, ip in KERNELS.items()}
 REGISTER_WORDS = 64  # 0x00 .. 0xfc
 OUT_CAPACITY = 1 << 24  # bytes of output one call may produce
 

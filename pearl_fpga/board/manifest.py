@@ -32,24 +32,21 @@ from typing import Any
 from pearl_fpga.board.vivado_reports import parse_timing_summary, parse_utilization
 from pearl_fpga.data import work_root
 from pearl_fpga.errors import ManifestError
+from pearl_fpga.spec.kernels import KERNELS
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 
-# Interface version of each kernel's SPEC.md (ports, stream words, register map). Drivers check it.
-INTERFACE_VERSIONS: dict[str, int] = {"replay": 1, "mlp": 1, "tabular": 1}
-
-# Synthesis parameters each kernel records (the same names as the catalog's "kernels" entries).
-KERNEL_PARAMETERS: dict[str, tuple[str, ...]] = {
-    "replay": ("capacity", "fanout", "max_batch"),
-    "mlp": ("lanes", "max_width", "max_layers", "max_batch"),
-    "tabular": ("states", "actions", "max_batch", "instances"),
-}
-# Name of each kernel's (first) HLS IP instance in the block design (Zynq) or compute unit (Alveo);
-# KernelEntry.instance_names gives those of further instances (a kernel with an "instances" parameter).
-IP_NAMES: dict[str, str] = {"replay": "replay_top_0", "mlp": "mlp_top_0", "tabular": "tabular_top_0"}
-# AXI DMA instance carrying each kernel's streams in the Zynq block design.
-DMA_NAMES: dict[str, str] = {"replay": "dma_replay", "mlp": "dma_mlp", "tabular": "dma_tabular"}
+# Derived from the one kernel table (pearl_fpga.spec.kernels):
+# the interface version of each kernel's SPEC.md (ports, stream words, register map); drivers check it.
+INTERFACE_VERSIONS: dict[str, int] = {k: ip.interface_version for k, ip in KERNELS.items()}
+# the synthesis parameters each kernel records (the same names as the catalog's "kernels" entries);
+KERNEL_PARAMETERS: dict[str, tuple[str, ...]] = {k: ip.parameters for k, ip in KERNELS.items()}
+# the name of each kernel's (first) HLS IP instance in the block design (Zynq) or compute unit (Alveo),
+# KernelEntry.instance_names giving those of further instances (a kernel with an "instances" parameter);
+IP_NAMES: dict[str, str] = {k: ip.ip_name for k, ip in KERNELS.items()}
+# the AXI DMA carrying each kernel's streams in the Zynq block design.
+DMA_NAMES: dict[str, str] = {k: ip.dma_name for k, ip in KERNELS.items()}
 RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
 
 

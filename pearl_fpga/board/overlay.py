@@ -24,10 +24,11 @@ from pearl_fpga.data import data_path
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS, MANIFEST_NAME, KernelEntry, Manifest, load_manifest
 from pearl_fpga.board.transport import Transport
 from pearl_fpga.errors import BackendUnavailable, ManifestError
+from pearl_fpga.spec.kernels import KERNELS
 
 BACKEND_KIND = {"pynq": "zynq", "xrt": "alveo"}
 # Stream word sizes (input, output) in bytes of each kernel (SPEC.md).
-WORD_BYTES = {"replay": (16, 16), "mlp": (2, 2), "tabular": (16, 16)}
+WORD_BYTES = {k: (ip.in_word_bytes, ip.out_word_bytes) for k, ip in KERNELS.items()}
 # $BOARD on the official PYNQ images -> catalog name.
 PYNQ_BOARDS = {"pynq-z2": "pynq-z2", "zcu104": "zcu104", "kv260": "kv260"}
 

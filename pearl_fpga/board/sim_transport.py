@@ -27,6 +27,7 @@ import numpy as np
 
 from pearl_fpga.board.transport import Transport
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
+from pearl_fpga.spec.kernels import KERNELS
 
 try:  # cocotb >= 2.0 names (1.x called them external / function)
     import cocotb
@@ -45,10 +46,7 @@ T = TypeVar("T")
 
 # kernel -> (input stream prefix, output stream prefix, bytes per input word, bytes per output word)
 STREAMS: dict[str, tuple[str, str, int, int]] = {
-    "replay": ("s_axis_cmd", "m_axis_resp", 16, 16),
-    "mlp": ("s_axis_in", "m_axis_out", 2, 2),
-    "tabular": ("s_axis_cmd", "m_axis_resp", 16, 16),
-}
+    k: (ip.in_stream, ip.out_stream, ip.in_word_bytes, ip.out_word_bytes) for k, ip in KERNELS.items()}
 
 __all__ = ["SimTransport", "bridge", "resume"]
 
