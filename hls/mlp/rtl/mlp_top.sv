@@ -14,7 +14,8 @@
 //   sums (3) -> accumulate, bias on the first step (4) -> round, saturate, ReLU, write (5).
 //   A layer starts when the previous layer's last write has landed: about 5 cycles per layer.
 // - Output head: RAW values then their argmax (first maximum), or the 1025-entry tanh table with
-//   linear interpolation, applied word by word as the output streams.
+//   linear interpolation, applied word by word as the output streams, through three registered
+//   stages (buffer read, table read, interpolation multiply) in front of m_axis_out.
 module mlp_top #(
     parameter int LANES = 16,            // parallel multiply-accumulate lanes (power of two, 2..64)
     parameter int MAX_LAYERS = 4,        // linear layers the weight memory holds
@@ -289,6 +290,12 @@ module mlp_top #(
     end
 
     // ---------------------------------------------------------------- output stream and head
+    // Three registered stages between the output buffer and the stream, so that no clock path runs
+    // from the buffer's read through the tanh table and the interpolation multiply into tdata:
+    //   q1: the word picked from the buffer (a value, or the argmax after a RAW head's values);
+    //   q2: for a tanh head, the two table entries around it and the interpolation fraction;
+    //   q3: the word on the stream (tdata/tlast).
+    // The stages move together whenever the stream takes q3 or q3 is empty (`o_adv`).
     logic [15:0] tanh_lut [1025];
     initial $readmemh(TANH_MEMH, tanh_lut);
 
@@ -297,31 +304,61 @@ module mlp_top #(
     logic [15:0]        o_arg;
     wire  [15:0]        o_words = ob_m + (cfg_tanh ? 16'd0 : 16'd1);
     wire  signed [15:0] o_val = ob[o_idx < 16'(MAX_WIDTH) ? o_idx : 16'd0];
-    logic signed [15:0] o_tanh;
+    wire                o_last = (o_idx == o_words - 1);
+
+    logic               q1_valid, q1_last;
+    logic signed [15:0] q1_word;
+    logic               q2_valid, q2_last;
+    logic signed [16:0] q2_t0, q2_t1;
+    logic [5:0]         q2_frac;
+    logic signed [15:0] q2_word;
+    logic               q3_valid, q3_last;
+    logic signed [15:0] q3_word;
+
+    wire o_adv  = !q3_valid || m_axis_out_tready;
+    wire o_fire = ob_full && o_adv;  // the buffer hands its next word to q1
+    wire o_busy = q1_valid || q2_valid || q3_valid;
+
+    // q2 -> q3: the interpolation of the tanh head (RAW words pass)
+    logic signed [15:0] q2_tanh;
     always_comb begin : tanh_head
-        logic [15:0] u;
-        logic [10:0] seg;
-        logic signed [16:0] t0, t1, slope;
+        logic signed [16:0] slope;
         logic signed [23:0] frac;
-        u = {~o_val[15], o_val[14:0]};  // y + 32768
-        seg = {1'b0, u[15:6]};
-        t0 = 17'($signed(tanh_lut[seg]));
-        t1 = 17'($signed(tanh_lut[seg + 1]));
-        slope = t1 - t0;
-        frac = (24'(slope) * $signed({18'd0, u[5:0]}) + 24'sd32) >>> 6;
-        o_tanh = 16'(t0 + 17'(frac));
+        slope = q2_t1 - q2_t0;
+        frac = (24'(slope) * $signed({18'd0, q2_frac}) + 24'sd32) >>> 6;
+        q2_tanh = 16'(q2_t0 + 17'(frac));
     end
-    wire o_fire = m_axis_out_tvalid && m_axis_out_tready;
-    assign m_axis_out_tvalid = ob_full;
-    assign m_axis_out_tlast = (o_idx == o_words - 1);
-    assign m_axis_out_tdata = cfg_tanh ? o_tanh : (o_idx == ob_m ? o_arg : o_val);
+
+    always_ff @(posedge ap_clk) begin : output_pipeline
+        if (!ap_rst_n || infer_start) begin
+            q1_valid <= 1'b0;
+            q2_valid <= 1'b0;
+            q3_valid <= 1'b0;
+        end else if (o_adv) begin
+            q1_valid <= o_fire;
+            q1_last  <= o_last;
+            q1_word  <= (!cfg_tanh && o_idx == ob_m) ? $signed(o_arg) : o_val;
+            q2_valid <= q1_valid;
+            q2_last  <= q1_last;
+            q2_word  <= q1_word;
+            q2_t0    <= 17'($signed(tanh_lut[{1'b0, ~q1_word[15], q1_word[14:6]}]));       // segment of y + 32768
+            q2_t1    <= 17'($signed(tanh_lut[{1'b0, ~q1_word[15], q1_word[14:6]} + 11'd1]));
+            q2_frac  <= q1_word[5:0];
+            q3_valid <= q2_valid;
+            q3_last  <= q2_last;
+            q3_word  <= cfg_tanh ? q2_tanh : q2_word;
+        end
+    end
+    assign m_axis_out_tvalid = q3_valid;
+    assign m_axis_out_tlast  = q3_last;
+    assign m_axis_out_tdata  = q3_word;
 
     // ---------------------------------------------------------------- sequencing
     // Blocks that are each the only writer of their registers: the operation FSM (op_state,
     // done/error, `loaded`), the LOAD FSM (mlp_loader), the receiver and the layer engine of an
     // INFER, and the output stream. They talk through the one-cycle events below and mlp_loader's.
     wire infer_start = op_state == OP_IDLE && op_start && op_mode == 1 && loaded && op_batch <= 32'(MAX_BATCH);
-    wire infer_end   = op_state == OP_INFER && out_obs == op_batch;
+    wire infer_end   = op_state == OP_INFER && out_obs == op_batch && !o_busy;  // the last word left the pipeline
     wire drained     = !p1_valid && !p2_valid && !p3_valid;  // the last write of a layer landed
     wire ib_drain    = op_state == OP_INFER && e_state == E_RUN && e_layer_last && e_l == 0;  // layer 0 issued its last read
     wire ob_fill     = op_state == OP_INFER && e_state == E_FINISH && drained && cur_last_layer;
@@ -443,7 +480,7 @@ module mlp_top #(
                     o_max <= o_val;
                     o_arg <= o_idx;
                 end
-                if (m_axis_out_tlast) begin
+                if (o_last) begin
                     o_idx <= '0;
                     ob_full <= 1'b0;
                     out_obs <= out_obs + 1;
