@@ -3,9 +3,11 @@
 - catalog:   bitstreams/catalog.json -> BoardSpec (part, clock, link, power, kernel sizes)
 - manifest:  bitstreams/<board>/manifest.json, written by the build, checked before loading
 - transport: the one small interface the drivers speak (registers, streams, wait-for-done),
-             implemented for PYNQ (pynq_transport), XRT (xrt_transport) and cocotb (sim_transport)
-- replay_driver, mlp_driver: one class per HLS IP, over any transport
+             implemented for PYNQ (pynq_transport), XRT (xrt_transport), cocotb simulation of the
+             RTL (sim_transport) and C simulation of the HLS tops (csim_transport)
+- replay_driver, mlp_driver, tabular_driver: one class per HLS IP, over any transport
 - overlay:   load a bitstream on a board after validating its manifest
+- hls_budget: the block RAM the HLS designs take on each board (a model)
 
 Nothing here imports pynq or pyxrt until a board is actually opened.
 """
@@ -27,6 +29,9 @@ _LAZY = {
     "ReplayBoardBackend": "pearl_fpga.board.replay_driver",
     "MLPDriver": "pearl_fpga.board.mlp_driver",
     "MLPBoardBackend": "pearl_fpga.board.mlp_driver",
+    "TabularDriver": "pearl_fpga.board.tabular_driver",
+    "TabularBoardBackend": "pearl_fpga.board.tabular_driver",
+    "CSimTransport": "pearl_fpga.board.csim_transport",
     "open_board": "pearl_fpga.board.overlay",
 }
 
