@@ -4,7 +4,8 @@ A driver is made for one IP: it checks that the transport's streams have the IP'
 reads the IP's identity registers (its synthesized sizes) and checks them, and runs calls: arm the
 output stream, ap_start, send the input words, collect the output words and wait for ap_done, with
 a KernelTimeout that names the kernel and shows its registers when something hangs. The kernel
-drivers (replay_driver.ReplayDriver, mlp_driver.MLPDriver) add their register map and calls.
+drivers (replay_driver.ReplayDriver, tabular_driver.TabularDriver on CommandDriver, the calls of
+128-bit command words; mlp_driver.MLPDriver) add their register map and calls.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from pearl_fpga.board.transport import CTRL_START, Transport
+from pearl_fpga.board.transport import CTRL_START, Transport, words_to_bytes
 from pearl_fpga.errors import KernelTimeout, PearlError
 
 REG_CTRL = 0x00  # ap_ctrl_hs control register of every kernel
@@ -83,3 +84,21 @@ class KernelDriver:
         end = t.cycles()
         self.last_cycles = None if start is None or end is None else end - start
         return raw
+
+
+class CommandDriver(KernelDriver):
+    """A kernel driven by 128-bit command words: an n_cmds register says how many one ap_start call
+    takes, and some commands answer one 128-bit response word (the replay and tabular IPs)."""
+
+    word_bytes = 16
+    #: offset of the n_cmds register
+    n_cmds_register: int = 0x10
+
+    def run(self, commands: np.ndarray, n_responses: int, n_cmds: int | None = None) -> np.ndarray:
+        """Send `commands` ((N, 2) uint64 words, low 64 bits first) in one ap_start call and return the
+        (n_responses, 2) uint64 response words. `n_cmds` (default N) is what the n_cmds register is
+        told; it differs from N only to test the timeout path (a kernel that waits for commands that
+        never come)."""
+        self.transport.write(self.n_cmds_register, len(commands) if n_cmds is None else n_cmds)
+        raw = self.start_call(words_to_bytes(commands), n_responses, "responses")
+        return raw.view(np.uint64).reshape(-1, 2)

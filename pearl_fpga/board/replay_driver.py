@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from pearl_fpga.board.driver import KernelDriver
+from pearl_fpga.board.driver import CommandDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
-from pearl_fpga.board.transport import Transport, words_to_bytes
+from pearl_fpga.board.transport import Transport
 from pearl_fpga.errors import PearlError
 from pearl_fpga.spec import replay as fmt
 
 KERNEL = "replay"
 INTERFACE_VERSION = INTERFACE_VERSIONS[KERNEL]
-CMD_BYTES = 16  # 128-bit command and response words
 DEFAULT_TIMEOUT_S = 1.0
 
 # Registers shown in a timeout message, in map order.
@@ -33,11 +32,11 @@ REGISTERS = {
 }
 
 
-class ReplayDriver(KernelDriver):
-    """One `replay_top` IP: registers and command/response calls."""
+class ReplayDriver(CommandDriver):
+    """One `replay_top` IP: registers and command/response calls (`run`, from CommandDriver)."""
 
     kernel = KERNEL
-    word_bytes = CMD_BYTES
+    n_cmds_register = fmt.REG_N_CMDS
     registers = REGISTERS
     identity = {"capacity": fmt.REG_CAPACITY, "fanout": fmt.REG_FANOUT}
     empty_call = {fmt.REG_N_CMDS: 0}
@@ -49,17 +48,6 @@ class ReplayDriver(KernelDriver):
 
     def identity_ok(self) -> bool:
         return self.fanout in fmt.FANOUTS and 1 <= self.capacity <= fmt.MAX_CAPACITY
-
-    def run(self, commands: np.ndarray, n_responses: int, n_cmds: int | None = None) -> np.ndarray:
-        """Send `commands` ((N, 2) uint64 words from spec.replay.encode_commands) in one ap_start call
-        and return the (n_responses, 2) uint64 response words.
-
-        `n_cmds` (default N) is what the n_cmds register is told; it differs from N only to test the
-        timeout path (a kernel that waits for commands that never come).
-        """
-        self.transport.write(fmt.REG_N_CMDS, len(commands) if n_cmds is None else n_cmds)
-        raw = self.start_call(words_to_bytes(commands), n_responses, "responses")
-        return raw.view(np.uint64).reshape(-1, 2)
 
     def total(self) -> int:
         """The root sum latched at the last ap_done (registers 0x28/0x2c)."""

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from pearl_fpga.board.driver import KernelDriver
+from pearl_fpga.board.driver import CommandDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
-from pearl_fpga.board.transport import Transport, words_to_bytes
+from pearl_fpga.board.transport import Transport
 from pearl_fpga.errors import PearlError
 from pearl_fpga.spec import tabular as fmt
 
 KERNEL = "tabular"
 INTERFACE_VERSION = INTERFACE_VERSIONS[KERNEL]
-CMD_BYTES = 16  # 128-bit command and response words
 DEFAULT_TIMEOUT_S = 1.0
 
 # Registers shown in a timeout message, in map order.
@@ -36,11 +35,11 @@ REGISTERS = {
 }
 
 
-class TabularDriver(KernelDriver):
-    """One `tabular_top` IP: registers and command/response calls."""
+class TabularDriver(CommandDriver):
+    """One `tabular_top` IP: registers and command/response calls (`run`, from CommandDriver)."""
 
     kernel = KERNEL
-    word_bytes = CMD_BYTES
+    n_cmds_register = fmt.REG_N_CMDS
     registers = REGISTERS
     identity = {"max_states": fmt.REG_MAX_STATES, "max_actions": fmt.REG_MAX_ACTIONS}
     empty_call = {fmt.REG_N_CMDS: 0}
@@ -60,14 +59,6 @@ class TabularDriver(KernelDriver):
         self.transport.write(fmt.REG_GAMMA, gamma_word)
         self.transport.write(fmt.REG_SARSA, int(sarsa))
         self.transport.write(fmt.REG_N_ACTIONS, n_actions)
-
-    def run(self, commands: np.ndarray, n_responses: int, n_cmds: int | None = None) -> np.ndarray:
-        """Send `commands` ((N, 2) uint64 words from spec.tabular.encode_commands) in one ap_start call
-        and return the (n_responses, 2) uint64 response words. `n_cmds` (default N) differs from N only
-        to test the timeout path (a kernel waiting for commands that never come)."""
-        self.transport.write(fmt.REG_N_CMDS, len(commands) if n_cmds is None else n_cmds)
-        raw = self.start_call(words_to_bytes(commands), n_responses, "responses")
-        return raw.view(np.uint64).reshape(-1, 2)
 
     def updates(self) -> int:
         """UPDATE commands the last call applied (register 0x48)."""
