@@ -77,7 +77,8 @@ csim:
 
 # The same testbenches on the code Vitis HLS sees (-DPEARL_VENDOR_HLS, C++14): the real ap_int.h and
 # hls_stream.h, the Apache-2.0 copies that the hls4ml wheel ships (installed without its Python
-# dependencies, never imported, never copied here), and tests/vendor/ap_axi_sdata.h for the stream beats.
+# dependencies, never imported, never copied here); PEARL_OPEN_HLS_HEADERS declares the two stream beat
+# types of ap_axi_sdata.h, which no open package ships (hls/common/hls_compat.h).
 HLS4ML := hls4ml==1.3.0
 $(VENV)/.stamp-vendor-hls: $(VENV)/.stamp-deps
 	$(PIP) install -q --no-deps "$(HLS4ML)"
@@ -89,7 +90,7 @@ csim-vendor: $(VENV)/.stamp-vendor-hls
 	test -f "$$inc/ap_int.h" || { echo "error: the vendor HLS headers (ap_int.h of $(HLS4ML)) are missing; run $(PIP) install --no-deps '$(HLS4ML)'" >&2; exit 1; }; \
 	for k in $(CSIM_UNITS); do \
 	  echo "csim $$k on the vendor HLS headers"; \
-	  $(CXX) -std=c++14 -O1 -w -DPEARL_VENDOR_HLS -I"$$inc" -Itests/vendor -Ihls -Ihls/$$k hls/$$k/$$k.cpp hls/$$k/$${k}_tb.cpp -o build/csim-vendor/$${k}_tb; \
+	  $(CXX) -std=c++14 -O1 -w -DPEARL_VENDOR_HLS -DPEARL_OPEN_HLS_HEADERS -I"$$inc" -Ihls -Ihls/$$k hls/$$k/$$k.cpp hls/$$k/$${k}_tb.cpp -o build/csim-vendor/$${k}_tb; \
 	  ./build/csim-vendor/$${k}_tb; \
 	done
 

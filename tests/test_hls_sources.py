@@ -58,7 +58,7 @@ def _code(path: Path) -> str:
     hls_compat.h only the branch that Vitis HLS compiles (the rest is the g++ stand-in)."""
     text = path.read_text()
     if path.name == "hls_compat.h":
-        text = text[: text.index("#else")]
+        text = text[: text.index("#else  // g++")]
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     text = re.sub(r"//[^\n]*", " ", text)
     return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)

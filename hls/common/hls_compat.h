@@ -12,9 +12,27 @@
 #include <cstdint>
 
 #if defined(__SYNTHESIS__) || defined(PEARL_VENDOR_HLS)
-#include <ap_axi_sdata.h>
 #include <ap_int.h>
 #include <hls_stream.h>
+#ifdef PEARL_OPEN_HLS_HEADERS
+// make csim-vendor compiles against the open copies of ap_int.h and hls_stream.h (the hls4ml wheel);
+// no open package ships ap_axi_sdata.h, so the two beat types used below are declared here with its
+// fields. Vitis HLS never defines this macro and uses its own header.
+template <int D, int U, int TI, int TD>
+struct ap_axiu {
+    ap_uint<D> data;
+    ap_uint<(D + 7) / 8> keep, strb;
+    ap_uint<1> last;
+};
+template <int D, int U, int TI, int TD>
+struct ap_axis {
+    ap_int<D> data;
+    ap_uint<(D + 7) / 8> keep, strb;
+    ap_uint<1> last;
+};
+#else
+#include <ap_axi_sdata.h>
+#endif
 namespace pearl {
 template <typename T>
 using stream = hls::stream<T>;
@@ -41,7 +59,7 @@ inline axis16 make_axis16(int16_t data, bool last) {
     return beat;
 }
 }  // namespace pearl
-#else
+#else  // g++: the stand-ins below
 #include <cstdio>
 #include <cstdlib>
 #include <deque>

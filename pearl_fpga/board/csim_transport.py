@@ -85,6 +85,7 @@ class CSimTransport(Transport):
         self._call.argtypes = [ctypes.POINTER(ctypes.c_uint32), ctypes.c_char_p, ctypes.c_size_t,
                                ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
         self._regs = (ctypes.c_uint32 * REGISTER_WORDS)()
+        self._out = ctypes.create_string_buffer(OUT_CAPACITY)  # one buffer for every call's output
         self._started = False  # ap_start written, the call not yet run
         self._done = False  # ap_done: set when a call ends, cleared on read
         self._hung = False  # the last call starved: it never finishes
@@ -97,16 +98,16 @@ class CSimTransport(Transport):
         if not self._started:
             return
         self._started = False
-        out = ctypes.create_string_buffer(OUT_CAPACITY)
         n_out = ctypes.c_size_t(0)
-        status = self._call(self._regs, bytes(self._input), len(self._input), out, OUT_CAPACITY, ctypes.byref(n_out))
+        status = self._call(self._regs, bytes(self._input), len(self._input), self._out, OUT_CAPACITY,
+                            ctypes.byref(n_out))
         self._input.clear()
         if status == 1:
             self._hung = True
             return
         if status != 0:
             raise PearlError(f"{self.description}: the call's output is over {OUT_CAPACITY} bytes")
-        self._output += out.raw[: n_out.value]
+        self._output += ctypes.string_at(self._out, n_out.value)
         self._done = True
 
     def read(self, offset: int) -> int:

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from pearl_fpga.board.catalog import BoardSpec, load_catalog
+from pearl_fpga.spec.replay import tree_depth
 
 # (depth, width) shapes of one BRAM36 (simple dual port, as ram_s2p)
 BRAM36_SHAPES = ((32768, 1), (16384, 2), (8192, 4), (4096, 9), (2048, 18), (1024, 36), (512, 72))
@@ -41,9 +42,7 @@ def bram36(depth: int, width: int) -> int:
 
 def _replay(capacity: int, fanout: int) -> int:
     log2k = fanout.bit_length() - 1
-    depth, span = 1, fanout
-    while span < capacity:
-        depth, span = depth + 1, span * fanout
+    depth = tree_depth(capacity, fanout)
     total = 0
     for d in range(1, depth + 1):
         shift = log2k * (depth - d)
