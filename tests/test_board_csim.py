@@ -118,3 +118,35 @@ def test_a_starved_top_times_out_naming_the_kernel():
     with pytest.raises(KernelTimeout, match=r"tabular kernel on C simulation of tabular_top .*did not signal ap_done.*"
                                             r"n_cmds@0x10=0x00000006"):
         board.driver.run(cmds, 0, n_cmds=6)
+
+
+def test_tabular_backend_refusals():
+    """A table over the synthesized one, an instance without a board, and updates the kernel did not
+    apply (indices the host should have refused) are errors that name the problem."""
+    from pearl_fpga.errors import PearlError
+
+    t = CSimTransport("tabular", {"TABULAR_STATES": 16, "TABULAR_ACTIONS": 2})
+    with pytest.raises(ValueError, match=r"a 17 x 2 table does not fit .* synthesized for 16 x 2"):
+        TabularBoardBackend(17, 2, transport=t)
+    with pytest.raises(ValueError, match="instance 1 needs a board backend"):
+        TabularBoardBackend(16, 2, transport=t, instance=1)
+    board = TabularBoardBackend(16, 2, transport=t)
+    board.configure(32768, 0, False)
+    one = np.ones(1, np.uint32)
+    with pytest.raises(PearlError, match="applied 0 of 1 updates"):
+        board.update(np.array([16], np.uint32), one, one.astype(np.int32), one, one, one.astype(np.uint8))
+
+
+def test_csim_build_errors(tmp_path, monkeypatch):
+    """No compiler, or a top that does not compile at the asked sizes: errors naming the fix or the
+    compiler's message; an unknown kernel is refused."""
+    from pearl_fpga.errors import BackendUnavailable, PearlError
+
+    monkeypatch.setenv("PEARL_FPGA_CACHE", str(tmp_path))  # nothing cached
+    with pytest.raises(PearlError, match=r"(?s)compiling the tabular HLS top for C simulation failed:.*TABULAR_ACTIONS must be 1..64"):
+        CSimTransport("tabular", {"TABULAR_STATES": 4, "TABULAR_ACTIONS": 65})
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    with pytest.raises(BackendUnavailable, match="no-such-compiler, which is not on PATH"):
+        CSimTransport("tabular", {"TABULAR_STATES": 4, "TABULAR_ACTIONS": 2})
+    with pytest.raises(ValueError, match="unknown kernel 'fft'"):
+        CSimTransport("fft")
