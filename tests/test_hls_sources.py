@@ -148,3 +148,23 @@ def _function_body(code: str, name: str) -> str:
 def test_cpu_only_functions_carry_no_pipeline_pragma(source, name):
     body = _function_body(_code(ROOT / "hls" / source), name)
     assert "#pragma HLS PIPELINE" not in body, f"{name} in hls/{source} runs on the CPU only; drop its PIPELINE pragma"
+
+
+def _loop_body(code: str, label: str) -> str:
+    """The braces of the loop that follows `label:`."""
+    start = code.index("{", code.index(f"{label}:"))
+    depth = 0
+    for end in range(start, len(code)):
+        depth += {"{": 1, "}": -1}.get(code[end], 0)
+        if depth == 0:
+            return code[start:end + 1]
+    raise AssertionError(f"unbalanced braces after {label}")
+
+
+def test_the_mlp_mac_multiplies_once_per_weight():
+    """Each unrolled lane is one DSP: one 16x16 multiply into the wide accumulator. Splitting the
+    activation into bytes (the CPU SIMD device of pearl_fpga/native/mlp_simd.h) would double them."""
+    body = _loop_body(_code(ROOT / "hls/mlp/mlp.cpp"), "MAC_LANES")
+    assert "#pragma HLS UNROLL" in body
+    products = re.findall(r"\*\s*(?!LANES\b)\w", body)  # index arithmetic * LANES is a shift
+    assert len(products) == 1, f"MAC_LANES multiplies {len(products)} times per lane: {body}"

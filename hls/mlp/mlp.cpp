@@ -12,58 +12,39 @@ namespace mlp {
 
 namespace {
 
-constexpr int BLOCK_CHUNKS = MAC_BLOCK / LANES;  // LANES-word chunks per exact int32 partial sum
-constexpr int MAX_ROW_BLOCKS = (MAX_WIDTH + MAC_BLOCK - 1) / MAC_BLOCK;  // for LOOP_TRIPCOUNT (report only)
+constexpr int MAX_ROW_CHUNKS = MAX_WIDTH / LANES;  // for LOOP_TRIPCOUNT (report only)
 
-// Exact sum of W * a over `chunks` LANES-word chunks (at most one MAC_BLOCK) from the split
-// activations (mlp.h: why the split is exact in int32). Indices are written as chunk * LANES + u so
-// that, with weight/lo/hi partitioned cyclic by LANES, lane u always reads bank u (no port conflict).
-MLP_INLINE int64_t mac_block(const int16_t weight[WEIGHT_WORDS], int w_chunk, const int16_t lo[MAX_WIDTH],
-                             const int16_t hi[MAX_WIDTH], int a_chunk, int chunks) {
-    int32_t s_lo = 0, s_hi = 0;  // exact: at most 256 products per block (mlp.h)
+// Exact sum of W * a over one row of `chunks` LANES-word chunks: one 16x16 multiply per weight (one
+// DSP per lane), the LANES products added as a tree into a wide accumulator. Indices are written as
+// chunk * LANES + u so that, with weight and a partitioned cyclic by LANES, lane u always reads bank u.
+MLP_INLINE int64_t mac_row(const int16_t weight[WEIGHT_WORDS], int w_chunk, const int16_t a[MAX_WIDTH], int chunks) {
+    int64_t acc = 0;  // |sum| < MAX_WIDTH * 2^30: 48 bits suffice (a DSP48 cascade in hardware)
 MAC_CHUNKS:
     for (int c = 0; c < chunks; ++c) {
-#pragma HLS LOOP_TRIPCOUNT min = 1 max = BLOCK_CHUNKS
-#pragma HLS PIPELINE II = 1  // one chunk of LANES products per clock; the int32 sums are the only carried state
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MAX_ROW_CHUNKS
+#pragma HLS PIPELINE II = 1  // one chunk of LANES products per clock; acc is the only carried state
+        int64_t chunk_sum = 0;
     MAC_LANES:
         for (int u = 0; u < LANES; ++u) {
-#pragma HLS UNROLL  // the LANES parallel MACs (factor LANES = the whole loop); Vitis adds them as a tree
-            const int w = (w_chunk + c) * LANES + u;
-            const int j = (a_chunk + c) * LANES + u;
-            s_lo += int32_t(weight[w]) * int32_t(lo[j]);
-            s_hi += int32_t(weight[w]) * int32_t(hi[j]);
+#pragma HLS UNROLL  // the LANES parallel multipliers (factor LANES = the whole loop); Vitis adds them as a tree
+            const int32_t product = int32_t(weight[(w_chunk + c) * LANES + u]) * int32_t(a[c * LANES + u]);
+            chunk_sum += product;  // exact: |W * a| <= 2^30
         }
+        acc += chunk_sum;
     }
-    return int64_t(s_hi) * 256 + s_lo;
+    return acc;
 }
 
 // One layer: out[0..m) from in[0..stride) (zero padded); pads out up to the next multiple of ROW_ALIGN.
 MLP_INLINE void layer_forward(const LayerDesc& d, const int16_t weight[WEIGHT_WORDS], const int32_t bias[BIAS_WORDS],
                               const int16_t in[MAX_WIDTH], int16_t out[MAX_WIDTH]) {
-    alignas(64) int16_t lo[MAX_WIDTH];
-    alignas(64) int16_t hi[MAX_WIDTH];
-#pragma HLS ARRAY_PARTITION variable = lo type = cyclic factor = MLP_LANES  // lane u reads bank u, as the weights
-#pragma HLS ARRAY_PARTITION variable = hi type = cyclic factor = MLP_LANES
-LAYER_SPLIT:
-    for (int j = 0; j < d.stride; ++j) {
-#pragma HLS LOOP_TRIPCOUNT min = ROW_ALIGN max = MLP_MAX_WIDTH
-#pragma HLS PIPELINE II = 1  // one activation per clock (act[] is a plain 2-port memory)
-        lo[j] = int16_t(in[j] & 0xFF);
-        hi[j] = int16_t(in[j] >> 8);
-    }
     const bool relu = (d.flags & FLAG_RELU) != 0;
     const int row_chunks = d.stride / LANES;  // exact: stride is a multiple of ROW_ALIGN >= LANES
 LAYER_ROWS:
     for (int i = 0; i < d.m_out; ++i) {
 #pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_WIDTH
         const int w_chunk = (d.w_offset + i * d.stride) / LANES;  // exact: offsets are multiples of LANES
-        int64_t acc = bias[d.b_offset + i];
-    LAYER_BLOCKS:
-        for (int cb = 0; cb < row_chunks; cb += BLOCK_CHUNKS) {
-#pragma HLS LOOP_TRIPCOUNT min = 1 max = MAX_ROW_BLOCKS
-            const int n = row_chunks - cb < BLOCK_CHUNKS ? row_chunks - cb : BLOCK_CHUNKS;
-            acc += mac_block(weight, w_chunk + cb, lo, hi, cb, n);
-        }
+        const int64_t acc = int64_t(bias[d.b_offset + i]) + mac_row(weight, w_chunk, in, row_chunks);
         out[i] = requantize(acc, d.shift, relu);
     }
 LAYER_PAD:
@@ -86,6 +67,7 @@ MLP_INLINE int32_t forward_core(int n_layers, const LayerDesc layer[MAX_LAYERS],
     // Ping-pong activations as one array indexed by layer parity: no pointer swapping, which Vitis
     // would have to turn into a multiplexer between two memories.
     alignas(64) int16_t act[2][MAX_WIDTH];
+#pragma HLS ARRAY_PARTITION variable = act type = cyclic factor = MLP_LANES dim = 2  // lane u reads bank u, as the weights
     const LayerDesc& first = layer[0];
 FORWARD_INPUT:
     for (int j = 0; j < first.stride; ++j) {

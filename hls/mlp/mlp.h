@@ -15,11 +15,12 @@
 //            T is the constant TANH_TABLE of mlp_tanh_table.h (generated from the Python formula and
 //            committed; a ROM in hardware, no std::tanh anywhere in the kernel).
 //
-// Why the MAC is split: a = 256 * hi + lo with lo = a & 255 (0..255) and hi = a >> 8 (-128..127).
-// Over a block of at most 256 products, sum W*lo <= 256 * 32768 * 255 < 2^31 and
-// sum W*hi <= 256 * 32768 * 128 = 2^30, so both partial sums are exact in int32; the exact sum is
-// 256 * S_hi + S_lo in int64. On a CPU this is two pmaddwd dot products (16-bit SIMD, exact); in
-// hardware each lane is a 16x8 and a 16x9 product into int32 accumulators (one DSP each).
+// The MAC: one 16x16 multiply per weight (one DSP per lane), LANES products added as a tree into a
+// wide accumulator (|W * a| <= 2^30, so a row of MAX_WIDTH products needs under 48 bits: int64 here, a
+// DSP48 cascade in hardware). The cpu backend's SIMD MAC array (pearl_fpga/native/mlp_simd.h) computes
+// the same exact sum another way: it splits each activation into 8-bit halves so that vpmaddwd's int32
+// partial sums stay exact over 256 products; one vpmaddwd per pair would need every pair sum widened to
+// int64, which costs more instructions than the second vpmaddwd it saves.
 //
 // Memory layout (on-chip; the HLS top holds these as separate static arrays, the cpu build in Model):
 //   weight[]: layer after layer, each m_out rows of `stride` words (stride = n_in rounded up to
@@ -28,13 +29,12 @@
 //     layer 0: | row 0: W00 .. W0(n-1) 0 0 | row 1: ... | ... | row m-1 |  layer 1: | row 0 | ...
 //     bank u (u = 0..LANES-1) holds words u, u+LANES, u+2*LANES, ...: one chunk = one read per bank.
 //   bias[]:   layer after layer, m_out int32 words each.
-//   activations: act[2][MAX_WIDTH] ping-pong int16 (zero padded to the next stride), split into
-//             lo/hi copies partitioned like the weights.
+//   activations: act[2][MAX_WIDTH] ping-pong int16 (zero padded to the next stride), partitioned
+//             like the weights, so lane u reads bank u of both.
 //
 // Expected cycles per inference (HLS schedule, estimated: no Vitis run here): sum over layers of
-// stride_l (lo/hi split) + m_l * (stride_l / LANES + D), D ~ 6 the MAC pipeline depth plus
-// requantization, + n_0 stream reads + m_L writes; e.g. 4-64-64-2, LANES 16:
-// 160 + 64*(2+6) + 64*(4+6) + 2*(4+6) + ~10 ~ 1.3k cycles. The reference RTL overlaps rows (target
+// m_l * (stride_l / LANES + D), D ~ 6 the MAC pipeline depth plus requantization, + n_0 stream reads
+// + m_L writes; e.g. 4-64-64-2, LANES 16: 64*(2+6) + 64*(4+6) + 2*(4+6) + ~10 ~ 1.2k cycles. The reference RTL overlaps rows (target
 // MACs / LANES + 8 * L + 16). The cpu backend runs these same functions ("plain" path, vectorized by
 // g++, one clone per x86-64 level) or, where the CPU has AVX-512/AVX2, an equivalent MAC array with
 // the outputs in the vector lanes (pearl_fpga/native/mlp_simd.h); tests hold all of them bit-identical.
@@ -80,7 +80,6 @@ constexpr int MAX_WIDTH = MLP_MAX_WIDTH;
 constexpr int LANES = MLP_LANES;
 constexpr int MAX_BATCH = MLP_MAX_BATCH;
 constexpr int ROW_ALIGN = LANES > 32 ? LANES : 32;  // words; 32 int16 = one 512-bit vector
-constexpr int MAC_BLOCK = 256;                        // products per exact int32 partial sum
 constexpr int MAX_SHIFT = 40;
 constexpr int TANH_FRAC_BITS = 12;  // Q3.12 input of the tanh head
 constexpr int TANH_SEGMENTS = 1024;
@@ -88,9 +87,8 @@ constexpr int TANH_SEGMENT_BITS = 6;
 constexpr int WEIGHT_WORDS = MAX_LAYERS * MAX_WIDTH * MAX_WIDTH;
 constexpr int BIAS_WORDS = MAX_LAYERS * MAX_WIDTH;
 
-static_assert(LANES >= 1 && (LANES & (LANES - 1)) == 0 && LANES <= MAC_BLOCK, "LANES: a power of two <= 256");
+static_assert(LANES >= 1 && (LANES & (LANES - 1)) == 0 && LANES <= 256, "LANES: a power of two <= 256");
 static_assert(MAX_WIDTH % ROW_ALIGN == 0, "MAX_WIDTH must be a multiple of ROW_ALIGN");
-static_assert(MAC_BLOCK % ROW_ALIGN == 0, "MAC blocks must hold whole row chunks");
 static_assert(sizeof(TANH_TABLE) / sizeof(TANH_TABLE[0]) == TANH_SEGMENTS + 1, "regenerate mlp_tanh_table.h");
 static_assert(MAX_LAYERS >= 1 && MAX_WIDTH <= 65535, "parameters out of range");
 

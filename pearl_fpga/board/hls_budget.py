@@ -58,7 +58,7 @@ def _mlp(lanes: int, max_width: int, max_layers: int) -> int:
     weights = lanes * bram36(max_layers * max_width * max_width // lanes, 16)
     biases = bram36(max_layers * max_width, 32)
     tanh_rom = bram36(1025, 16)
-    activations = 2 * lanes * bram36(max_width // lanes, 16) + 2 * bram36(max_width, 16)  # lo/hi banks, ping-pong
+    activations = 2 * lanes * bram36(max_width // lanes, 16) + 2 * bram36(max_width, 16)  # act ping-pong banks; the top's x, y
     return weights + biases + tanh_rom + activations
 
 

@@ -1,8 +1,10 @@
 // mlp_simd.h: an AVX-512 (or AVX2) MAC array for the cpu backend of the MLP kernel (x86-64 only).
 //
-// It computes exactly what mlp::forward_one (hls/mlp/mlp.cpp) computes, with the same split of each
-// activation into lo (a & 255) and hi (a >> 8) so that int32 partial sums are exact (mlp.h), but with
-// the outputs in the vector lanes instead of the inputs: weights are repacked at load as input pairs
+// It computes exactly what mlp::forward_one (hls/mlp/mlp.cpp) computes, the exact integer sum, but it
+// splits each activation into lo (a & 255, 0..255) and hi (a >> 8, -128..127): over 256 products
+// sum W*lo < 2^31 and |sum W*hi| <= 2^30, so vpmaddwd's int32 partial sums are exact and the sum is
+// 256 * S_hi + S_lo in int64 (mlp.h says why not one vpmaddwd per pair). The outputs are in the
+// vector lanes instead of the inputs: weights are repacked at load as input pairs
 // (W[i][2p] | W[i][2p+1] << 16, one int32 lane per output i), so vpmaddwd with a broadcast activation
 // pair adds two products to 16 outputs at once and no horizontal sum is needed. Requantization is
 // vectorized too: arithmetic shift (vpsraq), signed saturation to int16 (vpmovsqw), ReLU (vpmaxsw).
@@ -32,7 +34,7 @@
 namespace mlp_simd {
 
 constexpr int VEC = 16;         // int32 lanes per 512-bit vector
-constexpr int BLOCK_PAIRS = 128;  // input pairs per exact int32 partial sum (256 products, mlp.h)
+constexpr int BLOCK_PAIRS = 128;  // input pairs per exact int32 partial sum (256 products)
 constexpr int MAX_PAIRS = mlp::MAX_WIDTH / 2;
 
 struct Layer {
