@@ -147,7 +147,7 @@ def bench_sampler(args: argparse.Namespace, backend: str, repeats: int) -> dict[
 
 
 def bench_rtl(args: argparse.Namespace) -> dict[str, Any]:
-    """Cycles per batch on the rtl backend, and the SPEC bound B + 4*depth + 16."""
+    """Cycles per batch on the rtl backend, and the SPEC bound B + 5*depth + 16."""
     from pearl_fpga.kernels.replay import ReplaySampler
 
     capacity = min(args.rtl_capacity, args.capacity)
@@ -274,7 +274,7 @@ def _print_table(report: dict[str, Any]) -> None:
         table.add_row("rtl (cycles/batch)", str(rtl["sample_cycles"]), str(rtl["update_cycles"]), "", "")
         notes.append(
             f"rtl backend at capacity {rtl['capacity']}, batch {rtl['batch']}: cycles per batch, "
-            f"SPEC bound B + 4*depth + 16 = {rtl['bound_cycles']}"
+            f"SPEC bound B + 5*depth + 16 = {rtl['bound_cycles']}"
         )
     console = Console()
     console.print(table)

@@ -45,7 +45,7 @@ def mlp_cycles_spec(layers: Sequence[tuple[int, int]], lanes: int) -> CycleFit:
 
 
 def replay_cycles_spec(depth: int) -> CycleFit:
-    """hls/replay/SPEC.md's bound: B samples (or updates) in B + 4 * DEPTH + 16 cycles."""
+    """hls/replay/SPEC.md's bound: B samples (or updates) in B + 5 * DEPTH + 16 cycles."""
     return CycleFit(batch_cycle_bound(0, depth), 1.0, "spec bound")
 
 

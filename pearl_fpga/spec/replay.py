@@ -42,8 +42,8 @@ def tree_depth(capacity: int, fanout: int) -> int:
 
 
 def batch_cycle_bound(batch: int, depth: int) -> int:
-    """SPEC.md's bound: B samples (or B updates) complete in at most B + 4 * DEPTH + 16 cycles."""
-    return batch + 4 * depth + 16
+    """SPEC.md's bound: B samples (or B updates) complete in at most B + 5 * DEPTH + 16 cycles."""
+    return batch + 5 * depth + 16
 
 
 def priorities_to_fixed(priorities: np.ndarray) -> tuple[np.ndarray, int]:

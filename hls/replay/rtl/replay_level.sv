@@ -3,8 +3,9 @@
 // child sums of one parent side by side, so one read gives all K children.
 //
 // Shared read port, registered read (block-RAM style), one write port:
-//   sample: cycle 0 presents the parent index (s_in_*), cycle 1 compares the K prefix sums in one
-//           stage and registers the chosen child (s_out_*): 2 cycles per level, one sample per clock.
+//   sample: cycle 0 presents the parent index (s_in_*); the word arrives in cycle 1; a parallel prefix
+//           (two stages), the K comparisons (one) and the selection (one) register the chosen child
+//           (s_out_*) in cycle 5: 5 cycles per level, one sample per clock (see "sampling" below).
 //   update: cycle 0 presents the ancestor's parent word address (u_a_*), cycle 1 reads the word
 //           (forwarded from the write of the previous cycle when it is the same word), exposes the
 //           old slot value (u_b_old), adds u_b_delta to the slot and writes the word back.
@@ -59,6 +60,16 @@ module replay_level #(
     end
 
     // ---------------------------------------------------------------- sampling
+    // Five stages, each at most one 64-bit carry chain deep:
+    //   R  the registered read (rd_word, aligned with sb_*);
+    //   P1 prefix sums, Kogge-Stone levels 0-1 (distances 1, 2);
+    //   P2 levels 2-3 (distances 4, 8): the K inclusive prefix sums c_0 + ... + c_j;
+    //   C  for every child j at once, lt_j = target < prefix_j and d_j = target - prefix_(j-1);
+    //   S  the first j with lt_j (the last child if none: only reachable with target >= total, which
+    //      the host never sends), its d_j as the next target and its child sum.
+    localparam int SAMPLE_LATENCY = 5;  // cycles from s_in to s_out; replay_top sizes its FIFO by it
+    initial assert (LOGK >= 1 && LOGK <= 4 && FANOUT == (1 << LOGK)) else $fatal(1, "FANOUT: 2, 4, 8 or 16");
+
     logic               sb_valid, sb_last;
     logic [63:0]        sb_target;
     logic [IDX_W-1:0]   sb_node;
@@ -70,36 +81,83 @@ module replay_level #(
         sb_last   <= s_in_last;
     end
 
-    // Prefix compare: first child j with target < c_0 + ... + c_j (the last child if none: only
-    // reachable with target >= total, which the host never sends).
-    logic [LOGK-1:0] pick;
-    logic [63:0]     pick_before, pick_value;
-    always_comb begin : prefix_compare
-        logic [63:0] prefix, child;
-        logic        found;
-        prefix      = '0;
-        found       = 1'b0;
-        pick        = LOGK'(FANOUT - 1);
-        pick_before = '0;
-        pick_value  = '0;
+    // One Kogge-Stone level: x_j + x_(j - span) for j >= span.
+    typedef logic [FANOUT-1:0][63:0] sums_t;
+    function automatic sums_t ks_level(input sums_t x, input int span);
+        for (int j = 0; j < FANOUT; j++) ks_level[j] = j >= span ? x[j] + x[j - span] : x[j];
+    endfunction
+
+    logic [FANOUT-1:0][63:0] children, p1_next;
+    always_comb begin
+        for (int j = 0; j < FANOUT; j++) children[j] = 64'(rd_word[j*SLOT_W +: SLOT_W]);
+        p1_next = children;
+        for (int lv = 0; lv < 2 && lv < LOGK; lv++) p1_next = ks_level(p1_next, 1 << lv);
+    end
+
+    // stage P1
+    logic                    p1_valid, p1_last;
+    logic [63:0]             p1_target;
+    logic [IDX_W-1:0]        p1_node;
+    logic [FANOUT-1:0][63:0] p1_sum, p1_child;
+    always_ff @(posedge ap_clk) begin
+        p1_valid  <= ap_rst_n && sb_valid;
+        p1_last   <= sb_last;
+        p1_target <= sb_target;
+        p1_node   <= sb_node;
+        p1_sum    <= p1_next;
+        p1_child  <= children;
+    end
+
+    logic [FANOUT-1:0][63:0] p2_next;
+    always_comb begin
+        p2_next = p1_sum;
+        for (int lv = 2; lv < LOGK; lv++) p2_next = ks_level(p2_next, 1 << lv);
+    end
+
+    // stage P2: inclusive prefix sums
+    logic                    p2_valid, p2_last;
+    logic [63:0]             p2_target;
+    logic [IDX_W-1:0]        p2_node;
+    logic [FANOUT-1:0][63:0] p2_prefix, p2_child;
+    always_ff @(posedge ap_clk) begin
+        p2_valid  <= ap_rst_n && p1_valid;
+        p2_last   <= p1_last;
+        p2_target <= p1_target;
+        p2_node   <= p1_node;
+        p2_prefix <= p2_next;
+        p2_child  <= p1_child;
+    end
+
+    // stage C: every comparison and every candidate next target in parallel
+    logic                    c_valid, c_last;
+    logic [IDX_W-1:0]        c_node;
+    logic [FANOUT-1:0]       c_lt;
+    logic [FANOUT-1:0][63:0] c_rest, c_child;
+    always_ff @(posedge ap_clk) begin
+        c_valid <= ap_rst_n && p2_valid;
+        c_last  <= p2_last;
+        c_node  <= p2_node;
+        c_child <= p2_child;
         for (int j = 0; j < FANOUT; j++) begin
-            child = 64'(rd_word[j*SLOT_W +: SLOT_W]);
-            if (!found && (sb_target < prefix + child || j == FANOUT - 1)) begin
-                found       = 1'b1;
-                pick        = LOGK'(j);
-                pick_before = prefix;
-                pick_value  = child;
-            end
-            prefix = prefix + child;
+            c_lt[j]   <= p2_target < p2_prefix[j] || j == FANOUT - 1;
+            c_rest[j] <= j == 0 ? p2_target : p2_target - p2_prefix[j-1];
         end
     end
 
+    // stage S: the first child whose prefix exceeds the target
+    logic [LOGK-1:0] pick;
+    always_comb begin
+        pick = LOGK'(FANOUT - 1);
+        for (int j = FANOUT - 1; j >= 0; j--)
+            if (c_lt[j]) pick = LOGK'(j);
+    end
+
     always_ff @(posedge ap_clk) begin
-        s_out_valid  <= ap_rst_n && sb_valid;
-        s_out_last   <= sb_last;
-        s_out_target <= sb_target - pick_before;
-        s_out_node   <= IDX_W'({sb_node, pick});
-        s_out_value  <= pick_value;
+        s_out_valid  <= ap_rst_n && c_valid;
+        s_out_last   <= c_last;
+        s_out_target <= c_rest[pick];
+        s_out_node   <= IDX_W'({c_node, pick});
+        s_out_value  <= c_child[pick];
     end
 
     // ---------------------------------------------------------------- updates

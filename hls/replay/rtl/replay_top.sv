@@ -4,8 +4,9 @@
 // Microarchitecture
 //   - One memory per tree level d = 1..DEPTH (replay_level), each word holding the K child sums of
 //     one parent, so a node's children are read in parallel; the root sum is a register (total).
-//   - SAMPLE: 2 cycles per level (registered read, then a one-stage prefix compare), pipelined
-//     across levels: one sample accepted per clock; responses in command order.
+//   - SAMPLE: 5 cycles per level (registered read, a two-stage parallel prefix of the K child sums,
+//     the K comparisons, the selection; replay_level), pipelined across levels: one sample accepted
+//     per clock; responses in command order.
 //   - UPDATE: every level reads the ancestor's parent word in the same cycle (stage A); in stage B
 //     the leaf level gives the old priority, delta = new - old, and every level (and the root)
 //     adds delta to its slot and writes back. A word written in the previous cycle is forwarded,
@@ -82,7 +83,8 @@ module replay_top #(
     localparam int DEPTH       = tree_depth(CAPACITY, FANOUT);  // levels below the root
     localparam int IDX_W       = LOGK * DEPTH;                  // node indices up to K^DEPTH - 1
     localparam int CLEAR_WORDS = (CAPACITY + FANOUT - 1) / FANOUT;  // words of the widest level
-    localparam int FIFO_AW     = $clog2(2 * DEPTH + 8);         // room for a full sample pipeline
+    localparam int LEVEL_CYCLES = 5;  // replay_level's SAMPLE_LATENCY
+    localparam int FIFO_AW     = $clog2(LEVEL_CYCLES * DEPTH + 8);  // room for a full sample pipeline
     localparam int FIFO_N      = 1 << FIFO_AW;
 
     localparam logic [7:0] OP_UPDATE = 8'h01, OP_SAMPLE = 8'h02, OP_TOTAL = 8'h03, OP_CLEAR = 8'h04;
