@@ -71,3 +71,13 @@ def test_through_the_pearl_fpga_entry_point(capsys):
     report = json.loads(capsys.readouterr().out)["results"]
     assert report["results"]["pearl_fpga"]["iteration_us"] > 0
     assert report["best_baseline_iteration_us"] is None
+
+
+def test_bench_rtl_counts_cycles_within_the_spec_bound():
+    """The rtl row of the record: one full batch of updates and of samples on the RTL, in cycles."""
+    pytest.importorskip("cocotb")
+    args = argparse.Namespace(rtl_capacity=300, capacity=300, batch=16, fanout=16, seed=0)
+    rtl = bench_replay.bench_rtl(args)
+    assert rtl["capacity"] == 300 and rtl["batch"] == 16
+    assert 16 <= rtl["update_cycles"] <= rtl["bound_cycles"]
+    assert 16 <= rtl["sample_cycles"] <= rtl["bound_cycles"]

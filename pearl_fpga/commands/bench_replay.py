@@ -149,6 +149,7 @@ def bench_sampler(args: argparse.Namespace, backend: str, repeats: int) -> dict[
 def bench_rtl(args: argparse.Namespace) -> dict[str, Any]:
     """Cycles per batch on the rtl backend, and the SPEC bound B + 5*depth + 16."""
     from pearl_fpga.kernels.replay import ReplaySampler
+    from pearl_fpga.spec.replay import batch_cycle_bound
 
     capacity = min(args.rtl_capacity, args.capacity)
     batch = min(args.batch, capacity)
