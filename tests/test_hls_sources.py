@@ -168,3 +168,49 @@ def test_the_mlp_mac_multiplies_once_per_weight():
     assert "#pragma HLS UNROLL" in body
     products = re.findall(r"\*\s*(?!LANES\b)\w", body)  # index arithmetic * LANES is a shift
     assert len(products) == 1, f"MAC_LANES multiplies {len(products)} times per lane: {body}"
+
+
+STORAGE_PRAGMA = re.compile(r"#pragma HLS (?:ARRAY_PARTITION|ARRAY_RESHAPE|BIND_STORAGE|DEPENDENCE) variable\s*=\s*(\w+)")
+
+
+def _enclosing_function(code: str, pos: int) -> tuple[str, int] | None:
+    """(name, offset of its opening brace) of the function whose body holds `pos`, or None at file scope."""
+    depth = 0
+    for i in range(pos - 1, -1, -1):
+        if code[i] == "}":
+            depth += 1
+        elif code[i] == "{":
+            if depth:
+                depth -= 1
+                continue
+            head = re.search(r"(\w+)\s*\((?:[^()]|\([^()]*\))*\)\s*(?:const\s*)?$", code[:i])
+            if head and head.group(1) not in ("for", "if", "while", "switch"):
+                return head.group(1), i
+    return None
+
+
+def _misplaced_storage_pragmas(code: str) -> list[str]:
+    """Storage pragmas whose array is not declared in the function that holds the pragma (UG1399:
+    'within the boundaries of the function where the array variable is defined')."""
+    bad = []
+    for m in STORAGE_PRAGMA.finditer(code):
+        var, where = m.group(1), _enclosing_function(code, m.start())
+        declared = where and re.search(rf"[\w:<>]\s+{var}\s*(\[|=|;|,)|,\s*{var}\s*(\[|=|;)", code[where[1]:m.start()])
+        if not declared:
+            bad.append(f"{var} (pragma in {where[0] if where else 'file scope'})")
+    return bad
+
+
+@pytest.mark.parametrize("path", SYNTH_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_storage_pragmas_sit_in_the_function_that_defines_the_array(path):
+    """A partition or storage pragma on a global or a static member, placed in another (inlined)
+    function, is outside what Vitis HLS documents: declare the array in the function with its pragmas."""
+    bad = _misplaced_storage_pragmas(_code(path))
+    assert not bad, f"{path.relative_to(ROOT)}: storage pragmas away from the array's definition: {bad}"
+
+
+def test_the_storage_pragma_check_sees_a_pragma_on_a_global():
+    bad = "int g[8][4];\nint read(int i) {\n#pragma HLS INLINE\n#pragma HLS ARRAY_PARTITION variable = g dim = 2\n    return g[i][0];\n}\n"
+    good = "int top(int i) {\n    static int g[8][4];\n#pragma HLS ARRAY_PARTITION variable = g dim = 2\n    for (int k = 0; k < 4; k++) {\n    }\n    return g[i][0];\n}\n"
+    assert _misplaced_storage_pragmas(bad) == ["g (pragma in read)"]
+    assert _misplaced_storage_pragmas(good) == []

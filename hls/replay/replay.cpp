@@ -162,25 +162,26 @@ struct Group {
 };
 
 // Level D (1..DEPTH; DEPTH = leaves) of the top's tree: GROUPS blocks of K children, stored as
-// mem[group][lane]. Partitioning dim 2 gives K memories of GROUPS words, so a node's K children are
-// read in one cycle; the forwarding register holds the block the previous command wrote, because
-// with DEPENDENCE false the next command's read may be issued in the cycle of that write.
+// mem[group][lane]. The memory itself is a static array of replay_top (declared there, with its
+// partition and storage pragmas, where UG1399 wants them: in the function that defines the array);
+// the functions below receive it by reference. Partitioning dim 2 gives K memories of GROUPS words,
+// so a node's K children are read in one cycle; the forwarding register holds the block the previous
+// command wrote, because with DEPENDENCE false the next command's read may be issued in the cycle of
+// that write. D > DEPTH: a 1 x K placeholder the top declares (it declares MAX_DEPTH levels, so that
+// each can be named in a pragma) and never uses.
 // (C++14 on purpose, no `if constexpr` / inline variables: the Vitis HLS front end's default.)
 template <uint32_t D>
 struct Level {
     using Word = typename std::conditional<D == DEPTH, uint32_t, uint64_t>::type;
-    static constexpr uint32_t GROUPS = SHAPE.level_size[D] / K;
-    static constexpr uint32_t SHIFT = LOG2K * (DEPTH - D);  // leaf index >> SHIFT = its ancestor here
-    static Word mem[GROUPS][K];                             // zero after configuration
+    static constexpr uint32_t GROUPS = D <= DEPTH ? SHAPE.level_size[D] / K : 1;
+    static constexpr uint32_t SHIFT = D <= DEPTH ? LOG2K * (DEPTH - D) : 0;  // leaf index >> SHIFT = its ancestor here
+    using Memory = Word[GROUPS][K];
     static Group<Word> fwd_value;
     static uint32_t fwd_group;
     static bool fwd_valid;
 
-    static Group<Word> read(uint32_t group) {
+    static Group<Word> read(const Memory& mem, uint32_t group) {
 #pragma HLS INLINE
-#pragma HLS ARRAY_PARTITION variable = mem type = complete dim = 2
-#pragma HLS BIND_STORAGE variable = mem type = ram_s2p latency = 1
-#pragma HLS DEPENDENCE variable = mem type = inter false
         Group<Word> stored;
     READ_LANES:
         for (uint32_t k = 0; k < K; k++) {
@@ -191,7 +192,7 @@ struct Level {
     }
 
     // Writes the one changed lane (one of the K memories) and remembers the whole block.
-    static void write(uint32_t group, uint32_t lane, const Group<Word>& value) {
+    static void write(Memory& mem, uint32_t group, uint32_t lane, const Group<Word>& value) {
 #pragma HLS INLINE
         mem[group][lane] = value.child[lane];
         fwd_value = value;
@@ -199,7 +200,8 @@ struct Level {
         fwd_valid = true;
     }
 
-    static void clear() {
+    static void clear(Memory& mem) {
+#pragma HLS INLINE
     CLEAR_GROUPS:
         for (uint32_t g = 0; g < GROUPS; g++) {
 #pragma HLS PIPELINE II = 1
@@ -213,18 +215,17 @@ struct Level {
     }
 };
 template <uint32_t D>
-typename Level<D>::Word Level<D>::mem[Level<D>::GROUPS][K] = {};
-template <uint32_t D>
 Group<typename Level<D>::Word> Level<D>::fwd_value = {};
 template <uint32_t D>
 uint32_t Level<D>::fwd_group = 0;
 template <uint32_t D>
 bool Level<D>::fwd_valid = false;
 
-// The leaf words once more, read and written at the front of the pipeline: an UPDATE needs the old
-// word (for its delta) before it reaches the sums, while SAMPLE reads the leaves last. Keeping both
-// uses of each level in the same pipeline stage is what makes DEPENDENCE false safe.
-uint32_t g_front_leaves[LEAVES] = {};
+// The leaf words once more (replay_top's front_leaves), read and written at the front of the
+// pipeline: an UPDATE needs the old word (for its delta) before it reaches the sums, while SAMPLE
+// reads the leaves last. Keeping both uses of each level in the same pipeline stage is what makes
+// DEPENDENCE false safe.
+using FrontLeaves = uint32_t[LEAVES];
 uint32_t g_front_fwd_index = 0;
 uint32_t g_front_fwd_word = 0;
 bool g_front_fwd_valid = false;
@@ -236,20 +237,20 @@ uint64_t g_root = 0;  // level 0: the total, a register
 // this level's address from the previous level's output, so HLS schedules every access to level D
 // in the same stage. Returns the chosen child's value (at the leaf level: the sampled word).
 template <uint32_t D>
-typename Level<D>::Word level_step(bool is_update, uint32_t index, uint64_t delta, uint32_t word, uint32_t& node,
-                                   uint64_t& rem) {
+typename Level<D>::Word level_step(typename Level<D>::Memory& mem, bool is_update, uint32_t index, uint64_t delta,
+                                   uint32_t word, uint32_t& node, uint64_t& rem) {
 #pragma HLS INLINE
     using L = Level<D>;
     const uint32_t ancestor = index >> L::SHIFT;
     // The clamp only acts for commands that are not a valid SAMPLE (target >= total, other opcodes,
     // which run the descent too and discard it): it keeps their addresses inside the level.
     const uint32_t group = is_update ? ancestor >> LOG2K : node < L::GROUPS ? node : L::GROUPS - 1;
-    Group<typename L::Word> block = L::read(group);
+    Group<typename L::Word> block = L::read(mem, group);
     uint32_t lane;
     if (is_update) {
         lane = ancestor & (K - 1);
         update_lane(block.child[lane], word, delta);
-        L::write(group, lane, block);
+        L::write(mem, group, lane, block);
     } else {
         lane = choose_child<K>(block.child, rem);
         node = group * K + lane;
@@ -257,56 +258,75 @@ typename Level<D>::Word level_step(bool is_update, uint32_t index, uint64_t delt
     return block.child[lane];
 }
 
-// Levels D..DEPTH, unrolled at compile time; the leaf level hands out the sampled word.
+// Levels D..DEPTH, unrolled at compile time, each given its own memory (the top's level D, D+1, ...;
+// the placeholders past DEPTH are ignored); the leaf level hands out the sampled word.
 template <uint32_t D, bool LEAF = D == DEPTH>
 struct Descent {
+    template <typename... Deeper>
     static void run(bool is_update, uint32_t index, uint64_t delta, uint32_t word, uint32_t& node, uint64_t& rem,
-                    uint32_t& leaf_word) {
+                    uint32_t& leaf_word, typename Level<D>::Memory& mem, Deeper&... deeper) {
 #pragma HLS INLINE
-        level_step<D>(is_update, index, delta, word, node, rem);
-        Descent<D + 1>::run(is_update, index, delta, word, node, rem, leaf_word);
+        level_step<D>(mem, is_update, index, delta, word, node, rem);
+        Descent<D + 1>::run(is_update, index, delta, word, node, rem, leaf_word, deeper...);
     }
-    static void clear() {
-        Level<D>::clear();
-        Descent<D + 1>::clear();
+    template <typename... Deeper>
+    static void clear(typename Level<D>::Memory& mem, Deeper&... deeper) {
+#pragma HLS INLINE
+        Level<D>::clear(mem);
+        Descent<D + 1>::clear(deeper...);
     }
 };
 template <uint32_t D>
 struct Descent<D, true> {
+    template <typename... Unused>
     static void run(bool is_update, uint32_t index, uint64_t delta, uint32_t word, uint32_t& node, uint64_t& rem,
-                    uint32_t& leaf_word) {
+                    uint32_t& leaf_word, typename Level<D>::Memory& mem, Unused&...) {
 #pragma HLS INLINE
-        leaf_word = level_step<D>(is_update, index, delta, word, node, rem);
+        leaf_word = level_step<D>(mem, is_update, index, delta, word, node, rem);
     }
-    static void clear() { Level<D>::clear(); }
+    template <typename... Unused>
+    static void clear(typename Level<D>::Memory& mem, Unused&...) {
+#pragma HLS INLINE
+        Level<D>::clear(mem);
+    }
 };
 
-void clear_tree() {
+void clear_front(FrontLeaves& front_leaves) {
+#pragma HLS INLINE
 CLEAR_FRONT:
     for (uint32_t i = 0; i < LEAVES; i++) {
 #pragma HLS PIPELINE II = 1
-        g_front_leaves[i] = 0;
+        front_leaves[i] = 0;
     }
     g_front_fwd_valid = false;
     g_root = 0;
-    Descent<1>::clear();
 }
 
 // Leaf `index` := word at the front of the pipeline; returns word - old (wrapping).
-uint64_t front_update(uint32_t index, uint32_t word) {
+uint64_t front_update(FrontLeaves& front_leaves, uint32_t index, uint32_t word) {
 #pragma HLS INLINE
-#pragma HLS BIND_STORAGE variable = g_front_leaves type = ram_s2p latency = 1
-#pragma HLS DEPENDENCE variable = g_front_leaves type = inter false
-    const uint32_t stored = g_front_leaves[index];
+    const uint32_t stored = front_leaves[index];
     const uint32_t old = g_front_fwd_valid && index == g_front_fwd_index ? g_front_fwd_word : stored;
-    g_front_leaves[index] = word;
+    front_leaves[index] = word;
     g_front_fwd_index = index;
     g_front_fwd_word = word;
     g_front_fwd_valid = true;
     return leaf_delta(word, old);
 }
 
+static_assert(replay::MAX_DEPTH == 20, "replay_top declares one memory per level up to MAX_DEPTH: update the list");
+
 }  // namespace
+
+// Pragmas from a macro (UG1399: _Pragma), so that one line declares a level's memory with its own.
+#define REPLAY_PRAGMA(x) _Pragma(#x)
+#define REPLAY_LEVEL_MEMORY(D)                                                    \
+    static Level<D>::Word level##D[Level<D>::GROUPS][K] = {};                     \
+    REPLAY_PRAGMA(HLS ARRAY_PARTITION variable = level##D type = complete dim = 2) \
+    REPLAY_PRAGMA(HLS BIND_STORAGE variable = level##D type = ram_s2p latency = 1) \
+    REPLAY_PRAGMA(HLS DEPENDENCE variable = level##D type = inter false)
+#define REPLAY_LEVELS level1, level2, level3, level4, level5, level6, level7, level8, level9, level10, level11, \
+    level12, level13, level14, level15, level16, level17, level18, level19, level20
 
 void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp,
                 uint32_t n_cmds, uint32_t& capacity, uint32_t& fanout, uint64_t& total) {
@@ -319,6 +339,16 @@ void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::
 #pragma HLS INTERFACE mode = s_axilite port = return bundle = control
 // Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
 #pragma HLS INTERFACE mode = ap_ctrl_hs port = return
+    // The tree's storage, kept between calls: level D's memory (one per level up to MAX_DEPTH; those
+    // past DEPTH are 1 x K placeholders that nothing reads) and the front copy of the leaves.
+    REPLAY_LEVEL_MEMORY(1) REPLAY_LEVEL_MEMORY(2) REPLAY_LEVEL_MEMORY(3) REPLAY_LEVEL_MEMORY(4)
+    REPLAY_LEVEL_MEMORY(5) REPLAY_LEVEL_MEMORY(6) REPLAY_LEVEL_MEMORY(7) REPLAY_LEVEL_MEMORY(8)
+    REPLAY_LEVEL_MEMORY(9) REPLAY_LEVEL_MEMORY(10) REPLAY_LEVEL_MEMORY(11) REPLAY_LEVEL_MEMORY(12)
+    REPLAY_LEVEL_MEMORY(13) REPLAY_LEVEL_MEMORY(14) REPLAY_LEVEL_MEMORY(15) REPLAY_LEVEL_MEMORY(16)
+    REPLAY_LEVEL_MEMORY(17) REPLAY_LEVEL_MEMORY(18) REPLAY_LEVEL_MEMORY(19) REPLAY_LEVEL_MEMORY(20)
+    static FrontLeaves front_leaves = {};
+#pragma HLS BIND_STORAGE variable = front_leaves type = ram_s2p latency = 1
+#pragma HLS DEPENDENCE variable = front_leaves type = inter false
     uint32_t c = 0;
     // A CLEAR ends the pipelined run (the pipeline drains), clears every level, and the run resumes.
 SEGMENTS:
@@ -339,12 +369,12 @@ SEGMENTS:
             const uint32_t word = uint32_t(value);
             uint64_t delta = 0;
             if (is_update) {
-                delta = front_update(index, word);
+                delta = front_update(front_leaves, index, word);
                 g_root += delta;
             }
             uint32_t node = 0, leaf_word = 0;
             uint64_t rem = value;
-            Descent<1>::run(is_update, index, delta, word, node, rem, leaf_word);
+            Descent<1>::run(is_update, index, delta, word, node, rem, leaf_word, REPLAY_LEVELS);
             if (op == replay::OP_SAMPLE) {
                 m_axis_resp.write(pearl::make_axis128(leaf_word, resp_hi | node, cmd.last));
             } else if (op == replay::OP_TOTAL) {
@@ -352,7 +382,10 @@ SEGMENTS:
             }
             clear = op == replay::OP_CLEAR;  // other opcodes: ignored, no response
         }
-        if (clear) clear_tree();
+        if (clear) {
+            clear_front(front_leaves);
+            Descent<1>::clear(REPLAY_LEVELS);
+        }
     }
     capacity = SHAPE.capacity;
     fanout = SHAPE.fanout;

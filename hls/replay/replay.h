@@ -40,14 +40,15 @@
 //
 // ---- HLS top (replay_top in replay.cpp): storage, pragmas, pipeline ----------------------------
 // Storage, all compile-time sized (no pointers, no pointer arrays: Vitis HLS maps each static array
-// to its own memory):
+// to its own memory). The arrays are static locals of replay_top, each declared with its pragmas
+// (UG1399 wants them in the function that defines the array), and passed down by reference:
 //   level 0        g_root: a 64-bit register (the total).
-//   level D=1..DEPTH  Level<D>::mem[GROUPS_D][K]: u64 sums (u32 words at D = DEPTH), one block of K
+//   level D=1..DEPTH  levelD[GROUPS_D][K]: u64 sums (u32 words at D = DEPTH), one block of K
 //                  children per row. ARRAY_PARTITION complete dim=2 -> K memories of GROUPS_D words
 //                  per level, so the K children of a node are read in the same cycle.
 //                  BIND_STORAGE ram_s2p latency=1: one read and one write port, fixed 1-cycle read,
 //                  which the forwarding below assumes.
-//   front leaves   g_front_leaves[LEAVES]: a second copy of the leaf words, read and written at the
+//   front leaves   front_leaves[LEAVES]: a second copy of the leaf words, read and written at the
 //                  front of the pipeline so an UPDATE has its delta (new - old) before it reaches the
 //                  sums; cost: CAPACITY x 32 bits more memory, for II = 1 on mixed streams.
 // Pipeline: COMMANDS is one loop, PIPELINE II=1, over the command stream; its body runs every level

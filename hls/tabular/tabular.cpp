@@ -27,23 +27,24 @@ constexpr uint32_t ACTIONS = TABULAR_ACTIONS;
 static_assert(ACTIONS >= 1 && ACTIONS <= tabular::MAX_ACTIONS, "TABULAR_ACTIONS must be 1..64");
 static_assert(STATES >= 1 && uint64_t(STATES) * ACTIONS <= (uint64_t(1) << 24), "TABULAR_STATES x ACTIONS <= 2^24");
 
-// The table twice (tabular.h: g_row for row reads, g_self for the word being updated).
-int32_t g_row[STATES][ACTIONS];
-int32_t g_self[STATES][ACTIONS];
+// The table twice (tabular.h: row_copy for row reads, update_copy for the word being updated): static arrays of
+// tabular_top, declared there with their pragmas (UG1399: in the function that defines the array).
+using Table = int32_t[STATES][ACTIONS];
 // The write in flight, forwarded to the reads of the next command.
 bool g_fwd_valid = false;
 uint32_t g_fwd_s = 0, g_fwd_a = 0;
 int32_t g_fwd_value = 0;
 
-void clear_table() {
+void clear_table(Table& row, Table& self) {
+#pragma HLS INLINE
 CLEAR_ROWS:
     for (uint32_t s = 0; s < STATES; s++) {
 #pragma HLS LOOP_TRIPCOUNT min = STATES max = STATES
 #pragma HLS PIPELINE II = 1
         for (uint32_t b = 0; b < ACTIONS; b++) {
 #pragma HLS UNROLL
-            g_row[s][b] = 0;
-            g_self[s][b] = 0;
+            row[s][b] = 0;
+            self[s][b] = 0;
         }
     }
     g_fwd_valid = false;
@@ -55,10 +56,10 @@ int32_t forwarded(int32_t stored, uint32_t s, uint32_t b) {
     return g_fwd_valid && g_fwd_s == s && g_fwd_a == b ? g_fwd_value : stored;
 }
 
-void write_word(uint32_t s, uint32_t a, int32_t value) {
+void write_word(Table& row, Table& self, uint32_t s, uint32_t a, int32_t value) {
 #pragma HLS INLINE
-    g_row[s][a] = value;
-    g_self[s][a] = value;
+    row[s][a] = value;
+    self[s][a] = value;
     g_fwd_valid = true;
     g_fwd_s = s;
     g_fwd_a = a;
@@ -83,12 +84,13 @@ void tabular_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl:
 #pragma HLS INTERFACE mode = s_axilite port = return bundle = control
 // Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
 #pragma HLS INTERFACE mode = ap_ctrl_hs port = return
-#pragma HLS ARRAY_PARTITION variable = g_row type = complete dim = 2
-#pragma HLS ARRAY_PARTITION variable = g_self type = complete dim = 2
-#pragma HLS BIND_STORAGE variable = g_row type = ram_s2p latency = 1
-#pragma HLS BIND_STORAGE variable = g_self type = ram_s2p latency = 1
-#pragma HLS DEPENDENCE variable = g_row type = inter false
-#pragma HLS DEPENDENCE variable = g_self type = inter false
+    static Table row_copy = {}, update_copy = {};  // kept between calls
+#pragma HLS ARRAY_PARTITION variable = row_copy type = complete dim = 2
+#pragma HLS ARRAY_PARTITION variable = update_copy type = complete dim = 2
+#pragma HLS BIND_STORAGE variable = row_copy type = ram_s2p latency = 1
+#pragma HLS BIND_STORAGE variable = update_copy type = ram_s2p latency = 1
+#pragma HLS DEPENDENCE variable = row_copy type = inter false
+#pragma HLS DEPENDENCE variable = update_copy type = inter false
     const bool is_sarsa = (sarsa & 1) != 0;
     uint32_t applied = 0;
     uint32_t c = 0;
@@ -118,9 +120,9 @@ SEGMENTS:
 #pragma HLS ARRAY_PARTITION variable = row2 type = complete
             for (uint32_t b = 0; b < ACTIONS; b++) {
 #pragma HLS UNROLL
-                row2[b] = forwarded(g_row[s2_rd][b], s2_rd, b);
+                row2[b] = forwarded(row_copy[s2_rd][b], s2_rd, b);
             }
-            const int32_t old = forwarded(g_self[s_rd][a_rd], s_rd, a_rd);
+            const int32_t old = forwarded(update_copy[s_rd][a_rd], s_rd, a_rd);
             // The row max over the columns in use (n_actions), a fixed-size unrolled compare tree.
             int32_t best = row2[0];
             for (uint32_t b = 1; b < ACTIONS; b++) {
@@ -129,10 +131,10 @@ SEGMENTS:
             }
             const int64_t boot = done ? 0 : is_sarsa ? row2[a2 < ACTIONS ? a2 : 0] : best;
             if (op == tabular::OP_UPDATE && update_ok) {
-                write_word(s, a, tabular::updated(old, boot, value, alpha, gamma));
+                write_word(row_copy, update_copy, s, a, tabular::updated(old, boot, value, alpha, gamma));
                 applied++;
             } else if (op == tabular::OP_WRITE && sa_ok) {
-                write_word(s, a, value);
+                write_word(row_copy, update_copy, s, a, value);
             } else if (op == tabular::OP_READ) {
                 const uint32_t word = sa_ok ? uint32_t(old) : 0;
                 m_axis_resp.write(pearl::make_axis128(uint64_t(word) | (uint64_t(s) << 32),
@@ -140,7 +142,7 @@ SEGMENTS:
             }
             clear = op == tabular::OP_CLEAR;  // other opcodes: ignored, no response
         }
-        if (clear) clear_table();
+        if (clear) clear_table(row_copy, update_copy);
     }
     max_states = STATES;
     max_actions = ACTIONS;

@@ -21,7 +21,7 @@
 // Interface (SPEC.md, "Board interface"): AXI4-Lite control with ap_ctrl_hs; 128-bit command words in
 // on s_axis_cmd (UPDATE, WRITE, READ, CLEAR); one 128-bit response out on m_axis_resp per READ.
 // Storage: the table of MAX_STATES x MAX_ACTIONS words (TABULAR_STATES / TABULAR_ACTIONS, the catalog
-// sizes), kept twice: g_row, read a whole row s2 at a time for the bootstrap, and g_self, read one
+// sizes), kept twice: row_copy, read a whole row s2 at a time for the bootstrap, and update_copy, read one
 // word Q[s][a] for the update. Each copy is partitioned by action (one memory per column, so a row
 // is read in one clock) and bound to ram_s2p: one read and one write port per memory, which is
 // what one read and one write per clock need; both copies take every write.
