@@ -137,7 +137,7 @@ def test_plan_labels_csynth_figures(cache, small_config, tmp_path, capsys):
     assert code == 0, err
     rows = {(r["task"], r["target"]): r for r in json.loads(out)["tasks"]}
     assert rows[("replay_sample", "fpga-emu")]["source"] == "cycle model (csynth) @ pynq-z2"
-    assert rows[("act", "fpga-emu")]["source"] == "cycle model (spec bound) @ pynq-z2"  # no MLP report: the SPEC bound
+    assert rows[("act", "fpga-emu")]["source"] == "cycle model (hls model) @ pynq-z2"  # no MLP report: the HLS model
     code, out, err = run_cmd(plan_cmd, argv, capsys)
     assert code == 0, err
     assert "(csynth)" in out and "(m)" in out

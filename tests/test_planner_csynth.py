@@ -215,9 +215,10 @@ def test_a_malformed_report_warns_and_falls_back(tmp_path):
     bad = write(tmp_path / "pynq-z2" / "replay" / "replay_top_csynth.xml", "<profile><PerformanceEstimates>")
     with pytest.warns(UserWarning, match=str(bad)):
         fits, _, notes = fpga_model.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
-    spec = fpga_model.replay_cycles_spec(tree_depth(8192, board.kernels["replay"]["fanout"]))
-    assert fits[("replay_update", "fpga-emu")].source == "cycle model (spec bound) @ pynq-z2"
-    assert fits[("replay_update", "fpga-emu")](64) == pytest.approx(board.transfer_seconds(64 * 16) + spec(64) / 100e6)
+    rk = board.kernels["replay"]
+    hls = fpga_model.replay_cycles_hls(tree_depth(rk["capacity"], rk["fanout"]), rk["fanout"], board.clock_mhz)
+    assert fits[("replay_update", "fpga-emu")].source == "cycle model (hls model) @ pynq-z2"
+    assert fits[("replay_update", "fpga-emu")](64) == pytest.approx(board.transfer_seconds(64 * 16) + hls(64) / 100e6)
     assert any("unusable" in n and str(bad) in n for n in notes)
 
 
@@ -232,5 +233,29 @@ def test_a_report_for_another_part_is_not_used(tmp_path):
     path = replay_report(tmp_path / "zcu104" / "replay")
     with pytest.warns(UserWarning, match="xc7z020"):
         fits, _, notes = fpga_model.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
-    assert fits[("replay_update", "fpga-emu")].source == "cycle model (spec bound) @ zcu104"
+    assert fits[("replay_update", "fpga-emu")].source == "cycle model (hls model) @ zcu104"
     assert any(str(path) in n and "not used" in n for n in notes)
+
+
+def test_without_a_report_the_hls_model_times_the_kernels_and_the_rtl_stands_beside(tmp_path):
+    from pearl_fpga.board.catalog import get_board
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.planner import fpga_model
+
+    board = get_board("pynq-z2")  # replay 16,384 leaves, K = 16 (4 levels), 100 MHz; MLP 8 lanes
+    cfg = TrainConfig.preset("dqn", net_arch=[64, 64], per=True, buffer_size=8192)
+    fits, _, notes = fpga_model.fpga_fits(board, cfg, 4, 2, True, _host(), csynth_dirs=[tmp_path])
+    assert fits[("act", "fpga-emu")].source == "cycle model (hls model) @ pynq-z2"
+    # 64 updates: 63 + PipelineDepth 3 + 4 levels x (1 + 16 / 2) = 102 cycles at 100 MHz
+    assert fits[("replay_update", "fpga-emu")](64) == pytest.approx(board.transfer_seconds(64 * 16) + 102 / 100e6)
+    assert any(n.startswith("replay sample: at 64 per call the HLS design takes 102 cycles (hls model), "
+                            "the reference RTL 100 (spec bound)") for n in notes), notes
+    # 4-64-64-2 on 8 lanes (rows padded to 32 words, MAC pipeline 10): read 4 + 2, input copy 32,
+    # 64 x (4 + 10), 64 x (8 + 10), 2 x (8 + 10) + 30 padding, head 2 + 2, write 3 + 2 = 2,161 cycles;
+    # the RTL's bound: 4,480 MACs / 8 + 8 x 3 + 16 = 600
+    assert any(n.startswith("act: at 1 per call the HLS design takes 2,161 cycles") and "the reference RTL 600" in n
+               for n in notes), notes
+    spec, _, _ = fpga_model.fpga_fits(board, cfg, 4, 2, True, _host(), cycles="spec", csynth_dirs=[tmp_path])
+    assert spec[("replay_update", "fpga-emu")].source == "cycle model (spec bound) @ pynq-z2"
+    with pytest.raises(ValueError, match="cycles must be"):
+        fpga_model.fpga_fits(board, cfg, 4, 2, True, _host(), cycles="vivado")

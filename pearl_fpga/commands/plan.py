@@ -22,8 +22,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--board", help="catalog board modelled by fpga-emu (adds fpga-emu to the default devices)")
     parser.add_argument("--constraints", help='e.g. "act=fpga-emu", "!cuda", "workers=2" (comma-separated)')
     parser.add_argument("--max-workers", type=int, help="most actor workers to consider (default: max(2, cores))")
-    parser.add_argument("--cycles", default="spec", choices=("spec", "rtl"),
-                        help="FPGA cycle source: the kernels' SPEC.md bounds, or counts from the rtl backend (Verilator)")
+    parser.add_argument("--cycles", default="hls", choices=("hls", "rtl", "spec"),
+                        help="FPGA cycle source without a csynth report: the stated model of the HLS design's schedule "
+                        "(what make bitstream ships; default), counts of the reference RTL from the rtl backend "
+                        "(Verilator), or the RTL's SPEC.md bounds. The reference RTL's figure is noted beside either.")
     parser.add_argument("--csynth", action="append", default=[], metavar="PATH",
                         help="a Vitis csynth report (<kernel>_top_csynth.xml) or a folder holding them; reports "
                         "under build/hw/<board>/hls/<kernel>/ (make hls) are found without it and take "

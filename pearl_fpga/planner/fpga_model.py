@@ -1,7 +1,10 @@
-"""The FPGA targets' model ("fpga-emu", "fpga"), not measured here: kernel cycles and clock (a Vitis
-csynth report when one exists, see pearl_fpga.planner.csynth; else the cycle-accurate "rtl" backend
-when requested, else the cycle bound the kernel's SPEC.md guarantees, at the catalog clock), plus the
-host <-> kernel transfers of the catalog's link model, plus the host-side work measured here.
+"""The FPGA targets' model ("fpga-emu", "fpga"), not measured here: kernel cycles and clock of the
+design that ships, the HLS C++ tops (a Vitis csynth report when one exists, see
+pearl_fpga.planner.csynth; else the stated model of their schedule, pearl_fpga.planner.hls_schedule,
+at the catalog clock), plus the host <-> kernel transfers of the catalog's link model, plus the
+host-side work measured here. The reference RTL's counts (its SPEC.md bound, or the cycle-accurate
+"rtl" backend's counts with cycles="rtl") are reported beside them in the notes; cycles="rtl" or
+"spec" times the kernels by the RTL instead.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.planner import hls_schedule
 from pearl_fpga.planner.model import Fit
-
 from pearl_fpga.planner.profile import REPLAY_TASKS, fit_line
 from pearl_fpga.spec.mlp import infer_cycle_bound
 from pearl_fpga.spec.replay import batch_cycle_bound, tree_depth
@@ -27,7 +30,7 @@ class CycleFit:
 
     c0: float
     c1: float
-    source: str  # "spec bound", "rtl", "csynth"
+    source: str  # "hls model", "csynth", "rtl", "spec bound"
 
     def __call__(self, batch: float) -> float:
         return self.c0 + self.c1 * batch
@@ -42,6 +45,16 @@ def mlp_layers(obs_dim: int, net_arch: Sequence[int], out_dim: int) -> list[tupl
 def mlp_cycles_spec(layers: Sequence[tuple[int, int]], lanes: int) -> CycleFit:
     """hls/mlp/SPEC.md's bound: per inference MACs / LANES + 8 L + 16 cycles (steady state)."""
     return CycleFit(0.0, infer_cycle_bound(layers, lanes), "spec bound")
+
+
+def mlp_cycles_hls(layers: Sequence[tuple[int, int]], lanes: int, discrete: bool) -> CycleFit:
+    """mlp_top's schedule as pearl_fpga.planner.hls_schedule models it, per inference."""
+    return CycleFit(0.0, float(hls_schedule.mlp_infer_cycles(layers, lanes, raw_head=discrete)), "hls model")
+
+
+def replay_cycles_hls(depth: int, fanout: int, clock_mhz: float) -> CycleFit:
+    """replay_top's COMMANDS loop as pearl_fpga.planner.hls_schedule models it: (B - 1) + PipelineDepth."""
+    return CycleFit(hls_schedule.replay_pipeline_depth(depth, fanout, clock_mhz) - 1.0, 1.0, "hls model")
 
 
 def replay_cycles_spec(depth: int) -> CycleFit:
@@ -118,8 +131,14 @@ def _csynth_report(board: Any, kernel: str, dirs: Sequence[str | Path], notes: l
     return report
 
 
+def _rtl_beside(kind: str, hls: CycleFit, rtl: CycleFit, batch: int) -> str:
+    """One note comparing the shipped design's figure with the reference RTL's at `batch`."""
+    return (f"{kind}: at {batch} per call the HLS design takes {hls(batch):,.0f} cycles ({hls.source}), "
+            f"the reference RTL {rtl(batch):,.0f} ({rtl.source})")
+
+
 def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: bool, host: Mapping[tuple[str, str], Fit],
-              target: str = "fpga-emu", cycles: str = "spec", csynth_dirs: Sequence[str | Path] = ()
+              target: str = "fpga-emu", cycles: str = "hls", csynth_dirs: Sequence[str | Path] = ()
               ) -> tuple[dict[tuple[str, str], Fit], dict[str, str], list[str]]:
     """Modelled fits of every task `target` (a board from the catalog) can run.
 
@@ -127,9 +146,13 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
     work that stays on the CPU (measured on this machine: the driver call, transition storage).
     Cycles and clock come from the board's Vitis csynth report of the kernel when one exists
     (pearl_fpga.planner.csynth; searched where `make hls` puts it and in `csynth_dirs`), else from
-    the rtl backend (cycles="rtl") or the bound the kernel's SPEC.md guarantees, at the catalog clock.
+    `cycles` at the catalog clock: "hls" the stated model of the HLS schedule (the design that
+    ships), "rtl" the rtl backend's counts, "spec" the bound the kernel's SPEC.md guarantees of the
+    RTL. The notes put the reference RTL's figure beside the one used.
     Returns (fits, unavailable "role@target" -> reason, notes on the cycle sources).
     """
+    if cycles not in ("hls", "rtl", "spec"):
+        raise ValueError(f"cycles must be 'hls', 'rtl' or 'spec', not {cycles!r}")
     from pearl_fpga.planner.csynth import CsynthError, mlp_cycles, replay_cycles
 
     fits: dict[tuple[str, str], Fit] = {}
@@ -150,7 +173,13 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
     elif host_act is None or host_sync is None:
         unavailable[f"act@{target}"] = "no host measurement of act to base the driver overhead on"
     else:
-        cyc = mlp_cycles_spec(layers, mk["lanes"])
+        rtl_cyc = mlp_cycles_spec(layers, mk["lanes"])
+        if cycles == "rtl":
+            try:
+                rtl_cyc = mlp_cycles_rtl(obs_dim, config.net_arch, out_dim, discrete, mk["lanes"], mk["max_width"])
+            except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
+                notes.append(f"act: rtl cycle counts unavailable ({exc}); using the spec bound")
+        cyc = mlp_cycles_hls(layers, mk["lanes"], discrete) if cycles == "hls" else rtl_cyc
         f_act = f_hz
         report = _csynth_report(board, "mlp", csynth_dirs, notes)
         if report is not None:
@@ -160,11 +189,7 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
                 warnings.warn(f"ignoring csynth report: {exc}", stacklevel=2)
                 notes.append(f"act: csynth report unusable ({exc})")
                 report = None
-        if report is None and cycles == "rtl":
-            try:
-                cyc = mlp_cycles_rtl(obs_dim, config.net_arch, out_dim, discrete, mk["lanes"], mk["max_width"])
-            except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
-                notes.append(f"act: rtl cycle counts unavailable ({exc}); using the spec bound")
+        notes.append(_rtl_beside("act", cyc, rtl_cyc, 1))
         notes.append(f"act: {cyc.c0:.0f} + {cyc.c1:.0f} cycles per inference ({cyc.source}"
                      f"{', ' + str(report.path) if report is not None else ''}, {mk['lanes']} lanes) "
                      f"at {f_act / 1e6:g} MHz")
@@ -191,7 +216,15 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
         unavailable[f"replay@{target}"] = "no host measurement of transition storage"
     else:
         depth = tree_depth(config.buffer_size, rk["fanout"])
-        ops = {"update": replay_cycles_spec(depth), "sample": replay_cycles_spec(depth)}
+        rtl_ops = {"update": replay_cycles_spec(depth), "sample": replay_cycles_spec(depth)}
+        if cycles == "rtl":
+            try:
+                rtl_ops = replay_cycles_rtl(config.buffer_size, rk["fanout"])
+            except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
+                notes.append(f"replay: rtl cycle counts unavailable ({exc}); using the spec bound")
+        # the synthesized tree holds the board's capacity, so its pipeline is that deep whatever the run uses
+        hls = replay_cycles_hls(tree_depth(rk["capacity"], rk["fanout"]), rk["fanout"], board.clock_mhz)
+        ops = {"update": hls, "sample": hls} if cycles == "hls" else rtl_ops
         report = _csynth_report(board, "replay", csynth_dirs, notes)
         if report is not None:
             try:
@@ -203,11 +236,7 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
                 warnings.warn(f"ignoring csynth report: {exc}", stacklevel=2)
                 notes.append(f"replay: csynth report unusable ({exc})")
                 report = None
-        if report is None and cycles == "rtl":
-            try:
-                ops = replay_cycles_rtl(config.buffer_size, rk["fanout"])
-            except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
-                notes.append(f"replay: rtl cycle counts unavailable ({exc}); using the spec bound")
+        notes.append(_rtl_beside("replay sample", ops["sample"], rtl_ops["sample"], config.batch_size))
         notes.append(f"replay: depth {depth}, sample {ops['sample'].c0:.0f} + {ops['sample'].c1:.2f}/item cycles "
                      f"({ops['sample'].source}{', ' + str(report.path) if report is not None else ''}) "
                      f"at {f_hz / 1e6:g} MHz")

@@ -138,7 +138,7 @@ class Plan:
                     out.append(f"{'*' if r['chosen'] else ''}{r['seconds_per_call'] * 1e6:,.1f}{label}")
             t.add_row(task, str(batch), *out)
         console.print(t)
-        console.print("(m) = modelled from cycle counts (SPEC bound or rtl backend) and the board catalog; (csynth) = "
+        console.print("(m) = modelled from cycle counts (the HLS schedule model, or the RTL's with --cycles) and the board catalog; (csynth) = "
                       "modelled from the Vitis csynth report's cycles and clock plus the catalog's link; other "
                       "figures measured on this machine.")
         a = Table(title=f"Placements ranked by {self.objective} (modelled)", title_justify="left")
@@ -212,7 +212,7 @@ def default_placement_dict() -> dict[str, str]:
 def choose_placement(algo: str, env_id: str, config: Any, objective: str = "throughput", constraints: str | None = None,
                      *, devices: str | Sequence[str] | None = None, board: str | None = None, sizes: Any = None,
                      reprofile: bool = False, progress: bool = True, max_workers: int | None = None,
-                     cycles: str = "spec", cpu_watts: tuple[float, float] | None = None,
+                     cycles: str = "hls", cpu_watts: tuple[float, float] | None = None,
                      adjust_load: bool = True, csynth_dirs: Sequence[str] = ()) -> Plan:
     """Profile (cached), model and choose the placement and actor-worker count for `objective`.
 

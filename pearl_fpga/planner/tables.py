@@ -54,7 +54,7 @@ def parse_devices(spec: str | Sequence[str] | None, board: str | None) -> tuple[
     return targets, board
 
 
-def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any | None, cycles: str = "spec",
+def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any | None, cycles: str = "hls",
                  cpu_watts: tuple[float, float] | None = None, csynth_dirs: Sequence[str] = ()
                  ) -> tuple[Tables, dict[str, str], list[str]]:
     """Tables for the model from a host profile plus the modelled FPGA target of `board` (cycle

@@ -1,0 +1,78 @@
+"""A stated model of the HLS schedule of the kernels that `make bitstream` / `make xclbin` ship.
+
+The planner times the FPGA targets by the design that ships, the HLS C++ tops: from a Vitis csynth
+report when one exists (pearl_fpga.planner.csynth), else from this model. It is a model, not a
+report (no Vitis HLS run was available where it was written); its assumptions are stated here and in
+the comments of the sources it follows (hls/replay/replay.h and hls/mlp/mlp.h, "HLS top" and
+"Expected cycles"). The reference RTL's counts are a different design's and are reported beside it.
+
+replay_top (hls/replay/replay.cpp): one pipelined COMMANDS loop at II = 1, so B commands take
+(B - 1) + PipelineDepth cycles, as csynth's figures are read. PipelineDepth = 3 (the command read,
+the front-leaf update, the response write) + DEPTH levels of (1 registered read + the prefix compare
+of the K children). choose_child chains the K 64-bit prefix adds and compares; the model lets a clock
+period hold two of them at the 7-series clocks (<= 150 MHz) and one at the UltraScale+ clocks
+(200-300 MHz), so a level costs 1 + ceil(K / adds_per_cycle) cycles.
+
+mlp_top (hls/mlp/mlp.cpp): per observation, in order, nothing overlapped (no DATAFLOW):
+- INFER_READ: n_0 stream words at II = 1, + 2 cycles of pipeline;
+- FORWARD_INPUT: one activation word per cycle over stride_0 (n_0 rounded up to ROW_ALIGN);
+- per layer, LAYER_ROWS: m_l rows, each the MAC_CHUNKS loop of stride_l / LANES chunks at II = 1
+  plus its pipeline depth MAC_DEPTH (1 read, 3 multiply stages of a DSP48, ceil(log2(LANES) / 2)
+  adder-tree stages, 1 accumulate, 2 requantize, 1 write), then LAYER_PAD: one cycle per padding
+  word up to the next ROW_ALIGN;
+- FORWARD_HEAD: one cycle per output (+ 2 of pipeline); INFER_WRITE: one word per cycle (the RAW head's
+  argmax one more) + 2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+REPLAY_FRONT_CYCLES = 3  # command read, front-leaf update, response write
+MLP_STREAM_PIPELINE = 2  # fill of a pipelined stream loop (INFER_READ, FORWARD_HEAD, INFER_WRITE)
+
+
+def prefix_adds_per_cycle(clock_mhz: float) -> int:
+    """Chained 64-bit adds (with their compare) one clock period holds, by the model's assumption."""
+    return 2 if clock_mhz <= 150 else 1
+
+
+def replay_level_cycles(fanout: int, clock_mhz: float) -> int:
+    """Cycles of one tree level in replay_top's pipeline: the registered read, then the prefix compare."""
+    return 1 + math.ceil(fanout / prefix_adds_per_cycle(clock_mhz))
+
+
+def replay_pipeline_depth(depth: int, fanout: int, clock_mhz: float) -> int:
+    """PipelineDepth of replay_top's COMMANDS loop."""
+    return REPLAY_FRONT_CYCLES + depth * replay_level_cycles(fanout, clock_mhz)
+
+
+def replay_batch_cycles(batch: int, depth: int, fanout: int, clock_mhz: float) -> int:
+    """Cycles of B commands (SAMPLE, UPDATE or TOTAL, in any mix) through replay_top at II = 1."""
+    return max(batch - 1, 0) + replay_pipeline_depth(depth, fanout, clock_mhz)
+
+
+def row_align(lanes: int) -> int:
+    """ROW_ALIGN of hls/mlp/mlp.h: rows are padded to whole 512-bit vectors and whole LANES chunks."""
+    return max(lanes, 32)
+
+
+def mac_depth(lanes: int) -> int:
+    """Pipeline depth of the MAC_CHUNKS loop (one row's LANES-wide chunks)."""
+    return 1 + 3 + math.ceil(math.log2(lanes) / 2) + 1 + 2 + 1
+
+
+def mlp_infer_cycles(layers: Sequence[tuple[int, int]], lanes: int, raw_head: bool = True) -> int:
+    """Cycles of one observation through mlp_top: layers are (n_in, m_out), first to last."""
+    align = row_align(lanes)
+    n0, m_last = layers[0][0], layers[-1][1]
+    stride0 = -(-n0 // align) * align
+    cycles = n0 + MLP_STREAM_PIPELINE + stride0
+    for n, m in layers:
+        stride = -(-n // align) * align
+        padded_m = -(-m // align) * align
+        cycles += m * (stride // lanes + mac_depth(lanes)) + (padded_m - m)
+    cycles += m_last + MLP_STREAM_PIPELINE  # FORWARD_HEAD
+    cycles += m_last + (1 if raw_head else 0) + MLP_STREAM_PIPELINE  # INFER_WRITE
+    return cycles
