@@ -12,40 +12,42 @@ namespace mlp {
 
 namespace {
 
-constexpr int MAX_ROW_CHUNKS = MAX_WIDTH / LANES;  // for LOOP_TRIPCOUNT (report only)
-
-// Exact sum of W * a over one row of `chunks` LANES-word chunks: one 16x16 multiply per weight (one
-// DSP per lane), the LANES products added as a tree into a wide accumulator. Indices are written as
-// chunk * LANES + u so that, with weight and a partitioned cyclic by LANES, lane u always reads bank u.
-MLP_INLINE int64_t mac_row(const int16_t weight[WEIGHT_WORDS], int w_chunk, const int16_t a[MAX_WIDTH], int chunks) {
-    int64_t acc = 0;  // |sum| < MAX_WIDTH * 2^30: 48 bits suffice (a DSP48 cascade in hardware)
-MAC_CHUNKS:
-    for (int c = 0; c < chunks; ++c) {
-#pragma HLS LOOP_TRIPCOUNT min = 1 max = MAX_ROW_CHUNKS
-#pragma HLS PIPELINE II = 1  // one chunk of LANES products per clock; acc is the only carried state
-        int64_t chunk_sum = 0;
-    MAC_LANES:
-        for (int u = 0; u < LANES; ++u) {
-#pragma HLS UNROLL  // the LANES parallel multipliers (factor LANES = the whole loop); Vitis adds them as a tree
-            const int32_t product = int32_t(weight[(w_chunk + c) * LANES + u]) * int32_t(a[c * LANES + u]);
-            chunk_sum += product;  // exact: |W * a| <= 2^30
-        }
-        acc += chunk_sum;
-    }
-    return acc;
-}
+constexpr int MAX_LAYER_CHUNKS = MAX_WIDTH * (MAX_WIDTH / LANES);  // for LOOP_TRIPCOUNT (report only)
 
 // One layer: out[0..m) from in[0..stride) (zero padded); pads out up to the next multiple of ROW_ALIGN.
+// One pipelined loop over every (row, chunk) of the layer, so a row's MACs start while the previous
+// row's sum is still being requantized: m * stride / LANES cycles plus one pipeline fill per layer.
+// Per chunk, LANES 16x16 multiplies (one DSP each) added as a tree into a wide accumulator; a row's
+// chunks are consecutive in the weight memory, so the layer's chunk t is weight chunk base + t.
+// Indices are written as chunk * LANES + u so that, with weight and in partitioned cyclic by LANES,
+// lane u always reads bank u.
 MLP_INLINE void layer_forward(const LayerDesc& d, const int16_t weight[WEIGHT_WORDS], const int32_t bias[BIAS_WORDS],
                               const int16_t in[MAX_WIDTH], int16_t out[MAX_WIDTH]) {
     const bool relu = (d.flags & FLAG_RELU) != 0;
     const int row_chunks = d.stride / LANES;  // exact: stride is a multiple of ROW_ALIGN >= LANES
-LAYER_ROWS:
-    for (int i = 0; i < d.m_out; ++i) {
-#pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_WIDTH
-        const int w_chunk = (d.w_offset + i * d.stride) / LANES;  // exact: offsets are multiples of LANES
-        const int64_t acc = int64_t(bias[d.b_offset + i]) + mac_row(weight, w_chunk, in, row_chunks);
-        out[i] = requantize(acc, d.shift, relu);
+    const int base = d.w_offset / LANES;      // exact: offsets are multiples of LANES
+    const int chunks = d.m_out * row_chunks;
+    int64_t acc = 0;  // |sum| < MAX_WIDTH * 2^30 + 2^31: 48 bits suffice (a DSP48 cascade in hardware)
+    int row = 0, c = 0;
+LAYER_MACS:
+    for (int t = 0; t < chunks; ++t) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = MAX_LAYER_CHUNKS
+#pragma HLS PIPELINE II = 1  // one chunk of LANES products per clock; acc, row and c are the carried state
+        int64_t chunk_sum = 0;
+    MAC_LANES:
+        for (int u = 0; u < LANES; ++u) {
+#pragma HLS UNROLL  // the LANES parallel multipliers (factor LANES = the whole loop); Vitis adds them as a tree
+            const int32_t product = int32_t(weight[(base + t) * LANES + u]) * int32_t(in[c * LANES + u]);
+            chunk_sum += product;  // exact: |W * a| <= 2^30
+        }
+        acc = (c == 0 ? int64_t(bias[d.b_offset + row]) : acc) + chunk_sum;
+        if (c == row_chunks - 1) {
+            out[row] = requantize(acc, d.shift, relu);
+            ++row;
+            c = 0;
+        } else {
+            ++c;
+        }
     }
 LAYER_PAD:
     for (int i = d.m_out; i < round_up(d.m_out, ROW_ALIGN); ++i) {

@@ -32,10 +32,12 @@
 //   activations: act[2][MAX_WIDTH] ping-pong int16 (zero padded to the next stride), partitioned
 //             like the weights, so lane u reads bank u of both.
 //
-// Expected cycles per inference (HLS schedule, estimated: no Vitis run here): sum over layers of
-// m_l * (stride_l / LANES + D), D ~ 6 the MAC pipeline depth plus requantization, + n_0 stream reads
-// + m_L writes; e.g. 4-64-64-2, LANES 16: 64*(2+6) + 64*(4+6) + 2*(4+6) + ~10 ~ 1.2k cycles. The reference RTL overlaps rows (target
-// MACs / LANES + 8 * L + 16). The cpu backend runs these same functions ("plain" path, vectorized by
+// Expected cycles per inference (HLS schedule, estimated: no Vitis run here; the planner's stated
+// model, pearl_fpga/planner/hls_schedule.py): per layer m_l * stride_l / LANES chunks at II = 1, rows
+// back to back, plus one MAC pipeline fill (about 10), plus the stream reads, the input copy, the
+// head and the writes; e.g. 4-64-64-2, LANES 16: 64*2 + 64*4 + 2*4 + 3*10 + 30 padding + 47 = 499.
+// The reference RTL also overlaps the layers and the streams (target MACs / LANES + 8 * L + 16: 320
+// for that network). The cpu backend runs these same functions ("plain" path, vectorized by
 // g++, one clone per x86-64 level) or, where the CPU has AVX-512/AVX2, an equivalent MAC array with
 // the outputs in the vector lanes (pearl_fpga/native/mlp_simd.h); tests hold all of them bit-identical.
 #pragma once

@@ -61,11 +61,12 @@
 // the forwarding and root registers, and raises II itself if they do not fit in one cycle.
 // CLEAR ends the pipelined run (drain), zeroes every level (one row of K per cycle), then resumes.
 // Expected cost of the top (K <= 16, after fill; estimates: csynth to confirm, Vitis HLS was not
-// available when this was written):
+// available when this was written; the planner's stated model, pearl_fpga/planner/hls_schedule.py):
 //   SAMPLE, UPDATE, TOTAL: 1 command per clock (II = 1) in any mix. Latency about 3 + DEPTH * L
-//     cycles, L = 1 read + the K chained 64-bit prefix adds and the compare (2..4 cycles at
-//     200-300 MHz for K = 16), e.g. about 20 cycles for CAPACITY 8192, K 16 (DEPTH 4).
-//   B commands: about B + latency cycles.  CLEAR: LEAVES + sum over levels of GROUPS_D cycles
+//     cycles, L = 1 read + the K chained 64-bit prefix adds and compares of choose_child (the model
+//     assumes two per clock at <= 150 MHz, one at 200-300 MHz), e.g. 3 + 4 * 9 = 39 cycles for
+//     CAPACITY 16384, K 16 (DEPTH 4) at 100 MHz.
+//   B commands: B - 1 + latency cycles.  CLEAR: LEAVES + sum over levels of GROUPS_D cycles
 //     (about CAPACITY * (1 + 1/(K-1)) / K + CAPACITY), plus one pipeline drain.
 #pragma once
 

@@ -16,10 +16,10 @@ period hold two of them at the 7-series clocks (<= 150 MHz) and one at the Ultra
 mlp_top (hls/mlp/mlp.cpp): per observation, in order, nothing overlapped (no DATAFLOW):
 - INFER_READ: n_0 stream words at II = 1, + 2 cycles of pipeline;
 - FORWARD_INPUT: one activation word per cycle over stride_0 (n_0 rounded up to ROW_ALIGN);
-- per layer, LAYER_ROWS: m_l rows, each the MAC_CHUNKS loop of stride_l / LANES chunks at II = 1
-  plus its pipeline depth MAC_DEPTH (1 read, 3 multiply stages of a DSP48, ceil(log2(LANES) / 2)
-  adder-tree stages, 1 accumulate, 2 requantize, 1 write), then LAYER_PAD: one cycle per padding
-  word up to the next ROW_ALIGN;
+- per layer, LAYER_MACS: one loop over the layer's m_l * stride_l / LANES chunks at II = 1 (rows
+  back to back) plus its pipeline depth MAC_DEPTH (1 read, 3 multiply stages of a DSP48,
+  ceil(log2(LANES) / 2) adder-tree stages, 1 accumulate, 2 requantize, 1 write), then LAYER_PAD: one
+  cycle per padding word up to the next ROW_ALIGN;
 - FORWARD_HEAD: one cycle per output (+ 2 of pipeline); INFER_WRITE: one word per cycle (the RAW head's
   argmax one more) + 2.
 """
@@ -59,7 +59,7 @@ def row_align(lanes: int) -> int:
 
 
 def mac_depth(lanes: int) -> int:
-    """Pipeline depth of the MAC_CHUNKS loop (one row's LANES-wide chunks)."""
+    """Pipeline depth of a layer's LAYER_MACS loop (its LANES-wide chunks, row after row)."""
     return 1 + 3 + math.ceil(math.log2(lanes) / 2) + 1 + 2 + 1
 
 
@@ -72,7 +72,7 @@ def mlp_infer_cycles(layers: Sequence[tuple[int, int]], lanes: int, raw_head: bo
     for n, m in layers:
         stride = -(-n // align) * align
         padded_m = -(-m // align) * align
-        cycles += m * (stride // lanes + mac_depth(lanes)) + (padded_m - m)
+        cycles += m * (stride // lanes) + mac_depth(lanes) + (padded_m - m)
     cycles += m_last + MLP_STREAM_PIPELINE  # FORWARD_HEAD
     cycles += m_last + (1 if raw_head else 0) + MLP_STREAM_PIPELINE  # INFER_WRITE
     return cycles
