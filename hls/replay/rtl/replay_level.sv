@@ -67,8 +67,7 @@ module replay_level #(
     //   C  for every child j at once, lt_j = target < prefix_j and d_j = target - prefix_(j-1);
     //   S  the first j with lt_j (the last child if none: only reachable with target >= total, which
     //      the host never sends), its d_j as the next target and its child sum.
-    localparam int SAMPLE_LATENCY = 5;  // cycles from s_in to s_out; replay_top sizes its FIFO by it
-    initial assert (LOGK >= 1 && LOGK <= 4 && FANOUT == (1 << LOGK)) else $fatal(1, "FANOUT: 2, 4, 8 or 16");
+    // Five cycles from s_in to s_out for every FANOUT up to 16 (replay_top's LEVEL_CYCLES).
 
     logic               sb_valid, sb_last;
     logic [63:0]        sb_target;

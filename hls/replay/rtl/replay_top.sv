@@ -83,7 +83,7 @@ module replay_top #(
     localparam int DEPTH       = tree_depth(CAPACITY, FANOUT);  // levels below the root
     localparam int IDX_W       = LOGK * DEPTH;                  // node indices up to K^DEPTH - 1
     localparam int CLEAR_WORDS = (CAPACITY + FANOUT - 1) / FANOUT;  // words of the widest level
-    localparam int LEVEL_CYCLES = 5;  // replay_level's SAMPLE_LATENCY
+    localparam int LEVEL_CYCLES = 5;  // sample cycles per replay_level (its five stages)
     localparam int FIFO_AW     = $clog2(LEVEL_CYCLES * DEPTH + 8);  // room for a full sample pipeline
     localparam int FIFO_N      = 1 << FIFO_AW;
 
