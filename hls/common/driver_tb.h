@@ -2,11 +2,12 @@
 // can run the board drivers against the HLS top compiled by g++ (the design that ships, not the RTL).
 //
 //   int pearl_csim_call(uint32_t* regs, const uint8_t* in, size_t in_bytes,
-//                       uint8_t* out, size_t out_capacity, size_t* out_bytes)
+//                       uint8_t* out, size_t out_capacity, size_t* out_bytes, uint8_t* out_last)
 //
 // One ap_start call: `regs` is the AXI4-Lite register file (regs[offset / 4]); the input registers
 // are read from it and the top's output registers written back, as the HLS interface does at the end
-// of a call. `in` holds the input stream's words (little-endian), `out` receives the output stream's.
+// of a call. `in` holds the input stream's words (little-endian), `out` receives the output stream's
+// and out_last[i] the tlast of output word i (an AXI DMA ends an S2MM transfer there).
 // Returns 0 when the call finished, 1 when the top waited for input words that were never sent (a
 // kernel that never finishes; its state is then undefined, as a hung kernel's), 2 when the output did
 // not fit `out`.
@@ -37,7 +38,7 @@ inline void words_to_stream128(const uint8_t* in, size_t in_bytes, stream<axis12
     }
 }
 
-inline int stream128_to_words(stream<axis128>& s, uint8_t* out, size_t cap, size_t* out_bytes) {
+inline int stream128_to_words(stream<axis128>& s, uint8_t* out, size_t cap, size_t* out_bytes, uint8_t* out_last) {
     size_t n = 0;
     while (!s.empty()) {
         if (n + 16 > cap) return CSIM_OVERFLOW;
@@ -45,6 +46,7 @@ inline int stream128_to_words(stream<axis128>& s, uint8_t* out, size_t cap, size
         const uint64_t lo = axis_lo(w), hi = axis_hi(w);
         std::memcpy(out + n, &lo, 8);
         std::memcpy(out + n + 8, &hi, 8);
+        out_last[n / 16] = w.last ? 1 : 0;
         n += 16;
     }
     *out_bytes = n;
@@ -60,12 +62,14 @@ inline void words_to_stream16(const uint8_t* in, size_t in_bytes, stream<axis16>
     }
 }
 
-inline int stream16_to_words(stream<axis16>& s, uint8_t* out, size_t cap, size_t* out_bytes) {
+inline int stream16_to_words(stream<axis16>& s, uint8_t* out, size_t cap, size_t* out_bytes, uint8_t* out_last) {
     size_t n = 0;
     while (!s.empty()) {
         if (n + 2 > cap) return CSIM_OVERFLOW;
-        const int16_t v = s.read().data;
+        const axis16 w = s.read();
+        const int16_t v = w.data;
         std::memcpy(out + n, &v, 2);
+        out_last[n / 2] = w.last ? 1 : 0;
         n += 2;
     }
     *out_bytes = n;

@@ -5,7 +5,7 @@
 #include "mlp.h"
 
 extern "C" int pearl_csim_call(uint32_t* regs, const uint8_t* in, size_t in_bytes, uint8_t* out, size_t out_capacity,
-                               size_t* out_bytes) {
+                               size_t* out_bytes, uint8_t* out_last) {
     pearl::stream<pearl::axis16> s_in, s_out;
     pearl::words_to_stream16(in, in_bytes, s_in);
     uint32_t lanes = 0, max_width = 0, max_layers = 0, error = 0;
@@ -18,5 +18,5 @@ extern "C" int pearl_csim_call(uint32_t* regs, const uint8_t* in, size_t in_byte
     regs[0x28 / 4] = max_width;
     regs[0x30 / 4] = max_layers;
     regs[0x38 / 4] = error;
-    return pearl::stream16_to_words(s_out, out, out_capacity, out_bytes);
+    return pearl::stream16_to_words(s_out, out, out_capacity, out_bytes, out_last);
 }

@@ -5,7 +5,7 @@
 #include "replay.h"
 
 extern "C" int pearl_csim_call(uint32_t* regs, const uint8_t* in, size_t in_bytes, uint8_t* out, size_t out_capacity,
-                               size_t* out_bytes) {
+                               size_t* out_bytes, uint8_t* out_last) {
     pearl::stream<pearl::axis128> cmd, resp;
     pearl::words_to_stream128(in, in_bytes, cmd);
     uint32_t capacity = 0, fanout = 0;
@@ -19,5 +19,5 @@ extern "C" int pearl_csim_call(uint32_t* regs, const uint8_t* in, size_t in_byte
     regs[0x20 / 4] = fanout;
     regs[0x28 / 4] = uint32_t(total);
     regs[0x2c / 4] = uint32_t(total >> 32);
-    return pearl::stream128_to_words(resp, out, out_capacity, out_bytes);
+    return pearl::stream128_to_words(resp, out, out_capacity, out_bytes, out_last);
 }

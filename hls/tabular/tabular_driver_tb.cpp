@@ -6,7 +6,7 @@
 #include "tabular.h"
 
 extern "C" int pearl_csim_call(uint32_t* regs, const uint8_t* in, size_t in_bytes, uint8_t* out, size_t out_capacity,
-                               size_t* out_bytes) {
+                               size_t* out_bytes, uint8_t* out_last) {
     pearl::stream<pearl::axis128> cmd, resp;
     pearl::words_to_stream128(in, in_bytes, cmd);
     uint32_t max_states = 0, max_actions = 0, updates = 0;
@@ -19,5 +19,5 @@ extern "C" int pearl_csim_call(uint32_t* regs, const uint8_t* in, size_t in_byte
     regs[0x38 / 4] = max_states;
     regs[0x40 / 4] = max_actions;
     regs[0x48 / 4] = updates;
-    return pearl::stream128_to_words(resp, out, out_capacity, out_bytes);
+    return pearl::stream128_to_words(resp, out, out_capacity, out_bytes, out_last);
 }

@@ -83,14 +83,16 @@ class CSimTransport(Transport):
         self._call = self._lib.pearl_csim_call
         self._call.restype = ctypes.c_int
         self._call.argtypes = [ctypes.POINTER(ctypes.c_uint32), ctypes.c_char_p, ctypes.c_size_t,
-                               ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+                               ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.c_char_p]
         self._regs = (ctypes.c_uint32 * REGISTER_WORDS)()
         self._out = ctypes.create_string_buffer(OUT_CAPACITY)  # one buffer for every call's output
+        self._out_last = ctypes.create_string_buffer(OUT_CAPACITY // self.out_word_bytes)  # tlast per output word
         self._started = False  # ap_start written, the call not yet run
         self._done = False  # ap_done: set when a call ends, cleared on read
         self._hung = False  # the last call starved: it never finishes
         self._input = bytearray()
         self._output = bytearray()
+        self.output_last = bytearray()  # tlast of each word in the output not yet received
         self._expected = 0
 
     def _run(self) -> None:
@@ -100,7 +102,7 @@ class CSimTransport(Transport):
         self._started = False
         n_out = ctypes.c_size_t(0)
         status = self._call(self._regs, bytes(self._input), len(self._input), self._out, OUT_CAPACITY,
-                            ctypes.byref(n_out))
+                            ctypes.byref(n_out), self._out_last)
         self._input.clear()
         if status == 1:
             self._hung = True
@@ -108,6 +110,7 @@ class CSimTransport(Transport):
         if status != 0:
             raise PearlError(f"{self.description}: the call's output is over {OUT_CAPACITY} bytes")
         self._output += ctypes.string_at(self._out, n_out.value)
+        self.output_last += ctypes.string_at(self._out_last, n_out.value // self.out_word_bytes)
         self._done = True
 
     def read(self, offset: int) -> int:
@@ -145,7 +148,23 @@ class CSimTransport(Transport):
                 raise KernelTimeout(f"{got} of {self._expected} words arrived")
             raise KernelTimeout(f"{got} of {self._expected} words arrived; the call ended without the rest")
         data, self._output = bytes(self._output[:nbytes]), self._output[nbytes:]
+        del self.output_last[: self._expected]
         return np.frombuffer(data, dtype=np.uint8).copy()
+
+    def drain(self, max_words: int) -> bytes:
+        """Run a started call, then take up to `max_words` output words, ending after the first whose
+        tlast is set: what one S2MM transfer of an AXI DMA takes (the mock Zynq board of tests/pynq
+        moves the kernel's output with it)."""
+        self._run()
+        n = min(int(max_words), len(self.output_last))
+        last = self.output_last.find(1, 0, n)
+        if last >= 0:
+            n = last + 1
+        nbytes = n * self.out_word_bytes
+        data = bytes(self._output[:nbytes])
+        del self._output[:nbytes]
+        del self.output_last[:n]
+        return data
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)

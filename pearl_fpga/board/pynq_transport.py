@@ -4,7 +4,10 @@ The block design of hls/scripts/zynq_bd.tcl gives each kernel its own AXI DMA (s
 no scatter-gather) whose MM2S channel feeds the kernel's input stream and whose S2MM channel takes
 its output stream. The AXI DMA ends an S2MM transfer at every tlast; the MLP kernel sets tlast at
 the end of every observation, so `receive` re-arms the channel until all the words are in (the
-S2MM_LENGTH register, PG021, tells how many bytes each transfer took).
+S2MM_LENGTH register, PG021, tells how many bytes each transfer took). Without its realignment
+engine the DMA writes only to addresses aligned to its memory-map width (8 bytes in
+hls/scripts/zynq_bd.tcl), and an MLP observation is a few 2-byte words, so each transfer lands at
+the next aligned offset of the buffer and the pieces are put together after the last one.
 
 `pynq` is imported only when a transport is opened; without it, BackendUnavailable says what to do.
 """
@@ -20,6 +23,14 @@ from pearl_fpga.board.transport import Transport
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
 
 S2MM_LENGTH = 0x58  # AXI DMA register (PG021): bytes written by the last S2MM transfer
+
+
+def s2mm_alignment(dma: Any) -> int:
+    """Bytes an S2MM transfer's start must be aligned to, from the DMA's parameters in the .hwh."""
+    params = getattr(dma, "description", {}).get("parameters", {})
+    if int(params.get("c_include_s2mm_dre", 0)):
+        return 1
+    return max(int(params.get("c_m_axi_s2mm_data_width", 64)) // 8, 1)
 
 
 def import_pynq() -> Any:
@@ -51,6 +62,7 @@ class PynqTransport(Transport):
             ) from None
         self.in_word_bytes = in_word_bytes
         self.out_word_bytes = out_word_bytes
+        self.s2mm_align = s2mm_alignment(self.dma)
         self.description = f"PYNQ {ip_name} (DMA {dma_name})"
         self._in_buf: Any = None
         self._out_buf: Any = None
@@ -84,17 +96,22 @@ class PynqTransport(Transport):
     def arm_receive(self, n_words: int) -> None:
         self._expected = n_words * self.out_word_bytes
         if self._expected:
-            self._out_buf = self._buffer(self._out_buf, self._expected)
+            # room for a transfer per word, each at an aligned offset (the worst case: a tlast on every word)
+            self._out_buf = self._buffer(self._out_buf, self._expected + n_words * (self.s2mm_align - 1))
             self.dma.recvchannel.transfer(self._out_buf, start=0, nbytes=self._expected)
 
     def receive(self, timeout_s: float) -> np.ndarray:
         deadline = self.now() + timeout_s
-        got = 0
+        got, at = 0, 0
+        pieces: list[tuple[int, int]] = []  # (offset in the buffer, bytes) of each finished transfer
         while got < self._expected:
             if self.dma.recvchannel.idle:
-                got += int(self.dma.mmio.read(S2MM_LENGTH))
+                n = int(self.dma.mmio.read(S2MM_LENGTH))
+                pieces.append((at, n))
+                got += n
                 if got < self._expected:  # stopped at a tlast: take the rest in a new transfer
-                    self.dma.recvchannel.transfer(self._out_buf, start=got, nbytes=self._expected - got)
+                    at = -(-(at + n) // self.s2mm_align) * self.s2mm_align
+                    self.dma.recvchannel.transfer(self._out_buf, start=at, nbytes=self._expected - got)
             elif self.now() >= deadline:
                 raise KernelTimeout(f"{got // self.out_word_bytes} of {self._expected // self.out_word_bytes} words arrived")
             else:
@@ -104,7 +121,7 @@ class PynqTransport(Transport):
             self._sending = False
         if self._expected:
             self._out_buf.invalidate()
-            return np.array(self._out_buf[: self._expected], dtype=np.uint8)
+            return np.concatenate([np.array(self._out_buf[at:at + n], dtype=np.uint8) for at, n in pieces])
         return np.zeros(0, dtype=np.uint8)
 
     def sleep(self, seconds: float) -> None:

@@ -1,0 +1,202 @@
+"""A Zynq board for the real pynq package, with the HLS C++ tops (compiled by g++) as its kernels.
+
+`MockZynq` is a `pynq.Device`, as PYNQ's own tests build theirs: it has the REGISTER_RW capability,
+so pynq's MMIO (used by DefaultIP and by the AXI DMA driver) calls `read_registers` /
+`write_registers`, which this board forwards by address: a kernel IP's range goes to its
+`CSimTransport` (the register file and ap_ctrl_hs of the HLS top), an AXI DMA's range to a model of
+the DMA's simple mode (PG021) that moves bytes between the buffers `allocate` hands out (a
+simulated DDR, addressed by physical address) and the kernel's streams. An S2MM transfer ends at the
+kernel's tlast, as on the board. Overlay metadata comes from the .hwh by pynq's own parser
+(pynqmetadata's RuntimeMetadataParser, what pynq's Zynq device uses for a full bitstream).
+"""
+
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+
+import numpy as np
+import pynq
+from pynqmetadata.frontends import Metadata
+from pynqmetadata.views.runtime import RuntimeMetadataParser
+
+from pearl_fpga.board.csim_transport import CSimTransport
+from pearl_fpga.board.manifest import load_manifest
+from pearl_fpga.spec.kernels import KERNELS
+
+from zynq_hwh import SPAN, blocks
+
+DDR_BASE = 0x1000_0000
+
+# AXI DMA registers (PG021, simple mode): offsets of the MM2S channel; S2MM is the same + 0x30
+DMACR, DMASR, ADDR, ADDR_MSB, LENGTH = 0x00, 0x04, 0x18, 0x1C, 0x28
+RUN, RESET = 0x1, 0x4
+HALTED, IDLE, IOC_IRQ = 0x1, 0x2, 0x1000
+
+
+class Ddr:
+    """The board's DDR as the buffers allocated on it: physical address -> bytes."""
+
+    def __init__(self) -> None:
+        self._next = DDR_BASE
+        self._buffers: list[weakref.ref] = []
+
+    def allocate(self, device: pynq.Device, shape, dtype) -> pynq.buffer.PynqBuffer:
+        buf = pynq.buffer.PynqBuffer(shape, dtype, device=device, device_address=self._next, bo=len(self._buffers),
+                                     coherent=False)
+        self._next += -(-buf.nbytes // 4096) * 4096
+        self._buffers.append(weakref.ref(buf))
+        return buf
+
+    def _view(self, address: int, nbytes: int) -> np.ndarray:
+        for ref in self._buffers:
+            buf = ref()
+            if buf is not None and buf.device_address <= address and address + nbytes <= buf.device_address + buf.nbytes:
+                start = address - buf.device_address
+                return buf.view(np.uint8).reshape(-1)[start:start + nbytes]
+        raise AssertionError(f"DMA access to {nbytes} bytes at {address:#x} outside every allocated buffer")
+
+    def read(self, address: int, nbytes: int) -> bytes:
+        return self._view(address, nbytes).tobytes()
+
+    def write(self, address: int, data: bytes) -> None:
+        self._view(address, len(data))[:] = np.frombuffer(data, dtype=np.uint8)
+
+
+class AxiDma:
+    """An AXI DMA in simple mode between the DDR and one kernel's streams."""
+
+    def __init__(self, ddr: Ddr, kernel: CSimTransport) -> None:
+        self.ddr, self.kernel = ddr, kernel
+        self.regs = {0x00: 0, 0x30: 0}  # DMACR of each channel
+        self.status = {0x00: HALTED, 0x30: HALTED}
+        self.addr = {0x00: 0, 0x30: 0}
+        self.length = {0x00: 0, 0x30: 0}
+        self.s2mm_armed = False
+        self.log: list[tuple[str, int]] = []  # (channel, bytes) of every finished transfer
+
+    def write(self, offset: int, value: int) -> None:
+        ch, reg = (0x30, offset - 0x30) if offset >= 0x30 else (0x00, offset)
+        if reg == DMACR:
+            self.regs[ch] = value
+            if value & RESET:
+                self.status[ch] = HALTED
+                self.s2mm_armed = self.s2mm_armed and ch == 0x00
+            elif value & RUN:
+                self.status[ch] = (self.status[ch] & ~HALTED) | IDLE
+            else:
+                self.status[ch] |= HALTED
+        elif reg == DMASR:
+            self.status[ch] &= ~(value & IOC_IRQ)  # write 1 to clear
+        elif reg == ADDR:
+            self.addr[ch] = value
+        elif reg == ADDR_MSB:
+            assert value == 0, "a 32-bit AXI DMA"
+        elif reg == LENGTH:
+            assert not self.status[ch] & HALTED, "a transfer on a halted channel"
+            self.length[ch] = value
+            self.status[ch] &= ~IDLE
+            if ch == 0x00:  # MM2S: the kernel's input stream takes the buffer (tlast on its last word)
+                self.kernel.send(np.frombuffer(self.ddr.read(self.addr[ch], value), dtype=np.uint8))
+                self._finish(0x00, value)
+            else:
+                self.s2mm_armed = True
+
+    def _finish(self, ch: int, nbytes: int) -> None:
+        self.length[ch] = nbytes
+        self.status[ch] |= IDLE | IOC_IRQ
+        self.log.append(("mm2s" if ch == 0 else "s2mm", nbytes))
+
+    def read(self, offset: int) -> int:
+        ch, reg = (0x30, offset - 0x30) if offset >= 0x30 else (0x00, offset)
+        if reg == DMASR and ch == 0x30 and self.s2mm_armed:
+            # S2MM: what the kernel has produced, up to the transfer's length or its next tlast
+            data = self.kernel.drain(self.length[ch] // self.kernel.out_word_bytes)
+            if data:
+                self.ddr.write(self.addr[ch], data)
+                self.s2mm_armed = False
+                self._finish(0x30, len(data))
+        return {DMACR: self.regs[ch], DMASR: self.status[ch], ADDR: self.addr[ch], ADDR_MSB: 0,
+                LENGTH: self.length[ch]}.get(reg, 0)
+
+
+class Slcr:
+    """The PS's system-level control registers that pynq's clock driver reads and writes, with the PLLs
+    of a PYNQ-Z2 at power-up (50 MHz reference: IO PLL x20 = 1 GHz, ARM PLL x26, DDR PLL x21)."""
+
+    BASE = 0xF800_0000
+    IO_PLL_CTRL, FPGA0_CLK_CTRL = 0x108, 0x170
+
+    def __init__(self) -> None:
+        self.regs = {0x100: 26 << 12, 0x104: 21 << 12, self.IO_PLL_CTRL: 20 << 12, 0x120: 2 << 8}
+
+    def read(self, offset: int) -> int:
+        return self.regs.get(offset, 0)
+
+    def write(self, offset: int, value: int) -> None:
+        self.regs[offset] = value
+
+    def fclk0_mhz(self) -> float:
+        """FCLK0 as the registers set it: IO PLL / DIVISOR0 / DIVISOR1."""
+        ctrl = self.regs.get(self.FPGA0_CLK_CTRL, 0)
+        div0, div1 = (ctrl >> 8) & 0x3F, (ctrl >> 20) & 0x3F
+        return 50.0 * ((self.regs[self.IO_PLL_CTRL] >> 12) & 0x7F) / (div0 * div1)
+
+
+class MockZynq(pynq.Device):
+    """The board of one build folder (manifest.json, the .bit placeholder and its .hwh)."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__("mock_zynq")
+        self.capabilities = {"REGISTER_RW": True}
+        self.arch = "armv7l"  # a Zynq-7000's Cortex-A9, as pynq.ps.ZYNQ_ARCH
+        self.manifest = load_manifest(folder / "manifest.json")
+        self.ddr = Ddr()
+        self.kernels: dict[str, CSimTransport] = {}
+        self.dmas: dict[str, AxiDma] = {}
+        self.slcr = Slcr()
+        self.ranges: list[tuple[int, int, object]] = [(Slcr.BASE, 0x200, self.slcr)]
+        self.downloads: list[str] = []
+        pending = None
+        for b in blocks(self.manifest):
+            if not b.is_dma:
+                params = self.manifest.kernels[b.kernel].parameters
+                defines = {macro: params[p] for p, macro in KERNELS[b.kernel].hls_macros.items() if p in params}
+                pending = self.kernels[b.name] = CSimTransport(b.kernel, defines)
+                self.ranges.append((b.base, SPAN, pending))
+            else:
+                self.dmas[b.name] = AxiDma(self.ddr, pending)
+                self.ranges.append((b.base, SPAN, self.dmas[b.name]))
+
+    # -- what pynq asks of a device
+    def get_bitfile_metadata(self, bitfile_name: str, partial: bool = False):
+        parser = RuntimeMetadataParser(Metadata(input=Path(bitfile_name).with_suffix(".hwh")))
+        parser.refresh_hierarchy_dict()
+        return parser
+
+    def download(self, bitstream, parser=None) -> None:
+        self.downloads.append(str(bitstream.bitfile_name))
+
+    def allocate(self, shape, dtype, **kwargs):
+        return self.ddr.allocate(self, shape, dtype)
+
+    def flush(self, bo, offset, vaddr, nbytes) -> None:
+        pass  # the simulated DDR is the buffers themselves
+
+    def invalidate(self, bo, offset, vaddr, nbytes) -> None:
+        pass
+
+    def _target(self, address: int, nbytes: int):
+        for base, span, target in self.ranges:
+            if base <= address < base + span:
+                assert address + nbytes <= base + span and nbytes == 4, f"a {nbytes}-byte access at {address:#x}"
+                return target, address - base
+        raise AssertionError(f"no IP at {address:#x}")
+
+    def read_registers(self, address: int, length: int) -> bytes:
+        target, offset = self._target(address, length)
+        return int(target.read(offset)).to_bytes(4, "little")
+
+    def write_registers(self, address: int, data) -> None:
+        target, offset = self._target(address, len(data))
+        target.write(offset, int.from_bytes(bytes(data), "little"))
