@@ -1,6 +1,7 @@
 # pearl_fpga: the one entry point. Every target sets up .venv itself on first use.
 #   make train   train DQN on CartPole-v1 with the FPGA kernels in emulation (the main job)
-#   make test    every test: the C simulations (make csim), the import layers (lint-imports), then pytest
+#   make test    every test: the C simulations (make csim), the import layers (lint-imports), pytest, then
+#                the board path through the real pynq package in its own environment (make test-pynq)
 #   make sim     only the cocotb testbenches of the reference RTL
 #   make csim    build and run the C++ testbenches of hls/ with g++ (csim-vendor: again on the vendor HLS headers)
 #   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp) against the installed baselines
@@ -18,8 +19,12 @@ CSIM_UNITS := $(KERNELS) datamover  # the Alveo memory<->stream movers have a te
 CSIM_REPLAY_SHAPES := 1/2 17/16 100/4 1000/8  # synthesis parameters (capacity/fanout) beyond the default top
 CSIM_TABULAR_SHAPES := 1/1 13/3 64/64  # synthesis parameters (states/actions) beyond the default top
 HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp pearl_fpga/native/*.cpp pearl_fpga/native/*.h)
+# pynq as a PYNQ-Z2 image ships it (3.1; it pins numpy<2, so it gets its own environment). pynq 3.1
+# imports pycparser.plyparser, which pycparser 3 removed.
+PYNQ_VENV := .venv-pynq
+PYNQ_PINS := "pynq==3.1.2" "pycparser<3" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100"
 
-.PHONY: venv native test sim csim csim-vendor train bench figures clean help
+.PHONY: venv native test test-pynq sim csim csim-vendor train bench figures clean help
 .DEFAULT_GOAL := help
 
 help:
@@ -48,6 +53,20 @@ native: $(VENV)/.stamp-native
 test: native csim csim-vendor
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
+	$(MAKE) --no-print-directory test-pynq
+
+# The board drivers through the real pynq package (Overlay, DefaultIP, the AXI DMA driver) on a mock
+# Zynq device whose kernels are the HLS C++ tops (tests/pynq). The package is used from the source
+# tree (PYTHONPATH), so nothing is compiled for this environment.
+$(PYNQ_VENV)/.stamp: Makefile
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
+	test -x $(PYNQ_VENV)/bin/python || $(PYTHON) -m venv $(PYNQ_VENV)
+	$(PYNQ_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PYNQ_VENV)/bin/python -m pip install -q $(PYNQ_PINS)
+	touch $@
+
+test-pynq: $(PYNQ_VENV)/.stamp
+	PYTHONPATH=$(CURDIR) $(PYNQ_VENV)/bin/python -m pytest -q tests/pynq
 
 sim: native
 	$(PY) -m pytest -m sim

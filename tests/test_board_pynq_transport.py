@@ -2,7 +2,9 @@
 
 The AXI DMA (simple mode) ends an S2MM transfer at every tlast and records the bytes it wrote in
 S2MM_LENGTH; the MLP kernel sets tlast after every observation, so the transport must re-arm until
-all words are in. The stand-in below models only that documented behaviour (PG021), not a kernel.
+all words are in, each transfer at an address aligned to the DMA's memory-map width (no realignment
+engine). The stand-in below models only that documented behaviour (PG021), not a kernel; tests/pynq
+runs the transport on the real pynq package.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ class Buffer(np.ndarray):
 class RecvChannel:
     """S2MM: each transfer takes the next frame (up to its tlast), or stays busy if there is none."""
 
-    def __init__(self, frames: list[bytes]):
-        self.frames, self.length, self.idle, self.transfers = list(frames), 0, True, []
+    def __init__(self, frames: list[bytes], align: int = 8):
+        self.frames, self.length, self.idle, self.transfers, self.align = list(frames), 0, True, [], align
 
     def transfer(self, buf, start=0, nbytes=0):
+        if start % self.align:  # as pynq's DMA driver refuses it
+            raise RuntimeError(f"DMA does not support unaligned transfers; Starting address must be aligned to {self.align} bytes.")
         self.transfers.append((start, nbytes))
         if not self.frames:
             self.idle = False  # the kernel never sends: the transfer stays open
@@ -73,7 +77,7 @@ def test_receive_rearms_at_every_tlast(monkeypatch):
     t.send(np.arange(8, dtype=np.uint16).view(np.uint8))
     out = t.receive(timeout_s=1.0).view(np.int16)
     assert np.array_equal(out, np.concatenate(obs))
-    assert hw.dma.recvchannel.transfers == [(0, 24), (6, 18), (12, 12), (18, 6)]
+    assert hw.dma.recvchannel.transfers == [(0, 24), (8, 18), (16, 12), (24, 6)]  # 6-byte frames, 8-byte aligned
     assert hw.dma.sendchannel.sent == [np.arange(8, dtype=np.uint16).tobytes()]
 
 

@@ -14,7 +14,9 @@ HLS IP does, which the RTL cannot show:
   and `wait_done` time out with the drivers' usual KernelTimeout (the C model's state is then
   undefined, as a hung kernel's: make a new transport).
 
-Time is wall time; no cycles are counted (`cycles()` is None), as on a board.
+Time is wall time; no cycles are counted (`cycles()` is None), as on a board. `drain` hands out the
+output as one S2MM transfer of an AXI DMA would (up to the next tlast), for the mock Zynq board of
+tests/pynq.
 """
 
 from __future__ import annotations
