@@ -56,7 +56,7 @@ test: native csim csim-vendor
 	$(MAKE) --no-print-directory test-pynq
 
 # The board drivers through the real pynq package (Overlay, DefaultIP, the AXI DMA driver) on a mock
-# Zynq device whose kernels are the HLS C++ tops (tests/pynq). The package is used from the source
+# Zynq device whose kernels are the HLS C++ tops (tests/pynq_stack). The package is used from the source
 # tree (PYTHONPATH), so nothing is compiled for this environment.
 $(PYNQ_VENV)/.stamp: Makefile
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found"; exit 1; }
@@ -66,7 +66,7 @@ $(PYNQ_VENV)/.stamp: Makefile
 	touch $@
 
 test-pynq: $(PYNQ_VENV)/.stamp
-	PYTHONPATH=$(CURDIR) $(PYNQ_VENV)/bin/python -m pytest -q tests/pynq
+	PYTHONPATH=$(CURDIR) $(PYNQ_VENV)/bin/python -m pytest -q tests/pynq_stack
 
 sim: native
 	$(PY) -m pytest -m sim

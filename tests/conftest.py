@@ -9,9 +9,9 @@ settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True
 settings.register_profile("thorough", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# tests/pynq drive the real pynq package, which pins numpy<2: they run in their own environment
+# tests/pynq_stack drive the real pynq package, which pins numpy<2: they run in their own environment
 # (`make test-pynq`, part of `make test`), not in this one.
-collect_ignore = [] if importlib.util.find_spec("pynq") else ["pynq"]
+collect_ignore = [] if importlib.util.find_spec("pynq") else ["pynq_stack"]
 
 
 def pytest_collection_modifyitems(config, items):

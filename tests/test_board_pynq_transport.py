@@ -3,7 +3,7 @@
 The AXI DMA (simple mode) ends an S2MM transfer at every tlast and records the bytes it wrote in
 S2MM_LENGTH; the MLP kernel sets tlast after every observation, so the transport must re-arm until
 all words are in, each transfer at an address aligned to the DMA's memory-map width (no realignment
-engine). The stand-in below models only that documented behaviour (PG021), not a kernel; tests/pynq
+engine). The stand-in below models only that documented behaviour (PG021), not a kernel; tests/pynq_stack
 runs the transport on the real pynq package.
 """
 

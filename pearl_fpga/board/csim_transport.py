@@ -16,7 +16,7 @@ HLS IP does, which the RTL cannot show:
 
 Time is wall time; no cycles are counted (`cycles()` is None), as on a board. `drain` hands out the
 output as one S2MM transfer of an AXI DMA would (up to the next tlast), for the mock Zynq board of
-tests/pynq.
+tests/pynq_stack.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ class CSimTransport(Transport):
 
     def drain(self, max_words: int) -> bytes:
         """Run a started call, then take up to `max_words` output words, ending after the first whose
-        tlast is set: what one S2MM transfer of an AXI DMA takes (the mock Zynq board of tests/pynq
+        tlast is set: what one S2MM transfer of an AXI DMA takes (the mock Zynq board of tests/pynq_stack
         moves the kernel's output with it)."""
         self._run()
         n = min(int(max_words), len(self.output_last))

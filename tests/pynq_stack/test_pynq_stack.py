@@ -1,9 +1,9 @@
 """The board path through the real pynq package, as a PYNQ-Z2 image runs it (pynq 3.1).
 
-pynq.Overlay parses the build's .hwh (tests/pynq/zynq_hwh.py writes what Vivado would), binds
+pynq.Overlay parses the build's .hwh (tests/pynq_stack/zynq_hwh.py writes what Vivado would), binds
 DefaultIP to the kernels and pynq's AXI DMA driver to their DMAs, sets the PL clock through the PS's
 registers, and pearl_fpga's drivers (PynqTransport and the kernel drivers, unchanged) run on top.
-Below pynq, a mock Zynq device (tests/pynq/zynq_mock.py) forwards MMIO to the HLS C++ tops compiled by
+Below pynq, a mock Zynq device (tests/pynq_stack/zynq_mock.py) forwards MMIO to the HLS C++ tops compiled by
 g++ and models the AXI DMAs, S2MM transfers ending at tlast.
 
 pynq pins numpy<2, so these tests run in their own environment: `make test-pynq` (called by `make
