@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from typing import Any
 
 import numpy as np
 
 from pearl_fpga.commands.bench_meta import LoadProbe, with_metadata
+from pearl_fpga.commands.config_args import add_config_options, build_config
 
 HELP = "learner step time at each torch thread count and adaptive, GFLOP/s against the GEMM peak"
 PEAK_N = 2048
@@ -33,6 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     parser.add_argument("--seconds", type=float, default=0.5, help="length of one round per setting (default 0.5)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH ('-' = stdout only)")
+    add_config_options(parser)  # --config / --set: the learner's TrainConfig (net_arch, batch_size, ...) over the preset
 
 
 def synthetic_batch(algo: str, obs_dim: int, batch_size: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -51,25 +54,27 @@ def synthetic_batch(algo: str, obs_dim: int, batch_size: int, seed: int = 0) -> 
     }
 
 
-def _learner(algo: str, **overrides: Any) -> tuple[Any, Any]:
+def _learner(cfg: Any) -> tuple[Any, Any]:
     from pearl_fpga.algos import make_algo
     from pearl_fpga.algos.common import Batch
-    from pearl_fpga.config import TrainConfig
 
-    cfg = TrainConfig.preset(algo, **overrides)
+    algo = cfg.algo
     obs_dim, action_dim = (4, 2) if algo == "dqn" else (3, 1)
     learner = make_algo(cfg, obs_dim, action_dim, device="cpu", seed=0)
     batch = Batch.from_numpy(synthetic_batch(algo, obs_dim, cfg.batch_size), learner.device, discrete=algo == "dqn")
     return learner, batch
 
 
-def step_flops(algo: str) -> int:
-    """Floating-point operations of one learner step (torch path, single-threaded counter)."""
+def step_flops(cfg: Any) -> int:
+    """Floating-point operations of one learner step of `cfg` (torch path, single-threaded counter)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    overrides: dict[str, Any] = {"concurrent_updates": False} if algo == "ddpg" else {}
-    learner, batch = _learner(algo, **overrides)
-    if algo == "dqn":
+    from pearl_fpga.config import TrainConfig
+
+    if cfg.algo == "ddpg":
+        cfg = TrainConfig.from_dict({**cfg.to_dict(), "concurrent_updates": False})
+    learner, batch = _learner(cfg)
+    if cfg.algo == "dqn":
         from pearl_fpga.algos.dqn import DQN
 
         learner = DQN(learner.config, 4, 2, device="cpu", seed=0, fused=False)
@@ -99,14 +104,14 @@ def peak_gflops(threads: int) -> float:
     return 2 * PEAK_N**3 / best / 1e9
 
 
-def measure(algo: str, rounds: int, seconds: float) -> dict[str, Any]:
-    """Median seconds per step at each thread count and adaptive, over interleaved rounds."""
+def measure(cfg: Any, rounds: int, seconds: float) -> dict[str, Any]:
+    """Median seconds per step of `cfg`'s learner at each thread count and adaptive, over interleaved rounds."""
     import torch
 
     from pearl_fpga.runtime.threads import AdaptiveThreads, available_cores, learner_callers, thread_candidates
 
     old = torch.get_num_threads()
-    learner, batch = _learner(algo)
+    learner, batch = _learner(cfg)
     counts = thread_candidates(available_cores())
     per_round: dict[str, list[float]] = {str(n): [] for n in counts}
     per_round["auto"] = []
@@ -157,14 +162,20 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console(stderr=args.json == "-")
     algos = ("dqn", "ddpg") if args.algo == "both" else (args.algo,)
+    try:
+        configs = {algo: build_config(args, algo) for algo in algos}
+    except (ValueError, TypeError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     probe = LoadProbe().start()
     peaks = {str(n): peak_gflops(n) for n in thread_candidates(available_cores())}
     results: dict[str, Any] = {"peak_gflops": peaks, "peak_method": f"best of 5 float32 torch.mm {PEAK_N}^3",
                                "algos": {}}
     for algo in algos:
         console.print(f"[dim]timing the {algo} learner step ({args.rounds} rounds)...[/dim]")
-        flops = step_flops(algo)
-        m = measure(algo, args.rounds, args.seconds)
+        flops = step_flops(configs[algo])
+        m = measure(configs[algo], args.rounds, args.seconds)
+        m["config"] = {k: configs[algo].to_dict()[k] for k in ("net_arch", "batch_size")}
         m["flops_per_step"] = flops
         m["gflops"] = {k: flops / t / 1e9 for k, t in m["step_s"].items()}
         results["algos"][algo] = m
