@@ -145,6 +145,38 @@ def test_worker_pool_costs_time_the_runtime_pool():
     assert 0.2 < costs[("learner_corun", "cpu")][0][1] < 50 and 0.2 < costs[("actor_corun", "cpu-kernel")][0][1] < 200
 
 
+def test_worker_pool_costs_time_what_they_name(monkeypatch):
+    """Delays put into the pool's start, its per-iteration bookkeeping and its close show up in
+    worker_start, worker_poll and worker_stop (each at least the delay): the figures time those steps."""
+    import time
+
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.runtime.workers import WorkerPool
+
+    start_delay, poll_delay, stop_delay = 3.0, 0.005, 2.0
+    init, restart_dead, close = WorkerPool.__init__, WorkerPool.restart_dead, WorkerPool.close
+
+    def slow_init(self, *args, **kwargs):
+        time.sleep(start_delay)
+        init(self, *args, **kwargs)
+
+    def slow_restart_dead(self, *args, **kwargs):
+        time.sleep(poll_delay)
+        return restart_dead(self, *args, **kwargs)
+
+    def slow_close(self, *args, **kwargs):
+        time.sleep(stop_delay)
+        return close(self, *args, **kwargs)
+
+    monkeypatch.setattr(WorkerPool, "__init__", slow_init)
+    monkeypatch.setattr(WorkerPool, "restart_dead", slow_restart_dead)
+    monkeypatch.setattr(WorkerPool, "close", slow_close)
+    cfg = TrainConfig.preset("dqn", net_arch=[16, 16], batch_size=16, buffer_size=4096, total_steps=2000)
+    costs = worker_bench.worker_pool_costs(cfg, (1,), ("cpu",), poll_iterations=20, corun_s=0.1)
+    start, poll, stop = (costs[(k, "cpu")][0][1] for k in ("worker_start", "worker_poll", "worker_stop"))
+    assert start >= start_delay and poll >= poll_delay and stop >= stop_delay, (start, poll, stop)
+
+
 def test_explore_overhead_is_measured_without_inference():
     from pearl_fpga.config import TrainConfig
     from pearl_fpga.runtime.envs import env_spec
