@@ -6,9 +6,10 @@
 //   sample: cycle 0 presents the parent index (s_in_*); the word arrives in cycle 1; a parallel prefix
 //           (two stages), the K comparisons (one) and the selection (one) register the chosen child
 //           (s_out_*) in cycle 5: 5 cycles per level, one sample per clock (see "sampling" below).
-//   update: cycle 0 presents the ancestor's parent word address (u_a_*), cycle 1 reads the word
-//           (forwarded from the write of the previous cycle when it is the same word), exposes the
-//           old slot value (u_b_old), adds u_b_delta to the slot and writes the word back.
+//   update: cycle 0 presents the ancestor's parent word address (u_a_*); cycle 1 takes the word
+//           (forwarding the write of two updates back) and exposes the old slot value (u_b_old);
+//           cycle 2 forwards the previous update's write, adds u_c_delta to the slot and writes the
+//           word back (see "updates" below): one update per clock.
 // The top guarantees that samples and updates never use the read port in the same cycle.
 module replay_level #(
     parameter int FANOUT = 16,  // children per node (power of two)
@@ -37,10 +38,11 @@ module replay_level #(
     // update, stage A: leaf index whose ancestor at this level changes
     input  wire logic               u_a_valid,
     input  wire logic [IDX_W-1:0]   u_a_index,
-    // update, stage B: old value of the ancestor's slot, and the delta to add to it
+    // update, stage B: the old value of the ancestor's slot (without the update one ahead, in C)
     output logic [63:0]             u_b_old,
-    input  wire logic               u_b_valid,
-    input  wire logic [63:0]        u_b_delta
+    // update, stage C: add the delta to the slot and write the word back
+    input  wire logic               u_c_valid,
+    input  wire logic [63:0]        u_c_delta
 );
     localparam int WORD_W = FANOUT * SLOT_W;
     localparam int ADDR_W = WORDS > 1 ? $clog2(WORDS) : 1;  // memory address bits
@@ -160,40 +162,60 @@ module replay_level #(
     end
 
     // ---------------------------------------------------------------- updates
-    logic [IDX_W-1:0] ub_addr, lw_addr;
-    logic [LOGK-1:0]  ub_slot;
-    logic             lw_valid;
-    logic [WORD_W-1:0] lw_data, ub_word, ub_new;
+    // Three stages, each at most one 64-bit carry chain deep (the leaf's delta is the top's, in B):
+    //   A  the read of the ancestor's word (all levels at once);
+    //   B  the word, with the write of two updates back forwarded (the read missed it: read-first
+    //      memory); its slot's value goes out (u_b_old) and both are registered;
+    //   C  the write of the previous update (lw, one back) forwarded: the whole word when it is
+    //      the same one, its new slot value when it is the same slot; slot + delta written back.
+    logic [IDX_W-1:0]  ub_addr, uc_addr, lw_addr;
+    logic [LOGK-1:0]   ub_slot, uc_slot, lw_slot;
+    logic              lw_valid;
+    logic [WORD_W-1:0] lw_data, ub_word, uc_word, uc_base, uc_new;
+    logic [63:0]       uc_old, lw_slot_new, uc_sum;
+    logic [SLOT_W-1:0] uc_slot_new;
 
     always_ff @(posedge ap_clk) begin
         ub_addr <= u_a_addr;
         ub_slot <= u_a_node[LOGK-1:0];
     end
 
-    // Read-after-write: the word read in stage A misses a write to it in the same cycle (read-first
-    // memory), so take the word the previous update wrote when it is the same one.
     assign ub_word = (lw_valid && lw_addr == ub_addr) ? lw_data : rd_word;
     assign u_b_old = 64'(ub_word[ub_slot*SLOT_W +: SLOT_W]);
 
+    always_ff @(posedge ap_clk) begin
+        uc_addr <= ub_addr;
+        uc_slot <= ub_slot;
+        uc_word <= ub_word;
+        uc_old  <= u_b_old;
+    end
+
+    logic same_word;
+    assign same_word   = lw_valid && lw_addr == uc_addr;
+    assign uc_base     = same_word ? lw_data : uc_word;
+    assign uc_sum      = (same_word && lw_slot == uc_slot ? lw_slot_new : uc_old) + u_c_delta;
+    assign uc_slot_new = SLOT_W'(uc_sum);
     always_comb begin
-        ub_new = ub_word;
-        ub_new[ub_slot*SLOT_W +: SLOT_W] = SLOT_W'(u_b_old + u_b_delta);
+        uc_new = uc_base;
+        uc_new[uc_slot*SLOT_W +: SLOT_W] = uc_slot_new;
     end
 
     // One write port: the update's word, else the clear sweep's zero.
-    logic               wr_en, ub_write;
+    logic               wr_en, uc_write;
     logic [IDX_W-1:0]   wr_addr;
     logic [WORD_W-1:0]  wr_data;
-    assign ub_write = u_b_valid && ap_rst_n;
-    assign wr_en    = ub_write || (clear_en && clear_addr < IDX_W'(WORDS));
-    assign wr_addr  = ub_write ? ub_addr : clear_addr;
-    assign wr_data  = ub_write ? ub_new : '0;
+    assign uc_write = u_c_valid && ap_rst_n;
+    assign wr_en    = uc_write || (clear_en && clear_addr < IDX_W'(WORDS));
+    assign wr_addr  = uc_write ? uc_addr : clear_addr;
+    assign wr_data  = uc_write ? uc_new : '0;
 
     always_ff @(posedge ap_clk) begin
         if (wr_en) mem[wr_addr[ADDR_W-1:0]] <= wr_data;
-        lw_valid <= ub_write;
-        lw_addr  <= ub_addr;
-        lw_data  <= ub_new;
+        lw_valid    <= uc_write;
+        lw_addr     <= uc_addr;
+        lw_slot     <= uc_slot;
+        lw_data     <= uc_new;
+        lw_slot_new <= 64'(uc_slot_new);
     end
 endmodule
 

@@ -8,11 +8,12 @@
 //     the K comparisons, the selection; replay_level), pipelined across levels: one sample accepted
 //     per clock; responses in command order.
 //   - UPDATE: every level reads the ancestor's parent word in the same cycle (stage A); in stage B
-//     the leaf level gives the old priority, delta = new - old, and every level (and the root)
-//     adds delta to its slot and writes back. A word written in the previous cycle is forwarded,
-//     so back-to-back updates (same index or shared ancestors) run at one per clock and give the
-//     tree of sequential updates.
-//   - Ordering: a SAMPLE waits one cycle after an UPDATE (its level-1 read must follow the write);
+//     the leaf level gives the old priority (the previous update's word if it is the same leaf)
+//     and delta = new - old is registered; in stage C every level (and the root) adds delta to its
+//     slot and writes back. The writes of the two updates ahead are forwarded (replay_level), so
+//     back-to-back updates (same index or shared ancestors) run at one per clock and give the tree
+//     of sequential updates.
+//   - Ordering: a SAMPLE waits two cycles after an UPDATE (its level-1 read must follow the write);
 //     an UPDATE, TOTAL or CLEAR waits until no sample is in flight; TOTAL and CLEAR wait for
 //     updates to finish. Updates to indices >= CAPACITY and unknown opcodes are consumed and
 //     ignored.
@@ -133,9 +134,10 @@ module replay_top #(
 
     logic                   sd_valid, sd_last;      // sample dispatched into level 1
     logic [63:0]            sd_target;
-    logic                   ua_valid, ub_valid;     // update stages A and B
-    logic [IDX_W-1:0]       ua_index;
-    logic [31:0]            ua_word, ub_word;
+    logic                   ua_valid, ub_valid, uc_valid;  // update stages A, B and C
+    logic [IDX_W-1:0]       ua_index, ub_index, uc_index;
+    logic [31:0]            ua_word, ub_word, uc_word;
+    logic [63:0]            uc_delta;
 
     logic                   clearing;
     logic [IDX_W-1:0]       clear_addr;
@@ -159,10 +161,11 @@ module replay_top #(
     assign room         = reserved < (FIFO_AW+1)'(FIFO_N);
     assign head_free_ok = head_valid && !clearing;
     assign fire_update  = head_free_ok && head_op == OP_UPDATE && inflight == '0;
-    assign fire_sample  = head_free_ok && head_op == OP_SAMPLE && !ua_valid && room;
+    assign fire_sample  = head_free_ok && head_op == OP_SAMPLE && !ua_valid && !ub_valid && room;
     assign fire_total   = head_free_ok && head_op == OP_TOTAL && inflight == '0 && !ua_valid && !ub_valid
-                          && room;
-    assign fire_clear   = head_free_ok && head_op == OP_CLEAR && inflight == '0 && !ua_valid && !ub_valid;
+                          && !uc_valid && room;
+    assign fire_clear   = head_free_ok && head_op == OP_CLEAR && inflight == '0 && !ua_valid && !ub_valid
+                          && !uc_valid;
     assign fire_other   = head_free_ok && head_op != OP_UPDATE && head_op != OP_SAMPLE
                           && head_op != OP_TOTAL && head_op != OP_CLEAR;
     assign head_fire    = fire_update || fire_sample || fire_total || fire_clear || fire_other;
@@ -171,7 +174,8 @@ module replay_top #(
     assign s_axis_cmd_tready = ap_rst_n && !clearing && accept_ok && (!head_valid || head_fire);
     assign cmd_fire          = s_axis_cmd_tvalid && s_axis_cmd_tready;
 
-    assign busy      = head_valid || sd_valid || ua_valid || ub_valid || inflight != '0 || reserved != '0 || clearing;
+    assign busy      = head_valid || sd_valid || ua_valid || ub_valid || uc_valid || inflight != '0 || reserved != '0
+                       || clearing;
     assign ctrl_done = (FREE_RUN == 0) && running && cmds_left == 0 && !busy;
     assign ctrl_idle = (FREE_RUN != 0) ? !busy : !running;
 
@@ -198,6 +202,7 @@ module replay_top #(
             sd_valid   <= 1'b0;
             ua_valid   <= 1'b0;
             ub_valid   <= 1'b0;
+            uc_valid   <= 1'b0;
             clearing   <= 1'b1;   // zero the tree after reset
             clear_addr <= '0;
             inflight   <= '0;
@@ -228,8 +233,13 @@ module replay_top #(
             ua_index  <= IDX_W'(head_index);
             ua_word   <= head_value[31:0];
             ub_valid  <= ua_valid;
+            ub_index  <= ua_index;
             ub_word   <= ua_word;
-            if (ub_valid) total <= total + delta;
+            uc_valid  <= ub_valid;
+            uc_index  <= ub_index;
+            uc_word   <= ub_word;
+            uc_delta  <= delta;
+            if (uc_valid) total <= total + uc_delta;
 
             // clear sweep (after reset or a CLEAR command)
             if (fire_clear) begin
@@ -269,8 +279,11 @@ module replay_top #(
     assign s_node[0]   = '0;
     assign s_value[0]  = '0;
     assign u_old[0]    = '0;
-    // delta of the update in stage B: new leaf minus old leaf (mod 2^64, added to every ancestor)
-    assign delta = 64'(ub_word) - u_old[DEPTH];
+    // delta of the update in stage B: new leaf minus old leaf (mod 2^64, added to every ancestor in
+    // stage C); the old leaf is the word of the update one ahead (in C) when it is the same leaf
+    logic [63:0] leaf_old;
+    assign leaf_old = (uc_valid && uc_index == ub_index) ? 64'(uc_word) : u_old[DEPTH];
+    assign delta    = 64'(ub_word) - leaf_old;
 
     for (genvar d = 1; d <= DEPTH; d++) begin : g_level
         localparam int BELOW = DEPTH - d;  // levels below this one
@@ -299,8 +312,8 @@ module replay_top #(
             .u_a_valid(ua_valid),
             .u_a_index(ua_index),
             .u_b_old(u_old[d]),
-            .u_b_valid(ub_valid),
-            .u_b_delta(delta)
+            .u_c_valid(uc_valid),
+            .u_c_delta(uc_delta)
         );
     end
 endmodule
