@@ -1,11 +1,13 @@
-"""A hardware handoff (.hwh) of the Zynq-7000 block design hls/scripts/zynq_bd.tcl builds, for tests.
+"""A hardware handoff (.hwh) of the block design hls/scripts/zynq_bd.tcl builds, for tests.
 
 Vivado writes the .hwh of a real build; no Vivado runs here, so this writes one from the manifest
-with what PYNQ reads from it: the PS (processing_system7 with its clock parameters and the address
-map of its M_AXI_GP0 port), each kernel IP (VLNV xilinx.com:hls:<top>:1.0, its AXI4-Lite interface
-and address block with the register map of its SPEC.md, named as Vitis HLS names them) and each AXI
-DMA (simple mode, PG021 parameters), with the bus nets between them. Addresses follow Vivado's
-defaults: kernels from 0x43C0_0000, DMAs from 0x4040_0000, 64 KiB each.
+with what PYNQ reads from it: the PS (processing_system7 on a Zynq-7000, zynq_ultra_ps_e on a Zynq
+UltraScale+, with its PL clock parameters and the address map of its general-purpose master port),
+each kernel IP (VLNV xilinx.com:hls:<top>:1.0, its AXI4-Lite interface and address block with the
+register map of its SPEC.md, named as Vitis HLS names them) and each AXI DMA (simple mode, PG021
+parameters), with the bus nets between them. Addresses follow Vivado's defaults for the port, 64 KiB
+per block: on a Zynq-7000 kernels from 0x43C0_0000 and DMAs from 0x4040_0000 (M_AXI_GP0), on an
+UltraScale+ kernels from 0xA000_0000 and DMAs from 0xA010_0000 (M_AXI_HPM0_FPD).
 """
 
 from __future__ import annotations
@@ -18,8 +20,33 @@ from pearl_fpga.board.manifest import Manifest
 from pearl_fpga.spec import mlp, replay, tabular
 from pearl_fpga.spec.kernels import KERNELS
 
-IP_BASE, DMA_BASE, SPAN = 0x43C0_0000, 0x4040_0000, 0x1_0000
-PS = "processing_system7_0"
+SPAN = 0x1_0000
+
+
+@dataclass(frozen=True)
+class Family:
+    """What differs between the two Zynq generations in the design's PS and address map."""
+
+    ps_type: str
+    ps_vlnv: str
+    arch: str  # SYSTEMINFO ARCH, as Vivado writes it
+    master: str  # the PS port the kernels and DMAs hang off
+    ip_base: int
+    dma_base: int
+
+
+ZYNQ7 = Family("processing_system7", "xilinx.com:ip:processing_system7:5.5", "zynq", "M_AXI_GP0", 0x43C0_0000, 0x4040_0000)
+ZYNQ_US = Family("zynq_ultra_ps_e", "xilinx.com:ip:zynq_ultra_ps_e:3.4", "zynquplus", "M_AXI_HPM0_FPD", 0xA000_0000,
+                 0xA010_0000)
+
+
+def family(part: str) -> Family:
+    """The Zynq generation of an FPGA part (xc7z... Zynq-7000; xczu... and the K26 SOM's xck26 UltraScale+)."""
+    if part.lower().startswith("xc7z"):
+        return ZYNQ7
+    if part.lower().startswith(("xczu", "xck26")):
+        return ZYNQ_US
+    raise ValueError(f"part {part} is not a Zynq")
 
 # kernel -> [(register name as Vitis HLS names it, offset, access)] after the four control registers
 REGISTERS = {
@@ -54,14 +81,14 @@ class Block:
 
 def blocks(manifest: Manifest) -> list[Block]:
     """Every kernel instance and DMA of the build, with its address."""
-    out, k_i, d_i = [], 0, 0
+    fam, out, i = family(manifest.part), [], 0
     for kernel in manifest.kernels:
         entry = manifest.check_kernel(kernel)
         for instance in range(entry.instances):
             ip, dma = entry.instance_names(instance)
-            out.append(Block(kernel, ip, IP_BASE + SPAN * k_i, False))
-            out.append(Block(kernel, dma, DMA_BASE + SPAN * d_i, True))
-            k_i, d_i = k_i + 1, d_i + 1
+            out.append(Block(kernel, ip, fam.ip_base + SPAN * i, False))
+            out.append(Block(kernel, dma, fam.dma_base + SPAN * i, True))
+            i += 1
     return out
 
 
@@ -130,29 +157,46 @@ def _dma_module(modules: ET.Element, b: Block, kernel_ip: str) -> None:
     _bus(bis, "M_AXI_S2MM", "aximm", "MASTER", f"{b.name}_hp0")
 
 
-def _ps_module(modules: ET.Element, all_blocks: list[Block], clock_mhz: float) -> None:
-    m = ET.SubElement(modules, "MODULE", FULLNAME=f"/{PS}", INSTANCE=PS, IPTYPE="PERIPHERAL", IS_PL="FALSE",
-                      MODTYPE="processing_system7", VLNV="xilinx.com:ip:processing_system7:5.5")
-    params = {"PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ": f"{clock_mhz:.6f}", "PCW_FPGA0_PERIPHERAL_FREQMHZ": clock_mhz}
-    for i in range(4):  # FCLK0 at the kernel clock from the 1 GHz IO PLL, the others off
-        params[f"PCW_FPGA_FCLK{i}_ENABLE"] = 1 if i == 0 else 0
-        params[f"PCW_FCLK{i}_PERIPHERAL_DIVISOR0"] = round(1000 / clock_mhz) if i == 0 else 1
-        params[f"PCW_FCLK{i}_PERIPHERAL_DIVISOR1"] = 1
-        params[f"PCW_FCLK{i}_PERIPHERAL_CLKSRC"] = "IO PLL"
-        params[f"PCW_FCLK_CLK{i}_BUF"] = "TRUE" if i == 0 else "FALSE"
-    _params(m, params)
+def _clock_params(fam: Family, clock_mhz: float) -> dict[str, object]:
+    """PL clock 0 at the kernel clock from the IO PLL (1 GHz on a Zynq-7000, 1.2 GHz here on an
+    UltraScale+), the other three off, with the parameter names of each PS."""
+    params: dict[str, object] = {}
+    if fam is ZYNQ7:
+        params.update({"PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ": f"{clock_mhz:.6f}", "PCW_FPGA0_PERIPHERAL_FREQMHZ": clock_mhz})
+        for i in range(4):
+            params[f"PCW_FPGA_FCLK{i}_ENABLE"] = 1 if i == 0 else 0
+            params[f"PCW_FCLK{i}_PERIPHERAL_DIVISOR0"] = round(1000 / clock_mhz) if i == 0 else 1
+            params[f"PCW_FCLK{i}_PERIPHERAL_DIVISOR1"] = 1
+            params[f"PCW_FCLK{i}_PERIPHERAL_CLKSRC"] = "IO PLL"
+            params[f"PCW_FCLK_CLK{i}_BUF"] = "TRUE" if i == 0 else "FALSE"
+    else:
+        for i in range(4):
+            params[f"PSU__FPGA_PL{i}_ENABLE"] = 1 if i == 0 else 0
+            params[f"PSU__CRL_APB__PL{i}_REF_CTRL__SRCSEL"] = "IOPLL"
+            params[f"PSU__CRL_APB__PL{i}_REF_CTRL__DIVISOR0"] = round(1200 / clock_mhz) if i == 0 else 1
+            params[f"PSU__CRL_APB__PL{i}_REF_CTRL__DIVISOR1"] = 1
+            params[f"PSU__CRL_APB__PL{i}_REF_CTRL__FREQMHZ"] = clock_mhz if i == 0 else 100
+            params[f"PSU__CRL_APB__PL{i}_REF_CTRL__ACT_FREQMHZ"] = f"{clock_mhz:.6f}" if i == 0 else "100.000000"
+    return params
+
+
+def _ps_module(modules: ET.Element, all_blocks: list[Block], fam: Family, clock_mhz: float) -> None:
+    ps = f"{fam.ps_type}_0"
+    m = ET.SubElement(modules, "MODULE", FULLNAME=f"/{ps}", INSTANCE=ps, IPTYPE="PERIPHERAL", IS_PL="FALSE",
+                      MODTYPE=fam.ps_type, VLNV=fam.ps_vlnv)
+    _params(m, _clock_params(fam, clock_mhz))
     mmap = ET.SubElement(m, "MEMORYMAP")
     ET.SubElement(mmap, "MEMRANGE", ADDRESSBLOCK="Reg", BASENAME="C_BASEADDR", BASEVALUE="0x00000000",
-                  HIGHNAME="C_HIGHADDR", HIGHVALUE="0x1FFFFFFF", INSTANCE=PS, IS_DATA="TRUE",
-                  IS_INSTRUCTION="TRUE", MASTERBUSINTERFACE="M_AXI_GP0", MEMTYPE="MEMORY", SLAVEBUSINTERFACE="S_AXI_HP0")
+                  HIGHNAME="C_HIGHADDR", HIGHVALUE="0x1FFFFFFF", INSTANCE=ps, IS_DATA="TRUE",
+                  IS_INSTRUCTION="TRUE", MASTERBUSINTERFACE=fam.master, MEMTYPE="MEMORY", SLAVEBUSINTERFACE="S_AXI_HP0")
     for b in all_blocks:
         ET.SubElement(mmap, "MEMRANGE", ADDRESSBLOCK="Reg", BASENAME="C_BASEADDR", BASEVALUE=f"0x{b.base:08X}",
                       HIGHNAME="C_HIGHADDR", HIGHVALUE=f"0x{b.base + SPAN - 1:08X}", INSTANCE=b.name, IS_DATA="TRUE",
-                      IS_INSTRUCTION="TRUE", MASTERBUSINTERFACE="M_AXI_GP0", MEMTYPE="REGISTER",
+                      IS_INSTRUCTION="TRUE", MASTERBUSINTERFACE=fam.master, MEMTYPE="REGISTER",
                       SLAVEBUSINTERFACE="S_AXI_LITE" if b.is_dma else "s_axi_control")
     ET.SubElement(m, "PORTS")
     bis = ET.SubElement(m, "BUSINTERFACES")
-    ET.SubElement(bis, "BUSINTERFACE", BUSNAME="ps_gp0", NAME="M_AXI_GP0", TYPE="MASTER",
+    ET.SubElement(bis, "BUSINTERFACE", BUSNAME="ps_gp0", NAME=fam.master, TYPE="MASTER",
                   VLNV="xilinx.com:interface:aximm:1.0")
     ET.SubElement(bis, "BUSINTERFACE", BUSNAME="ps_hp0", NAME="S_AXI_HP0", TYPE="SLAVE",
                   VLNV="xilinx.com:interface:aximm:1.0")
@@ -160,13 +204,13 @@ def _ps_module(modules: ET.Element, all_blocks: list[Block], clock_mhz: float) -
 
 def write_hwh(manifest: Manifest, path: str | Path) -> list[Block]:
     """Write the .hwh of `manifest`'s build to `path`; returns the blocks with their addresses."""
-    all_blocks = blocks(manifest)
+    all_blocks, fam = blocks(manifest), family(manifest.part)
     root = ET.Element("EDKSYSTEM", EDWVERSION="1.2", TIMESTAMP="", VIVADOVERSION=manifest.tools.get("vivado", ""))
-    ET.SubElement(root, "SYSTEMINFO", ARCH="zynq", DEVICE="7z020", NAME="pearl_fpga", PACKAGE="clg400", SPEEDGRADE="-1")
+    ET.SubElement(root, "SYSTEMINFO", ARCH=fam.arch, DEVICE=manifest.part, NAME="pearl_fpga")
     ET.SubElement(root, "EXTERNALPORTS")
     ET.SubElement(root, "EXTERNALINTERFACES")
     modules = ET.SubElement(root, "MODULES")
-    _ps_module(modules, all_blocks, manifest.clock_mhz)
+    _ps_module(modules, all_blocks, fam, manifest.clock_mhz)
     for b, nxt in zip(all_blocks[::2], all_blocks[1::2], strict=True):
         _kernel_module(modules, b)
         _dma_module(modules, nxt, b.name)

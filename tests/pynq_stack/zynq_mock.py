@@ -24,7 +24,7 @@ from pearl_fpga.board.csim_transport import CSimTransport
 from pearl_fpga.board.manifest import load_manifest
 from pearl_fpga.spec.kernels import KERNELS
 
-from zynq_hwh import SPAN, blocks
+from zynq_hwh import SPAN, ZYNQ7, blocks, family
 
 DDR_BASE = 0x1000_0000
 
@@ -120,15 +120,11 @@ class AxiDma:
                 LENGTH: self.length[ch]}.get(reg, 0)
 
 
-class Slcr:
-    """The PS's system-level control registers that pynq's clock driver reads and writes, with the PLLs
-    of a PYNQ-Z2 at power-up (50 MHz reference: IO PLL x20 = 1 GHz, ARM PLL x26, DDR PLL x21)."""
+class RegisterBank:
+    """Plain read/write registers of the PS (its clock control), with their power-up values."""
 
-    BASE = 0xF800_0000
-    IO_PLL_CTRL, FPGA0_CLK_CTRL = 0x108, 0x170
-
-    def __init__(self) -> None:
-        self.regs = {0x100: 26 << 12, 0x104: 21 << 12, self.IO_PLL_CTRL: 20 << 12, 0x120: 2 << 8}
+    def __init__(self, values: dict[int, int]) -> None:
+        self.regs = dict(values)
 
     def read(self, offset: int) -> int:
         return self.regs.get(offset, 0)
@@ -136,11 +132,40 @@ class Slcr:
     def write(self, offset: int, value: int) -> None:
         self.regs[offset] = value
 
+
+class Zynq7Clocks:
+    """The SLCR registers pynq's clock driver uses on a Zynq-7000, with a PYNQ-Z2's PLLs at power-up
+    (50 MHz reference: IO PLL x20 = 1 GHz, ARM PLL x26, DDR PLL x21)."""
+
+    arch = "armv7l"  # pynq.ps.ZYNQ_ARCH
+
+    def __init__(self) -> None:
+        self.slcr = RegisterBank({0x100: 26 << 12, 0x104: 21 << 12, 0x108: 20 << 12, 0x120: 2 << 8})
+        self.banks = [(0xF800_0000, 0x200, self.slcr)]
+
     def fclk0_mhz(self) -> float:
-        """FCLK0 as the registers set it: IO PLL / DIVISOR0 / DIVISOR1."""
-        ctrl = self.regs.get(self.FPGA0_CLK_CTRL, 0)
-        div0, div1 = (ctrl >> 8) & 0x3F, (ctrl >> 20) & 0x3F
-        return 50.0 * ((self.regs[self.IO_PLL_CTRL] >> 12) & 0x7F) / (div0 * div1)
+        """FCLK0 as the registers set it: IO PLL / DIVISOR0 / DIVISOR1 (FPGA0_CLK_CTRL)."""
+        ctrl = self.slcr.read(0x170)
+        return 50.0 * ((self.slcr.read(0x108) >> 12) & 0x7F) / (((ctrl >> 8) & 0x3F) * ((ctrl >> 20) & 0x3F))
+
+
+class ZynqUsClocks:
+    """The CRL_APB / CRF_APB registers pynq's clock driver uses on a Zynq UltraScale+, with the PLLs at
+    power-up from the 33.333 MHz reference: IO PLL x72 / 2 = 1.2 GHz, APU PLL x72 / 2, CPU at / 1."""
+
+    arch = "aarch64"  # pynq.ps.ZU_ARCH
+    PLL_1200 = (72 << 8) | (1 << 16)  # FBDIV 72, DIV2, source 0 (the reference)
+
+    def __init__(self) -> None:
+        self.crl = RegisterBank({0x20: self.PLL_1200, 0x30: self.PLL_1200})
+        self.crf = RegisterBank({0x20: self.PLL_1200, 0x2C: self.PLL_1200, 0x38: self.PLL_1200, 0x60: 1 << 8})
+        self.banks = [(0xFF5E_0000, 0x100, self.crl), (0xFD1A_0000, 0x100, self.crf)]
+
+    def fclk0_mhz(self) -> float:
+        """PL clock 0 as the registers set it: IO PLL / DIVISOR0 / DIVISOR1 (PL0_REF_CTRL)."""
+        pll, ctrl = self.crl.read(0x20), self.crl.read(0xC0)
+        pll_mhz = 33.333 * ((pll >> 8) & 0x7F) / (2 if pll >> 16 & 1 else 1)
+        return pll_mhz / (((ctrl >> 8) & 0x3F) * ((ctrl >> 16) & 0x3F))
 
 
 class MockZynq(pynq.Device):
@@ -149,13 +174,13 @@ class MockZynq(pynq.Device):
     def __init__(self, folder: Path) -> None:
         super().__init__("mock_zynq")
         self.capabilities = {"REGISTER_RW": True}
-        self.arch = "armv7l"  # a Zynq-7000's Cortex-A9, as pynq.ps.ZYNQ_ARCH
         self.manifest = load_manifest(folder / "manifest.json")
+        self.clocks = Zynq7Clocks() if family(self.manifest.part) is ZYNQ7 else ZynqUsClocks()
+        self.arch = self.clocks.arch  # pynq's clock driver picks the PS by it
         self.ddr = Ddr()
         self.kernels: dict[str, CSimTransport] = {}
         self.dmas: dict[str, AxiDma] = {}
-        self.slcr = Slcr()
-        self.ranges: list[tuple[int, int, object]] = [(Slcr.BASE, 0x200, self.slcr)]
+        self.ranges: list[tuple[int, int, object]] = list(self.clocks.banks)
         self.downloads: list[str] = []
         pending = None
         for b in blocks(self.manifest):
