@@ -79,9 +79,9 @@ class AxiDma:
         ch, reg = (0x30, offset - 0x30) if offset >= 0x30 else (0x00, offset)
         if reg == DMACR:
             self.regs[ch] = value
-            if value & RESET:
-                self.status[ch] = HALTED
-                self.s2mm_armed = self.s2mm_armed and ch == 0x00
+            if value & RESET:  # PG021: a soft reset of either channel resets the whole DMA
+                self.status = {0x00: HALTED, 0x30: HALTED}
+                self.s2mm_armed = False
             elif value & RUN:
                 self.status[ch] = (self.status[ch] & ~HALTED) | IDLE
             else:
