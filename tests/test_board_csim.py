@@ -150,3 +150,14 @@ def test_csim_build_errors(tmp_path, monkeypatch):
         CSimTransport("tabular", {"TABULAR_STATES": 4, "TABULAR_ACTIONS": 2})
     with pytest.raises(ValueError, match="unknown kernel 'fft'"):
         CSimTransport("fft")
+
+
+def test_every_transport_is_a_kernel_instance_of_its_own():
+    """Two transports of the same top keep separate tables, as two instances in a bitstream do (the
+    tabular partitioned mode runs one per instance, at the same time)."""
+    defines = {"TABULAR_STATES": 8, "TABULAR_ACTIONS": 2}
+    one = TabularBoardBackend(8, 2, transport=CSimTransport("tabular", defines))
+    two = TabularBoardBackend(8, 2, transport=CSimTransport("tabular", defines))
+    one.load(np.full((8, 2), 7, np.int32))
+    two.load(np.full((8, 2), -3, np.int32))
+    assert (one.table() == 7).all() and (two.table() == -3).all()

@@ -6,6 +6,8 @@ its driver testbench (<kernel>_driver_tb.cpp, the C ABI of hls/common/driver_tb.
 library (cached by content under the cache root, like the RTL builds) and loads it. It behaves as an
 HLS IP does, which the RTL cannot show:
 
+- each transport is a kernel instance of its own (its own copy of the library, so of the top's
+  static memories), as the instances of a bitstream are;
 - the register file holds what the host wrote; the top's output registers (identity, totals,
   counters) change only when a call ends, so they read 0 until the first ap_done;
 - ap_start runs the top once the call's input words have been sent (at `receive`, or at the first
@@ -26,6 +28,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -70,6 +73,18 @@ def build_library(kernel: str, defines: Mapping[str, int] | None = None) -> Path
     return out
 
 
+def _private_copy(library: Path) -> ctypes.CDLL:
+    """`library` loaded from a copy of its own: the dynamic loader shares one set of a library's
+    statics (the HLS top's memories) per file, and every transport is a kernel instance of its own."""
+    fd, name = tempfile.mkstemp(suffix=".so", prefix=library.stem + ".", dir=library.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(library, name)
+        return ctypes.CDLL(name)
+    finally:
+        os.unlink(name)  # the mapping stays until the process ends
+
+
 class CSimTransport(Transport):
     """One HLS top compiled by g++, behind the Transport interface (see the module docstring)."""
 
@@ -81,7 +96,7 @@ class CSimTransport(Transport):
         self.in_word_bytes, self.out_word_bytes = WORD_BYTES[kernel]
         shown = ", ".join(f"{k}={v}" for k, v in sorted((defines or {}).items()))
         self.description = f"C simulation of {kernel}_top" + (f" ({shown})" if shown else "")
-        self._lib = ctypes.CDLL(str(build_library(kernel, defines)))
+        self._lib = _private_copy(build_library(kernel, defines))
         self._call = self._lib.pearl_csim_call
         self._call.restype = ctypes.c_int
         self._call.argtypes = [ctypes.POINTER(ctypes.c_uint32), ctypes.c_char_p, ctypes.c_size_t,

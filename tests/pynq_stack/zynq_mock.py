@@ -12,6 +12,7 @@ kernel's tlast, as on the board. Overlay metadata comes from the .hwh by pynq's 
 
 from __future__ import annotations
 
+import threading
 import weakref
 from pathlib import Path
 
@@ -35,22 +36,27 @@ HALTED, IDLE, IOC_IRQ = 0x1, 0x2, 0x1000
 
 
 class Ddr:
-    """The board's DDR as the buffers allocated on it: physical address -> bytes."""
+    """The board's DDR as the buffers allocated on it: physical address -> bytes. Allocation is
+    thread-safe, as the board's allocator is (the tabular partitioned mode drives its kernel
+    instances from several threads)."""
 
     def __init__(self) -> None:
         self._next = DDR_BASE
         self._buffers: list[weakref.ref] = []
+        self._lock = threading.Lock()
 
     def allocate(self, device: pynq.Device, shape, dtype) -> pynq.buffer.PynqBuffer:
-        buf = pynq.buffer.PynqBuffer(shape, dtype, device=device, device_address=self._next, bo=len(self._buffers),
-                                     coherent=False)
-        self._next += -(-buf.nbytes // 4096) * 4096
-        self._buffers.append(weakref.ref(buf))
+        with self._lock:
+            buf = pynq.buffer.PynqBuffer(shape, dtype, device=device, device_address=self._next,
+                                         bo=len(self._buffers), coherent=False)
+            self._next += -(-buf.nbytes // 4096) * 4096
+            self._buffers.append(weakref.ref(buf))
         return buf
 
     def _view(self, address: int, nbytes: int) -> np.ndarray:
-        for ref in self._buffers:
-            buf = ref()
+        with self._lock:
+            live = [ref() for ref in self._buffers]
+        for buf in live:
             if buf is not None and buf.device_address <= address and address + nbytes <= buf.device_address + buf.nbytes:
                 start = address - buf.device_address
                 return buf.view(np.uint8).reshape(-1)[start:start + nbytes]
