@@ -90,28 +90,34 @@ def test_synthesizability_checks_cover_every_kernel():
     assert {"replay", "mlp", "tabular", "datamover", "common"} <= kernels, kernels
 
 
+def _opening_brace(code: str, pos: int) -> int:
+    """Offset of the innermost '{' still open at `pos`, or -1 at file scope."""
+    depth = 0
+    for i in range(pos - 1, -1, -1):
+        if code[i] == "}":
+            depth += 1
+        elif code[i] == "{":
+            if depth == 0:
+                return i
+            depth -= 1
+    return -1
+
+
+def _closing_brace(code: str, start: int) -> int:
+    """Offset of the '}' that closes the '{' at `start`."""
+    depth = 0
+    for i in range(start, len(code)):
+        depth += {"{": 1, "}": -1}.get(code[i], 0)
+        if depth == 0:
+            return i
+    raise AssertionError(f"unbalanced braces after offset {start}")
+
+
 def _pipelined_bodies(code: str):
     """(line, body) of every block that holds a `#pragma HLS PIPELINE`: the innermost braces around it."""
     for m in re.finditer(r"#pragma HLS PIPELINE", code):
-        depth, start = 0, m.start()
-        while start > 0:  # back to the unmatched '{' that opens the pipelined loop's body
-            start -= 1
-            if code[start] == "}":
-                depth += 1
-            elif code[start] == "{":
-                if depth == 0:
-                    break
-                depth -= 1
-        depth, end = 0, start
-        while end < len(code):  # forward to its matching '}'
-            if code[end] == "{":
-                depth += 1
-            elif code[end] == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            end += 1
-        yield code.count("\n", 0, m.start()) + 1, code[start:end + 1]
+        start = _opening_brace(code, m.start())
+        yield code.count("\n", 0, m.start()) + 1, code[start:_closing_brace(code, start) + 1]
 
 
 @pytest.mark.parametrize("path", SYNTH_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -136,12 +142,7 @@ CPU_ONLY = {"replay/replay.cpp": ("sample_k", "tree_clear", "tree_update", "tree
 def _function_body(code: str, name: str) -> str:
     m = re.search(rf"\b{name}\s*\([^;{{]*\)\s*\{{", code)
     assert m, f"no definition of {name}"
-    depth, i = 0, m.end() - 1
-    for i in range(m.end() - 1, len(code)):
-        depth += {"{": 1, "}": -1}.get(code[i], 0)
-        if depth == 0:
-            break
-    return code[m.end():i]
+    return code[m.end():_closing_brace(code, m.end() - 1)]
 
 
 @pytest.mark.parametrize("source,name", [(s, n) for s, names in CPU_ONLY.items() for n in names])
@@ -153,12 +154,7 @@ def test_cpu_only_functions_carry_no_pipeline_pragma(source, name):
 def _loop_body(code: str, label: str) -> str:
     """The braces of the loop that follows `label:`."""
     start = code.index("{", code.index(f"{label}:"))
-    depth = 0
-    for end in range(start, len(code)):
-        depth += {"{": 1, "}": -1}.get(code[end], 0)
-        if depth == 0:
-            return code[start:end + 1]
-    raise AssertionError(f"unbalanced braces after {label}")
+    return code[start:_closing_brace(code, start) + 1]
 
 
 def test_the_mlp_mac_multiplies_once_per_weight():
@@ -175,17 +171,12 @@ STORAGE_PRAGMA = re.compile(r"#pragma HLS (?:ARRAY_PARTITION|ARRAY_RESHAPE|BIND_
 
 def _enclosing_function(code: str, pos: int) -> tuple[str, int] | None:
     """(name, offset of its opening brace) of the function whose body holds `pos`, or None at file scope."""
-    depth = 0
-    for i in range(pos - 1, -1, -1):
-        if code[i] == "}":
-            depth += 1
-        elif code[i] == "{":
-            if depth:
-                depth -= 1
-                continue
-            head = re.search(r"(\w+)\s*\((?:[^()]|\([^()]*\))*\)\s*(?:const\s*)?$", code[:i])
-            if head and head.group(1) not in ("for", "if", "while", "switch"):
-                return head.group(1), i
+    i = _opening_brace(code, pos)
+    while i >= 0:
+        head = re.search(r"(\w+)\s*\((?:[^()]|\([^()]*\))*\)\s*(?:const\s*)?$", code[:i])
+        if head and head.group(1) not in ("for", "if", "while", "switch"):
+            return head.group(1), i
+        i = _opening_brace(code, i)
     return None
 
 

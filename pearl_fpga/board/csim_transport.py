@@ -164,9 +164,7 @@ class CSimTransport(Transport):
             if self._hung:
                 raise KernelTimeout(f"{got} of {self._expected} words arrived")
             raise KernelTimeout(f"{got} of {self._expected} words arrived; the call ended without the rest")
-        data, self._output = bytes(self._output[:nbytes]), self._output[nbytes:]
-        del self.output_last[: self._expected]
-        return np.frombuffer(data, dtype=np.uint8).copy()
+        return np.frombuffer(self._take(self._expected), dtype=np.uint8).copy()
 
     def drain(self, max_words: int) -> bytes:
         """Run a started call, then take up to `max_words` output words, ending after the first whose
@@ -177,10 +175,14 @@ class CSimTransport(Transport):
         last = self.output_last.find(1, 0, n)
         if last >= 0:
             n = last + 1
-        nbytes = n * self.out_word_bytes
+        return self._take(n)
+
+    def _take(self, n_words: int) -> bytes:
+        """The next `n_words` output words, removed with their tlast flags."""
+        nbytes = n_words * self.out_word_bytes
         data = bytes(self._output[:nbytes])
         del self._output[:nbytes]
-        del self.output_last[:n]
+        del self.output_last[:n_words]
         return data
 
     def sleep(self, seconds: float) -> None:

@@ -35,6 +35,7 @@ from typing import Any
 
 from pearl_fpga.data import work_root
 from pearl_fpga.errors import PearlError
+from pearl_fpga.planner.hls_schedule import round_up, row_align
 
 
 class CsynthError(PearlError, ValueError):
@@ -237,8 +238,7 @@ def replay_cycles(report: CsynthReport) -> tuple[float, float]:
 def mac_chunks(layers: Sequence[tuple[int, int]], lanes: int) -> int:
     """LANES-wide MAC chunks of one inference: each output row reads its input row zero-padded to
     ROW_ALIGN = max(LANES, 32) words (hls/mlp/mlp.h)."""
-    align = max(lanes, 32)
-    return sum(m * (-(-n // align) * align) // lanes for n, m in layers)
+    return sum(m * round_up(n, row_align(lanes)) // lanes for n, m in layers)
 
 
 def mlp_cycles(report: CsynthReport, layers: Sequence[tuple[int, int]], kernel: dict[str, Any]) -> float:

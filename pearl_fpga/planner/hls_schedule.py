@@ -53,6 +53,10 @@ def replay_batch_cycles(batch: int, depth: int, fanout: int, clock_mhz: float) -
     return max(batch - 1, 0) + replay_pipeline_depth(depth, fanout, clock_mhz)
 
 
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
 def row_align(lanes: int) -> int:
     """ROW_ALIGN of hls/mlp/mlp.h: rows are padded to whole 512-bit vectors and whole LANES chunks."""
     return max(lanes, 32)
@@ -67,12 +71,9 @@ def mlp_infer_cycles(layers: Sequence[tuple[int, int]], lanes: int, raw_head: bo
     """Cycles of one observation through mlp_top: layers are (n_in, m_out), first to last."""
     align = row_align(lanes)
     n0, m_last = layers[0][0], layers[-1][1]
-    stride0 = -(-n0 // align) * align
-    cycles = n0 + MLP_STREAM_PIPELINE + stride0
+    cycles = n0 + MLP_STREAM_PIPELINE + round_up(n0, align)  # INFER_READ, FORWARD_INPUT
     for n, m in layers:
-        stride = -(-n // align) * align
-        padded_m = -(-m // align) * align
-        cycles += m * (stride // lanes) + mac_depth(lanes) + (padded_m - m)
+        cycles += m * round_up(n, align) // lanes + mac_depth(lanes) + (round_up(m, align) - m)
     cycles += m_last + MLP_STREAM_PIPELINE  # FORWARD_HEAD
     cycles += m_last + (1 if raw_head else 0) + MLP_STREAM_PIPELINE  # INFER_WRITE
     return cycles
