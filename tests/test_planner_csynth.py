@@ -259,3 +259,18 @@ def test_without_a_report_the_hls_model_times_the_kernels_and_the_rtl_stands_bes
     assert spec[("replay_update", "fpga-emu")].source == "cycle model (spec bound) @ pynq-z2"
     with pytest.raises(ValueError, match="cycles must be"):
         fpga_model.fpga_fits(board, cfg, 4, 2, True, _host(), cycles="vivado")
+
+
+def test_the_note_beside_names_the_hls_figure_when_the_rtl_times_the_kernel(tmp_path):
+    """With --cycles spec the fit uses the RTL's bound, and the note still shows the HLS design's own
+    figure beside it (not the RTL's twice)."""
+    from pearl_fpga.board.catalog import get_board
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.planner import fpga_model
+
+    board = get_board("pynq-z2")
+    cfg = TrainConfig.preset("dqn", net_arch=[64, 64], per=True, buffer_size=8192)
+    _, _, notes = fpga_model.fpga_fits(board, cfg, 4, 2, True, _host(), cycles="spec", csynth_dirs=[tmp_path])
+    assert any(n.startswith("act: at 1 per call the HLS design takes 891 cycles (hls model)") for n in notes), notes
+    assert any(n.startswith("replay sample: at 64 per call the HLS design takes 102 cycles (hls model)")
+               for n in notes), notes

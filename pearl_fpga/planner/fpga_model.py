@@ -179,7 +179,8 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
                 rtl_cyc = mlp_cycles_rtl(obs_dim, config.net_arch, out_dim, discrete, mk["lanes"], mk["max_width"])
             except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
                 notes.append(f"act: rtl cycle counts unavailable ({exc}); using the spec bound")
-        cyc = mlp_cycles_hls(layers, mk["lanes"], discrete) if cycles == "hls" else rtl_cyc
+        hls_cyc = mlp_cycles_hls(layers, mk["lanes"], discrete)
+        cyc = hls_cyc if cycles == "hls" else rtl_cyc
         f_act = f_hz
         report = _csynth_report(board, "mlp", csynth_dirs, notes)
         if report is not None:
@@ -189,7 +190,7 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
                 warnings.warn(f"ignoring csynth report: {exc}", stacklevel=2)
                 notes.append(f"act: csynth report unusable ({exc})")
                 report = None
-        notes.append(_rtl_beside("act", cyc, rtl_cyc, 1))
+        notes.append(_rtl_beside("act", cyc if report is not None else hls_cyc, rtl_cyc, 1))
         notes.append(f"act: {cyc.c0:.0f} + {cyc.c1:.0f} cycles per inference ({cyc.source}"
                      f"{', ' + str(report.path) if report is not None else ''}, {mk['lanes']} lanes) "
                      f"at {f_act / 1e6:g} MHz")
@@ -236,7 +237,8 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
                 warnings.warn(f"ignoring csynth report: {exc}", stacklevel=2)
                 notes.append(f"replay: csynth report unusable ({exc})")
                 report = None
-        notes.append(_rtl_beside("replay sample", ops["sample"], rtl_ops["sample"], config.batch_size))
+        shipped = ops["sample"] if report is not None else hls
+        notes.append(_rtl_beside("replay sample", shipped, rtl_ops["sample"], config.batch_size))
         notes.append(f"replay: depth {depth}, sample {ops['sample'].c0:.0f} + {ops['sample'].c1:.2f}/item cycles "
                      f"({ops['sample'].source}{', ' + str(report.path) if report is not None else ''}) "
                      f"at {f_hz / 1e6:g} MHz")
