@@ -2,6 +2,7 @@
 #   make train   train DQN on CartPole-v1 with the FPGA kernels in emulation (the main job)
 #   make test    every test: the C simulations (make csim), the import layers (lint-imports), pytest, then
 #                the board path through the real pynq package in its own environment (make test-pynq)
+#   make test-isa  the ISA-sensitive tests again under each instruction-set switch (part of make test)
 #   make sim     only the cocotb testbenches of the reference RTL
 #   make csim    build and run the C++ testbenches of hls/ with g++ (csim-vendor: again on the vendor HLS headers)
 #   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp) against the installed baselines
@@ -24,7 +25,7 @@ HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp pearl_fpga/native/*.cpp 
 PYNQ_VENV := .venv-pynq
 PYNQ_PINS := "pynq==3.1.2" "pycparser<3" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100"
 
-.PHONY: venv native test test-pynq sim csim csim-vendor train bench figures clean help
+.PHONY: venv native test test-pynq test-isa sim csim csim-vendor train bench figures clean help
 .DEFAULT_GOAL := help
 
 help:
@@ -53,7 +54,22 @@ native: $(VENV)/.stamp-native
 test: native csim csim-vendor
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
+	$(MAKE) --no-print-directory test-isa
 	$(MAKE) --no-print-directory test-pynq
+
+# Other CPUs on this host: the tests whose results could depend on the instruction set (float
+# tolerances, the learner's bits per thread count, the native SIMD paths) under the switches the
+# libraries honour: ATen's kernel dispatch, MKL's and oneDNN's code paths, and the package's own native
+# paths (PEARL_FPGA_NATIVE_ISA). A switch naming a wider ISA than the CPU has falls back to what it has.
+ISA_TESTS := tests/test_algos.py tests/test_fused_learner.py tests/test_threads.py tests/test_mlp_kernel.py \
+	tests/test_tabular_kernel.py
+ISA_SWITCHES := ATEN_CPU_CAPABILITY=default ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=avx512 \
+	MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 PEARL_FPGA_NATIVE_ISA=avx2 PEARL_FPGA_NATIVE_ISA=scalar
+test-isa: native
+	@set -e; for switch in $(ISA_SWITCHES); do \
+	  echo "tests under $$switch"; \
+	  env $$switch $(PY) -m pytest -q -p no:cacheprovider $(ISA_TESTS); \
+	done
 
 # The board drivers through the real pynq package (Overlay, DefaultIP, the AXI DMA driver) on a mock
 # Zynq device whose kernels are the HLS C++ tops (tests/pynq_stack). The package is used from the source

@@ -30,14 +30,14 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.runtime.checkpoint import (as_tuple, np_global_state, read_checkpoint, set_np_global_state,
                                          sigint_ignored, write_checkpoint)
-from pearl_fpga.runtime.engines import make_engine
+from pearl_fpga.runtime.engines import make_engine, resolve_engine
 from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollout
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import make_replay
 from pearl_fpga.runtime.schedule import needed_env_steps, target_copy_due
 from pearl_fpga.runtime.stats import EvalResult, Stats
-from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads
+from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads, reproducible_controller
 from pearl_fpga.runtime.timers import TaskTimer
 from pearl_fpga.runtime.vocabulary import TASKS
 
@@ -85,9 +85,13 @@ class Trainer:
             from pearl_fpga.errors import BackendUnavailable
 
             raise BackendUnavailable("placement learn=cuda, but torch sees no CUDA device; use learn=cpu")
-        # learner_threads 0: the count is measured and re-measured while training (runtime.threads)
-        self.learner_threads = (AdaptiveThreads(callers=learner_callers(config)) if config.learner_threads == 0
-                                else None)
+        # learner_threads 0: the count is measured and re-measured while training (runtime.threads); an
+        # inline run promises the same bits for a seed, so it uses only the counts that give them here
+        self.learner_threads: AdaptiveThreads | None = None
+        if config.learner_threads == 0:
+            reproducible = resolve_engine(config) == "inline" and self.placement.learn == "cpu"
+            self.learner_threads = (reproducible_controller(config, self.spec.obs_dim, self.spec.action_dim)
+                                    if reproducible else AdaptiveThreads(callers=learner_callers(config)))
         if self.learner_threads is None:
             torch.set_num_threads(config.learner_threads)
         limit_blas_threads()

@@ -195,3 +195,28 @@ def test_one_cache_root_and_the_old_variable_warns(monkeypatch, tmp_path):
     monkeypatch.setenv("PEARL_FPGA_CACHE_DIR", str(tmp_path / "old"))
     with pytest.warns(FutureWarning, match="PEARL_FPGA_CACHE_DIR is deprecated"):
         assert prof.cache_dir() == tmp_path / "old"
+
+
+def test_code_fingerprint_covers_every_profiled_path(tmp_path):
+    """A cached profile is stale when the code it timed changes: an edit to any profiled folder (the
+    replay buffer package included) changes the fingerprint, and a name in PROFILED_CODE that the
+    package lacks is an error, not a folder silently left out."""
+    import shutil
+    from pathlib import Path
+
+    pkg = Path(prof.__file__).resolve().parents[1]
+    copy = tmp_path / "pearl_fpga"
+    shutil.copytree(pkg, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = prof.code_fingerprint(copy)
+    assert before == prof.code_fingerprint(pkg)
+    for name in prof.PROFILED_CODE:
+        target = copy / name
+        source = target if target.is_file() else sorted(p for p in target.rglob("*") if p.suffix in (".py", ".cpp"))[0]
+        text = source.read_text()
+        source.write_text(text + "\n# edited\n")
+        assert prof.code_fingerprint(copy) != before, f"an edit under {name} left the fingerprint unchanged"
+        source.write_text(text)
+    assert prof.code_fingerprint(copy) == before
+    shutil.rmtree(copy / "replay")
+    with pytest.raises(FileNotFoundError, match="'replay'"):
+        prof.code_fingerprint(copy)

@@ -10,6 +10,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include "isa.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -128,15 +130,27 @@ void relu_backward(py::handle d_obj, py::handle a_obj) {
     for (py::ssize_t k = 0; k < n; ++k) d.data[k] = a.data[k] > 0.0f ? d.data[k] : 0.0f;
 }
 
-// The hot loops, compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time. Same
-// results on each: no FMA contraction (-ffp-contract=off), sqrt and division are exact.
+// The hot loops, compiled for AVX-512, AVX2 and baseline x86-64; the module's import points each at the
+// widest the CPU has (within PEARL_FPGA_NATIVE_ISA, isa.h). Same results on each: no FMA contraction
+// (-ffp-contract=off), sqrt and division are exact. Each body is force-inlined into one wrapper per
+// instruction set.
 #if defined(__x86_64__) && defined(__GNUC__)
-#define PEARL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define PEARL_ISA_VARIANTS(ret, fn, params, args)                                                    \
+    __attribute__((target("avx512f,avx512bw"))) ret fn##_avx512 params { return fn##_body args; }   \
+    __attribute__((target("avx2,bmi2"))) ret fn##_avx2 params { return fn##_body args; }             \
+    ret fn##_scalar params { return fn##_body args; }                                                  \
+    ret(*fn) params = fn##_scalar;                                                                     \
+    void fn##_select(pearl_isa::Isa isa) {                                                             \
+        fn = isa == pearl_isa::Isa::AVX512 ? fn##_avx512 : isa == pearl_isa::Isa::AVX2 ? fn##_avx2 : fn##_scalar; \
+    }
 #else
-#define PEARL_CLONES
+#define PEARL_ISA_VARIANTS(ret, fn, params, args) \
+    ret(*fn) params = fn##_body;                  \
+    void fn##_select(pearl_isa::Isa) {}
 #endif
+#define PEARL_BODY [[gnu::always_inline]] inline
 
-PEARL_CLONES float dot(const float* a, const float* b, py::ssize_t n) {
+PEARL_BODY float dot_body(const float* a, const float* b, py::ssize_t n) {
     float part[16] = {};  // sixteen partial sums: vectorizable, and a fixed order on every ISA
     py::ssize_t i = 0;
     for (; i + 16 <= n; i += 16)
@@ -146,9 +160,10 @@ PEARL_CLONES float dot(const float* a, const float* b, py::ssize_t n) {
     for (float x : part) sum += x;
     return sum;
 }
+PEARL_ISA_VARIANTS(float, dot, (const float* a, const float* b, py::ssize_t n), (a, b, n))
 
-PEARL_CLONES void adam_update(float* p, float* grad, float* m, float* v, py::ssize_t size, float clip, float wd,
-                              float b1, float b2, float eps, float step_size, float bias2_sqrt) {
+PEARL_BODY void adam_update_body(float* p, float* grad, float* m, float* v, py::ssize_t size, float clip, float wd,
+                                 float b1, float b2, float eps, float step_size, float bias2_sqrt) {
     for (py::ssize_t i = 0; i < size; ++i) {
         float g = grad[i] * clip;
         grad[i] = g;  // leave the clipped gradient, as clip_grad_norm_ does
@@ -158,14 +173,19 @@ PEARL_CLONES void adam_update(float* p, float* grad, float* m, float* v, py::ssi
         p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bias2_sqrt + eps);
     }
 }
+PEARL_ISA_VARIANTS(void, adam_update,
+                   (float* p, float* grad, float* m, float* v, py::ssize_t size, float clip, float wd, float b1,
+                    float b2, float eps, float step_size, float bias2_sqrt),
+                   (p, grad, m, v, size, clip, wd, b1, b2, eps, step_size, bias2_sqrt))
 
 // ---- thin layers: a side of at most a few dozen (the network's input and output layers) --------
 // MKL spends more time dispatching these than computing them; these loops vectorize along the long
 // side and keep a fixed summation order.
 
-PEARL_CLONES void axpy(float* y, float alpha, const float* x, py::ssize_t n) {
+PEARL_BODY void axpy_body(float* y, float alpha, const float* x, py::ssize_t n) {
     for (py::ssize_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
+PEARL_ISA_VARIANTS(void, axpy, (float* y, float alpha, const float* x, py::ssize_t n), (y, alpha, x, n))
 
 // out = x W^T + b (then ReLU when relu): x (R, K), W (N, K), b (N,), out (R, N).
 void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handle out_obj, bool relu) {
@@ -281,6 +301,13 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
 
 PYBIND11_MODULE(_learner_native, m) {
     m.doc() = "Fused element-wise pieces of a CPU learner step (TD loss, bias gradients, ReLU masks, clip + Adam)";
+    // an unknown PEARL_FPGA_NATIVE_ISA fails the import, naming the variable
+    static const pearl_isa::Isa isa = pearl_isa::best();
+    dot_select(isa);
+    adam_update_select(isa);
+    axpy_select(isa);
+    m.def("isa", [] { return std::string(pearl_isa::name(isa)); },
+          "The hot loops' path: 'avx512', 'avx2' or 'scalar' (the CPU's at import, capped by PEARL_FPGA_NATIVE_ISA).");
     m.def("dqn_loss_grad", &dqn_loss_grad, py::arg("q"), py::arg("q_next_online"), py::arg("q_next_target"),
           py::arg("action"), py::arg("reward"), py::arg("done"), py::arg("weights"), py::arg("gamma"),
           py::arg("double_q"), py::arg("d_q"), py::arg("abs_td"));

@@ -272,6 +272,7 @@ class Engine {
 
 PYBIND11_MODULE(_mlp_native, mod) {
     mod.doc() = "MLP inference kernel (hls/mlp) compiled for the CPU: bit-exact with the hardware (SPEC.md).";
+    mlp_simd::best_isa();  // an unknown PEARL_FPGA_NATIVE_ISA fails the import, naming the variable
     mod.attr("MAX_LAYERS") = mlp::MAX_LAYERS;
     mod.attr("MAX_WIDTH") = mlp::MAX_WIDTH;
     mod.attr("LANES") = mlp::LANES;

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <memory>
 
+#include "isa.h"
 #include "mlp.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -69,15 +70,16 @@ std::unique_ptr<T[], AlignedFree> aligned_array(std::size_t n) {
 enum class Isa { AVX512, AVX2, PLAIN };
 
 inline bool supported(Isa isa) {
-#if MLP_SIMD_X86
-    __builtin_cpu_init();
-    if (isa == Isa::AVX512) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-    if (isa == Isa::AVX2) return __builtin_cpu_supports("avx2");
-#endif
-    return isa == Isa::PLAIN;
+    if (isa == Isa::PLAIN) return true;
+    return MLP_SIMD_X86 && pearl_isa::cpu_has(isa == Isa::AVX512 ? pearl_isa::Isa::AVX512 : pearl_isa::Isa::AVX2);
 }
 
-inline Isa best_isa() { return supported(Isa::AVX512) ? Isa::AVX512 : supported(Isa::AVX2) ? Isa::AVX2 : Isa::PLAIN; }
+// The widest MAC array the CPU has, within PEARL_FPGA_NATIVE_ISA's cap (isa.h).
+inline Isa best_isa() {
+    if (!MLP_SIMD_X86) return Isa::PLAIN;
+    const pearl_isa::Isa isa = pearl_isa::best();
+    return isa == pearl_isa::Isa::AVX512 ? Isa::AVX512 : isa == pearl_isa::Isa::AVX2 ? Isa::AVX2 : Isa::PLAIN;
+}
 
 // Repacks a loaded model (after a successful mlp::load_model) into the pair-interleaved layout.
 inline std::unique_ptr<SimdModel> pack(const mlp::Model& m) {

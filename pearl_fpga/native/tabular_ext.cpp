@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "isa.h"
 #include "tabular.h"
 
 namespace py = pybind11;
@@ -121,8 +122,8 @@ __attribute__((always_inline)) inline bool checked_run(int32_t* q, int64_t n_sta
 }
 
 // The same loop compiled for the baseline and, on x86-64, with AVX2/BMI2 (chosen at run time where the
-// CPU has them: the shifts and compares of the chain get shorter encodings); both compute the same
-// integers.
+// CPU has them and PEARL_FPGA_NATIVE_ISA allows: the shifts and compares of the chain get shorter
+// encodings); both compute the same integers.
 #define TABULAR_RUN_ARGS                                                                                            \
     int32_t *q, int64_t n_states, int64_t n_actions, uint32_t alpha, uint32_t gamma, const int64_t *s,              \
         const int64_t *a, const double *r, const int64_t *s2, const int64_t *a2, const bool *done, py::ssize_t n,   \
@@ -136,7 +137,7 @@ template <int N_ACTIONS, bool SARSA>
 __attribute__((target("avx2,bmi,bmi2"))) bool checked_run_avx2(TABULAR_RUN_ARGS) {
     return checked_run<N_ACTIONS, SARSA>(q, n_states, n_actions, alpha, gamma, s, a, r, s2, a2, done, n, undo);
 }
-bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2"); }
+bool has_avx2() { return int(pearl_isa::best()) >= int(pearl_isa::Isa::AVX2); }  // within PEARL_FPGA_NATIVE_ISA
 #else
 template <int N_ACTIONS, bool SARSA>
 bool checked_run_avx2(TABULAR_RUN_ARGS) {
@@ -199,6 +200,9 @@ bool update_checked(py::array table, uint32_t alpha, uint32_t gamma, bool sarsa,
 
 PYBIND11_MODULE(_tabular_native, m) {
     m.doc() = "The tabular Q-learning/SARSA kernel's C++ (hls/tabular) as the cpu backend";
+    pearl_isa::best();  // an unknown PEARL_FPGA_NATIVE_ISA fails the import, naming the variable
+    m.def("isa", [] { return std::string(has_avx2() ? "avx2" : "scalar"); },
+          "The path update() runs: 'avx2' or 'scalar' (the CPU's, capped by PEARL_FPGA_NATIVE_ISA).");
     m.def("update", &update, py::arg("table"), py::arg("alpha"), py::arg("gamma"), py::arg("sarsa"), py::arg("s"),
           py::arg("a"), py::arg("r"), py::arg("s2"), py::arg("a2"), py::arg("done"),
           "Apply the transitions in order to `table` in place (GIL released).");

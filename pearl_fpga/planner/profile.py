@@ -119,21 +119,25 @@ def _number(value: Any, what: str) -> float:
 
 
 # The code whose speed a profile measures: when any of it changes (a faster learner, a new kernel
-# build), the cached profile is stale and is measured again, not rescaled.
-PROFILED_CODE = ("algos", "runtime", "kernels", "backends", "native", "replay.py", "trainer.py", "config.py")
+# build), the cached profile is stale and is measured again, not rescaled. Paths are relative to the
+# package; each must exist (tests/test_planner_profile.py checks), so a rename cannot drop a folder.
+PROFILED_CODE = ("algos", "runtime", "kernels", "backends", "native", "replay", "trainer.py", "config.py")
 
 
-def code_fingerprint() -> str:
-    """Hash of the profiled code's sources and compiled extensions (pearl_fpga/_*_native*)."""
-    pkg = Path(__file__).resolve().parents[1]
+def code_fingerprint(pkg: Path | None = None) -> str:
+    """Hash of the profiled code's sources and compiled extensions (pearl_fpga/_*_native*) under `pkg`
+    (the installed package by default); each file is hashed with its path inside the package."""
+    pkg = pkg or Path(__file__).resolve().parents[1]
     files: list[Path] = sorted(pkg.glob("_*_native*"))
     for name in PROFILED_CODE:
         path = pkg / name
+        if not path.exists():
+            raise FileNotFoundError(f"planner.profile.PROFILED_CODE names {name!r}, which {pkg} does not have")
         files += sorted(p for p in path.rglob("*") if p.suffix in (".py", ".cpp", ".h")) if path.is_dir() else [path]
     h = hashlib.sha1()
     for f in files:
         if f.is_file():
-            h.update(f.name.encode())
+            h.update(f.relative_to(pkg).as_posix().encode())
             h.update(f.read_bytes())
     return h.hexdigest()[:12]
 

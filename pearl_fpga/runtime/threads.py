@@ -7,19 +7,27 @@ steps at each candidate count (1, 2, 4, ... up to the cores this process may use
 and probes again every `period` steps. A count that lost by more than `backoff_ratio` is probed half
 as often each time it loses again (up to `max_skip` rounds), so a busy machine costs little.
 
-Results do not depend on the count: MKL splits these GEMMs along rows and columns, never along the
-reduction, so the learner's arithmetic is the same at every count (tests/test_threads.py checks it on
-the pinned torch).
+Whether results depend on the count is a property of the machine, not of the code: one BLAS code
+path splits a GEMM only along rows and columns, another (another CPU, another instruction set) also
+along the reduction, and then 1 and 2 threads round differently. So it is measured:
+`reproducible_thread_counts` runs a few learner steps on a fixed batch at each candidate count and
+keeps the counts whose bits agree with one thread (cached per machine, torch build, instruction-set
+settings and network shape). A run that promises bit-reproducibility (the inline engine) switches
+only among those; where none agree it keeps one thread for the whole run and its summary says so.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 
 def available_cores() -> int:
@@ -50,12 +58,19 @@ class ThreadChoice:
     rounds: int = 0
     switches: int = 0
 
+    fixed_reason: str = ""  # why the count may not change (set when no other count gives the same bits)
+
     def describe(self) -> str:
         """One line, e.g. 'auto: 2 threads (1: 612 us, 2: 481 us per step; 3 rounds, 1 switch)'."""
+        threads = f"{self.current} thread{'s' if self.current > 1 else ''}"
+        if self.fixed_reason:
+            return f"auto: {threads}, fixed ({self.fixed_reason})"
+        if len(self.candidates) == 1:
+            return f"auto: {threads} (the only count that fits the cores this process may use)"
         probes = ", ".join(f"{n}: {t * 1e6:.0f} us" for n, t in sorted(self.median_step_s.items()))
-        return (f"auto: {self.current} thread{'s' if self.current > 1 else ''} ({probes} per step; "
-                f"{self.rounds} round{'s' if self.rounds != 1 else ''}, {self.switches} switch"
-                f"{'es' if self.switches != 1 else ''})")
+        measured = f"{probes} per step; " if probes else ""
+        return (f"auto: {threads} ({measured}{self.rounds} round{'s' if self.rounds != 1 else ''}, "
+                f"{self.switches} switch{'es' if self.switches != 1 else ''})")
 
 
 def limit_blas_threads() -> None:
@@ -77,11 +92,12 @@ class AdaptiveThreads:
     rounds in a row (one noisy round does not move a run to a worse count), or at once when the current
     count runs more than `backoff_ratio` slower (its core was taken). `callers` threads call the
     learner's ops at once (DDPG's concurrent actor and critic gradients: 2), so each may use at most
-    cores // callers threads."""
+    cores // callers threads. `candidates` (default: 1, 2, 4, ... up to that) restricts the counts it
+    may use, e.g. to those that give the same bits (`reproducible_thread_counts`)."""
 
     def __init__(self, cores: int | None = None, probe_steps: int = 12, warmup: int = 2, period: int = 1000,
                  margin: float = 0.05, backoff_ratio: float = 1.5, max_skip: int = 32, confirm: int = 2,
-                 callers: int = 1,
+                 callers: int = 1, candidates: tuple[int, ...] | None = None, fixed_reason: str = "",
                  set_threads: Callable[[int], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         if (probe_steps < 1 or warmup < 0 or period < 1 or not 0 <= margin < 1 or backoff_ratio <= 1 or max_skip < 1
@@ -97,9 +113,13 @@ class AdaptiveThreads:
         self.probe_steps, self.warmup, self.period = probe_steps, warmup, period
         self.margin, self.backoff_ratio, self.max_skip, self.confirm = margin, backoff_ratio, max_skip, confirm
         cores = cores if cores is not None else available_cores()
-        candidates = thread_candidates(max(1, cores // callers))
+        if candidates is None:
+            candidates = thread_candidates(max(1, cores // callers))
+        elif not candidates or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in candidates):
+            raise ValueError(f"AdaptiveThreads: candidates must be thread counts >= 1, got {candidates!r}")
+        candidates = tuple(sorted(set(candidates)))
         self._challenger: tuple[int, int] | None = None  # (count, rounds in a row it beat the current one)
-        self.choice = ThreadChoice(current=candidates[0], candidates=candidates)
+        self.choice = ThreadChoice(current=candidates[0], candidates=candidates, fixed_reason=fixed_reason)
         self._skip = {n: 1 for n in candidates}  # probe n in every skip-th round
         self._wait = {n: 0 for n in candidates}  # rounds left before n is probed again
         self._queue: list[int] = []
@@ -197,3 +217,166 @@ def measured_thread_count(step: Callable[[], object], cores: int | None = None, 
         with controller.step():
             step()
     return controller.choice.current
+
+
+# ---------------------------------------------------------------------------------------------------
+# Which thread counts give the same bits, measured on this machine
+
+# Settings that change the instruction set or the reduction order of torch's CPU kernels (ATen's own
+# dispatch, MKL, oneDNN) and of the package's native paths: a probe is valid only under the same ones.
+ISA_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "MKL_DEBUG_CPU_TYPE",
+                 "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "PEARL_FPGA_NATIVE_ISA")
+# Fields that change which arithmetic a learner step runs (its shapes, its code path, its order).
+LEARNER_FIELDS = ("algo", "net_arch", "batch_size", "double_q", "max_grad_norm", "concurrent_updates", "per")
+PROBE_STEPS = 4
+
+
+def _cpu_identity() -> dict[str, Any]:
+    """The CPU's model and its vector and matrix features (the flags that pick BLAS code paths)."""
+    import platform
+
+    model, flags = platform.processor() or platform.machine(), [platform.machine()]
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = sorted(f for f in value.split() if f.startswith(("avx", "amx", "fma", "sse4", "f16c")))
+                break
+    except OSError:
+        pass
+    return {"cpu": model, "features": flags}
+
+
+def determinism_key(config: Any, obs_dim: int, action_dim: int) -> dict[str, Any]:
+    """What a probe's answer depends on: the CPU, torch's build, the ISA settings and the learner."""
+    import torch
+
+    return {**_cpu_identity(), "torch": torch.__version__, "blas": torch.backends.mkl.is_available(),
+            "isa_settings": {v: os.environ[v] for v in ISA_VARIABLES if v in os.environ},
+            "learner": {f: getattr(config, f) for f in LEARNER_FIELDS}, "obs_dim": obs_dim, "action_dim": action_dim,
+            "probe_steps": PROBE_STEPS, "code": _learner_code_fingerprint()}
+
+
+def _learner_code_fingerprint() -> str:
+    """Hash of the learner's code (pearl_fpga/algos and the fused step's extension): a new learner is
+    probed again."""
+    pkg = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for f in sorted([*(pkg / "algos").glob("*.py"), *pkg.glob("_learner_native*")]):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _learner_digest(config: Any, obs_dim: int, action_dim: int, threads: int, steps: int = PROBE_STEPS) -> str:
+    """SHA-256 of every learner tensor after `steps` steps on a fixed batch at `threads` threads."""
+    import numpy as np
+    import torch
+
+    from pearl_fpga.algos import make_algo
+    from pearl_fpga.algos.common import Batch
+
+    discrete = config.algo == "dqn"
+    rng = np.random.default_rng(0)
+    n = config.batch_size
+    data = {
+        "obs": rng.standard_normal((n, obs_dim)).astype(np.float32),
+        "action": (rng.integers(0, action_dim, n) if discrete
+                   else rng.uniform(-1, 1, (n, action_dim)).astype(np.float32)),
+        "reward": rng.standard_normal(n).astype(np.float32),
+        "next_obs": rng.standard_normal((n, obs_dim)).astype(np.float32),
+        "done": (rng.random(n) < 0.1).astype(np.float32),
+    }
+    if config.per:
+        data["weights"] = rng.uniform(0.1, 1.0, n).astype(np.float32)
+    old_threads, rng_state = torch.get_num_threads(), torch.get_rng_state()
+    try:
+        torch.set_num_threads(threads)
+        learner = make_algo(config, obs_dim, action_dim, device="cpu", seed=0)
+        batch = Batch.from_numpy(data, discrete=discrete)
+        h = hashlib.sha256()
+        for _ in range(steps):
+            loss, td = learner.learn(batch)
+            h.update(np.float32(float(loss)).tobytes())
+            h.update(td.detach().cpu().numpy().tobytes())
+        for module in vars(learner).values():
+            if isinstance(module, torch.nn.Module):
+                for p in module.parameters():
+                    h.update(p.detach().cpu().numpy().tobytes())
+        return h.hexdigest()
+    finally:
+        torch.set_num_threads(old_threads)
+        torch.set_rng_state(rng_state)
+
+
+@dataclass(frozen=True)
+class Reproducibility:
+    """The counts whose learner steps give the bits of one thread (`agree`), of those probed."""
+
+    probed: tuple[int, ...]
+    agree: tuple[int, ...]
+    repeats: bool = True  # one thread gives the same bits twice (else nothing is reproducible)
+    cached: bool = False
+
+    @property
+    def differ(self) -> tuple[int, ...]:
+        return tuple(n for n in self.probed if n not in self.agree)
+
+
+def _cache_file() -> Path:
+    from pearl_fpga.data import cache_root
+
+    return cache_root() / "thread_determinism.json"
+
+
+def reproducible_thread_counts(config: Any, obs_dim: int, action_dim: int, candidates: tuple[int, ...],
+                               cache: Path | None = None) -> Reproducibility:
+    """Which of `candidates` give the same learner bits as one thread on this machine (measured once per
+    `determinism_key`, then read from the cache). One thread is the reference; it is run twice, and a
+    learner that does not repeat itself at one thread agrees with nothing."""
+    cache = cache or _cache_file()
+    key = determinism_key(config, obs_dim, action_dim)
+    key_id = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    entries: dict[str, Any] = {}
+    try:
+        loaded = json.loads(cache.read_text(encoding="utf-8"))
+        entries = loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError):
+        pass
+    entry = entries.get(key_id)
+    probed = tuple(sorted(set(candidates) | {1}))
+    if (isinstance(entry, dict) and isinstance(entry.get("digests"), dict)
+            and all(str(n) in entry["digests"] for n in probed) and isinstance(entry.get("repeats"), bool)):
+        digests, repeats, cached = {int(n): str(d) for n, d in entry["digests"].items()}, entry["repeats"], True
+    else:
+        digests = {n: _learner_digest(config, obs_dim, action_dim, n) for n in probed}
+        repeats, cached = _learner_digest(config, obs_dim, action_dim, 1) == digests[1], False
+        entries[key_id] = {"key": key, "digests": {str(n): d for n, d in digests.items()}, "repeats": repeats}
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_name(f"{cache.name}.tmp{os.getpid()}")
+            tmp.write_text(json.dumps(entries, indent=1))
+            tmp.replace(cache)
+        except OSError:
+            pass  # a read-only cache costs a probe per run, nothing else
+    agree = tuple(n for n in probed if repeats and digests[n] == digests[1]) or (1,)
+    return Reproducibility(probed=probed, agree=agree, repeats=repeats, cached=cached)
+
+
+def reproducible_controller(config: Any, obs_dim: int, action_dim: int, cores: int | None = None) -> AdaptiveThreads:
+    """The controller of a run that promises the same bits for a seed: it switches only among counts
+    that agree with one thread on this machine, and keeps one thread where none does."""
+    callers = learner_callers(config)
+    candidates = thread_candidates(max(1, (cores if cores is not None else available_cores()) // callers))
+    if len(candidates) == 1:
+        return AdaptiveThreads(cores=cores, callers=callers)
+    found = reproducible_thread_counts(config, obs_dim, action_dim, candidates)
+    reason = ""
+    if not found.repeats:
+        reason = "the learner's bits differ between two runs at one thread on this machine"
+    elif found.agree == (1,):
+        reason = (f"the learner's bits at {', '.join(map(str, found.differ))} threads differ from one thread's on "
+                  "this CPU, and this run promises the same bits for a seed")
+    return AdaptiveThreads(cores=cores, callers=callers, candidates=found.agree, fixed_reason=reason)
