@@ -103,10 +103,12 @@ class TrainConfig:
     """Ray engine: env actors (each steps `n_envs` envs)."""
     replay_shards: int = 1
     """Ray engine: replay shards (Ray actors); capacity buffer_size / replay_shards each."""
-    actor_resources: dict[str, float] = field(default_factory=lambda: {"CPU": 1.0})
-    """Ray engine: resources of each env actor, e.g. {"CPU": 1, "fpga": 1} for an actor on a board, {"GPU": 1}."""
-    shard_resources: dict[str, float] = field(default_factory=lambda: {"CPU": 0.5})
-    """Ray engine: resources of each replay shard (e.g. {"CPU": 1, "fpga": 1} for a shard on a board)."""
+    actor_resources: dict[str, float] = field(default_factory=dict)
+    """Ray engine: resources of each env actor, e.g. {"CPU": 1, "fpga": 1} for an actor on a board, {"GPU": 1};
+    empty (the default): a share of the cluster's CPUs (ray_cluster.size_to_cluster), named in the summary."""
+    shard_resources: dict[str, float] = field(default_factory=dict)
+    """Ray engine: resources of each replay shard (e.g. {"CPU": 1, "fpga": 1} for a shard on a board); empty
+    (the default): half an env actor's share of the cluster's CPUs."""
     actor_priorities: bool = False
     """Ray engine, DQN with per: actors compute the initial priorities of their transitions (Ape-X)."""
     ray_address: str = ""

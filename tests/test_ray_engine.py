@@ -176,3 +176,32 @@ def test_bench_ray_runs_on_the_cluster(cluster, tmp_path):
     assert [r["actors"] for r in record["scaling"]] == [1, 2] and record["scaling"][0]["env_steps_per_s"] > 0
     assert record["recovery"]["shard_restarted"] and record["recovery"]["shard_lost"] > 0
     assert (tmp_path / "ray.png").stat().st_size > 0
+
+
+def test_default_resources_are_sized_to_the_cluster():
+    """Empty actor/shard resources (the defaults) share the cluster's CPUs: 2 actors and 1 shard fit a
+    2-core host; explicit resources are kept for check_resources to judge."""
+    from pearl_fpga.runtime.engines.ray_cluster import check_resources, size_to_cluster
+
+    for actors, shards, cpus in [(2, 1, 2.0), (2, 2, 2.0), (4, 2, 2.0), (1, 1, 16.0), (8, 4, 3.0)]:
+        actor, shard, note = size_to_cluster(actors, shards, {}, {}, {"CPU": cpus})
+        assert actors * actor["CPU"] + shards * shard["CPU"] <= cpus
+        assert actor["CPU"] <= 1.0 and shard["CPU"] == pytest.approx(int(actor["CPU"] * 50) / 100)
+        check_resources([("env actors", actors, actor), ("replay shards", shards, shard)], {"CPU": cpus})
+        assert f"sized to the cluster's {cpus:g} CPUs" in note and f"{actors} env actor{'s' if actors > 1 else ''} x" in note
+    actor, shard, note = size_to_cluster(2, 1, {"CPU": 0.5, "fpga": 1.0}, {}, {"CPU": 2.0, "fpga": 2.0})
+    assert actor == {"CPU": 0.5, "fpga": 1.0} and shard == {"CPU": 0.5} and "1 replay shard x 0.5 CPU" in note
+    # explicit counts that cannot fit at a useful share still fail with the resource message
+    actor, shard, _ = size_to_cluster(64, 1, {}, {}, {"CPU": 2.0})
+    with pytest.raises(EngineError, match="lacks resources"):
+        check_resources([("env actors", 64, actor), ("replay shards", 1, shard)], {"CPU": 2.0})
+
+
+def test_the_defaults_train_on_a_two_cpu_cluster(cluster):
+    """What `pearl-fpga train --engine ray` does with its defaults (2 actors, 1 shard, resources sized)."""
+    cfg = TrainConfig.preset("dqn", total_steps=1500, learning_starts=500, eval_freq=0, engine="ray",
+                             net_arch=[32, 32])
+    assert cfg.actor_resources == {} and cfg.shard_resources == {} and (cfg.actors, cfg.replay_shards) == (2, 1)
+    with Trainer("dqn", config=cfg, placement="cpu", seed=0) as trainer:
+        assert trainer.train(1500).env_steps == 1500
+        assert trainer.engine.sizing.startswith("sized to the cluster's 2 CPUs: 2 env actors x 0.8 CPU, 1 replay shard x 0.4 CPU")

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         total = trainer.config.total_steps
         remaining = total - trainer.env_steps
         console.print(f"training {config.algo.upper()} on {config.env_id}: {remaining:,} env steps, placement "
-                      f"{trainer.placement}, engine {_engine_text(trainer.config)}; logs in {logdir}")
+                      f"{trainer.placement}, engine {_engine_text(trainer.config, trainer.engine)}; logs in {logdir}")
         if remaining > 0:
             _train_with_progress(trainer, remaining, console)
         result = trainer.evaluate(args.eval_episodes)
@@ -154,15 +154,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _engine_text(config: Any) -> str:
+def _engine_text(config: Any, engine_obj: Any = None) -> str:
     from pearl_fpga.runtime.engines import resolve_engine
 
     engine = resolve_engine(config)
     if engine == "processes":
-        return f"processes ({config.workers} actor workers)"
+        return f"processes ({config.workers} actor worker{'s' if config.workers != 1 else ''})"
     if engine == "ray":
         where = config.ray_address or "local Ray instance"
-        return f"ray ({config.actors} actors, {config.replay_shards} replay shards, {where})"
+        sizing = getattr(engine_obj, "sizing", "")
+        return (f"ray ({config.actors} actor{'s' if config.actors != 1 else ''}, {config.replay_shards} replay "
+                f"shard{'s' if config.replay_shards != 1 else ''}, {where}{'; ' + sizing if sizing else ''})")
     return "inline"
 
 
@@ -231,7 +233,7 @@ def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str,
         "env_steps": trainer.env_steps, "grad_steps": trainer.grad_steps, "episodes": trainer.episodes,
         "updates_per_env_step": trainer.grad_steps / max(trainer.env_steps, 1),
         "updates_per_env_step_configured": trainer.config.gradient_steps / trainer.config.train_freq,
-        "engine": _engine_text(trainer.config), "faults": trainer.faults(),
+        "engine": _engine_text(trainer.config, trainer.engine), "faults": trainer.faults(),
         "worker_restarts": trainer.worker_restarts,
         "eval_mean_return": result.mean, "eval_std_return": result.std, "eval_episodes": len(result.returns),
         "eval_policy": result.policy, "eval_policy_step": result.policy_step,

@@ -95,6 +95,37 @@ def check_resources(requests: Sequence[tuple[str, int, dict[str, float]]], clust
                       "replay_shards, actor_resources or shard_resources (fractional CPU such as 0.25 is fine)")
 
 
+# Sizing by default: an env actor asks for up to one CPU, a replay shard for half an actor's share; below
+# MIN_ACTOR_CPU an actor would mostly wait for its core, so explicit counts that need less fail instead.
+MAX_ACTOR_CPU = 1.0
+SHARD_SHARE = 0.5
+MIN_ACTOR_CPU = 0.1
+
+
+def size_to_cluster(actors: int, shards: int, actor_resources: dict[str, float], shard_resources: dict[str, float],
+                    cluster: dict[str, float]) -> tuple[dict[str, float], dict[str, float], str]:
+    """The resources of each env actor and each replay shard, and a line saying how they were chosen.
+
+    Resources given explicitly are kept as they are (check_resources judges them). Empty ones share the
+    CPUs the cluster has left after the explicit ones: each actor min(1, its share), each shard half an
+    actor's, in hundredths of a CPU (Ray's fractional resources), so that the defaults fit a 2-core host."""
+    explicit_cpu = (actors * actor_resources.get("CPU", 0.0) if actor_resources else 0.0) + (
+        shards * shard_resources.get("CPU", 0.0) if shard_resources else 0.0)
+    units = (actors if not actor_resources else 0) + (shards * SHARD_SHARE if not shard_resources else 0)
+    if units == 0:
+        return actor_resources, shard_resources, "resources as configured"
+    free = cluster.get("CPU", 0.0) - explicit_cpu
+    share = min(MAX_ACTOR_CPU, int(max(free, 0.0) / units * 100) / 100)
+    if share < MIN_ACTOR_CPU:
+        share = MIN_ACTOR_CPU  # too little: check_resources names the shortfall and the fix
+    actor = actor_resources or {"CPU": share}
+    shard = shard_resources or {"CPU": int(share * SHARD_SHARE * 100) / 100}
+    parts = [f"{actors} env actor{'s' if actors != 1 else ''} x {actor['CPU']:g} CPU" if not actor_resources else "",
+             f"{shards} replay shard{'s' if shards != 1 else ''} x {shard['CPU']:g} CPU" if not shard_resources else ""]
+    return actor, shard, (f"sized to the cluster's {cluster.get('CPU', 0.0):g} CPUs: "
+                          + ", ".join(p for p in parts if p))
+
+
 def nodes() -> list[dict[str, Any]]:
     """The live nodes of the connected cluster: address and resources (for the planner)."""
     ray = import_ray()

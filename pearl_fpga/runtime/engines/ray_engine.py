@@ -20,7 +20,7 @@ from typing import Any
 from pearl_fpga.errors import EngineError
 from pearl_fpga.runtime.engines.base import LearnerHost
 from pearl_fpga.runtime.engines.processes import credit_limit
-from pearl_fpga.runtime.engines.ray_cluster import as_options, check_resources, connect, import_ray
+from pearl_fpga.runtime.engines.ray_cluster import as_options, check_resources, connect, import_ray, size_to_cluster
 from pearl_fpga.runtime.engines.sharded_replay import ShardedReplay, ShardsEmpty
 from pearl_fpga.runtime.schedule import RAY_MESSAGE_STEPS, allowed_gradient_steps
 
@@ -47,6 +47,9 @@ class RayEngine:
         self.restarts = 0
         self.weights_ref: list[Any] = []
         self.version = 0
+        self.actor_resources: dict[str, float] = {}
+        self.shard_resources: dict[str, float] = {}
+        self.sizing = ""  # how the actors' and shards' resources were chosen, for the run's summary
 
     # ---- replay shards -------------------------------------------------------------------------
     def make_replay(self, host: LearnerHost, build: Any) -> ShardedReplay:
@@ -57,13 +60,16 @@ class RayEngine:
         cfg = self.config
         self.started_ray = connect(cfg.ray_address)
         self.ray = ray = import_ray()
-        check_resources([("env actors", cfg.actors, cfg.actor_resources),
-                         ("replay shards", cfg.replay_shards, cfg.shard_resources)], ray.cluster_resources())
+        cluster = ray.cluster_resources()
+        self.actor_resources, self.shard_resources, self.sizing = size_to_cluster(
+            cfg.actors, cfg.replay_shards, cfg.actor_resources, cfg.shard_resources, cluster)
+        check_resources([("env actors", cfg.actors, self.actor_resources),
+                         ("replay shards", cfg.replay_shards, self.shard_resources)], cluster)
         stride = cfg.buffer_size // cfg.replay_shards
         shard_cfg = TrainConfig.from_dict({**cfg.to_dict(), "buffer_size": stride})
         remote = ray.remote(max_restarts=-1, max_task_retries=-1)(ReplayShard)
         action_shape = () if host.spec.discrete else (host.spec.action_dim,)
-        self.shards = [remote.options(**as_options(cfg.shard_resources)).remote(
+        self.shards = [remote.options(**as_options(self.shard_resources)).remote(
             shard_cfg, host.spec.obs_dim, action_shape, host.spec.discrete, host.seed + 1 + 7 * i,
             host.placement.replay_backends(), host.placement.replay) for i in range(cfg.replay_shards)]
         beta_steps = allowed_gradient_steps(cfg, cfg.total_steps)
@@ -88,7 +94,7 @@ class RayEngine:
         cfg = self.config
         remote = self.ray.remote(max_restarts=-1, max_task_retries=0)(EnvActor)
         spec = {"config": cfg.to_dict(), "placement": str(host.placement), "calibration": host.calibration}
-        self.actors = [remote.options(**as_options(cfg.actor_resources)).remote(
+        self.actors = [remote.options(**as_options(self.actor_resources)).remote(
             i, {**spec, "seed": host.seed + 7919 * (1 + host.env_steps) + 104_729 * i}, self.shards[i % len(self.shards)])
             for i in range(cfg.actors)]
         self.broadcast(host, host.policy_weights())
