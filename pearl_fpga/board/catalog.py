@@ -53,7 +53,7 @@ class BoardSpec:
     power_active_w: float  # board power with the kernels busy, watts
     power_source: str  # "nominal" (data sheet / estimate) or "measured"
     kernels: dict[str, dict[str, int]]  # synthesis sizes of each kernel on this board
-    notes: str  # where the figures come from
+    notes: str  # where the figures come from (sources only: kernel sizes are stated by describe())
 
     @property
     def link_kind(self) -> str:
@@ -73,6 +73,18 @@ class BoardSpec:
     def kernel_seconds(self, cycles: int | float) -> float:
         """Time of `cycles` kernel clock cycles at the catalog clock."""
         return float(cycles) / self.clock_hz
+
+    def describe(self) -> str:
+        """The board's notes (sources of its figures) and its kernel sizes, the latter written from the
+        parameters themselves so that no prose can contradict them."""
+        k = self.kernels
+        r, m, t = k["replay"], k["mlp"], k["tabular"]
+        copies = f"{t['instances']} instance{'s' if t['instances'] > 1 else ''}"
+        sizes = (f"replay: {r['capacity']} leaves, fan-out {r['fanout']}, batches of up to {r['max_batch']}; "
+                 f"mlp: {m['lanes']} MAC lanes, up to {m['max_layers']} layers of width {m['max_width']}, batches of up to "
+                 f"{m['max_batch']}; tabular: {copies}, each a {t['states']} x {t['actions']} Q table kept twice (row copy "
+                 f"and update copy, hls/tabular/tabular.h), batches of up to {t['max_batch']}")
+        return f"{self.notes} Kernels: {sizes}."
 
 
 def load_catalog(path: str | Path | None = None) -> dict[str, BoardSpec]:
