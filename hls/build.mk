@@ -57,6 +57,8 @@ BOARD_PART := $(word 3,$(BOARD_VARS))
 CLOCK_MHZ  := $(word 4,$(BOARD_VARS))
 PERIOD_NS  := $(word 5,$(BOARD_VARS))
 TABULAR_INSTANCES := $(shell $(CATALOG) get $(BOARD) kernels.tabular.instances)
+# the Zynq block design's kernels and AXI DMA parameters (a Tcl list for zynq_bd.tcl), read when used
+ZYNQ_DESIGN = $(shell $(CATALOG) zynq-design $(BOARD))
 endif
 
 BOARD_DIR := $(HW_BUILD)/$(BOARD)
@@ -107,7 +109,7 @@ bitstream:
 	@mkdir -p $(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k)) $(OUT_DIR)
 	$(foreach k,$(HW_KERNELS),$(call HLS_CMD,$(k)) &&) true
 	vivado -mode batch -nojournal -log $(BOARD_DIR)/vivado.log -source hls/scripts/zynq_bd.tcl -tclargs \
-		$(BOARD) $(PART) $(BOARD_PART) $(CLOCK_MHZ) $(BOARD_DIR) $(OUT_DIR)/pearl_fpga $(TABULAR_INSTANCES)
+		$(BOARD) $(PART) $(BOARD_PART) $(CLOCK_MHZ) $(BOARD_DIR) $(OUT_DIR)/pearl_fpga "$(ZYNQ_DESIGN)"
 	$(HW_PY) -m pearl_fpga.board.manifest write --board $(BOARD) --out $(OUT_DIR)/manifest.json \
 		--bitstream pearl_fpga.bit --hwh pearl_fpga.hwh \
 		--utilization $(BOARD_DIR)/reports/utilization.rpt --timing $(BOARD_DIR)/reports/timing_summary.rpt \

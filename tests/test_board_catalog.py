@@ -116,3 +116,21 @@ def test_build_helper_cli(capsys):
     assert "unknown board 'no-such-board'" in capsys.readouterr().err
     assert cat.main(["get", "pynq-z2", "colour"]) == 2
     assert cat.main(["board-of", "xilinx_nothing"]) == 2
+
+
+@pytest.mark.parametrize("board", sorted(load_catalog()))
+def test_notes_state_no_kernel_size_and_describe_states_the_parameters(board):
+    """The notes once described kernel sizes in prose that drifted from the parameters (zcu104 "4096 x 8"
+    against 1024 states, Alveo "16384 x 16, 2 x 512 BRAM36" against 4096 x 16): they now name only the
+    sources of the figures, and describe() writes the sizes from the parameters."""
+    spec = load_catalog()[board]
+    assert not re.search(r"(?i)\b(replay|mlp|tabular|q table|instances?)\b|BRAM36 by", spec.notes), spec.notes
+    text = spec.describe()
+    assert text.startswith(spec.notes)
+    t = spec.kernels["tabular"]
+    assert f"{t['states']} x {t['actions']} Q table" in text and f"tabular: {t['instances']} instance" in text
+    r, m = spec.kernels["replay"], spec.kernels["mlp"]
+    assert f"replay: {r['capacity']} leaves, fan-out {r['fanout']}" in text
+    assert f"mlp: {m['lanes']} MAC lanes, up to {m['max_layers']} layers of width {m['max_width']}" in text
+    for figure in re.findall(r"\b(\d+) x (\d+)\b", text):
+        assert tuple(map(int, figure)) == (t["states"], t["actions"]), figure

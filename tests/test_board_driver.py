@@ -142,3 +142,17 @@ def test_missing_outputs_raise_a_timeout_naming_kernel_count_and_registers():
     with pytest.raises(KernelTimeout, match=r"replay kernel on scripted transport sent fewer than 7 responses "
                                             r"within 0\.5 s; register state: ctrl@0x00=.*capacity@0x18=0x00000040"):
         ReplayDriver(t, timeout_s=0.5).run(np.zeros((1, 2), dtype=np.uint64), n_responses=7)
+
+
+def test_a_call_without_outputs_that_stalls_names_the_transport_detail():
+    """A call that answers nothing (UPDATE, CLEAR, LOAD) can only stall on its input: the timeout says
+    so, with the transport's own detail (on a board, the DMA's status registers)."""
+
+    class Stalled(ScriptedTransport):
+        def receive(self, timeout_s: float) -> np.ndarray:
+            raise KernelTimeout("the kernel did not take all 16 bytes of its input stream; MM2S_DMASR=0x00000000")
+
+    t = Stalled(16, REPLAY_ID, None)
+    with pytest.raises(KernelTimeout, match=r"replay kernel on scripted transport did not finish the call within 0\.5 s; "
+                                            r"register state: .*; transport: the kernel did not take all 16 bytes.*MM2S_DMASR"):
+        ReplayDriver(t, timeout_s=0.5).run(np.zeros((1, 2), dtype=np.uint64), n_responses=0)

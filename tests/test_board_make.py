@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pearl_fpga.board.catalog import hls_defines, load_catalog
+from pearl_fpga.board.catalog import hls_defines, load_catalog, zynq_design_tcl
 
 REPO = Path(__file__).resolve().parents[1]
 MAKE = shutil.which("make")
@@ -61,7 +61,7 @@ def test_dry_run_bitstream():
         assert hls_defines(spec, kernel) in out and f"--config hls/{kernel}/hls_config.cfg" in out
     assert "vivado -mode batch" in out and "hls/scripts/zynq_bd.tcl" in out
     assert (f"pynq-z2 {spec.part} {spec.board_part} {spec.clock_mhz:g} build/hw/pynq-z2 bitstreams/pynq-z2/pearl_fpga "
-            f"{spec.kernels['tabular']['instances']}") in out
+            f'"{zynq_design_tcl(spec)}"') in out  # the block design's kernels and DMA parameters (tests/test_zynq_bd.py)
     assert "pearl_fpga.board.manifest write --board pynq-z2 --out bitstreams/pynq-z2/manifest.json" in out
     assert "--bitstream pearl_fpga.bit --hwh pearl_fpga.hwh" in out
 

@@ -165,6 +165,33 @@ def test_missing_bit_and_kind_mismatch(tmp_path):
     assert overlay.check_bitstream(alveo, "xrt").platform == load_catalog()["alveo-u250"].platform
 
 
+@pytest.mark.parametrize("board, backend", [("pynq-z2", "pynq"), ("alveo-u250", "xrt")])
+def test_a_build_that_missed_timing_is_refused(tmp_path, monkeypatch, board, backend):
+    """A bitstream whose manifest says routed timing was not met computes wrong results silently: loading
+    refuses it, naming the figures, the rebuild and the explicit override; the override loads it."""
+    make_build(tmp_path, board, **{"timing.met": False, "timing.wns_ns": -0.4, "timing.achieved_mhz": 96.2})
+    with pytest.raises(ManifestError, match=r"missed timing .*WNS -0\.4 ns.*allow_timing_failure=True"):
+        overlay.check_bitstream(tmp_path, backend)
+    with pytest.raises(ManifestError, match="allow_timing_failure=True"):
+        overlay.open_kernel("replay", backend, directory=tmp_path)
+    with pytest.raises(ManifestError, match="allow_timing_failure=True"):
+        overlay.open_board(backend, directory=tmp_path)
+    assert overlay.check_bitstream(tmp_path, backend, allow_timing_failure=True).timing["met"] is False
+    # with the override, loading goes on to the device (absent here: the missing package is the error)
+    monkeypatch.setitem(sys.modules, "pynq" if backend == "pynq" else "pyxrt", None)
+    with pytest.raises(BackendUnavailable):
+        overlay.open_kernel("replay", backend, directory=tmp_path, allow_timing_failure=True)
+
+
+def test_a_build_that_met_timing_or_has_no_summary_loads(tmp_path):
+    make_build(tmp_path)
+    assert overlay.check_bitstream(tmp_path, "pynq").timing["met"] is True
+    doc = json.loads((tmp_path / "manifest.json").read_text())
+    doc["timing"] = {}
+    (tmp_path / "manifest.json").write_text(json.dumps(doc))
+    assert overlay.check_bitstream(tmp_path, "pynq").timing == {}
+
+
 def test_board_absent_pynq(tmp_path, monkeypatch):
     """A valid bitstream on a machine without PYNQ: BackendUnavailable naming pynq and the way out."""
     make_build(tmp_path)

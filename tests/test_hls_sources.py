@@ -1,6 +1,12 @@
 """Static checks of every kernel's HLS top that no C simulation can see."""
 
+from __future__ import annotations
+
+import os
 import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -166,7 +172,9 @@ def test_the_mlp_mac_multiplies_once_per_weight():
     assert len(products) == 1, f"MAC_LANES multiplies {len(products)} times per lane: {body}"
 
 
-STORAGE_PRAGMA = re.compile(r"#pragma HLS (?:ARRAY_PARTITION|ARRAY_RESHAPE|BIND_STORAGE|DEPENDENCE) variable\s*=\s*(\w+)")
+# (DEPENDENCE is not one of them: UG1399 places it in the loop where the dependence is, which may be in
+# a function that receives the array as an argument; test_pragma_values_are_visible_... checks it.)
+STORAGE_PRAGMA = re.compile(r"#pragma HLS (?:ARRAY_PARTITION|ARRAY_RESHAPE|BIND_STORAGE) variable\s*=\s*(\w+)")
 
 
 def _enclosing_function(code: str, pos: int) -> tuple[str, int] | None:
@@ -205,3 +213,332 @@ def test_the_storage_pragma_check_sees_a_pragma_on_a_global():
     good = "int top(int i) {\n    static int g[8][4];\n#pragma HLS ARRAY_PARTITION variable = g dim = 2\n    for (int k = 0; k < 4; k++) {\n    }\n    return g[i][0];\n}\n"
     assert _misplaced_storage_pragmas(bad) == ["g (pragma in read)"]
     assert _misplaced_storage_pragmas(good) == []
+
+
+# ---- Pragma expressions and placement, on the code Vitis HLS reads (after the preprocessor) ----------
+# Vitis HLS evaluates a pragma's values in the scope where the pragma stands (UG1399, "Using Constants
+# with Pragmas": #define macros, const and constexpr variables); g++ ignores HLS pragmas, so a name that
+# is not visible there (a constant of another namespace) only fails in csynth. Loop pragmas
+# (LOOP_TRIPCOUNT, PIPELINE, DEPENDENCE, UNROLL, ...) go inside the body of the loop they describe, at
+# its top (UG1399, each pragma's "Syntax": "Place the pragma in the C/C++ source within the boundaries
+# of the required location"); after a loop without braces one lands in the enclosing scope instead.
+
+LOOP_PRAGMAS = ("LOOP_TRIPCOUNT", "PIPELINE", "DEPENDENCE", "UNROLL", "LOOP_FLATTEN", "LOOP_MERGE")
+NAME_OPTIONS = ("variable", "port")  # options whose value names a variable or argument
+NUMBER_OPTIONS = ("min", "max", "avg", "factor", "II", "distance", "depth", "dim", "latency")
+DECL_FOLLOW = r"(?:=(?!=)|;|\[|,|\)|\{|>|\()"
+NOT_A_TYPE = r"(?!(?:return|case|else|goto|delete|new|throw|sizeof|co_return)\b)"
+
+
+def _preprocess(path: Path, defines: tuple[str, ...] = ()) -> tuple[str, list[tuple[str, int]], set[str]]:
+    """(code, where, macros): the translation unit of `path` as g++ preprocesses it, kept only for the
+    files under hls/ (system headers dropped), pragma lines included; where[i] is the (file, line) of
+    code line i; macros are the names #defined at its end."""
+    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    if cxx is None:
+        pytest.skip("no C++ compiler for the preprocessor")
+    args = [cxx, "-std=c++17", "-E", f"-I{ROOT / 'hls'}", f"-I{path.parent}", *defines, str(path)]
+    out = subprocess.run(args, capture_output=True, text=True, check=True, timeout=120).stdout
+    macros = set(re.findall(r"^#define (\w+)", subprocess.run(args[:3] + ["-dM"] + args[3:], capture_output=True,
+                                                                   text=True, check=True, timeout=120).stdout, re.M))
+    lines, where, current, number = [], [], "", 0
+    for raw in out.splitlines():
+        marker = re.match(r'# (\d+) "([^"]*)"', raw)
+        if marker:
+            number, current = int(marker.group(1)), marker.group(2)
+            continue
+        inside = (ROOT / current).resolve().is_relative_to(ROOT / "hls") if current and not current.startswith("<") else False
+        if inside:
+            lines.append(raw)
+            where.append((str((ROOT / current).resolve().relative_to(ROOT)), number))
+        number += 1
+    code = "\n".join(lines)
+    code = re.sub(r'"(?:\\.|[^"\\])*"', '""', code)
+    code = re.sub(r"'(?:\\.|[^'\\])*'", "' '", code)
+    return code, where, macros
+
+
+@dataclass
+class Scope:
+    kind: str  # namespace, class, function, loop, block, init
+    name: str  # the namespace, class or function name ("" if none)
+    open: int  # offset of its '{'
+    close: int  # offset of its '}'
+    head: str  # the text before the '{' that opened it (parameters, for-init, template head)
+    parent: Scope | None = None
+    children: list[Scope] = field(default_factory=list)
+
+    @property
+    def transparent(self) -> bool:
+        """Its declarations belong to the enclosing scope (anonymous namespace, extern "C", unscoped enum)."""
+        return (self.kind == "namespace" and not self.name and self.parent is not None) or self.kind in ("linkage", "enum")
+
+    def path(self) -> tuple[str, ...]:
+        """The namespace path of a namespace scope (anonymous ones left out)."""
+        up = self.parent.path() if self.parent else ()
+        return up + (self.name,) if self.kind == "namespace" and self.name else up
+
+
+def _head_before(masked: str, pos: int) -> str:
+    """The statement head before the '{' at `pos`: back to the ';', '{' or '}' outside parentheses."""
+    depth, i = 0, pos - 1
+    while i >= 0:
+        c = masked[i]
+        if c in ")]":
+            depth += 1
+        elif c in "([":
+            depth -= 1
+        elif depth == 0 and c in ";{}":
+            break
+        i -= 1
+    return masked[i + 1:pos]
+
+
+def _classify(head: str) -> tuple[str, str]:
+    h = " ".join(head.split())
+    h = re.sub(r"^(?:\w+\s*:(?!:)\s*)+", "", h)  # loop labels
+    if not h or h.endswith(("=", ",", "(", "[", "return")) or re.search(r"(?:\w|>)$", h) and "(" not in h and not re.search(r"\b(?:namespace|struct|class|union|enum|extern|do|else|try)\b", h):
+        if re.fullmatch(r"(?:else|do|try)?", h):
+            return ("loop", "") if h == "do" else ("block", "")
+        return "init", ""
+    m = re.fullmatch(r"namespace\s*(\w*)", h)
+    if m:
+        return "namespace", m.group(1)
+    if re.fullmatch(r'extern ""', h):
+        return "linkage", ""
+    m = re.search(r"\benum\b(?:\s+class|\s+struct)?\s*(\w*)", h)
+    if m:
+        return ("class" if re.search(r"\benum\s+(?:class|struct)\b", h) else "enum"), m.group(1)
+    m = re.search(r"\b(?:struct|class|union)\s+(\w+)[^()]*$", h)
+    if m:
+        return "class", m.group(1)
+    if re.match(r"(?:for|while)\b", h):
+        return "loop", ""
+    if re.match(r"(?:if|else|switch)\b", h) or re.search(r"\]\s*\([^()]*\)\s*(?:mutable\s*)?$", h):
+        return "block", ""
+    m = re.search(r"(\w+)\s*(?:<[^<>]*>)?\s*\((?:[^()]|\([^()]*\))*\)\s*(?:const\s*)?(?:noexcept\s*)?$", h)
+    if m:
+        return "function", m.group(1)
+    return "init", ""
+
+
+def _scopes(code: str) -> Scope:
+    """The scope tree of `code` (pragma and other preprocessor lines are not part of any head)."""
+    masked = re.sub(r"^[ \t]*#[^\n]*", lambda m: " " * len(m.group(0)), code, flags=re.M)
+    root = Scope("namespace", "", -1, len(code), "")
+    stack = [root]
+    for i, c in enumerate(masked):
+        if c == "{":
+            head = _head_before(masked, i)
+            kind, name = _classify(head)
+            scope = Scope(kind, name, i, -1, head, stack[-1])
+            stack[-1].children.append(scope)
+            stack.append(scope)
+        elif c == "}":
+            assert len(stack) > 1, f"unbalanced '}}' at offset {i}"
+            stack.pop().close = i
+    assert len(stack) == 1, "unbalanced '{'"
+    return root
+
+
+def _innermost(scope: Scope, pos: int) -> Scope:
+    for child in scope.children:
+        if child.open < pos < child.close:
+            return _innermost(child, pos)
+    return scope
+
+
+def _own_text(code: str, scope: Scope, upto: int | None = None) -> str:
+    """The scope's body with the bodies of its non-transparent inner scopes blanked out (their names stay)."""
+    start, end = scope.open + 1, scope.close if upto is None else min(upto, scope.close)
+    text = list(code[start:end])
+    for child in scope.children:
+        if child.transparent or child.open >= end:
+            continue
+        for k in range(child.open + 1 - start, min(child.close, end) - start):
+            text[k] = " "
+    return "".join(text)
+
+
+def _declares(text: str, name: str) -> bool:
+    return bool(re.search(rf"(?:(?<![\w.]){NOT_A_TYPE}[A-Za-z_]\w*|>|\*|&)\s*[*&]*\s*\b{name}\s*{DECL_FOLLOW}", text)
+                or re.search(rf"\busing\s+(?:[\w:]+::)?{name}\s*[;=]", text)
+                or re.search(rf"(?:^|[{{,])\s*{name}\s*(?:=[^,}}]*)?(?=[,}}])", text))
+
+
+def _namespaces(root: Scope, path: tuple[str, ...]) -> list[Scope]:
+    """Every block of the namespace `path` (a namespace may be opened many times)."""
+    out, todo = [], [root]
+    while todo:
+        s = todo.pop()
+        if s.kind == "namespace" and s.path() == path and (s.name or s is root):
+            out.append(s)
+        todo.extend(c for c in s.children if c.kind in ("namespace", "linkage"))
+    return out
+
+
+def _visible(code: str, root: Scope, pos: int, name: str) -> bool:
+    """Whether `name` is declared where the pragma at `pos` stands (namespace-aware, see above)."""
+    scope: Scope | None = _innermost(root, pos)
+    while scope is not None:
+        if scope.kind in ("function", "loop", "class") and _declares(scope.head + ";", name):
+            return True  # parameters, for-init, template parameters
+        if scope.kind == "class":
+            if _declares(_own_text(code, scope), name):
+                return True
+        elif scope.kind == "namespace" and not scope.transparent:
+            for block in _namespaces(root, scope.path()):
+                own = _own_text(code, block, pos) if block.open < pos else ""
+                if _declares(own, name):
+                    return True
+                for used in re.findall(r"\busing\s+namespace\s+([\w:]+)\s*;", own):
+                    if any(_declares(_own_text(code, b, pos), name)
+                           for b in _namespaces(root, tuple(used.strip(":").split("::")))):
+                        return True
+        elif not scope.transparent and _declares(_own_text(code, scope, pos), name):
+            return True
+        scope = scope.parent
+    return False
+
+
+def _pragmas(code: str):
+    """(offset, pragma name, {option: value}) of every HLS pragma."""
+    for m in re.finditer(r"^[ \t]*#pragma\s+HLS\s+(\w+)([^\n]*)", code, flags=re.I | re.M):
+        options = {k: v.strip() for k, v in re.findall(r"(\w+)\s*=\s*((?:(?!\b\w+\s*=(?!=)).)+)", m.group(2))}
+        yield m.start(), m.group(1).upper(), options
+
+
+def pragma_problems(code: str, where: list[tuple[str, int]], macros: set[str]) -> list[str]:
+    """Pragma values naming something not visible at the pragma; loop pragmas outside the top of a loop body."""
+    root, bad = _scopes(code), []
+    for pos, pragma, options in _pragmas(code):
+        file, line = where[code.count("\n", 0, pos)]
+        at = f"{file}:{line} {pragma}"
+        for key, value in options.items():
+            if key in NAME_OPTIONS:
+                names = [] if value == "return" else re.findall(r"^[A-Za-z_]\w*", value)
+            elif key in NUMBER_OPTIONS:
+                names = re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:::\w+)*", value)
+            else:
+                continue
+            for name in names:
+                last = name.split("::")[-1]
+                if "::" in name:  # qualified: the namespace must hold it
+                    ok = any(_declares(_own_text(code, b), last) for b in _namespaces(root, tuple(name.split("::")[:-1])))
+                else:
+                    ok = name in macros or _visible(code, root, pos, name)
+                if not ok:
+                    bad.append(f"{at}: {key} = {value}: {name} is not visible here")
+        if pragma in LOOP_PRAGMAS:
+            scope = _innermost(root, pos)
+            before = re.sub(r"^[ \t]*#[^\n]*", "", _own_text(code, scope, pos), flags=re.M) if scope.kind == "loop" else ""
+            before = re.sub(r"\b\w+\s*:(?!:)", "", before)
+            if scope.kind != "loop" or before.strip():
+                bad.append(f"{at}: not at the top of a loop body (in a {scope.kind} scope"
+                           + (f" after '{' '.join(before.split())[:60]}'" if before.strip() else "") + ")")
+    return bad
+
+
+SYNTH_TOPS = sorted(p for p in ROOT.glob("hls/*/*.cpp") if not p.stem.endswith("_tb"))
+
+
+@pytest.mark.parametrize("path", SYNTH_TOPS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_pragma_values_are_visible_and_loop_pragmas_sit_in_their_loops(path):
+    """Every name a pragma's value uses is visible where the pragma stands (a macro, or a constant or
+    variable of an enclosing scope, namespaces included), and every loop pragma is at the top of its
+    loop's body (UG1399)."""
+    bad = pragma_problems(*_preprocess(path))
+    assert not bad, "\n".join(bad)
+
+
+def test_the_pragma_checks_see_the_mistakes():
+    bad = '''namespace k {
+constexpr int MAX_BATCH = 8;
+void core(int* a, int n) {
+    for (int d = 0; d < n; d++) {
+#pragma HLS LOOP_TRIPCOUNT max = MAX_BATCH
+        for (int i = 0; i < n; i++) a[i] = 0;
+#pragma HLS LOOP_TRIPCOUNT max = MAX_BATCH
+    }
+    for (int i = 0; i < n; i++) a[i] = 1;
+#pragma HLS LOOP_TRIPCOUNT max = MAX_BATCH
+}
+}
+namespace {
+using k::MAX_BATCH;
+constexpr int DEPTH = 2;
+}
+void top(int n) {
+    static int mem[8];
+#pragma HLS DEPENDENCE variable = mem type = inter false
+    for (int c = 0; c < n; c++) {
+#pragma HLS LOOP_TRIPCOUNT max = MAX_BATCH
+#pragma HLS DEPENDENCE variable = mem type = inter direction = RAW distance = DEPTH dependent = true
+#pragma HLS PIPELINE II = STAGES
+        mem[c] = c;
+    }
+    for (int c = 0; c < n; c++) {
+#pragma HLS LOOP_TRIPCOUNT max = k::MAX_BATCH
+#pragma HLS UNROLL factor = WIDTH
+#pragma HLS DEPENDENCE variable = other type = inter false
+    }
+}
+'''
+    where = [("t.cpp", i + 1) for i in range(bad.count("\n") + 1)]
+    got = pragma_problems(bad, where, {"WIDTH"})
+    assert got == [
+        "t.cpp:7 LOOP_TRIPCOUNT: not at the top of a loop body (in a loop scope after 'for (int i = 0; i < n; i++) a[i] = 0;')",
+        "t.cpp:10 LOOP_TRIPCOUNT: not at the top of a loop body (in a function scope)",
+        "t.cpp:19 DEPENDENCE: not at the top of a loop body (in a function scope)",
+        "t.cpp:23 PIPELINE: II = STAGES: STAGES is not visible here",
+        "t.cpp:29 DEPENDENCE: variable = other: other is not visible here",
+    ], got
+    # without the using-declaration, the top cannot see k's constant
+    assert "t.cpp:21 LOOP_TRIPCOUNT: max = MAX_BATCH: MAX_BATCH is not visible here" in pragma_problems(
+        bad.replace("using k::MAX_BATCH;", ""), where, {"WIDTH"})
+
+
+HAZARD_KERNELS = {"replay": ["front_leaves"] + [f"level{d}" for d in range(1, 21)], "tabular": ["row_copy", "update_copy"]}
+
+
+@pytest.mark.parametrize("kernel", sorted(HAZARD_KERNELS))
+def test_hazard_forwarding_depth_matches_the_dependence_and_the_spec(kernel):
+    """The top's memories that COMMANDS reads and writes: each has, inside COMMANDS (UG1399, pragma HLS
+    dependence), an inter RAW dependence of distance FWD_DEPTH + 1 that HLS must enforce, FWD_DEPTH is
+    the depth of the write window the reads go through, and SPEC.md states that depth."""
+    path = ROOT / "hls" / kernel / f"{kernel}.cpp"
+    code, where, macros = _preprocess(path)
+    source = _code(path)
+    depth = int(re.search(r"constexpr uint32_t FWD_DEPTH = (\d+);", source).group(1))
+    assert re.search(r"constexpr uint32_t RAW_DISTANCE = FWD_DEPTH \+ 1;", source)
+    assert len(re.findall(r"pearl::WriteWindow<[^;]*,\s*FWD_DEPTH>", source)) >= 1
+    spec = (ROOT / "hls" / kernel / "SPEC.md").read_text()
+    stated = re.search(r"Forwarding depth: (\d+) \(FWD_DEPTH in", spec)
+    assert stated and int(stated.group(1)) == depth, "SPEC.md must state the forwarding depth of the code"
+    assert f"distance = {depth + 1} dependent = true" in spec
+    root = _scopes(code)
+    commands = code.index("COMMANDS:")
+    loop = _innermost(root, code.index("{", commands) + 1)
+    assert loop.kind == "loop"
+    found = {}
+    for pos, pragma, options in _pragmas(code):
+        if pragma != "DEPENDENCE":
+            continue
+        assert loop.open < pos < loop.close, f"DEPENDENCE outside COMMANDS at {where[code.count(chr(10), 0, pos)]}"
+        found[options["variable"]] = options
+    assert sorted(found) == sorted(HAZARD_KERNELS[kernel])
+    for variable, options in found.items():
+        assert (options.get("type"), options.get("direction"), options.get("distance"), options.get("dependent")) == \
+            ("inter", "RAW", "RAW_DISTANCE", "true"), (variable, options)
+
+
+def test_the_mlp_layer_loop_states_that_its_activations_do_not_alias():
+    """LAYER_MACS reads act[l & 1] and writes act[(l + 1) & 1], one array: without DEPENDENCE inter false
+    on both halves (or two arrays), HLS assumes a write may reach a later read and LAYER_MACS loses II = 1."""
+    code = _code(ROOT / "hls/mlp/mlp.cpp")
+    body = _loop_body(code, "LAYER_MACS")
+    two_arrays = not re.search(r"act\[\s*l\s*&\s*1\s*\]", code)
+    for name in ("in", "out"):
+        assert two_arrays or re.search(rf"#pragma HLS DEPENDENCE variable = {name} type = inter false", body), name
+    reason = (ROOT / "hls/mlp/mlp.cpp").read_text()
+    assert two_arrays or "no write of one iteration reaches a read of a later one" in reason

@@ -33,6 +33,11 @@ LAYER_MACS:
     for (int t = 0; t < chunks; ++t) {
 #pragma HLS LOOP_TRIPCOUNT min = 1 max = MAX_LAYER_CHUNKS
 #pragma HLS PIPELINE II = 1  // one chunk of LANES products per clock; acc, row and c are the carried state
+        // in and out are the two halves of forward_core's act (act[l & 1] and act[(l + 1) & 1]), one
+        // array to HLS, which cannot prove they never overlap: this loop only reads in and only writes
+        // out, so no write of one iteration reaches a read of a later one.
+#pragma HLS DEPENDENCE variable = in type = inter false
+#pragma HLS DEPENDENCE variable = out type = inter false
         int64_t chunk_sum = 0;
     MAC_LANES:
         for (int u = 0; u < LANES; ++u) {
@@ -67,7 +72,8 @@ MLP_INLINE int16_t tanh_lookup(int16_t y) {
 MLP_INLINE int32_t forward_core(int n_layers, const LayerDesc layer[MAX_LAYERS], const int16_t weight[WEIGHT_WORDS],
                                 const int32_t bias[BIAS_WORDS], const int16_t* x, int16_t* y) {
     // Ping-pong activations as one array indexed by layer parity: no pointer swapping, which Vitis
-    // would have to turn into a multiplexer between two memories.
+    // would have to turn into a multiplexer between two memories. HLS sees one memory read and written
+    // by LAYER_MACS, hence the DEPENDENCE pragmas there.
     alignas(64) int16_t act[2][MAX_WIDTH];
 #pragma HLS ARRAY_PARTITION variable = act type = cyclic factor = MLP_LANES dim = 2  // lane u reads bank u, as the weights
     const LayerDesc& first = layer[0];

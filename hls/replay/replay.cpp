@@ -4,6 +4,8 @@
 
 #include <type_traits>
 
+#include "common/write_window.h"
+
 #ifdef __SYNTHESIS__
 #define REPLAY_PREFETCH(addr) ((void)0)
 #else
@@ -90,12 +92,16 @@ CLEAR_LEVELS:
     for (uint32_t d = 0; d < shape.depth; d++) {
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_DEPTH
     CLEAR_SUMS:
-        for (uint32_t i = 0; i < shape.level_size[d]; i++) sums[d][i] = 0;
+        for (uint32_t i = 0; i < shape.level_size[d]; i++) {
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_CAPACITY
+            sums[d][i] = 0;
+        }
     }
 CLEAR_LEAVES:
-    for (uint32_t i = 0; i < shape.level_size[shape.depth]; i++) leaves[i] = 0;
+    for (uint32_t i = 0; i < shape.level_size[shape.depth]; i++) {
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_CAPACITY
+        leaves[i] = 0;
+    }
 }
 
 void tree_update(const TreeShape& shape, uint64_t* const* sums, uint32_t* leaves, const uint32_t* idx,
@@ -154,6 +160,15 @@ constexpr uint32_t K = SHAPE.fanout;
 constexpr uint32_t LOG2K = SHAPE.log2_fanout;
 constexpr uint32_t DEPTH = SHAPE.depth;
 constexpr uint32_t LEAVES = SHAPE.level_size[DEPTH];
+// Pragma values are evaluated where the pragma stands (UG1399): replay_top, in the global namespace,
+// sees these, not replay::MAX_BATCH.
+constexpr uint32_t MAX_BATCH = replay::MAX_BATCH;
+// Hazard forwarding (SPEC.md, "Pipeline hazards"): at II = 1 a level's write lands up to FWD_DEPTH
+// cycles after the read of the same command (read, 1-cycle ram_s2p latency, add or compare, write),
+// so the next FWD_DEPTH commands can read before it; each level keeps its last FWD_DEPTH writes, and
+// the DEPENDENCE pragmas of COMMANDS (distance RAW_DISTANCE) make HLS land every write within that.
+constexpr uint32_t FWD_DEPTH = 2;
+constexpr uint32_t RAW_DISTANCE = FWD_DEPTH + 1;
 
 // The K children of one node, as one value (K registers in hardware).
 template <typename Word>
@@ -165,9 +180,8 @@ struct Group {
 // mem[group][lane]. The memory itself is a static array of replay_top (declared there, with its
 // partition and storage pragmas, where UG1399 wants them: in the function that defines the array);
 // the functions below receive it by reference. Partitioning dim 2 gives K memories of GROUPS words,
-// so a node's K children are read in one cycle; the forwarding register holds the block the previous
-// command wrote, because with DEPENDENCE false the next command's read may be issued in the cycle of
-// that write. D > DEPTH: a 1 x K placeholder the top declares (it declares MAX_DEPTH levels, so that
+// so a node's K children are read in one cycle; the write window holds the blocks the last FWD_DEPTH
+// commands wrote, which the next commands' reads may run ahead of. D > DEPTH: a 1 x K placeholder the top declares (it declares MAX_DEPTH levels, so that
 // each can be named in a pragma) and never uses.
 // (C++14 on purpose, no `if constexpr` / inline variables: the Vitis HLS front end's default.)
 template <uint32_t D>
@@ -176,9 +190,7 @@ struct Level {
     static constexpr uint32_t GROUPS = D <= DEPTH ? SHAPE.level_size[D] / K : 1;
     static constexpr uint32_t SHIFT = D <= DEPTH ? LOG2K * (DEPTH - D) : 0;  // leaf index >> SHIFT = its ancestor here
     using Memory = Word[GROUPS][K];
-    static Group<Word> fwd_value;
-    static uint32_t fwd_group;
-    static bool fwd_valid;
+    static pearl::WriteWindow<uint32_t, Group<Word>, FWD_DEPTH> window;  // group -> block written
 
     static Group<Word> read(const Memory& mem, uint32_t group) {
 #pragma HLS INLINE
@@ -188,16 +200,14 @@ struct Level {
 #pragma HLS UNROLL
             stored.child[k] = mem[group][k];
         }
-        return fwd_valid && group == fwd_group ? fwd_value : stored;
+        return window.read(group, stored);
     }
 
     // Writes the one changed lane (one of the K memories) and remembers the whole block.
     static void write(Memory& mem, uint32_t group, uint32_t lane, const Group<Word>& value) {
 #pragma HLS INLINE
         mem[group][lane] = value.child[lane];
-        fwd_value = value;
-        fwd_group = group;
-        fwd_valid = true;
+        window.push(group, value);
     }
 
     static void clear(Memory& mem) {
@@ -211,24 +221,17 @@ struct Level {
                 mem[g][k] = 0;
             }
         }
-        fwd_valid = false;
+        window.clear();
     }
 };
 template <uint32_t D>
-Group<typename Level<D>::Word> Level<D>::fwd_value = {};
-template <uint32_t D>
-uint32_t Level<D>::fwd_group = 0;
-template <uint32_t D>
-bool Level<D>::fwd_valid = false;
+pearl::WriteWindow<uint32_t, Group<typename Level<D>::Word>, FWD_DEPTH> Level<D>::window = {};
 
 // The leaf words once more (replay_top's front_leaves), read and written at the front of the
 // pipeline: an UPDATE needs the old word (for its delta) before it reaches the sums, while SAMPLE
-// reads the leaves last. Keeping both uses of each level in the same pipeline stage is what makes
-// DEPENDENCE false safe.
+// reads the leaves last. It has its own write window (leaf index -> word), as the levels do.
 using FrontLeaves = uint32_t[LEAVES];
-uint32_t g_front_fwd_index = 0;
-uint32_t g_front_fwd_word = 0;
-bool g_front_fwd_valid = false;
+pearl::WriteWindow<uint32_t, uint32_t, FWD_DEPTH> g_front_window = {};
 uint64_t g_root = 0;  // level 0: the total, a register
 
 
@@ -298,19 +301,16 @@ CLEAR_FRONT:
 #pragma HLS PIPELINE II = 1
         front_leaves[i] = 0;
     }
-    g_front_fwd_valid = false;
+    g_front_window.clear();
     g_root = 0;
 }
 
 // Leaf `index` := word at the front of the pipeline; returns word - old (wrapping).
 uint64_t front_update(FrontLeaves& front_leaves, uint32_t index, uint32_t word) {
 #pragma HLS INLINE
-    const uint32_t stored = front_leaves[index];
-    const uint32_t old = g_front_fwd_valid && index == g_front_fwd_index ? g_front_fwd_word : stored;
+    const uint32_t old = g_front_window.read(index, front_leaves[index]);
     front_leaves[index] = word;
-    g_front_fwd_index = index;
-    g_front_fwd_word = word;
-    g_front_fwd_valid = true;
+    g_front_window.push(index, word);
     return leaf_delta(word, old);
 }
 
@@ -318,13 +318,15 @@ static_assert(replay::MAX_DEPTH == 20, "replay_top declares one memory per level
 
 }  // namespace
 
-// Pragmas from a macro (UG1399: _Pragma), so that one line declares a level's memory with its own.
+// Pragmas from a macro (UG1399: _Pragma), so that one line declares a level's memory with its own,
+// and one line states a level's dependence in COMMANDS.
 #define REPLAY_PRAGMA(x) _Pragma(#x)
 #define REPLAY_LEVEL_MEMORY(D)                                                    \
     static Level<D>::Word level##D[Level<D>::GROUPS][K] = {};                     \
     REPLAY_PRAGMA(HLS ARRAY_PARTITION variable = level##D type = complete dim = 2) \
-    REPLAY_PRAGMA(HLS BIND_STORAGE variable = level##D type = ram_s2p latency = 1) \
-    REPLAY_PRAGMA(HLS DEPENDENCE variable = level##D type = inter false)
+    REPLAY_PRAGMA(HLS BIND_STORAGE variable = level##D type = ram_s2p latency = 1)
+#define REPLAY_LEVEL_DEPENDENCE(D) \
+    REPLAY_PRAGMA(HLS DEPENDENCE variable = level##D type = inter direction = RAW distance = RAW_DISTANCE dependent = true)
 #define REPLAY_LEVELS level1, level2, level3, level4, level5, level6, level7, level8, level9, level10, level11, \
     level12, level13, level14, level15, level16, level17, level18, level19, level20
 
@@ -348,7 +350,6 @@ void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::
     REPLAY_LEVEL_MEMORY(17) REPLAY_LEVEL_MEMORY(18) REPLAY_LEVEL_MEMORY(19) REPLAY_LEVEL_MEMORY(20)
     static FrontLeaves front_leaves = {};
 #pragma HLS BIND_STORAGE variable = front_leaves type = ram_s2p latency = 1
-#pragma HLS DEPENDENCE variable = front_leaves type = inter false
     uint32_t c = 0;
     // A CLEAR ends the pipelined run (the pipeline drains), clears every level, and the run resumes.
 SEGMENTS:
@@ -358,6 +359,15 @@ SEGMENTS:
         for (; c < n_cmds && !clear; c++) {
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_BATCH
 #pragma HLS PIPELINE II = 1
+            // A command's read of a level may run up to FWD_DEPTH commands ahead of an earlier write
+            // there (the write windows cover it); no further: each write lands before the read
+            // RAW_DISTANCE commands later.
+            REPLAY_LEVEL_DEPENDENCE(1) REPLAY_LEVEL_DEPENDENCE(2) REPLAY_LEVEL_DEPENDENCE(3) REPLAY_LEVEL_DEPENDENCE(4)
+            REPLAY_LEVEL_DEPENDENCE(5) REPLAY_LEVEL_DEPENDENCE(6) REPLAY_LEVEL_DEPENDENCE(7) REPLAY_LEVEL_DEPENDENCE(8)
+            REPLAY_LEVEL_DEPENDENCE(9) REPLAY_LEVEL_DEPENDENCE(10) REPLAY_LEVEL_DEPENDENCE(11) REPLAY_LEVEL_DEPENDENCE(12)
+            REPLAY_LEVEL_DEPENDENCE(13) REPLAY_LEVEL_DEPENDENCE(14) REPLAY_LEVEL_DEPENDENCE(15) REPLAY_LEVEL_DEPENDENCE(16)
+            REPLAY_LEVEL_DEPENDENCE(17) REPLAY_LEVEL_DEPENDENCE(18) REPLAY_LEVEL_DEPENDENCE(19) REPLAY_LEVEL_DEPENDENCE(20)
+#pragma HLS DEPENDENCE variable = front_leaves type = inter direction = RAW distance = RAW_DISTANCE dependent = true
             const pearl::axis128 cmd = s_axis_cmd.read();
             const uint64_t cmd_hi = pearl::axis_hi(cmd);
             const uint32_t op = uint32_t(cmd_hi >> 56) & 0xFF;

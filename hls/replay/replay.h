@@ -55,10 +55,13 @@
 // (Descent<1..DEPTH>, unrolled by template recursion, INLINE). A SAMPLE descends (read the K
 // children, prefix compare: choose_child, pick); an UPDATE does a read-modify-write of one lane per
 // level. Both derive level D's address from level D-1's output, so every access to a level happens
-// in the same pipeline stage, whatever the opcode: a later command can only overtake an earlier one
-// at a level by one cycle, which the per-level forwarding register (last block written) covers;
-// hence DEPENDENCE inter false on the level memories. HLS still sees the true dependences through
-// the forwarding and root registers, and raises II itself if they do not fit in one cycle.
+// in the same pipeline stage, whatever the opcode. A later command's read of a level can still run
+// ahead of an earlier command's write there by the level's read-to-write latency (2 cycles at most:
+// read, 1-cycle memory latency, add or compare, write); each level keeps its last FWD_DEPTH = 2 writes
+// (hls/common/write_window.h) and reads through them, and the DEPENDENCE pragmas in COMMANDS (inter,
+// RAW, distance 3, dependent) make HLS land every write before the read 3 commands later (SPEC.md,
+// "Pipeline hazards"). HLS sees the true dependences through the windows and the root register, and
+// raises II itself if they do not fit in one cycle.
 // CLEAR ends the pipelined run (drain), zeroes every level (one row of K per cycle), then resumes.
 // Expected cost of the top (K <= 16, after fill; estimates: csynth to confirm, Vitis HLS was not
 // available when this was written; the planner's stated model, pearl_fpga/planner/hls_schedule.py):

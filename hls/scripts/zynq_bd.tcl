@@ -1,17 +1,23 @@
 # zynq_bd.tcl: block design, bitstream and reports for a Zynq board (make bitstream BOARD=...).
 #
-#   vivado -mode batch -source hls/scripts/zynq_bd.tcl -tclargs <board> <part> <board_part> <clock_mhz> <build_dir> <out_prefix> <tabular_instances>
+#   vivado -mode batch -source hls/scripts/zynq_bd.tcl -tclargs <board> <part> <board_part> <clock_mhz> <build_dir> <out_prefix> <design>
 #
 # The design: the processing system (PS7 on Zynq-7000, PS8 on Zynq UltraScale+) with its PL clock
 # at <clock_mhz>; the HLS kernels replay_top_0, mlp_top_0 and tabular_top_0 (IP exported into
 # <build_dir>/hls/) with their AXI4-Lite control on the PS's general-purpose master port; one AXI
-# DMA per kernel in simple mode (dma_replay, dma_tabular: 128-bit streams, dma_mlp: 16-bit) whose MM2S
-# channel feeds the kernel's input stream and whose S2MM channel takes its output stream, both DMA
-# masters on a high-performance port into DDR. The tabular kernel comes in <tabular_instances> copies
-# (tabular_top_<i>, DMA dma_tabular for copy 0 and dma_tabular_<i> for the others). These names are
-# what the manifest records and what pearl_fpga/board/pynq_transport.py looks up in the .hwh.
+# DMA per kernel in simple mode whose MM2S channel feeds the kernel's input stream and whose S2MM
+# channel takes its output stream, both DMA masters on one high-performance port into DDR through one
+# interconnect. A kernel may come in several copies (<top>_<i>, DMA dma_<kernel> for copy 0 and
+# dma_<kernel>_<i> for the others). These names are what the manifest records and what
+# pearl_fpga/board/pynq_transport.py looks up in the .hwh.
+# <design> is the Tcl list `python -m pearl_fpga.board.catalog zynq-design <board>` prints (hls/build.mk
+# passes it): per kernel its top, stream ports, copies and AXI DMA parameters (stream widths of its
+# SPEC.md words, memory-map widths max(64, stream width) as PG021 requires), the same table from which
+# the tests write the .hwh of this design.
+# The build fails (exit 1, no .bit copied) when routed timing is not met (setup WNS or hold WHS < 0):
+# a Zynq bitstream that misses timing corrupts data silently.
 # Board files of pynq-z2 (TUL) must be installed in Vivado's board repository; the others ship with Vivado.
-lassign $argv board part board_part clock_mhz build_dir out_prefix tabular_instances
+lassign $argv board part board_part clock_mhz build_dir out_prefix design
 
 create_project -force pearl_fpga [file join $build_dir vivado] -part $part
 set_property board_part $board_part [current_project]
@@ -37,27 +43,34 @@ if {[string match xc7z* $part]} {
 }
 set axi_cfg [list Clk_master $clk Clk_slave $clk Clk_xbar $clk]
 
-# kernel, HLS top, its input and output stream interfaces, stream width in bits
-# kernel, HLS top, its input and output stream interfaces, stream width in bits, copies
-foreach {kernel top in_stream out_stream width copies} [list \
-    replay  replay_top  s_axis_cmd m_axis_resp 128 1 \
-    mlp     mlp_top     s_axis_in  m_axis_out  16  1 \
-    tabular tabular_top s_axis_cmd m_axis_resp 128 $tabular_instances \
-] {
+# The interconnect in front of the HP port, made by the first DMA master's automation; every later
+# master's automation targets that master's own (unconnected) pin and joins this interconnect, as
+# Vivado's journal does: the HP port is connected once, so it cannot be the target again.
+set hp_intc ""
+foreach {kernel top in_stream out_stream copies dma_config} $design {
+    set dma_props {}
+    foreach {name value} $dma_config {
+        lappend dma_props CONFIG.$name $value
+    }
     for {set i 0} {$i < $copies} {incr i} {
         set ip ${top}_$i
         set dma_name [expr {$i == 0 ? "dma_$kernel" : "dma_${kernel}_$i"}]
         create_bd_cell -type ip -vlnv pearl_fpga:pearl_fpga:${top}:1.0 $ip
         set dma [create_bd_cell -type ip -vlnv xilinx.com:ip:axi_dma $dma_name]
-        set_property -dict [list CONFIG.c_include_sg 0 CONFIG.c_sg_length_width 26 \
-            CONFIG.c_m_axis_mm2s_tdata_width $width CONFIG.c_s_axis_s2mm_tdata_width $width \
-            CONFIG.c_m_axi_mm2s_data_width 64 CONFIG.c_m_axi_s2mm_data_width 64 CONFIG.c_mm2s_burst_size 16 CONFIG.c_s2mm_burst_size 16] $dma
+        set_property -dict $dma_props $dma
         connect_bd_intf_net [get_bd_intf_pins $dma_name/M_AXIS_MM2S] [get_bd_intf_pins $ip/$in_stream]
         connect_bd_intf_net [get_bd_intf_pins $ip/$out_stream] [get_bd_intf_pins $dma_name/S_AXIS_S2MM]
         apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master $master] $axi_cfg] [get_bd_intf_pins $ip/s_axi_control]
         apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master $master] $axi_cfg] [get_bd_intf_pins $dma_name/S_AXI_LITE]
         foreach port {M_AXI_MM2S M_AXI_S2MM} {
-            apply_bd_automation -rule xilinx.com:bd_rule:axi4 -config [concat [list Master /$dma_name/$port Slave $hp] $axi_cfg] [get_bd_intf_pins $hp]
+            if {$hp_intc eq ""} {
+                apply_bd_automation -rule xilinx.com:bd_rule:axi4 \
+                    -config [concat [list Master /$dma_name/$port Slave $hp intc_ip {New AXI Interconnect}] $axi_cfg] [get_bd_intf_pins $hp]
+                set hp_intc [get_bd_cells -of_objects [get_bd_intf_pins -of_objects [get_bd_intf_nets -of_objects [get_bd_intf_pins $hp]] -filter {MODE == Master}]]
+            } else {
+                apply_bd_automation -rule xilinx.com:bd_rule:axi4 \
+                    -config [concat [list Master /$dma_name/$port Slave $hp intc_ip $hp_intc] $axi_cfg] [get_bd_intf_pins $dma_name/$port]
+            }
         }
     }
 }
@@ -81,6 +94,13 @@ open_run impl_1
 file mkdir [file join $build_dir reports]
 report_utilization -file [file join $build_dir reports utilization.rpt]
 report_timing_summary -file [file join $build_dir reports timing_summary.rpt]
+# The timing gate: worst setup slack (WNS) and worst hold slack (WHS) of the routed design.
+set wns [get_property SLACK [get_timing_paths -max_paths 1 -nworst 1 -setup]]
+set whs [get_property SLACK [get_timing_paths -max_paths 1 -nworst 1 -hold]]
+if {$wns eq "" || $whs eq "" || $wns < 0 || $whs < 0} {
+    puts stderr "error: timing not met at $clock_mhz MHz (WNS $wns ns, WHS $whs ns); no bitstream written. See [file join $build_dir reports timing_summary.rpt]; lower clock_mhz or the kernel sizes in bitstreams/catalog.json"
+    exit 1
+}
 file mkdir [file dirname $out_prefix]
 file copy -force [lindex [glob [file join $build_dir vivado pearl_fpga.runs impl_1 *.bit]] 0] ${out_prefix}.bit
 file copy -force [file join $build_dir vivado pearl_fpga.gen sources_1 bd pearl_fpga hw_handoff pearl_fpga.hwh] ${out_prefix}.hwh

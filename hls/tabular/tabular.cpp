@@ -5,6 +5,8 @@
 // pipeline is rtl/tabular_top.sv.
 #include "tabular.h"
 
+#include "common/write_window.h"
+
 namespace tabular {
 
 void update_batch(int32_t* q, uint32_t n_actions, uint32_t alpha, uint32_t gamma, bool sarsa, const uint32_t* s,
@@ -30,10 +32,19 @@ static_assert(STATES >= 1 && uint64_t(STATES) * ACTIONS <= (uint64_t(1) << 24), 
 // The table twice (tabular.h: row_copy for row reads, update_copy for the word being updated): static arrays of
 // tabular_top, declared there with their pragmas (UG1399: in the function that defines the array).
 using Table = int32_t[STATES][ACTIONS];
-// The write in flight, forwarded to the reads of the next command.
-bool g_fwd_valid = false;
-uint32_t g_fwd_s = 0, g_fwd_a = 0;
-int32_t g_fwd_value = 0;
+// Hazard forwarding (SPEC.md, "Pipeline hazards"): the loop's II equals its read-to-write latency (the
+// next command's bootstrap can be the value just computed, a true dependence through this window), so
+// a read can run ahead of the write of at most FWD_DEPTH = 1 earlier command; the window keeps that
+// write, and the DEPENDENCE pragmas of COMMANDS (distance RAW_DISTANCE) make HLS land every write
+// before the read of the command after. A restructured loop with more commands in flight raises it.
+constexpr uint32_t FWD_DEPTH = 1;
+constexpr uint32_t RAW_DISTANCE = FWD_DEPTH + 1;
+static_assert(STATES <= (1u << 26), "the window's key packs s above 6 bits of action");
+// The word Q[s][b] as the window's key: s and b side by side (ACTIONS <= MAX_ACTIONS = 64), no arithmetic.
+inline uint32_t word_key(uint32_t s, uint32_t b) { return (s << 6) | b; }
+static_assert(tabular::MAX_ACTIONS == 64, "word_key gives the action 6 bits");
+// The last FWD_DEPTH words written, forwarded to the reads of the next commands.
+pearl::WriteWindow<uint32_t, int32_t, FWD_DEPTH> g_window = {};
 
 void clear_table(Table& row, Table& self) {
 #pragma HLS INLINE
@@ -47,23 +58,20 @@ CLEAR_ROWS:
             self[s][b] = 0;
         }
     }
-    g_fwd_valid = false;
+    g_window.clear();
 }
 
-// Q[s][b] as the sequential loop sees it: the stored word, or the write still in flight.
+// Q[s][b] as the sequential loop sees it: the stored word, or a write still in flight.
 int32_t forwarded(int32_t stored, uint32_t s, uint32_t b) {
 #pragma HLS INLINE
-    return g_fwd_valid && g_fwd_s == s && g_fwd_a == b ? g_fwd_value : stored;
+    return g_window.read(word_key(s, b), stored);
 }
 
 void write_word(Table& row, Table& self, uint32_t s, uint32_t a, int32_t value) {
 #pragma HLS INLINE
     row[s][a] = value;
     self[s][a] = value;
-    g_fwd_valid = true;
-    g_fwd_s = s;
-    g_fwd_a = a;
-    g_fwd_value = value;
+    g_window.push(word_key(s, a), value);
 }
 
 }  // namespace
@@ -89,8 +97,6 @@ void tabular_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl:
 #pragma HLS ARRAY_PARTITION variable = update_copy type = complete dim = 2
 #pragma HLS BIND_STORAGE variable = row_copy type = ram_s2p latency = 1
 #pragma HLS BIND_STORAGE variable = update_copy type = ram_s2p latency = 1
-#pragma HLS DEPENDENCE variable = row_copy type = inter false
-#pragma HLS DEPENDENCE variable = update_copy type = inter false
     const bool is_sarsa = (sarsa & 1) != 0;
     uint32_t applied = 0;
     uint32_t c = 0;
@@ -103,6 +109,10 @@ SEGMENTS:
         for (; c < n_cmds && !clear; c++) {
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = TABULAR_MAX_BATCH
 #pragma HLS PIPELINE II = 1
+            // A read may run ahead of the write of the FWD_DEPTH commands before (the window covers
+            // them), no further: each write lands before the read RAW_DISTANCE commands later.
+#pragma HLS DEPENDENCE variable = row_copy type = inter direction = RAW distance = RAW_DISTANCE dependent = true
+#pragma HLS DEPENDENCE variable = update_copy type = inter direction = RAW distance = RAW_DISTANCE dependent = true
             const pearl::axis128 cmd = s_axis_cmd.read();
             const uint64_t lo = pearl::axis_lo(cmd), hi = pearl::axis_hi(cmd);
             const int32_t value = int32_t(uint32_t(lo));

@@ -25,12 +25,14 @@
 // word Q[s][a] for the update. Each copy is partitioned by action (one memory per column, so a row
 // is read in one clock) and bound to ram_s2p: one read and one write port per memory, which is
 // what one read and one write per clock need; both copies take every write.
-// Pipeline: COMMANDS is one loop, PIPELINE II=1, over the command stream. The row reads happen in
-// one stage and the write of the same update in the next, so the only write a read can miss is the
-// one in flight, which the forwarding register (g_fwd_*) supplies; hence DEPENDENCE inter false on
-// the memories. The chain through the forwarding register (the next update's max can be the value
-// just computed) is a true dependence that HLS sees and schedules: it is the loop that sets II and
-// the clock, as in rtl/tabular_core.sv. CLEAR ends the pipelined run (drain), zeroes both copies one
+// Pipeline: COMMANDS is one loop, PIPELINE II=1 asked, over the command stream. The chain through the
+// forwarding window (the next update's max can be the value just computed) is a true dependence that
+// HLS sees and schedules: it is the loop that sets II and the clock, as in rtl/tabular_core.sv, and it
+// makes II equal the read-to-write latency, so a read can miss only the write of the command before,
+// which the window (g_window, FWD_DEPTH = 1) supplies; the DEPENDENCE pragmas in COMMANDS (inter,
+// RAW, distance 2, dependent) make HLS land every write before the read 2 commands later (SPEC.md,
+// "Pipeline hazards").
+// CLEAR ends the pipelined run (drain), zeroes both copies one
 // row per clock, and the run resumes. Commands whose s, s2, a or a2 lie outside the synthesized table
 // are ignored (a READ answers 0); the host never sends them.
 // Expected cost (estimates, Vitis HLS not available when written; csynth to confirm): one command per

@@ -53,7 +53,7 @@ class BoardSpec:
     power_active_w: float  # board power with the kernels busy, watts
     power_source: str  # "nominal" (data sheet / estimate) or "measured"
     kernels: dict[str, dict[str, int]]  # synthesis sizes of each kernel on this board
-    notes: str  # where the figures come from
+    notes: str  # where the figures come from (sources only: kernel sizes are stated by describe())
 
     @property
     def link_kind(self) -> str:
@@ -73,6 +73,18 @@ class BoardSpec:
     def kernel_seconds(self, cycles: int | float) -> float:
         """Time of `cycles` kernel clock cycles at the catalog clock."""
         return float(cycles) / self.clock_hz
+
+    def describe(self) -> str:
+        """The board's notes (sources of its figures) and its kernel sizes, the latter written from the
+        parameters themselves so that no prose can contradict them."""
+        k = self.kernels
+        r, m, t = k["replay"], k["mlp"], k["tabular"]
+        copies = f"{t['instances']} instance{'s' if t['instances'] > 1 else ''}"
+        sizes = (f"replay: {r['capacity']} leaves, fan-out {r['fanout']}, batches of up to {r['max_batch']}; "
+                 f"mlp: {m['lanes']} MAC lanes, up to {m['max_layers']} layers of width {m['max_width']}, batches of up to "
+                 f"{m['max_batch']}; tabular: {copies}, each a {t['states']} x {t['actions']} Q table kept twice (row copy "
+                 f"and update copy, hls/tabular/tabular.h), batches of up to {t['max_batch']}")
+        return f"{self.notes} Kernels: {sizes}."
 
 
 def load_catalog(path: str | Path | None = None) -> dict[str, BoardSpec]:
@@ -229,6 +241,63 @@ def hls_defines(spec: BoardSpec, kernel: str) -> str:
     return " ".join(f"-D{macro}={spec.kernels[kernel][key]}" for key, macro in HLS_MACROS[kernel].items())
 
 
+# ---------------------------------------------------------------------------------------------
+# The Zynq block design (hls/scripts/zynq_bd.tcl builds it; tests/pynq_stack/zynq_hwh.py writes the .hwh
+# of the same design): one AXI DMA per kernel copy, configured from this table, passed to the Tcl by
+# hls/build.mk (`zynq-design BOARD`), so the script and the test's hardware handoff cannot disagree.
+
+# AXI DMA v7.1 (PG021, "Memory Map Data Width" / "Stream Data Width"): the memory-map data width is one
+# of these, and each channel's stream data width must not exceed its memory-map width, or the IP's
+# parameter validation fails. At least 64 bits: the width of the PS's HP port the masters reach.
+AXI_DMA_MM_WIDTHS = (32, 64, 128, 256, 512, 1024)
+AXI_DMA_MIN_MM_WIDTH = 64
+
+
+def axi_dma_config(kernel: str) -> dict[str, int]:
+    """The AXI DMA user parameters (lower case, as CONFIG.<name> in Vivado and in the .hwh) of `kernel`'s
+    streams: simple mode (no scatter-gather), stream widths of its SPEC.md words, memory-map widths
+    max(64, stream width)."""
+    if kernel not in KERNELS:
+        raise CatalogError(f"unknown kernel {kernel!r}; known: {sorted(KERNELS)}")
+    ip = KERNELS[kernel]
+    mm2s_stream, s2mm_stream = 8 * ip.in_word_bytes, 8 * ip.out_word_bytes
+    return {
+        "c_include_sg": 0,
+        "c_sg_length_width": 26,  # 64 MiB - 1 per transfer
+        "c_m_axis_mm2s_tdata_width": mm2s_stream,
+        "c_s_axis_s2mm_tdata_width": s2mm_stream,
+        "c_m_axi_mm2s_data_width": max(AXI_DMA_MIN_MM_WIDTH, mm2s_stream),
+        "c_m_axi_s2mm_data_width": max(AXI_DMA_MIN_MM_WIDTH, s2mm_stream),
+        "c_mm2s_burst_size": 16,
+        "c_s2mm_burst_size": 16,
+    }
+
+
+@dataclass(frozen=True)
+class ZynqBlock:
+    """One kernel of the Zynq block design: its HLS top, stream ports, copies and DMA parameters."""
+
+    kernel: str
+    top: str
+    in_stream: str
+    out_stream: str
+    copies: int
+    dma: dict[str, int]
+
+
+def zynq_design(spec: BoardSpec) -> list[ZynqBlock]:
+    """The kernels of `spec`'s block design, in the order the Tcl instantiates them."""
+    return [ZynqBlock(k, ip.top, ip.in_stream, ip.out_stream, spec.kernels[k].get("instances", 1), axi_dma_config(k))
+            for k, ip in KERNELS.items()]
+
+
+def zynq_design_tcl(spec: BoardSpec) -> str:
+    """zynq_design as one Tcl list: kernel top in_stream out_stream copies {name value ...} per kernel."""
+    return " ".join(f"{b.kernel} {b.top} {b.in_stream} {b.out_stream} {b.copies} "
+                    "{" + " ".join(f"{name} {value}" for name, value in b.dma.items()) + "}"
+                    for b in zynq_design(spec))
+
+
 def board_for_platform(platform: str, path: str | Path | None = None) -> BoardSpec:
     """The catalog entry of an Alveo platform name (e.g. xilinx_u250_gen3x16_xdma_4_1_202210_1)."""
     boards = load_catalog(path)
@@ -278,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("platform")
     v = sub.add_parser("make-vars", help="print: kind part board_part(- if none) clock_mhz period_ns (one call for hls/build.mk)")
     v.add_argument("board")
+    z = sub.add_parser("zynq-design", help="print the block design's kernels and DMA parameters as a Tcl list (hls/scripts/zynq_bd.tcl)")
+    z.add_argument("board")
     sub.add_parser("list", help="print the board names")
     sub.add_parser("kernels", help="print the kernels every bitstream holds (pearl_fpga.spec.kernels)")
     sub.add_parser("check", help="validate the catalog")
@@ -288,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "make-vars":
             spec = get_board(args.board)
             print(" ".join([spec.kind, spec.part, spec.board_part or "-", _query(spec, "clock_mhz", None), _query(spec, "period_ns", None)]))
+        elif args.cmd == "zynq-design":
+            print(zynq_design_tcl(get_board(args.board)))
         elif args.cmd == "board-of":
             print(board_for_platform(args.platform).name)
         elif args.cmd == "list":

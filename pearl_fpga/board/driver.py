@@ -75,10 +75,11 @@ class KernelDriver:
         t.send(payload)
         try:
             raw = t.receive(self.timeout_s)
-        except KernelTimeout:
+        except KernelTimeout as exc:
+            failed = f"sent fewer than {n_out} {what}" if n_out else "did not finish the call"
             raise KernelTimeout(
-                f"{self.kernel} kernel on {t.description} sent fewer than {n_out} {what} within "
-                f"{self.timeout_s:g} s; register state: {t.dump(self.registers)}"
+                f"{self.kernel} kernel on {t.description} {failed} within "
+                f"{self.timeout_s:g} s; register state: {t.dump(self.registers)}; transport: {exc}"
             ) from None
         t.wait_done(self.kernel, self.timeout_s, self.registers)
         end = t.cycles()

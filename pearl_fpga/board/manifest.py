@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--bitstream", help="name of the .bit file next to the manifest (Zynq)")
     w.add_argument("--hwh", help="name of the .hwh file next to the manifest (Zynq)")
     w.add_argument("--xclbin", help="name of the .xclbin file next to the manifest (Alveo)")
-    w.add_argument("--kernels", default="replay,mlp", help="comma-separated kernels in the build")
+    w.add_argument("--kernels", default=",".join(KERNEL_PARAMETERS), help="comma-separated kernels in the build (default: all)")
     w.add_argument("--utilization", type=Path, help="Vivado report_utilization text report")
     w.add_argument("--timing", type=Path, help="Vivado report_timing_summary text report")
     w.add_argument("--tool", action="append", default=[], metavar="NAME=VERSION")

@@ -9,9 +9,13 @@ $BOARD, else the only folder of bitstreams/ whose manifest fits the backend.
 
 Everything that can be checked without the board is checked first, in this order: the manifest
 (present, valid, built for a board of the backend's kind, interface versions equal to the
-drivers'), the files it names (.bit with its .hwh next to it, or .xclbin); only then is pynq or
-pyxrt imported and the device opened. Each failure is a ManifestError or BackendUnavailable that
-says what is wrong and how to fix it.
+drivers', timing met), the files it names (.bit with its .hwh next to it, or .xclbin); only then is
+pynq or pyxrt imported and the device opened. Each failure is a ManifestError or BackendUnavailable
+that says what is wrong and how to fix it.
+
+A build whose manifest records that routed timing was not met (timing.met false) is refused: such a
+bitstream computes wrong results without any error. `allow_timing_failure=True` (open_kernel,
+open_board) loads it anyway, for a user who wants to look at it knowingly.
 """
 
 from __future__ import annotations
@@ -71,7 +75,25 @@ def find_bitstream_dir(backend: str, board: str | None = None) -> Path:
     )
 
 
-def check_bitstream(directory: Path, backend: str) -> Manifest:
+def check_timing(manifest: Manifest, allow_timing_failure: bool = False) -> None:
+    """Refuse a build whose routed timing was not met (manifest timing.met false), unless the caller
+    passed allow_timing_failure=True. A manifest without a timing summary is not refused."""
+    timing = manifest.timing
+    if timing.get("met", True) is not False or allow_timing_failure:
+        return
+    wns = timing.get("wns_ns")
+    achieved = timing.get("achieved_mhz")
+    rebuild = (f"make bitstream BOARD={manifest.board}" if manifest.kind == "zynq" else f"make xclbin PLATFORM={manifest.platform}")
+    raise ManifestError(
+        f"{manifest.path}: this build missed timing at {manifest.clock_mhz:g} MHz"
+        + (f" (WNS {wns:g} ns" + (f", it would close at about {achieved:g} MHz)" if achieved else ")") if wns is not None else "")
+        + ": its kernels would return wrong results without any error, so it is not loaded. Rebuild it "
+        f"(`{rebuild}`, with a lower clock_mhz or smaller kernels in bitstreams/catalog.json if it keeps failing), "
+        "or pass allow_timing_failure=True to open_kernel / open_board to load it anyway"
+    )
+
+
+def check_bitstream(directory: Path, backend: str, allow_timing_failure: bool = False) -> Manifest:
     """Validate the manifest and files of a bitstream folder for `backend` without touching a device."""
     manifest = load_manifest(directory)
     kind = BACKEND_KIND[backend]
@@ -80,6 +102,7 @@ def check_bitstream(directory: Path, backend: str) -> Manifest:
             f"{manifest.path} is a {manifest.kind} build for {manifest.board}; backend {backend!r} loads {kind} builds: "
             f"use backend={'pynq' if manifest.kind == 'zynq' else 'xrt'!r} or another bitstream"
         )
+    check_timing(manifest, allow_timing_failure)
     for kernel in manifest.kernels:
         manifest.check_kernel(kernel)
     if kind == "zynq":
@@ -100,9 +123,9 @@ def check_bitstream(directory: Path, backend: str) -> Manifest:
     return manifest
 
 
-def load_bitstream(directory: Path, backend: str) -> tuple[Manifest, Any]:
+def load_bitstream(directory: Path, backend: str, allow_timing_failure: bool = False) -> tuple[Manifest, Any]:
     """Check, then load (once per process) the bitstream of `directory` on the device."""
-    manifest = check_bitstream(directory, backend)
+    manifest = check_bitstream(directory, backend, allow_timing_failure)
     key = directory.resolve()
     if key not in _loaded:
         if backend == "pynq":
@@ -118,13 +141,14 @@ def load_bitstream(directory: Path, backend: str) -> tuple[Manifest, Any]:
 
 
 def open_kernel(kernel: str, backend: str, board: str | None = None, directory: str | Path | None = None,
-                instance: int = 0) -> tuple[Transport, KernelEntry]:
+                instance: int = 0, allow_timing_failure: bool = False) -> tuple[Transport, KernelEntry]:
     """A transport to copy `instance` of `kernel` ("replay", "mlp" or "tabular") in the bitstream for
-    `backend`, and its manifest entry (entry.instances says how many copies there are)."""
+    `backend`, and its manifest entry (entry.instances says how many copies there are).
+    allow_timing_failure: load a build whose manifest says timing was not met (refused otherwise)."""
     if kernel not in INTERFACE_VERSIONS:
         raise ValueError(f"unknown kernel {kernel!r}; known: {sorted(INTERFACE_VERSIONS)}")
     folder = Path(directory) if directory is not None else find_bitstream_dir(backend, board)
-    manifest, handle = load_bitstream(folder, backend)
+    manifest, handle = load_bitstream(folder, backend, allow_timing_failure)
     entry = manifest.check_kernel(kernel)
     ip_name, dma_name = entry.instance_names(instance)
     in_bytes, out_bytes = WORD_BYTES[kernel]
@@ -140,7 +164,9 @@ def open_kernel(kernel: str, backend: str, board: str | None = None, directory: 
     return XrtTransport(handle, kernel, cu, in_bytes, out_bytes, instance=instance), entry
 
 
-def open_board(backend: str, board: str | None = None, directory: str | Path | None = None) -> Manifest:
-    """Load the bitstream for `backend` and return its manifest (kernels are opened with open_kernel)."""
+def open_board(backend: str, board: str | None = None, directory: str | Path | None = None,
+               allow_timing_failure: bool = False) -> Manifest:
+    """Load the bitstream for `backend` and return its manifest (kernels are opened with open_kernel).
+    allow_timing_failure: load a build whose manifest says timing was not met (refused otherwise)."""
     folder = Path(directory) if directory is not None else find_bitstream_dir(backend, board)
-    return load_bitstream(folder, backend)[0]
+    return load_bitstream(folder, backend, allow_timing_failure)[0]

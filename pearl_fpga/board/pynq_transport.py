@@ -9,6 +9,11 @@ engine the DMA writes only to addresses aligned to its memory-map width (8 bytes
 hls/scripts/zynq_bd.tcl), and an MLP observation is a few 2-byte words, so each transfer lands at
 the next aligned offset of the buffer and the pieces are put together after the last one.
 
+Every wait has the driver's deadline: both channels are polled through their `idle` bit (pynq's
+`wait()` spins without one, so a kernel that stops taking its input would hang the call), the DMA's
+status registers (DMASR, PG021) are read while waiting, and a timeout or a DMA error raises with them
+decoded.
+
 `pynq` is imported only when a transport is opened; without it, BackendUnavailable says what to do.
 """
 
@@ -23,6 +28,19 @@ from pearl_fpga.board.transport import Transport
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
 
 S2MM_LENGTH = 0x58  # AXI DMA register (PG021): bytes written by the last S2MM transfer
+MM2S_DMASR, S2MM_DMASR = 0x04, 0x34  # AXI DMA status registers (PG021, simple mode)
+# DMASR bits (PG021, "MM2S_DMASR" / "S2MM_DMASR"); the error bits stop the channel until a reset
+DMASR_BITS = {0: "Halted", 1: "Idle", 4: "DMAIntErr", 5: "DMASlvErr", 6: "DMADecErr", 12: "IOC_Irq", 14: "Err_Irq"}
+DMASR_ERRORS = 0x70  # DMAIntErr | DMASlvErr | DMADecErr
+DMASR_ERROR_HINTS = {4: "internal error: a transfer length of 0, or a stream word count that disagrees with it",
+                     5: "slave error: the memory interface refused the access",
+                     6: "decode error: the buffer address is outside the HP port's address map"}
+
+
+def decode_dmasr(value: int) -> str:
+    """'0x00000002 (Idle)': a DMASR value with the names of its set bits."""
+    names = [name for bit, name in DMASR_BITS.items() if value >> bit & 1]
+    return f"0x{value:08x} ({', '.join(names) or 'running'})"
 
 
 def s2mm_alignment(dma: Any) -> int:
@@ -68,6 +86,7 @@ class PynqTransport(Transport):
         self._out_buf: Any = None
         self._expected = 0
         self._sending = False
+        self._sent_bytes = 0
 
     def _buffer(self, current: Any, nbytes: int) -> Any:
         """A DMA-able buffer of at least `nbytes`, reused between calls (allocation is slow)."""
@@ -92,6 +111,7 @@ class PynqTransport(Transport):
         self._in_buf.flush()
         self.dma.sendchannel.transfer(self._in_buf, start=0, nbytes=data.size)
         self._sending = True
+        self._sent_bytes = data.size
 
     def arm_receive(self, n_words: int) -> None:
         self._expected = n_words * self.out_word_bytes
@@ -99,6 +119,23 @@ class PynqTransport(Transport):
             # room for a transfer per word, each at an aligned offset (the worst case: a tlast on every word)
             self._out_buf = self._buffer(self._out_buf, self._expected + n_words * (self.s2mm_align - 1))
             self.dma.recvchannel.transfer(self._out_buf, start=0, nbytes=self._expected)
+
+    def dma_status(self) -> str:
+        """Both channels' DMASR, decoded (for error messages)."""
+        try:
+            return (f"MM2S_DMASR={decode_dmasr(int(self.dma.mmio.read(MM2S_DMASR)))}, "
+                    f"S2MM_DMASR={decode_dmasr(int(self.dma.mmio.read(S2MM_DMASR)))}")
+        except Exception as exc:  # noqa: BLE001 - the status must not hide the original problem
+            return f"DMASR unreadable: {exc}"
+
+    def _check_dma_errors(self) -> None:
+        """Raise at once when either channel reports an error (PG021: the channel halts and stays so)."""
+        for name, offset in (("MM2S", MM2S_DMASR), ("S2MM", S2MM_DMASR)):
+            status = int(self.dma.mmio.read(offset))
+            if status & DMASR_ERRORS:
+                hints = "; ".join(h for bit, h in DMASR_ERROR_HINTS.items() if status >> bit & 1)
+                raise KernelTimeout(f"the AXI DMA's {name} channel stopped with an error ({hints}): {self.dma_status()}; "
+                                    "reload the overlay to reset the DMA")
 
     def receive(self, timeout_s: float) -> np.ndarray:
         deadline = self.now() + timeout_s
@@ -112,18 +149,31 @@ class PynqTransport(Transport):
                 if got < self._expected:  # stopped at a tlast: take the rest in a new transfer
                     at = -(-(at + n) // self.s2mm_align) * self.s2mm_align
                     self.dma.recvchannel.transfer(self._out_buf, start=at, nbytes=self._expected - got)
-            elif self.now() >= deadline:
-                raise KernelTimeout(f"{got // self.out_word_bytes} of {self._expected // self.out_word_bytes} words arrived")
-            else:
-                time.sleep(self.poll_interval_s)
-        if self._sending:  # the kernel took every input word, so this returns at once
-            self.dma.sendchannel.wait()
-            self._sending = False
+                continue
+            self._check_dma_errors()
+            if self.now() >= deadline:
+                raise KernelTimeout(f"{got // self.out_word_bytes} of {self._expected // self.out_word_bytes} words arrived; "
+                                    f"{self.dma_status()}")
+            time.sleep(self.poll_interval_s)
+        if self._sending:
+            self._wait_sent(deadline)
         if self._expected:
             self._out_buf.invalidate()
             return np.concatenate([np.array(self._out_buf[at:at + n], dtype=np.uint8) for at, n in pieces])
         return np.zeros(0, dtype=np.uint8)
 
+    def _wait_sent(self, deadline: float) -> None:
+        """Wait, up to `deadline`, for the MM2S channel to have handed every input byte to the kernel.
+        (Calls that answer nothing, such as UPDATE, CLEAR or LOAD, wait only here.)"""
+        channel = self.dma.sendchannel
+        while not channel.idle:
+            self._check_dma_errors()
+            if self.now() >= deadline:
+                raise KernelTimeout(f"the kernel did not take all {self._sent_bytes} bytes of its input stream "
+                                    f"(the AXI DMA's MM2S transfer is still open); {self.dma_status()}")
+            time.sleep(self.poll_interval_s)
+        channel.wait()  # idle now, so it returns at once: pynq's own error checks and bookkeeping
+        self._sending = False
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 

@@ -5,8 +5,8 @@ with what PYNQ reads from it: the PS (processing_system7 on a Zynq-7000, zynq_ul
 UltraScale+, with its PL clock parameters and the address map of its general-purpose master port),
 each kernel IP (VLNV xilinx.com:hls:<top>:1.0, its AXI4-Lite interface and address block with the
 register map of its SPEC.md, named as Vitis HLS names them) and each AXI DMA (simple mode, PG021
-parameters), with the bus nets between them. Addresses follow Vivado's defaults for the port, 64 KiB
-per block: on a Zynq-7000 kernels from 0x43C0_0000 and DMAs from 0x4040_0000 (M_AXI_GP0), on an
+parameters from pearl_fpga.board.catalog.axi_dma_config: the table hls/build.mk hands the Tcl), with
+the bus nets between them. Addresses follow Vivado's defaults for the port, 64 KiB per block: on a Zynq-7000 kernels from 0x43C0_0000 and DMAs from 0x4040_0000 (M_AXI_GP0), on an
 UltraScale+ kernels from 0xA000_0000 and DMAs from 0xA010_0000 (M_AXI_HPM0_FPD).
 """
 
@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from pearl_fpga.board.catalog import axi_dma_config
 from pearl_fpga.board.manifest import Manifest
 from pearl_fpga.spec import mlp, replay, tabular
 from pearl_fpga.spec.kernels import KERNELS
@@ -135,15 +136,12 @@ def _kernel_module(modules: ET.Element, b: Block) -> None:
 
 
 def _dma_module(modules: ET.Element, b: Block, kernel_ip: str) -> None:
-    width = 8 * KERNELS[b.kernel].in_word_bytes
     m = ET.SubElement(modules, "MODULE", FULLNAME=f"/{b.name}", INSTANCE=b.name, IPTYPE="PERIPHERAL",
                       MODCLASS="PERIPHERAL", MODTYPE="axi_dma", VLNV="xilinx.com:ip:axi_dma:7.1")
-    # as hls/scripts/zynq_bd.tcl configures it (64-bit memory side, no realignment engine)
-    config = {"C_INCLUDE_SG": 0, "C_SG_LENGTH_WIDTH": 26, "C_INCLUDE_MM2S": 1, "C_INCLUDE_S2MM": 1,
-              "C_INCLUDE_MM2S_DRE": 0, "C_INCLUDE_S2MM_DRE": 0, "C_M_AXI_MM2S_DATA_WIDTH": 64,
-              "C_M_AXI_S2MM_DATA_WIDTH": 64, "C_M_AXIS_MM2S_TDATA_WIDTH": width,
-              "C_S_AXIS_S2MM_TDATA_WIDTH": width, "C_MM2S_BURST_SIZE": 16, "C_S2MM_BURST_SIZE": 16,
-              "C_MICRO_DMA": 0, "C_ADDR_WIDTH": 32}
+    # the parameters hls/scripts/zynq_bd.tcl sets, from the same table (pearl_fpga.board.catalog.axi_dma_config),
+    # and the IP's defaults for the rest (both channels, no realignment engine, 32-bit addresses)
+    config = {"C_INCLUDE_MM2S": 1, "C_INCLUDE_S2MM": 1, "C_INCLUDE_MM2S_DRE": 0, "C_INCLUDE_S2MM_DRE": 0,
+              "C_MICRO_DMA": 0, "C_ADDR_WIDTH": 32, **{name.upper(): value for name, value in axi_dma_config(b.kernel).items()}}
     # Vivado writes each setting twice: as the HDL generic (C_...) and as the IP's user parameter
     # (c_...), which is the one pynq's DMA driver reads
     _params(m, {"C_BASEADDR": hex(b.base), "C_HIGHADDR": hex(b.base + SPAN - 1), **config,
