@@ -196,9 +196,9 @@ class Trainer:
         """Lock the checkpoint directory, check that it is writable, and put back the newest complete
         copy a crash left (removing temporary copies), before the first step."""
         assert self.checkpoint_dir is not None
+        check_writable(self.checkpoint_dir)
         self._lock = checkpoint_lock(self.checkpoint_dir).acquire()
         try:
-            check_writable(self.checkpoint_dir)
             recover_checkpoint(self.checkpoint_dir)
         except BaseException:
             self._lock.release()
