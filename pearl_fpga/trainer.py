@@ -232,13 +232,7 @@ class Trainer:
             self._stop_signum = signum
 
     def _stop_at_boundary(self) -> None:
-        path = None
-        if self.checkpoint_dir is not None:
-            self._saving = True
-            try:
-                path = self.save(self.checkpoint_dir)
-            finally:
-                self._saving = False
+        path = self.save(self.checkpoint_dir) if self.checkpoint_dir is not None else None
         why = signal.Signals(self._stop_signum).name if self._stop_signum is not None else "request_stop()"
         raise TrainingInterrupted(f"stopped by {why} at env step {self.env_steps:,}"
                                   + (f"; checkpoint written to {path}" if path is not None else ""),
@@ -463,8 +457,12 @@ class Trainer:
         self._check_finite(full=True)
         ours = self._lock is not None and self.checkpoint_dir is not None and \
             Path(self.checkpoint_dir).absolute() == directory.absolute()
-        with contextlib.nullcontext() if ours else checkpoint_lock(directory):
-            path = self._write(directory)
+        saving, self._saving = self._saving, True  # a second signal now waits for the write to finish
+        try:
+            with contextlib.nullcontext() if ours else checkpoint_lock(directory):
+                path = self._write(directory)
+        finally:
+            self._saving = saving
         self._last_checkpoint = (path, self.env_steps)
         return path
 

@@ -5,6 +5,7 @@ prioritized buffer on the replay kernel (pearl_fpga.PrioritizedReplayBuffer), be
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from pearl_fpga.errors import CheckpointError, DivergenceError
 
 FIELDS = ("obs", "action", "reward", "next_obs", "done")
 NONFINITE_MODES = ("error", "drop")
+_SUMMED = ("obs", "next_obs", "reward", "action")  # done comes from bool(terminated)
 _WHAT = {"obs": "observation (obs)", "next_obs": "observation (next_obs)", "reward": "reward", "action": "action",
          "done": "done flag", "td_errors": "initial TD error"}
 
@@ -22,11 +24,20 @@ class _Guard:
     """Refuses (or counts and drops) non-finite transitions before they reach a buffer: one NaN in the
     replay turns every later gradient step into NaN."""
 
-    env_id = "the environment"
+    env_id = ""
     on_nonfinite = "error"
     dropped = 0  # transitions dropped for non-finite values (on_nonfinite="drop")
 
     def _finite(self, t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        # One sum per field is the cheap test (a NaN or inf anywhere makes it non-finite); only then
+        # (or when finite values overflow the sum) is each row examined.
+        total = 0.0
+        for f in _SUMMED:
+            total += np.add.reduce(t[f], axis=None, dtype=np.float64)
+        if "td_errors" in t:
+            total += np.add.reduce(t["td_errors"], axis=None, dtype=np.float64)
+        if math.isfinite(total):
+            return t
         bad: np.ndarray | None = None
         field = ""
         for f in (*FIELDS, "td_errors"):
@@ -52,7 +63,7 @@ class _Guard:
                                   "its weights diverged; lower learning_rate (or set max_grad_norm) and resume "
                                   "from the last checkpoint")
         raise DivergenceError(
-            f"env {self.env_id} returned a non-finite {_WHAT[field]} ({value}) "
+            f"{f'env {self.env_id}' if self.env_id else 'the environment'} returned a non-finite {_WHAT[field]} ({value}) "
             f"in {n} of {len(bad)} transitions; nothing of this batch was stored. Fix the environment (or wrap it to "
             "clip its values), or set nonfinite_transitions=drop (--set nonfinite_transitions=drop) to count and "
             "drop such transitions")
