@@ -45,7 +45,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--logdir", type=Path, default=None, help="where logs go (default runs/<algo>-<env>-s<seed>)")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="checkpoint directory (default <logdir>/checkpoint)")
     parser.add_argument("--checkpoint-freq", type=int, default=None, help="env steps between checkpoints (default 10000)")
-    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir up to --steps")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from --checkpoint-dir up to --steps; of the settings given again, the run's "
+                             "length, evaluation, checkpoint and engine settings are applied, any other that differs "
+                             "from the checkpoint is refused with the list (docs/training.md)")
     parser.add_argument("--eval-episodes", type=int, default=None,
                         help="episodes of the final evaluation (default 20; tabular: the preset's)")
     parser.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard event file")
