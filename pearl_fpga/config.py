@@ -95,6 +95,9 @@ class TrainConfig:
     """Env steps between periodic checkpoints (0 = only at the end and on Ctrl-C)."""
     learner_threads: int = 0
     """torch intra-op threads of the learner; 0 = chosen by measurement while training (runtime.threads)."""
+    nonfinite_transitions: str = "error"
+    """What a transition with a NaN or infinite value (obs, reward, action) does at replay insert: "error"
+    stops the run naming the env and the field; "drop" counts it (faults: nonfinite_dropped) and drops it."""
     # The distribution policy: where actors and replay run. The algorithm does not see these fields.
     engine: str = "auto"
     """Execution engine: "inline", "processes" (`workers` actor processes), "ray" (`actors` Ray actors and
@@ -194,6 +197,8 @@ class TrainConfig:
             raise ValueError("TrainConfig: per_alpha, max_grad_norm and action_noise_std must be >= 0 and per_eps > 0")
         if self.batch_size > self.buffer_size:
             raise ValueError(f"TrainConfig.batch_size ({self.batch_size}) exceeds buffer_size ({self.buffer_size})")
+        if self.nonfinite_transitions not in ("error", "drop"):
+            raise ValueError(f"TrainConfig.nonfinite_transitions must be 'error' or 'drop', got {self.nonfinite_transitions!r}")
         self._validate_distribution()
         if self.workers > 64:
             raise ValueError(f"TrainConfig.workers must be <= 64, got {self.workers}")

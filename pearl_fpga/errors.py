@@ -23,3 +23,23 @@ class ManifestError(PearlError, ValueError):
 
 class EngineError(PearlError, RuntimeError):
     """An execution engine cannot start or lost what it cannot recover (e.g. an unreachable Ray cluster)."""
+
+
+class DivergenceError(PearlError, RuntimeError):
+    """Training produced a non-finite loss, weight or TD error, or an env a non-finite transition."""
+
+
+class DirectoryInUse(PearlError, RuntimeError):
+    """Another run holds the lock of a log or checkpoint directory."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """train() stopped at a step boundary after SIGINT, SIGTERM or Trainer.request_stop().
+
+    `signum` is the signal (None for request_stop), `checkpoint` the directory written at the stop
+    (None when the Trainer has no checkpoint_dir)."""
+
+    def __init__(self, message: str, signum: int | None = None, checkpoint: object = None) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.checkpoint = checkpoint

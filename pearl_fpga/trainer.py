@@ -16,7 +16,10 @@ honours that schedule, and the algorithm is the same in all of them.
 from __future__ import annotations
 
 import contextlib
+import math
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,9 +30,9 @@ import torch
 
 from pearl_fpga.algos import Batch, make_algo
 from pearl_fpga.config import TrainConfig
-from pearl_fpga.errors import CheckpointError
-from pearl_fpga.runtime.checkpoint import (as_tuple, np_global_state, read_checkpoint, set_np_global_state,
-                                         sigint_ignored, write_checkpoint)
+from pearl_fpga.errors import CheckpointError, DirectoryInUse, DivergenceError, EngineError, TrainingInterrupted
+from pearl_fpga.runtime.checkpoint import (as_tuple, check_writable, checkpoint_lock, np_global_state, read_checkpoint,
+                                         recover_checkpoint, set_np_global_state, write_checkpoint)
 from pearl_fpga.runtime.engines import make_engine, resolve_engine
 from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollout
 from pearl_fpga.runtime.placement import Placement, parse_placement
@@ -44,6 +47,13 @@ from pearl_fpga.runtime.vocabulary import TASKS
 
 
 ProgressFn = Callable[[Stats], None]
+
+RESUMABLE_FIELDS = ("total_steps", "eval_freq", "eval_episodes", "checkpoint_freq", "workers", "engine", "actors",
+                    "ray_address", "actor_resources", "shard_resources", "max_actor_lag", "learner_threads",
+                    "nonfinite_transitions")
+"""TrainConfig fields a resumed run may change (Trainer.load(overrides=...), `train --resume`): the run's
+length, evaluation and checkpoint intervals, and where actors run. Every other field (the algorithm's
+hyper-parameters, the replay's kind and size, the network) is fixed by the checkpoint."""
 
 
 class Trainer:
@@ -126,34 +136,111 @@ class Trainer:
         self._loss_sum: float | torch.Tensor = 0.0
         self._loss_count = 0
         self._last_loss = float("nan")
+        self._loss_known = False
+        self._nonfinite_loss: float | None = None  # a non-finite mean loss that stats() consumed
+        self._stop_requested = False
+        self._stop_signum: int | None = None
+        self._saving = False
+        self._lock: Any = None  # the checkpoint directory's lock while train() runs
+        self._last_checkpoint: tuple[Path, int] | None = None  # (directory, env step) of the last good one
 
     # ------------------------------------------------------------------ public API
     def train(self, steps: int, progress: ProgressFn | None = None, progress_interval: float = 0.5) -> Stats:
         """Run `steps` more env steps (and the gradient steps the schedule allows by then).
 
-        Ctrl-C (KeyboardInterrupt) writes a checkpoint when `checkpoint_dir` is set, then re-raises.
+        SIGINT (Ctrl-C) and SIGTERM only set a flag (as request_stop() does): at the next step boundary
+        a checkpoint is written when `checkpoint_dir` is set, and TrainingInterrupted (a
+        KeyboardInterrupt) is raised. A second signal before that stops at once, without a checkpoint
+        (the last complete one is kept). While training, the checkpoint directory is locked against
+        other runs. A non-finite loss, weight or TD error raises DivergenceError; nothing non-finite is
+        saved.
         """
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"steps must be a positive integer, got {steps!r}")
         end = self.env_steps + steps
+        self._stop_requested, self._stop_signum = False, None
+        if self.checkpoint_dir is not None:
+            self._open_checkpoint_dir()
+        handlers = self._install_signal_handlers()
         self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "end": end,
                      "progress": progress, "interval": progress_interval, "last": 0.0}
         try:
-            self.engine.run(self, end)
-        except KeyboardInterrupt:
-            if self.checkpoint_dir is not None:
-                with sigint_ignored():
+            try:
+                self.engine.run(self, end)
+            except EngineError as exc:
+                # raised at a step boundary (e.g. a crash-looping worker): the learner's state is whole
+                if getattr(exc, "at_boundary", False) and self.checkpoint_dir is not None:
                     self.save(self.checkpoint_dir)
-            raise
+                raise
+            finally:
+                self._run["stop"] = time.perf_counter()
+                self.engine.stop()
+            if self._stop_requested:
+                self._stop_at_boundary()
+            if self.checkpoint_dir is not None:
+                self.save(self.checkpoint_dir)
+            else:
+                self._check_finite(full=True)
         finally:
-            self._run["stop"] = time.perf_counter()
-            self.engine.stop()
-        if self.checkpoint_dir is not None:
-            self.save(self.checkpoint_dir)
+            self._restore_signal_handlers(handlers)
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
         stats = self.stats()
         if progress is not None:
             progress(stats)
         return stats
+
+    def request_stop(self) -> None:
+        """Ask a running train() to stop at the next step boundary, writing a checkpoint when
+        `checkpoint_dir` is set (what SIGINT and SIGTERM do); safe from any thread or a progress callback."""
+        self._stop_requested = True
+
+    def _open_checkpoint_dir(self) -> None:
+        """Lock the checkpoint directory, check that it is writable, and put back the newest complete
+        copy a crash left (removing temporary copies), before the first step."""
+        assert self.checkpoint_dir is not None
+        check_writable(self.checkpoint_dir)
+        self._lock = checkpoint_lock(self.checkpoint_dir).acquire()
+        try:
+            recover_checkpoint(self.checkpoint_dir)
+        except BaseException:
+            self._lock.release()
+            self._lock = None
+            raise
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}  # signals reach only the main thread; request_stop() still works
+        old = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                old[sig] = signal.signal(sig, self._on_signal)
+            except (ValueError, OSError):
+                pass
+        return old
+
+    @staticmethod
+    def _restore_signal_handlers(old: dict[int, Any]) -> None:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        # Only a flag: the handler runs between two bytecodes of whatever was running (an optimizer step,
+        # a sum-tree update), where a checkpoint would be torn.
+        if self._stop_requested and not self._saving:
+            raise TrainingInterrupted(f"{signal.Signals(signum).name} again: stopped at once without a new checkpoint "
+                                      "(the last complete one is kept)", signum, None)
+        self._stop_requested = True
+        if self._stop_signum is None:
+            self._stop_signum = signum
+
+    def _stop_at_boundary(self) -> None:
+        path = self.save(self.checkpoint_dir) if self.checkpoint_dir is not None else None
+        why = signal.Signals(self._stop_signum).name if self._stop_signum is not None else "request_stop()"
+        raise TrainingInterrupted(f"stopped by {why} at env step {self.env_steps:,}"
+                                  + (f"; checkpoint written to {path}" if path is not None else ""),
+                                  self._stop_signum, path)
 
     def evaluate(self, episodes: int = 20, seed: int | None = None) -> EvalResult:
         """Mean return of the best policy kept by periodic evaluation (else the current one), on
@@ -179,10 +266,14 @@ class Trainer:
         if self._loss_count:
             self._last_loss = float(self._loss_sum) / self._loss_count
             self._loss_sum, self._loss_count = 0.0, 0
+            self._loss_known = True
+            if not math.isfinite(self._last_loss):
+                self._nonfinite_loss = self._last_loss
         return Stats(
             env_steps=self.env_steps, grad_steps=self.grad_steps, episodes=self.episodes,
             target_steps=run["end"] if run else self.env_steps, elapsed=elapsed,
             recent_return=float(np.mean(recent)) if recent else float("nan"), loss=self._last_loss,
+            loss_known=self._loss_known,
             best_eval=float(self.best["mean"]) if self.best else float("nan"),
             worker_restarts=self.faults()["actor_restarts"], shard_restarts=self.faults()["shard_restarts"],
             transitions_lost=self.faults()["transitions_lost"],
@@ -191,8 +282,9 @@ class Trainer:
 
     def faults(self) -> dict[str, int]:
         """Actor restarts, replay-shard restarts and the transitions lost with them, over the whole run."""
-        out = {"actor_restarts": 0, "shard_restarts": 0, "transitions_lost": 0}
-        for source in (self._faults_before, self.engine.report()):
+        out = {"actor_restarts": 0, "shard_restarts": 0, "transitions_lost": 0, "nonfinite_dropped": 0}
+        for source in (self._faults_before, self.engine.report(),
+                       {"nonfinite_dropped": getattr(self.replay, "dropped", 0)}):
             for key, value in source.items():
                 out[key] = out.get(key, 0) + int(value)
         return out
@@ -267,8 +359,11 @@ class Trainer:
             if self.logger is not None:
                 self.logger.progress(stats)
             run["progress"](stats)
+        if self._stop_requested:
+            self._stop_at_boundary()
 
     def _periodic_eval(self) -> None:
+        self._check_finite(full=False)
         with self.timer.time("eval"):
             weights = {k: v.detach().cpu().clone() for k, v in self.algo.policy_module.state_dict().items()}
             self.eval_policy.load_weights(weights)
@@ -304,11 +399,16 @@ class Trainer:
             with timer.time("learn"), self._timed_step():
                 batch = Batch.from_numpy(data, self.algo.device, discrete=self.spec.discrete)
                 loss, td = self.algo.learn(batch)
+                if isinstance(loss, float) and not math.isfinite(loss):  # the fused CPU step: no sync needed
+                    self._diverged(f"the loss of gradient step {g + 1:,} is {loss}")
                 self._loss_sum = self._loss_sum + loss
                 self._loss_count += 1
             if self.replay.prioritized:
                 with timer.time("replay_update"):
-                    self.replay.update_priorities(data["indices"], td.cpu().numpy())
+                    td_np = td.cpu().numpy()
+                    if not np.isfinite(td_np).all():
+                        self._diverged(f"the TD errors of gradient step {g + 1:,} are not finite")
+                    self.replay.update_priorities(data["indices"], td_np)
             self.grad_steps += 1
             if self.grad_steps % cfg.sync_interval == 0:
                 self._sync_weights()
@@ -317,8 +417,35 @@ class Trainer:
         return self.learner_threads.step() if self.learner_threads is not None else contextlib.nullcontext()
 
     def _sync_weights(self) -> None:
+        self._check_finite(full=False)  # before actors (a kernel actor quantizes them) see the weights
         with self.timer.time("weight_sync"):
             self.engine.broadcast(self, self.algo.policy_module.state_dict())
+
+    def _check_finite(self, full: bool) -> None:
+        """DivergenceError when the losses since the last report, or the policy's weights (full: every
+        tensor of the algorithm, optimizer moments included), hold a NaN or an infinity."""
+        if self._loss_count:
+            mean = float(self._loss_sum) / self._loss_count
+            if not math.isfinite(mean):
+                self._diverged(f"the mean loss of the last {self._loss_count:,} gradient steps is {mean}")
+        if self._nonfinite_loss is not None:
+            self._diverged(f"the mean loss was {self._nonfinite_loss}")
+        where = _nonfinite(self.algo.state_dict() if full else self.algo.policy_module.state_dict(),
+                           "" if full else "policy.")
+        if where is not None:
+            self._diverged(f"the weights are not finite ({where})")
+
+    def _diverged(self, cause: str) -> None:
+        cfg = self.config
+        if self._last_checkpoint is not None:
+            path, step = self._last_checkpoint
+            kept = f"the last checkpoint, {path} (env step {step:,}), is intact"
+        else:
+            kept = "no checkpoint of this run was written before"
+        raise DivergenceError(f"training diverged at env step {self.env_steps:,}, after {self.grad_steps:,} gradient steps: "
+                              f"{cause}. Lower learning_rate (now {cfg.learning_rate:g}) or clip the gradients "
+                              f"(max_grad_norm, now {cfg.max_grad_norm:g}) and start again or resume; {kept}, "
+                              "nothing non-finite was saved")
 
     def policy_weights(self) -> dict[str, torch.Tensor]:
         """A CPU copy of the current policy network's weights (for actors)."""
@@ -326,7 +453,32 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, directory: str | Path) -> Path:
-        """Write a checkpoint atomically (temporary dir + rename): state.pt + manifest.json."""
+        """Write a checkpoint (state.pt + manifest.json) crash-consistently: to a temporary directory,
+        read back and checked, then renamed into place (runtime.checkpoint.write_checkpoint). Refuses
+        (DivergenceError) a state with non-finite weights; CheckpointError on a write error (the
+        previous checkpoint is kept)."""
+        directory = Path(directory)
+        self._check_finite(full=True)
+        ours = self._lock is not None and self.checkpoint_dir is not None and \
+            Path(self.checkpoint_dir).absolute() == directory.absolute()
+        saving, self._saving = self._saving, True  # a second signal now waits for the write to finish
+        try:
+            with contextlib.nullcontext() if ours else checkpoint_lock(directory):
+                path = self._write(directory)
+        finally:
+            self._saving = saving
+        self._last_checkpoint = (path, self.env_steps)
+        return path
+
+    def _check_saved(self, manifest: dict[str, Any], state: dict[str, Any]) -> None:
+        """What a checkpoint read back must pass before it replaces the previous one."""
+        check = getattr(self.replay, "check_state_dict", None)
+        if check is not None:
+            check(state["replay"])
+        if manifest["counters"]["env_steps"] != self.env_steps or manifest["counters"]["grad_steps"] != self.grad_steps:
+            raise CheckpointError("its counters differ from the trainer's")
+
+    def _write(self, directory: Path) -> Path:
         state = {
             "algo": self.algo.state_dict(),
             "replay": self.replay.state_dict(),
@@ -339,37 +491,52 @@ class Trainer:
             "episode_log": np.asarray(self.episode_log, dtype=np.float64).reshape(-1, 3),
             "eval_log": np.asarray(self.eval_log, dtype=np.float64).reshape(-1, 3),
         }
-        return write_checkpoint(Path(directory), state, {
+        return write_checkpoint(directory, state, {
             "algo": self.config.algo, "env_id": self.config.env_id, "seed": self.seed,
             "placement": str(self.placement), "config": self.config.to_dict(),
             "counters": {"env_steps": self.env_steps, "grad_steps": self.grad_steps, "episodes": self.episodes,
                          "target_checked": self.target_checked, "faults": self.faults(),
                          "worker_restarts": self.faults()["actor_restarts"]},
-        })
+        }, check=self._check_saved)
 
     @classmethod
     def load(cls, directory: str | Path, placement: str | Placement | dict | None = None,
              workers: int | None = None, logger: Any = None, checkpoint_dir: str | Path | None = None,
-             engine: str | None = None, ray_address: str | None = None, expect: dict[str, Any] | None = None) -> Trainer:
+             engine: str | None = None, ray_address: str | None = None, expect: dict[str, Any] | None = None,
+             overrides: dict[str, Any] | None = None) -> Trainer:
         """Restore a Trainer from `save()`. Networks, optimizers, replay, RNGs, envs and counters come
         back; `placement`/`workers` may differ from the saved run. `expect` (e.g. {"algo": "dqn",
-        "env_id": "CartPole-v1"}) must match the manifest. Raises CheckpointError, touching nothing."""
+        "env_id": "CartPole-v1"}) must match the manifest. `overrides` are TrainConfig fields asked for
+        by the resuming run: those of RESUMABLE_FIELDS are applied, a different value of any other
+        field raises CheckpointError listing the differences.
+
+        When a crash left the newest complete copy beside `directory` (a `.tmp-`/`.old-` sibling), it
+        is put back in place first. Raises CheckpointError, touching nothing: the process-global RNGs
+        (seeded by the Trainer) are restored on any failure."""
         directory = Path(directory)
-        manifest, state = read_checkpoint(directory, expect)
+        rngs = _global_rng_state()
         try:
-            config = TrainConfig.from_dict(manifest["config"])
-        except ValueError as exc:
-            raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
-        trainer = cls(algo=config.algo, env=config.env_id,
-                      placement=placement if placement is not None else manifest["placement"],
-                      config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,
-                      checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address)
-        try:
-            trainer._restore(state, manifest["counters"])
-        except CheckpointError:
+            manifest, state = _read_newest(directory, expect)
+            try:
+                config = TrainConfig.from_dict(manifest["config"])
+            except ValueError as exc:
+                raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
+            if overrides:
+                config = _resumed_config(config, overrides, directory)
+            trainer = cls(algo=config.algo, env=config.env_id,
+                          placement=placement if placement is not None else manifest["placement"],
+                          config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,
+                          checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address)
+            try:
+                trainer._restore(state, manifest["counters"])
+            except CheckpointError:
+                raise
+            except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as exc:
+                raise CheckpointError(f"checkpoint {directory} does not fit this trainer: {exc}") from exc
+        except BaseException:
+            _set_global_rng_state(rngs)
             raise
-        except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as exc:
-            raise CheckpointError(f"checkpoint {directory} does not fit this trainer: {exc}") from exc
+        trainer._last_checkpoint = (directory, trainer.env_steps)
         return trainer
 
     def _restore(self, state: dict[str, Any], counters: dict[str, int]) -> None:
@@ -390,3 +557,76 @@ class Trainer:
         self.target_checked = int(counters["target_checked"])
         faults = counters.get("faults", {"actor_restarts": counters.get("worker_restarts", 0)})
         self._faults_before = {k: int(v) for k, v in faults.items()}
+
+
+def _nonfinite(obj: Any, prefix: str = "") -> str | None:
+    """Name and value of the first floating tensor in `obj` (nested dicts/lists) holding NaN or inf."""
+    if isinstance(obj, torch.Tensor):
+        if obj.is_floating_point() and not bool(torch.isfinite(obj).all()):
+            bad = obj[~torch.isfinite(obj)].flatten()[0].item()
+            return f"{prefix.rstrip('.')} holds {bad}"
+        return None
+    if isinstance(obj, dict):
+        items: Any = obj.items()
+    elif isinstance(obj, (list, tuple)):
+        items = enumerate(obj)
+    else:
+        return None
+    for key, value in items:
+        found = _nonfinite(value, f"{prefix}{key}.")
+        if found is not None:
+            return found
+    return None
+
+
+def _global_rng_state() -> dict[str, Any]:
+    out = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = torch.cuda.get_rng_state_all()
+    return out
+
+
+def _set_global_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _read_newest(directory: Path, expect: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """read_checkpoint, after putting back the newest complete copy a crash left beside `directory`
+    (only when no other run holds the directory's lock: a live run's copies are its own business)."""
+    lock = None
+    if directory.parent.is_dir():
+        try:
+            lock = checkpoint_lock(directory).acquire()
+        except DirectoryInUse:
+            lock = None  # another run, or a read-only place: read what is there
+    try:
+        if lock is not None:
+            try:
+                recover_checkpoint(directory)
+            except OSError:
+                pass  # cannot rename here (read-only): read what is in place
+        return read_checkpoint(directory, expect)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _resumed_config(config: TrainConfig, overrides: dict[str, Any], directory: Path) -> TrainConfig:
+    """The checkpoint's config with the resumable `overrides` applied; CheckpointError listing every
+    field whose asked value differs from the checkpoint's but may not change on resume."""
+    try:
+        asked = TrainConfig.from_dict({**config.to_dict(), **overrides})
+    except ValueError as exc:
+        raise CheckpointError(f"resuming {directory}: {exc}") from exc
+    changed = [name for name in overrides if getattr(asked, name) != getattr(config, name)]
+    fixed = [name for name in changed if name not in RESUMABLE_FIELDS]
+    if fixed:
+        diffs = "; ".join(f"{name}: checkpoint {getattr(config, name)!r}, asked {getattr(asked, name)!r}" for name in fixed)
+        raise CheckpointError(f"cannot resume {directory} with different settings ({diffs}). These are fixed by the "
+                              "checkpoint: resume without them, or start a new run (another --logdir). A resumed run may "
+                              f"change only {', '.join(RESUMABLE_FIELDS)}")
+    return asked

@@ -129,3 +129,20 @@ def test_set_overrides_any_field_with_clear_errors(tmp_path, capsys):
     assert "FIELD=VALUE" in _out(capsys)
     assert main(["bench", "train", "--set", "learning_rate=-1", "--steps", "10", "--no-sb3"]) == 2
     assert "learning_rate" in _out(capsys)
+
+
+def test_resume_applies_what_may_change_and_refuses_the_rest(tmp_path, capsys):
+    logdir = tmp_path / "run"
+    args = ["train", "--steps", "300", "--placement", "cpu", "--no-tensorboard", "--config", str(_config(tmp_path)),
+            "--logdir", str(logdir), "--eval-episodes", "1"]
+    assert main(args) == 0
+    capsys.readouterr()
+    # was: exit 0 with the old settings
+    assert main([*args, "--resume", "--per", "--set", "learning_rate=0.01"]) == 2
+    out = _out(capsys)
+    assert "learning_rate: checkpoint 0.0023, asked 0.01" in out and "per: checkpoint False, asked True" in out
+    assert "may change only total_steps" in out
+    assert main([*args[:2], "400", *args[3:], "--resume", "--set", "eval_freq=50"]) == 0
+    assert "resumed" in _out(capsys)
+    rows = list(csv.DictReader(open(logdir / "evaluations.csv")))
+    assert [int(r["env_step"]) for r in rows] == [200, 350, 400]  # eval_freq 200 before the resume, 50 after

@@ -1,12 +1,14 @@
 """`pearl-fpga train`: train DQN or DDPG with the kernels in the loop, with live progress, CSV and
-TensorBoard logs, checkpoints (periodic, at the end and on Ctrl-C), a PNG learning curve and a
-per-task summary table."""
+TensorBoard logs, checkpoints (periodic, at the end and on Ctrl-C or SIGTERM), a PNG learning curve and
+a per-task summary table. A run locks its log directory; `--resume` applies the settings a resumed
+run may change (trainer.RESUMABLE_FIELDS) and refuses the others, listing them."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import signal
 import sys
 import time
 from pathlib import Path
@@ -43,7 +45,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--logdir", type=Path, default=None, help="where logs go (default runs/<algo>-<env>-s<seed>)")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="checkpoint directory (default <logdir>/checkpoint)")
     parser.add_argument("--checkpoint-freq", type=int, default=None, help="env steps between checkpoints (default 10000)")
-    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint-dir up to --steps")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from --checkpoint-dir up to --steps; of the settings given again, the run's "
+                             "length, evaluation, checkpoint and engine settings are applied, any other that differs "
+                             "from the checkpoint is refused with the list (docs/training.md)")
     parser.add_argument("--eval-episodes", type=int, default=None,
                         help="episodes of the final evaluation (default 20; tabular: the preset's)")
     parser.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard event file")
@@ -66,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from rich.console import Console
 
-    from pearl_fpga.errors import PearlError
+    from pearl_fpga.errors import PearlError, TrainingInterrupted
+    from pearl_fpga.runtime.checkpoint import DirLock
     from pearl_fpga.runtime.logger import RunLogger, plot_learning_curve
     from pearl_fpga.trainer import Trainer
 
@@ -86,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         if args.checkpoint_freq is not None or not config.checkpoint_freq:
             config = build_config(args, args.algo, args.env, **overrides,
                                   checkpoint_freq=args.checkpoint_freq if args.checkpoint_freq is not None else 10_000)
+        asked = _asked_fields(args, config) if args.resume else {}
     except ValueError as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
@@ -108,14 +115,15 @@ def run(args: argparse.Namespace) -> int:
     ckpt = args.checkpoint_dir or logdir / "checkpoint"
     logger = None
     trainer = None
+    lock = DirLock(logdir / ".lock", "log directory")
+    old_term = _terminate_as_interrupt()
     try:
+        lock.acquire()  # before the logger: a second run on this logdir must not truncate its CSV files
         logger = RunLogger(logdir, tensorboard=not args.no_tensorboard, append=args.resume)
         if args.resume:
             trainer = Trainer.load(ckpt, placement=placement, workers=args.workers, logger=logger, checkpoint_dir=ckpt,
                                    engine=args.engine, ray_address=args.ray_address,
-                                   expect={"algo": config.algo, "env_id": config.env_id})
-            if args.steps is not None:
-                trainer.config.total_steps = args.steps
+                                   expect={"algo": config.algo, "env_id": config.env_id}, overrides=asked)
             console.print(f"resumed {ckpt} at env step {trainer.env_steps:,}")
         else:
             trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=args.seed,
@@ -127,18 +135,25 @@ def run(args: argparse.Namespace) -> int:
         if remaining > 0:
             _train_with_progress(trainer, remaining, console)
         result = trainer.evaluate(args.eval_episodes)
-    except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted[/yellow]: checkpoint written to {ckpt}; continue with "
-                      f"--resume --logdir {logdir}" + (f" --checkpoint-dir {ckpt}" if args.checkpoint_dir else ""))
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, TrainingInterrupted) and exc.signum else signal.SIGINT
+        again = f"continue with --resume --logdir {logdir}" + (f" --checkpoint-dir {ckpt}" if args.checkpoint_dir else "")
+        if isinstance(exc, TrainingInterrupted) and exc.checkpoint is not None:
+            console.print(f"[yellow]interrupted[/yellow] ({exc}); {again}")
+        else:
+            console.print(f"[yellow]interrupted[/yellow] ({exc or signal.Signals(signum).name}): no new checkpoint; the "
+                          f"last complete one in {ckpt}, if any, is kept; {again}")
+        return 128 + int(signum)
     except (PearlError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         return 2
     finally:
+        signal.signal(signal.SIGTERM, old_term)
         if logger is not None:
             logger.close()
         if trainer is not None:
             trainer.close()
+        lock.release()
 
     png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
                               f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
@@ -152,6 +167,35 @@ def run(args: argparse.Namespace) -> int:
     if plan is not None:
         plan.report(measured)
     return 0
+
+
+def _terminate_as_interrupt() -> Any:
+    """SIGTERM outside train() (start-up, final evaluation) ends the command like Ctrl-C, through the
+    finally blocks (logs closed, locks released); inside train() the Trainer's own handler applies."""
+    from pearl_fpga.errors import TrainingInterrupted
+
+    def handler(signum: int, frame: Any) -> None:
+        raise TrainingInterrupted("SIGTERM", signum, None)
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _asked_fields(args: argparse.Namespace, config: Any) -> dict[str, Any]:
+    """The TrainConfig fields this command line sets explicitly (--config, --set, --per, --steps,
+    --checkpoint-freq, the engine options), with their values in `config`: what --resume compares
+    with the checkpoint."""
+    from pearl_fpga.commands.config_args import parse_set
+
+    names = set(parse_set(getattr(args, "set", []) or []))
+    if args.config is not None:
+        names |= set(json.loads(Path(args.config).read_text()))
+    if args.per:
+        names.add("per")
+    flags = {"steps": "total_steps", "checkpoint_freq": "checkpoint_freq", "workers": "workers", "engine": "engine",
+             "actors": "actors", "replay_shards": "replay_shards", "ray_address": "ray_address"}
+    names |= {field for flag, field in flags.items() if getattr(args, flag) is not None}
+    names -= {"algo", "env_id"}  # checked against the checkpoint by Trainer.load(expect=...)
+    return {name: getattr(config, name) for name in sorted(names)}
 
 
 def _engine_text(config: Any, engine_obj: Any = None) -> str:
@@ -188,6 +232,8 @@ def _plan(algo: str, config: Any) -> Any:
 
 def _train_with_progress(trainer: Any, steps: int, console: Any) -> None:
     """Live rich progress on a terminal; a plain line every 10 s otherwise."""
+    from pearl_fpga.runtime.logger import loss_text
+
     if console.is_terminal:
         from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
@@ -201,7 +247,7 @@ def _train_with_progress(trainer: Any, steps: int, console: Any) -> None:
 
             def update(stats: Any) -> None:
                 progress.update(task, completed=stats.env_steps - start, rate=f"{stats.steps_per_s:,.0f} steps/s",
-                                ret=_fmt(stats.recent_return), loss=_fmt(stats.loss, 4))
+                                ret=_fmt(stats.recent_return), loss=loss_text(stats, 4) or "-")
 
             trainer.train(steps, progress=update)
         return
@@ -216,7 +262,7 @@ def _train_with_progress(trainer: Any, steps: int, console: Any) -> None:
         rate = stats.steps_per_s
         eta = (stats.target_steps - stats.env_steps) / rate if rate > 0 else float("nan")
         print(f"step {stats.env_steps:,}/{stats.target_steps:,}  {rate:,.0f} steps/s  ETA {_fmt(eta, 0)} s  "
-              f"return {_fmt(stats.recent_return)}  loss {_fmt(stats.loss, 4)}  best eval {_fmt(stats.best_eval)}",
+              f"return {_fmt(stats.recent_return)}  loss {loss_text(stats, 4) or '-'}  best eval {_fmt(stats.best_eval)}",
               file=sys.stderr if console.stderr else sys.stdout, flush=True)
 
     trainer.train(steps, progress=line, progress_interval=1.0)
@@ -276,6 +322,9 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
                   f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
                   f"actor restarts {trainer.worker_restarts}")
     faults = trainer.faults()
+    if faults.get("nonfinite_dropped"):
+        console.print(f"[yellow]transitions dropped for non-finite values (nonfinite_transitions=drop): "
+                      f"{faults['nonfinite_dropped']:,}[/yellow]")
     if faults["shard_restarts"]:
         console.print(f"[yellow]replay shard restarts {faults['shard_restarts']}, transitions lost with them "
                       f"{faults['transitions_lost']:,}[/yellow]")

@@ -116,8 +116,14 @@ def write_npz(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
     """Write `state` to `path` (.npz, no pickle): to a temporary file first, then renamed."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, **{key: np.asarray(value) for key, value in state.items()})
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **{key: np.asarray(value) for key, value in state.items()})
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk must not stay full of a partial copy
+        raise
     os.replace(tmp, path)
 
 

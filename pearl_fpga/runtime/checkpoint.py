@@ -5,19 +5,20 @@ numpy and RNG state into tensors and back."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
-import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from pearl_fpga.errors import CheckpointError
+from pearl_fpga.errors import CheckpointError, PearlError
 
 CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -25,31 +26,231 @@ STATE_FILE = "state.pt"
 MANIFEST_FILE = "manifest.json"
 
 
-def write_checkpoint(directory: Path, state: dict[str, Any], fields: dict[str, Any]) -> Path:
+# The writer opens its files through this name, so that tests can point it at a full disk.
+_open = open
+
+
+def write_checkpoint(directory: Path, state: dict[str, Any], fields: dict[str, Any],
+                     check: Callable[[dict[str, Any], dict[str, Any]], None] | None = None) -> Path:
     """Write `state` (tensors, numpy arrays, plain values) and a manifest of `fields` plus format,
-    version, checksum and date, atomically: a temporary directory renamed into place."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    torch.save(pack(state), tmp / STATE_FILE)
-    manifest = {
-        "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **fields,
-        "files": {STATE_FILE: {"sha256": sha256(tmp / STATE_FILE), "bytes": (tmp / STATE_FILE).stat().st_size}},
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-    for f in tmp.iterdir():
-        with open(f, "rb") as fh:
+    version, checksum and date as `directory`, crash-consistently:
+
+    1. everything goes to a temporary sibling `.NAME.tmp-PID` (the manifest last, both fsynced);
+    2. the copy is read back (checksum, tensors-only torch.load) and passed to `check`;
+    3. only then the previous checkpoint is renamed to `.NAME.old-PID`, the new one into place, and
+       the old one removed.
+
+    A crash at any point leaves a complete copy (`directory`, or one of the siblings), which
+    `recover_checkpoint` puts back in place. On a write error (full disk, read-only directory) or a
+    copy that does not load back, the temporary copy is removed and CheckpointError is raised; the
+    previous checkpoint is left as it was."""
+    parent = directory.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CheckpointError(_write_error(directory, exc)) from exc
+    tmp = parent / f".{directory.name}.tmp-{os.getpid()}"
+    try:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        # Through a file object of our own: a full disk is then an OSError (ENOSPC), not torch's
+        # "unexpected pos" RuntimeError.
+        with _open(tmp / STATE_FILE, "wb") as fh:
+            torch.save(pack(state), fh)
+            fh.flush()
             os.fsync(fh.fileno())
-    old = directory.parent / f".{directory.name}.old-{os.getpid()}"
-    if directory.exists():
-        directory.rename(old)
-    tmp.rename(directory)
+        manifest = {
+            "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **fields,
+            "files": {STATE_FILE: {"sha256": sha256(tmp / STATE_FILE), "bytes": (tmp / STATE_FILE).stat().st_size}},
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "created_ns": time.time_ns(),
+        }
+        with _open(tmp / MANIFEST_FILE, "w") as fh:
+            fh.write(json.dumps(manifest, indent=2) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        _fsync_dir(tmp)
+        try:
+            back_manifest, back_state = read_checkpoint(tmp)
+            if check is not None:
+                check(back_manifest, back_state)
+        except CheckpointError as exc:
+            raise CheckpointError(f"the new checkpoint does not load back, so it was discarded and the previous "
+                                  f"one at {directory} kept: {exc}") from exc
+    except PearlError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    except (OSError, RuntimeError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointError(_write_error(directory, exc)) from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = parent / f".{directory.name}.old-{os.getpid()}"
     if old.exists():
         shutil.rmtree(old)
+    if directory.exists():
+        directory.rename(old)
+    tmp.rename(directory)  # between the two renames the complete copies are `old` and `tmp`
+    _fsync_dir(parent)
+    shutil.rmtree(old, ignore_errors=True)
     return directory
+
+
+def _write_error(directory: Path, exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        why = "no space left on the device"
+        fix = "free some space or choose another --checkpoint-dir"
+    elif isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        why = "the directory is not writable"
+        fix = "fix its permissions or choose another --checkpoint-dir"
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+        fix = "check the disk and the directory, or choose another --checkpoint-dir"
+    return (f"cannot write the checkpoint {directory}: {why} ({exc}); {fix}. The partial copy was removed and "
+            "the previous checkpoint, if any, was kept")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _siblings(directory: Path) -> list[Path]:
+    """Copies a writer may have left beside `directory`: `.NAME.tmp-PID` and `.NAME.old-PID`."""
+    parent = directory.parent
+    if not parent.is_dir():
+        return []
+    return sorted(p for pattern in (f".{directory.name}.tmp-*", f".{directory.name}.old-*")
+                  for p in parent.glob(pattern) if p.is_dir())
+
+
+def complete_manifest(directory: Path) -> dict[str, Any] | None:
+    """The manifest of `directory` when it is a complete checkpoint (manifest valid, state.pt matching
+    its checksum), else None."""
+    try:
+        manifest = read_manifest(directory)
+        if sha256(directory / STATE_FILE) != manifest["files"][STATE_FILE]["sha256"]:
+            return None
+    except (CheckpointError, OSError):
+        return None
+    return manifest
+
+
+def recover_checkpoint(directory: Path) -> Path | None:
+    """Put the newest complete checkpoint that a crash left (in `directory` or a `.tmp-`/`.old-`
+    sibling) in place as `directory`, then remove the other siblings. Returns `directory`, or None when
+    no complete copy exists (then nothing is changed). Call it only while holding the directory's lock."""
+    directory = Path(directory)
+    found = []
+    for rank, path in enumerate([directory, *_siblings(directory)]):
+        manifest = complete_manifest(path) if path.is_dir() else None
+        if manifest is not None:
+            counters = manifest["counters"]
+            created = manifest.get("created_ns") if isinstance(manifest.get("created_ns"), int) else 0
+            # newest write first; on a tie the one in place
+            found.append(((created, counters["env_steps"], counters["grad_steps"], -rank), path))
+    if not found:
+        return None
+    best = max(found)[1]
+    if best != directory:
+        if directory.exists():
+            directory.rename(directory.parent / f".{directory.name}.old-{os.getpid()}-replaced")
+        best.rename(directory)
+        _fsync_dir(directory.parent)
+    for path in _siblings(directory):
+        shutil.rmtree(path, ignore_errors=True)
+    return directory
+
+
+def check_writable(directory: Path, what: str = "checkpoint directory") -> None:
+    """CheckpointError unless `directory`'s parent can take a checkpoint: it is created if missing and
+    a probe directory is made and removed in it (the writer renames siblings there)."""
+    parent = Path(directory).parent
+    probe = parent / f".{Path(directory).name}.probe-{os.getpid()}"
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        probe.mkdir(exist_ok=True)
+        (probe / "probe").write_bytes(b"")
+    except OSError as exc:
+        raise CheckpointError(f"the {what} {directory} is not writable ({exc}); fix its permissions or choose "
+                              "another --checkpoint-dir before training (nothing was trained)") from exc
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+
+
+class DirLock:
+    """An exclusive lock on a directory for the lifetime of a run: fcntl.flock on `<dir>/<name>`
+    (released by the kernel if the process dies). A second run on the same directory gets
+    DirectoryInUse at once, naming the process that holds it."""
+
+    def __init__(self, lock_file: Path, what: str) -> None:
+        self.path = Path(lock_file)
+        self.what = what
+        self._fh: Any = None
+
+    @property
+    def held(self) -> bool:
+        return self._fh is not None
+
+    def acquire(self) -> DirLock:
+        import fcntl
+
+        from pearl_fpga.errors import DirectoryInUse
+
+        if self._fh is not None:
+            return self
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(self.path, "a+")
+        except OSError as exc:
+            raise DirectoryInUse(f"cannot lock the {self.what} {self.path.parent} ({exc}); it must be a writable "
+                                 "directory: fix its permissions or choose another one") from exc
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            fh.close()
+            raise DirectoryInUse(f"the {self.what} {self.path.parent} is in use by another run (process {holder}); "
+                                 "wait for it to finish or stop it, or choose another directory") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def release(self) -> None:
+        if self._fh is not None:
+            import fcntl
+
+            try:
+                fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            finally:
+                self._fh.close()
+                self._fh = None
+
+    def __enter__(self) -> DirLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def checkpoint_lock(directory: Path) -> DirLock:
+    """The lock of a checkpoint directory: `.NAME.lock` beside it (the directory itself is replaced
+    by every write)."""
+    directory = Path(directory)
+    return DirLock(directory.parent / f".{directory.name}.lock", "checkpoint directory")
 
 
 def read_checkpoint(directory: Path, expect: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -146,17 +347,3 @@ def set_np_global_state(s: dict[str, Any]) -> None:
 
 def as_tuple(obj: Any) -> Any:
     return tuple(as_tuple(v) for v in obj) if isinstance(obj, (list, tuple)) else obj
-
-
-class sigint_ignored:
-    """Ignore a second Ctrl-C while the interrupt checkpoint is written."""
-
-    def __enter__(self) -> None:
-        try:
-            self._old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        except ValueError:  # not the main thread: nothing to guard
-            self._old = None
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)

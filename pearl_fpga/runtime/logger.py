@@ -51,11 +51,11 @@ class RunLogger:
     def progress(self, stats: Any) -> None:
         self._row("progress", ["env_step", "grad_steps", "elapsed_s", "env_steps_per_s", "loss", "recent_return"],
                   [stats.env_steps, stats.grad_steps, f"{stats.elapsed:.3f}", f"{stats.steps_per_s:.1f}",
-                   "" if math.isnan(stats.loss) else f"{stats.loss:.6f}",
+                   loss_text(stats, 6),
                    "" if math.isnan(stats.recent_return) else f"{stats.recent_return:.3f}"])
         if self.tb is not None:
             self.tb.add_scalar("time/env_steps_per_s", stats.steps_per_s, stats.env_steps)
-            if not math.isnan(stats.loss):
+            if stats.loss_known:  # a NaN loss is logged as NaN: it must not look like "no loss yet"
                 self.tb.add_scalar("train/loss", stats.loss, stats.env_steps)
 
     def message(self, text: str) -> None:
@@ -71,6 +71,18 @@ class RunLogger:
             self.tb.flush()
             self.tb.close()
             self.tb = None
+
+
+def loss_text(stats: Any, digits: int = 4) -> str:
+    """The loss for a log or a progress line: "" before the first gradient step, "nan"/"inf" when the
+    loss is not finite (never hidden as "no loss yet")."""
+    if not stats.loss_known:
+        return ""
+    if math.isnan(stats.loss):
+        return "nan"
+    if math.isinf(stats.loss):
+        return "inf" if stats.loss > 0 else "-inf"
+    return f"{stats.loss:.{digits}f}"
 
 
 def plot_learning_curve(episode_log: list[tuple[int, float, int]], eval_log: list[tuple[int, float, float]],

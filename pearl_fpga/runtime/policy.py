@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pearl_fpga.errors import BackendUnavailable
+from pearl_fpga.errors import BackendUnavailable, DivergenceError
 from pearl_fpga.runtime.placement import Placement
 
 
@@ -39,6 +39,12 @@ class ActorPolicy:
         """Take new weights from the learner (re-quantized for a kernel actor)."""
         self.module.load_state_dict(state_dict)
         if self.kernel is not None:
+            for name, tensor in self.module.state_dict().items():
+                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                    # say why, rather than the quantizer's "cannot choose a fixed-point format"
+                    raise DivergenceError(f"the policy weights are not finite ({name} holds NaN or inf): training "
+                                          "diverged; lower learning_rate or clip the gradients (max_grad_norm), then "
+                                          "start again or resume from the last checkpoint")
             self.kernel.load_weights(self.module)
 
     def deterministic(self, obs: np.ndarray) -> np.ndarray:

@@ -5,17 +5,71 @@ prioritized buffer on the replay kernel (pearl_fpga.PrioritizedReplayBuffer), be
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from pearl_fpga.runtime.schedule import allowed_gradient_steps
-from pearl_fpga.errors import CheckpointError
+from pearl_fpga.errors import CheckpointError, DivergenceError
 
 FIELDS = ("obs", "action", "reward", "next_obs", "done")
+NONFINITE_MODES = ("error", "drop")
+_SUMMED = ("obs", "next_obs", "reward", "action")  # done comes from bool(terminated)
+_WHAT = {"obs": "observation (obs)", "next_obs": "observation (next_obs)", "reward": "reward", "action": "action",
+         "done": "done flag", "td_errors": "initial TD error"}
 
 
-class UniformReplay:
+class _Guard:
+    """Refuses (or counts and drops) non-finite transitions before they reach a buffer: one NaN in the
+    replay turns every later gradient step into NaN."""
+
+    env_id = ""
+    on_nonfinite = "error"
+    dropped = 0  # transitions dropped for non-finite values (on_nonfinite="drop")
+
+    def _finite(self, t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        # One sum per field is the cheap test (a NaN or inf anywhere makes it non-finite); only then
+        # (or when finite values overflow the sum) is each row examined.
+        total = 0.0
+        for f in _SUMMED:
+            total += np.add.reduce(t[f], axis=None, dtype=np.float64)
+        if "td_errors" in t:
+            total += np.add.reduce(t["td_errors"], axis=None, dtype=np.float64)
+        if math.isfinite(total):
+            return t
+        bad: np.ndarray | None = None
+        field = ""
+        for f in (*FIELDS, "td_errors"):
+            a = np.asarray(t[f]) if f in t else None
+            if a is None or a.dtype.kind not in "fc" or np.isfinite(a).all():
+                continue
+            rows = ~np.isfinite(a.reshape(len(a), -1)).all(axis=1)
+            if bad is None:
+                bad, field = rows, f
+            else:
+                bad |= rows
+        if bad is None:
+            return t
+        n = int(bad.sum())
+        if self.on_nonfinite == "drop":
+            self.dropped += n
+            keep = ~bad
+            return {k: np.asarray(v)[keep] for k, v in t.items()}
+        value = np.asarray(t[field])[bad][0]
+        value = value.tolist() if hasattr(value, "tolist") else value
+        if field == "action":
+            raise DivergenceError(f"the policy chose a non-finite action ({value}) in {n} of {len(bad)} transitions: "
+                                  "its weights diverged; lower learning_rate (or set max_grad_norm) and resume "
+                                  "from the last checkpoint")
+        raise DivergenceError(
+            f"{f'env {self.env_id}' if self.env_id else 'the environment'} returned a non-finite {_WHAT[field]} ({value}) "
+            f"in {n} of {len(bad)} transitions; nothing of this batch was stored. Fix the environment (or wrap it to "
+            "clip its values), or set nonfinite_transitions=drop (--set nonfinite_transitions=drop) to count and "
+            "drop such transitions")
+
+
+class UniformReplay(_Guard):
     """Ring buffer of transitions sampled uniformly with replacement (as SB3's ReplayBuffer)."""
 
     prioritized = False
@@ -35,8 +89,12 @@ class UniformReplay:
         return self.size
 
     def add(self, t: dict[str, np.ndarray]) -> None:
-        """Insert a batch of transitions (arrays with a leading batch axis)."""
+        """Insert a batch of transitions (arrays with a leading batch axis); non-finite ones are refused
+        (DivergenceError) or dropped, as `on_nonfinite` says."""
+        t = self._finite(t)
         n = len(t["reward"])
+        if n == 0:
+            return
         idx = (self.pos + np.arange(n)) % self.capacity
         self.obs[idx] = t["obs"]
         self.next_obs[idx] = t["next_obs"]
@@ -63,7 +121,8 @@ class UniformReplay:
                 "rng": self.rng.bit_generator.state,
                 **{f: getattr(self, f)[: self.size].copy() for f in FIELDS}}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def check_state_dict(self, state: dict[str, Any]) -> None:
+        """CheckpointError unless `state` loads into this buffer (nothing is changed)."""
         if state.get("kind") != "uniform" or state.get("capacity") != self.capacity:
             raise CheckpointError(f"checkpoint replay is {state.get('kind')!r} with capacity {state.get('capacity')}, "
                                   f"this run uses a uniform buffer of {self.capacity}")
@@ -73,13 +132,17 @@ class UniformReplay:
             if arr.shape[0] != size or arr.shape[1:] != getattr(self, f).shape[1:]:
                 raise CheckpointError(f"checkpoint replay field {f!r} has shape {arr.shape}, expected "
                                       f"({size}, {', '.join(map(str, getattr(self, f).shape[1:]))})")
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.check_state_dict(state)
+        size = int(state["size"])
         for f in FIELDS:
             getattr(self, f)[:size] = state[f]
         self.pos, self.size = int(state["pos"]), size
         self.rng.bit_generator.state = state["rng"]
 
 
-class PrioritizedReplay:
+class PrioritizedReplay(_Guard):
     """Adapter over pearl_fpga.PrioritizedReplayBuffer (the replay kernel on the replay device)."""
 
     prioritized = True
@@ -99,8 +162,16 @@ class PrioritizedReplay:
         return len(self.buffer)
 
     def add(self, t: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> None:
-        """Insert a batch; with `td_errors` their priorities are set from them (Ape-X actors)."""
+        """Insert a batch; with `td_errors` their priorities are set from them (Ape-X actors). Non-finite
+        transitions are refused (DivergenceError) or dropped, as `on_nonfinite` says."""
+        if td_errors is not None:
+            t = self._finite({**t, "td_errors": np.asarray(td_errors)})
+            td_errors = t.pop("td_errors")
+        else:
+            t = self._finite(t)
         n = len(t["reward"])
+        if n == 0:
+            return
         self.buffer.add(t["obs"], np.asarray(t["action"]).reshape((n, *self.action_shape)), t["reward"],
                         t["next_obs"], t["done"], td_errors=td_errors)
 
@@ -119,6 +190,20 @@ class PrioritizedReplay:
     def state_dict(self) -> dict[str, Any]:
         return {"kind": "prioritized", "buffer": self.buffer.state_dict()}
 
+    def check_state_dict(self, state: dict[str, Any]) -> None:
+        """CheckpointError unless `state` loads into this buffer (nothing is changed)."""
+        from pearl_fpga.replay.state import check_state
+
+        if state.get("kind") != "prioritized":
+            raise CheckpointError(f"checkpoint replay is {state.get('kind')!r}, this run uses prioritized replay "
+                                  "(--per); resume with the same setting")
+        try:
+            check_state(state["buffer"], self.buffer.layout)
+        except (ValueError, KeyError, TypeError) as exc:
+            if isinstance(exc, CheckpointError):
+                raise
+            raise CheckpointError(f"checkpoint replay does not fit this buffer: {exc}") from exc
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("kind") != "prioritized":
             raise CheckpointError(f"checkpoint replay is {state.get('kind')!r}, this run uses prioritized replay "
@@ -136,10 +221,15 @@ def make_replay(config: Any, obs_dim: int, action_shape: tuple[int, ...], discre
     """Uniform buffer, or the prioritized one on the replay kernel (first available of
     `replay_backends`) when config.per is set."""
     if not config.per:
-        return UniformReplay(config.buffer_size, obs_dim, action_shape, discrete, seed)
-    from pearl_fpga.runtime.placement import first_available
+        replay: UniformReplay | PrioritizedReplay = UniformReplay(config.buffer_size, obs_dim, action_shape, discrete,
+                                                                  seed)
+    else:
+        from pearl_fpga.runtime.placement import first_available
 
-    return first_available(
-        lambda backend: PrioritizedReplay(config.buffer_size, obs_dim, action_shape, discrete, seed, config, backend,
-                                          beta_steps=allowed_gradient_steps(config, config.total_steps)),
-        replay_backends, f"placement replay={device} (replay kernel)")
+        replay = first_available(
+            lambda backend: PrioritizedReplay(config.buffer_size, obs_dim, action_shape, discrete, seed, config,
+                                              backend, beta_steps=allowed_gradient_steps(config, config.total_steps)),
+            replay_backends, f"placement replay={device} (replay kernel)")
+    replay.env_id = config.env_id
+    replay.on_nonfinite = config.nonfinite_transitions
+    return replay

@@ -32,6 +32,7 @@ class Stats:
     elapsed: float = 0.0
     recent_return: float = float("nan")
     loss: float = float("nan")
+    loss_known: bool = False  # False: no gradient step reported a loss yet (else a NaN loss is a real NaN)
     best_eval: float = float("nan")
     worker_restarts: int = 0  # actor restarts: worker processes or Ray env actors
     shard_restarts: int = 0  # Ray engine: replay shards restarted

@@ -6,18 +6,37 @@ env-step index they start at, which drives the exploration schedule); a worker s
 holds credit, so actors never run more than `config.actor_lag` steps ahead of the learner. Weights
 arrive as state dicts and are loaded without blocking the env loop (re-quantized for kernel actors).
 A worker that dies (crash, kill) is restarted with a fresh seed; its unreported credit is returned.
+Restarts back off (RESTART_BACKOFF_S, doubling) and are limited: a worker that dies RESTART_LIMIT times
+within RESTART_WINDOW_S fails the same way every time (a bad env id, a missing module), so the run stops
+with the worker's last error (WorkerCrashLoop) instead of restarting it forever.
 """
 
 from __future__ import annotations
 
+import signal
 import time
+import traceback
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import numpy as np
 
+from pearl_fpga.errors import EngineError
 from pearl_fpga.runtime.schedule import MESSAGE_STEPS
 from pearl_fpga.runtime.placement import Placement
+
+RESTART_LIMIT = 5
+"""Restarts of one worker within RESTART_WINDOW_S after which the run stops (WorkerCrashLoop)."""
+RESTART_WINDOW_S = 120.0
+RESTART_BACKOFF_S = 0.5
+"""Wait before a worker's first restart in the window; doubled for each further one (at most 16 s)."""
+
+
+class WorkerCrashLoop(EngineError):
+    """An actor worker keeps dying: the run stops with its last error. Raised at a step boundary, so the
+    learner's state is whole and the Trainer checkpoints it."""
+
+    at_boundary = True
 
 
 class WorkerPool:
@@ -45,6 +64,9 @@ class WorkerPool:
         self.credit = [0] * self.n  # granted, not yet reported
         self.starts = [0] * self.n
         self.restarts = 0
+        self.errors: list[str | None] = [None] * self.n  # the last error a worker reported before dying
+        self.restart_times: list[list[float]] = [[] for _ in range(self.n)]
+        self.down_since: list[float | None] = [None] * self.n  # dead, waiting for its backoff
         for i in range(self.n):
             self._start(i)
 
@@ -68,7 +90,7 @@ class WorkerPool:
         """Give workers credit (chunks of env steps) while the total granted stays <= limit (rounded
         up to whole env groups). Returns the new total granted."""
         for i in range(self.n):
-            while granted < limit and self.credit[i] < 2 * chunk:
+            while self.down_since[i] is None and granted < limit and self.credit[i] < 2 * chunk:
                 c = min(chunk, limit - granted)
                 c = -(-c // self.config.n_envs) * self.config.n_envs
                 try:
@@ -88,35 +110,70 @@ class WorkerPool:
 
     def receive(self, timeout: float) -> list[dict[str, Any]]:
         """Transition batches that arrived (waits up to `timeout` s for the first one)."""
+        out: list[dict[str, Any]] = []
+        live = [c for i, c in enumerate(self.conns) if self.down_since[i] is None]
+        if not live:
+            time.sleep(timeout)
+            return out
+        for conn in wait(live, timeout=timeout):
+            out += self._drain(self.conns.index(conn))
+        return out
+
+    def _drain(self, i: int) -> list[dict[str, Any]]:
         out = []
-        ready = wait([c for c in self.conns], timeout=timeout)
-        for conn in ready:
-            i = self.conns.index(conn)
-            while True:
-                try:
-                    if not conn.poll():
-                        break
-                    msg = conn.recv()
-                except (EOFError, OSError):
+        conn = self.conns[i]
+        while True:
+            try:
+                if not conn.poll():
                     break
-                if msg[0] == "data":
-                    data = msg[1]
-                    self.credit[i] -= len(data["transitions"]["reward"])
-                    out.append(data)
+                msg = conn.recv()
+            except (EOFError, OSError):
+                break
+            if msg[0] == "data":
+                data = msg[1]
+                self.credit[i] -= len(data["transitions"]["reward"])
+                out.append(data)
+            elif msg[0] == "error":
+                self.errors[i] = msg[1]
         return out
 
     def restart_dead(self) -> tuple[int, int]:
-        """Restart workers that exited; returns (how many, credit they had not reported)."""
+        """Restart workers that exited, after their backoff; returns (how many, credit they had not
+        reported). Raises WorkerCrashLoop when one died RESTART_LIMIT times within RESTART_WINDOW_S."""
         restarted = lost = 0
+        now = time.monotonic()
         for i, proc in enumerate(self.procs):
-            if not proc.is_alive():
+            if self.down_since[i] is None:
+                if proc.is_alive():
+                    continue
+                self._drain(i)  # data sent before it died, and its error message
                 lost += self.credit[i]
-                self.conns[i].close()
+                self.credit[i] = 0
                 proc.join(timeout=1)
-                self._start(i)
-                restarted += 1
+                self.down_since[i] = now
+                recent = [t for t in self.restart_times[i] if now - t < RESTART_WINDOW_S]
+                self.restart_times[i] = recent
+                if len(recent) >= RESTART_LIMIT:
+                    self._give_up(i, proc.exitcode, len(recent))
+            if now - self.down_since[i] < min(RESTART_BACKOFF_S * 2 ** (len(self.restart_times[i]) - 1), 16.0) \
+                    and self.restart_times[i]:
+                continue  # backing off: it died soon after its last restart
+            self.conns[i].close()
+            self.restart_times[i].append(now)
+            self.down_since[i] = None
+            self._start(i)
+            restarted += 1
         self.restarts += restarted
         return restarted, lost
+
+    def _give_up(self, i: int, exitcode: int | None, restarts: int) -> None:
+        last = self.errors[i] or f"it exited with code {exitcode} without reporting an error"
+        raise WorkerCrashLoop(
+            f"actor worker {i} died {restarts + 1} times within {RESTART_WINDOW_S:.0f} s (restarted {restarts} times); "
+            f"its last error: {last}. The failure repeats, so the run stops instead of restarting the worker forever. "
+            "Fix the cause; to see it in the trainer's process, run with --workers 0 (a custom env must be "
+            "registered in an importable module, e.g. --env my_pkg.envs:Corridor-v0, so that worker processes "
+            "can create it)")
 
     def close(self) -> None:
         for conn in self.conns:
@@ -147,20 +204,24 @@ def worker_main(conn: Connection, spec: dict[str, Any], shared: dict[str, Any], 
 
     from pearl_fpga.runtime.threads import limit_blas_threads
 
+    # Ctrl-C reaches the whole process group: the trainer stops the workers itself (a worker that
+    # exited on SIGINT would be restarted, and counted towards its crash limit).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     limit_blas_threads()
-    config = TrainConfig.from_dict(spec["config"])
-    envs = EnvGroup(spec["env_id"], spec["n_envs"], spec["seed"])
-    es = envs.spec
-    module = mlp(es.obs_dim, config.net_arch, es.action_dim, tanh_head=not es.discrete)
-    with version.get_lock():
-        module.load_state_dict(shared)
-        seen = version.value
-    policy = ActorPolicy(module, parse_placement(spec["placement"]), es.discrete, spec["calibration"])
-    rng = np.random.default_rng(spec["seed"] + 1)
-    credits: list[list[int]] = []  # [remaining, next global step]
-    send_every = MESSAGE_STEPS
+    envs = None
     try:
+        config = TrainConfig.from_dict(spec["config"])
+        envs = EnvGroup(spec["env_id"], spec["n_envs"], spec["seed"])
+        es = envs.spec
+        module = mlp(es.obs_dim, config.net_arch, es.action_dim, tanh_head=not es.discrete)
+        with version.get_lock():
+            module.load_state_dict(shared)
+            seen = version.value
+        policy = ActorPolicy(module, parse_placement(spec["placement"]), es.discrete, spec["calibration"])
+        rng = np.random.default_rng(spec["seed"] + 1)
+        credits: list[list[int]] = []  # [remaining, next global step]
+        send_every = MESSAGE_STEPS
         while True:
             # Block only when out of credit; otherwise just drain what is there.
             while not credits or conn.poll():
@@ -198,5 +259,14 @@ def worker_main(conn: Connection, spec: dict[str, Any], shared: dict[str, Any], 
                                     "seconds": dict(timer.seconds), "calls": dict(timer.calls)}))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         return
+    except Exception as exc:
+        # the trainer shows this if the worker keeps failing
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        try:
+            conn.send(("error", f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"))
+        except (BrokenPipeError, OSError):
+            pass
+        raise
     finally:
-        envs.close()
+        if envs is not None:
+            envs.close()
