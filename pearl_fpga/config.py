@@ -67,6 +67,10 @@ class TrainConfig:
     """DDPG: compute the actor's and the critic's gradients of a step concurrently (two threads), the
     actor's on the critic of the step's start, as OpenAI Baselines' DDPG; False: the actor's after the
     critic's update, as SB3. Ignored by DQN."""
+    flush_subnormals: bool = True
+    """Learner: subnormal floats flushed to zero during each gradient step (FTZ/DAZ, as XLA and TensorFlow
+    run the CPU): Adam's second moments of small gradients fill with them, and on many x86 CPUs each
+    operation on one costs a microcode assist. False keeps IEEE gradual underflow (slower)."""
     action_noise_std: float = 0.1
     """DDPG: std of the Gaussian exploration noise, in the actor's [-1, 1] action scale."""
     net_arch: list[int] = field(default_factory=lambda: [256, 256])

@@ -217,3 +217,51 @@ def test_module_free_forward_equals_the_module(tanh_head):
     net = mlp(5, [32, 24], 3, tanh_head=tanh_head)
     x = torch.randn(17, 5)
     assert torch.equal(forward(linear_layers(net), x, tanh_head=tanh_head), net(x))
+
+
+def test_subnormals_are_flushed_during_a_step_and_the_mode_is_restored():
+    """A trained learner's Adam second moments hold subnormals, and each operation on one is slow on
+    many x86 CPUs: the learner flushes them during its step (config.flush_subnormals), on every thread
+    it computes on, and leaves the caller's mode as it was."""
+    import threading
+
+    from pearl_fpga.algos.common import subnormals_flushed
+
+    tiny = np.float32(np.finfo(np.float32).smallest_subnormal)
+
+    def flushing() -> bool:
+        return bool(tiny * np.float32(1.0) == 0.0)
+
+    assert not flushing()
+    with subnormals_flushed(True):
+        assert flushing()
+        with subnormals_flushed(True):
+            assert flushing()
+        assert flushing()
+    assert not flushing()
+    with subnormals_flushed(False):
+        assert not flushing()
+
+    sub = float(np.finfo(np.float32).tiny) / 8  # a subnormal second moment
+    for algo_name, flush in [("dqn", True), ("dqn", False), ("ddpg", True), ("ddpg", False)]:
+        cfg = TrainConfig.preset(algo_name, net_arch=[8], flush_subnormals=flush)
+        discrete = algo_name == "dqn"
+        algo = DQN(cfg, 4, 2, seed=0) if discrete else DDPG(cfg, 4, 1, seed=0)
+        data = _batch(np.random.default_rng(0), 16, 4, discrete)
+        algo.learn(Batch.from_numpy(data, discrete=discrete))
+        opts = [algo.optimizer] if discrete else [algo.actor_optimizer, algo.critic_optimizer]
+        seen_threads: list[bool] = []
+        if not discrete:
+            inner = algo._actor_grads
+            algo._actor_grads = lambda b, inner=inner: (seen_threads.append(flushing()), inner(b))[1]
+        for opt in opts:
+            for state in opt.state.values():
+                state["exp_avg_sq"].fill_(sub)
+                state["exp_avg"].zero_()
+        algo.learn(Batch.from_numpy(dict(data, reward=np.zeros(16, np.float32)), discrete=discrete))
+        v = torch.cat([s["exp_avg_sq"].flatten() for opt in opts for s in opt.state.values()]).numpy()
+        decayed = (v > 0) & (v < np.finfo(np.float32).tiny)
+        assert decayed.any() != flush, f"{algo_name} flush={flush}: subnormal moments after a step: {decayed.sum()}"
+        assert not flushing()
+        if not discrete and cfg.concurrent_updates:
+            assert seen_threads == [flush]  # the actor's half on its own thread flushes too

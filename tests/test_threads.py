@@ -244,16 +244,22 @@ def test_adaptive_trainer_learns_the_same_weights_as_a_fixed_count():
         assert torch.equal(a, b)
 
 
-def test_one_noisy_round_does_not_switch_but_a_collapse_does():
+def test_the_first_round_decides_then_one_noisy_round_does_not_switch_but_a_collapse_does():
+    """The starting count is a guess, so the first probe round's winner is taken at once (a run, and the
+    planner's profile of it, use the fastest count from the start); later, one noisy round does not move
+    the run, two in a row do, and a collapse of the current count does at once."""
     machine = FakeMachine({1: 600e-6, 2: 480e-6})
     ctl = make(machine)
-    run(ctl, machine, 100 + 2 * 14)  # the first round: 2 wins once
-    assert ctl.choice.current == 1 and ctl.choice.rounds == 1
-    run(ctl, machine, 100 + 2 * 14)  # and again: confirmed
-    assert ctl.choice.current == 2
-    machine.cost[2] = 2e-3  # its core is taken: back to 1 after one round, no confirmation needed
+    run(ctl, machine, 2 * 14)  # the first round: 2 wins and is taken
+    assert ctl.choice.current == 2 and ctl.choice.rounds == 1 and ctl.choice.switches == 1
+    machine.cost[1] = 400e-6  # now 1 is faster: one round is not enough ...
     run(ctl, machine, 100 + 2 * 14)
+    assert ctl.choice.current == 2 and ctl.choice.rounds == 2
+    run(ctl, machine, 100 + 2 * 14)  # ... the second in a row is
     assert ctl.choice.current == 1
+    machine.cost[1] = 2e-3  # its core is taken: back to 2 after one round, no confirmation needed
+    run(ctl, machine, 100 + 2 * 14)
+    assert ctl.choice.current == 2
 
 
 def test_concurrent_callers_share_the_cores():

@@ -3,7 +3,8 @@ lean update helpers (module-free forward, fused gradient clipping, Adam without 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +13,31 @@ import torch.nn.functional as F
 from torch import nn
 
 from pearl_fpga.algos import torch_ops
+
+
+_SUBNORMAL = np.float32(np.finfo(np.float32).smallest_subnormal)
+
+
+@contextmanager
+def subnormals_flushed(on: bool = True) -> Iterator[None]:
+    """Subnormal floats flushed to zero (FTZ and DAZ) on the calling thread for the block, and the
+    thread's own mode restored after (torch.set_flush_denormal sets it; numpy tells which it was).
+
+    Why: on many x86 CPUs every float operation on a subnormal takes a microcode assist, and a trained
+    learner's Adam second moments (squares of small gradients) hold many of them, which can make its
+    steps slower than a fresh learner's. XLA and TensorFlow flush them on the CPU for the same reason.
+    A no-op where the CPU has no such mode (torch returns False)."""
+    if not on:
+        yield
+        return
+    was_on = bool(_SUBNORMAL * np.float32(1.0) == 0.0)
+    if was_on or not torch.set_flush_denormal(True):
+        yield
+        return
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
 
 
 def mlp(n_in: int, hidden: Sequence[int], n_out: int, tanh_head: bool = False) -> nn.Sequential:

@@ -22,7 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from pearl_fpga.algos import torch_ops
-from pearl_fpga.algos.common import Batch, LeanAdam, forward, linear_layers, mlp, optimizer_state_to_device
+from pearl_fpga.algos.common import (Batch, LeanAdam, forward, linear_layers, mlp, optimizer_state_to_device,
+                                     subnormals_flushed)
 
 
 class DDPG:
@@ -64,9 +65,14 @@ class DDPG:
         With `config.concurrent_updates` the actor's gradient is taken on the critic as it was at the
         start of the step, on a second thread while this one computes the critic's (as OpenAI
         Baselines' DDPG does): the two halves are about equal GEMM work and torch releases the GIL in
-        them. Otherwise the actor's gradient follows the critic's update (SB3's order)."""
+        them. Otherwise the actor's gradient follows the critic's update (SB3's order). Subnormals are
+        flushed to zero on both threads during the step unless `config.flush_subnormals` is False."""
+        with subnormals_flushed(self.config.flush_subnormals):
+            return self._learn(batch)
+
+    def _learn(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         if self._grad_thread is not None:
-            actor_grads = self._grad_thread.submit(self._actor_grads, batch)
+            actor_grads = self._grad_thread.submit(self._actor_grads_flushed, batch)
             critic_loss, td, critic_grads = self._critic_grads(batch)
             actor_grads = actor_grads.result()  # re-raises an error of the actor's half
             self.critic_adam.step(critic_grads)
@@ -93,6 +99,10 @@ class DDPG:
             critic_loss = (batch.weights * (current - target).pow(2)).mean()
         grads = torch.autograd.grad(critic_loss, self.critic_adam.params)
         return critic_loss.detach(), (current.detach() - target).abs().squeeze(1), grads
+
+    def _actor_grads_flushed(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        with subnormals_flushed(self.config.flush_subnormals):  # the mode is per thread
+            return self._actor_grads(batch)
 
     def _actor_grads(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         """The actor's gradients of -Q(s, pi(s)). Asking autograd for the actor's gradients only, the

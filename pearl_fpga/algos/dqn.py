@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from pearl_fpga.algos import torch_ops
-from pearl_fpga.algos.common import Batch, LeanAdam, clip_grad_norm, forward, linear_layers, mlp, optimizer_state_to_device
+from pearl_fpga.algos.common import (Batch, LeanAdam, clip_grad_norm, forward, linear_layers, mlp,
+                                     optimizer_state_to_device, subnormals_flushed)
 from pearl_fpga.algos.fused import DQNStepSettings, FusedDQNStep, native_learner
 from pearl_fpga.errors import BackendUnavailable
 
@@ -67,8 +68,13 @@ class DQN:
         graph: about 1.25x faster per step here): dL/dq is the Huber derivative clamp(q - y, -1, 1)
         times the importance weight over B at the taken action, then per layer dW = d^T a_in,
         db = sum(d), d <- (d W) * (a_in > 0). tests/test_algos.py checks it against autograd. On a
-        CPU the same step runs fused (algos/fused.py, same arithmetic to float rounding).
+        CPU the same step runs fused (algos/fused.py, same arithmetic to float rounding). Subnormals
+        are flushed to zero during the step unless `config.flush_subnormals` is False.
         """
+        with subnormals_flushed(self.config.flush_subnormals):
+            return self._learn(batch)
+
+    def _learn(self, batch: Batch) -> tuple[float | torch.Tensor, torch.Tensor]:
         if self._fused is not None:
             result = self._fused(batch)
             self.updates += 1

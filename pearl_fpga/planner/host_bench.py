@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.planner.model import Fit
-from pearl_fpga.runtime.threads import learner_callers, measured_thread_count
 
 from pearl_fpga.planner.loops import actor_loop, explore_overhead, learner_step, learner_thread_count, random_batch
 from pearl_fpga.planner.profile import HOST_TARGETS, Profile, REPLAY_TASKS, fit_line, machine_info, time_call
@@ -260,7 +259,7 @@ def learner_reference(config: Any, repeats: int = 20) -> float:
     threads = torch.get_num_threads()
     step = learner_step(config, np.random.default_rng(2))
     try:
-        torch.set_num_threads(config.learner_threads or measured_thread_count(step, callers=learner_callers(config)))
+        torch.set_num_threads(learner_thread_count(config))
         return time_call(step, repeats)
     finally:
         torch.set_num_threads(threads)

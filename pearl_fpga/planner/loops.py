@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.planner.profile import time_call
-from pearl_fpga.runtime.threads import learner_callers, measured_thread_count
+from pearl_fpga.runtime.threads import learner_callers, measured_thread_count, reproducible_controller
 
 
 def actor_loop(config: Any, policy: Any, env_counts: Sequence[int], repeats: int,
@@ -77,14 +77,20 @@ def explore_overhead(config: Any, spec: Any, counts: Sequence[int], repeats: int
 
 def learner_thread_count(config: Any) -> int:
     """The learner's torch threads: the configured count, or (learner_threads = 0) the count the
-    runtime's adaptive choice settles on at the present load."""
+    runtime's adaptive choice settles on at the present load, among the counts an inline run may use
+    (those that give one thread's bits on this machine: runtime.threads.reproducible_controller)."""
     if config.learner_threads > 0:
         return int(config.learner_threads)
     import torch
 
+    from pearl_fpga.runtime.envs import env_spec
+
+    spec = env_spec(config.env_id)
+    candidates = reproducible_controller(config, spec.obs_dim, spec.action_dim).choice.candidates
     threads = torch.get_num_threads()
     try:
-        return measured_thread_count(learner_step(config, np.random.default_rng(3)), callers=learner_callers(config))
+        return measured_thread_count(learner_step(config, np.random.default_rng(3)), callers=learner_callers(config),
+                                     candidates=candidates)
     finally:
         torch.set_num_threads(threads)
 

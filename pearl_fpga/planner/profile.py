@@ -149,8 +149,11 @@ def machine_info() -> dict[str, Any]:
 
     from pearl_fpga import __version__
     from pearl_fpga.planner.devices import cpu_cores, cpu_model
+    from pearl_fpga.runtime.threads import cpu_identity
 
-    info = {"host": socket.gethostname(), "cpu": cpu_model(), "cores": cpu_cores(),
+    # the CPU's vector and matrix features too: hosts of one cloud model name differ in them
+    info = {"host": socket.gethostname(), "cpu": cpu_model(), "cpu_features": cpu_identity()["features"],
+            "cores": cpu_cores(),
             "python": platform.python_version(), "torch": torch.__version__, "pearl_fpga": __version__,
             "code": code_fingerprint()}
     info["key"] = hashlib.sha1(json.dumps(info, sort_keys=True).encode()).hexdigest()[:12]

@@ -88,9 +88,10 @@ class AdaptiveThreads:
 
     A probe round measures each candidate over `warmup` + `probe_steps` consecutive steps (the first
     `warmup` after a switch are not counted: a new OpenMP team and cold caches) and keeps the median.
-    A faster count replaces the current one once it has beaten it by more than `margin` in `confirm`
-    rounds in a row (one noisy round does not move a run to a worse count), or at once when the current
-    count runs more than `backoff_ratio` slower (its core was taken). `callers` threads call the
+    The first round's fastest count is taken at once (the starting count is a guess). Later, a faster
+    count replaces the current one once it has beaten it by more than `margin` in `confirm` rounds in a
+    row (one noisy round does not move a run to a worse count), or at once when the current count runs
+    more than `backoff_ratio` slower (its core was taken). `callers` threads call the
     learner's ops at once (DDPG's concurrent actor and critic gradients: 2), so each may use at most
     cores // callers threads. `candidates` (default: 1, 2, 4, ... up to that) restricts the counts it
     may use, e.g. to those that give the same bits (`reproducible_thread_counts`)."""
@@ -186,7 +187,8 @@ class AdaptiveThreads:
         if best != current and (current not in times or times[best] < times[current] * (1 - self.margin)):
             wins = self._challenger[1] + 1 if self._challenger and self._challenger[0] == best else 1
             collapsed = current in times and times[current] > times[best] * self.backoff_ratio
-            if wins >= self.confirm or collapsed:
+            first = choice.rounds == 1  # the starting count was a guess, not a measurement
+            if wins >= self.confirm or collapsed or first:
                 choice.current = best
                 choice.switches += 1
                 self._challenger = None
@@ -209,10 +211,12 @@ def learner_callers(config: object) -> int:
     return 2 if getattr(config, "algo", None) == "ddpg" and getattr(config, "concurrent_updates", False) else 1
 
 
-def measured_thread_count(step: Callable[[], object], cores: int | None = None, callers: int = 1) -> int:
-    """The count AdaptiveThreads settles on for `step` after one probe round: what a training run with
-    `learner_threads = 0` would use at the machine's present load (the planner profiles with it)."""
-    controller = AdaptiveThreads(cores, confirm=1, callers=callers)
+def measured_thread_count(step: Callable[[], object], cores: int | None = None, callers: int = 1,
+                          candidates: tuple[int, ...] | None = None) -> int:
+    """The count AdaptiveThreads settles on for `step` after one probe round among `candidates`: what a
+    training run with `learner_threads = 0` would use at the machine's present load (the planner
+    profiles with it)."""
+    controller = AdaptiveThreads(cores, confirm=1, callers=callers, candidates=candidates)
     while len(controller.choice.candidates) > 1 and controller.choice.rounds == 0:
         with controller.step():
             step()
@@ -227,11 +231,12 @@ def measured_thread_count(step: Callable[[], object], cores: int | None = None, 
 ISA_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "MKL_DEBUG_CPU_TYPE",
                  "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "PEARL_FPGA_NATIVE_ISA")
 # Fields that change which arithmetic a learner step runs (its shapes, its code path, its order).
-LEARNER_FIELDS = ("algo", "net_arch", "batch_size", "double_q", "max_grad_norm", "concurrent_updates", "per")
+LEARNER_FIELDS = ("algo", "net_arch", "batch_size", "double_q", "max_grad_norm", "concurrent_updates", "per",
+                  "flush_subnormals")
 PROBE_STEPS = 4
 
 
-def _cpu_identity() -> dict[str, Any]:
+def cpu_identity() -> dict[str, Any]:
     """The CPU's model and its vector and matrix features (the flags that pick BLAS code paths)."""
     import platform
 
@@ -253,7 +258,7 @@ def determinism_key(config: Any, obs_dim: int, action_dim: int) -> dict[str, Any
     """What a probe's answer depends on: the CPU, torch's build, the ISA settings and the learner."""
     import torch
 
-    return {**_cpu_identity(), "torch": torch.__version__, "blas": torch.backends.mkl.is_available(),
+    return {**cpu_identity(), "torch": torch.__version__, "blas": torch.backends.mkl.is_available(),
             "isa_settings": {v: os.environ[v] for v in ISA_VARIABLES if v in os.environ},
             "learner": {f: getattr(config, f) for f in LEARNER_FIELDS}, "obs_dim": obs_dim, "action_dim": action_dim,
             "probe_steps": PROBE_STEPS, "code": _learner_code_fingerprint()}
