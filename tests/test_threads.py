@@ -267,3 +267,17 @@ def test_concurrent_callers_share_the_cores():
     ctl = AdaptiveThreads(cores=2, callers=2, set_threads=machine.set_threads, clock=machine.clock)
     assert ctl.choice.candidates == (1,)  # DDPG's two gradient threads already fill two cores
     assert AdaptiveThreads(cores=8, callers=2, set_threads=machine.set_threads).choice.candidates == (1, 2, 4)
+
+
+def test_a_collapse_between_rounds_starts_a_round_at_once():
+    """The other core is taken long before the next scheduled round: the controller notices from the
+    current count's own step times and moves within a few dozen steps, not at the end of the period."""
+    machine = FakeMachine({1: 600e-6, 2: 300e-6})
+    ctl = make(machine, period=10_000)
+    run(ctl, machine, 2 * 14)
+    assert ctl.choice.current == 2
+    run(ctl, machine, 500)
+    machine.cost[2] = 20e-3  # another job takes the second core
+    used = run(ctl, machine, 100)
+    assert ctl.choice.current == 1 and used[-20:] == [1] * 20
+    assert used.count(2) <= 2 * (ctl.warmup + ctl.probe_steps) + 2  # the check, then its probe in the round

@@ -91,7 +91,8 @@ class AdaptiveThreads:
     The first round's fastest count is taken at once (the starting count is a guess). Later, a faster
     count replaces the current one once it has beaten it by more than `margin` in `confirm` rounds in a
     row (one noisy round does not move a run to a worse count), or at once when the current count runs
-    more than `backoff_ratio` slower (its core was taken). `callers` threads call the
+    more than `backoff_ratio` slower (its core was taken). Between rounds, a current count whose recent
+    steps run `backoff_ratio` slower than its probe starts a round at once. `callers` threads call the
     learner's ops at once (DDPG's concurrent actor and critic gradients: 2), so each may use at most
     cores // callers threads. `candidates` (default: 1, 2, 4, ... up to that) restricts the counts it
     may use, e.g. to those that give the same bits (`reproducible_thread_counts`)."""
@@ -128,6 +129,7 @@ class AdaptiveThreads:
         self._active = candidates[0]
         self._since_round = period  # the first step starts a round
         self._round_times: dict[int, float] = {}
+        self._recent: list[float] = []  # step times at the current count since the last round or check
         set_threads(self._active)
 
     @property
@@ -166,6 +168,7 @@ class AdaptiveThreads:
     def _record(self, seconds: float) -> None:
         if not self._queue:
             self._since_round += 1
+            self._watch(seconds)
             return
         self._samples.append(seconds)
         if len(self._samples) < self.warmup + self.probe_steps:
@@ -177,6 +180,20 @@ class AdaptiveThreads:
             self._use(self._queue[0])
         else:
             self._finish_round()
+
+    def _watch(self, seconds: float) -> None:
+        """Between rounds: when the current count's recent median runs `backoff_ratio` slower than its
+        last probe (another job took a core), probe again now instead of at the end of the period."""
+        probed = self.choice.median_step_s.get(self.choice.current)
+        if probed is None or len(self.choice.candidates) == 1:
+            return
+        self._recent.append(seconds)
+        if len(self._recent) < self.probe_steps:
+            return
+        if statistics.median(self._recent) > probed * self.backoff_ratio:
+            self._since_round = self.period
+            self._wait = {n: 0 for n in self._wait}  # every count is due: the one that lost may win now
+        self._recent = []
 
     def _finish_round(self) -> None:
         choice, times = self.choice, self._round_times
@@ -204,6 +221,7 @@ class AdaptiveThreads:
             self._wait[n] = self._skip[n] - 1
         self._use(choice.current)
         self._since_round = 0
+        self._recent = []
 
 
 def learner_callers(config: object) -> int:
