@@ -48,11 +48,6 @@ def replay_pipeline_depth(depth: int, fanout: int, clock_mhz: float) -> int:
     return REPLAY_FRONT_CYCLES + depth * replay_level_cycles(fanout, clock_mhz)
 
 
-def replay_batch_cycles(batch: int, depth: int, fanout: int, clock_mhz: float) -> int:
-    """Cycles of B commands (SAMPLE, UPDATE or TOTAL, in any mix) through replay_top at II = 1."""
-    return max(batch - 1, 0) + replay_pipeline_depth(depth, fanout, clock_mhz)
-
-
 def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 

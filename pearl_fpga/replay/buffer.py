@@ -30,7 +30,7 @@ import numpy as np
 
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.kernels.replay import ReplaySampler, priority_words
-from pearl_fpga.replay.state import MAX_PRIORITY, STATE_FORMAT, STATE_KEYS, Layout, check_state, read_npz, write_npz
+from pearl_fpga.replay.state import MAX_PRIORITY, STATE_FORMAT, Layout, check_state, read_npz, write_npz
 from pearl_fpga.spec.replay import MAX_BATCH, PRIORITY_SCALE
 
 
@@ -355,10 +355,6 @@ class PrioritizedReplayBuffer:
         self.beta_steps, self.eps = checked["beta_steps"], checked["eps"]
         self._max_priority, self._sample_calls = checked["max_priority"], checked["sample_calls"]
         self._rng = rng
-
-    @staticmethod
-    def state_dict_keys() -> tuple[str, ...]:
-        return STATE_KEYS
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the buffer to `path` (.npz, no pickle); written to a temporary file, then renamed.

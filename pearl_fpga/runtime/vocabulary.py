@@ -19,7 +19,8 @@ STAGES: dict[str, tuple[str, ...]] = {
     "actor": ("env_step", "act"),  # each actor worker steps its envs and acts
     "learner": ("replay_insert", "replay_sample", "replay_update", "learn", "weight_sync"),  # the main process
 }
-"""The worker mode's processes and the tasks each runs (runtime/workers.py, trainer's worker loop)."""
+"""The worker mode's processes and the tasks each runs (runtime/workers.py: the actor processes; the
+learner's process runs the rest through the processes engine, runtime/engines/processes.py)."""
 ROLE_TASKS: dict[str, tuple[str, ...]] = {
     "act": ("act", "weight_sync"),
     "replay": ("replay_insert", "replay_sample", "replay_update"),
