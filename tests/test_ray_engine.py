@@ -60,7 +60,8 @@ def test_dqn_learns_and_every_transition_arrives_exactly_once(cluster):
         assert len(np.unique(rows, axis=0)) == 5000
         sizes = [s["size"] for s in trainer.replay._status]
         assert min(sizes) > 0  # both shards were fed
-        assert trainer.faults() == {"actor_restarts": 0, "shard_restarts": 0, "transitions_lost": 0}
+        assert trainer.faults() == {"actor_restarts": 0, "shard_restarts": 0, "transitions_lost": 0,
+                                    "nonfinite_dropped": 0}
 
 
 def test_priorities_reach_the_right_shard_and_sampling_follows_them(cluster):
