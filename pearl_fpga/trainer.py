@@ -21,6 +21,7 @@ import random
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import numpy as np
 import torch
 
 from pearl_fpga.algos import Batch, make_algo
-from pearl_fpga.config import TrainConfig
+from pearl_fpga.config import TrainConfig, preset_note
 from pearl_fpga.errors import CheckpointError, DirectoryInUse, DivergenceError, EngineError, TrainingInterrupted
 from pearl_fpga.runtime.checkpoint import (as_tuple, check_writable, checkpoint_lock, np_global_state, read_checkpoint,
                                          recover_checkpoint, set_np_global_state, write_checkpoint)
@@ -65,6 +66,9 @@ class Trainer:
                  ray_address: str | None = None) -> None:
         algo = str(algo).lower()
         if config is None:
+            note = preset_note(algo, env)
+            if note:
+                warnings.warn(note, stacklevel=2)
             config = TrainConfig.preset(algo, env)
         else:
             config = TrainConfig.from_dict(config.to_dict())  # private, validated copy
