@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="override a catalog kernel size, e.g. replay.capacity=1024 (the table shows the sizes used)")
     args = parser.parse_args(argv)
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = with_overrides(get_board(args.board), args.set)
         yosys = find_yosys(args.yosys)
     except PearlError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     results, failures = [], []
     with tempfile.TemporaryDirectory(prefix="pearl-yosys-") as tmp:
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         table.add_row(r["kernel"], params, *cells, f"{r['seconds']:g} s")
     console.print(table)
     for f in failures:
-        console.print(f"[red]{f['kernel']}: {f['error']}[/red]")
+        console.print(f"[red]{escape(f['kernel'] + ': ' + f['error'])}[/red]")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         doc = {"estimate_of": "reference RTL, Yosys synth_xilinx (not Vivado)", "board": spec.name, "part": spec.part,

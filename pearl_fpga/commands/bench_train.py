@@ -77,6 +77,7 @@ def _sb3_settings(values: list[str], default_threads: int) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     import torch
     from rich.console import Console
+    from rich.markup import escape
 
 
     default_threads = torch.get_num_threads()  # torch's own default (one per core), before anything sets it
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--steps must be >= 1 and --threads >= 0")
         sb3_settings = _sb3_settings(args.sb3_threads, default_threads)
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     extra = {"double_q": bool(args.double_q)} if args.algo == "dqn" else {}
     if not args.keep_best:
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         config = build_config(args, args.algo, args.env, total_steps=steps, workers=args.workers,
                               learner_threads=args.threads, **extra)
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     results: dict[str, Any] = {"algo": args.algo, "env_id": config.env_id, "steps": steps,
                                "pearl_threads": "auto" if args.threads == 0 else args.threads,

@@ -142,7 +142,7 @@ def _print_ray(console, config, plan, ray_plan, address: str) -> None:
                   f"per byte; {ray_plan.shards} replay shard(s); predicted {ray_plan.throughput:,.0f} env steps/s "
                   f"(bound by {ray_plan.bottleneck}) vs {ray_plan.one_host:,.0f} on one host: engine {ray_plan.engine}")
     for note in ray_plan.notes:
-        console.print(f"  {note}")
+        console.print(f"  {note}", markup=False)
     if ray_plan.engine == "ray":
         addr = f" --ray-address {address}" if address else ""
         console.print(f"train with: pearl-fpga train --algo {config.algo} --env {config.env_id} --placement "

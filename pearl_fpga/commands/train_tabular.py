@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from pearl_fpga.algos.tabular import TabularConfig
     from pearl_fpga.errors import PearlError
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         if config.algo != args.algo:
             raise ValueError(f"--config {args.config} is for algo {config.algo!r}, but --algo is {args.algo!r}")
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
 
     mode = "offline" if offline else "online"
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                           f"continue with --resume --logdir {logdir}")
         return 130
     except (PearlError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     finally:
         if logger is not None:
