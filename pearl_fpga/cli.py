@@ -8,7 +8,7 @@ import os
 import sys
 
 # command -> module in pearl_fpga.commands; "bench" has its own sub-commands.
-COMMANDS = {"train": "train", "plan": "plan", "devices": "devices"}
+COMMANDS = {"train": "train", "eval": "eval", "plan": "plan", "devices": "devices"}
 BENCHES = {"replay": "bench_replay", "mlp": "bench_mlp", "train": "bench_train", "plan": "bench_plan",
            "learner": "bench_learner", "tabular": "bench_tabular", "tabular-policies": "bench_tabular_policies",
            "ray": "bench_ray"}

@@ -311,6 +311,9 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
     from pearl_fpga.runtime.vocabulary import TASKS
 
     stats = trainer.stats()
+    if not stats.env_steps_run:  # nothing trained in this command (--steps not above the checkpoint's)
+        console.print(escape(f"evaluation: {result}"))
+        return
     steps = max(stats.env_steps_run, 1)
     table = Table(title="Where the time goes (summed over processes)", title_justify="left")
     for col in ("task", "device", "total s", "us / env step", "calls", "calls / s"):
