@@ -83,3 +83,31 @@ def test_failed_run_leaves_no_logdir(tmp_path, capsys, monkeypatch):
         assert main(["train", "--env", "NoSuchEnv-v0", "--steps", "10"]) == 2
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
     assert "NoSuchEnv" in _out(capsys)
+
+
+def _unescaped_prints(path):
+    """Lines of console.print calls that interpolate text outside rich.markup.escape (rich would read
+    brackets in it as markup) without markup=False; numbers with a format spec cannot hold markup."""
+    import ast
+
+    def is_escape(node):
+        return isinstance(node, ast.Call) and getattr(node.func, "id", "") == "escape"
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "print"
+                and getattr(node.func.value, "id", "") == "console" and node.args):
+            continue
+        if any(k.arg == "markup" for k in node.keywords):
+            continue
+        safe = {id(n) for e in ast.walk(node.args[0]) if is_escape(e) for n in ast.walk(e)}
+        if any(isinstance(part, ast.FormattedValue) and id(part) not in safe and part.format_spec is None
+               and not is_escape(part.value) for part in ast.walk(node.args[0])):
+            yield node.lineno
+
+
+def test_every_interpolated_rich_message_is_escaped():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "pearl_fpga"
+    bad = [f"{p.relative_to(root)}:{line}" for p in sorted(root.rglob("*.py")) for line in _unescaped_prints(p)]
+    assert not bad, f"escape (rich.markup.escape) or pass markup=False: {bad}"

@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = {"estimate_of": "reference RTL, Yosys synth_xilinx (not Vivado)", "board": spec.name, "part": spec.part,
                "yosys": yosys, "kernels": results, "failures": failures}
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
-        console.print(f"wrote {args.out}")
+        console.print(f"wrote {args.out}", markup=False)
     return 1 if failures else 0
 
 

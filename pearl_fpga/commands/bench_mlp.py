@@ -240,6 +240,6 @@ def run(args: argparse.Namespace) -> int:
     console.print(_table(results))
     console.print(_rtl_table(results))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    console.print(f"cpu backend MAC array: {results.get('cpu_path')}; load average {load:.1f} on {os.cpu_count()} cores.")
+    console.print(f"cpu backend MAC array: {results.get('cpu_path')}; load average {load:.1f} on {os.cpu_count()} cores.", markup=False)
     console.print(_verdict(results), markup=False)
     return 0

@@ -106,12 +106,12 @@ def run(args: argparse.Namespace) -> int:
     sb3 = None if args.no_sb3 else _sb3_module()
     whole = LoadProbe().start()
     for seed in args.seeds:
-        console.print(f"seed {seed}: pearl_fpga ...")
+        console.print(f"seed {seed}: pearl_fpga ...", markup=False)
         ours = _measured(lambda: _run_pearl(config, seed, args.placement, args.eval_episodes))
         entry: dict[str, Any] = {"seed": seed, "pearl_fpga": ours, "sb3": {}, "speedup": {}}
         if sb3 is not None:
             for name, threads in sb3_settings.items():
-                console.print(f"seed {seed}: stable-baselines3 at {name} torch thread(s) ...")
+                console.print(f"seed {seed}: stable-baselines3 at {name} torch thread(s) ...", markup=False)
                 theirs = _measured(lambda: _run_sb3(sb3, config, seed, args.eval_episodes, threads))
                 entry["sb3"][name] = theirs
                 entry["speedup"][name] = ours["env_steps_per_s"] / theirs["env_steps_per_s"]
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         _table(console, results)
     if args.plot:
         plot(results, args.plot)
-        console.print(f"plot: {args.plot}")
+        console.print(f"plot: {args.plot}", markup=False)
     return 0
 
 
@@ -273,12 +273,12 @@ def _table(console: Any, results: dict[str, Any]) -> None:
                       f"{results['sb3_threads'][name]} ({name})", *_figures(theirs), f"{r['speedup'][name]:.2f}x")
     console.print(t)
     if results["sb3"] != "installed":
-        console.print(f"stable-baselines3: {results['sb3']}")
+        console.print(f"stable-baselines3: {results['sb3']}", markup=False)
     else:
         console.print("median speedup in env steps/s: " + ", ".join(
-            f"{v:.2f}x vs SB3 at {k} thread(s)" for k, v in results["median_speedup"].items()))
+            f"{v:.2f}x vs SB3 at {k} thread(s)" for k, v in results["median_speedup"].items()), markup=False)
     if results["runs_under_load"]:
-        console.print(f"[yellow]{results['runs_under_load']} seed(s) ran while other processes kept more than "
+        console.print(f"[yellow]{results['runs_under_load']:d} seed(s) ran while other processes kept more than "
                       "half the cores busy (*): not headline figures[/yellow]")
     tasks = Table(title="pearl_fpga: where the time goes (us per env step, mean over seeds)", title_justify="left")
     keys = list(results["runs"][0]["pearl_fpga"]["us_per_env_step"])

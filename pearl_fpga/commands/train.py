@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         placement = plan.placement
         if args.workers is None:
             config.workers = int(plan.workers)
-        console.print(f"planner chose --placement {escape(str(placement))} with {config.workers} worker(s)")
+        console.print(escape(f"planner chose --placement {placement} with {config.workers} worker(s)"))
 
     logdir = args.logdir or _default_logdir(config.algo, config.env_id, args.seed, args.resume)
     ckpt = args.checkpoint_dir or logdir / "checkpoint"
@@ -338,13 +338,13 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
     elapsed = stats.elapsed
     console.print(f"env steps/s {measured['env_steps_per_s']:,.0f}   gradient updates/s "
                   f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
-                  f"actor restarts {trainer.worker_restarts}")
+                  f"actor restarts {trainer.worker_restarts}", markup=False)
     faults = trainer.faults()
     if faults.get("nonfinite_dropped"):
         console.print(f"[yellow]transitions dropped for non-finite values (nonfinite_transitions=drop): "
                       f"{faults['nonfinite_dropped']:,}[/yellow]")
     if faults["shard_restarts"]:
-        console.print(f"[yellow]replay shard restarts {faults['shard_restarts']}, transitions lost with them "
+        console.print(f"[yellow]replay shard restarts {faults['shard_restarts']:d}, transitions lost with them "
                       f"{faults['transitions_lost']:,}[/yellow]")
     console.print(escape(f"learner threads: {trainer.learner_threads_report()}"))
     console.print(escape(f"evaluation: {result}"))
