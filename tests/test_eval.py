@@ -60,7 +60,7 @@ def test_resume_with_steps_not_above_the_checkpoint_says_so(run_dir, capsys):
     assert "Where the time goes" not in out and "env steps/s 0" not in out
 
 
-@pytest.mark.parametrize("placement", ["cpu", "cpu-kernel"])
+@pytest.mark.parametrize("placement", ["cpu", "cpu-kernel", "fpga-emu"])
 def test_predict_follows_sb3(placement):
     dqn = Trainer("dqn", "CartPole-v1", placement=placement, config=TrainConfig.preset("dqn", **TINY))
     obs = np.zeros(4, dtype=np.float32)
