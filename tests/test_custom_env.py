@@ -13,3 +13,10 @@ def test_custom_env_from_an_importable_module_trains_with_workers():
         trainer.train(64)
         assert trainer.env_steps >= 64 and trainer.worker_restarts == 0
         assert trainer.evaluate(1).returns
+
+
+def test_custom_env_without_preset_says_whose_it_uses():
+    import pytest
+
+    with pytest.warns(UserWarning, match="no preset for corridor_env:Corridor-v0: using CartPole-v1's"):
+        Trainer("dqn", "corridor_env:Corridor-v0", placement="cpu").close()

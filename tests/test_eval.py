@@ -58,6 +58,8 @@ def test_resume_with_steps_not_above_the_checkpoint_says_so(run_dir, capsys):
     out = _out(capsys)
     assert "--steps 50 is not above the checkpoint's 100 env steps" in out
     assert "Where the time goes" not in out and "env steps/s 0" not in out
+    assert main(["train", "--resume", "--logdir", str(run_dir), "--no-tensorboard", "--eval-episodes", "1"]) == 0
+    assert "total_steps (100) is reached at the checkpoint's 100 env steps: nothing to train" in _out(capsys)
 
 
 @pytest.mark.parametrize("placement", ["cpu", "cpu-kernel", "fpga-emu"])

@@ -139,9 +139,11 @@ def run(args: argparse.Namespace) -> int:
                              f"{placed}, engine {_engine_text(trainer.config, trainer.engine)}; logs in {logdir}"))
         if remaining > 0:
             _train_with_progress(trainer, remaining, console)
-        elif args.resume and args.steps is not None:
-            console.print(escape(f"--steps {args.steps:,} is not above the checkpoint's {trainer.env_steps:,} env steps: "
-                                 f"nothing to train; evaluating it (pearl-fpga eval {ckpt} does only that)"))
+        elif args.resume:
+            why = (f"--steps {args.steps:,} is not above" if args.steps is not None
+                   else f"the run's total_steps ({total:,}) is reached at")
+            console.print(escape(f"{why} the checkpoint's {trainer.env_steps:,} env steps: nothing to train; evaluating "
+                                 f"it (pearl-fpga eval {ckpt} does only that; --steps N above it trains on)"))
         result = trainer.evaluate(args.eval_episodes)
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, TrainingInterrupted) and exc.signum else signal.SIGINT
