@@ -28,7 +28,10 @@ EXPECTED = sum(len(f"step {i} of a progress line\n") for i in range(20_000))
 def _write_to_slow_reader(mode: str) -> subprocess.CompletedProcess:
     proc = subprocess.Popen([sys.executable, "-c", WRITER, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
-    time.sleep(1.0)  # the reader lags: the pipe's buffer fills
+    if mode == "raw":
+        proc.wait(timeout=60)  # the reader lags until the writer is done: the pipe's buffer fills
+    else:
+        time.sleep(1.0)  # the reader lags (a blocking writer waits for it)
     out, err = proc.communicate(timeout=60)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
