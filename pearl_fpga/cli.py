@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # command -> module in pearl_fpga.commands; "bench" has its own sub-commands.
-COMMANDS = {"train": "train", "plan": "plan", "devices": "devices"}
+COMMANDS = {"train": "train", "eval": "eval", "plan": "plan", "devices": "devices"}
 BENCHES = {"replay": "bench_replay", "mlp": "bench_mlp", "train": "bench_train", "plan": "bench_plan",
            "learner": "bench_learner", "tabular": "bench_tabular", "tabular-policies": "bench_tabular_policies",
            "ray": "bench_ray"}
@@ -39,7 +40,21 @@ def _version() -> str:
     return __version__
 
 
+def blocking_std_streams() -> None:
+    """Make stdout and stderr blocking. Another process sharing our terminal or pipe may have set
+    O_NONBLOCK on it (the flag belongs to the shared file description); then a write that finds the
+    reader behind fails with BlockingIOError (EAGAIN) in the middle of a progress bar."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+            if not os.get_blocking(fd):
+                os.set_blocking(fd, True)
+        except (AttributeError, OSError, ValueError):
+            continue  # a replaced or captured stream without a file descriptor
+
+
 def main(argv: list[str] | None = None) -> int:
+    blocking_std_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv  # for the records benchmarks write

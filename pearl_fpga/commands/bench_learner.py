@@ -156,6 +156,7 @@ def _time_steps(step: Any, seconds: float) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from pearl_fpga.runtime.threads import available_cores, thread_candidates
@@ -172,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {"peak_gflops": peaks, "peak_method": f"best of 5 float32 torch.mm {PEAK_N}^3",
                                "algos": {}}
     for algo in algos:
-        console.print(f"[dim]timing the {algo} learner step ({args.rounds} rounds)...[/dim]")
+        console.print(f"[dim]{escape(f'timing the {algo} learner step ({args.rounds} rounds)...')}[/dim]")
         flops = step_flops(configs[algo])
         m = measure(configs[algo], args.rounds, args.seconds)
         m["config"] = {k: configs[algo].to_dict()[k] for k in ("net_arch", "batch_size")}
@@ -198,11 +199,11 @@ def run(args: argparse.Namespace) -> int:
                           f"{100 * m['gflops'][key] / peaks[n]:.0f}%", f"{base / t:.2f}x")
     console.print(table)
     console.print("Peak GFLOP/s (" + results["peak_method"] + "): "
-                  + ", ".join(f"{n} thread{'s' if n != '1' else ''} {g:.0f}" for n, g in peaks.items()))
+                  + ", ".join(f"{n} thread{'s' if n != '1' else ''} {g:.0f}" for n, g in peaks.items()), markup=False)
     for algo, m in results["algos"].items():
-        console.print(f"{algo}: {m['flops_per_step'] / 1e6:.1f} MFLOP per step; adaptive: {m['auto_choice']}")
+        console.print(f"{algo}: {m['flops_per_step'] / 1e6:.1f} MFLOP per step; adaptive: {m['auto_choice']}", markup=False)
     note = " (UNDER LOAD: other processes kept more than half the cores busy)" if load["under_load"] else ""
-    console.print(f"load average {load['load_before'][0]:.1f} -> {load['load_after'][0]:.1f} on {cores} cores{note}")
+    console.print(f"load average {load['load_before'][0]:.1f} -> {load['load_after'][0]:.1f} on {cores} cores{note}", markup=False)
     if args.json:
         text = json.dumps(with_metadata("learner", results, getattr(args, "argv", None), probe), indent=2)
         if args.json == "-":

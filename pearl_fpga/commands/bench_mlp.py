@@ -160,7 +160,7 @@ def _table(results: dict[str, Any]) -> Any:
 
     table = Table(title="MLP inference latency per call (us, best round): cpu backend vs torch eager")
     for col in ("net", "B", "cpu", "torch 1t", f"torch {results['torch_default_threads']}t", "x 1t", "x dflt",
-                "ns/inf"):
+                "ns/inf", "target"):
         table.add_column(col, justify="right")
     for entry in results["networks"]:
         for row in entry["rows"]:
@@ -168,8 +168,28 @@ def _table(results: dict[str, Any]) -> Any:
                 entry["network"], str(row["batch"]), f"{row['cpu_us']:.2f}", f"{row['torch_1thread_us']:.2f}",
                 f"{row['torch_default_us']:.2f}", f"{row['speedup_vs_torch_1thread']:.1f}",
                 f"{row['speedup_vs_torch_default']:.1f}", f"{row['cpu_ns_per_inference']:.0f}",
+                _target_text(row["batch"], row["speedup_vs_torch_1thread"]),
             )
     return table
+
+
+TARGETS = {1: 10.0, 1024: 1.0}
+"""Batch -> the speedup over torch at one thread the cpu backend must reach (batch 1: 10x; 1024: no slower)."""
+
+
+def _target_text(batch: int, speedup: float) -> str:
+    if batch not in TARGETS:
+        return ""
+    return f">={TARGETS[batch]:g}x: {'met' if speedup >= TARGETS[batch] else 'NOT MET'}"
+
+
+def _verdict(results: dict[str, Any]) -> str:
+    """One line: the targets, and which rows miss them."""
+    missed = [f"{entry['network']} B={row['batch']} ({row['speedup_vs_torch_1thread']:.1f}x)"
+              for entry in results["networks"] for row in entry["rows"]
+              if row["batch"] in TARGETS and row["speedup_vs_torch_1thread"] < TARGETS[row["batch"]]]
+    line = "Targets: batch 1 >= 10x faster than torch (x 1t >= 10); batch 1024 no slower (x 1t >= 1)"
+    return f"{line}: NOT MET by {', '.join(missed)}." if missed else f"{line}: all met."
 
 
 def _rtl_table(results: dict[str, Any]) -> Any:
@@ -220,6 +240,6 @@ def run(args: argparse.Namespace) -> int:
     console.print(_table(results))
     console.print(_rtl_table(results))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    console.print(f"cpu backend MAC array: {results.get('cpu_path')}; load average {load:.1f} on {os.cpu_count()} cores.")
-    console.print("Targets: batch 1 >= 10x faster than torch (x 1t >= 10); batch 1024 no slower (x 1t >= 1).")
+    console.print(f"cpu backend MAC array: {results.get('cpu_path')}; load average {load:.1f} on {os.cpu_count()} cores.", markup=False)
+    console.print(_verdict(results), markup=False)
     return 0

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         pred = predict(tables, plan.workload, placement, workers)
         predicted = pred.average_throughput(args.steps, config.learning_starts)
         console.print(f"[{i}/{len(cases)}] {text}, {workers} workers: predicted {predicted:,.0f} env steps/s "
-                      f"(learner now x{factor:.2f} of profile); measuring {args.steps} steps ...")
+                      f"(learner now x{factor:.2f} of profile); measuring {args.steps} steps ...", markup=False)
         m = measure(config, text, workers, args.steps, args.seed)
         err = (predicted - m["env_steps_per_s"]) / m["env_steps_per_s"]
         steady = m["steady_env_steps_per_s"]
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
                      "predicted_steady_tasks": dict(pred.task_seconds)})
         console.print(f"    measured {m['env_steps_per_s']:,.0f} env steps/s ({err:+.0%}); steady "
                       f"{pred.throughput:,.0f} predicted / {steady or 0:,.0f} measured; start+stop "
-                      f"{pred.startup_s + pred.shutdown_s:.2f} s predicted / {m['startup_s'] + m['shutdown_s']:.2f} s measured")
+                      f"{pred.startup_s + pred.shutdown_s:.2f} s predicted / {m['startup_s'] + m['shutdown_s']:.2f} s measured", markup=False)
 
     chosen = next(r for r in rows if r["placement"] == plan.placement and r["workers"] == plan.workers) \
         if any(r["placement"] == plan.placement and r["workers"] == plan.workers for r in rows) else None
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         result["chosen_over_default"] = chosen["measured"] / default["measured"]
     if args.plot:
         plot(result, args.plot)
-        console.print(f"plot: {args.plot}")
+        console.print(f"plot: {args.plot}", markup=False)
     probe.stop()
     write_record(args, "plan", result, probe)
     if args.json == "-":
@@ -187,11 +187,11 @@ def run(args: argparse.Namespace) -> int:
                   f"{r['error']:+.0%}{mark}", steady, f"{r['predicted_fixed_s']:.2f} / {r['measured_fixed_s']:.2f}",
                   r["bottleneck"])
     console.print(t)
-    console.print(f"{within}/{len(rows)} predictions within {TARGET_ERROR:.0%} of measured.")
+    console.print(f"{within}/{len(rows)} predictions within {TARGET_ERROR:.0%} of measured.", markup=False)
     if chosen and default:
         console.print(f"chosen {plan.placement} with {plan.workers} workers: {chosen['measured']:,.0f} env steps/s; "
                       f"default {dflt_text} with {config.workers} workers: {default['measured']:,.0f} "
-                      f"(chosen/default = {result['chosen_over_default']:.2f}x, measured)")
+                      f"(chosen/default = {result['chosen_over_default']:.2f}x, measured)", markup=False)
     return 0
 
 

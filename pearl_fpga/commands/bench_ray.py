@@ -78,7 +78,7 @@ def _print(results: dict[str, Any], probe: LoadProbe) -> None:
 
     console.print(f"Ray reaches 90% of in-process at {at(results['insert_90pct_batch'])} (insert), "
                   f"{at(results['sample_update_90pct_batch'])} (sample+update); fitted transport cost "
-                  f"{tc['per_call_s'] * 1e6:,.0f} us per call + {tc['per_byte_s'] * 1e9:.2f} ns per byte")
+                  f"{tc['per_call_s'] * 1e6:,.0f} us per call + {tc['per_byte_s'] * 1e9:.2f} ns per byte", markup=False)
     s = Table(title=f"2. env actors on {results['scaling_env']}: a sleep, not CPU work, so scaling shows on "
                     "a small host", title_justify="left")
     for col in ("actors", "env steps/s", "x 1 actor"):
@@ -90,17 +90,17 @@ def _print(results: dict[str, Any], probe: LoadProbe) -> None:
     for r in results["call_overhead"]:
         console.print(f"   grant of {r['chunk']} steps on CartPole-v1: {r['wall_s'] * 1e3:.2f} ms per call, "
                       f"Ray call + shard insert {r['ray_s'] * 1e3:.2f} ms = {r['overhead_vs_env']:.0%} of the data's "
-                      f"env+act time")
+                      f"env+act time", markup=False)
     for r in results["broadcast"]:
         console.print(f"3. broadcast {r['net']} ({r['bytes'] / 1e6:.2f} MB) to {r['actors']} actors: "
-                      f"median {r['median_s'] * 1e3:.1f} ms, max {r['max_s'] * 1e3:.1f} ms")
+                      f"median {r['median_s'] * 1e3:.1f} ms, max {r['max_s'] * 1e3:.1f} ms", markup=False)
     rec = results["recovery"]
     console.print(f"4. recovery: killed env actor answers again after {rec['actor_s']:.2f} s; killed replay shard "
                   f"after {rec['shard_s']:.2f} s (restarted empty: {rec['shard_lost']:,} transitions lost, counted)")
     load = probe.figures()
     state = "UNDER LOAD" if load["under_load"] else "quiet"
     console.print(f"{results['cluster']}. machine: {state} (load average {load['load_before']} -> "
-                  f"{load['load_after']}); compare within this run only")
+                  f"{load['load_after']}); compare within this run only", markup=False)
 
 
 def plot(results: dict[str, Any], path: Path) -> Path:

@@ -280,7 +280,7 @@ def _print_table(report: dict[str, Any]) -> None:
     console = Console()
     console.print(table)
     for note in notes:
-        console.print(f"  {note}")
+        console.print(f"  {note}", markup=False)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -225,14 +225,14 @@ def _print(results: dict[str, Any], probe: LoadProbe) -> None:
         if rtl.get("available"):
             console.print(f"rtl ({rtl['states']} x {rtl['actions']} table): {rtl['updates']} updates in {rtl['cycles']} cycles "
                           f"({rtl.get('cycles_per_update', float('nan')):.3f}/update); bound N + depth = "
-                          f"{rtl.get('bound', '?')}; bit-exact: {rtl['exact']}")
+                          f"{rtl.get('bound', '?')}; bit-exact: {rtl['exact']}", markup=False)
         else:
             console.print(f"rtl: not measured ({rtl['reason']})", markup=False)
     for note in results["notes"]:
         console.print(f"  {note}", markup=False)
     state = "UNDER LOAD" if load["under_load"] else "quiet"
     console.print(f"machine: {state} (load average {load['load_before']} -> {load['load_after']}, other processes "
-                  f"kept {load['other_cores_busy']} cores busy); compare ratios within this run only")
+                  f"kept {load['other_cores_busy']} cores busy); compare ratios within this run only", markup=False)
 
 
 def run(args: argparse.Namespace) -> int:

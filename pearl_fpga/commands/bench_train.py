@@ -77,6 +77,7 @@ def _sb3_settings(values: list[str], default_threads: int) -> dict[str, int]:
 def run(args: argparse.Namespace) -> int:
     import torch
     from rich.console import Console
+    from rich.markup import escape
 
 
     default_threads = torch.get_num_threads()  # torch's own default (one per core), before anything sets it
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--steps must be >= 1 and --threads >= 0")
         sb3_settings = _sb3_settings(args.sb3_threads, default_threads)
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     extra = {"double_q": bool(args.double_q)} if args.algo == "dqn" else {}
     if not args.keep_best:
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         config = build_config(args, args.algo, args.env, total_steps=steps, workers=args.workers,
                               learner_threads=args.threads, **extra)
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     results: dict[str, Any] = {"algo": args.algo, "env_id": config.env_id, "steps": steps,
                                "pearl_threads": "auto" if args.threads == 0 else args.threads,
@@ -105,12 +106,12 @@ def run(args: argparse.Namespace) -> int:
     sb3 = None if args.no_sb3 else _sb3_module()
     whole = LoadProbe().start()
     for seed in args.seeds:
-        console.print(f"seed {seed}: pearl_fpga ...")
+        console.print(f"seed {seed}: pearl_fpga ...", markup=False)
         ours = _measured(lambda: _run_pearl(config, seed, args.placement, args.eval_episodes))
         entry: dict[str, Any] = {"seed": seed, "pearl_fpga": ours, "sb3": {}, "speedup": {}}
         if sb3 is not None:
             for name, threads in sb3_settings.items():
-                console.print(f"seed {seed}: stable-baselines3 at {name} torch thread(s) ...")
+                console.print(f"seed {seed}: stable-baselines3 at {name} torch thread(s) ...", markup=False)
                 theirs = _measured(lambda: _run_sb3(sb3, config, seed, args.eval_episodes, threads))
                 entry["sb3"][name] = theirs
                 entry["speedup"][name] = ours["env_steps_per_s"] / theirs["env_steps_per_s"]
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         _table(console, results)
     if args.plot:
         plot(results, args.plot)
-        console.print(f"plot: {args.plot}")
+        console.print(f"plot: {args.plot}", markup=False)
     return 0
 
 
@@ -272,12 +273,12 @@ def _table(console: Any, results: dict[str, Any]) -> None:
                       f"{results['sb3_threads'][name]} ({name})", *_figures(theirs), f"{r['speedup'][name]:.2f}x")
     console.print(t)
     if results["sb3"] != "installed":
-        console.print(f"stable-baselines3: {results['sb3']}")
+        console.print(f"stable-baselines3: {results['sb3']}", markup=False)
     else:
         console.print("median speedup in env steps/s: " + ", ".join(
-            f"{v:.2f}x vs SB3 at {k} thread(s)" for k, v in results["median_speedup"].items()))
+            f"{v:.2f}x vs SB3 at {k} thread(s)" for k, v in results["median_speedup"].items()), markup=False)
     if results["runs_under_load"]:
-        console.print(f"[yellow]{results['runs_under_load']} seed(s) ran while other processes kept more than "
+        console.print(f"[yellow]{results['runs_under_load']:d} seed(s) ran while other processes kept more than "
                       "half the cores busy (*): not headline figures[/yellow]")
     tasks = Table(title="pearl_fpga: where the time goes (us per env step, mean over seeds)", title_justify="left")
     keys = list(results["runs"][0]["pearl_fpga"]["us_per_env_step"])

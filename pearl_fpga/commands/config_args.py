@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,12 @@ def parse_set(items: list[str]) -> dict[str, Any]:
 
 def build_config(args: argparse.Namespace, algo: str, env: str | None = None, **overrides: Any) -> Any:
     """The command's TrainConfig (see the module docstring); ValueError names any wrong field."""
-    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.config import TrainConfig, preset_note
 
+    note = preset_note(algo, env)
+    if note and not getattr(args, "_preset_noted", False):
+        print(note, file=sys.stderr)
+        args._preset_noted = True  # one line per command, however often it builds its config
     config = TrainConfig.preset(algo, env)
     path = getattr(args, "config", None)
     if path is not None:

@@ -36,5 +36,5 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     console.print(table)
     console.print(f"CPU power: {'RAPL is readable (measured)' if rapl else 'no readable RAPL: nominal figures'}; "
-                  "fpga-emu times are modelled from cycle counts and the board catalog.")
+                  "fpga-emu times are modelled from cycle counts and the board catalog.", markup=False)
     return 0

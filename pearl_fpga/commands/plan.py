@@ -91,10 +91,10 @@ def run(args: argparse.Namespace) -> int:
         console = Console(width=max(Console().width, 120))
         console.print(f"plan for {config.algo} on {config.env_id}: batch {config.batch_size}, "
                       f"{config.gradient_steps}/{config.train_freq} updates per env step, net {config.net_arch}, "
-                      f"PER {'on' if config.per else 'off'}")
+                      f"PER {'on' if config.per else 'off'}", markup=False)
         plan.print(console)
         console.print(f"train with: pearl-fpga train --algo {config.algo} --env {config.env_id} "
-                      f"--placement {plan.placement} --workers {plan.workers}")
+                      f"--placement {plan.placement} --workers {plan.workers}", markup=False)
         if ray_plan is not None:
             _print_ray(console, config, plan, ray_plan, args.ray_address)
     return 0
@@ -140,10 +140,10 @@ def _print_ray(console, config, plan, ray_plan, address: str) -> None:
     t = ray_plan.transport
     console.print(f"Ray transport (measured): {t['per_call_s'] * 1e6:,.0f} us per call + {t['per_byte_s'] * 1e9:.2f} ns "
                   f"per byte; {ray_plan.shards} replay shard(s); predicted {ray_plan.throughput:,.0f} env steps/s "
-                  f"(bound by {ray_plan.bottleneck}) vs {ray_plan.one_host:,.0f} on one host: engine {ray_plan.engine}")
+                  f"(bound by {ray_plan.bottleneck}) vs {ray_plan.one_host:,.0f} on one host: engine {ray_plan.engine}", markup=False)
     for note in ray_plan.notes:
-        console.print(f"  {note}")
+        console.print(f"  {note}", markup=False)
     if ray_plan.engine == "ray":
         addr = f" --ray-address {address}" if address else ""
         console.print(f"train with: pearl-fpga train --algo {config.algo} --env {config.env_id} --placement "
-                      f"{plan.placement} --engine ray --actors {ray_plan.actors} --replay-shards {ray_plan.shards}{addr}")
+                      f"{plan.placement} --engine ray --actors {ray_plan.actors} --replay-shards {ray_plan.shards}{addr}", markup=False)

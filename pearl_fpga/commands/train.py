@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import signal
 import sys
 import time
@@ -70,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {', '.join(tabular_only)} are for --algo qlearning|sarsa", file=sys.stderr)
         return 2
     from rich.console import Console
+    from rich.markup import escape
 
     from pearl_fpga.errors import PearlError, TrainingInterrupted
     from pearl_fpga.runtime.checkpoint import DirLock
@@ -94,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                                   checkpoint_freq=args.checkpoint_freq if args.checkpoint_freq is not None else 10_000)
         asked = _asked_fields(args, config) if args.resume else {}
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
 
     placement: Any = args.placement
@@ -104,19 +106,21 @@ def run(args: argparse.Namespace) -> int:
             plan = _plan(args.algo, config)
         except (ImportError, AttributeError) as exc:
             console.print(f"[red]error:[/red] --placement auto needs the planner (pearl_fpga.planner.choose_placement), "
-                          f"which is not available here ({exc}); pass an explicit placement such as fpga-emu")
+                          f"which is not available here ({escape(str(exc))}); pass an explicit placement such as fpga-emu")
             return 2
         placement = plan.placement
         if args.workers is None:
             config.workers = int(plan.workers)
-        console.print(f"planner chose --placement {placement} with {config.workers} worker(s)")
+        console.print(escape(f"planner chose --placement {placement} with {config.workers} worker(s)"))
 
     logdir = args.logdir or _default_logdir(config.algo, config.env_id, args.seed, args.resume)
     ckpt = args.checkpoint_dir or logdir / "checkpoint"
     logger = None
     trainer = None
+    new_logdir = not logdir.exists()  # removed again if the run fails before its first env step
     lock = DirLock(logdir / ".lock", "log directory")
     old_term = _terminate_as_interrupt()
+    failed_before_start = False
     try:
         lock.acquire()  # before the logger: a second run on this logdir must not truncate its CSV files
         logger = RunLogger(logdir, tensorboard=not args.no_tensorboard, append=args.resume)
@@ -124,28 +128,37 @@ def run(args: argparse.Namespace) -> int:
             trainer = Trainer.load(ckpt, placement=placement, workers=args.workers, logger=logger, checkpoint_dir=ckpt,
                                    engine=args.engine, ray_address=args.ray_address,
                                    expect={"algo": config.algo, "env_id": config.env_id}, overrides=asked)
-            console.print(f"resumed {ckpt} at env step {trainer.env_steps:,}")
+            console.print(f"resumed {escape(str(ckpt))} at env step {trainer.env_steps:,}")
         else:
             trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=args.seed,
                               logger=logger, checkpoint_dir=ckpt)
         total = trainer.config.total_steps
         remaining = total - trainer.env_steps
-        console.print(f"training {config.algo.upper()} on {config.env_id}: {remaining:,} env steps, placement "
-                      f"{trainer.placement}, engine {_engine_text(trainer.config, trainer.engine)}; logs in {logdir}")
+        placed = ",".join(f"{task}={trainer.device_of(task)}" for task in ("act", "replay", "learn"))
+        console.print(escape(f"training {config.algo.upper()} on {config.env_id}: {remaining:,} env steps, placement "
+                             f"{placed}, engine {_engine_text(trainer.config, trainer.engine)}; logs in {logdir}"))
         if remaining > 0:
             _train_with_progress(trainer, remaining, console)
+        elif args.resume:
+            why = (f"--steps {args.steps:,} is not above" if args.steps is not None
+                   else f"the run's total_steps ({total:,}) is reached at")
+            console.print(escape(f"{why} the checkpoint's {trainer.env_steps:,} env steps: nothing to train; evaluating "
+                                 f"it (pearl-fpga eval {ckpt} does only that; --steps N above it trains on)"))
         result = trainer.evaluate(args.eval_episodes)
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, TrainingInterrupted) and exc.signum else signal.SIGINT
         again = f"continue with --resume --logdir {logdir}" + (f" --checkpoint-dir {ckpt}" if args.checkpoint_dir else "")
         if isinstance(exc, TrainingInterrupted) and exc.checkpoint is not None:
-            console.print(f"[yellow]interrupted[/yellow] ({exc}); {again}")
+            console.print(f"[yellow]interrupted[/yellow] ({escape(str(exc))}); {escape(again)}")
         else:
-            console.print(f"[yellow]interrupted[/yellow] ({exc or signal.Signals(signum).name}): no new checkpoint; the "
-                          f"last complete one in {ckpt}, if any, is kept; {again}")
+            console.print(f"[yellow]interrupted[/yellow] " + escape(
+                f"({exc or signal.Signals(signum).name}): no new checkpoint; the last complete one in {ckpt}, if any, "
+                f"is kept; {again}"))
         return 128 + int(signum)
     except (PearlError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        if new_logdir and (trainer is None or trainer.env_steps == 0):
+            failed_before_start = True
         return 2
     finally:
         signal.signal(signal.SIGTERM, old_term)
@@ -154,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
         if trainer is not None:
             trainer.close()
         lock.release()
+        if failed_before_start:
+            # nothing of this run is worth keeping, and a leftover folder would push the next run to "-N+1"
+            shutil.rmtree(logdir, ignore_errors=True)
 
     png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
                               f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
@@ -291,11 +307,15 @@ def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str,
 
 
 def _print_summary(console: Any, trainer: Any, measured: dict[str, float], result: Any, png: Path) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from pearl_fpga.runtime.vocabulary import TASKS
 
     stats = trainer.stats()
+    if not stats.env_steps_run:  # nothing trained in this command (--steps not above the checkpoint's)
+        console.print(escape(f"evaluation: {result}"))
+        return
     steps = max(stats.env_steps_run, 1)
     table = Table(title="Where the time goes (summed over processes)", title_justify="left")
     for col in ("task", "device", "total s", "us / env step", "calls", "calls / s"):
@@ -320,14 +340,14 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
     elapsed = stats.elapsed
     console.print(f"env steps/s {measured['env_steps_per_s']:,.0f}   gradient updates/s "
                   f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
-                  f"actor restarts {trainer.worker_restarts}")
+                  f"actor restarts {trainer.worker_restarts}", markup=False)
     faults = trainer.faults()
     if faults.get("nonfinite_dropped"):
         console.print(f"[yellow]transitions dropped for non-finite values (nonfinite_transitions=drop): "
                       f"{faults['nonfinite_dropped']:,}[/yellow]")
     if faults["shard_restarts"]:
-        console.print(f"[yellow]replay shard restarts {faults['shard_restarts']}, transitions lost with them "
+        console.print(f"[yellow]replay shard restarts {faults['shard_restarts']:d}, transitions lost with them "
                       f"{faults['transitions_lost']:,}[/yellow]")
-    console.print(f"learner threads: {trainer.learner_threads_report()}")
-    console.print(f"evaluation: {result}")
-    console.print(f"learning curve: {png}")
+    console.print(escape(f"learner threads: {trainer.learner_threads_report()}"))
+    console.print(escape(f"evaluation: {result}"))
+    console.print(escape(f"learning curve: {png}"))

@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from pearl_fpga.algos.tabular import TabularConfig
     from pearl_fpga.errors import PearlError
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         if config.algo != args.algo:
             raise ValueError(f"--config {args.config} is for algo {config.algo!r}, but --algo is {args.algo!r}")
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
 
     mode = "offline" if offline else "online"
@@ -74,23 +75,23 @@ def run(args: argparse.Namespace) -> int:
                                           checkpoint_dir=ckpt, record=False)
             if args.episodes is not None:
                 trainer.config.episodes = args.episodes
-            console.print(f"resumed {ckpt} at episode {trainer.episode:,}")
+            console.print(f"resumed {ckpt} at episode {trainer.episode:,}", markup=False)
         else:
             trainer = TabularTrainer(config, logger=logger, checkpoint_dir=None if offline else ckpt,
                                      record=args.save_dataset is not None)
         cfg = trainer.config
         console.print(f"training {cfg.algo} on {cfg.env_id} ({mode}, {trainer.n_states} states x {trainer.n_actions} "
                       f"actions, backend {trainer.kernel.backend_name}, alpha {cfg.alpha}, gamma {cfg.gamma}); "
-                      f"logs in {logdir}")
+                      f"logs in {logdir}", markup=False)
         t0 = time.perf_counter()
         if offline:
-            data = trainer.train_offline(args.dataset, progress=lambda e, n: console.print(f"epoch {e}/{n}"))
-            console.print(f"{data['n']:,} transitions x {cfg.epochs} epoch(s), parts {cfg.parts}")
+            data = trainer.train_offline(args.dataset, progress=lambda e, n: console.print(f"epoch {e}/{n}", markup=False))
+            console.print(f"{data['n']:,} transitions x {cfg.epochs} epoch(s), parts {cfg.parts}", markup=False)
         else:
             _train_with_progress(trainer, console)
         seconds = time.perf_counter() - t0
         if args.save_dataset is not None:
-            console.print(f"dataset of {trainer.env_steps:,} transitions written to {trainer.save_dataset(args.save_dataset)}")
+            console.print(f"dataset of {trainer.env_steps:,} transitions written to {trainer.save_dataset(args.save_dataset)}", markup=False)
         result = trainer.evaluate(cfg.eval_episodes)
         exact_return, exact_success = exact_evaluation(trainer.env, trainer.kernel.greedy(), cfg.success_reward)
         if logger is not None:
@@ -98,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         if trainer is not None and not offline:
             trainer.save(ckpt)
-            console.print(f"[yellow]interrupted[/yellow] at episode {trainer.episode:,}: checkpoint written to {ckpt}; "
-                          f"continue with --resume --logdir {logdir}")
+            console.print("[yellow]interrupted[/yellow] " + escape(
+                f"at episode {trainer.episode:,}: checkpoint written to {ckpt}; continue with --resume --logdir {logdir}"))
         return 130
     except (PearlError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
     finally:
         if logger is not None:
@@ -130,11 +131,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         console.print(f"greedy policy over {result.returns.size:,} episodes: mean return {result.mean:.3f} "
                       f"(std {result.std:.3f}), success rate {result.success_rate:.4f}; exact from the env model: "
-                      f"return {exact_return:.4f}, success {exact_success:.4f}")
+                      f"return {exact_return:.4f}, success {exact_success:.4f}", markup=False)
         if png is not None:
-            console.print(f"learning curve: {png}")
+            console.print(f"learning curve: {png}", markup=False)
         if policy_png is not None:
-            console.print(f"policy: {policy_png}")
+            console.print(f"policy: {policy_png}", markup=False)
     return 0
 
 

@@ -149,14 +149,14 @@ class Plan:
                       f"{p.run_throughput:,.0f}", p.bottleneck, f"{p.power_w:.1f} {p.power_source[:3]}.", f"{p.efficiency:.1f}")
         console.print(a)
         p = self.prediction
-        console.print(f"[bold]chosen:[/bold] --placement {self.placement} with {self.workers} actor worker(s): "
-                      f"{p.throughput:,.0f} env steps/s predicted in steady state, {p.run_throughput:,.0f} over the "
-                      f"{self.workload.total_steps:,}-step run (modelled), bottleneck {p.bottleneck}, "
-                      f"{p.power_w:.1f} W ({p.power_source}), {p.efficiency:.1f} env steps/J")
+        console.print("[bold]chosen:[/bold] " + escape(
+            f"--placement {self.placement} with {self.workers} actor worker(s): {p.throughput:,.0f} env steps/s "
+            f"predicted in steady state, {p.run_throughput:,.0f} over the {self.workload.total_steps:,}-step run "
+            f"(modelled), bottleneck {p.bottleneck}, {p.power_w:.1f} W ({p.power_source}), {p.efficiency:.1f} env steps/J"))
         for key, reason in sorted(self.unavailable.items()):
-            console.print(f"  unavailable {key}: {escape(reason)}")
+            console.print(escape(f"  unavailable {key}: {reason}"))
         for note in self.notes:
-            console.print(f"  note: {escape(note)}")
+            console.print(escape(f"  note: {note}"))
 
     def report(self, measured: Mapping[str, float], console: Any = None) -> dict[str, Any]:
         """Print predicted vs measured seconds per env step per task and env steps/s overall.

@@ -30,6 +30,8 @@ RESTART_LIMIT = 5
 RESTART_WINDOW_S = 120.0
 RESTART_BACKOFF_S = 0.5
 """Wait before a worker's first restart in the window; doubled for each further one (at most 16 s)."""
+START_TRIES = 6
+"""Attempts to start a worker process when the system answers EAGAIN (waits 0.05 s, doubling)."""
 
 
 class WorkerCrashLoop(EngineError):
@@ -77,7 +79,21 @@ class WorkerPool:
                 "calibration": self.calibration}
         proc = self.ctx.Process(target=worker_main, args=(child, spec, self.shared, self.version), daemon=True,
                                 name=f"pearl-actor-{i}")
-        proc.start()
+        for attempt in range(START_TRIES):
+            try:
+                proc.start()
+                break
+            except BlockingIOError as exc:
+                # EAGAIN from fork/spawn: the user's process or thread limit, often full only for a moment
+                # on a shared host; wait and try again rather than die with a raw traceback
+                if attempt == START_TRIES - 1:
+                    child.close()
+                    parent.close()
+                    raise EngineError(
+                        f"cannot start actor worker {i}: the system refused a new process {START_TRIES} times "
+                        f"({exc.strerror or exc}; the process or thread limit of this user, ulimit -u, is "
+                        "reached). Use fewer --workers, end other processes, or raise the limit") from exc
+                time.sleep(0.05 * 2 ** attempt)
         child.close()
         self.procs[i], self.conns[i], self.credit[i] = proc, parent, 0
         self.starts[i] += 1
