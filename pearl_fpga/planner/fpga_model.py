@@ -20,6 +20,7 @@ import numpy as np
 from pearl_fpga.planner import hls_schedule
 from pearl_fpga.planner.model import Fit
 from pearl_fpga.planner.profile import REPLAY_TASKS, fit_line
+from pearl_fpga.runtime.emulation import misfits
 from pearl_fpga.spec.mlp import infer_cycle_bound
 from pearl_fpga.spec.replay import batch_cycle_bound, tree_depth
 
@@ -164,12 +165,11 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
     # ---- act: the MLP kernel
     layers = mlp_layers(obs_dim, config.net_arch, out_dim)
     mk = board.kernels["mlp"]
-    widest = max(max(n, m) for n, m in layers)
     host_act = host.get(("act", "cpu-kernel")) or host.get(("act", "cpu"))
     host_sync = host.get(("weight_sync", "cpu-kernel")) or host.get(("weight_sync", "cpu"))
-    if widest > mk["max_width"] or len(layers) > mk["max_layers"]:
-        unavailable[f"act@{target}"] = (f"network {obs_dim}-{'-'.join(map(str, config.net_arch))}-{out_dim} does not fit "
-                                        f"{board.name}'s MLP kernel (max_width {mk['max_width']}, max_layers {mk['max_layers']})")
+    too_big = misfits(board, config, obs_dim, out_dim, act=True, replay=False)
+    if too_big:
+        unavailable[f"act@{target}"] = "; ".join(too_big)
     elif host_act is None or host_sync is None:
         unavailable[f"act@{target}"] = "no host measurement of act to base the driver overhead on"
     else:
@@ -210,9 +210,8 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
         for task in REPLAY_TASKS:
             if (task, "cpu") in host:
                 fits[(task, target)] = host[(task, "cpu")]
-    elif config.buffer_size > rk["capacity"]:
-        unavailable[f"replay@{target}"] = (f"buffer_size {config.buffer_size} exceeds {board.name}'s replay kernel "
-                                           f"capacity {rk['capacity']}")
+    elif misfits(board, config, obs_dim, out_dim, act=False, replay=True):
+        unavailable[f"replay@{target}"] = "; ".join(misfits(board, config, obs_dim, out_dim, act=False, replay=True))
     elif ("host_store", "cpu") not in host or ("host_gather", "cpu") not in host:
         unavailable[f"replay@{target}"] = "no host measurement of transition storage"
     else:

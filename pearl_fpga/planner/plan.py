@@ -278,7 +278,9 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
             raise PlanError(f"{exc} Unavailable here: {why}") from None
         raise
     best = ranked[0]
-    placement = ",".join(f"{r}={best.placement[r]}" for r in ROLES)
+    # the runtime's fpga-emu is one catalog board: name the one planned for
+    placement = ",".join(f"{r}={best.placement[r]}" + (f":{board_spec.name}" if best.placement[r] == "fpga-emu"
+                                                        and board_spec is not None else "") for r in ROLES)
     return Plan(placement=placement, workers=best.workers, objective=objective, prediction=best, ranked=ranked,
                 tables=tables, workload=workload, unavailable=unavailable, notes=notes,
                 board=board_spec.name if board_spec is not None else None, profile=profile)
