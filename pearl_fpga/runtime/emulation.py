@@ -62,20 +62,27 @@ def _roles(placement: Placement) -> dict[str, bool]:
     return {"act": placement.act == "fpga-emu", "replay": placement.replay == "fpga-emu"}
 
 
+def _misfits_by_kernel(board: BoardSpec, config: Any, obs_dim: int, out_dim: int,
+                       roles: dict[str, bool]) -> tuple[list[str], list[str]]:
+    """misfits of the MLP kernel and of the replay kernel, apart."""
+    return (misfits(board, config, obs_dim, out_dim, act=roles["act"], replay=False),
+            misfits(board, config, obs_dim, out_dim, act=False, replay=roles["replay"]))
+
+
 def check_fits(config: Any, obs_dim: int, out_dim: int, placement: Placement) -> None:
     """BoardFitError naming every limit of the emulated board the run exceeds, and the fixes."""
     board = emulated_board(placement)
     if board is None:
         return
     roles = _roles(placement)
-    problems = misfits(board, config, obs_dim, out_dim, **roles)
+    mlp, replay = _misfits_by_kernel(board, config, obs_dim, out_dim, roles)
+    problems = mlp + replay
     if not problems:
         return
     fixes = []
-    if any("MLP" in p for p in problems) and not misfits(board, _with(config, net_arch=SMALL_NET), obs_dim, out_dim,
-                                                          roles["act"], False):
+    if mlp and not misfits(board, _with(config, net_arch=SMALL_NET), obs_dim, out_dim, act=True, replay=False):
         fixes.append(f"a smaller network (--set net_arch=[{','.join(map(str, SMALL_NET))}])")
-    if any("replay" in p for p in problems):
+    if replay:
         fixes.append(f"a smaller buffer (--set buffer_size={board.kernels['replay']['capacity'] * _shards(config)})")
     boards = [b.name for b in load_catalog().values()
               if b.name != board.name and not misfits(b, config, obs_dim, out_dim, **roles)]
@@ -115,11 +122,12 @@ def board_preset(config: Any, placement: Placement, obs_dim: int, out_dim: int,
     if board is None:
         return config, None
     roles = _roles(placement)
-    problems = misfits(board, config, obs_dim, out_dim, **roles)
+    mlp, replay = _misfits_by_kernel(board, config, obs_dim, out_dim, roles)
+    problems = mlp + replay
     changes: dict[str, Any] = {}
-    if any("MLP" in p for p in problems) and "net_arch" not in explicit:
+    if mlp and "net_arch" not in explicit:
         changes["net_arch"] = SMALL_NET
-    if any("replay" in p for p in problems) and "buffer_size" not in explicit:
+    if replay and "buffer_size" not in explicit:
         changes["buffer_size"] = board.kernels["replay"]["capacity"] * _shards(config)
     if not changes:
         return config, None
