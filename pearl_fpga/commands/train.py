@@ -29,7 +29,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None, help="total env steps (default: the rl-zoo budget)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--placement", default=None,
-                        help="device per task: cpu, cpu-kernel, fpga-emu, cuda, fpga, 'act=fpga-emu,replay=cpu,learn=cpu', "
+                        help="device per task: cpu, cpu-kernel, fpga-emu[:BOARD] (a catalog board's kernels emulated; "
+                             "default: the catalog's default board), cuda, fpga, 'act=fpga-emu,replay=cpu,learn=cpu', "
                              "or auto (the planner chooses); default: the MLP kernel's C++ build for acting")
     parser.add_argument("--workers", type=int, default=None, help="actor worker processes (0 = in-process, deterministic)")
     parser.add_argument("--per", action="store_true", help="prioritized replay on the replay kernel")
