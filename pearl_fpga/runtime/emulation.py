@@ -42,19 +42,19 @@ def misfits(board: BoardSpec, config: Any, obs_dim: int, out_dim: int, act: bool
     if act:
         mk = board.kernels["mlp"]
         widths = [obs_dim, *config.net_arch, out_dim]
-        net = net_text(obs_dim, config.net_arch, out_dim)
+        kernel, net = f"{board.name}'s MLP kernel", f"the network {net_text(obs_dim, config.net_arch, out_dim)}"
         if len(widths) - 1 > mk["max_layers"]:
-            out.append(f"{board.name}'s MLP kernel holds {mk['max_layers']} layers; the network {net} has {len(widths) - 1}")
+            out.append(f"{kernel} holds {mk['max_layers']} layers; {net} has {len(widths) - 1}")
         if max(widths) > mk["max_width"]:
-            out.append(f"{board.name}'s MLP kernel holds width {mk['max_width']}; the network {net} has {max(widths)}")
+            out.append(f"{kernel} holds width {mk['max_width']}; {net} has {max(widths)}")
         if config.n_envs > mk["max_batch"]:
-            out.append(f"{board.name}'s MLP kernel infers batches of up to {mk['max_batch']}; n_envs is {config.n_envs}")
+            out.append(f"{kernel} infers batches of up to {mk['max_batch']}; n_envs is {config.n_envs}")
     if replay and config.per:
-        capacity = board.kernels["replay"]["capacity"]
-        shards = _shards(config)
+        capacity, shards = board.kernels["replay"]["capacity"], _shards(config)
         if config.buffer_size // shards > capacity:
-            what = f"buffer_size is {config.buffer_size:,}" + (f" ({config.buffer_size // shards:,} per shard)" if shards > 1 else "")
-            out.append(f"{board.name}'s replay kernel holds {capacity:,} transitions; {what}")
+            per_shard = f" ({config.buffer_size // shards:,} per shard)" if shards > 1 else ""
+            out.append(f"{board.name}'s replay kernel holds {capacity:,} transitions; "
+                       f"buffer_size is {config.buffer_size:,}{per_shard}")
     return out
 
 
