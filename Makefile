@@ -1,5 +1,5 @@
 # pearl_fpga: the one entry point. Every target sets up .venv itself on first use.
-#   make train   train DQN on CartPole-v1 with the FPGA kernels in emulation (the main job)
+#   make train   train DQN on CartPole-v1 emulating the catalog's default board, pynq-z2 (the main job)
 #   make test    every test: the C simulations (make csim), the import layers (lint-imports), pytest, then
 #                the board path through the real pynq package in its own environment (make test-pynq)
 #   make test-isa  the ISA-sensitive tests again under each instruction-set switch (part of make test)

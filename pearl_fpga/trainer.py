@@ -35,6 +35,7 @@ from pearl_fpga.errors import CheckpointError, DirectoryInUse, DivergenceError, 
 from pearl_fpga.runtime.checkpoint import (as_tuple, check_writable, checkpoint_lock, np_global_state, read_checkpoint,
                                          recover_checkpoint, set_np_global_state, write_checkpoint)
 from pearl_fpga.runtime.engines import make_engine, resolve_engine
+from pearl_fpga.runtime.emulation import board_preset, check_fits, replay_sizes
 from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollout
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
@@ -68,7 +69,8 @@ class Trainer:
         `logdir`: the Trainer logs there as `pearl-fpga train` does (CSV files, TensorBoard events when
         tensorboard is installed, learning_curve.png after each train())."""
         algo = str(algo).lower()
-        if config is None:
+        preset = config is None
+        if preset:
             note = preset_note(algo, env)
             if note:
                 warnings.warn(note, stacklevel=2)
@@ -107,6 +109,12 @@ class Trainer:
             need = "discrete" if algo == "dqn" else "continuous (Box)"
             raise ValueError(f"{algo.upper()} needs a {need} action space; {config.env_id} does not have one "
                              f"(DQN: e.g. CartPole-v1, DDPG: e.g. Pendulum-v1)")
+        # an emulated board holds the sizes it was synthesized for: a preset is fitted, a given config checked
+        self.preset_note = None
+        if preset:
+            config, self.preset_note = board_preset(config, self.placement, self.spec.obs_dim, self.spec.action_dim)
+            self.config = config
+        check_fits(config, self.spec.obs_dim, self.spec.action_dim, self.placement)
         if self.placement.learn == "cuda" and not torch.cuda.is_available():
             from pearl_fpga.errors import BackendUnavailable
 
@@ -131,7 +139,8 @@ class Trainer:
         self.engine = make_engine(config)
         self.replay = self.engine.make_replay(
             self, lambda offset: make_replay(config, self.spec.obs_dim, action_shape, self.spec.discrete, seed + 1 + offset,
-                                             self.placement.replay_backends(), self.placement.replay))
+                                             self.placement.replay_backends(), self.placement.replay,
+                                             replay_sizes(self.placement)))
         self.envs = EnvGroup(config.env_id, config.n_envs, seed)
         self.rng = np.random.default_rng(seed + 2)  # exploration
         self.predict_rng = np.random.default_rng(seed + 3)  # predict(): leaves training's draws as they are

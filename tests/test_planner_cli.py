@@ -77,7 +77,7 @@ def test_plan_json_with_a_modelled_board(cache, small_config, capsys):
     # pinned to the board: honoured
     code, out, err = run_cmd(plan_cmd, [*argv, "--constraints", "act=fpga-emu,replay=fpga-emu"], capsys)
     assert code == 0, err
-    assert json.loads(out)["placement"].startswith("act=fpga-emu,replay=fpga-emu")
+    assert json.loads(out)["placement"].startswith("act=fpga-emu:pynq-z2,replay=fpga-emu:pynq-z2")
 
 
 def test_plan_efficiency_with_set_overrides(cache, capsys):

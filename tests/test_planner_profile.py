@@ -123,7 +123,8 @@ def test_fpga_fits_follow_the_catalog():
     # a network wider than the board's kernel, a buffer larger than its tree: unavailable, with the reason
     wide = TrainConfig.preset("dqn", per=True)  # 256-wide layers, 100k transitions
     _, unavailable, _ = fpga_model.fpga_fits(board, wide, 4, 2, True, host)
-    assert "max_width" in unavailable["act@fpga-emu"] and "capacity" in unavailable["replay@fpga-emu"]
+    assert unavailable["act@fpga-emu"] == "pynq-z2's MLP kernel holds width 128; the network 4-256-256-2 has 256"
+    assert unavailable["replay@fpga-emu"] == "pynq-z2's replay kernel holds 16,384 transitions; buffer_size is 100,000"
 
 
 def test_cpu_parallel_is_relative_to_one_process():

@@ -104,12 +104,23 @@ def load_catalog(path: str | Path | None = None) -> dict[str, BoardSpec]:
     return parse_catalog(data, source=str(path))
 
 
-def get_board(name: str, path: str | Path | None = None) -> BoardSpec:
-    """One board of the catalog; an unknown name raises CatalogError listing the known ones."""
+def get_board(name: str | None = None, path: str | Path | None = None) -> BoardSpec:
+    """One board of the catalog (None: its default board); an unknown name raises CatalogError listing
+    the known ones."""
     boards = load_catalog(path)
+    name = default_board(path) if name is None else name
     if name not in boards:
         raise CatalogError(f"unknown board {name!r}; the catalog has: {', '.join(sorted(boards))}")
     return boards[name]
+
+
+def default_board(path: str | Path | None = None) -> str:
+    """The board `fpga-emu` and the planner mean when none is named: the catalog's "default_board"
+    (its first board when the field is absent)."""
+    path = Path(path) if path is not None else DEFAULT_CATALOG
+    data = json.loads(path.read_text(encoding="utf-8"))
+    boards = load_catalog(path)
+    return str(data.get("default_board") or next(iter(boards)))
 
 
 def parse_catalog(data: Any, source: str = "catalog") -> dict[str, BoardSpec]:
@@ -124,6 +135,9 @@ def parse_catalog(data: Any, source: str = "catalog") -> dict[str, BoardSpec]:
     boards = data.get("boards")
     if not isinstance(boards, dict) or not boards:
         raise CatalogError(f"{source}: 'boards' must be a non-empty object of board name -> description")
+    default = data.get("default_board")
+    if default is not None and default not in boards:
+        raise CatalogError(f"{source}: default_board {default!r} is not one of its boards ({', '.join(sorted(boards))})")
     return {name: _parse_board(name, entry, source) for name, entry in boards.items()}
 
 
@@ -350,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     z = sub.add_parser("zynq-design", help="print the block design's kernels and DMA parameters as a Tcl list (hls/scripts/zynq_bd.tcl)")
     z.add_argument("board")
     sub.add_parser("list", help="print the board names")
+    sub.add_parser("default", help="print the default board (what fpga-emu emulates when none is named)")
     sub.add_parser("kernels", help="print the kernels every bitstream holds (pearl_fpga.spec.kernels)")
     sub.add_parser("check", help="validate the catalog")
     args = parser.parse_args(argv)
@@ -365,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
             print(board_for_platform(args.platform).name)
         elif args.cmd == "list":
             print("\n".join(load_catalog()))
+        elif args.cmd == "default":
+            print(default_board())
         elif args.cmd == "kernels":
             print(" ".join(KERNELS))
         else:

@@ -30,7 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None, help="total env steps (default: the rl-zoo budget)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--placement", default=None,
-                        help="device per task: cpu, cpu-kernel, fpga-emu, cuda, fpga, 'act=fpga-emu,replay=cpu,learn=cpu', "
+                        help="device per task: cpu, cpu-kernel, fpga-emu[:BOARD] (a catalog board's kernels emulated; "
+                             "default: the catalog's default board), cuda, fpga, 'act=fpga-emu,replay=cpu,learn=cpu', "
                              "or auto (the planner chooses); default: the MLP kernel's C++ build for acting")
     parser.add_argument("--workers", type=int, default=None, help="actor worker processes (0 = in-process, deterministic)")
     parser.add_argument("--per", action="store_true", help="prioritized replay on the replay kernel")
@@ -130,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
                                    expect={"algo": config.algo, "env_id": config.env_id}, overrides=asked)
             console.print(f"resumed {escape(str(ckpt))} at env step {trainer.env_steps:,}")
         else:
+            config = _fit_board(args, config, placement, console)
             trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=args.seed,
                               logger=logger, checkpoint_dir=ckpt)
         total = trainer.config.total_steps
@@ -137,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
         placed = ",".join(f"{task}={trainer.device_of(task)}" for task in ("act", "replay", "learn"))
         console.print(escape(f"training {config.algo.upper()} on {config.env_id}: {remaining:,} env steps, placement "
                              f"{placed}, engine {_engine_text(trainer.config, trainer.engine)}; logs in {logdir}"))
+        if trainer.placement.board:
+            console.print(escape(_board_header(trainer.placement.board)))
         if remaining > 0:
             _train_with_progress(trainer, remaining, console)
         elif args.resume:
@@ -175,14 +179,57 @@ def run(args: argparse.Namespace) -> int:
                               f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
     measured = trainer.task_summary()
     summary = _summary(trainer, measured, result)
+    summary["board_modelled"] = board = _board_report(trainer)
     (logdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        _print_summary(console, trainer, measured, result, png)
+        _print_summary(console, trainer, measured, result, png, board)
     if plan is not None:
         plan.report(measured)
     return 0
+
+
+def _fit_board(args: argparse.Namespace, config: Any, placement: Any, console: Any) -> Any:
+    """The config fitted to an emulated board where the preset does not fit and --set/--config left the
+    field alone (runtime.emulation.board_preset), with one line saying which runs and why."""
+    from rich.markup import escape
+
+    from pearl_fpga.runtime.emulation import board_preset
+    from pearl_fpga.runtime.envs import env_spec
+    from pearl_fpga.runtime.placement import parse_placement
+
+    spec = env_spec(config.env_id)
+    config, note = board_preset(config, parse_placement(placement), spec.obs_dim, spec.action_dim,
+                                set(_asked_fields(args, config)))
+    if note:
+        console.print(escape(note))
+    return config
+
+
+def _board_header(name: str) -> str:
+    from pearl_fpga.board.catalog import get_board
+
+    b = get_board(name)
+    m, r = b.kernels["mlp"], b.kernels["replay"]
+    return (f"emulating {b.name} ({b.clock_mhz:g} MHz; MLP kernel: {m['max_layers']} layers of width up to "
+            f"{m['max_width']}, {m['lanes']} MAC lanes; replay kernel: {r['capacity']:,} transitions, fan-out "
+            f"{r['fanout']}); its times are modelled")
+
+
+def _board_report(trainer: Any) -> dict[str, Any] | None:
+    """The emulated board's modelled times of the run's kernel tasks (planner.fpga_model.board_run)."""
+    from pearl_fpga.planner.fpga_model import board_run
+    from pearl_fpga.runtime.emulation import emulated_board
+    from pearl_fpga.runtime.engines import resolve_engine
+
+    board = emulated_board(trainer.placement)
+    if board is None:
+        return None
+    stats = trainer.stats()
+    return board_run(board, trainer.config, trainer.spec.obs_dim, trainer.spec.action_dim, trainer.spec.discrete,
+                     trainer.placement, trainer.timer.seconds, trainer.timer.calls, stats.env_steps_run, stats.elapsed,
+                     resolve_engine(trainer.config) == "inline")
 
 
 def _terminate_as_interrupt() -> Any:
@@ -306,7 +353,8 @@ def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str,
     }
 
 
-def _print_summary(console: Any, trainer: Any, measured: dict[str, float], result: Any, png: Path) -> None:
+def _print_summary(console: Any, trainer: Any, measured: dict[str, float], result: Any, png: Path,
+                   board: dict[str, Any] | None = None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -317,8 +365,13 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
         console.print(escape(f"evaluation: {result}"))
         return
     steps = max(stats.env_steps_run, 1)
-    table = Table(title="Where the time goes (summed over processes)", title_justify="left")
-    for col in ("task", "device", "total s", "us / env step", "calls", "calls / s"):
+    modelled = board["seconds_per_env_step"] if board else {}
+    title = "Where the time goes (summed over processes" + (
+        f"; {board['board']} us: the board's modelled time per env step)" if board else ")")
+    table = Table(title=title, title_justify="left")
+    cols = ("task", "device", "total s", "us / env step", *((f"{board['board']} us",) if board else ()),
+            "calls", "calls / s")
+    for col in cols:
         table.add_column(col, justify="left" if col in ("task", "device") else "right")
     per_device: dict[str, float] = {}
     for key in (*TASKS, "eval", "checkpoint"):
@@ -328,7 +381,8 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
             continue
         device = trainer.device_of(key)
         per_device[device] = per_device.get(device, 0.0) + secs
-        table.add_row(key, device, f"{secs:.2f}", f"{secs / steps * 1e6:,.1f}", f"{calls:,}",
+        on_board = (f"{modelled[key] * 1e6:,.1f}" if key in modelled else "-",) if board else ()
+        table.add_row(key, device, f"{secs:.2f}", f"{secs / steps * 1e6:,.1f}", *on_board, f"{calls:,}",
                       f"{calls / secs:,.0f}" if secs > 0 else "-")
     console.print(table)
     dev = Table(title="Time per device", title_justify="left")
@@ -341,6 +395,11 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
     console.print(f"env steps/s {measured['env_steps_per_s']:,.0f}   gradient updates/s "
                   f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
                   f"actor restarts {trainer.worker_restarts}", markup=False)
+    if board:
+        rate = board["env_steps_per_s"]
+        console.print(f"{board['board']} (modelled): kernel tasks {sum(modelled.values()) * 1e6:,.1f} us / env step on the "
+                      "board; " + (f"env steps/s the board would sustain {rate:,.0f} (this run with the kernel tasks "
+                                   "timed as on the board)" if rate else "env steps/s modelled for inline runs only"))
     faults = trainer.faults()
     if faults.get("nonfinite_dropped"):
         console.print(f"[yellow]transitions dropped for non-finite values (nonfinite_transitions=drop): "

@@ -20,6 +20,7 @@ import numpy as np
 from pearl_fpga.planner import hls_schedule
 from pearl_fpga.planner.model import Fit
 from pearl_fpga.planner.profile import REPLAY_TASKS, fit_line
+from pearl_fpga.runtime.emulation import misfits
 from pearl_fpga.spec.mlp import infer_cycle_bound
 from pearl_fpga.spec.replay import batch_cycle_bound, tree_depth
 
@@ -164,12 +165,11 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
     # ---- act: the MLP kernel
     layers = mlp_layers(obs_dim, config.net_arch, out_dim)
     mk = board.kernels["mlp"]
-    widest = max(max(n, m) for n, m in layers)
     host_act = host.get(("act", "cpu-kernel")) or host.get(("act", "cpu"))
     host_sync = host.get(("weight_sync", "cpu-kernel")) or host.get(("weight_sync", "cpu"))
-    if widest > mk["max_width"] or len(layers) > mk["max_layers"]:
-        unavailable[f"act@{target}"] = (f"network {obs_dim}-{'-'.join(map(str, config.net_arch))}-{out_dim} does not fit "
-                                        f"{board.name}'s MLP kernel (max_width {mk['max_width']}, max_layers {mk['max_layers']})")
+    too_big = misfits(board, config, obs_dim, out_dim, act=True, replay=False)
+    if too_big:
+        unavailable[f"act@{target}"] = "; ".join(too_big)
     elif host_act is None or host_sync is None:
         unavailable[f"act@{target}"] = "no host measurement of act to base the driver overhead on"
     else:
@@ -210,9 +210,8 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
         for task in REPLAY_TASKS:
             if (task, "cpu") in host:
                 fits[(task, target)] = host[(task, "cpu")]
-    elif config.buffer_size > rk["capacity"]:
-        unavailable[f"replay@{target}"] = (f"buffer_size {config.buffer_size} exceeds {board.name}'s replay kernel "
-                                           f"capacity {rk['capacity']}")
+    elif misfits(board, config, obs_dim, out_dim, act=False, replay=True):
+        unavailable[f"replay@{target}"] = "; ".join(misfits(board, config, obs_dim, out_dim, act=False, replay=True))
     elif ("host_store", "cpu") not in host or ("host_gather", "cpu") not in host:
         unavailable[f"replay@{target}"] = "no host measurement of transition storage"
     else:
@@ -251,3 +250,47 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
         fits[("replay_sample", target)] = Fit(gather.a + 2 * lat + sm.c0 / f_hz, gather.b + sm.c1 / f_hz + 2 * word,
                                               src.format(sm.source))
     return fits, unavailable, notes
+
+
+# ------------------------------------------------------------------- an emulated board's run (fpga-emu)
+def board_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: bool,
+               csynth_dirs: Sequence[str | Path] = ()) -> tuple[dict[str, Fit], list[str]]:
+    """The board's own time of one call of each kernel task (kernel cycles at its clock, the link's
+    latency and DMA bytes), without host work: fpga_fits with the host's part at zero."""
+    zero = Fit(0.0, 0.0, "none")
+    host = {("act", "cpu-kernel"): zero, ("weight_sync", "cpu-kernel"): zero, ("host_store", "cpu"): zero,
+            ("host_gather", "cpu"): zero}
+    fits, _, notes = fpga_fits(board, config, obs_dim, out_dim, discrete, host, csynth_dirs=csynth_dirs)
+    return {task: fit for (task, _), fit in fits.items() if config.per or task not in REPLAY_TASKS}, notes
+
+
+def board_run(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: bool, placement: Any,
+              seconds: Mapping[str, float], calls: Mapping[str, int], env_steps: int, elapsed: float,
+              inline: bool) -> dict[str, Any]:
+    """What a run's kernel tasks would have taken on the emulated `board` (modelled).
+
+    seconds, calls: the run's measured totals per task; env_steps, elapsed: its env steps and wall time.
+    Each act call is one inference of n_envs observations (at the share of steps that run the policy,
+    as the planner counts), each sample or priority update one batch of batch_size, each insert the
+    run's transitions. The env steps/s the board would sustain (inline runs, whose tasks run one after
+    another) is the measured run with each kernel task's time replaced by the board's; weight sync
+    keeps its measured host work (re-quantization, which stays on the host) and adds the board's load.
+    """
+    from pearl_fpga.planner.plan import act_fraction
+
+    fits, notes = board_fits(board, config, obs_dim, out_dim, discrete)
+    kernel_tasks = [t for t in fits if (placement.act if t in ("act", "weight_sync") else placement.replay) == "fpga-emu"]
+    board_s: dict[str, float] = {}
+    for task in kernel_tasks:
+        n = calls.get(task, 0)
+        items = {"act": n * config.n_envs * act_fraction(config), "replay_insert": env_steps,
+                 "replay_sample": n * config.batch_size, "replay_update": n * config.batch_size}.get(task, 0.0)
+        kernel_calls = n * act_fraction(config) if task == "act" else n
+        board_s[task] = fits[task].a * kernel_calls + fits[task].b * items
+    steps_per_s = None
+    if inline and elapsed > 0 and env_steps > 0:
+        saved = sum(seconds.get(t, 0.0) - board_s[t] for t in board_s if t != "weight_sync")
+        steps_per_s = env_steps / max(elapsed - saved + board_s.get("weight_sync", 0.0), 1e-12)
+    return {"board": board.name, "clock_mhz": board.clock_mhz,
+            "seconds_per_env_step": {t: s / max(env_steps, 1) for t, s in board_s.items()},
+            "sources": {t: fits[t].source for t in board_s}, "env_steps_per_s": steps_per_s, "notes": notes}

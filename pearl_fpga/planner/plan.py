@@ -21,7 +21,6 @@ from pearl_fpga.planner.tables import TARGET_ORDER, build_tables, get_profile, p
 from pearl_fpga.runtime.schedule import credit_chunk
 from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES, TASKS
 
-DEFAULT_BOARD = "pynq-z2"
 
 
 
@@ -240,7 +239,7 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
     board_spec = None
     if board is not None or "fpga-emu" in targets or "fpga" in targets:
         try:
-            board_spec = get_board(board or DEFAULT_BOARD)
+            board_spec = get_board(board)
         except Exception as exc:  # noqa: BLE001 - CatalogError: already a user-facing message
             raise PlanError(str(exc)) from exc
     profile = get_profile(config, targets, sizes=sizes, reprofile=reprofile, progress=progress)
@@ -279,7 +278,9 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
             raise PlanError(f"{exc} Unavailable here: {why}") from None
         raise
     best = ranked[0]
-    placement = ",".join(f"{r}={best.placement[r]}" for r in ROLES)
+    # the runtime's fpga-emu is one catalog board: name the one planned for
+    placement = ",".join(f"{r}={best.placement[r]}" + (f":{board_spec.name}" if best.placement[r] == "fpga-emu"
+                                                        and board_spec is not None else "") for r in ROLES)
     return Plan(placement=placement, workers=best.workers, objective=objective, prediction=best, ranked=ranked,
                 tables=tables, workload=workload, unavailable=unavailable, notes=notes,
                 board=board_spec.name if board_spec is not None else None, profile=profile)

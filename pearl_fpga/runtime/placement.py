@@ -12,7 +12,9 @@ PER; a uniform buffer is plain host memory), "learn" (gradient steps). Devices:
 | "fpga"       | MLP kernel on a board (pynq/xrt)      | sum tree on a board               | -     |
 
 `parse_placement("fpga-emu")` puts act and replay on fpga-emu and learns on the CPU;
-"act=fpga-emu,replay=cpu,learn=cpu" names each task. The dispatcher may extend this module.
+"act=fpga-emu,replay=cpu,learn=cpu" names each task. "fpga-emu:<board>" emulates that catalog board
+(one per run), plain "fpga-emu" the catalog's default board: the kernels run at the board's
+synthesized sizes (runtime.emulation). The dispatcher may extend this module.
 """
 
 from __future__ import annotations
@@ -53,17 +55,37 @@ class Placement:
     act: str = "cpu-kernel"
     replay: str = "cpu"
     learn: str = "cpu"
+    board: str | None = None  # the catalog board fpga-emu emulates (set whenever a role is on fpga-emu)
 
     def __post_init__(self) -> None:
+        boards = set()
         for task in ROLES:
-            device = _normalize(getattr(self, task))
+            device, _, board = _normalize(getattr(self, task)).partition(":")
+            if device == "fpga-emu":
+                boards.add(board or None)
             object.__setattr__(self, task, device)
             if device not in DEVICES[task]:
                 raise ValueError(f"placement: device {device!r} cannot run task {task!r}; "
                                  f"choose one of {', '.join(DEVICES[task])}")
+        named = {b for b in boards if b} | ({self.board} if self.board else set())
+        if len(named) > 1:
+            raise ValueError(f"placement: fpga-emu emulates one board per run, got {', '.join(sorted(named))}")
+        if boards or self.board:
+            from pearl_fpga.board.catalog import CatalogError, get_board
+
+            name = next(iter(named), None)
+            try:
+                object.__setattr__(self, "board", get_board(name).name)
+            except CatalogError as exc:
+                raise CatalogError(f"placement fpga-emu:{name}: {exc} (e.g. --placement fpga-emu:pynq-z2)") from None
+
+    def target(self, task: str) -> str:
+        """The target of `task` as written: "fpga-emu:pynq-z2" for an emulated board."""
+        device = getattr(self, task)
+        return f"{device}:{self.board}" if device == "fpga-emu" else device
 
     def __str__(self) -> str:
-        return ",".join(f"{task}={getattr(self, task)}" for task in ROLES)
+        return ",".join(f"{task}={self.target(task)}" for task in ROLES)
 
     def as_dict(self) -> dict[str, str]:
         """{"act": ..., "replay": ..., "learn": ...}."""
@@ -106,7 +128,7 @@ def _normalize(device: str) -> str:
         return "cuda"
     if device.startswith("fpga:"):
         return "fpga"
-    return device
+    return device.strip()
 
 
 def parse_placement(text: str | Placement | dict | None) -> Placement:
@@ -132,6 +154,8 @@ def parse_placement(text: str | Placement | dict | None) -> Placement:
         raise ValueError("placement 'auto' is chosen by the dispatcher (pearl_fpga.planner), not parse_placement")
     if "=" not in spec:
         device = _normalize(spec)
+        if device.partition(":")[0] == "fpga-emu":
+            return Placement(act=device, replay=device, learn="cpu")
         if device not in DEVICES["act"]:
             raise ValueError(f"placement: unknown device {spec!r}; choose one of {', '.join(DEVICES['act'])} "
                              "or name each task, e.g. 'act=fpga-emu,replay=cpu,learn=cpu'")

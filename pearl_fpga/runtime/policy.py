@@ -92,5 +92,11 @@ def _make_kernel(module: nn.Sequential, placement: Placement, discrete: bool, ca
         kwargs["head"] = "raw"
     else:
         kwargs.update(head="tanh", action_low=-1.0, action_high=1.0)
-    return first_available(lambda backend: MLPInfer.from_torch(module, backend=backend, **kwargs),
+    from pearl_fpga.backends import registry
+    from pearl_fpga.runtime.emulation import limit_mlp_backend
+
+    def make(name: str) -> Any:  # fpga-emu: the C++ build at the emulated board's sizes
+        return MLPInfer.from_torch(module, backend=limit_mlp_backend(registry.create("mlp", name)[1], placement), **kwargs)
+
+    return first_available(make,
                            placement.mlp_backends(), f"placement act={placement.act} (MLP kernel)")

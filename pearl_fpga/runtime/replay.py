@@ -148,13 +148,14 @@ class PrioritizedReplay(_Guard):
     prioritized = True
 
     def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
-                 config: Any, backend: str, beta_steps: int) -> None:
+                 config: Any, backend: str, beta_steps: int, fanout: int = 16, max_batch: int | None = None) -> None:
         from pearl_fpga.replay import PrioritizedReplayBuffer
 
         self.buffer = PrioritizedReplayBuffer(
             capacity, (obs_dim,), action_shape, alpha=config.per_alpha, beta=config.per_beta, beta_final=1.0,
             beta_steps=max(beta_steps, 1), eps=config.per_eps, obs_dtype=np.float32,
-            action_dtype=np.int64 if discrete else np.float32, backend=backend, seed=seed,
+            action_dtype=np.int64 if discrete else np.float32, backend=backend, seed=seed, fanout=fanout,
+            **({"max_batch": max_batch} if max_batch else {}),
         )
         self.action_shape = action_shape
 
@@ -217,9 +218,10 @@ class PrioritizedReplay(_Guard):
 
 
 def make_replay(config: Any, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
-                replay_backends: tuple[str, ...] = ("cpu",), device: str = "cpu") -> UniformReplay | PrioritizedReplay:
+                replay_backends: tuple[str, ...] = ("cpu",), device: str = "cpu",
+                sizes: dict[str, int] | None = None) -> UniformReplay | PrioritizedReplay:
     """Uniform buffer, or the prioritized one on the replay kernel (first available of
-    `replay_backends`) when config.per is set."""
+    `replay_backends`; `sizes`: its fan-out and batch, an emulated board's) when config.per is set."""
     if not config.per:
         replay: UniformReplay | PrioritizedReplay = UniformReplay(config.buffer_size, obs_dim, action_shape, discrete,
                                                                   seed)
@@ -228,7 +230,8 @@ def make_replay(config: Any, obs_dim: int, action_shape: tuple[int, ...], discre
 
         replay = first_available(
             lambda backend: PrioritizedReplay(config.buffer_size, obs_dim, action_shape, discrete, seed, config,
-                                              backend, beta_steps=allowed_gradient_steps(config, config.total_steps)),
+                                              backend, beta_steps=allowed_gradient_steps(config, config.total_steps),
+                                              **(sizes or {})),
             replay_backends, f"placement replay={device} (replay kernel)")
     replay.env_id = config.env_id
     replay.on_nonfinite = config.nonfinite_transitions

@@ -67,11 +67,14 @@ class RayEngine:
                          ("replay shards", cfg.replay_shards, self.shard_resources)], cluster)
         stride = cfg.buffer_size // cfg.replay_shards
         shard_cfg = TrainConfig.from_dict({**cfg.to_dict(), "buffer_size": stride})
+        from pearl_fpga.runtime.emulation import replay_sizes
+
         remote = ray.remote(max_restarts=-1, max_task_retries=-1)(ReplayShard)
         action_shape = () if host.spec.discrete else (host.spec.action_dim,)
         self.shards = [remote.options(**as_options(self.shard_resources)).remote(
             shard_cfg, host.spec.obs_dim, action_shape, host.spec.discrete, host.seed + 1 + 7 * i,
-            host.placement.replay_backends(), host.placement.replay) for i in range(cfg.replay_shards)]
+            host.placement.replay_backends(), host.placement.replay, replay_sizes(host.placement))
+            for i in range(cfg.replay_shards)]
         beta_steps = allowed_gradient_steps(cfg, cfg.total_steps)
         self.replay = ShardedReplay(cfg.replay_shards, stride, cfg, self._submit, self._gather, host.seed + 3, beta_steps)
         return self.replay

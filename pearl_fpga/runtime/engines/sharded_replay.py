@@ -37,8 +37,8 @@ class ReplayShard:
     """One shard: a local buffer plus the identity (incarnation) that tells a restart apart."""
 
     def __init__(self, config: Any, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
-                 backends: tuple[str, ...] = ("cpu",), device: str = "cpu") -> None:
-        self.replay = make_replay(config, obs_dim, action_shape, discrete, seed, backends, device)
+                 backends: tuple[str, ...] = ("cpu",), device: str = "cpu", sizes: dict[str, int] | None = None) -> None:
+        self.replay = make_replay(config, obs_dim, action_shape, discrete, seed, backends, device, sizes)
         self.incarnation = uuid.uuid4().hex
         self.inserted = 0
 

@@ -1,0 +1,158 @@
+"""fpga-emu: the kernels' C++ build computes, at the synthesized sizes of one catalog board.
+
+A board's bitstream holds an MLP kernel of at most `max_layers` linear layers of width `max_width`
+(batches of up to `max_batch`) and a replay sum tree of `capacity` leaves with fan-out `fanout`
+(bitstreams/catalog.json, the HLS defines of `make bitstream`). A run emulating the board gets the same
+limits: one that would not fit the board stops at start (BoardFitError), naming the limit and the
+fixes. The fixed-point formats (int16 MLP words with per-layer formats, Q16.16 priorities with 64-bit
+sums) are the kernels' own, the same on every board, so the C++ build computes them bit for bit.
+`cpu-kernel` is the same arithmetic without a board's limits. The uniform buffer (no PER) is host
+memory wherever replay is placed, so it has no board limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pearl_fpga.board.catalog import BoardSpec, load_catalog
+from pearl_fpga.errors import PearlError
+from pearl_fpga.runtime.engines.base import resolve_engine
+from pearl_fpga.runtime.placement import Placement
+
+SMALL_NET = [64, 64]
+"""PEARL's own network, which every catalog board holds: the fix a too-wide network is offered."""
+
+
+class BoardFitError(PearlError, ValueError):
+    """The run does not fit the emulated board's kernels."""
+
+
+def emulated_board(placement: Placement) -> BoardSpec | None:
+    """The board `placement` emulates, or None when no role is on fpga-emu."""
+    return load_catalog()[placement.board] if placement.board else None
+
+
+def net_text(obs_dim: int, net_arch: list[int], out_dim: int) -> str:
+    return "-".join(map(str, [obs_dim, *net_arch, out_dim]))
+
+
+def misfits(board: BoardSpec, config: Any, obs_dim: int, out_dim: int, act: bool, replay: bool) -> list[str]:
+    """Each limit of `board` the run exceeds, in words; `act`/`replay`: whether that kernel is emulated."""
+    out = []
+    if act:
+        mk = board.kernels["mlp"]
+        widths = [obs_dim, *config.net_arch, out_dim]
+        kernel, net = f"{board.name}'s MLP kernel", f"the network {net_text(obs_dim, config.net_arch, out_dim)}"
+        if len(widths) - 1 > mk["max_layers"]:
+            out.append(f"{kernel} holds {mk['max_layers']} layers; {net} has {len(widths) - 1}")
+        if max(widths) > mk["max_width"]:
+            out.append(f"{kernel} holds width {mk['max_width']}; {net} has {max(widths)}")
+        if config.n_envs > mk["max_batch"]:
+            out.append(f"{kernel} infers batches of up to {mk['max_batch']}; n_envs is {config.n_envs}")
+    if replay and config.per:
+        capacity, shards = board.kernels["replay"]["capacity"], _shards(config)
+        if config.buffer_size // shards > capacity:
+            per_shard = f" ({config.buffer_size // shards:,} per shard)" if shards > 1 else ""
+            out.append(f"{board.name}'s replay kernel holds {capacity:,} transitions; "
+                       f"buffer_size is {config.buffer_size:,}{per_shard}")
+    return out
+
+
+def _roles(placement: Placement) -> dict[str, bool]:
+    return {"act": placement.act == "fpga-emu", "replay": placement.replay == "fpga-emu"}
+
+
+def _misfits_by_kernel(board: BoardSpec, config: Any, obs_dim: int, out_dim: int,
+                       roles: dict[str, bool]) -> tuple[list[str], list[str]]:
+    """misfits of the MLP kernel and of the replay kernel, apart."""
+    return (misfits(board, config, obs_dim, out_dim, act=roles["act"], replay=False),
+            misfits(board, config, obs_dim, out_dim, act=False, replay=roles["replay"]))
+
+
+def check_fits(config: Any, obs_dim: int, out_dim: int, placement: Placement) -> None:
+    """BoardFitError naming every limit of the emulated board the run exceeds, and the fixes."""
+    board = emulated_board(placement)
+    if board is None:
+        return
+    roles = _roles(placement)
+    mlp, replay = _misfits_by_kernel(board, config, obs_dim, out_dim, roles)
+    problems = mlp + replay
+    if not problems:
+        return
+    fixes = []
+    if mlp and not misfits(board, _with(config, net_arch=SMALL_NET), obs_dim, out_dim, act=True, replay=False):
+        fixes.append(f"a smaller network (--set net_arch=[{','.join(map(str, SMALL_NET))}])")
+    if replay:
+        fixes.append(f"a smaller buffer (--set buffer_size={board.kernels['replay']['capacity'] * _shards(config)})")
+    boards = [b.name for b in load_catalog().values()
+              if b.name != board.name and not misfits(b, config, obs_dim, out_dim, **roles)]
+    if boards:
+        fixes.append(f"a board that fits (--placement {_text(placement, f'fpga-emu:{boards[0]}')}; boards that fit: "
+                     f"{', '.join(boards)})")
+    else:
+        fixes.append("no board in the catalog fits this run")
+    fixes.append(f"--placement {_text(placement, 'cpu-kernel')} (the kernels' arithmetic without board limits)")
+    fixes.append("--placement auto, which may choose")
+    raise BoardFitError(f"the run does not fit fpga-emu:{board.name}: {'; '.join(problems)}. Fixes: {'; '.join(fixes)}")
+
+
+def _shards(config: Any) -> int:
+    """Replay kernels of the run: one per Ray replay shard, else one."""
+    return config.replay_shards if resolve_engine(config) == "ray" else 1
+
+
+def _text(placement: Placement, target: str) -> str:
+    """`placement` as a --placement value, with `target` where fpga-emu is (one word when it covers act and replay)."""
+    roles = {r: target if d == "fpga-emu" else d for r, d in placement.as_dict().items()}
+    if roles["act"] == roles["replay"] == target and roles["learn"] == "cpu":
+        return target
+    return ",".join(f"{r}={d}" for r, d in roles.items())
+
+
+def _with(config: Any, **changes: Any) -> Any:
+    return type(config).from_dict({**config.to_dict(), **changes})
+
+
+def board_preset(config: Any, placement: Placement, obs_dim: int, out_dim: int,
+                 explicit: set[str] | frozenset[str] = frozenset()) -> tuple[Any, str | None]:
+    """The preset `config`, shrunk to the emulated board where it does not fit and the user did not set
+    the field (`explicit`): PEARL's own network (SMALL_NET), a buffer of the board's capacity. Returns
+    (config, one line saying which runs and why, or None when nothing changed)."""
+    board = emulated_board(placement)
+    if board is None:
+        return config, None
+    roles = _roles(placement)
+    mlp, replay = _misfits_by_kernel(board, config, obs_dim, out_dim, roles)
+    problems = mlp + replay
+    changes: dict[str, Any] = {}
+    if mlp and "net_arch" not in explicit:
+        changes["net_arch"] = SMALL_NET
+    if replay and "buffer_size" not in explicit:
+        changes["buffer_size"] = board.kernels["replay"]["capacity"] * _shards(config)
+    if not changes:
+        return config, None
+    fitted = _with(config, **changes)
+    if misfits(board, fitted, obs_dim, out_dim, **roles):
+        return config, None  # still too big: check_fits names what
+    changed = ", ".join(f"{k}={v}" for k, v in changes.items())
+    return fitted, (f"{board.name} runs the {config.algo.upper()} {config.env_id} preset with {changed}: "
+                    f"{'; '.join(problems)} (--placement cpu-kernel runs the preset as it is)")
+
+
+def limit_mlp_backend(backend: Any, placement: Placement) -> Any:
+    """`backend` (the MLP kernel's C++ build) at the emulated board's synthesized sizes."""
+    board = emulated_board(placement)
+    if board is not None and placement.act == "fpga-emu":
+        mk = board.kernels["mlp"]
+        for key in ("max_layers", "max_width", "max_batch"):
+            setattr(backend, key, min(getattr(backend, key), mk[key]))
+    return backend
+
+
+def replay_sizes(placement: Placement) -> dict[str, int]:
+    """PrioritizedReplayBuffer options of the emulated board's sum tree (fan-out, batch), or {}."""
+    board = emulated_board(placement)
+    if board is None or placement.replay != "fpga-emu":
+        return {}
+    rk = board.kernels["replay"]
+    return {"fanout": rk["fanout"], "max_batch": rk["max_batch"]}
