@@ -399,7 +399,8 @@ def _print_summary(console: Any, trainer: Any, measured: dict[str, float], resul
         rate = board["env_steps_per_s"]
         console.print(f"{board['board']} (modelled): kernel tasks {sum(modelled.values()) * 1e6:,.1f} us / env step on the "
                       "board; " + (f"env steps/s the board would sustain {rate:,.0f} (this run with the kernel tasks "
-                                   "timed as on the board)" if rate else "env steps/s modelled for inline runs only"))
+                                   "timed as on the board)" if rate else "env steps/s modelled for inline runs only"),
+                      markup=False)
     faults = trainer.faults()
     if faults.get("nonfinite_dropped"):
         console.print(f"[yellow]transitions dropped for non-finite values (nonfinite_transitions=drop): "
