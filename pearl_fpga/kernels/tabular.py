@@ -84,7 +84,8 @@ def _shape(arr: np.ndarray, name: str, n: int | None) -> np.ndarray:
 
 
 def _indices(x: Any, name: str, n: int | None, bound: int, what: str) -> np.ndarray:
-    arr = np.asarray(x)
+    # A snapshot: another thread may change the caller's array between the check and the update.
+    arr = np.array(x)
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}; convert with .astype(np.int64)")
     arr = _shape(arr, name, n)
@@ -93,7 +94,7 @@ def _indices(x: Any, name: str, n: int | None, bound: int, what: str) -> np.ndar
         if lo < 0 or hi >= bound:
             i = int(np.flatnonzero((arr < 0) | (arr >= bound))[0])
             raise ValueError(f"{name}[{i}] = {int(arr[i])} is out of range; {what} must be in [0, {bound})")
-    return np.ascontiguousarray(arr, dtype=np.uint32)
+    return np.ascontiguousarray(arr, dtype=np.uint32)  # the snapshot itself where it is uint32 already
 
 
 def _rewards(x: Any, n: int) -> np.ndarray:
