@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from pearl_fpga.kernels.replay import ReplaySampler, priority_words
+from pearl_fpga.limits import require_memory
 from pearl_fpga.replay.state import MAX_PRIORITY, STATE_FORMAT, STATE_KEYS, Layout, check_state, read_npz, write_npz
 from pearl_fpga.spec.replay import MAX_BATCH, PRIORITY_SCALE
 
@@ -147,6 +148,8 @@ class PrioritizedReplayBuffer:
             ],
             align=True,
         )
+        require_memory(self.capacity * self._record.itemsize, f"a replay buffer of capacity {self.capacity:,} "
+                       f"({self._record.itemsize} bytes per transition)", "lower the capacity (buffer_size)")
         self._data = np.zeros(self.capacity, dtype=self._record)
         self._pos = 0  # next slot to write
         self._size = 0
