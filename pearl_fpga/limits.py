@@ -1,9 +1,12 @@
-"""Limits on what users hand the package: memory that a size would need, and JSON files.
+"""Limits on what users hand the package: memory that a size would need, JSON and .npz files.
 
 `require_memory` refuses a size up front (the bytes it needs, the bytes available, the fix) instead of
 letting numpy fail deep inside with an ArrayMemoryError. `read_json` reads a JSON file the way every
 loader should: a regular file only (not a directory, nor a link to /dev/zero), at most `max_bytes`,
-UTF-8, not nested deeper than the parser recurses; any problem is a ValueError naming the file and the cause.
+UTF-8, not nested deeper than the parser recurses; any problem is a ValueError naming the file and the
+cause. `load_npz` reads an .npz without pickle, refusing unknown members and members that would unpack
+beyond a bound from the zip directory, before any member is read; a truncated or bit-flipped file is a
+CheckpointError, never a BadZipFile or zlib traceback.
 """
 
 from __future__ import annotations
@@ -11,8 +14,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+import zipfile
+import zlib
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+
+from pearl_fpga.errors import CheckpointError
 
 MAX_JSON_BYTES = 16 << 20
 """Default bound of a JSON file (manifests, profiles, configs are kilobytes)."""
@@ -92,3 +102,32 @@ def parse_json(text: str, where: str) -> Any:
         raise ValueError(f"{where} is not valid JSON ({exc})") from None
     except RecursionError:
         raise ValueError(f"{where} nests too deeply to be one of this package's files; it is corrupt") from None
+
+
+def load_npz(path: str | os.PathLike[str], what: str, keys: Collection[str], missing: str,
+             max_member_bytes: int | None = None) -> dict[str, np.ndarray]:
+    """The members of the .npz at `path` (np.load without pickle). CheckpointError naming `what` and
+    `path` when it does not exist (with the hint `missing`), is truncated, bit-flipped or not an .npz,
+    or has a member outside `keys` or one unpacking to more than `max_member_bytes` (default: the
+    available memory); the last two are found from the zip directory, before any member is read."""
+    bound = max_member_bytes if max_member_bytes is not None else available_memory()
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise CheckpointError(f"{what} {path} is a single array, not an .npz archive")
+            unknown = sorted(set(z.files) - set(keys))
+            if unknown:
+                raise CheckpointError(f"{what} {path} has members {unknown} that pearl_fpga never writes; it is not "
+                                      "one of its files, nothing was loaded")
+            for info in z.zip.infolist():
+                if bound is not None and info.file_size > bound:
+                    raise CheckpointError(f"{what} {path}: member {info.filename} unpacks to {info.file_size:,} "
+                                          f"bytes, more than the {bound:,} it may take; it is corrupt")
+            return {key: z[key] for key in z.files}
+    except CheckpointError:
+        raise
+    except FileNotFoundError:
+        raise CheckpointError(f"{what} {path} does not exist; {missing}") from None
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        raise CheckpointError(f"{what} {path} is corrupt (truncated or changed) or not an .npz that pearl_fpga wrote "
+                              f"({type(exc).__name__}: {exc})") from None

@@ -138,7 +138,7 @@ def test_load_replay_dump_with_an_extra_member_is_refused_before_reading_it(tmp_
     state = _buffer().state_dict()
     state["payload"] = np.zeros(1 << 20, np.uint8)
     write_npz(tmp_path / "d.npz", state)
-    with pytest.raises(CheckpointError, match=r"has members \['payload'\] that save\(\) never writes"):
+    with pytest.raises(CheckpointError, match=r"has members \['payload'\] that pearl_fpga never writes"):
         _buffer().load(tmp_path / "d.npz")
 
 
@@ -154,7 +154,7 @@ def test_load_replay_dump_member_unpacking_beyond_the_buffer_is_refused(tmp_path
             data = src.read(info)
             dst.writestr(info.filename, data + bytes(64 << 20) if info.filename == "obs.npy" else data)
     assert (tmp_path / "big.npz").stat().st_size < 1 << 20
-    with pytest.raises(CheckpointError, match=r"member obs.npy unpacks to [\d,]+ bytes, more than this buffer holds"):
+    with pytest.raises(CheckpointError, match=r"member obs.npy unpacks to [\d,]+ bytes, more than the"):
         _buffer().load(tmp_path / "big.npz")
 
 
@@ -239,3 +239,243 @@ def test_load_checkpoint_contents_are_checked_before_restoring(checkpoint, tmp_p
     with pytest.raises(CheckpointError, match=re.escape(words)):
         Trainer.load(bad)
     Trainer.load(checkpoint).close()  # the untouched one still loads
+
+
+# ---- api: the kernels' and the buffer's Python APIs -------------------------------------------------
+
+
+def test_api_tabular_q_shared_by_two_threads_loses_no_update():
+    """Q(0,0) <- r + 1.0 * max Q(0,.) with alpha 1, gamma 1 counts up by r's one LSB per transition;
+    without the lock two threads' read-modify-writes lost about 40% of them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pearl_fpga.kernels import TabularQ
+
+    q = TabularQ(1, 2, alpha=1.0, gamma=1.0, backend="cpu")
+    n, calls = 20_000, 40
+    s = np.zeros(n, np.int64)
+    r = np.full(n, 2.0**-16)
+
+    def work(_):
+        for _ in range(calls):
+            q.update(s, s, r, s, np.zeros(n, bool))
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(work, range(2)))
+    assert q.table[0, 0] == 2 * calls * n
+
+
+def test_api_replay_numpy_backend_refuses_a_padding_index_like_the_cpu_one():
+    from pearl_fpga.kernels import ReplaySampler
+
+    for backend in ("numpy", "cpu"):
+        sampler = ReplaySampler(100, fanout=16, backend=backend)  # 256 leaves, 100 in use
+        with pytest.raises(ValueError, match="index 200 is out of range for capacity 100"):
+            sampler.write_words(np.array([5, 200], np.uint32), np.array([1, 1 << 16], np.uint32))
+        assert sampler.total == 0
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("obs", np.nan, "obs contains NaN or inf"),
+    ("next_obs", np.inf, "next_obs contains NaN or inf"),
+    ("reward", np.nan, "reward contains NaN or inf"),
+    ("done", 7, "done must hold only 0/1"),
+])
+def test_api_replay_buffer_add_refuses_non_finite_values_and_bad_done(field, value, words):
+    buf = _buffer()
+    args = dict(obs=np.zeros((2, 3)), action=np.zeros(2, np.int64), reward=np.zeros(2), next_obs=np.zeros((2, 3)),
+                done=np.zeros(2))
+    args[field] = args[field].astype(np.float64)
+    args[field][1] = value
+    before = len(buf)
+    with pytest.raises(ValueError, match=words):
+        buf.add(**args)
+    assert len(buf) == before
+
+
+@pytest.mark.parametrize("name", ["obs_dtype", "action_dtype"])
+def test_api_replay_buffer_refuses_an_object_dtype_at_construction(name):
+    """An object dtype saved dumps that np.load without pickle cannot read back."""
+    with pytest.raises(TypeError, match=f"{name} must be a numeric dtype"):
+        PrioritizedReplayBuffer(8, obs_shape=(2,), **{name: object})
+
+
+def test_api_tanh_head_with_a_nan_last_bias_is_refused():
+    """The NaN quantized to 0 silently: the kernel acted on a network the learner never had."""
+    import torch
+
+    from pearl_fpga.kernels import MLPInfer
+
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2), torch.nn.Tanh())
+    with torch.no_grad():
+        net[2].bias[1] = float("nan")
+    with pytest.raises(ValueError, match="linear layer 1's bias hold NaN or inf"):
+        MLPInfer.from_torch(net, backend="numpy", head="tanh", action_low=-1.0, action_high=1.0,
+                            calibration=np.zeros((4, 3), np.float32))
+
+
+# ---- files: corrupt, hostile or misplaced files give clear errors -----------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _manifest_build(folder):
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from test_board_manifest import make_build
+
+    folder.mkdir(parents=True, exist_ok=True)
+    return make_build(folder, "pynq-z2")
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("make,words", [
+    (lambda p: p.write_bytes(b'{"schema": "\xff\xfe"}'), "is not UTF-8 text"),
+    (lambda p: p.write_text(_nested(100_000)), "nests too deeply"),
+    (lambda p: p.mkdir(), "is a directory"),
+    (lambda p: p.symlink_to("/dev/zero"), "is not a regular file"),
+    (lambda p: p.write_bytes(b" " * (2 << 20)), "is larger than 1.0 MiB"),
+])
+def test_files_bad_board_manifest_is_a_manifest_error(tmp_path, make, words):
+    from pearl_fpga.board.manifest import load_manifest
+    from pearl_fpga.errors import ManifestError
+
+    make(tmp_path / "manifest.json")
+    with pytest.raises(ManifestError, match=words):
+        load_manifest(tmp_path)
+
+
+def test_files_one_bad_bitstream_folder_does_not_break_discovery(tmp_path, monkeypatch):
+    from pearl_fpga.board import overlay
+
+    monkeypatch.setenv("PEARL_FPGA_BITSTREAMS", str(tmp_path))
+    for name in ("PEARL_FPGA_BOARD", "BOARD"):
+        monkeypatch.delenv(name, raising=False)
+    _manifest_build(tmp_path / "pynq-z2")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "manifest.json").write_bytes(b"\xff\xff not utf-8")
+    with pytest.warns(RuntimeWarning, match=r"skipping bitstream folder .*broken: .*not UTF-8"):
+        assert overlay.find_bitstream_dir("pynq") == tmp_path / "pynq-z2"
+
+
+@pytest.mark.parametrize("content", ['{"schema": 1, "machine": [1], "workloads": {}}', _nested(100_000), "\udcff"])
+def test_files_bad_profile_cache_warns_and_is_replaced(tmp_path, content):
+    from pearl_fpga.planner import profile
+
+    path = tmp_path / "cache.json"
+    path.write_bytes(content.encode("utf-8", "surrogateescape"))
+    machine = {"host": "h", "key": "k"}
+    with pytest.warns(UserWarning, match="is unusable"):
+        assert profile.load_cached(machine, "w", path) is None
+    fresh = profile.Profile(machine, "w")
+    assert profile.save_cached(fresh, path) == path and profile.load_cached(machine, "w", path) is not None
+
+
+def test_files_nested_checkpoint_manifest_is_a_checkpoint_error(checkpoint, tmp_path):
+    import shutil
+
+    from pearl_fpga.trainer import Trainer
+
+    bad = tmp_path / "bad"
+    shutil.copytree(checkpoint, bad)
+    (bad / "manifest.json").write_text(_nested(100_000))
+    with pytest.raises(CheckpointError, match="nests too deeply"):
+        Trainer.load(bad)
+
+
+@pytest.fixture(scope="module")
+def tabular_files(tmp_path_factory):
+    from pearl_fpga.algos.tabular import save_dataset
+    from pearl_fpga.runtime.tabular import TabularTrainer
+
+    folder = tmp_path_factory.mktemp("tabular")
+    rng = np.random.default_rng(0)
+    dataset = save_dataset(folder / "d.npz", rng.integers(0, 48, 300), rng.integers(0, 4, 300), rng.normal(size=300),
+                           rng.integers(0, 48, 300), rng.random(300) < 0.05, 48, 4, "CliffWalking-v1")
+    t = TabularTrainer(TabularConfig.preset("qlearning", "CliffWalking-v1", episodes=3, backend="numpy"))
+    t.train()
+    return {"dataset": dataset.read_bytes(), "checkpoint": t.save(folder / "ck").read_bytes()}
+
+
+def _load_tabular(kind, path):
+    from pearl_fpga.algos.tabular import load_dataset
+    from pearl_fpga.runtime.tabular import TabularTrainer
+
+    if kind == "dataset":
+        load_dataset(path)
+    else:
+        TabularTrainer.load(path.parent, record=False)
+
+
+@pytest.mark.parametrize("kind", ["dataset", "checkpoint"])
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_files_truncated_or_bit_flipped_tabular_file_is_a_checkpoint_error(tabular_files, tmp_path, kind, data):
+    """BadZipFile, zlib.error or a short read escaped as raw tracebacks; now each is a CheckpointError
+    (or, where the flip hit bytes nothing reads, such as a timestamp, the file still loads)."""
+    original = tabular_files[kind]
+    if data.draw(st.booleans(), label="truncate"):
+        damaged = original[: data.draw(st.integers(0, len(original) - 1), label="length")]
+    else:
+        at = data.draw(st.integers(0, len(original) - 1), label="byte")
+        damaged = bytearray(original)
+        damaged[at] ^= 1 << data.draw(st.integers(0, 7), label="bit")
+    path = tmp_path / kind / ("d.npz" if kind == "dataset" else "tabular.npz")
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(bytes(damaged))
+    try:
+        _load_tabular(kind, path)
+    except CheckpointError:
+        pass
+
+
+@pytest.mark.parametrize("kind", ["dataset", "checkpoint"])
+def test_files_tabular_file_with_an_extra_member_is_refused(tabular_files, tmp_path, kind):
+    import io
+    import zipfile
+
+    path = tmp_path / ("d.npz" if kind == "dataset" else "tabular.npz")
+    buf = io.BytesIO(tabular_files[kind])
+    with zipfile.ZipFile(buf, "a") as z:
+        z.writestr("extra.npy", b"x")
+    path.write_bytes(buf.getvalue())
+    with pytest.raises(CheckpointError, match=r"has members \['extra'\] that pearl_fpga never writes"):
+        _load_tabular(kind, path)
+
+
+def test_files_logdir_that_is_a_file_is_refused_at_start(tmp_path, capsys):
+    (tmp_path / "f").write_text("not a folder")
+    assert main(["train", "--steps", "100", "--placement", "cpu", "--logdir", str(tmp_path / "f"),
+                 "--no-tensorboard"]) == 2
+    assert "the log directory (--logdir)" in _out(capsys)
+
+
+@pytest.mark.skipif(__import__("os").geteuid() == 0, reason="root writes into read-only folders")
+def test_files_read_only_logdir_is_refused_at_start(tmp_path, capsys):
+    (tmp_path / "ro").mkdir(mode=0o555)
+    assert main(["train", "--steps", "100", "--placement", "cpu", "--logdir", str(tmp_path / "ro"),
+                 "--no-tensorboard"]) == 2
+    assert "the log directory (--logdir)" in _out(capsys) and "writable folder" in _out(capsys)
+
+
+# ---- cli: options refused or reported before training -----------------------------------------------
+
+
+def test_cli_eval_episodes_zero_is_refused_before_training(tmp_path, capsys):
+    assert main(["train", "--steps", "100", "--logdir", str(tmp_path / "r"), "--eval-episodes", "0"]) == 2
+    assert "--eval-episodes 0: the final evaluation needs at least 1 episode" in _out(capsys)
+    assert not (tmp_path / "r").exists()  # nothing trained, nothing written
+
+
+def test_cli_replay_placement_without_per_is_reported(tmp_path, capsys):
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps({"learning_starts": 50, "train_freq": 16, "gradient_steps": 2, "net_arch": [8],
+                                  "buffer_size": 500, "batch_size": 16, "eval_freq": 0}))
+    assert main(["train", "--steps", "100", "--logdir", str(tmp_path / "r"), "--placement", "act=cpu,replay=fpga-emu",
+                 "--config", str(config), "--eval-episodes", "1", "--no-tensorboard"]) == 0
+    assert "notice: placement replay=fpga-emu is not used: the replay kernel serves prioritized replay only" in _out(capsys)

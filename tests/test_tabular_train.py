@@ -103,7 +103,7 @@ def test_checkpoint_validation(tmp_path):
     t.save(tmp_path)
     with pytest.raises(CheckpointError, match="env_id='CliffWalking-v1', not 'Taxi-v4'"):
         TabularTrainer.load(tmp_path, expect={"env_id": "Taxi-v4"})
-    with pytest.raises(CheckpointError, match="no checkpoint"):
+    with pytest.raises(CheckpointError, match="does not exist; train without --resume first"):
         TabularTrainer.load(tmp_path / "nope")
     path = tmp_path / "tabular.npz"
     with np.load(path) as z:
@@ -112,7 +112,7 @@ def test_checkpoint_validation(tmp_path):
     with pytest.raises(CheckpointError, match="expected int32"):
         TabularTrainer.load(tmp_path)
     np.savez(path, table=np.array([object()], dtype=object))  # pickled content is refused, not executed
-    with pytest.raises(CheckpointError, match="corrupt or not a plain npz"):
+    with pytest.raises(CheckpointError, match="not an .npz that pearl_fpga wrote"):
         TabularTrainer.load(tmp_path)
     path.write_bytes(b"garbage")
     with pytest.raises(CheckpointError, match="corrupt"):
@@ -168,7 +168,7 @@ def test_dataset_shape_env_keys_and_pickle(tmp_path):
     with pytest.raises(CheckpointError, match="lacks key"):
         load_dataset(tmp_path / "k.npz")
     np.savez(tmp_path / "p.npz", s=np.array([{}], dtype=object))
-    with pytest.raises(CheckpointError, match="without pickled objects"):
+    with pytest.raises(CheckpointError, match="Object arrays cannot be loaded when allow_pickle=False"):
         load_dataset(tmp_path / "p.npz")
     t = TabularTrainer(TabularConfig.preset("sarsa", "CliffWalking-v1", backend="numpy"))
     np.savez(tmp_path / "noa2.npz", **{k: v for k, v in np.load(path).items() if k != "a2"})

@@ -18,6 +18,7 @@ import numpy as np
 
 from pearl_fpga.config import UNIT, Range
 from pearl_fpga.errors import CheckpointError
+from pearl_fpga.limits import load_npz
 
 ALGOS = {"qlearning": "q", "sarsa": "sarsa"}
 # ids an older or newer gymnasium spells differently: what to pass instead
@@ -49,7 +50,7 @@ TABULAR_RANGES: dict[str, Range] = {
     "eps_decay": UNIT,
     "success_reward": Range(-32768.0, 32768.0, why="rewards are Q16.16 words"),
     "max_episode_steps": Range(0, 10**9, why="0 = the env's own limit"),
-    "eval_episodes": Range(0, 10**6),
+    "eval_episodes": Range(1, 10**6, why="the final evaluation's episodes"),
     "eval_every": Range(0, 10**9),
     "checkpoint_every": Range(0, 10**9),
     "seed": Range(0, 2**32 - 1),
@@ -193,13 +194,8 @@ def load_dataset(path: str | Path, n_states: int | None = None, n_actions: int |
     """Read and validate a dataset written by save_dataset (keys, dtypes, 1-D equal lengths, ranges,
     finite rewards); a CheckpointError names what is wrong. Never unpickles."""
     path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise CheckpointError(f"dataset {path} does not exist; write one with --save-dataset") from None
-    except (OSError, ValueError, EOFError) as exc:
-        raise CheckpointError(f"dataset {path} is not a valid npz without pickled objects ({exc})") from exc
+    data = load_npz(path, "dataset", (*DATASET_KEYS, "a2", "n_states", "n_actions", "env_id"),
+                    "write one with --save-dataset")
     missing = [k for k in (*DATASET_KEYS, "n_states", "n_actions") if k not in data]
     if missing:
         raise CheckpointError(f"dataset {path} lacks key(s) {missing}; it needs {DATASET_KEYS} + n_states, n_actions")

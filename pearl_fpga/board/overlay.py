@@ -17,6 +17,7 @@ says what is wrong and how to fix it.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,8 @@ def find_bitstream_dir(backend: str, board: str | None = None) -> Path:
         try:
             if load_manifest(manifest_path).kind == BACKEND_KIND[backend]:
                 fitting.append(manifest_path.parent)
-        except ManifestError:
-            continue
+        except ManifestError as exc:  # one broken folder must not hide the good ones
+            warnings.warn(f"skipping bitstream folder {manifest_path.parent}: {exc}", RuntimeWarning, stacklevel=2)
     if len(fitting) == 1:
         return fitting[0]
     kind = BACKEND_KIND[backend]

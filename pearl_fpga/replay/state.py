@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from pearl_fpga.errors import CheckpointError
+from pearl_fpga.limits import load_npz
 from pearl_fpga.spec.replay import PRIORITY_MAX, PRIORITY_SCALE
 
 STATE_FORMAT = 1
@@ -147,24 +147,6 @@ def write_npz(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
 
 
 def read_npz(path: str | os.PathLike[str], max_member_bytes: int) -> dict[str, np.ndarray]:
-    """The arrays of a file written by write_npz; CheckpointError when it is missing or corrupt, has
-    members other than STATE_KEYS, or one that would unpack to more than `max_member_bytes` (all checked
-    before any member is read: a small compressed file can unpack to gigabytes)."""
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            unknown = sorted(set(f.files) - set(STATE_KEYS))
-            if unknown:
-                raise CheckpointError(f"replay buffer file {str(path)!r} has members {unknown} that save() never "
-                                      "writes; it is not a dump of a PrioritizedReplayBuffer, nothing was loaded")
-            for info in f.zip.infolist():
-                if info.file_size > max_member_bytes:
-                    raise CheckpointError(f"replay buffer file {str(path)!r}: member {info.filename} unpacks to "
-                                          f"{info.file_size:,} bytes, more than this buffer holds "
-                                          f"({max_member_bytes:,}); it is corrupt or for another buffer")
-            return {key: f[key] for key in f.files}
-    except FileNotFoundError:
-        raise CheckpointError(f"replay buffer file {str(path)!r} does not exist") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-        raise CheckpointError(
-            f"replay buffer file {str(path)!r} is corrupt or not an .npz written by save() ({exc})"
-        ) from None
+    """The arrays of a file written by write_npz (limits.load_npz: no member outside STATE_KEYS, none
+    unpacking to more than `max_member_bytes`); CheckpointError when it is missing or corrupt."""
+    return load_npz(path, "replay buffer file", STATE_KEYS, "save a buffer there first", max_member_bytes)
