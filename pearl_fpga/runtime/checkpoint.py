@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.limits import read_json
 
 CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -77,6 +76,8 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST_FILE
     if not Path(directory).is_dir():
         raise CheckpointError(f"no checkpoint at {directory}: the directory does not exist")
+    from pearl_fpga.limits import read_json
+
     try:
         manifest = read_json(path, "checkpoint manifest")  # bounded, UTF-8, no RecursionError from deep nesting
     except FileNotFoundError as exc:

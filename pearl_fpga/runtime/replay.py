@@ -11,7 +11,6 @@ import numpy as np
 
 from pearl_fpga.runtime.schedule import allowed_gradient_steps
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.limits import require_memory
 
 FIELDS = ("obs", "action", "reward", "next_obs", "done")
 
@@ -22,6 +21,8 @@ class UniformReplay:
     prioritized = False
 
     def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int) -> None:
+        from pearl_fpga.limits import require_memory
+
         per_transition = 4 * (2 * obs_dim + 2) + (8 if discrete else 4) * int(np.prod(action_shape, dtype=np.int64))
         require_memory(capacity * per_transition, f"buffer_size={capacity:,} ({per_transition} bytes per transition)",
                        "lower buffer_size (--set buffer_size=N)")
