@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from pearl_fpga.errors import CheckpointError
 from pearl_fpga.kernels.replay import ReplaySampler, priority_words
 from pearl_fpga.limits import require_memory
 from pearl_fpga.replay.state import (MAX_PRIORITY, STATE_FORMAT, STATE_KEYS, Layout, check_state, param_problem, read_npz,
@@ -365,11 +366,16 @@ class PrioritizedReplayBuffer:
         return STATE_KEYS
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the buffer to `path` (.npz, no pickle); written to a temporary file, then renamed. The
-        state is checked as load() checks it: one that would not load back raises CheckpointError and
-        writes nothing."""
+        """Write the buffer to `path` (.npz, no pickle); written to a temporary file, then renamed.
+        The state is checked as load() checks it first: a buffer whose state would not load back (e.g.
+        a stored transition with priority 0 after `sampler.update`) raises CheckpointError and writes
+        nothing, so a file at `path` is never replaced by one that cannot be loaded."""
         state = self.state_dict()
-        check_state(state, self.layout)
+        try:
+            check_state(state, self.layout)
+        except CheckpointError as exc:
+            raise CheckpointError(f"not saved to {str(path)!r}: {exc}. Priorities of stored transitions are set by "
+                                  "add() and update_priorities(); a direct sampler.update() with 0 breaks them") from None
         write_npz(path, state)
 
     def load(self, path: str | os.PathLike[str]) -> None:
