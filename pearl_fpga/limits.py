@@ -56,11 +56,11 @@ def require_memory(nbytes: int, what: str, fix: str) -> None:
 
 
 def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    while n >= 1024 and len(units) > 1:
         n /= 1024
-    raise AssertionError
+        units.pop(0)
+    return f"{n:,.0f} B" if units[0] == "B" else f"{n:,.1f} {units[0]}"
 
 
 def read_bytes(path: str | os.PathLike[str], max_bytes: int, what: str) -> bytes:
