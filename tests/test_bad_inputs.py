@@ -12,10 +12,15 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pearl_fpga.algos.tabular import TABULAR_RANGES, TabularConfig
 from pearl_fpga.cli import main
 from pearl_fpga.config import RANGES, TrainConfig
+from pearl_fpga.errors import CheckpointError
+from pearl_fpga.replay import PrioritizedReplayBuffer
+from pearl_fpga.replay.state import write_npz
 
 
 def _out(capsys) -> str:
@@ -78,17 +83,11 @@ def test_config_buffer_beyond_memory_is_refused_up_front(tmp_path, capsys):
 
 
 def test_config_replay_buffer_beyond_memory_is_refused():
-    from pearl_fpga.replay import PrioritizedReplayBuffer
-
     with pytest.raises(ValueError, match=r"capacity 1,048,576 .* needs .* of memory, but"):
         PrioritizedReplayBuffer(1 << 20, obs_shape=(1 << 20,), action_shape=(), seed=0)
 
 
 # ---- load: a checkpoint or replay dump is checked before anything changes --------------------------
-
-from pearl_fpga.errors import CheckpointError  # noqa: E402
-from pearl_fpga.replay import PrioritizedReplayBuffer  # noqa: E402
-from pearl_fpga.replay.state import write_npz  # noqa: E402
 
 
 def _buffer(**kw) -> PrioritizedReplayBuffer:
@@ -316,15 +315,9 @@ def test_api_tanh_head_with_a_nan_last_bias_is_refused():
 
 # ---- files: corrupt, hostile or misplaced files give clear errors -----------------------------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
 
 def _manifest_build(folder):
-    import sys
-
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-    from test_board_manifest import make_build
+    from test_board_manifest import make_build  # tests/ is on sys.path, as for mlp_cases
 
     folder.mkdir(parents=True, exist_ok=True)
     return make_build(folder, "pynq-z2")
