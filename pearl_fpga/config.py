@@ -25,6 +25,75 @@ ALGOS = ("dqn", "ddpg")
 ENGINES = ("inline", "processes", "ray")
 """Execution engines (pearl_fpga.runtime.engines): where actors and replay run."""
 
+MAX_STEPS = 10**12
+"""Bound of every env-step count: beyond any run, and far from the int64 limits of the counters."""
+MAX_THREADS = 1024
+"""Bound of a thread count: torch starts one OS thread per count (100000 exhausted the process: segfault)."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric field accepts: lo..hi, lo itself excluded when lo_open; `why` explains a
+    bound that is not obvious."""
+
+    lo: float
+    hi: float
+    lo_open: bool = False
+    why: str = ""
+
+    def __contains__(self, value: float) -> bool:
+        return (value > self.lo if self.lo_open else value >= self.lo) and value <= self.hi
+
+    def __str__(self) -> str:
+        def text(x: float) -> str:
+            return str(x) if isinstance(x, int) else f"{x:g}"
+
+        hi = "inf)" if self.hi == math.inf else f"{text(self.hi)}]"
+        return f"{'(' if self.lo_open else '['}{text(self.lo)}, {hi}"
+
+    def check(self, owner: str, name: str, value: float) -> None:
+        """Raise ValueError naming the field, the value, the range and the fix."""
+        if value not in self:
+            why = f" ({self.why})" if self.why else ""
+            raise ValueError(f"{owner}.{name} = {value!r} is out of range: it must be in {self}{why}; "
+                             f"set a value in that range (--set {name}=VALUE or the config file)")
+
+
+UNIT = Range(0.0, 1.0)
+COUNT = Range(1, MAX_STEPS)
+OPTIONAL_COUNT = Range(0, MAX_STEPS)  # 0 = off, or the default
+RANGES: dict[str, Range] = {
+    "total_steps": COUNT,
+    "learning_rate": Range(0.0, math.inf, lo_open=True),
+    "buffer_size": Range(1, 2**40, why="also checked against the free memory when the buffer is made"),
+    "learning_starts": OPTIONAL_COUNT,
+    "batch_size": Range(1, 65536),
+    "gamma": UNIT,
+    "tau": Range(0.0, 1.0, lo_open=True),
+    "train_freq": COUNT,
+    "gradient_steps": Range(0, 10**6),
+    "target_update_interval": OPTIONAL_COUNT,
+    "exploration_fraction": UNIT,
+    "exploration_initial_eps": UNIT,
+    "exploration_final_eps": UNIT,
+    "max_grad_norm": Range(0.0, 1e9, why="0 disables clipping"),
+    "action_noise_std": Range(0.0, 10.0, why="in the actor's [-1, 1] action scale"),
+    "per_alpha": UNIT,
+    "per_beta": UNIT,
+    "per_eps": Range(0.0, 1.0, lo_open=True, why="added to |TD error| so that no priority is 0"),
+    "n_envs": Range(1, 1024),
+    "workers": Range(0, 64, why="one process each"),
+    "max_actor_lag": OPTIONAL_COUNT,
+    "weight_sync_interval": OPTIONAL_COUNT,
+    "eval_freq": OPTIONAL_COUNT,
+    "eval_episodes": Range(1, 10**6),
+    "checkpoint_freq": OPTIONAL_COUNT,
+    "learner_threads": Range(0, MAX_THREADS, why="0 measures the best count while training"),
+    "actors": Range(1, 1024),
+    "replay_shards": Range(1, 256),
+}
+"""The range of every numeric TrainConfig field (tests/test_bad_inputs.py checks that none is missing)."""
+
 
 # Stable-Baselines3's constructor defaults (what an rl-zoo entry leaves unset) plus PEARL's runtime
 # settings per algorithm (evaluation, weight sync).
@@ -221,41 +290,19 @@ class TrainConfig:
         if len(self.net_arch) > 3:
             raise ValueError("TrainConfig.net_arch has more than 3 hidden layers; the MLP kernel holds at most 4 linear layers")
         self.net_arch = list(self.net_arch)
-        positive = ("total_steps", "buffer_size", "batch_size", "train_freq", "n_envs", "eval_episodes")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
-        non_negative = ("learning_starts", "gradient_steps", "target_update_interval", "workers", "max_actor_lag",
-                        "weight_sync_interval", "eval_freq", "checkpoint_freq", "learner_threads")
-        for name in non_negative:
-            if getattr(self, name) < 0:
-                raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
+        for name, allowed in RANGES.items():
+            allowed.check("TrainConfig", name, getattr(self, name))
         if self.algo == "dqn" and self.target_update_interval < 1:
             raise ValueError("TrainConfig.target_update_interval must be >= 1 env step for DQN")
-        if not self.learning_rate > 0:
-            raise ValueError(f"TrainConfig.learning_rate must be > 0, got {self.learning_rate}")
-        for name in ("gamma", "exploration_fraction", "exploration_initial_eps", "exploration_final_eps", "per_beta"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"TrainConfig.{name} must be in [0, 1], got {getattr(self, name)}")
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"TrainConfig.tau must be in (0, 1], got {self.tau}")
-        if self.per_alpha < 0 or self.per_eps <= 0 or self.max_grad_norm < 0 or self.action_noise_std < 0:
-            raise ValueError("TrainConfig: per_alpha, max_grad_norm and action_noise_std must be >= 0 and per_eps > 0")
         if self.batch_size > self.buffer_size:
             raise ValueError(f"TrainConfig.batch_size ({self.batch_size}) exceeds buffer_size ({self.buffer_size})")
         if self.nonfinite_transitions not in ("error", "drop"):
             raise ValueError(f"TrainConfig.nonfinite_transitions must be 'error' or 'drop', got {self.nonfinite_transitions!r}")
         self._validate_distribution()
-        if self.workers > 64:
-            raise ValueError(f"TrainConfig.workers must be <= 64, got {self.workers}")
 
     def _validate_distribution(self) -> None:
         if self.engine not in (*ENGINES, "auto"):
             raise ValueError(f"TrainConfig.engine must be one of auto, {', '.join(ENGINES)}, got {self.engine!r}")
-        if not 1 <= self.actors <= 1024:
-            raise ValueError(f"TrainConfig.actors must be in 1..1024, got {self.actors}")
-        if not 1 <= self.replay_shards <= 256:
-            raise ValueError(f"TrainConfig.replay_shards must be in 1..256, got {self.replay_shards}")
         if self.buffer_size // self.replay_shards < self.batch_size:
             raise ValueError(f"TrainConfig.replay_shards={self.replay_shards} leaves {self.buffer_size // self.replay_shards} "
                              f"transitions per shard, fewer than batch_size={self.batch_size}; use fewer shards "

@@ -41,6 +41,7 @@ from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import make_replay
 from pearl_fpga.runtime.schedule import needed_env_steps, target_copy_due
+from pearl_fpga.runtime.state_checks import check_trainer_state
 from pearl_fpga.runtime.stats import EvalResult, Stats
 from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads, reproducible_controller
 from pearl_fpga.runtime.timers import TaskTimer
@@ -601,6 +602,7 @@ class Trainer:
         return trainer
 
     def _restore(self, state: dict[str, Any], counters: dict[str, int]) -> None:
+        check_trainer_state(state, self)  # everything, before anything changes
         self.algo.load_state_dict(state["algo"])
         self.replay.load_state_dict(state["replay"])
         self.envs.restore(state["envs"])

@@ -25,9 +25,10 @@ def test_config_validation_schedule_and_env_ids():
     assert cfg.epsilon(0) == 1.0 and cfg.epsilon(25) == pytest.approx(0.55) and cfg.epsilon(50) == 0.1
     assert cfg.epsilon(99) == 0.1 and cfg.kernel_algo == "q"
     assert TabularConfig.preset("sarsa", "Taxi-v4").alpha == 0.2 and TabularConfig.preset("qlearning", "Taxi-v4").alpha == 0.5
-    for bad, match in ((dict(alpha=0.0), "alpha must be > 0"), (dict(gamma=1.5), "gamma must be a number"),
-                       (dict(algo="dqn"), "algo must be one of"), (dict(parts=0), "parts must be an integer >= 1"),
-                       (dict(episodes=-1), "episodes must be an integer >= 0")):
+    for bad, match in ((dict(alpha=0.0), r"alpha = 0.0 is out of range: it must be in \(0, 1\]"),
+                       (dict(gamma=1.5), r"gamma = 1.5 is out of range"), (dict(algo="dqn"), "algo must be one of"),
+                       (dict(parts=0), r"parts = 0 is out of range: it must be in \[1, 1024\]"),
+                       (dict(episodes=-1), "episodes = -1 is out of range"), (dict(episodes=2.5), "must be an integer")):
         with pytest.raises(ValueError, match=match):
             TabularConfig(**bad)
     with pytest.raises(ValueError, match="unknown TabularConfig field"):
@@ -102,7 +103,7 @@ def test_checkpoint_validation(tmp_path):
     t.save(tmp_path)
     with pytest.raises(CheckpointError, match="env_id='CliffWalking-v1', not 'Taxi-v4'"):
         TabularTrainer.load(tmp_path, expect={"env_id": "Taxi-v4"})
-    with pytest.raises(CheckpointError, match="no checkpoint"):
+    with pytest.raises(CheckpointError, match="does not exist; train without --resume first"):
         TabularTrainer.load(tmp_path / "nope")
     path = tmp_path / "tabular.npz"
     with np.load(path) as z:
@@ -111,7 +112,7 @@ def test_checkpoint_validation(tmp_path):
     with pytest.raises(CheckpointError, match="expected int32"):
         TabularTrainer.load(tmp_path)
     np.savez(path, table=np.array([object()], dtype=object))  # pickled content is refused, not executed
-    with pytest.raises(CheckpointError, match="corrupt or not a plain npz"):
+    with pytest.raises(CheckpointError, match="not an .npz that pearl_fpga wrote"):
         TabularTrainer.load(tmp_path)
     path.write_bytes(b"garbage")
     with pytest.raises(CheckpointError, match="corrupt"):
@@ -167,7 +168,7 @@ def test_dataset_shape_env_keys_and_pickle(tmp_path):
     with pytest.raises(CheckpointError, match="lacks key"):
         load_dataset(tmp_path / "k.npz")
     np.savez(tmp_path / "p.npz", s=np.array([{}], dtype=object))
-    with pytest.raises(CheckpointError, match="without pickled objects"):
+    with pytest.raises(CheckpointError, match="Object arrays cannot be loaded when allow_pickle=False"):
         load_dataset(tmp_path / "p.npz")
     t = TabularTrainer(TabularConfig.preset("sarsa", "CliffWalking-v1", backend="numpy"))
     np.savez(tmp_path / "noa2.npz", **{k: v for k, v in np.load(path).items() if k != "a2"})
@@ -211,7 +212,7 @@ def test_cli_online_with_dataset_then_offline_then_resume(tmp_path, capsys):
     (["--dataset", "/nonexistent.npz"], "does not exist"),
     (["--backend", "gpu"], "unknown tabular backend"),
     (["--set", "lr=0.1"], "with a TabularConfig field"),
-    (["--set", "alpha=2"], "alpha must be a number in [0.0, 1.0]"),
+    (["--set", "alpha=2"], "TabularConfig.alpha = 2 is out of range: it must be in (0, 1]"),
 ])
 def test_cli_errors(tmp_path, capsys, argv, match):
     assert main(["train", "--algo", "qlearning", "--env", "CliffWalking-v1", "--logdir", str(tmp_path / "r"),

@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.config import UNIT, Range
 from pearl_fpga.errors import CheckpointError
+from pearl_fpga.limits import load_npz
 
 ALGOS = {"qlearning": "q", "sarsa": "sarsa"}
 # ids an older or newer gymnasium spells differently: what to pass instead
@@ -36,6 +38,25 @@ PRESETS: dict[str, dict[str, Any]] = {
 # SARSA learns the values of its exploring behaviour; on Taxi it needs a smaller step and more episodes
 # to settle on the shortest routes.
 SARSA_PRESETS: dict[str, dict[str, Any]] = {"Taxi-v4": dict(alpha=0.2, episodes=20000)}
+
+
+# The range of every numeric TabularConfig field (an integer field has integer bounds).
+TABULAR_RANGES: dict[str, Range] = {
+    "episodes": Range(0, 10**9),
+    "alpha": Range(0.0, 1.0, lo_open=True, why="the kernel's learning rate"),
+    "gamma": UNIT,
+    "eps_start": UNIT,
+    "eps_end": UNIT,
+    "eps_decay": UNIT,
+    "success_reward": Range(-32768.0, 32768.0, why="rewards are Q16.16 words"),
+    "max_episode_steps": Range(0, 10**9, why="0 = the env's own limit"),
+    "eval_episodes": Range(1, 10**6, why="the final evaluation's episodes"),
+    "eval_every": Range(0, 10**9),
+    "checkpoint_every": Range(0, 10**9),
+    "seed": Range(0, 2**32 - 1),
+    "epochs": Range(1, 10**6),
+    "parts": Range(1, 1024, why="one table copy each"),
+}
 
 
 @dataclass
@@ -80,23 +101,14 @@ class TabularConfig:
     def validate(self) -> None:
         if self.algo not in ALGOS:
             raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
-        for name in ("episodes", "eval_episodes", "eval_every", "checkpoint_every", "seed", "max_episode_steps"):
+        for name, allowed in TABULAR_RANGES.items():
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
-        for name in ("epochs", "parts"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        for name, lo, hi in (("alpha", 0.0, 1.0), ("gamma", 0.0, 1.0), ("eps_start", 0.0, 1.0),
-                             ("eps_end", 0.0, 1.0), ("eps_decay", 0.0, 1.0)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi or math.isnan(v):
-                raise ValueError(f"{name} must be a number in [{lo}, {hi}], got {v!r}")
-        if self.alpha == 0:
-            raise ValueError("alpha must be > 0 (the kernel's learning rate is in (0, 1])")
-        if not math.isfinite(float(self.success_reward)):
-            raise ValueError(f"success_reward must be finite, got {self.success_reward!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float) if isinstance(allowed.lo, float) else int):
+                kind = "a number" if isinstance(allowed.lo, float) else "an integer"
+                raise ValueError(f"TabularConfig.{name} must be {kind}, got {v!r}")
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"TabularConfig.{name} must be finite, got {v!r}")
+            allowed.check("TabularConfig", name, v)
 
     def epsilon(self, episode: int) -> float:
         span = self.eps_decay * self.episodes
@@ -182,13 +194,8 @@ def load_dataset(path: str | Path, n_states: int | None = None, n_actions: int |
     """Read and validate a dataset written by save_dataset (keys, dtypes, 1-D equal lengths, ranges,
     finite rewards); a CheckpointError names what is wrong. Never unpickles."""
     path = Path(path)
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise CheckpointError(f"dataset {path} does not exist; write one with --save-dataset") from None
-    except (OSError, ValueError, EOFError) as exc:
-        raise CheckpointError(f"dataset {path} is not a valid npz without pickled objects ({exc})") from exc
+    data = load_npz(path, "dataset", (*DATASET_KEYS, "a2", "n_states", "n_actions", "env_id"),
+                    "write one with --save-dataset")
     missing = [k for k in (*DATASET_KEYS, "n_states", "n_actions") if k not in data]
     if missing:
         raise CheckpointError(f"dataset {path} lacks key(s) {missing}; it needs {DATASET_KEYS} + n_states, n_actions")

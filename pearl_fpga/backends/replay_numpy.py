@@ -23,6 +23,10 @@ class ReplayNumpyBackend:
         self._leaves = np.zeros(fanout**self.depth, dtype=np.uint64)  # padding beyond capacity stays 0
 
     def update(self, indices: np.ndarray, words: np.ndarray) -> None:
+        bad = np.flatnonzero(np.asarray(indices, dtype=np.int64) >= self.capacity)
+        if bad.size:  # as the cpu backend: a padding leaf (capacity .. K^depth - 1) would be sampled
+            raise ValueError(f"index {int(indices[bad[0]])} is out of range for capacity {self.capacity}; "
+                             "the tree was not changed")
         for i, w in zip(indices.tolist(), words.tolist()):  # in order: the last of a repeated index wins
             self._leaves[i] = w
 

@@ -32,10 +32,12 @@ from typing import Any
 from pearl_fpga.board.vivado_reports import parse_timing_summary, parse_utilization
 from pearl_fpga.data import work_root
 from pearl_fpga.errors import ManifestError
+from pearl_fpga.limits import read_json
 from pearl_fpga.spec.kernels import KERNELS
 
 SCHEMA_VERSION = 1
 MANIFEST_NAME = "manifest.json"
+MAX_MANIFEST_BYTES = 1 << 20  # a manifest is a few kilobytes; a link to /dev/zero must not be read to the end
 
 # Derived from the one kernel table (pearl_fpga.spec.kernels):
 # the interface version of each kernel's SPEC.md (ports, stream words, register map); drivers check it.
@@ -157,16 +159,14 @@ def load_manifest(path: str | Path) -> Manifest:
     if path.is_dir():
         path = path / MANIFEST_NAME
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_json(path, "manifest", max_bytes=MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         raise ManifestError(
             f"no bitstream manifest at {path}: build one with `make bitstream BOARD=<board>` "
             "(or `make xclbin PLATFORM=<platform>`), or copy the whole bitstreams/<board>/ folder"
         ) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ManifestError(f"manifest {path} is not valid JSON ({exc}); rebuild the bitstream or restore the file") from None
+    except ValueError as exc:  # not a regular file, too large, not UTF-8, not JSON, nested too deeply
+        raise ManifestError(f"{exc}; rebuild the bitstream or restore the file") from None
     return parse_manifest(data, path=path)
 
 

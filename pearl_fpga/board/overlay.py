@@ -21,6 +21,7 @@ open_board) loads it anyway, for a user who wants to look at it knowingly.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,8 @@ def find_bitstream_dir(backend: str, board: str | None = None) -> Path:
         try:
             if load_manifest(manifest_path).kind == BACKEND_KIND[backend]:
                 fitting.append(manifest_path.parent)
-        except ManifestError:
-            continue
+        except ManifestError as exc:  # one broken folder must not hide the good ones
+            warnings.warn(f"skipping bitstream folder {manifest_path.parent}: {exc}", RuntimeWarning, stacklevel=2)
     if len(fitting) == 1:
         return fitting[0]
     kind = BACKEND_KIND[backend]

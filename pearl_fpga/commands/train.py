@@ -66,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
         return train_tabular.run(args)
     if args.eval_episodes is None:
         args.eval_episodes = 20
+    if args.eval_episodes < 1:  # refused now, not after the whole run
+        print(f"error: --eval-episodes {args.eval_episodes}: the final evaluation needs at least 1 episode",
+              file=sys.stderr)
+        return 2
     tabular_only = [f"--{name.replace('_', '-')}" for name in ("episodes", "backend", "dataset", "epochs", "parts",
                                                                 "save_dataset") if getattr(args, name) is not None]
     if tabular_only:
@@ -101,6 +105,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     placement: Any = args.placement
+    from pearl_fpga.runtime.placement import unused_replay_notice
+
+    notice = unused_replay_notice(placement, config.per)
+    if notice:
+        console.print(f"[yellow]notice:[/yellow] {notice}")
     plan = None
     if placement is not None and str(placement).strip().lower() == "auto":
         try:

@@ -181,6 +181,11 @@ def choose_formats(net: Net, calib: np.ndarray, previous: Sequence[LayerFormat] 
             return old  # still holds the range: keep (no churn between learner syncs)
         return frac_bits(max_abs, headroom=HEADROOM)
 
+    for i, (w, b) in enumerate(zip(net.weights, net.biases, strict=True)):
+        for what, x in (("weights", w), ("bias", b)):
+            if not np.isfinite(x).all():  # a NaN would quantize to some integer silently (a tanh head's last bias to 0)
+                raise ValueError(f"linear layer {i}'s {what} hold NaN or inf (the network diverged?): the kernel "
+                                 "takes finite weights only; load weights from before the divergence")
     outs = net.layer_outputs(calib)
     fa_in = previous[0].fa_in if previous else frac_bits(float(np.max(np.abs(calib))), headroom=HEADROOM)
     formats = []

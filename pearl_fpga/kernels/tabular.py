@@ -20,6 +20,7 @@ n calls of one transition each.
 from __future__ import annotations
 
 import operator
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -84,7 +85,8 @@ def _shape(arr: np.ndarray, name: str, n: int | None) -> np.ndarray:
 
 
 def _indices(x: Any, name: str, n: int | None, bound: int, what: str) -> np.ndarray:
-    arr = np.asarray(x)
+    # A snapshot: another thread may change the caller's array between the check and the update.
+    arr = np.array(x)
     if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}; convert with .astype(np.int64)")
     arr = _shape(arr, name, n)
@@ -93,7 +95,7 @@ def _indices(x: Any, name: str, n: int | None, bound: int, what: str) -> np.ndar
         if lo < 0 or hi >= bound:
             i = int(np.flatnonzero((arr < 0) | (arr >= bound))[0])
             raise ValueError(f"{name}[{i}] = {int(arr[i])} is out of range; {what} must be in [0, {bound})")
-    return np.ascontiguousarray(arr, dtype=np.uint32)
+    return np.ascontiguousarray(arr, dtype=np.uint32)  # the snapshot itself where it is uint32 already
 
 
 def _rewards(x: Any, n: int) -> np.ndarray:
@@ -133,6 +135,10 @@ class TabularQ:
     (cpu if built, else numpy), "rtl" (the reference RTL under Verilator, cycle counts), "pynq"/"xrt" (the
     kernel on a board, hls/tabular/SPEC.md "Board interface"; docs/hardware.md).
     backend_options go to the rtl/board backend.
+
+    Thread-safe: one lock serializes updates, loads and reads of the table, so threads sharing a table
+    lose no update (the kernel's C++ releases the GIL, and two read-modify-writes of one entry at once
+    kept only one). For parallel speed use update_partitioned, whose partitions run on private copies.
     """
 
     def __init__(self, n_states: int, n_actions: int, alpha: float = 0.1, gamma: float = 0.99, algo: str = "q",
@@ -148,6 +154,7 @@ class TabularQ:
         self.alpha_word = alpha_word(alpha)
         self.gamma_word = gamma_word(gamma)
         self._options = dict(backend_options)
+        self._lock = threading.Lock()  # one call at a time: two threads' read-modify-writes lost updates
         self.backend_name, self._backend = make_backend(backend, self.n_states, self.n_actions, **backend_options)
         self._backend.configure(self.alpha_word, self.gamma_word, algo == "sarsa")
 
@@ -188,13 +195,14 @@ class TabularQ:
     def update(self, s: Any, a: Any, r: Any, s2: Any, done: Any, a2: Any = None) -> None:
         """Apply transitions (s, a, r, s2, done[, a2]) in order; 1-D arrays of equal length (a scalar r or
         done applies to every transition). a2 (the next action) is required for SARSA, ignored by Q-learning."""
-        checked = getattr(self._backend, "update_checked", None)
-        if checked is not None and _plain(s, a, r, s2, done, a2) and checked(s, a, r, s2, done, a2):
-            return  # the backend checked and applied the usual arrays in one call
-        args = self._validate(s, a, r, s2, done, a2)  # (a refused fast call changed nothing; this names why)
-        if args[0].size:
-            s_, a_, r_, s2_, a2_, d_ = args
-            self._backend.update(s_, a_, r_, s2_, a2_, d_)
+        with self._lock:
+            checked = getattr(self._backend, "update_checked", None)
+            if checked is not None and _plain(s, a, r, s2, done, a2) and checked(s, a, r, s2, done, a2):
+                return  # the backend checked and applied the usual arrays in one call
+            args = self._validate(s, a, r, s2, done, a2)  # (a refused fast call changed nothing; this names why)
+            if args[0].size:
+                s_, a_, r_, s2_, a2_, d_ = args
+                self._backend.update(s_, a_, r_, s2_, a2_, d_)
 
     def update_one(self, s: int, a: int, r: float, s2: int, done: bool, a2: int | None = None) -> None:
         """One transition from Python scalars: the same checks and result as `update`, with less overhead
@@ -210,11 +218,12 @@ class TabularQ:
         elif isinstance(a2, (bool, np.bool_)) or not isinstance(a2, (int, np.integer)) or not 0 <= a2 < na:
             raise ValueError(f"a2 = {a2!r} is out of range; it must be an integer in [0, {na})")
         word = reward_word(r)
-        u = self._one
-        u[0][0], u[1][0], u[2][0], u[3][0] = s, a, word, s2
-        u[4][0] = a2 if self.algo == "sarsa" else 0
-        u[5][0] = 1 if done else 0
-        self._backend.update(*u)
+        with self._lock:  # also guards the one-transition buffers
+            u = self._one
+            u[0][0], u[1][0], u[2][0], u[3][0] = s, a, word, s2
+            u[4][0] = a2 if self.algo == "sarsa" else 0
+            u[5][0] = 1 if done else 0
+            self._backend.update(*u)
 
     @property
     def _one(self) -> tuple[np.ndarray, ...]:
@@ -237,6 +246,10 @@ class TabularQ:
         """
         k = _as_count(parts, "parts")
         workers = min(k, 8) if threads is None else _as_count(threads, "threads")
+        with self._lock:  # the merged table replaces the one it started from: no update may come between
+            self._update_partitioned(s, a, r, s2, done, a2, k, workers)
+
+    def _update_partitioned(self, s: Any, a: Any, r: Any, s2: Any, done: Any, a2: Any, k: int, workers: int) -> None:
         # The usual arrays go to the cpu backend's one-pass check-and-apply, slice by slice (each slice on
         # its own table copy, so a refused slice changes nothing); anything else is validated here first.
         fast = hasattr(self._backend, "update_checked") and _plain(s, a, r, s2, done, a2)
@@ -292,16 +305,17 @@ class TabularQ:
     @property
     def table(self) -> np.ndarray:
         """The raw int32 Q16.16 table (a copy), shape (n_states, n_actions)."""
-        return self._backend.table()
+        with self._lock:
+            return self._backend.table()
 
     @property
     def q(self) -> np.ndarray:
         """The table as float64 Q values (a copy)."""
-        return self._backend.table().astype(np.float64) / ONE
+        return self.table.astype(np.float64) / ONE
 
     def greedy(self) -> np.ndarray:
         """The greedy action of every state (lowest index on ties), int64 array of n_states."""
-        return np.argmax(self._backend.table(), axis=1)
+        return np.argmax(self.table, axis=1)
 
     def load(self, table: Any) -> None:
         """Replace the table with an int32 Q16.16 array of shape (n_states, n_actions)."""
@@ -311,8 +325,10 @@ class TabularQ:
                             "convert float Q values with np.floor(q * 65536 + 0.5).astype(np.int32)")
         if arr.shape != (self.n_states, self.n_actions):
             raise ValueError(f"load needs shape ({self.n_states}, {self.n_actions}), got {arr.shape}")
-        self._backend.load(np.ascontiguousarray(arr))
+        with self._lock:
+            self._backend.load(np.ascontiguousarray(arr))
 
     def clear(self) -> None:
         """Zero the table (the kernel's CLEAR command)."""
-        self._backend.clear()
+        with self._lock:
+            self._backend.clear()

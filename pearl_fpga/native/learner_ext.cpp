@@ -83,7 +83,8 @@ double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle 
     std::fill(d_q.data, d_q.data + B * A, 0.0f);
     double loss = 0.0;
     for (py::ssize_t i = 0; i < B; ++i) {
-        if (act[i] < 0 || act[i] >= A) throw py::value_error("action " + std::to_string(act[i]) + " out of range");
+        const int64_t ai = act[i];  // read once: the value checked is the value used
+        if (ai < 0 || ai >= A) throw py::value_error("action " + std::to_string(ai) + " out of range");
         const float* t_row = qt.data + i * A;
         float next;
         if (double_q) {  // the online network picks the action (first maximum, as torch.argmax), the target values it
@@ -96,7 +97,7 @@ double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle 
             next = *std::max_element(t_row, t_row + A);
         }
         const float target = reward.data[i] + (1.0f - done.data[i]) * g * next;
-        const float td = q.data[i * A + act[i]] - target;
+        const float td = q.data[i * A + ai] - target;
         const float a_td = std::fabs(td);
         float huber = a_td < 1.0f ? 0.5f * td * td : a_td - 0.5f;
         float grad = std::min(std::max(td, -1.0f), 1.0f);
@@ -105,7 +106,7 @@ double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle 
             grad *= w[i];
         }
         loss += huber;
-        d_q.data[i * A + act[i]] = grad * inv_b;
+        d_q.data[i * A + ai] = grad * inv_b;
         abs_td.data[i] = a_td;
     }
     return loss / static_cast<double>(B);

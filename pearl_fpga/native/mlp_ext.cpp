@@ -84,7 +84,10 @@ class Engine {
         // Default-initialized (2 MB, not zeroed): load_model writes every word a layer uses, padding
         // included, and the model is dropped unless the LOAD succeeds.
         loaded->model = std::unique_ptr<mlp::Model>(new mlp::Model);
-        WordSource src{words.data(), std::size_t(words.size()), 0};
+        // A private copy: load_model reads it with the GIL released, and another thread may change the
+        // caller's array meanwhile.
+        const std::vector<uint16_t> stream(words.data(), words.data() + words.size());
+        WordSource src{stream.data(), stream.size(), 0};
         uint32_t err;
         {
             py::gil_scoped_release release;
@@ -128,6 +131,8 @@ class Engine {
         py::array_t<int16_t> y({batch, py::ssize_t(mo)});
         std::vector<int32_t>& am = scratch.argmax;
         am.resize(std::size_t(batch));
+        // x is read with the GIL released only for its values (a change meanwhile mixes a batch; no index
+        // comes from it), so it is not copied.
         run(*loaded, x.data(), int(batch), y.mutable_data(), am.data());
         if (!raw) return py::make_tuple(y, py::none());
         py::array_t<int64_t> arg(batch);

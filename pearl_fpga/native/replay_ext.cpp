@@ -1,8 +1,9 @@
 // pearl_fpga._replay_native: the replay kernel's HLS C++ core (hls/replay/replay.cpp) as the "cpu"
 // backend. The tree shape is a runtime argument; the sum-tree functions are exactly the ones the
-// HLS top calls. Arrays cross the boundary without copies: wrong dtype, shape or layout is refused
-// with a TypeError/ValueError instead of being converted silently. Calls release the GIL; a mutex
-// keeps concurrent calls on one tree (e.g. from a sampling thread) in order.
+// HLS top calls. Wrong dtype, shape or layout is refused with a TypeError/ValueError instead of being
+// converted silently. Calls release the GIL, so the tree's inputs are first copied (another Python
+// thread may change the caller's arrays meanwhile: the tree would take a delta for one leaf on the
+// path of another); a mutex keeps concurrent calls on one tree (e.g. from a sampling thread) in order.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -52,6 +53,13 @@ const T* checked(const py::array& a, const char* name) {
     return static_cast<const T*>(a.data());
 }
 
+// A private copy, taken with the GIL held, of an array the tree reads with the GIL released.
+template <typename T>
+std::vector<T> copied(const py::array& a, const char* name) {
+    const T* p = checked<T>(a, name);
+    return std::vector<T>(p, p + a.size());
+}
+
 struct AlignedFree {
     void operator()(void* p) const { std::free(p); }
 };
@@ -92,12 +100,13 @@ class SumTree {
     }
 
     void update(const py::array& indices, const py::array& words) {
-        const uint32_t* idx = checked<uint32_t>(indices, "indices");
-        const uint32_t* w = checked<uint32_t>(words, "words");
-        const size_t n = size_t(indices.size());
-        if (size_t(words.size()) != n) {
+        const std::vector<uint32_t> idx_copy = copied<uint32_t>(indices, "indices"),
+                                    w_copy = copied<uint32_t>(words, "words");
+        const uint32_t *idx = idx_copy.data(), *w = w_copy.data();
+        const size_t n = idx_copy.size();
+        if (w_copy.size() != n) {
             throw py::value_error("indices and words differ in length (" + std::to_string(n) + " vs " +
-                                  std::to_string(words.size()) + ")");
+                                  std::to_string(w_copy.size()) + ")");
         }
         py::gil_scoped_release release;
         std::lock_guard<std::mutex> lock(mutex_);
@@ -116,8 +125,9 @@ class SumTree {
     }
 
     py::tuple sample(const py::array& targets) {
-        const uint64_t* t = checked<uint64_t>(targets, "targets");
-        const size_t n = size_t(targets.size());
+        const std::vector<uint64_t> t_copy = copied<uint64_t>(targets, "targets");
+        const uint64_t* t = t_copy.data();
+        const size_t n = t_copy.size();
         py::array_t<int64_t> out_idx(n);
         py::array_t<uint32_t> out_words(n);
         int64_t* oi = out_idx.mutable_data();

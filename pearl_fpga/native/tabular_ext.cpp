@@ -1,7 +1,10 @@
 // pybind11 binding of the tabular kernel's C++ (hls/tabular/tabular.cpp) as the "cpu" backend:
 // pearl_fpga._tabular_native.update(table, alpha, gamma, sarsa, s, a, r, s2, a2, done) applies a batch
 // of transitions in order to a C-contiguous int32 table in place, with the GIL released (so K
-// threads can run K partitions). Arrays of the wrong dtype, shape or layout are refused, never copied.
+// threads can run K partitions). Arrays of the wrong dtype, shape or layout are refused, never converted.
+// With the GIL released another Python thread may change the caller's arrays: every index is either
+// copied before it is checked (update) or read once and checked as read (update_checked), so the
+// value checked is the value used.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -28,6 +31,22 @@ const T* vector_of(const py::array& x, const char* name, py::ssize_t n) {
     return static_cast<const T*>(x.data());
 }
 
+// A private copy, taken with the GIL held, of what the kernel reads with the GIL released.
+template <typename T>
+std::vector<T> copy_of(const py::array& x, const char* name, py::ssize_t n) {
+    const T* p = vector_of<T>(x, name, n);
+    return std::vector<T>(p, p + n);
+}
+
+// One relaxed atomic load: the compiler may not read the caller's array again later (a second read
+// could see another thread's write after the check).
+template <typename T>
+inline T read_once(const T* p) {
+    T v;
+    __atomic_load(p, &v, __ATOMIC_RELAXED);
+    return v;
+}
+
 void update(py::array table, uint32_t alpha, uint32_t gamma, bool sarsa, const py::array& s, const py::array& a,
             const py::array& r, const py::array& s2, const py::array& a2, const py::array& done) {
     if (!py::isinstance<py::array_t<int32_t>>(table) || table.ndim() != 2 || !(table.flags() & py::array::c_style) ||
@@ -36,12 +55,10 @@ void update(py::array table, uint32_t alpha, uint32_t gamma, bool sarsa, const p
     if (alpha < 1 || alpha > tabular::ONE || gamma > tabular::ONE)
         throw py::value_error("alpha must be a word in 1..65536 and gamma in 0..65536 (16 fractional bits)");
     const py::ssize_t n = s.ndim() == 1 ? s.shape(0) : -1;
-    const auto* ps = vector_of<uint32_t>(s, "s", n);
-    const auto* pa = vector_of<uint32_t>(a, "a", n);
-    const auto* pr = vector_of<int32_t>(r, "r", n);
-    const auto* ps2 = vector_of<uint32_t>(s2, "s2", n);
-    const auto* pa2 = vector_of<uint32_t>(a2, "a2", n);
-    const auto* pd = vector_of<uint8_t>(done, "done", n);
+    const auto ps = copy_of<uint32_t>(s, "s", n), pa = copy_of<uint32_t>(a, "a", n), ps2 = copy_of<uint32_t>(s2, "s2", n),
+               pa2 = copy_of<uint32_t>(a2, "a2", n);
+    const auto pr = copy_of<int32_t>(r, "r", n);
+    const auto pd = copy_of<uint8_t>(done, "done", n);
     const auto n_states = uint64_t(table.shape(0));
     const auto n_actions = uint32_t(table.shape(1));
     for (py::ssize_t i = 0; i < n; i++) {  // the host validates; this guards the memory
@@ -50,7 +67,8 @@ void update(py::array table, uint32_t alpha, uint32_t gamma, bool sarsa, const p
     }
     auto* q = static_cast<int32_t*>(table.mutable_data());
     py::gil_scoped_release release;
-    tabular::update_batch(q, n_actions, alpha, gamma, sarsa, ps, pa, pr, ps2, pa2, pd, uint32_t(n));
+    tabular::update_batch(q, n_actions, alpha, gamma, sarsa, ps.data(), pa.data(), pr.data(), ps2.data(), pa2.data(),
+                          pd.data(), uint32_t(n));
 }
 
 
@@ -71,12 +89,18 @@ inline int32_t row_max_n(const int32_t* row, int64_t n) {
     return best;
 }
 
+// The undo log's entry of one applied transition: where it wrote and the word it replaced.
+struct Undo {
+    int64_t at;
+    int32_t word;
+};
+
 // One transition of the fast path: check it, convert its reward, remember the old word, update.
 // False (nothing written) for a bad entry. N_ACTIONS > 0 fixes the row length at compile time, so
 // the row max unrolls; 0 reads it from `n_actions`.
 template <int N_ACTIONS, bool SARSA>
 __attribute__((always_inline)) inline bool checked_step(int32_t* q, int64_t n_states, int64_t n_actions, uint32_t alpha, uint32_t gamma,
-                         int64_t s, int64_t a, double r, int64_t s2, int64_t a2, bool done, int32_t& undo) {
+                         int64_t s, int64_t a, double r, int64_t s2, int64_t a2, bool done, Undo& undo) {
     const int64_t na = N_ACTIONS > 0 ? N_ACTIONS : n_actions;
     // The reward word floor(r * 65536 + 0.5), as spec.tabular.reward_words; floor(x) is an int32 exactly
     // when -2^31 <= x < 2^31 (NaN and inf fail), and then it is the truncation, less one below a
@@ -89,7 +113,8 @@ __attribute__((always_inline)) inline bool checked_step(int32_t* q, int64_t n_st
     const bool in = (uint64_t(s) < uint64_t(n_states)) & (uint64_t(s2) < uint64_t(n_states)) &
                     (uint64_t(a) < uint64_t(na)) & reward_ok & (!SARSA || uint64_t(a2) < uint64_t(na));
     if (!in) return false;
-    int32_t* q_sa = q + s * na + a;
+    const int64_t at = s * na + a;
+    int32_t* q_sa = q + at;
     const int32_t* row2 = q + s2 * na;
     int64_t boot = 0;
     if (!done) {
@@ -99,22 +124,23 @@ __attribute__((always_inline)) inline bool checked_step(int32_t* q, int64_t n_st
             boot = N_ACTIONS > 0 ? row_max<N_ACTIONS>(row2) : row_max_n(row2, na);
         }
     }
-    undo = *q_sa;
+    undo = {at, *q_sa};
     *q_sa = tabular::updated(*q_sa, boot, w, alpha, gamma);
     return true;
 }
 
 // All transitions in one pass (each checked just before it is applied); at the first bad entry the
-// words written so far are restored from the undo log, newest first, so nothing has changed.
+// words written so far are restored from the undo log, newest first, so nothing has changed. Each input
+// is read once (the caller's arrays may change meanwhile) and the log holds the checked offsets.
 template <int N_ACTIONS, bool SARSA>
 __attribute__((always_inline)) inline bool checked_run(int32_t* q, int64_t n_states, int64_t n_actions, uint32_t alpha, uint32_t gamma,
                  const int64_t* s, const int64_t* a, const double* r, const int64_t* s2, const int64_t* a2,
-                 const bool* done, py::ssize_t n, int32_t* undo) {
-    const int64_t na = N_ACTIONS > 0 ? N_ACTIONS : n_actions;
+                 const bool* done, py::ssize_t n, Undo* undo) {
     for (py::ssize_t i = 0; i < n; i++) {
-        if (!checked_step<N_ACTIONS, SARSA>(q, n_states, n_actions, alpha, gamma, s[i], a[i], r[i], s2[i],
-                                            SARSA ? a2[i] : 0, done[i], undo[i])) {
-            for (py::ssize_t j = i; j-- > 0;) q[s[j] * na + a[j]] = undo[j];
+        if (!checked_step<N_ACTIONS, SARSA>(q, n_states, n_actions, alpha, gamma, read_once(s + i), read_once(a + i),
+                                            read_once(r + i), read_once(s2 + i), SARSA ? read_once(a2 + i) : 0,
+                                            read_once(done + i), undo[i])) {
+            for (py::ssize_t j = i; j-- > 0;) q[undo[j].at] = undo[j].word;
             return false;
         }
     }
@@ -127,7 +153,7 @@ __attribute__((always_inline)) inline bool checked_run(int32_t* q, int64_t n_sta
 #define TABULAR_RUN_ARGS                                                                                            \
     int32_t *q, int64_t n_states, int64_t n_actions, uint32_t alpha, uint32_t gamma, const int64_t *s,              \
         const int64_t *a, const double *r, const int64_t *s2, const int64_t *a2, const bool *done, py::ssize_t n,   \
-        int32_t *undo
+        Undo *undo
 template <int N_ACTIONS, bool SARSA>
 bool checked_run_base(TABULAR_RUN_ARGS) {
     return checked_run<N_ACTIONS, SARSA>(q, n_states, n_actions, alpha, gamma, s, a, r, s2, a2, done, n, undo);
@@ -174,7 +200,7 @@ bool update_checked(py::array table, uint32_t alpha, uint32_t gamma, bool sarsa,
     const auto n_states = int64_t(table.shape(0));
     const auto n_actions = int64_t(table.shape(1));
     auto* q = static_cast<int32_t*>(table.mutable_data());
-    std::unique_ptr<int32_t[]> undo(new int32_t[size_t(n > 0 ? n : 1)]);  // each entry written before it is read
+    std::unique_ptr<Undo[]> undo(new Undo[size_t(n > 0 ? n : 1)]);  // each entry written before it is read
     py::gil_scoped_release release;
     // Loop-invariant choices as template arguments: SARSA or not, and the toy-text environments' action
     // counts with an unrolled row max.

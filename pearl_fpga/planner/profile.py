@@ -28,6 +28,7 @@ import numpy as np
 
 from pearl_fpga.data import cache_root
 from pearl_fpga.errors import CheckpointError
+from pearl_fpga.limits import read_json
 from pearl_fpga.planner.model import Fit
 
 SCHEMA = 2  # 2: worker start/stop/poll and co-run factors from the runtime's own pool, exploration overhead
@@ -176,20 +177,27 @@ def cache_path(machine: Mapping[str, Any]) -> Path:
     return cache_dir() / f"{host}-{machine['key']}.json"
 
 
+def _read_cache(path: Path, machine: Mapping[str, Any]) -> dict[str, Any]:
+    """The workloads of this machine's cache file (read_json: bounded, UTF-8); OSError or ValueError
+    (CheckpointError) naming the problem when it is not a schema-SCHEMA profile file of this machine."""
+    data = read_json(path, "profile cache")
+    if (not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("workloads"), dict)
+            or not isinstance(data.get("machine"), dict)):
+        raise CheckpointError(f"not a schema-{SCHEMA} profile file")
+    if data["machine"].get("key") != machine["key"]:
+        raise CheckpointError("it was written for another machine")
+    return data["workloads"]
+
+
 def load_cached(machine: dict[str, Any], workload: str, path: Path | None = None) -> Profile | None:
     """The cached profile of `workload`, None when absent; a corrupt cache warns and returns None."""
     path = path or cache_path(machine)
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("workloads"), dict):
-            raise CheckpointError(f"not a schema-{SCHEMA} profile file")
-        if data.get("machine", {}).get("key") != machine["key"]:
-            raise CheckpointError("it was written for another machine")
-        entry = data["workloads"].get(workload)
+        entry = _read_cache(path, machine).get(workload)
         return None if entry is None else Profile.from_json(machine, workload, entry)
-    except (OSError, ValueError, CheckpointError) as exc:
+    except (OSError, ValueError) as exc:
         warnings.warn(f"profile cache {path} is unusable ({exc}); re-profiling and overwriting it", stacklevel=2)
         return None
 
@@ -198,13 +206,10 @@ def save_cached(profile: Profile, path: Path | None = None) -> Path:
     """Add or replace this workload's entry in the machine's cache file (atomic rename)."""
     path = path or cache_path(profile.machine)
     path.parent.mkdir(parents=True, exist_ok=True)
-    workloads: dict[str, Any] = {}
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(old, dict) and old.get("schema") == SCHEMA and old.get("machine", {}).get("key") == profile.machine["key"]:
-            workloads = dict(old.get("workloads") or {})
+        workloads = dict(_read_cache(path, profile.machine))
     except (OSError, ValueError):
-        pass
+        workloads = {}  # an unusable file is replaced (load_cached warned about it)
     workloads[profile.workload] = profile.to_json()
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps({"schema": SCHEMA, "machine": profile.machine, "workloads": workloads}, indent=1))

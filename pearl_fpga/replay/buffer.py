@@ -30,7 +30,9 @@ import numpy as np
 
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.kernels.replay import ReplaySampler, priority_words
-from pearl_fpga.replay.state import MAX_PRIORITY, STATE_FORMAT, Layout, check_state, read_npz, write_npz
+from pearl_fpga.limits import require_memory
+from pearl_fpga.replay.state import (MAX_PRIORITY, STATE_FORMAT, Layout, check_state, param_problem, read_npz,
+                                     write_npz)
 from pearl_fpga.spec.replay import MAX_BATCH, PRIORITY_SCALE
 
 
@@ -115,15 +117,12 @@ class PrioritizedReplayBuffer:
         seed: int | None = None,
         max_batch: int = MAX_BATCH,
     ) -> None:
-        if not (np.isfinite(alpha) and alpha >= 0):
-            raise ValueError(f"alpha must be >= 0, got {alpha}")
-        for name, value in (("beta", beta), ("beta_final", beta_final)):
-            if not (np.isfinite(value) and 0 <= value <= 1):
-                raise ValueError(f"{name} must be in [0, 1], got {value}")
-        if int(beta_steps) < 0:
-            raise ValueError(f"beta_steps must be >= 0, got {beta_steps}")
-        if not (np.isfinite(eps) and eps > 0):
-            raise ValueError(f"eps must be > 0 (it keeps priorities above 0), got {eps}")
+        problem = param_problem(alpha, beta, beta_final, int(beta_steps), eps)
+        if problem:
+            raise ValueError(problem)
+        for name, dtype in (("obs_dtype", obs_dtype), ("action_dtype", action_dtype)):
+            if np.dtype(dtype).kind not in "biuf":  # an object dtype saved dumps that np.load (no pickle) refuses
+                raise TypeError(f"{name} must be a numeric dtype (e.g. np.float32, np.int64), got {np.dtype(dtype)}")
         self._sampler = ReplaySampler(capacity, fanout=fanout, backend=backend, max_batch=max_batch)
         self.capacity = self._sampler.capacity
         self.obs_shape = _shape(obs_shape, "obs_shape")
@@ -148,6 +147,8 @@ class PrioritizedReplayBuffer:
             ],
             align=True,
         )
+        require_memory(self.capacity * self._record.itemsize, f"a replay buffer of capacity {self.capacity:,} "
+                       f"({self._record.itemsize} bytes per transition)", "lower the capacity (buffer_size)")
         self._data = np.zeros(self.capacity, dtype=self._record)
         self._pos = 0  # next slot to write
         self._size = 0
@@ -216,8 +217,12 @@ class PrioritizedReplayBuffer:
                 raise TypeError(f"{name} must be numeric, got dtype {array.dtype}")
         if self.action_dtype.kind in "iu" and action.dtype.kind == "f":
             raise TypeError(f"action must be integers for action_dtype {self.action_dtype}, got {action.dtype}")
-        if not np.isfinite(reward).all():
-            raise ValueError("reward contains NaN or inf; check the environment's rewards")
+        for name, array in (("obs", obs), ("next_obs", next_obs), ("action", action), ("reward", reward)):
+            if array.dtype.kind == "f" and not np.isfinite(array).all():
+                raise ValueError(f"{name} contains NaN or inf; check the environment (one NaN in the buffer turns "
+                                 "every later gradient step into NaN); nothing was added")
+        if not np.isin(done, (0, 1)).all():
+            raise ValueError("done must hold only 0/1 (or True/False): pass terminated flags; nothing was added")
         initial = None
         if td_errors is not None:
             td = np.atleast_1d(np.asarray(td_errors, dtype=np.float64))
@@ -372,7 +377,7 @@ class PrioritizedReplayBuffer:
     def load(self, path: str | os.PathLike[str]) -> None:
         """Restore from a file written by save(). Raises CheckpointError (buffer untouched) when the
         file is missing, corrupt or made by a buffer with other settings."""
-        self.load_state_dict(read_npz(path))
+        self.load_state_dict(read_npz(path, max_member_bytes=self._data.nbytes + 4096))  # + the .npy header
 
     def __repr__(self) -> str:
         return (

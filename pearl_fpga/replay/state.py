@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from pearl_fpga.errors import CheckpointError
+from pearl_fpga.limits import load_npz
 from pearl_fpga.spec.replay import PRIORITY_MAX, PRIORITY_SCALE
 
 STATE_FORMAT = 1
@@ -35,6 +35,21 @@ class Layout(NamedTuple):
     action_shape: tuple[int, ...]
     obs_dtype: np.dtype
     action_dtype: np.dtype
+
+
+def param_problem(alpha: float, beta: float, beta_final: float, beta_steps: int, eps: float) -> str | None:
+    """What is wrong with a buffer's prioritization parameters, or None: the one rule the constructor,
+    save() and load() share (a dump with eps 0 saved but could not be loaded)."""
+    if not (np.isfinite(alpha) and alpha >= 0):
+        return f"alpha must be a finite number >= 0, got {alpha}"
+    for name, value in (("beta", beta), ("beta_final", beta_final)):
+        if not (np.isfinite(value) and 0 <= value <= 1):
+            return f"{name} must be in [0, 1], got {value}"
+    if beta_steps < 0:
+        return f"beta_steps must be >= 0, got {beta_steps}"
+    if not (np.isfinite(eps) and eps > 0):
+        return f"eps must be a finite number > 0 (it keeps priorities above 0), got {eps}"
+    return None
 
 
 def check_state(state: dict[str, Any], layout: Layout) -> dict[str, Any]:
@@ -82,8 +97,12 @@ def check_state(state: dict[str, Any], layout: Layout) -> dict[str, Any]:
     n, capacity = out["size"], layout.capacity
     if not 0 <= n <= capacity or not 0 <= out["pos"] < capacity or (n < capacity and out["pos"] != n):
         raise fail(f"size {n} / pos {out['pos']} are inconsistent with capacity {capacity}")
-    if out["sample_calls"] < 0 or out["beta_steps"] < 0 or not (0 < out["max_priority"] <= MAX_PRIORITY):
-        raise fail("sample_calls, beta_steps or max_priority out of range")
+    problem = param_problem(out["alpha"], out["beta"], out["beta_final"], out["beta_steps"], out["eps"])
+    if problem:
+        raise fail(problem)
+    if out["sample_calls"] < 0 or not (0 < out["max_priority"] <= MAX_PRIORITY):
+        raise fail(f"sample_calls {out['sample_calls']} must be >= 0 and max_priority {out['max_priority']} in "
+                   f"(0, {MAX_PRIORITY}]")
     arrays = {
         "obs": ((n, *layout.obs_shape), layout.obs_dtype),
         "next_obs": ((n, *layout.obs_shape), layout.obs_dtype),
@@ -100,6 +119,12 @@ def check_state(state: dict[str, Any], layout: Layout) -> dict[str, Any]:
         if array.shape != shape or array.dtype != dtype:
             raise fail(f"{key} must be {dtype} with shape {shape}, got {array.dtype} {array.shape}")
         out[key] = array
+    for key in ("obs", "next_obs", "action", "reward"):
+        if out[key].dtype.kind == "f" and not np.isfinite(out[key]).all():
+            row = int(np.flatnonzero(~np.isfinite(out[key].reshape(n, -1)).all(axis=1))[0])
+            raise fail(f"{key} of stored transition {row} is NaN or infinite; the dump is corrupt")
+    if not np.isin(out["done"], (0.0, 1.0)).all():
+        raise fail("done must hold only 0 and 1")
     if out["leaves"][n:].any() or not out["leaves"][:n].all():
         raise fail("priorities must be > 0 exactly for the stored transitions")
     try:
@@ -127,14 +152,7 @@ def write_npz(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def read_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """The arrays of a file written by write_npz; CheckpointError when it is missing or corrupt."""
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            return {key: f[key] for key in f.files}
-    except FileNotFoundError:
-        raise CheckpointError(f"replay buffer file {str(path)!r} does not exist") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-        raise CheckpointError(
-            f"replay buffer file {str(path)!r} is corrupt or not an .npz written by save() ({exc})"
-        ) from None
+def read_npz(path: str | os.PathLike[str], max_member_bytes: int) -> dict[str, np.ndarray]:
+    """The arrays of a file written by write_npz (limits.load_npz: no member outside STATE_KEYS, none
+    unpacking to more than `max_member_bytes`); CheckpointError when it is missing or corrupt."""
+    return load_npz(path, "replay buffer file", STATE_KEYS, "save a buffer there first", max_member_bytes)

@@ -277,12 +277,14 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST_FILE
     if not Path(directory).is_dir():
         raise CheckpointError(f"no checkpoint at {directory}: the directory does not exist")
+    from pearl_fpga.limits import read_json
+
     try:
-        manifest = json.loads(path.read_text())
+        manifest = read_json(path, "checkpoint manifest")  # bounded, UTF-8, no RecursionError from deep nesting
     except FileNotFoundError as exc:
         raise CheckpointError(f"{directory} is not a checkpoint: {MANIFEST_FILE} is missing") from exc
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"checkpoint {directory}: {MANIFEST_FILE} is not valid JSON ({exc})") from exc
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint {directory}: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not a pearl_fpga checkpoint manifest")
     if manifest.get("version") != CHECKPOINT_VERSION:

@@ -130,11 +130,22 @@ class EnvGroup:
                 "episode_length": self.episode_length.copy(),
                 "envs": [_snapshot_env(env) for env in self.envs]}
 
-    def restore(self, snap: dict[str, Any]) -> None:
-        """Inverse of snapshot(); raises CheckpointError when it does not fit these envs."""
+    def check(self, snap: dict[str, Any]) -> None:
+        """CheckpointError unless `snap` fits these envs: the same wrapper chain, only attributes the
+        envs have, the env's constants unchanged (ENV_CONSTANTS), finite numbers, arrays of the same
+        shape and dtype, valid generator states."""
         if len(snap.get("envs", ())) != self.n or np.shape(snap.get("obs")) != self.obs.shape:
             raise CheckpointError(f"checkpoint holds {len(snap.get('envs', ()))} env states of shape "
                                   f"{np.shape(snap.get('obs'))}, this run has {self.n} of {self.obs.shape}")
+        if not np.isfinite(np.asarray(snap["obs"], dtype=np.float64)).all():
+            raise CheckpointError("checkpoint env observations hold NaN or inf")
+        constants = env_constants(self.spec.env_id)
+        for env, state in zip(self.envs, snap["envs"]):
+            _check_env(env, state, constants, self.spec.env_id)
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        """Inverse of snapshot(); raises CheckpointError, changing nothing, when it does not fit these envs."""
+        self.check(snap)
         for env, state in zip(self.envs, snap["envs"]):
             _restore_env(env, state)
         self.obs = np.asarray(snap["obs"], dtype=np.float32).copy()
@@ -165,17 +176,85 @@ def _snapshot_env(env: gym.Env) -> list[dict[str, Any]]:
     return out
 
 
-def _restore_env(env: gym.Env, state: list[dict[str, Any]]) -> None:
+ENV_PROBE_STEPS = 32
+_NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
+_MISSING = object()
+
+
+def _numbers(env: gym.Env) -> list[dict[str, Any]]:
+    return [{k: v for k, v in vars(layer).items() if isinstance(v, _NUMBER)} for layer in _chain(env)]
+
+
+def env_constants(env_id: str) -> list[dict[str, Any]]:
+    """ENV_CONSTANTS: per wrapper layer, the numbers that define an env of this id, i.e. those a new one
+    keeps unchanged through reset and ENV_PROBE_STEPS random steps (CartPole's x_threshold and gravity,
+    Pendulum's max_speed, a TimeLimit's _max_episode_steps). A checkpoint restores an env's state (its
+    physical state, step counters, last action, generators), never these: a checkpoint that sets one
+    to another value (x_threshold = 1e9) is refused."""
+    env = make_env(env_id)
+    try:
+        seen = [_numbers(env)]
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        seen.append(_numbers(env))
+        for _ in range(ENV_PROBE_STEPS):
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                env.reset()
+            seen.append(_numbers(env))
+    finally:
+        env.close()
+    return [{k: v for k, v in layer.items() if all(s[i].get(k, _MISSING) == v for s in seen)}
+            for i, layer in enumerate(seen[0])]
+
+
+def _generator(value: dict[str, Any]) -> np.random.Generator:
+    """The numpy Generator of a snapshot's {"__generator__": bit generator state}."""
+    name = value["__generator__"].get("bit_generator") if isinstance(value["__generator__"], dict) else None
+    if name not in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"):
+        raise CheckpointError(f"checkpoint env generator has an unknown bit generator {name!r}")
+    bit_gen = getattr(np.random, name)()
+    try:
+        bit_gen.state = value["__generator__"]
+    except (TypeError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"checkpoint env generator state is invalid ({exc})") from None
+    return np.random.Generator(bit_gen)
+
+
+def _check_env(env: gym.Env, state: Any, constants: list[dict[str, Any]], env_id: str) -> None:
     layers = _chain(env)
-    if len(layers) != len(state):
-        raise CheckpointError(f"checkpoint env has {len(state)} wrapper layers, this env has {len(layers)}")
-    for layer, attrs in zip(layers, state):
+    if not isinstance(state, (list, tuple)) or len(layers) != len(state):
+        raise CheckpointError(f"checkpoint env has {len(state) if isinstance(state, (list, tuple)) else 'no'} "
+                              f"wrapper layers, this env has {len(layers)}")
+    for layer, attrs, fixed in zip(layers, state, constants):
+        for key, value in dict(attrs).items():
+            where = f"env attribute {type(layer).__name__}.{key}"
+            live = vars(layer).get(key, _MISSING)
+            if live is _MISSING:
+                raise CheckpointError(f"checkpoint sets {where}, which {env_id} does not have")
+            if key in fixed:
+                if value != fixed[key]:
+                    raise CheckpointError(f"checkpoint sets {where} = {value!r}, but it is {fixed[key]!r} in every "
+                                          f"{env_id}: a checkpoint restores an env's state, not its definition")
+            elif isinstance(value, dict) and "__generator__" in value:
+                _generator(value)
+            elif isinstance(value, np.ndarray):
+                if (live is not None and (not isinstance(live, np.ndarray) or live.shape != value.shape
+                                          or live.dtype != value.dtype)):
+                    raise CheckpointError(f"checkpoint sets {where} to a {value.dtype} array of shape {value.shape}, "
+                                          f"this env holds {live!r}")
+                if value.dtype.kind == "f" and not np.isfinite(value).all():
+                    raise CheckpointError(f"checkpoint sets {where} to an array holding NaN or inf")
+            elif value is not None and not (isinstance(value, _NUMBER) and np.isfinite(value)):
+                raise CheckpointError(f"checkpoint sets {where} = {value!r}: only finite numbers, arrays, None "
+                                      "and generator states are restored")
+
+
+def _restore_env(env: gym.Env, state: list[dict[str, Any]]) -> None:
+    for layer, attrs in zip(_chain(env), state):
         for key, value in attrs.items():
             if isinstance(value, dict) and "__generator__" in value:
-                bit_gen = getattr(np.random, value["__generator__"]["bit_generator"])()
-                bit_gen.state = value["__generator__"]
-                gen = np.random.Generator(bit_gen)
-                setattr(layer, key, gen)
+                setattr(layer, key, _generator(value))
             else:
                 setattr(layer, key, value.copy() if isinstance(value, np.ndarray) else value)
 

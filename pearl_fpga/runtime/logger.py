@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,12 @@ class RunLogger:
         """append=False starts the CSV files afresh (a new run); True continues them (a resumed run)."""
         self.logdir = Path(logdir)
         self.append = append
-        self.logdir.mkdir(parents=True, exist_ok=True)
+        try:  # found now, not at the first episode's row (the CSV files open lazily)
+            self.logdir.mkdir(parents=True, exist_ok=True)
+            tempfile.TemporaryFile(dir=self.logdir).close()
+        except OSError as exc:
+            raise ValueError(f"the log directory (--logdir) {self.logdir} cannot hold the run's logs "
+                             f"({exc.strerror or exc}); pass a writable folder") from None
         self._files: dict[str, Any] = {}
         self._writers: dict[str, Any] = {}
         self.messages: list[str] = []

@@ -178,6 +178,21 @@ def parse_placement(text: str | Placement | dict | None) -> Placement:
     return Placement(**fields)
 
 
+def unused_replay_notice(text: str | Placement | dict | None, per: bool) -> str | None:
+    """A notice when `text` names the replay device explicitly ("replay=fpga") for a run without
+    prioritized replay: the replay kernel serves only PER, a uniform buffer is host memory, so the
+    setting would be ignored silently. None otherwise (a single device name such as "fpga-emu" places
+    replay only where it applies)."""
+    if per or text is None or isinstance(text, Placement):
+        return None
+    named = set(text) if isinstance(text, dict) else {p.split("=", 1)[0].strip().lower() for p in str(text).split(",")
+                                                        if "=" in p}
+    if "replay" not in named:
+        return None
+    return (f"placement replay={parse_placement(text).replay} is not used: the replay kernel serves prioritized "
+            "replay only (--per, or --set per=true); this run's uniform buffer is in host memory")
+
+
 def default_placement() -> Placement:
     """The MLP kernel's C++ build for acting when it is built, else torch; everything else on the CPU."""
     import importlib.util

@@ -75,6 +75,11 @@ class UniformReplay(_Guard):
     prioritized = False
 
     def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int) -> None:
+        from pearl_fpga.limits import require_memory
+
+        per_transition = 4 * (2 * obs_dim + 2) + (8 if discrete else 4) * int(np.prod(action_shape, dtype=np.int64))
+        require_memory(capacity * per_transition, f"buffer_size={capacity:,} ({per_transition} bytes per transition)",
+                       "lower buffer_size (--set buffer_size=N)")
         self.capacity = capacity
         self.obs = np.zeros((capacity, obs_dim), dtype=np.float32)
         self.next_obs = np.zeros((capacity, obs_dim), dtype=np.float32)

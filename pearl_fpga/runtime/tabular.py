@@ -18,6 +18,7 @@ import numpy as np
 from pearl_fpga.algos.tabular import TabularConfig, epsilon_greedy, load_dataset, save_dataset
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.kernels.tabular import TabularQ
+from pearl_fpga.limits import load_npz
 
 CHECKPOINT_FILE = "tabular.npz"
 EVAL_SEED_BASE = 1 << 30  # evaluation env seeds are >= 2**30, training ones below: never shared
@@ -230,14 +231,9 @@ class TabularTrainer:
     def load(cls, directory: str | Path, expect: dict[str, Any] | None = None, **kwargs: Any) -> TabularTrainer:
         """A trainer restored from `directory`; `expect` fields (e.g. algo, env_id) must match the stored config."""
         path = Path(directory) / CHECKPOINT_FILE
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                data = {k: z[k] for k in z.files}
-        except FileNotFoundError:
-            raise CheckpointError(f"no checkpoint at {path}; train without --resume first") from None
-        except (OSError, ValueError, EOFError) as exc:
-            raise CheckpointError(f"checkpoint {path} is corrupt or not a plain npz ({exc})") from exc
-        missing = {"table", "config", "episode", "env_steps", "episode_log", "eval_log"} - set(data)
+        keys = ("table", "config", "episode", "env_steps", "episode_log", "eval_log")
+        data = load_npz(path, "checkpoint", keys, "train without --resume first")
+        missing = set(keys) - set(data)
         if missing:
             raise CheckpointError(f"checkpoint {path} lacks {sorted(missing)}; it was not written by this trainer")
         try:
