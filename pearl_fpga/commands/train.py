@@ -107,9 +107,13 @@ def run(args: argparse.Namespace) -> int:
     placement: Any = args.placement
     from pearl_fpga.runtime.placement import unused_replay_notice
 
-    notice = unused_replay_notice(placement, config.per)
+    try:
+        notice = unused_replay_notice(placement, config.per)
+    except ValueError as exc:  # a placement that does not parse (an unknown board, a bad device)
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        return 2
     if notice:
-        console.print(f"[yellow]notice:[/yellow] {notice}")
+        console.print(f"[yellow]notice:[/yellow] {escape(notice)}")
     plan = None
     if placement is not None and str(placement).strip().lower() == "auto":
         try:
