@@ -1,7 +1,7 @@
 """Training configuration: every hyper-parameter of a run in one validated dataclass.
 
 The CLI, the Python API and the checkpoints share it. `TrainConfig.preset(algo, env_id)` gives the
-rl-baselines3-zoo settings (DQN CartPole-v1, DDPG Pendulum-v1); counters follow Stable-Baselines3:
+rl-baselines3-zoo settings (DQN CartPole-v1, DDPG and TD3 Pendulum-v1); counters follow Stable-Baselines3:
 
 - `train_freq` and `learning_starts` count env steps: after every `train_freq` collected env steps,
   once more than `learning_starts` have been collected, the learner runs `gradient_steps` updates.
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ALGOS = ("dqn", "ddpg")
+ALGOS = ("dqn", "ddpg", "td3")
 ENGINES = ("inline", "processes", "ray")
 """Execution engines (pearl_fpga.runtime.engines): where actors and replay run."""
 
@@ -30,13 +30,13 @@ class TrainConfig:
     """Hyper-parameters and runtime settings of one training run (validated on creation)."""
 
     algo: str = "dqn"
-    """Algorithm: "dqn" (double DQN, discrete actions) or "ddpg" (continuous actions)."""
+    """Algorithm: "dqn" (double DQN, discrete actions), "ddpg" or "td3" (continuous actions)."""
     env_id: str = "CartPole-v1"
     """Gymnasium environment id."""
     total_steps: int = 50_000
     """Env steps of the whole run; also the horizon of the epsilon schedule (as SB3's total_timesteps)."""
     learning_rate: float = 2.3e-3
-    """Adam learning rate (actor and critic for DDPG)."""
+    """Adam learning rate (actor and critics for DDPG and TD3)."""
     buffer_size: int = 100_000
     """Replay capacity in transitions."""
     learning_starts: int = 1_000
@@ -66,13 +66,21 @@ class TrainConfig:
     concurrent_updates: bool = True
     """DDPG: compute the actor's and the critic's gradients of a step concurrently (two threads), the
     actor's on the critic of the step's start, as OpenAI Baselines' DDPG; False: the actor's after the
-    critic's update, as SB3. Ignored by DQN."""
+    critic's update, as SB3. The same for TD3 on its actor-update steps (its preset: False, SB3's
+    order). Ignored by DQN."""
     flush_subnormals: bool = True
     """Learner: subnormal floats flushed to zero during each gradient step (FTZ/DAZ, as XLA and TensorFlow
     run the CPU): Adam's second moments of small gradients fill with them, and on many x86 CPUs each
     operation on one costs a microcode assist. False keeps IEEE gradual underflow (slower)."""
     action_noise_std: float = 0.1
-    """DDPG: std of the Gaussian exploration noise, in the actor's [-1, 1] action scale."""
+    """DDPG, TD3: std of the Gaussian exploration noise, in the actor's [-1, 1] action scale."""
+    policy_delay: int = 2
+    """TD3: critic steps per actor step; the targets are averaged on the actor's steps only (1..1000)."""
+    target_policy_noise: float = 0.2
+    """TD3: std of the Gaussian noise added to the target actor's next action, in the [-1, 1] action
+    scale (target policy smoothing; 0 turns it off; 0..1)."""
+    target_noise_clip: float = 0.5
+    """TD3: the smoothing noise is clipped to +-target_noise_clip (0..1)."""
     net_arch: list[int] = field(default_factory=lambda: [256, 256])
     """Hidden layer widths of the Q-network / actor / critic (ReLU)."""
     per: bool = False
@@ -127,7 +135,7 @@ class TrainConfig:
     # ------------------------------------------------------------------ presets
     @classmethod
     def preset(cls, algo: str = "dqn", env_id: str | None = None, **overrides: Any) -> TrainConfig:
-        """The rl-zoo hyper-parameters for `algo` (DQN CartPole-v1, DDPG Pendulum-v1) plus overrides."""
+        """The rl-zoo hyper-parameters for `algo` (DQN CartPole-v1, DDPG and TD3 Pendulum-v1) plus overrides."""
         algo = str(algo).lower()
         if algo == "dqn":
             base: dict[str, Any] = dict(
@@ -137,13 +145,15 @@ class TrainConfig:
                 exploration_fraction=0.16, exploration_final_eps=0.04, max_grad_norm=10.0,
                 net_arch=[256, 256], eval_freq=5_000,
             )
-        elif algo == "ddpg":
+        elif algo in ("ddpg", "td3"):  # rl-zoo's ddpg.yml and td3.yml give Pendulum-v1 the same settings
             base = dict(
-                algo="ddpg", env_id="Pendulum-v1", total_steps=20_000, learning_rate=1e-3,
+                algo=algo, env_id="Pendulum-v1", total_steps=20_000, learning_rate=1e-3,
                 buffer_size=200_000, learning_starts=10_000, batch_size=256, gamma=0.98, tau=0.005,
                 train_freq=1, gradient_steps=1, action_noise_std=0.1, net_arch=[400, 300],
                 max_grad_norm=0.0, eval_freq=2_000, eval_episodes=10, weight_sync_interval=10,
             )
+            if algo == "td3":  # SB3's TD3 defaults, and its update order
+                base.update(policy_delay=2, target_policy_noise=0.2, target_noise_clip=0.5, concurrent_updates=False)
         else:
             raise ValueError(f"unknown algo {algo!r}: choose one of {', '.join(ALGOS)}")
         if env_id is not None:
@@ -199,6 +209,11 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.tau must be in (0, 1], got {self.tau}")
         if self.per_alpha < 0 or self.per_eps <= 0 or self.max_grad_norm < 0 or self.action_noise_std < 0:
             raise ValueError("TrainConfig: per_alpha, max_grad_norm and action_noise_std must be >= 0 and per_eps > 0")
+        if not 1 <= self.policy_delay <= 1000:
+            raise ValueError(f"TrainConfig.policy_delay must be in 1..1000 critic steps, got {self.policy_delay}")
+        for name in ("target_policy_noise", "target_noise_clip"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"TrainConfig.{name} must be in [0, 1] (the actor's action scale), got {getattr(self, name)}")
         if self.batch_size > self.buffer_size:
             raise ValueError(f"TrainConfig.batch_size ({self.batch_size}) exceeds buffer_size ({self.buffer_size})")
         if self.nonfinite_transitions not in ("error", "drop"):

@@ -1,4 +1,4 @@
-"""`pearl_fpga.Trainer`: DQN / DDPG training with the kernels in the loop.
+"""`pearl_fpga.Trainer`: DQN / DDPG / TD3 training with the kernels in the loop.
 
     trainer = Trainer(algo="dqn", env="CartPole-v1", placement="fpga-emu", seed=0)
     trainer.train(50_000)
@@ -90,7 +90,7 @@ class Trainer:
         if (algo == "dqn") != self.spec.discrete:
             need = "discrete" if algo == "dqn" else "continuous (Box)"
             raise ValueError(f"{algo.upper()} needs a {need} action space; {config.env_id} does not have one "
-                             f"(DQN: e.g. CartPole-v1, DDPG: e.g. Pendulum-v1)")
+                             f"(DQN: e.g. CartPole-v1, DDPG and TD3: e.g. Pendulum-v1)")
         if self.placement.learn == "cuda" and not torch.cuda.is_available():
             from pearl_fpga.errors import BackendUnavailable
 
