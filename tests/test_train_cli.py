@@ -57,6 +57,15 @@ def test_train_json_output(tmp_path, capsys):
     assert data["algo"] == "ddpg" and data["env_steps"] == 150 and data["placement"].startswith("act=cpu")
 
 
+def test_train_td3(tmp_path, capsys):
+    args = ["train", "--algo", "td3", "--steps", "150", "--json", "--no-tensorboard", "--config",
+            str(_config(tmp_path, batch_size=16)), "--logdir", str(tmp_path / "r"), "--eval-episodes", "1"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["algo"] == "td3" and data["env_steps"] == 150 and data["grad_steps"] == 8
+    assert data["placement"].startswith("act=cpu-kernel")  # the default: the actor on the MLP kernel
+
+
 def test_train_errors_are_clear(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"gamma": 3}')
