@@ -110,6 +110,21 @@ def test_bench_train_runs_both_libraries_at_tiny_scale(capsys, tmp_path):
         assert "not installed" in data["sb3"] and run["sb3"] == {}
 
 
+def test_bench_train_runs_td3_beside_sb3s_td3(capsys):
+    import importlib.util
+
+    assert main(["bench", "train", "--algo", "td3", "--steps", "300", "--set", "learning_starts=200", "--set",
+                 "net_arch=[16,16]", "--sb3-threads", "1", "--eval-episodes", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["results"]
+    assert data["algo"] == "td3" and data["config"]["policy_delay"] == 2
+    run = data["runs"][0]
+    assert run["pearl_fpga"]["grad_steps"] == 100
+    if importlib.util.find_spec("stable_baselines3") is not None:
+        assert run["sb3"]["1"]["grad_steps"] == 100  # SB3's TD3 at the same settings and schedule
+    else:
+        assert run["sb3"] == {}
+
+
 def test_bench_train_rejects_bad_thread_settings(capsys):
     assert main(["bench", "train", "--sb3-threads", "zero", "--steps", "10"]) == 2
     assert "--sb3-threads" in _out(capsys)
