@@ -1,7 +1,7 @@
-"""The readable specification of the learners: DQN, DDPG and TD3 written with plain torch autograd and
-torch.optim, in the style of cleanrl. The fast learners (algos/dqn.py with its fused CPU step,
-algos/td3.py and its special case algos/ddpg.py) must compute the same updates; tests/test_reference.py checks them against these
-over many steps. Nothing here is used for training.
+"""The readable specification of the learners: DQN, DDPG and TD3 written with plain torch autograd
+and torch.optim, in the style of cleanrl. The fast learners (algos/dqn.py with its fused CPU step,
+algos/td3.py and its special case algos/ddpg.py) must compute the same updates; tests/test_reference.py
+checks them against these over many steps. Nothing here is used for training.
 """
 
 from __future__ import annotations

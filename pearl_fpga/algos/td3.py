@@ -71,7 +71,8 @@ class TD3:
         self.updates = 0
         # one persistent thread for the actor's half of a concurrent update (torch's intra-op threads
         # stay as configured; this is a second caller, not a bigger pool)
-        self._grad_thread = (ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pearl-{type(self).__name__.lower()}-actor")
+        name = f"pearl-{type(self).__name__.lower()}-actor"
+        self._grad_thread = (ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
                              if config.concurrent_updates else None)
 
     @staticmethod
