@@ -75,7 +75,8 @@ class TrainConfig:
     action_noise_std: float = 0.1
     """DDPG, TD3: std of the Gaussian exploration noise, in the actor's [-1, 1] action scale."""
     policy_delay: int = 2
-    """TD3: critic steps per actor step; the targets are averaged on the actor's steps only (1..1000)."""
+    """TD3: critic steps per actor step; the targets are averaged on the actor's steps only (1..1000).
+    DQN and DDPG ignore the three TD3 fields (DDPG is TD3 with delay 1 and no smoothing)."""
     target_policy_noise: float = 0.2
     """TD3: std of the Gaussian noise added to the target actor's next action, in the [-1, 1] action
     scale (target policy smoothing; 0 turns it off; 0..1)."""
