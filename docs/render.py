@@ -28,6 +28,7 @@ SECTIONS = {
     "train-ddpg": "Training throughput: DDPG on Pendulum-v1 against Stable-Baselines3",
     "quality-dqn": "Learning quality: DQN on CartPole-v1",
     "quality-ddpg": "Learning quality: DDPG on Pendulum-v1",
+    "quality-td3": "Learning quality: TD3 on Pendulum-v1",
     "learner": "The learner step by thread count",
     "replay": "Replay kernel: prioritized buffer against cpprb and TorchRL",
     "mlp": "MLP kernel: inference against torch eager",
@@ -36,7 +37,7 @@ SECTIONS = {
     "tabular-policies": "Tabular kernel: learned policies",
     "ray": "Ray engine: transport, actor scaling, broadcast, recovery",
 }
-QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4)}  # (return at least, seeds out of 5)
+QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4), "td3": (-200.0, 4)}  # (return at least, seeds out of 5)
 # The throughput targets: median env steps/s ratio against SB3 at each of its thread settings.
 SPEED_TARGETS = {"train-dqn": {"default": 3.0, "1": 3.5}, "train-ddpg": {"default": 2.0}}
 REQUIRED = ("schema", "benchmark", "command", "commit", "date", "machine", "load_average_before",
@@ -111,7 +112,8 @@ def _train(results: dict[str, Any]) -> str:
             f"**{v:.2f}x** against SB3 at {k} thread(s)" for k, v in results["median_speedup"].items()) + ".")
     variant = ("vanilla DQN target on both sides" if results["algo"] == "dqn" and not results["config"]["double_q"]
                else "pearl_fpga's double-DQN target against SB3's vanilla one" if results["algo"] == "dqn"
-               else "pearl_fpga computes actor and critic gradients concurrently")
+               else "pearl_fpga computes actor and critic gradients concurrently"
+               if results["config"].get("concurrent_updates") else "the same update order on both sides")
     out.append(f"{results['steps']:,} env steps per run, rl-zoo hyper-parameters on both sides ({variant}); "
                "each seed runs the three back to back. `*`: run marked under load.")
     tasks = results["runs"][0]["pearl_fpga"]["us_per_env_step"]
@@ -334,7 +336,8 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
                              for k, v in ms.items()) + tag(r))
             if any(k in goals and v < goals[k] for k, v in ms.items()):
                 lines.append("  (why a target is missed: [docs/training.md](docs/training.md#throughput-targets))")
-    for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1")):
+    for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1"),
+                      ("quality-td3", "TD3 Pendulum-v1")):
         r = records.get(key)
         if r:
             res = r["results"]

@@ -1,4 +1,4 @@
-"""pearl_fpga: FPGA-accelerated kernels for off-policy deep RL and a parallel DQN/DDPG runtime.
+"""pearl_fpga: FPGA-accelerated kernels for off-policy deep RL and a parallel DQN/DDPG/TD3 runtime.
 
 Heavy modules (torch, the native extensions) load on first use of the names below.
 """

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ALGOS = ("dqn", "ddpg")
+ALGOS = ("dqn", "ddpg", "td3")
 ENGINES = ("inline", "processes", "ray")
 """Execution engines (pearl_fpga.runtime.engines): where actors and replay run."""
 
@@ -91,6 +91,9 @@ RANGES: dict[str, Range] = {
     "learner_threads": Range(0, MAX_THREADS, why="0 measures the best count while training"),
     "actors": Range(1, 1024),
     "replay_shards": Range(1, 256),
+    "policy_delay": Range(1, 1000, why="TD3: critic steps per actor and target update"),
+    "target_policy_noise": Range(0.0, 1.0, why="TD3: in the actor's [-1, 1] action scale"),
+    "target_noise_clip": Range(0.0, 1.0, why="TD3: in the actor's [-1, 1] action scale"),
 }
 """The range of every numeric TrainConfig field (tests/test_bad_inputs.py checks that none is missing)."""
 
@@ -105,11 +108,17 @@ ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
     "ddpg": dict(total_steps=1_000_000, learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100,
                  batch_size=256, gamma=0.99, tau=0.005, train_freq=1, gradient_steps=1, action_noise_std=0.1,
                  net_arch=[400, 300], max_grad_norm=0.0, eval_freq=2_000, eval_episodes=10, weight_sync_interval=10),
+    # SB3's TD3: DDPG's settings plus the delay and the smoothing noise, and its update order (the actor's
+    # gradient on the updated critics)
+    "td3": dict(total_steps=1_000_000, learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100,
+                batch_size=256, gamma=0.99, tau=0.005, train_freq=1, gradient_steps=1, action_noise_std=0.1,
+                net_arch=[400, 300], max_grad_norm=0.0, eval_freq=2_000, eval_episodes=10, weight_sync_interval=10,
+                policy_delay=2, target_policy_noise=0.2, target_noise_clip=0.5, concurrent_updates=False),
 }
-DEFAULT_ENV = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1"}
+DEFAULT_ENV = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1", "td3": "Pendulum-v1"}
 """The env whose preset an env without its own entry gets (preset_note names it)."""
 
-# rl-baselines3-zoo's tuned settings, hyperparams/dqn.yml and hyperparams/ddpg.yml (github.com/DLR-RM/
+# rl-baselines3-zoo's tuned settings, hyperparams/dqn.yml, ddpg.yml and td3.yml (github.com/DLR-RM/
 # rl-baselines3-zoo, master of 2026-04), one entry per (algo, env); unset fields are SB3's (ALGO_DEFAULTS).
 # rl-zoo's gradient_steps -1 ("as many as env steps collected") is train_freq here (one env per actor).
 PRESETS: dict[tuple[str, str], dict[str, Any]] = {
@@ -141,6 +150,11 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+# rl-zoo's hyperparams/td3.yml gives these envs the same settings as ddpg.yml
+PRESETS.update({("td3", env): dict(PRESETS[("ddpg", env)])
+                for env in ("Pendulum-v1", "MountainCarContinuous-v0", "LunarLanderContinuous-v3")})
+
+
 def preset_note(algo: str, env_id: str | None) -> str | None:
     """The line to show when `env_id` has no preset of its own for `algo` (None when it has one)."""
     algo = str(algo).lower()
@@ -154,13 +168,13 @@ class TrainConfig:
     """Hyper-parameters and runtime settings of one training run (validated on creation)."""
 
     algo: str = "dqn"
-    """Algorithm: "dqn" (double DQN, discrete actions) or "ddpg" (continuous actions)."""
+    """Algorithm: "dqn" (double DQN, discrete actions), "ddpg" or "td3" (continuous actions)."""
     env_id: str = "CartPole-v1"
     """Gymnasium environment id."""
     total_steps: int = 50_000
     """Env steps of the whole run; also the horizon of the epsilon schedule (as SB3's total_timesteps)."""
     learning_rate: float = 2.3e-3
-    """Adam learning rate (actor and critic for DDPG)."""
+    """Adam learning rate (actor and critics for DDPG and TD3)."""
     buffer_size: int = 100_000
     """Replay capacity in transitions."""
     learning_starts: int = 1_000
@@ -190,13 +204,22 @@ class TrainConfig:
     concurrent_updates: bool = True
     """DDPG: compute the actor's and the critic's gradients of a step concurrently (two threads), the
     actor's on the critic of the step's start, as OpenAI Baselines' DDPG; False: the actor's after the
-    critic's update, as SB3. Ignored by DQN."""
+    critic's update, as SB3. The same for TD3 on its actor-update steps (its preset: False, SB3's
+    order). Ignored by DQN."""
     flush_subnormals: bool = True
     """Learner: subnormal floats flushed to zero during each gradient step (FTZ/DAZ, as XLA and TensorFlow
     run the CPU): Adam's second moments of small gradients fill with them, and on many x86 CPUs each
     operation on one costs a microcode assist. False keeps IEEE gradual underflow (slower)."""
     action_noise_std: float = 0.1
-    """DDPG: std of the Gaussian exploration noise, in the actor's [-1, 1] action scale."""
+    """DDPG, TD3: std of the Gaussian exploration noise, in the actor's [-1, 1] action scale."""
+    policy_delay: int = 2
+    """TD3: critic steps per actor step; the targets are averaged on the actor's steps only (1..1000).
+    DQN and DDPG ignore the three TD3 fields (DDPG is TD3 with delay 1 and no smoothing)."""
+    target_policy_noise: float = 0.2
+    """TD3: std of the Gaussian noise added to the target actor's next action, in the [-1, 1] action
+    scale (target policy smoothing; 0 turns it off; 0..1)."""
+    target_noise_clip: float = 0.5
+    """TD3: the smoothing noise is clipped to +-target_noise_clip (0..1)."""
     net_arch: list[int] = field(default_factory=lambda: [256, 256])
     """Hidden layer widths of the Q-network / actor / critic (ReLU)."""
     per: bool = False

@@ -1,4 +1,4 @@
-"""`pearl_fpga.Trainer`: DQN / DDPG training with the kernels in the loop.
+"""`pearl_fpga.Trainer`: DQN / DDPG / TD3 training with the kernels in the loop.
 
     trainer = Trainer(algo="dqn", env="CartPole-v1", placement="fpga-emu", seed=0)
     trainer.train(50_000)
@@ -109,7 +109,7 @@ class Trainer:
         if (algo == "dqn") != self.spec.discrete:
             need = "discrete" if algo == "dqn" else "continuous (Box)"
             raise ValueError(f"{algo.upper()} needs a {need} action space; {config.env_id} does not have one "
-                             f"(DQN: e.g. CartPole-v1, DDPG: e.g. Pendulum-v1)")
+                             f"(DQN: e.g. CartPole-v1, DDPG and TD3: e.g. Pendulum-v1)")
         # an emulated board holds the sizes it was synthesized for: a preset is fitted, a given config checked
         self.preset_note = None
         if preset:

@@ -1,4 +1,4 @@
-"""DQN and DDPG update code against straightforward reference updates written out in the test."""
+"""DQN, DDPG and TD3 update code against straightforward reference updates written out in the test."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from float_bounds import assert_difference_close, huber_mean_tolerance
 
-from pearl_fpga.algos import DDPG, DQN, Batch
+from pearl_fpga.algos import DDPG, DQN, TD3, Batch
 from pearl_fpga.config import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
@@ -165,6 +165,130 @@ def test_ddpg_actor_output_is_bounded_and_state_round_trips():
     other.load_state_dict(algo.state_dict())
     for p, q in zip(algo.critic_target.parameters(), other.critic_target.parameters(), strict=True):
         assert torch.equal(p, q)
+
+
+@pytest.mark.parametrize("concurrent", [False, True], ids=["sb3-order", "concurrent"])
+def test_td3_step_matches_reference(concurrent):
+    """SB3's TD3, written out: twin critics on the smaller target value, the target actor's action plus
+    clipped noise (drawn from a generator seeded like the learner's); the actor (on Q1) and the targets
+    move only on every second step, counted from 1."""
+    cfg = TrainConfig.preset("td3", net_arch=[16, 16], tau=0.1, target_policy_noise=0.4, target_noise_clip=0.3,
+                             concurrent_updates=concurrent)
+    algo = TD3(cfg, 3, 2, seed=2)
+    actor, q1, q2 = copy.deepcopy(algo.actor), copy.deepcopy(algo.critics[0]), copy.deepcopy(algo.critics[1])
+    actor_t, q1_t, q2_t = (copy.deepcopy(algo.actor_target), copy.deepcopy(algo.critic_targets[0]),
+                           copy.deepcopy(algo.critic_targets[1]))
+    assert not torch.equal(q1[0].weight, q2[0].weight)  # two critics, initialized apart
+    opt_a = torch.optim.Adam(actor.parameters(), lr=cfg.learning_rate)
+    opt_c = torch.optim.Adam([*q1.parameters(), *q2.parameters()], lr=cfg.learning_rate)
+    noise_rng = torch.Generator().manual_seed(2)
+    rng = np.random.default_rng(0)
+    for step in range(1, 5):
+        data = _batch(rng, 32, 3, False)
+        data["action"] = rng.uniform(-1, 1, (32, 2)).astype(np.float32)
+        b = Batch.from_numpy(data)
+        actor_before = [p.clone() for p in algo.actor.parameters()]
+        loss, td = algo.learn(b)
+
+        with torch.no_grad():
+            noise = torch.empty(32, 2).normal_(0, cfg.target_policy_noise, generator=noise_rng)
+            next_a = (actor_t(b.next_obs) + noise.clamp(-cfg.target_noise_clip, cfg.target_noise_clip)).clamp(-1, 1)
+            x_next = torch.cat([b.next_obs, next_a], 1)
+            target = b.reward + (1 - b.done) * cfg.gamma * torch.min(q1_t(x_next), q2_t(x_next))
+        x = torch.cat([b.obs, b.action], 1)
+        c_loss = F.mse_loss(q1(x), target) + F.mse_loss(q2(x), target)
+        td_ref = (q1(x) - target).abs().squeeze(1).detach()
+        opt_c.zero_grad()
+        c_loss.backward()
+        if not concurrent:  # SB3: the actor's gradient on the updated critic
+            opt_c.step()
+        if step % 2 == 0:
+            a_loss = -q1(torch.cat([b.obs, actor(b.obs)], 1)).mean()
+            opt_a.zero_grad()
+            for p, g in zip(actor.parameters(), torch.autograd.grad(a_loss, list(actor.parameters())), strict=True):
+                p.grad = g
+        if concurrent:  # the critic of the step's start gave the actor's gradient
+            opt_c.step()
+        if step % 2 == 0:
+            opt_a.step()
+            with torch.no_grad():
+                for net, tgt in ((actor, actor_t), (q1, q1_t), (q2, q2_t)):
+                    for p, t in zip(net.parameters(), tgt.parameters(), strict=True):
+                        t.mul_(1 - cfg.tau).add_(p, alpha=cfg.tau)
+        else:  # no actor step on odd steps
+            assert all(torch.equal(p, q) for p, q in zip(algo.actor.parameters(), actor_before, strict=True))
+        assert float(loss) == pytest.approx(float(c_loss.detach()), rel=1e-5)
+        torch.testing.assert_close(td, td_ref, rtol=1e-5, atol=1e-5)
+        for mine, ref in ((algo.actor, actor), (algo.critics[0], q1), (algo.critics[1], q2),
+                          (algo.actor_target, actor_t), (algo.critic_targets[0], q1_t), (algo.critic_targets[1], q2_t)):
+            for p, r in zip(mine.parameters(), ref.parameters(), strict=True):
+                torch.testing.assert_close(p, r, rtol=1e-5, atol=1e-6)
+    assert algo.updates == 4
+
+
+def test_td3_matches_stable_baselines3():
+    """Where SB3 is installed (the bench extra): its TD3.train on the same weights, batches and smoothing
+    noise (SB3 draws it from torch's global generator, seeded as ours) ends with the same networks, to
+    float rounding (Adam's fused and foreach kernels round differently); other noise misses by ~1e-3."""
+    pytest.importorskip("stable_baselines3")
+    import gymnasium as gym
+    from stable_baselines3 import TD3 as SB3TD3
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.type_aliases import ReplayBufferSamples
+
+    cfg = TrainConfig.preset("td3", net_arch=[32, 32], tau=0.1)
+    ours = TD3(cfg, 3, 1, seed=5)
+    sb3 = SB3TD3("MlpPolicy", gym.make("Pendulum-v1"), learning_rate=cfg.learning_rate, gamma=cfg.gamma, tau=cfg.tau,
+                 policy_delay=cfg.policy_delay, target_policy_noise=cfg.target_policy_noise,
+                 target_noise_clip=cfg.target_noise_clip, policy_kwargs=dict(net_arch=cfg.net_arch), device="cpu")
+    pol = sb3.policy
+    pairs = [(pol.actor.mu, ours.actor), (pol.actor_target.mu, ours.actor_target),
+             *zip(pol.critic.q_networks, ours.critics), *zip(pol.critic_target.q_networks, ours.critic_targets)]
+    with torch.no_grad():
+        for theirs, mine in pairs:
+            for t, m in zip(theirs.parameters(), mine.parameters(), strict=True):
+                t.copy_(m)
+    rng = np.random.default_rng(0)
+    batches = [Batch.from_numpy(_batch(rng, 64, 3, False)) for _ in range(6)]
+    queue = iter(batches)
+    sb3.replay_buffer.sample = lambda *_, **__: (lambda b: ReplayBufferSamples(
+        b.obs.clone(), b.action.clone(), b.next_obs.clone(), b.done.clone(), b.reward.clone()))(next(queue))
+    sb3.set_logger(configure(None, []))
+    torch.manual_seed(5)
+    sb3.train(gradient_steps=len(batches), batch_size=64)
+    for b in batches:
+        ours.learn(b)
+    for theirs, mine in pairs:
+        for t, m in zip(theirs.parameters(), mine.parameters(), strict=True):
+            torch.testing.assert_close(m, t.detach(), rtol=1e-4, atol=1e-6)
+
+
+def test_td3_state_round_trips_with_its_delay_phase_and_noise_generator():
+    cfg = TrainConfig.preset("td3", net_arch=[8])
+    rng = np.random.default_rng(1)
+    batches = [Batch.from_numpy(_batch(rng, 16, 3, False)) for _ in range(4)]
+    a = TD3(cfg, 3, 1, seed=0)
+    a.learn(batches[0])  # an odd number of steps: the next one updates the actor
+    state = copy.deepcopy(a.state_dict())  # as a checkpoint holds it (torch's optimizer loads share tensors)
+    assert {"critic2", "critic2_target", "noise_generator"} <= set(state)
+    b = TD3(cfg, 3, 1, seed=7)
+    b.load_state_dict(state)
+    for batch in batches[1:]:
+        assert torch.equal(a.learn(batch)[0], b.learn(batch)[0])
+    for net in ("actor", "actor_target"):
+        for p, q in zip(getattr(a, net).parameters(), getattr(b, net).parameters(), strict=True):
+            assert torch.equal(p, q)
+    for p, q in zip(a.critic_targets[1].parameters(), b.critic_targets[1].parameters(), strict=True):
+        assert torch.equal(p, q)
+    out = a.deterministic(np.random.default_rng(0).normal(size=(5, 3)) * 100)
+    assert out.shape == (5, 1) and np.all(np.abs(out) <= 1)
+
+
+def test_ddpg_is_td3_with_one_critic_no_delay_and_no_smoothing():
+    ddpg = DDPG(TrainConfig.preset("ddpg", net_arch=[8]), 3, 1, seed=0)
+    assert (ddpg.n_critics, ddpg.policy_delay, ddpg.target_noise) == (1, 1, 0.0)
+    assert set(ddpg.state_dict()) == {"actor", "critic", "actor_target", "critic_target", "actor_optimizer",
+                                      "critic_optimizer", "updates"}  # DDPG's checkpoint format is unchanged
 
 
 def test_lean_adam_matches_torch_adam_and_round_trips():

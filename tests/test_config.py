@@ -52,6 +52,24 @@ def test_env_without_preset_says_whose_it_uses(tmp_path, capsys):
     assert capsys.readouterr().err.count("no preset for Corridor-v0: using CartPole-v1's") == 1
 
 
+def test_td3_preset_is_rl_zoo_pendulum_with_sb3s_td3_defaults():
+    c = TrainConfig.preset("td3")
+    ddpg = TrainConfig.preset("ddpg")
+    same = ("env_id", "total_steps", "learning_rate", "buffer_size", "learning_starts", "gamma", "gradient_steps",
+            "train_freq", "action_noise_std", "net_arch", "batch_size", "tau")
+    assert {f: getattr(c, f) for f in same} == {f: getattr(ddpg, f) for f in same}  # rl-zoo: td3.yml = ddpg.yml here
+    assert (c.algo, c.policy_delay, c.target_policy_noise, c.target_noise_clip) == ("td3", 2, 0.2, 0.5)
+    assert c.concurrent_updates is False  # SB3's order: the actor's gradient on the updated critics
+
+
+@pytest.mark.parametrize("field,value", [("policy_delay", 0), ("policy_delay", 1001), ("target_policy_noise", -0.1),
+                                         ("target_policy_noise", 1.5), ("target_noise_clip", -1.0),
+                                         ("target_noise_clip", 2.0)])
+def test_td3_fields_are_range_checked(field, value):
+    with pytest.raises(ValueError, match=field):
+        TrainConfig.preset("td3", **{field: value})
+
+
 @pytest.mark.parametrize("field,value,words", [
     ("learning_rate", -1.0, "learning_rate"),
     ("gamma", 1.5, "gamma"),

@@ -198,6 +198,16 @@ def test_default_resources_are_sized_to_the_cluster():
         check_resources([("env actors", 64, actor), ("replay shards", 1, shard)], {"CPU": 2.0})
 
 
+def test_td3_trains_on_the_cluster_with_kernel_actors(cluster):
+    cfg = TrainConfig.preset("td3", total_steps=600, learning_starts=200, eval_freq=0, engine="ray", actors=1,
+                             net_arch=[16, 16], batch_size=32, buffer_size=2000, weight_sync_interval=20,
+                             actor_resources={"CPU": 0.5}, shard_resources={"CPU": 0.25})
+    with Trainer("td3", config=cfg, placement="cpu-kernel", seed=0) as trainer:
+        stats = trainer.train(600)
+        assert stats.env_steps == 600 and trainer.grad_steps == trainer.algo.updates == 400  # one per env step after 200
+        assert trainer.faults()["transitions_lost"] == 0
+
+
 def test_the_defaults_train_on_a_two_cpu_cluster(cluster):
     """What `pearl-fpga train --engine ray` does with its defaults (2 actors, 1 shard, resources sized)."""
     cfg = TrainConfig.preset("dqn", total_steps=1500, learning_starts=500, eval_freq=0, engine="ray",

@@ -1,12 +1,12 @@
 """The fast learners against the readable specification (pearl_fpga/algos/reference.py), over many
-steps: the fused CPU DQN step and the torch path, and DDPG in both update orders."""
+steps: the fused CPU DQN step and the torch path, DDPG and TD3 in both update orders."""
 
 import numpy as np
 import pytest
 import torch
 
-from pearl_fpga.algos import DDPG, DQN, Batch
-from pearl_fpga.algos.reference import ReferenceDDPG, ReferenceDQN
+from pearl_fpga.algos import DDPG, DQN, TD3, Batch
+from pearl_fpga.algos.reference import ReferenceDDPG, ReferenceDQN, ReferenceTD3
 from pearl_fpga.config import TrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -57,5 +57,22 @@ def test_ddpg_follows_the_reference_over_many_steps(concurrent):
         torch.testing.assert_close(td, ref_td, rtol=1e-4, atol=1e-5)
     for mine, theirs in ((algo.actor, ref.actor), (algo.critic, ref.critic), (algo.actor_target, ref.actor_target),
                          (algo.critic_target, ref.critic_target)):
+        for p, r in zip(mine.parameters(), theirs.parameters(), strict=True):
+            torch.testing.assert_close(p, r, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("concurrent", [True, False], ids=["concurrent", "sequential"])
+def test_td3_follows_the_reference_over_many_steps(concurrent):
+    cfg = TrainConfig.preset("td3", net_arch=[32, 32], learning_rate=1e-3, policy_delay=3, concurrent_updates=concurrent)
+    algo = TD3(cfg, 3, 1, seed=3)
+    ref = ReferenceTD3(algo.actor, algo.critics, algo.actor_target, algo.critic_targets, cfg, cfg.policy_delay,
+                       cfg.target_policy_noise, cfg.target_noise_clip, torch.Generator().manual_seed(3))
+    for b in _batches(15, 64, 3, False):
+        loss, td = algo.learn(b)
+        ref_loss, ref_td = ref.learn(b)
+        assert float(loss) == pytest.approx(ref_loss, rel=1e-4, abs=1e-6)
+        torch.testing.assert_close(td, ref_td, rtol=1e-4, atol=1e-5)
+    for mine, theirs in ((algo.actor, ref.actor), (algo.actor_target, ref.actor_target),
+                         *zip(algo.critics + algo.critic_targets, ref.critics + ref.critic_targets)):
         for p, r in zip(mine.parameters(), theirs.parameters(), strict=True):
             torch.testing.assert_close(p, r, rtol=1e-4, atol=1e-5)

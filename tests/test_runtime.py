@@ -162,6 +162,15 @@ def test_workers_honour_the_schedule_and_survive_a_kill():
     assert trainer.engine.pids == []  # workers stopped after train()
 
 
+def test_td3_trains_with_a_worker_process_on_the_kernel_actor():
+    cfg = TrainConfig.preset("td3", workers=1, **{**TINY, "train_freq": 1, "gradient_steps": 1})
+    trainer = Trainer("td3", placement="cpu-kernel", config=cfg, seed=0)
+    trainer.train(300)
+    assert 300 <= trainer.env_steps < 300 + cfg.n_envs
+    assert trainer.grad_steps == allowed_gradient_steps(cfg, trainer.env_steps) == trainer.algo.updates
+    assert trainer.engine.pids == []
+
+
 def test_board_placement_without_a_board_is_a_clear_error():
     from pearl_fpga.errors import BackendUnavailable
 

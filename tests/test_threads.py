@@ -287,3 +287,13 @@ def test_a_collapse_between_rounds_starts_a_round_at_once():
     used = run(ctl, machine, 100)
     assert ctl.choice.current == 1 and used[-20:] == [1] * 20
     assert used.count(2) <= 2 * (ctl.warmup + ctl.probe_steps) + 2  # the check, then its probe in the round
+
+
+def test_concurrent_actor_and_critic_gradients_count_as_two_callers():
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.runtime.threads import learner_callers
+
+    assert learner_callers(TrainConfig.preset("ddpg")) == 2
+    assert learner_callers(TrainConfig.preset("td3")) == 1  # SB3's order: one caller
+    assert learner_callers(TrainConfig.preset("td3", concurrent_updates=True)) == 2
+    assert learner_callers(TrainConfig.preset("dqn")) == 1

@@ -57,6 +57,15 @@ def test_train_json_output(tmp_path, capsys):
     assert data["algo"] == "ddpg" and data["env_steps"] == 150 and data["placement"].startswith("act=cpu")
 
 
+def test_train_td3(tmp_path, capsys):
+    args = ["train", "--algo", "td3", "--steps", "150", "--json", "--no-tensorboard", "--config",
+            str(_config(tmp_path, batch_size=16)), "--logdir", str(tmp_path / "r"), "--eval-episodes", "1"]
+    assert main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["algo"] == "td3" and data["env_steps"] == 150 and data["grad_steps"] == 8
+    assert data["placement"].startswith("act=cpu-kernel")  # the default: the actor on the MLP kernel
+
+
 def test_train_errors_are_clear(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"gamma": 3}')
@@ -99,6 +108,21 @@ def test_bench_train_runs_both_libraries_at_tiny_scale(capsys, tmp_path):
         assert set(data["median_speedup"]) == {"1", "default"}
     else:
         assert "not installed" in data["sb3"] and run["sb3"] == {}
+
+
+def test_bench_train_runs_td3_beside_sb3s_td3(capsys):
+    import importlib.util
+
+    assert main(["bench", "train", "--algo", "td3", "--steps", "300", "--set", "learning_starts=200", "--set",
+                 "net_arch=[16,16]", "--sb3-threads", "1", "--eval-episodes", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)["results"]
+    assert data["algo"] == "td3" and data["config"]["policy_delay"] == 2
+    run = data["runs"][0]
+    assert run["pearl_fpga"]["grad_steps"] == 100
+    if importlib.util.find_spec("stable_baselines3") is not None:
+        assert run["sb3"]["1"]["grad_steps"] == 100  # SB3's TD3 at the same settings and schedule
+    else:
+        assert run["sb3"] == {}
 
 
 def test_bench_train_rejects_bad_thread_settings(capsys):

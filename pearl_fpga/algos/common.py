@@ -1,4 +1,4 @@
-"""Pieces shared by DQN and DDPG: network builder, the batch the replay hands to the learner, and the
+"""Pieces shared by DQN, DDPG and TD3: network builder, the batch the replay hands to the learner, and the
 lean update helpers (module-free forward, fused gradient clipping, Adam without its Python wrapper)."""
 
 from __future__ import annotations

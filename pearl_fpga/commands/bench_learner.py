@@ -31,7 +31,8 @@ PEAK_N = 2048
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", choices=("dqn", "ddpg", "both"), default="both")
+    parser.add_argument("--algo", choices=("dqn", "ddpg", "td3", "both"), default="both",
+                        help="learner to time; both: dqn and ddpg (default)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     parser.add_argument("--seconds", type=float, default=0.5, help="length of one round per setting (default 0.5)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH ('-' = stdout only)")
@@ -71,7 +72,7 @@ def step_flops(cfg: Any) -> int:
 
     from pearl_fpga.config import TrainConfig
 
-    if cfg.algo == "ddpg":
+    if cfg.algo in ("ddpg", "td3"):
         cfg = TrainConfig.from_dict({**cfg.to_dict(), "concurrent_updates": False})
     learner, batch = _learner(cfg)
     if cfg.algo == "dqn":
@@ -79,9 +80,11 @@ def step_flops(cfg: Any) -> int:
 
         learner = DQN(learner.config, 4, 2, device="cpu", seed=0, fused=False)
     learner.learn(batch)
+    period = getattr(learner, "policy_delay", 1)  # TD3 updates its actor on one step in policy_delay: count a whole period
     with FlopCounterMode(display=False) as counter:
-        learner.learn(batch)
-    return int(counter.get_total_flops())
+        for _ in range(period):
+            learner.learn(batch)
+    return int(counter.get_total_flops()) // period
 
 
 def peak_gflops(threads: int) -> float:

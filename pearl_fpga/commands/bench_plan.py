@@ -28,7 +28,7 @@ TARGET_ERROR = 0.25
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", default="dqn", choices=("dqn", "ddpg"))
+    parser.add_argument("--algo", default="dqn", choices=("dqn", "ddpg", "td3"))
     parser.add_argument("--env", default=None, help="gymnasium id (default: the algorithm's preset env)")
     parser.add_argument("--steps", type=int, default=4000, help="env steps of each measured run (default 4000)")
     parser.add_argument("--learning-starts", type=int, default=None,

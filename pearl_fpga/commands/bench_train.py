@@ -1,7 +1,7 @@
 """`pearl-fpga bench train`: pearl_fpga's training throughput against Stable-Baselines3 at identical
 hyper-parameters (the rl-zoo presets, same update-to-data ratio), in one run, each library as its users
 run it: pearl_fpga at its defaults (the learner's torch threads chosen by measurement, DDPG's actor and
-critic gradients on two threads), SB3 both at one torch thread and at torch's default thread count
+critic gradients on two threads; TD3 in SB3's order), SB3 both at one torch thread and at torch's default thread count
 (one per core). For each seed the three runs follow each other, so a change of load hits all three;
 the 1-minute load average is recorded before and after every run, and a run that started or ended
 with it above half the cores is marked as taken under load.
@@ -32,11 +32,11 @@ from pearl_fpga.commands.bench_meta import LoadProbe, with_metadata
 from pearl_fpga.commands.config_args import add_config_options, build_config
 
 HELP = "training throughput (env steps/s, updates/s) and final return vs Stable-Baselines3 at equal settings"
-DEFAULT_STEPS = {"dqn": 20_000, "ddpg": 20_000}
+DEFAULT_STEPS = {"dqn": 20_000, "ddpg": 20_000, "td3": 20_000}
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", choices=("dqn", "ddpg"), default="dqn")
+    parser.add_argument("--algo", choices=("dqn", "ddpg", "td3"), default="dqn")
     parser.add_argument("--env", default=None, help="gymnasium id (default CartPole-v1 / Pendulum-v1)")
     parser.add_argument("--steps", type=int, default=None, help="env steps per run (default 20000)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default 0)")
@@ -239,7 +239,12 @@ def _run_sb3(sb3: Any, config: Any, seed: int, eval_episodes: int, threads: int)
 
         dim = env.action_space.shape[0]
         noise = NormalActionNoise(np.zeros(dim), config.action_noise_std * np.ones(dim))
-        model = sb3.DDPG("MlpPolicy", env, action_noise=noise, tau=config.tau, **common)
+        if config.algo == "td3":
+            model = sb3.TD3("MlpPolicy", env, action_noise=noise, tau=config.tau, policy_delay=config.policy_delay,
+                            target_policy_noise=config.target_policy_noise,
+                            target_noise_clip=config.target_noise_clip, **common)
+        else:
+            model = sb3.DDPG("MlpPolicy", env, action_noise=noise, tau=config.tau, **common)
     torch.set_num_threads(threads)
     start = time.perf_counter()
     model.learn(config.total_steps)

@@ -12,8 +12,8 @@ HELP = "predict time per task per device and choose the placement and actor-work
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", default="dqn", choices=("dqn", "ddpg"), help="algorithm (default dqn)")
-    parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg)")
+    parser.add_argument("--algo", default="dqn", choices=("dqn", "ddpg", "td3"), help="algorithm (default dqn)")
+    parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg and td3)")
     parser.add_argument("--per", action="store_true", help="plan with prioritized replay (the replay kernel)")
     parser.add_argument("--objective", default="throughput", choices=("throughput", "efficiency"),
                         help="maximize env steps/s, or env steps per joule (default throughput)")

@@ -1,4 +1,4 @@
-"""`pearl-fpga train`: train DQN or DDPG with the kernels in the loop, with live progress, CSV and
+"""`pearl-fpga train`: train DQN, DDPG or TD3 with the kernels in the loop, with live progress, CSV and
 TensorBoard logs, checkpoints (periodic, at the end and on Ctrl-C or SIGTERM), a PNG learning curve and
 a per-task summary table. A run locks its log directory; `--resume` applies the settings a resumed
 run may change (trainer.RESUMABLE_FIELDS) and refuses the others, listing them."""
@@ -17,16 +17,16 @@ from typing import Any
 
 from pearl_fpga.commands.config_args import add_config_options, build_config
 
-HELP = ("train DQN or DDPG (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-emu), or tabular "
+HELP = ("train DQN, DDPG or TD3 (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-emu), or tabular "
         "Q-learning/SARSA (--algo qlearning --env Taxi-v4; see docs/tabular.md)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     from pearl_fpga.commands import train_tabular
 
-    parser.add_argument("--algo", choices=("dqn", "ddpg", *train_tabular.TABULAR_ALGOS), default="dqn",
+    parser.add_argument("--algo", choices=("dqn", "ddpg", "td3", *train_tabular.TABULAR_ALGOS), default="dqn",
                         help="algorithm (default dqn)")
-    parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg)")
+    parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg and td3)")
     parser.add_argument("--steps", type=int, default=None, help="total env steps (default: the rl-zoo budget)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--placement", default=None,

@@ -43,9 +43,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         for flag in ("placement", "workers"):
             if getattr(args, flag, None) is not None:
-                raise ValueError(f"--{flag} is for dqn/ddpg; tabular runs take --backend")
+                raise ValueError(f"--{flag} is for dqn/ddpg/td3; tabular runs take --backend")
         if getattr(args, "per", False) or getattr(args, "steps", None) is not None:
-            raise ValueError("--per and --steps are for dqn/ddpg; tabular runs take --episodes")
+            raise ValueError("--per and --steps are for dqn/ddpg/td3; tabular runs take --episodes")
         if offline and (args.resume or args.save_dataset is not None):
             raise ValueError("--dataset (offline) cannot be combined with --resume or --save-dataset")
         config = TabularConfig.preset(args.algo, args.env or DEFAULT_ENV)

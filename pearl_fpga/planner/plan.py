@@ -27,7 +27,7 @@ from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES, TASKS
 
 def act_fraction(config: Any) -> float:
     """Share of the env steps after learning starts that run the policy network: DQN explores with
-    probability epsilon (no inference then); DDPG always infers and adds noise."""
+    probability epsilon (no inference then); DDPG and TD3 always infer and add noise."""
     if config.algo != "dqn" or config.total_steps <= config.learning_starts:
         return 1.0
     steps = np.linspace(config.learning_starts, config.total_steps, 257)

@@ -54,7 +54,7 @@ def make_env(env_id: str) -> gym.Env:
         return gym.make(env_id)
     except gym.error.Error as exc:
         raise ValueError(f"cannot create environment {env_id!r}: {exc}. Use a gymnasium id such as "
-                         "CartPole-v1 (DQN) or Pendulum-v1 (DDPG)") from exc
+                         "CartPole-v1 (DQN) or Pendulum-v1 (DDPG, TD3)") from exc
 
 
 def env_spec(env_id: str) -> EnvSpec:
@@ -68,7 +68,7 @@ def env_spec(env_id: str) -> EnvSpec:
             return EnvSpec(env_id, int(obs_space.shape[0]), True, int(act_space.n))
         if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
             if not (np.all(np.isfinite(act_space.low)) and np.all(np.isfinite(act_space.high))):
-                raise ValueError(f"{env_id}: DDPG needs finite action bounds, got {act_space}")
+                raise ValueError(f"{env_id}: DDPG and TD3 need finite action bounds, got {act_space}")
             return EnvSpec(env_id, int(obs_space.shape[0]), False, int(act_space.shape[0]),
                            act_space.low.astype(np.float64), act_space.high.astype(np.float64))
         raise ValueError(f"{env_id}: unsupported action space {act_space}")

@@ -1,7 +1,7 @@
 """The actors' policy on the act device: torch ("cpu", "cuda") or the quantized MLP kernel.
 
 Exploration follows Stable-Baselines3: uniform random actions before `learning_starts`; then DQN is
-epsilon-greedy and DDPG adds Gaussian noise (std `action_noise_std`, actor scale) and clips to [-1, 1].
+epsilon-greedy and DDPG and TD3 add Gaussian noise (std `action_noise_std`, actor scale) and clip to [-1, 1].
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class ActorPolicy:
             self.kernel.load_weights(self.module)
 
     def deterministic(self, obs: np.ndarray) -> np.ndarray:
-        """Greedy action (DQN, int64) or actor output in [-1, 1] (DDPG, float32) per observation."""
+        """Greedy action (DQN, int64) or actor output in [-1, 1] (DDPG, TD3: float32) per observation."""
         obs = np.asarray(obs, dtype=np.float32)
         if self.kernel is not None:
             out = np.asarray(self.kernel.act(obs))

@@ -225,8 +225,8 @@ class AdaptiveThreads:
 
 
 def learner_callers(config: object) -> int:
-    """Threads that call the learner's ops at once: 2 for DDPG's concurrent actor and critic gradients."""
-    return 2 if getattr(config, "algo", None) == "ddpg" and getattr(config, "concurrent_updates", False) else 1
+    """Threads that call the learner's ops at once: 2 for DDPG's and TD3's concurrent actor and critic gradients."""
+    return 2 if getattr(config, "algo", None) in ("ddpg", "td3") and getattr(config, "concurrent_updates", False) else 1
 
 
 def measured_thread_count(step: Callable[[], object], cores: int | None = None, callers: int = 1,
@@ -250,7 +250,7 @@ ISA_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "
                  "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "PEARL_FPGA_NATIVE_ISA")
 # Fields that change which arithmetic a learner step runs (its shapes, its code path, its order).
 LEARNER_FIELDS = ("algo", "net_arch", "batch_size", "double_q", "max_grad_norm", "concurrent_updates", "per",
-                  "flush_subnormals")
+                  "flush_subnormals", "policy_delay", "target_policy_noise")
 PROBE_STEPS = 4
 
 

@@ -1,0 +1,195 @@
+"""TD3: twin critics, delayed actor and target updates, target policy smoothing; DDPG is its special case.
+
+Matches Stable-Baselines3's TD3 (whose DDPG is this class with one critic, policy delay 1 and no
+smoothing, as `pearl_fpga.algos.ddpg.DDPG` is here). Per gradient step, counted from 1:
+
+- the TD target takes the smallest of the target critics' values at the target actor's next action
+  plus Gaussian noise (std `target_policy_noise`, clipped to +-`target_noise_clip`), the sum clipped
+  to [-1, 1]; the noise comes from the learner's own seeded generator, saved in its state;
+- every critic steps on the MSE to that target (the loss is the sum over critics; one Adam over all);
+- on steps that are multiples of `policy_delay` only, the actor steps on -Q1(s, pi(s)) and both target
+  networks are Polyak-averaged with `tau`.
+
+One difference by default for DDPG (`concurrent_updates`): the actor's gradient uses the critic of the
+step's start, as in OpenAI Baselines' DDPG, so both gradients are computed at once. Actions live in
+the actor's [-1, 1] scale; the runtime maps them to the environment's bounds. Leaner than SB3: the
+actor step's backward pass skips the critic's weight gradients (only the input gradient is needed),
+target updates use fused foreach ops, and the update runs without nn.Module calls or torch.optim's
+Python wrapper (pearl_fpga.algos.common).
+"""
+
+from __future__ import annotations
+
+import copy
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pearl_fpga.algos import torch_ops
+from pearl_fpga.algos.common import (Batch, LeanAdam, forward, linear_layers, mlp, optimizer_state_to_device,
+                                     subnormals_flushed)
+
+
+class TD3:
+    """The TD3 learner: `learn(batch)` runs one step of the critics and, every `policy_delay` steps, one of
+    the actor and the target updates."""
+
+    discrete = False
+    n_critics = 2
+
+    def __init__(self, config: Any, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0) -> None:
+        self.config = config
+        self.device = torch.device(device)
+        self.policy_delay, self.target_noise, self.noise_clip = self._delay_and_smoothing(config)
+        torch.manual_seed(seed)
+        self.actor = mlp(obs_dim, config.net_arch, action_dim, tanh_head=True).to(self.device)
+        self.critics = [mlp(obs_dim + action_dim, config.net_arch, 1).to(self.device) for _ in range(self.n_critics)]
+        self.critic = self.critics[0]  # Q1: the one the actor follows
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic_targets = [copy.deepcopy(c).requires_grad_(False) for c in self.critics]
+        self.critic_target = self.critic_targets[0]
+        self.actor_adam = LeanAdam(self.actor.parameters(), lr=config.learning_rate)
+        # one optimizer over every critic, as SB3 (Adam is per parameter: the same as one each)
+        self.critic_adam = LeanAdam([p for c in self.critics for p in c.parameters()], lr=config.learning_rate)
+        self.actor_optimizer = self.actor_adam.optimizer
+        self.critic_optimizer = self.critic_adam.optimizer
+        self._targets = list(self.actor_target.parameters()) + [p for c in self.critic_targets for p in c.parameters()]
+        self._online = self.actor_adam.params + self.critic_adam.params
+        self._actor, self._actor_target = linear_layers(self.actor), linear_layers(self.actor_target)
+        self._critics = [linear_layers(c) for c in self.critics]
+        self._critic_targets = [linear_layers(c) for c in self.critic_targets]
+        self._critic = self._critics[0]
+        # smoothing noise from a generator of its own: seeded, saved with the learner, and not shared
+        # with whatever else draws from torch's global one
+        self._noise = torch.Generator(device=self.device)
+        self._noise.manual_seed(seed)
+        self.gamma = float(config.gamma)
+        self.updates = 0
+        # one persistent thread for the actor's half of a concurrent update (torch's intra-op threads
+        # stay as configured; this is a second caller, not a bigger pool)
+        name = f"pearl-{type(self).__name__.lower()}-actor"
+        self._grad_thread = (ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+                             if config.concurrent_updates else None)
+
+    @staticmethod
+    def _delay_and_smoothing(config: Any) -> tuple[int, float, float]:
+        """(policy_delay, target policy noise std, noise clip) of this algorithm."""
+        return int(config.policy_delay), float(config.target_policy_noise), float(config.target_noise_clip)
+
+    @property
+    def policy_module(self) -> nn.Sequential:
+        """The network the actors run (tanh output in [-1, 1])."""
+        return self.actor
+
+    def learn(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """One gradient step; returns the critic loss (0-d tensor) and Q1's |TD error| per sample.
+
+        With `config.concurrent_updates` the actor's gradient is taken on the critic as it was at the
+        start of the step, on a second thread while this one computes the critics' (as OpenAI
+        Baselines' DDPG does): the two halves are about equal GEMM work and torch releases the GIL in
+        them. Otherwise the actor's gradient follows the critics' update (SB3's order). Subnormals are
+        flushed to zero on both threads during the step unless `config.flush_subnormals` is False."""
+        with subnormals_flushed(self.config.flush_subnormals):
+            return self._learn(batch)
+
+    def _learn(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        update_actor = (self.updates + 1) % self.policy_delay == 0  # SB3 counts its updates from 1
+        if update_actor and self._grad_thread is not None:
+            actor_grads = self._grad_thread.submit(self._actor_grads_flushed, batch)
+            critic_loss, td, critic_grads = self._critic_grads(batch)
+            actor_grads = actor_grads.result()  # re-raises an error of the actor's half
+            self.critic_adam.step(critic_grads)
+            self.actor_adam.step(actor_grads)
+        else:
+            critic_loss, td, critic_grads = self._critic_grads(batch)
+            self.critic_adam.step(critic_grads)
+            if update_actor:
+                self.actor_adam.step(self._actor_grads(batch))
+        if update_actor:
+            with torch.no_grad():
+                torch_ops.foreach_lerp_(self._targets, self._online, self.config.tau)
+        self.updates += 1
+        return critic_loss, td
+
+    def _critic_grads(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Critic loss (sum over critics of the MSE to the TD target), Q1's |TD error| and the gradients."""
+        with torch.no_grad():
+            next_action = forward(self._actor_target, batch.next_obs, tanh_head=True)
+            if self.target_noise > 0:
+                noise = torch.empty_like(next_action).normal_(0.0, self.target_noise, generator=self._noise)
+                next_action = (next_action + noise.clamp_(-self.noise_clip, self.noise_clip)).clamp_(-1.0, 1.0)
+            next_in = torch.cat([batch.next_obs, next_action], dim=1)
+            next_q = forward(self._critic_targets[0], next_in)
+            for layers in self._critic_targets[1:]:
+                next_q = torch.minimum(next_q, forward(layers, next_in))
+            target = batch.reward + (1.0 - batch.done) * self.gamma * next_q
+        x = torch.cat([batch.obs, batch.action], dim=1)
+        currents = [forward(layers, x) for layers in self._critics]
+        critic_loss = None
+        for current in currents:
+            if batch.weights is None:
+                loss = F.mse_loss(current, target)
+            else:
+                loss = (batch.weights * (current - target).pow(2)).mean()
+            critic_loss = loss if critic_loss is None else critic_loss + loss
+        grads = torch.autograd.grad(critic_loss, self.critic_adam.params)
+        return critic_loss.detach(), (currents[0].detach() - target).abs().squeeze(1), grads
+
+    def _actor_grads_flushed(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        with subnormals_flushed(self.config.flush_subnormals):  # the mode is per thread
+            return self._actor_grads(batch)
+
+    def _actor_grads(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        """The actor's gradients of -Q1(s, pi(s)). Asking autograd for the actor's gradients only, the
+        backward pass through the critic computes input gradients and skips the critic's weight gradients."""
+        actor_action = forward(self._actor, batch.obs, tanh_head=True)
+        actor_loss = -forward(self._critic, torch.cat([batch.obs, actor_action], dim=1)).mean()
+        return torch.autograd.grad(actor_loss, self.actor_adam.params)
+
+    def update_target(self) -> None:
+        """No-op: the targets are averaged inside learn()."""
+
+    def _extra_critics(self) -> list[tuple[str, nn.Module, nn.Module]]:
+        """(state key, critic, its target) of the critics after Q1: "critic2", ..."""
+        return [(f"critic{i + 1}", c, t) for i, (c, t) in enumerate(zip(self.critics, self.critic_targets))][1:]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimizers, update counter (the phase of the policy delay) and the smoothing noise's generator."""
+        state = {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                 "actor_target": self.actor_target.state_dict(), "critic_target": self.critic_target.state_dict(),
+                 "actor_optimizer": self.actor_optimizer.state_dict(),
+                 "critic_optimizer": self.critic_optimizer.state_dict(), "updates": self.updates}
+        for key, critic, target in self._extra_critics():
+            state[key], state[f"{key}_target"] = critic.state_dict(), target.state_dict()
+        if self.target_noise > 0:
+            state["noise_generator"] = self._noise.get_state()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what state_dict() returned (strict: shapes and the number of critics must match)."""
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.actor_target.load_state_dict(state["actor_target"])
+        self.critic_target.load_state_dict(state["critic_target"])
+        for key, critic, target in self._extra_critics():
+            critic.load_state_dict(state[key])
+            target.load_state_dict(state[f"{key}_target"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        optimizer_state_to_device(self.actor_optimizer, self.device)
+        optimizer_state_to_device(self.critic_optimizer, self.device)
+        self.actor_adam.reset_cache()
+        self.critic_adam.reset_cache()
+        if "noise_generator" in state:
+            self._noise.set_state(state["noise_generator"])
+        self.updates = int(state["updates"])
+
+    def deterministic(self, obs: np.ndarray) -> np.ndarray:
+        """Actor outputs in [-1, 1] of the float network."""
+        with torch.no_grad():
+            a = self.actor(torch.as_tensor(obs, dtype=torch.float32, device=self.device).reshape(len(obs), -1))
+        return a.cpu().numpy()
