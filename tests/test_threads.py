@@ -297,3 +297,21 @@ def test_concurrent_actor_and_critic_gradients_count_as_two_callers():
     assert learner_callers(TrainConfig.preset("td3")) == 1  # SB3's order: one caller
     assert learner_callers(TrainConfig.preset("td3", concurrent_updates=True)) == 2
     assert learner_callers(TrainConfig.preset("dqn")) == 1
+
+
+def test_a_probe_that_is_clearly_slower_is_cut_short():
+    """On a busy machine a second thread can cost 20x a step: its probe ends after warmup + CUT_AFTER
+    steps instead of warmup + probe_steps, in the first round (the current count is measured first) and later."""
+    from pearl_fpga.runtime.threads import CUT_AFTER
+
+    machine = FakeMachine({1: 600e-6, 2: 20e-3})
+    ctl = make(machine, period=100)
+    used = run(ctl, machine, 100 + ctl.warmup + ctl.probe_steps + ctl.warmup + CUT_AFTER)
+    assert ctl.choice.current == 1 and ctl.choice.rounds >= 1
+    assert used[:ctl.warmup + ctl.probe_steps] == [1] * (ctl.warmup + ctl.probe_steps)  # the reference first
+    assert used.count(2) == ctl.warmup + CUT_AFTER
+    # a count that is only a little slower is probed in full
+    machine = FakeMachine({1: 600e-6, 2: 700e-6})
+    ctl = make(machine, period=100)
+    used = run(ctl, machine, 2 * (ctl.warmup + ctl.probe_steps))
+    assert used.count(2) == ctl.warmup + ctl.probe_steps

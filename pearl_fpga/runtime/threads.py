@@ -92,7 +92,8 @@ class AdaptiveThreads:
     count replaces the current one once it has beaten it by more than `margin` in `confirm` rounds in a
     row (one noisy round does not move a run to a worse count), or at once when the current count runs
     more than `backoff_ratio` slower (its core was taken). Between rounds, a current count whose recent
-    steps run `backoff_ratio` slower than its probe starts a round at once. `callers` threads call the
+    steps run `backoff_ratio` slower than its probe starts a round at once. A probe whose steps run
+    `backoff_ratio` slower than the current count's is cut short after CUT_AFTER of them. `callers` threads call the
     learner's ops at once (DDPG's concurrent actor and critic gradients: 2), so each may use at most
     cores // callers threads. `candidates` (default: 1, 2, 4, ... up to that) restricts the counts it
     may use, e.g. to those that give the same bits (`reproducible_thread_counts`)."""
@@ -159,8 +160,11 @@ class AdaptiveThreads:
                 due.append(n)
             else:
                 self._wait[n] -= 1
-        # the current count last, so that the round ends where it will most likely stay
-        self._queue = sorted(due, key=lambda n: n == self.choice.current)
+        # the current count last, so that the round ends where it will most likely stay; first while it has
+        # no probe yet, so that the other counts' probes have a reference to be cut short against
+        current = self.choice.current
+        unmeasured = current not in self.choice.median_step_s
+        self._queue = sorted(due, key=lambda n: (n != current) if unmeasured else (n == current))
         self._round_times = {}
         self._samples = []
         self._use(self._queue[0])
@@ -171,7 +175,7 @@ class AdaptiveThreads:
             self._watch(seconds)
             return
         self._samples.append(seconds)
-        if len(self._samples) < self.warmup + self.probe_steps:
+        if len(self._samples) < self.warmup + self.probe_steps and not self._clearly_slower():
             return
         self._round_times[self._queue[0]] = statistics.median(self._samples[self.warmup:])
         self._queue.pop(0)
@@ -180,6 +184,15 @@ class AdaptiveThreads:
             self._use(self._queue[0])
         else:
             self._finish_round()
+
+    def _clearly_slower(self) -> bool:
+        """The count being probed has run CUT_AFTER counted steps in a row `backoff_ratio` slower than the
+        current count: its probe ends early (on a busy machine a second thread can cost 20x a step)."""
+        n = self._queue[0]
+        reference = self._round_times.get(self.choice.current, self.choice.median_step_s.get(self.choice.current))
+        counted = self._samples[self.warmup:]
+        return (n != self.choice.current and reference is not None and len(counted) >= CUT_AFTER
+                and all(t > reference * self.backoff_ratio for t in counted[-CUT_AFTER:]))
 
     def _watch(self, seconds: float) -> None:
         """Between rounds: when the current count's recent median runs `backoff_ratio` slower than its
@@ -222,6 +235,9 @@ class AdaptiveThreads:
         self._use(choice.current)
         self._since_round = 0
         self._recent = []
+
+
+CUT_AFTER = 2  # counted steps a probe needs before it may be cut short (one slow step may be noise)
 
 
 def learner_callers(config: object) -> int:
