@@ -99,10 +99,12 @@ def profile_host(config: Any, targets: Iterable[str] = HOST_TARGETS, sizes: Size
             _, env_points = actor_loop(config, None, sizes.envs, sizes.repeats, EnvGroup)
         record_points("env_step", "cpu", env_points)
 
-        # learner loop: sample, learn (the learner's own update, with the run's intra-op threads),
-        # priority update and inserts, interleaved in that order as the runtime runs them
-        torch.set_num_threads(learner_thread_count(config))
-        _profile_learner(config, spec, targets, sizes, prof, record_points, rng, note)
+        # learner loop: sample, learn (the learner's own update, its intra-op threads chosen as the run
+        # chooses them), priority update and inserts, interleaved in that order as the runtime runs them
+        controller = learner_controller(config)
+        if controller is None:
+            torch.set_num_threads(learner_thread_count(config))
+        _profile_learner(config, spec, targets, sizes, prof, record_points, rng, note, controller)
         torch.set_num_threads(1)
         _profile_host_storage(config, spec, sizes, record, rng)
         record_points("explore", "cpu", explore_overhead(config, spec, sizes.envs, sizes.repeats))
@@ -146,11 +148,28 @@ def _insert_loop(config: Any, buf: Any, counts: Sequence[int], repeats: int) -> 
     return pts
 
 
+def learner_controller(config: Any) -> Any:
+    """The thread controller an inline run of `config` has (None for a fixed count): the profile's CPU
+    gradient steps run under it as the run's do, so that a core taken while profiling moves the profile
+    off the lost count as it moves the run."""
+    if config.learner_threads > 0:
+        return None
+    from pearl_fpga.runtime.envs import env_spec
+    from pearl_fpga.runtime.threads import reproducible_controller
+
+    spec = env_spec(config.env_id)
+    return reproducible_controller(config, spec.obs_dim, spec.action_dim)
+
+
 def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Sizes, prof: Profile,
-                     record_points: Callable[..., None], rng: np.random.Generator, note: Callable[[str], None]) -> None:
+                     record_points: Callable[..., None], rng: np.random.Generator, note: Callable[[str], None],
+                     controller: Any = None) -> None:
     """The learner's loop on each replay target (and on each learn device): per iteration one sample
     of the batch, one gradient step and one priority update (PER), as the runtime does; inserts are
-    timed after env steps (where the in-process runtime makes them)."""
+    timed after env steps (where the in-process runtime makes them). CPU gradient steps run under
+    `controller` (the run's thread controller) when one is given."""
+    import contextlib
+
     import torch
 
     from pearl_fpga.algos import Batch, make_algo
@@ -183,6 +202,10 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
         algo = make_algo(config, spec.obs_dim, spec.action_dim, device=device, seed=0)
         fill = min(config.buffer_size, max(4 * max(batches), 2048))
         buf.add(random_batch(rng, fill, spec))
+        stepping = controller if device == "cpu" else None
+        while stepping is not None and stepping.choice.rounds == 0 and len(stepping.choice.candidates) > 1:
+            with stepping.step():  # the run's first probe round, at its batch size, before anything is timed
+                algo.learn(Batch.from_numpy(buf.sample(b), device, discrete=spec.discrete))
         pts: dict[str, list[tuple[float, float]]] = {"replay_sample": [], "learn": [], "replay_update": []}
         for n in batches:
             t_s = t_l = t_u = 0.0
@@ -190,7 +213,8 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
                 t0 = time.perf_counter()
                 data = buf.sample(n)
                 t1 = time.perf_counter()
-                loss, td = algo.learn(Batch.from_numpy(data, device, discrete=spec.discrete))
+                with stepping.step() if stepping is not None else contextlib.nullcontext():
+                    loss, td = algo.learn(Batch.from_numpy(data, device, discrete=spec.discrete))
                 if device == "cuda":
                     torch.cuda.synchronize()
                 t2 = time.perf_counter()
