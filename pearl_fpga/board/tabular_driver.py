@@ -60,8 +60,11 @@ class TabularDriver(CommandDriver):
         self.transport.write(fmt.REG_SARSA, int(sarsa))
         self.transport.write(fmt.REG_N_ACTIONS, n_actions)
 
-    def updates(self) -> int:
-        """UPDATE commands the last call applied (register 0x48)."""
+    def updates(self) -> int | None:
+        """UPDATE commands the last call applied (register 0x48); None where output registers cannot
+        be read (XRT)."""
+        if not self.transport.registers_readable:
+            return None
         return self.transport.read(fmt.REG_UPDATES)
 
 
@@ -110,15 +113,18 @@ class TabularBoardBackend:
         self._alpha, self._gamma, self._sarsa = int(alpha_word), int(gamma_word), bool(sarsa)
         self.driver.configure(self._alpha, self._gamma, self._sarsa, self.n_actions)
 
-    def _run(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, int]:
+    def _run(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, int | None]:
         """`commands` in calls of at most max_batch: (the responses of all calls in order, the UPDATE
-        commands the kernel applied). Sets last_cycles to the sum over the calls."""
-        out, cycles, applied = [], 0, 0
+        commands the kernel applied, None where the transport cannot tell). Sets last_cycles to the
+        sum over the calls."""
+        out, cycles = [], 0
+        applied: int | None = 0
         for lo in range(0, len(commands), self.max_batch):
             chunk = commands[lo : lo + self.max_batch]
             want = 0 if n_responses == 0 else int(np.count_nonzero(chunk[:, 1] >> np.uint64(56) == fmt.OP_READ))
             out.append(self.driver.run(chunk, want))
-            applied += self.driver.updates()
+            done = self.driver.updates()
+            applied = None if done is None or applied is None else applied + done
             cycles += self.driver.last_cycles or 0
         self._last_cycles = cycles if self.driver.last_cycles is not None else None
         return (np.concatenate(out) if out else np.zeros((0, 2), np.uint64)), applied
@@ -131,7 +137,7 @@ class TabularBoardBackend:
             return
         cmds = fmt.encode_commands(np.full(n, fmt.OP_UPDATE), s, a, r, s2=s2, a2=a2, done=done)
         _, applied = self._run(cmds, 0)
-        if applied != n:
+        if applied is not None and applied != n:
             raise PearlError(
                 f"the tabular kernel applied {applied} of {n} updates: its table and this driver disagree on the "
                 f"shape (the identity registers said {self.driver.max_states} x {self.driver.max_actions}); "

@@ -2,7 +2,7 @@
 AXI4-Lite offset, and the compute units and stream connections of the xclbin.
 
 One table for three readers: the XRT transport (the argument index of each register it is given),
-the xclbin's kernel metadata that the tests generate (tests/xrt_stack/xclbin.py), and the checks
+the xclbin's kernel metadata that the tests generate (tests/xrt_stack/xclbin_writer.py), and the checks
 that hls/<kernel>/*.cpp's INTERFACE pragmas and hls/scripts/alveo_connectivity.cfg say the same
 (tests/xrt_stack/test_xrt_kernels.py).
 """
@@ -75,6 +75,21 @@ TOPS: dict[str, XrtKernel] = {
 MOVERS: dict[str, tuple[XrtKernel, XrtKernel]] = {
     k: (_mover(f"mm2s_{k}", "in", "out", True), _mover(f"s2mm_{k}", "out", "in", False)) for k in TOPS
 }
+
+
+# Output registers that give the IP's synthesized sizes (the drivers' identity), and the manifest
+# parameter that states each: an XRT transport answers them from the manifest.
+IDENTITY = {
+    "replay": {"capacity": "capacity", "fanout": "fanout"},
+    "mlp": {"lanes": "lanes", "max_width": "max_width", "max_layers": "max_layers"},
+    "tabular": {"max_states": "states", "max_actions": "actions"},
+}
+
+
+def identity_registers(kernel: str, parameters: dict[str, int]) -> dict[int, int]:
+    """offset -> value of `kernel`'s identity registers, from a manifest entry's parameters."""
+    top = TOPS[kernel]
+    return {top.arg(arg).offset: int(parameters[param]) for arg, param in IDENTITY[kernel].items()}
 
 
 def all_kernels() -> list[XrtKernel]:

@@ -69,8 +69,11 @@ class XrtDevice:
 class _Mover:
     """One data-mover compute unit with its buffer object, allocated once and grown when needed."""
 
-    def __init__(self, card: XrtDevice, kernel: Any, name: str):
+    def __init__(self, card: XrtDevice, kernel: Any, name: str, spec: xrt_kernels.XrtKernel):
         self.card, self.kernel, self.name = card, kernel, name
+        # argument indices from the kernel's signature: the pointer is 0 for mm2s but 1 for s2mm
+        self.pointer = next(i for i, a in enumerate(spec.args) if a.kind == xrt_kernels.POINTER)
+        self.count = next(i for i, a in enumerate(spec.args) if a.name == "n")
         self.bo: Any = None
         self.capacity = 0
 
@@ -78,14 +81,14 @@ class _Mover:
         if nbytes > self.capacity:
             px = self.card.pyxrt
             self.capacity = max(MIN_BO_BYTES, 1 << (nbytes - 1).bit_length())
-            self.bo = px.bo(self.card.device, self.capacity, px.bo.normal, self.kernel.group_id(0))
+            self.bo = px.bo(self.card.device, self.capacity, px.bo.normal, self.kernel.group_id(self.pointer))
         return self.bo
 
     def start(self, n_words: int) -> Any:
         px = self.card.pyxrt
         run = px.run(self.kernel)
-        run.set_arg(0, self.bo)  # the buffer pointer (xrt_kernels.MOVERS: argument 0)
-        run.set_arg(2, int(n_words))
+        run.set_arg(self.pointer, self.bo)
+        run.set_arg(self.count, int(n_words))
         run.start()
         return run
 
@@ -124,8 +127,8 @@ class XrtTransport(Transport):
                 "rebuild it with `make xclbin PLATFORM=...`"
             ) from exc
         self.cu = cu
-        self.mm2s = _Mover(card, mm2s, names[1])
-        self.s2mm = _Mover(card, s2mm, names[2])
+        self.mm2s = _Mover(card, mm2s, names[1], mm2s_spec)
+        self.s2mm = _Mover(card, s2mm, names[2], s2mm_spec)
         self._args: dict[int, int] = {}  # argument index -> value for the next run
         self._cu_run: Any = None
         self._send_run: Any = None
@@ -152,10 +155,10 @@ class XrtTransport(Transport):
             return self._ctrl()
         if offset in self.identity:
             return self.identity[offset]
-        raise PearlError(
-            f"{self.description}: register 0x{offset:02x} cannot be read through XRT (output registers of an "
-            "XRT-managed kernel are not readable); the driver takes it from the response stream"
-        )
+        index = self.spec.index_of(offset)
+        if index is not None:  # a scalar input: what the next run is given
+            return self._args.get(index, 0)
+        raise PearlError(f"{self.description}: register 0x{offset:02x} cannot be read through XRT (an output register)")
 
     def _start(self) -> None:
         px = self.card.pyxrt
