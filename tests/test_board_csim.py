@@ -161,3 +161,19 @@ def test_every_transport_is_a_kernel_instance_of_its_own():
     one.load(np.full((8, 2), 7, np.int32))
     two.load(np.full((8, 2), -3, np.int32))
     assert (one.table() == 7).all() and (two.table() == -3).all()
+
+
+def test_replay_total_through_the_response_stream_where_registers_cannot_be_read():
+    """On XRT the output registers are not readable: the driver asks the HLS top with a TOTAL command
+    instead, which gives the same value as the total register."""
+    t = CSimTransport("replay", {"REPLAY_CAPACITY": 100, "REPLAY_FANOUT": 4})
+    board = ReplayBoardBackend(100, 4, transport=t)
+    words, _ = rfmt.priorities_to_fixed(np.random.default_rng(5).exponential(1.0, 60))
+    board.update(np.arange(60, dtype=np.uint32), words)
+    by_register = board.total()
+    t.registers_readable = False
+    assert board.total() == by_register == int(words.astype(np.uint64).sum())
+    ref = ReplayNumpyBackend(100, 4)
+    ref.update(np.arange(60, dtype=np.uint32), words)
+    targets = rfmt.stratified_targets(by_register, 8, np.random.default_rng(6))
+    assert np.array_equal(board.sample(targets)[0], ref.sample(targets)[0])
