@@ -53,6 +53,26 @@ class TabularDriver(CommandDriver):
         return (1 <= self.max_actions <= fmt.MAX_ACTIONS and 1 <= self.max_states
                 and self.max_states * self.max_actions <= fmt.MAX_ENTRIES)
 
+    def read_identity(self) -> dict[str, int]:
+        if self.transport.registers_readable:
+            return super().read_identity()
+        max_states, max_actions, _ = self.ask_identity(np.zeros((0, 2), np.uint64), 0)[1]
+        return {"max_states": max_states, "max_actions": max_actions}
+
+    def ask_identity(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, tuple[int, int, int]]:
+        """Run `commands` with an IDENTITY command after them (for transports that cannot read output
+        registers): (their n_responses response words, (max_states, max_actions, UPDATEs applied))."""
+        zero = np.zeros(1, np.int64)
+        ident = fmt.encode_commands(np.array([fmt.OP_IDENTITY]), zero, zero, zero)
+        out = self.run(np.concatenate([commands, ident]), n_responses + 1)
+        op, max_states, max_actions, updates = fmt.decode_identity(out[-1])
+        if op != fmt.OP_IDENTITY:
+            raise PearlError(
+                f"the tabular kernel on {self.transport.description} answered opcode 0x{op:02x} to IDENTITY: the "
+                "response stream is out of step, or the bitstream predates the IDENTITY command; rebuild it"
+            )
+        return out[:-1], (max_states, max_actions, updates)
+
     def configure(self, alpha_word: int, gamma_word: int, sarsa: bool, n_actions: int) -> None:
         """The run-time registers every later call uses."""
         self.transport.write(fmt.REG_ALPHA, alpha_word)
@@ -60,11 +80,8 @@ class TabularDriver(CommandDriver):
         self.transport.write(fmt.REG_SARSA, int(sarsa))
         self.transport.write(fmt.REG_N_ACTIONS, n_actions)
 
-    def updates(self) -> int | None:
-        """UPDATE commands the last call applied (register 0x48); None where output registers cannot
-        be read (XRT)."""
-        if not self.transport.registers_readable:
-            return None
+    def updates(self) -> int:
+        """UPDATE commands the last call applied (register 0x48; see ask_identity where it cannot be read)."""
         return self.transport.read(fmt.REG_UPDATES)
 
 
@@ -100,6 +117,8 @@ class TabularBoardBackend:
             )
         self.n_states, self.n_actions = int(n_states), int(n_actions)
         self.max_batch = int(max_batch or fmt.MAX_BATCH)
+        if not transport.registers_readable and self.max_batch < 2:
+            raise ValueError(f"max_batch must be at least 2 on {transport.description} (each call ends with an IDENTITY command)")
         self._last_cycles: int | None = None
         self._alpha, self._gamma, self._sarsa = 0, 0, False
         self.clear()
@@ -113,18 +132,23 @@ class TabularBoardBackend:
         self._alpha, self._gamma, self._sarsa = int(alpha_word), int(gamma_word), bool(sarsa)
         self.driver.configure(self._alpha, self._gamma, self._sarsa, self.n_actions)
 
-    def _run(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, int | None]:
+    def _run(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, int]:
         """`commands` in calls of at most max_batch: (the responses of all calls in order, the UPDATE
-        commands the kernel applied, None where the transport cannot tell). Sets last_cycles to the
-        sum over the calls."""
-        out, cycles = [], 0
-        applied: int | None = 0
-        for lo in range(0, len(commands), self.max_batch):
-            chunk = commands[lo : lo + self.max_batch]
+        commands the kernel applied: register 0x48, or an IDENTITY command at the end of each call
+        where output registers cannot be read). Sets last_cycles to the sum over the calls."""
+        out, cycles, applied = [], 0, 0
+        readable = self.driver.transport.registers_readable
+        step = self.max_batch if readable else self.max_batch - 1  # room for the IDENTITY that counts them
+        for lo in range(0, len(commands), step):
+            chunk = commands[lo : lo + step]
             want = 0 if n_responses == 0 else int(np.count_nonzero(chunk[:, 1] >> np.uint64(56) == fmt.OP_READ))
-            out.append(self.driver.run(chunk, want))
-            done = self.driver.updates()
-            applied = None if done is None or applied is None else applied + done
+            if readable:
+                out.append(self.driver.run(chunk, want))
+                applied += self.driver.updates()
+            else:
+                responses, (_, _, done) = self.driver.ask_identity(chunk, want)
+                out.append(responses)
+                applied += done
             cycles += self.driver.last_cycles or 0
         self._last_cycles = cycles if self.driver.last_cycles is not None else None
         return (np.concatenate(out) if out else np.zeros((0, 2), np.uint64)), applied
@@ -137,7 +161,7 @@ class TabularBoardBackend:
             return
         cmds = fmt.encode_commands(np.full(n, fmt.OP_UPDATE), s, a, r, s2=s2, a2=a2, done=done)
         _, applied = self._run(cmds, 0)
-        if applied is not None and applied != n:
+        if applied != n:
             raise PearlError(
                 f"the tabular kernel applied {applied} of {n} updates: its table and this driver disagree on the "
                 f"shape (the identity registers said {self.driver.max_states} x {self.driver.max_actions}); "

@@ -78,11 +78,12 @@ MOVERS: dict[str, tuple[XrtKernel, XrtKernel]] = {
 
 
 # Output registers that give the IP's synthesized sizes (the drivers' identity), and the manifest
-# parameter that states each: an XRT transport answers them from the manifest.
+# parameter that states each: an XRT transport answers them from the manifest, for the kernels
+# whose command stream has no IDENTITY command (replay, mlp).
 IDENTITY = {
     "replay": {"capacity": "capacity", "fanout": "fanout"},
     "mlp": {"lanes": "lanes", "max_width": "max_width", "max_layers": "max_layers"},
-    "tabular": {"max_states": "states", "max_actions": "actions"},
+    "tabular": {},  # the driver asks the kernel with an IDENTITY command instead
 }
 
 

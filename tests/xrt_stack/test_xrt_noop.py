@@ -70,6 +70,12 @@ def runs_of(px, kernel_obj):
     return out
 
 
+def prefill(t, word):
+    """Noop runs compute nothing: put the response word the kernel would write in the (reused) s2mm buffer."""
+    t.s2mm.buffer(16)
+    t.s2mm.bo.write(np.ascontiguousarray(word, dtype=np.uint64).view(np.uint8).ravel(), 0)
+
+
 def test_xclbin_layout_matches_xrt_headers(tmp_path):
     """The struct sizes and offsets the writer uses, as XRT's own xclbin.h lays them out."""
     probe = tmp_path / "probe.cpp"
@@ -146,14 +152,20 @@ def test_tabular_arguments_by_offset(px, card):
     """alpha, gamma, sarsa, n_actions at 0x18..0x30 are arguments 3..6; a register word above 2**31
     goes to pyxrt's C int as its two's complement."""
     t = open_transport(card, "tabular", instance=1)
+    prefill(t, tfmt.identity_word(4096, 16, 3))  # what the kernel answers to IDENTITY after 3 updates
     board = TabularBoardBackend(64, 4, transport=t)
+    assert (board.driver.max_states, board.driver.max_actions) == (4096, 16)
     board.configure(0xFFFF_0000, 0x0000_8000, True)
     board.update(*(np.zeros(3, np.uint32) for _ in range(2)), np.zeros(3, np.int32), np.zeros(3, np.uint32),
                  np.zeros(3, np.uint32), np.zeros(3, np.uint8))
     last = runs_of(px, t.cu)[-1]
-    assert last == {2: 3, 3: 0xFFFF_0000 - (1 << 32), 4: 0x8000, 5: 1, 6: 4}
-    sent = np.asarray(t.mm2s.bo.read(3 * 16, 0)).view(np.uint64).reshape(-1, 2)
-    assert np.all(sent[:, 1] >> np.uint64(56) == tfmt.OP_UPDATE)
+    assert last == {2: 4, 3: 0xFFFF_0000 - (1 << 32), 4: 0x8000, 5: 1, 6: 4}  # 3 updates + IDENTITY
+    sent = np.asarray(t.mm2s.bo.read(4 * 16, 0)).view(np.uint64).reshape(-1, 2)
+    assert list(sent[:, 1] >> np.uint64(56)) == [tfmt.OP_UPDATE] * 3 + [tfmt.OP_IDENTITY]
+    prefill(t, tfmt.identity_word(4096, 16, 2))
+    with pytest.raises(PearlError, match="applied 2 of 3 updates"):
+        board.update(*(np.zeros(3, np.uint32) for _ in range(2)), np.zeros(3, np.int32), np.zeros(3, np.uint32),
+                     np.zeros(3, np.uint32), np.zeros(3, np.uint8))
 
 
 def test_mlp_driver_control_path(px, card):
@@ -208,6 +220,7 @@ def test_open_kernel_through_the_manifest(px, xrt_env, monkeypatch):
     monkeypatch.setattr(overlay, "_loaded", {})
     t, entry = overlay.open_kernel("tabular", "xrt", directory=folder, instance=1)
     assert t.description == "XRT tabular_top_2" and entry.instances == 2
+    prefill(t, tfmt.identity_word(4096, 16, 0))
     board = TabularBoardBackend(4096, 16, transport=t)
     assert (board.driver.max_states, board.driver.max_actions) == (4096, 16)
     assert len(px.called("device", "load_xclbin")) == 1
