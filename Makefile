@@ -1,7 +1,8 @@
 # pearl_fpga: the one entry point. Every target sets up .venv itself on first use.
 #   make train   train DQN on CartPole-v1 emulating the catalog's default board, pynq-z2 (the main job)
 #   make test    every test: the C simulations (make csim), the import layers (lint-imports), pytest, then
-#                the board path through the real pynq package in its own environment (make test-pynq)
+#                the board path through the real pynq package in its own environment (make test-pynq) and
+#                the Alveo path on the real XRT library in noop mode (make test-xrt)
 #   make test-isa  the ISA-sensitive tests again under each instruction-set switch (part of make test)
 #   make sim     only the cocotb testbenches of the reference RTL
 #   make csim    build and run the C++ testbenches of hls/ with g++ (csim-vendor: again on the vendor HLS headers)
@@ -25,7 +26,7 @@ HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp pearl_fpga/native/*.cpp 
 PYNQ_VENV := .venv-pynq
 PYNQ_PINS := "pynq==3.1.2" "pycparser<3" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100"
 
-.PHONY: venv native test test-pynq test-isa sim csim csim-vendor train bench figures clean help
+.PHONY: venv native test test-pynq test-xrt test-isa sim csim csim-vendor train bench figures clean help
 .DEFAULT_GOAL := help
 
 help:
@@ -56,6 +57,7 @@ test: native csim csim-vendor
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-isa
 	$(MAKE) --no-print-directory test-pynq
+	$(MAKE) --no-print-directory test-xrt
 
 # Other CPUs on this host: the tests whose results could depend on the instruction set (float
 # tolerances, the learner's bits per thread count, the native SIMD paths) under the switches the
@@ -83,6 +85,24 @@ $(PYNQ_VENV)/.stamp: Makefile
 
 test-pynq: $(PYNQ_VENV)/.stamp
 	PYTHONPATH=$(CURDIR) $(PYNQ_VENV)/bin/python -m pytest -q tests/pynq_stack
+
+# The Alveo transport and drivers on the real XRT library (Debian's libxrt 2.13) in noop mode, through a
+# test-only pyxrt built against it (tests/xrt_stack). The packages are installed where this runs as root
+# with apt; elsewhere the tier is skipped with the reason printed.
+XRT_DEBS := libxrt1 libxrt-dev uuid-dev
+test-xrt: $(VENV)/.stamp-deps
+	@if ! dpkg -s $(XRT_DEBS) >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "test-xrt: installing $(XRT_DEBS)"; \
+	    { apt-get install -y --no-install-recommends $(XRT_DEBS) >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null && apt-get install -y --no-install-recommends $(XRT_DEBS) >/dev/null; }; } || \
+	      { echo "test-xrt: SKIPPED: apt-get could not install $(XRT_DEBS)"; exit 0; }; \
+	  else \
+	    echo "test-xrt: SKIPPED: $(XRT_DEBS) are not installed and this is not root with apt-get; install them (Debian 12+: apt-get install $(XRT_DEBS)) to run the Alveo path on the real XRT library"; \
+	    exit 0; \
+	  fi; \
+	fi; \
+	PEARL_FPGA_XRT_TESTS=1 $(PY) -m pytest -q -rs -p no:cacheprovider tests/xrt_stack tests/test_xrt_kernels.py
 
 sim: native
 	$(PY) -m pytest -m sim

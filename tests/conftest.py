@@ -12,6 +12,10 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # tests/pynq_stack drive the real pynq package, which pins numpy<2: they run in their own environment
 # (`make test-pynq`, part of `make test`), not in this one.
 collect_ignore = [] if importlib.util.find_spec("pynq") else ["pynq_stack"]
+# tests/xrt_stack drive the real libxrt (Debian's, noop mode): `make test-xrt` installs it and runs them
+# (part of `make test`, after this run), or PEARL_FPGA_XRT_TESTS=1 collects them here too.
+if not os.environ.get("PEARL_FPGA_XRT_TESTS"):
+    collect_ignore.append("xrt_stack")
 
 
 def pytest_collection_modifyitems(config, items):

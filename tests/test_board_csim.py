@@ -161,3 +161,47 @@ def test_every_transport_is_a_kernel_instance_of_its_own():
     one.load(np.full((8, 2), 7, np.int32))
     two.load(np.full((8, 2), -3, np.int32))
     assert (one.table() == 7).all() and (two.table() == -3).all()
+
+
+def test_replay_total_through_the_response_stream_where_registers_cannot_be_read():
+    """On XRT the output registers are not readable: the driver asks the HLS top with a TOTAL command
+    instead, which gives the same value as the total register."""
+    t = CSimTransport("replay", {"REPLAY_CAPACITY": 100, "REPLAY_FANOUT": 4})
+    board = ReplayBoardBackend(100, 4, transport=t)
+    words, _ = rfmt.priorities_to_fixed(np.random.default_rng(5).exponential(1.0, 60))
+    board.update(np.arange(60, dtype=np.uint32), words)
+    by_register = board.total()
+    t.registers_readable = False
+    assert board.total() == by_register == int(words.astype(np.uint64).sum())
+    ref = ReplayNumpyBackend(100, 4)
+    ref.update(np.arange(60, dtype=np.uint32), words)
+    targets = rfmt.stratified_targets(by_register, 8, np.random.default_rng(6))
+    assert np.array_equal(board.sample(targets)[0], ref.sample(targets)[0])
+
+
+@pytest.mark.parametrize("states,actions", [(13, 3), (64, 8)])
+def test_tabular_driver_through_identity_commands(states, actions):
+    """Where output registers cannot be read (XRT), the tabular driver gets the synthesized shape and
+    each call's UPDATE count from an IDENTITY command on the response stream: the HLS top answers the
+    spec's word, and the driver gives the reference's tables."""
+    t = CSimTransport("tabular", {"TABULAR_STATES": states, "TABULAR_ACTIONS": actions})
+    t.registers_readable = False
+    board = TabularBoardBackend(states, actions, transport=t, max_batch=8)
+    assert (board.driver.max_states, board.driver.max_actions) == (states, actions)
+    rng = np.random.default_rng(states)
+    ref = TabularNumpyBackend(states, actions)
+    board.configure(19661, 62259, False)
+    ref.configure(19661, 62259, False)
+    n = 30
+    s = rng.integers(0, states, n).astype(np.uint32)
+    batch = (s, rng.integers(0, actions, n).astype(np.uint32), rng.integers(-(1 << 20), 1 << 20, n).astype(np.int32),
+             np.roll(s, -1), rng.integers(0, actions, n).astype(np.uint32), (rng.random(n) < 0.2).astype(np.uint8))
+    board.update(*batch)
+    ref.update(*batch)
+    assert np.array_equal(board.table(), ref.table())
+    zero = np.zeros(1, np.int64)
+    upd = tfmt.encode_commands(np.full(3, tfmt.OP_UPDATE), np.zeros(3, np.int64), np.zeros(3, np.int64), np.ones(3, np.int64),
+                               s2=np.zeros(3, np.int64), a2=np.zeros(3, np.int64), done=np.zeros(3, np.int64))
+    ident = tfmt.encode_commands(np.array([tfmt.OP_IDENTITY]), zero, zero, zero)
+    got = board.driver.run(np.concatenate([upd[:2], ident, upd[2:], ident]), 2)
+    assert np.array_equal(got, np.concatenate([tfmt.identity_word(states, actions, 2), tfmt.identity_word(states, actions, 3)]))

@@ -59,7 +59,7 @@ def fake_pyxrt(monkeypatch) -> list[str]:
         opened.append(name)
         return types.SimpleNamespace(name=name)
 
-    monkeypatch.setitem(sys.modules, "pyxrt", types.SimpleNamespace(device=Device, xclbin=lambda path: path, ip=open_cu,
+    monkeypatch.setitem(sys.modules, "pyxrt", types.SimpleNamespace(device=Device, xclbin=lambda path: path,
                                                                      kernel=open_cu))
     monkeypatch.setattr(overlay, "_loaded", {})
     return opened

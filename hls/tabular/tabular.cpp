@@ -149,6 +149,10 @@ SEGMENTS:
                 const uint32_t word = sa_ok ? uint32_t(old) : 0;
                 m_axis_resp.write(pearl::make_axis128(uint64_t(word) | (uint64_t(s) << 32),
                                                       (uint64_t(op) << 56) | (uint64_t(a) << 32), cmd.last));
+            } else if (op == tabular::OP_IDENTITY) {
+                // XRT cannot read output registers: the same facts come back on the stream.
+                m_axis_resp.write(pearl::make_axis128(uint64_t(applied) | (uint64_t(STATES) << 32),
+                                                      (uint64_t(op) << 56) | uint64_t(ACTIONS), cmd.last));
             }
             clear = op == tabular::OP_CLEAR;  // other opcodes: ignored, no response
         }

@@ -69,6 +69,7 @@ constexpr uint32_t OP_UPDATE = 0x01;
 constexpr uint32_t OP_WRITE = 0x02;
 constexpr uint32_t OP_READ = 0x03;
 constexpr uint32_t OP_CLEAR = 0x04;
+constexpr uint32_t OP_IDENTITY = 0x05;  // answers the synthesized shape and this call's UPDATE count (XRT)
 
 // The store's saturation to int32.
 inline int32_t sat32(int64_t x) {

@@ -83,6 +83,7 @@ pearl::axis128 encode(const Command& c, bool last) {
 
 struct TopCall {
     std::vector<int32_t> reads;  // values of the READ responses, in order
+    std::vector<uint32_t> counts;  // UPDATE counts of the IDENTITY responses, in order
     uint32_t max_states = 0, max_actions = 0, updates = 0;
     int errors = 0;
 };
@@ -94,14 +95,20 @@ TopCall call_top(const std::vector<Command>& cmds, const Case& c) {
     tabular_top(in, out, uint32_t(cmds.size()), c.alpha, c.gamma, c.sarsa, c.n_actions, r.max_states, r.max_actions,
                 r.updates);
     for (size_t i = 0; i < cmds.size(); i++) {
-        if (cmds[i].op != tabular::OP_READ) continue;
+        if (cmds[i].op != tabular::OP_READ && cmds[i].op != tabular::OP_IDENTITY) continue;
         if (out.empty()) {
-            std::printf("top: READ %zu has no response\n", i);
+            std::printf("top: command %zu has no response\n", i);
             r.errors++;
             break;
         }
         const pearl::axis128 w = out.read();
         const uint64_t lo = pearl::axis_lo(w), hi = pearl::axis_hi(w);
+        if (cmds[i].op == tabular::OP_IDENTITY) {  // SPEC.md: count, max_states, max_actions, opcode
+            r.errors += (lo >> 32) != TABULAR_STATES || uint32_t(hi) != TABULAR_ACTIONS || (hi >> 56) != 0x05 ||
+                        ((hi >> 32) & 0xFFFFFF) != 0 || w.last != (i + 1 == cmds.size());
+            r.counts.push_back(uint32_t(lo));
+            continue;
+        }
         const bool echo_ok = uint32_t(lo >> 32) == cmds[i].s && ((hi >> 32) & 0xFF) == cmds[i].a && (hi >> 56) == 0x03 &&
                              w.last == (i + 1 == cmds.size());
         if (!echo_ok) r.errors++;
@@ -139,6 +146,7 @@ int run_top(const Case& c, std::mt19937_64& rng, uint32_t n, bool adversarial) {
     errors += call_top(load, c).errors;
     std::vector<Command> cmds;
     std::vector<int32_t> expect_reads;
+    std::vector<uint32_t> expect_counts;
     uint32_t expect_updates = 0;
     for (uint32_t i = 0; i < n; i++) {
         const uint64_t kind = rng() % 20;
@@ -161,6 +169,9 @@ int run_top(const Case& c, std::mt19937_64& rng, uint32_t n, bool adversarial) {
             cmd.op = 0x7F;  // unknown opcode: ignored
         } else if (kind == 3) {
             cmd.s = TABULAR_STATES + uint32_t(rng() % 3);  // outside the synthesized table: ignored
+        } else if (kind == 4 || i + 1 == n) {
+            cmd.op = tabular::OP_IDENTITY;  // the UPDATEs applied so far in this call
+            expect_counts.push_back(expect_updates);
         } else {
             reference(ref, c, cmd.s, cmd.a, cmd.value, cmd.s2, cmd.a2, cmd.done);
             expect_updates++;
@@ -168,7 +179,7 @@ int run_top(const Case& c, std::mt19937_64& rng, uint32_t n, bool adversarial) {
         cmds.push_back(cmd);
     }
     const TopCall r = call_top(cmds, c);
-    errors += r.errors + (r.reads != expect_reads) + (r.updates != expect_updates);
+    errors += r.errors + (r.reads != expect_reads) + (r.updates != expect_updates) + (r.counts != expect_counts);
     errors += r.max_states != TABULAR_STATES || r.max_actions != TABULAR_ACTIONS;
     const std::vector<int32_t> got = read_table(c, errors);
     for (size_t i = 0; i < ref.size(); i++) errors += got[i] != ref[i];

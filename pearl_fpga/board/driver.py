@@ -45,11 +45,7 @@ class KernelDriver:
         self.transport = transport
         self.timeout_s = timeout_s
         self.last_cycles: int | None = None
-        if self.empty_call is not None:
-            for offset, value in self.empty_call.items():
-                transport.write(offset, value)
-            self.start_call(np.zeros(0, dtype=np.uint8), 0, "output words")
-        values = {name: transport.read(offset) for name, offset in self.identity.items()}
+        values = self.read_identity()
         for name, value in values.items():
             setattr(self, name, value)
         if not self.identity_ok():
@@ -58,6 +54,14 @@ class KernelDriver:
                 f"the IP on {transport.description} reports {shown}, which no {self.kernel} kernel has: "
                 f"the overlay does not hold the {self.kernel} IP at this address"
             )
+
+    def read_identity(self) -> dict[str, int]:
+        """The identity registers (after the empty call, where the IP needs one)."""
+        if self.empty_call is not None:
+            for offset, value in self.empty_call.items():
+                self.transport.write(offset, value)
+            self.start_call(np.zeros(0, dtype=np.uint8), 0, "output words")
+        return {name: self.transport.read(offset) for name, offset in self.identity.items()}
 
     def identity_ok(self) -> bool:
         """Whether the identity registers read at construction describe this kernel."""

@@ -62,6 +62,10 @@ class MLPDriver(KernelDriver):
         return raw.view(np.uint16)
 
     def error(self) -> int:
+        """The error register of the last call; 0 where output registers cannot be read (XRT): the
+        host has checked the network's shape against the identity before sending it."""
+        if not self.transport.registers_readable:
+            return 0
         return self.transport.read(fmt.REG_ERROR)
 
 

@@ -159,10 +159,11 @@ def open_kernel(kernel: str, backend: str, board: str | None = None, directory: 
         if dma_name is None:
             raise ManifestError(f"{manifest.path}: kernel {kernel} has no dma_name; a Zynq build needs one")
         return PynqTransport(handle, ip_name, dma_name, in_bytes, out_bytes), entry
+    from pearl_fpga.board.xrt_kernels import identity_registers
     from pearl_fpga.board.xrt_transport import XrtTransport
 
-    cu = entry.ip_name.removesuffix("_0")
-    return XrtTransport(handle, kernel, cu, in_bytes, out_bytes, instance=instance), entry
+    identity = identity_registers(kernel, entry.parameters)
+    return XrtTransport(handle, kernel, in_bytes, out_bytes, instance=instance, identity=identity), entry
 
 
 def open_board(backend: str, board: str | None = None, directory: str | Path | None = None,

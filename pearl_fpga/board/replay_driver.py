@@ -50,7 +50,15 @@ class ReplayDriver(CommandDriver):
         return self.fanout in fmt.FANOUTS and 1 <= self.capacity <= fmt.MAX_CAPACITY
 
     def total(self) -> int:
-        """The root sum latched at the last ap_done (registers 0x28/0x2c)."""
+        """The root sum: registers 0x28/0x2c (latched at the last ap_done), or a TOTAL command where the
+        transport cannot read output registers (XRT)."""
+        if not self.transport.registers_readable:
+            zero = np.zeros(1, np.uint64)
+            ops, _, value = fmt.decode_responses(self.run(fmt.encode_commands(np.array([fmt.OP_TOTAL]), zero, zero), 1))
+            if ops[0] != fmt.OP_TOTAL:
+                raise PearlError(f"replay kernel answered opcode 0x{int(ops[0]):02x} to a TOTAL: the response stream is "
+                                 "out of step with the commands; reload the overlay")
+            return int(value[0])
         return self.transport.read(fmt.REG_TOTAL_LO) | (self.transport.read(fmt.REG_TOTAL_HI) << 32)
 
 

@@ -53,6 +53,26 @@ class TabularDriver(CommandDriver):
         return (1 <= self.max_actions <= fmt.MAX_ACTIONS and 1 <= self.max_states
                 and self.max_states * self.max_actions <= fmt.MAX_ENTRIES)
 
+    def read_identity(self) -> dict[str, int]:
+        if self.transport.registers_readable:
+            return super().read_identity()
+        max_states, max_actions, _ = self.ask_identity(np.zeros((0, 2), np.uint64), 0)[1]
+        return {"max_states": max_states, "max_actions": max_actions}
+
+    def ask_identity(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, tuple[int, int, int]]:
+        """Run `commands` with an IDENTITY command after them (for transports that cannot read output
+        registers): (their n_responses response words, (max_states, max_actions, UPDATEs applied))."""
+        zero = np.zeros(1, np.int64)
+        ident = fmt.encode_commands(np.array([fmt.OP_IDENTITY]), zero, zero, zero)
+        out = self.run(np.concatenate([commands, ident]), n_responses + 1)
+        op, max_states, max_actions, updates = fmt.decode_identity(out[-1])
+        if op != fmt.OP_IDENTITY:
+            raise PearlError(
+                f"the tabular kernel on {self.transport.description} answered opcode 0x{op:02x} to IDENTITY: the "
+                "response stream is out of step, or the bitstream predates the IDENTITY command; rebuild it"
+            )
+        return out[:-1], (max_states, max_actions, updates)
+
     def configure(self, alpha_word: int, gamma_word: int, sarsa: bool, n_actions: int) -> None:
         """The run-time registers every later call uses."""
         self.transport.write(fmt.REG_ALPHA, alpha_word)
@@ -61,7 +81,7 @@ class TabularDriver(CommandDriver):
         self.transport.write(fmt.REG_N_ACTIONS, n_actions)
 
     def updates(self) -> int:
-        """UPDATE commands the last call applied (register 0x48)."""
+        """UPDATE commands the last call applied (register 0x48; see ask_identity where it cannot be read)."""
         return self.transport.read(fmt.REG_UPDATES)
 
 
@@ -97,6 +117,8 @@ class TabularBoardBackend:
             )
         self.n_states, self.n_actions = int(n_states), int(n_actions)
         self.max_batch = int(max_batch or fmt.MAX_BATCH)
+        if not transport.registers_readable and self.max_batch < 2:
+            raise ValueError(f"max_batch must be at least 2 on {transport.description} (each call ends with an IDENTITY command)")
         self._last_cycles: int | None = None
         self._alpha, self._gamma, self._sarsa = 0, 0, False
         self.clear()
@@ -112,13 +134,21 @@ class TabularBoardBackend:
 
     def _run(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, int]:
         """`commands` in calls of at most max_batch: (the responses of all calls in order, the UPDATE
-        commands the kernel applied). Sets last_cycles to the sum over the calls."""
+        commands the kernel applied: register 0x48, or an IDENTITY command at the end of each call
+        where output registers cannot be read). Sets last_cycles to the sum over the calls."""
         out, cycles, applied = [], 0, 0
-        for lo in range(0, len(commands), self.max_batch):
-            chunk = commands[lo : lo + self.max_batch]
+        readable = self.driver.transport.registers_readable
+        step = self.max_batch if readable else self.max_batch - 1  # room for the IDENTITY that counts them
+        for lo in range(0, len(commands), step):
+            chunk = commands[lo : lo + step]
             want = 0 if n_responses == 0 else int(np.count_nonzero(chunk[:, 1] >> np.uint64(56) == fmt.OP_READ))
-            out.append(self.driver.run(chunk, want))
-            applied += self.driver.updates()
+            if readable:
+                out.append(self.driver.run(chunk, want))
+                applied += self.driver.updates()
+            else:
+                responses, (_, _, done) = self.driver.ask_identity(chunk, want)
+                out.append(responses)
+                applied += done
             cycles += self.driver.last_cycles or 0
         self._last_cycles = cycles if self.driver.last_cycles is not None else None
         return (np.concatenate(out) if out else np.zeros((0, 2), np.uint64)), applied

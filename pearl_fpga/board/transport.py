@@ -37,6 +37,8 @@ class Transport(ABC):
     out_word_bytes: int
     #: a short description for error messages ("pynq dma_replay/replay_top_0", "cocotb replay_top")
     description: str = "transport"
+    #: whether output registers can be read back (not through XRT: the drivers use the response stream)
+    registers_readable: bool = True
 
     @abstractmethod
     def read(self, offset: int) -> int:

@@ -22,6 +22,7 @@ OP_UPDATE = 0x01  # one transition
 OP_WRITE = 0x02  # Q[s][a] := value (the host's table load)
 OP_READ = 0x03  # answer Q[s][a] (the host's table read-back)
 OP_CLEAR = 0x04  # zero the table
+OP_IDENTITY = 0x05  # answer the synthesized shape and the UPDATEs applied so far in this call (for XRT)
 
 # AXI4-Lite register map (byte offsets), ap_ctrl_hs at 0x00
 REG_CTRL = 0x00
@@ -108,6 +109,20 @@ def encode_commands(op: np.ndarray, s: np.ndarray, a: np.ndarray, value: np.ndar
     words[:, 1] = s2 | (np.asarray(a).astype(np.uint64) << np.uint64(32)) | (a2 << np.uint64(40)) | (
         done << np.uint64(48)) | (np.asarray(op).astype(np.uint64) << np.uint64(56))
     return words
+
+
+def identity_word(max_states: int, max_actions: int, updates: int) -> np.ndarray:
+    """The response to IDENTITY (SPEC.md): [31:0] UPDATEs applied so far in this call, [63:32]
+    max_states, [95:64] max_actions, [127:120] 0x05. As a (1, 2) uint64 word, low 64 bits first."""
+    lo = (int(updates) & 0xFFFFFFFF) | (int(max_states) & 0xFFFFFFFF) << 32
+    hi = (int(max_actions) & 0xFFFFFFFF) | OP_IDENTITY << 56
+    return np.array([[lo, hi]], dtype=np.uint64)
+
+
+def decode_identity(word: np.ndarray) -> tuple[int, int, int, int]:
+    """(opcode, max_states, max_actions, updates) of one IDENTITY response word."""
+    lo, hi = (int(x) for x in np.asarray(word, dtype=np.uint64).reshape(2))
+    return hi >> 56, lo >> 32, hi & 0xFFFFFFFF, lo & 0xFFFFFFFF
 
 
 def decode_responses(words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

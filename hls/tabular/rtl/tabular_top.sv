@@ -50,7 +50,8 @@ module tabular_top #(
 );
     localparam int SW = (N_STATES > 1) ? $clog2(N_STATES) : 1;
     localparam int AW = (N_ACTIONS > 1) ? $clog2(N_ACTIONS) : 1;
-    localparam logic [7:0] OP_UPDATE = 8'h01, OP_WRITE = 8'h02, OP_READ = 8'h03, OP_CLEAR = 8'h04;
+    localparam logic [7:0] OP_UPDATE = 8'h01, OP_WRITE = 8'h02, OP_READ = 8'h03, OP_CLEAR = 8'h04,
+                           OP_IDENTITY = 8'h05;
 
     // ------------------------------------------------------------------ control
     logic        ctrl_start, ctrl_done, ctrl_idle;
@@ -97,9 +98,11 @@ module tabular_top #(
     wire fire_write  = head_valid && head_op == OP_WRITE && quiet;
     wire fire_read   = head_valid && head_op == OP_READ && quiet && (!resp_valid || m_axis_resp_tready);
     wire fire_clear  = head_valid && head_op == OP_CLEAR && quiet;
+    // IDENTITY counts the updates that entered the pipeline before it, so it need not wait for quiet.
+    wire fire_ident  = head_valid && head_op == OP_IDENTITY && (!resp_valid || m_axis_resp_tready);
     wire fire_other  = head_valid && head_op != OP_UPDATE && head_op != OP_WRITE && head_op != OP_READ
-                       && head_op != OP_CLEAR;
-    wire head_fire   = fire_update || fire_write || fire_read || fire_clear || fire_other;
+                       && head_op != OP_CLEAR && head_op != OP_IDENTITY;
+    wire head_fire   = fire_update || fire_write || fire_read || fire_clear || fire_ident || fire_other;
 
     assign core_clear = fire_clear;
     assign core_wr_en = fire_write && sa_ok;
@@ -169,6 +172,10 @@ module tabular_top #(
                 resp_valid <= 1'b1;
                 resp_last  <= head_last;
                 resp_data  <= {head_op, 16'b0, head_a, 32'b0, head_s, sa_ok ? core_rd_data : 32'sd0};
+            end else if (fire_ident) begin
+                resp_valid <= 1'b1;
+                resp_last  <= head_last;
+                resp_data  <= {head_op, 24'b0, 32'(N_ACTIONS), 32'(N_STATES), updates_run};
             end else if (m_axis_resp_tready) begin
                 resp_valid <= 1'b0;
             end
