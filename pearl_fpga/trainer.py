@@ -18,8 +18,6 @@ from __future__ import annotations
 import contextlib
 import math
 import random
-import signal
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -41,6 +39,7 @@ from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import make_replay
 from pearl_fpga.runtime.schedule import needed_env_steps, target_copy_due
+from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.state_checks import check_trainer_state
 from pearl_fpga.runtime.stats import EvalResult, Stats
 from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads, reproducible_controller
@@ -165,9 +164,7 @@ class Trainer:
         self._last_loss = float("nan")
         self._loss_known = False
         self._nonfinite_loss: float | None = None  # a non-finite mean loss that stats() consumed
-        self._stop_requested = False
-        self._stop_signum: int | None = None
-        self._saving = False
+        self._stop = StopRequest()  # set by SIGINT, SIGTERM or request_stop(); acted on at a step boundary
         self._lock: Any = None  # the checkpoint directory's lock while train() runs
         self._last_checkpoint: tuple[Path, int] | None = None  # (directory, env step) of the last good one
         self._predict_weights_at: int | None = None  # grad step of the weights eval_policy holds for predict()
@@ -186,31 +183,30 @@ class Trainer:
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"steps must be a positive integer, got {steps!r}")
         end = self.env_steps + steps
-        self._stop_requested, self._stop_signum = False, None
+        self._stop.reset()
         if self.checkpoint_dir is not None:
             self._open_checkpoint_dir()
-        handlers = self._install_signal_handlers()
         self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "end": end,
                      "progress": progress, "interval": progress_interval, "last": 0.0}
         try:
-            try:
-                self.engine.run(self, end)
-            except EngineError as exc:
-                # raised at a step boundary (e.g. a crash-looping worker): the learner's state is whole
-                if getattr(exc, "at_boundary", False) and self.checkpoint_dir is not None:
+            with self._stop.handlers():
+                try:
+                    self.engine.run(self, end)
+                except EngineError as exc:
+                    # raised at a step boundary (e.g. a crash-looping worker): the learner's state is whole
+                    if getattr(exc, "at_boundary", False) and self.checkpoint_dir is not None:
+                        self.save(self.checkpoint_dir)
+                    raise
+                finally:
+                    self._run["stop"] = time.perf_counter()
+                    self.engine.stop()
+                if self._stop.requested:
+                    self._stop_at_boundary()
+                if self.checkpoint_dir is not None:
                     self.save(self.checkpoint_dir)
-                raise
-            finally:
-                self._run["stop"] = time.perf_counter()
-                self.engine.stop()
-            if self._stop_requested:
-                self._stop_at_boundary()
-            if self.checkpoint_dir is not None:
-                self.save(self.checkpoint_dir)
-            else:
-                self._check_finite(full=True)
+                else:
+                    self._check_finite(full=True)
         finally:
-            self._restore_signal_handlers(handlers)
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None
@@ -252,7 +248,7 @@ class Trainer:
     def request_stop(self) -> None:
         """Ask a running train() to stop at the next step boundary, writing a checkpoint when
         `checkpoint_dir` is set (what SIGINT and SIGTERM do); safe from any thread or a progress callback."""
-        self._stop_requested = True
+        self._stop.request()
 
     def _open_checkpoint_dir(self) -> None:
         """Lock the checkpoint directory, check that it is writable, and put back the newest complete
@@ -267,38 +263,11 @@ class Trainer:
             self._lock = None
             raise
 
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}  # signals reach only the main thread; request_stop() still works
-        old = {}
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                old[sig] = signal.signal(sig, self._on_signal)
-            except (ValueError, OSError):
-                pass
-        return old
-
-    @staticmethod
-    def _restore_signal_handlers(old: dict[int, Any]) -> None:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        # Only a flag: the handler runs between two bytecodes of whatever was running (an optimizer step,
-        # a sum-tree update), where a checkpoint would be torn.
-        if self._stop_requested and not self._saving:
-            raise TrainingInterrupted(f"{signal.Signals(signum).name} again: stopped at once without a new checkpoint "
-                                      "(the last complete one is kept)", signum, None)
-        self._stop_requested = True
-        if self._stop_signum is None:
-            self._stop_signum = signum
-
     def _stop_at_boundary(self) -> None:
         path = self.save(self.checkpoint_dir) if self.checkpoint_dir is not None else None
-        why = signal.Signals(self._stop_signum).name if self._stop_signum is not None else "request_stop()"
-        raise TrainingInterrupted(f"stopped by {why} at env step {self.env_steps:,}"
+        raise TrainingInterrupted(f"stopped by {self._stop.reason()} at env step {self.env_steps:,}"
                                   + (f"; checkpoint written to {path}" if path is not None else ""),
-                                  self._stop_signum, path)
+                                  self._stop.signum, path)
 
     def evaluate(self, episodes: int = 20, seed: int | None = None) -> EvalResult:
         """Mean return of the best policy kept by periodic evaluation (else the current one), on
@@ -421,7 +390,7 @@ class Trainer:
             if self.logger is not None:
                 self.logger.progress(stats)
             run["progress"](stats)
-        if self._stop_requested:
+        if self._stop.requested:
             self._stop_at_boundary()
 
     def _periodic_eval(self) -> None:
@@ -523,12 +492,8 @@ class Trainer:
         self._check_finite(full=True)
         ours = self._lock is not None and self.checkpoint_dir is not None and \
             Path(self.checkpoint_dir).absolute() == directory.absolute()
-        saving, self._saving = self._saving, True  # a second signal now waits for the write to finish
-        try:
-            with contextlib.nullcontext() if ours else checkpoint_lock(directory):
-                path = self._write(directory)
-        finally:
-            self._saving = saving
+        with self._stop.saving_checkpoint(), (contextlib.nullcontext() if ours else checkpoint_lock(directory)):
+            path = self._write(directory)
         self._last_checkpoint = (path, self.env_steps)
         return path
 

@@ -238,3 +238,55 @@ def test_learning_targets(env_id, check):
     ev = t.evaluate(2000)
     ret, win = exact_evaluation(t.env, t.kernel.greedy(), t.config.success_reward)
     assert check(ev, ret, win), (env_id, ev.mean, ev.success_rate, ret, win)
+
+
+@pytest.mark.parametrize("signame,at", [("SIGINT", 17), ("SIGTERM", 63)])
+def test_a_signal_stops_between_episodes_with_a_checkpoint_that_resumes_exactly(tmp_path, signame, at):
+    """SIGINT or SIGTERM only sets a flag: the episode in progress ends, the checkpoint is written there
+    (never from inside a table update), TrainingInterrupted says so, and the resumed run ends as the
+    uninterrupted one does."""
+    import os
+    import signal
+
+    from pearl_fpga.errors import TrainingInterrupted
+
+    cfg = dict(episodes=120, backend="cpu")
+    full = TabularTrainer(TabularConfig.preset("qlearning", "CliffWalking-v1", **cfg))
+    full.train()
+    cut = TabularTrainer(TabularConfig.preset("qlearning", "CliffWalking-v1", **cfg), checkpoint_dir=tmp_path)
+
+    def progress(stats):
+        if stats.episode == at:
+            os.kill(os.getpid(), getattr(signal, signame))
+
+    with pytest.raises(TrainingInterrupted, match=f"stopped by {signame} at episode {at}; checkpoint written") as info:
+        cut.train(progress=progress, interval=0.0)
+    assert info.value.signum == getattr(signal, signame)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are put back
+    resumed = TabularTrainer.load(tmp_path, expect={"algo": "qlearning"})
+    assert resumed.episode == at
+    resumed.train()
+    np.testing.assert_array_equal(resumed.kernel.table, full.kernel.table)
+    assert resumed.episode_log == full.episode_log
+
+
+def test_the_tabular_cli_exits_with_the_signal_and_says_where_it_saved(tmp_path, capsys, monkeypatch):
+    import signal
+
+    from pearl_fpga.runtime import tabular as runtime_tabular
+
+    original = runtime_tabular.TabularTrainer._episode
+
+    def episode(self):
+        if self.episode == 5:
+            self.request_stop()
+            self._stop.signum = signal.SIGTERM
+        return original(self)
+
+    monkeypatch.setattr(runtime_tabular.TabularTrainer, "_episode", episode)
+    code = main(["train", "--algo", "qlearning", "--env", "CliffWalking-v1", "--set", "episodes=40",
+                 "--logdir", str(tmp_path / "run")])
+    assert code == 128 + signal.SIGTERM
+    out = _out(capsys)
+    assert "interrupted at episode 6: checkpoint written to" in out and "--resume" in out
+    assert TabularTrainer.load(tmp_path / "run" / "checkpoint").episode == 6

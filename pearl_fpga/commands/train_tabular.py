@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from pearl_fpga.algos.tabular import TabularConfig
-    from pearl_fpga.errors import PearlError
+    from pearl_fpga.errors import PearlError, TrainingInterrupted
     from pearl_fpga.runtime.logger import RunLogger, plot_learning_curve
     from pearl_fpga.runtime.tabular import TabularTrainer, exact_evaluation
 
@@ -96,12 +97,16 @@ def run(args: argparse.Namespace) -> int:
         exact_return, exact_success = exact_evaluation(trainer.env, trainer.kernel.greedy(), cfg.success_reward)
         if logger is not None:
             trainer.log_evaluation(result)
-    except KeyboardInterrupt:
-        if trainer is not None and not offline:
-            trainer.save(ckpt)
-            console.print("[yellow]interrupted[/yellow] " + escape(
-                f"at episode {trainer.episode:,}: checkpoint written to {ckpt}; continue with --resume --logdir {logdir}"))
-        return 130
+    except KeyboardInterrupt as exc:
+        # online training stops between episodes and checkpoints there (TrainingInterrupted); anything
+        # else (offline mode, start-up, the final evaluation) is not saved mid-update
+        signum = exc.signum if isinstance(exc, TrainingInterrupted) and exc.signum else signal.SIGINT
+        saved = isinstance(exc, TrainingInterrupted) and exc.checkpoint is not None
+        where = f"at episode {trainer.episode:,}: " if trainer is not None else ""
+        what = (f"checkpoint written to {ckpt}; continue with --resume --logdir {logdir}" if saved
+                else "no new checkpoint written")
+        console.print("[yellow]interrupted[/yellow] " + escape(where + what))
+        return 128 + int(signum)
     except (PearlError, ValueError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2

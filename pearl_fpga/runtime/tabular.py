@@ -16,9 +16,10 @@ from typing import Any, Callable
 import numpy as np
 
 from pearl_fpga.algos.tabular import TabularConfig, epsilon_greedy, load_dataset, save_dataset
-from pearl_fpga.errors import CheckpointError
+from pearl_fpga.errors import CheckpointError, TrainingInterrupted
 from pearl_fpga.kernels.tabular import TabularQ
 from pearl_fpga.limits import load_npz
+from pearl_fpga.runtime.signals import StopRequest
 
 CHECKPOINT_FILE = "tabular.npz"
 EVAL_SEED_BASE = 1 << 30  # evaluation env seeds are >= 2**30, training ones below: never shared
@@ -107,16 +108,35 @@ class TabularTrainer:
         self.eval_log: list[tuple[int, float, float]] = []
         self.record = record
         self._transitions: list[tuple[int, int, float, int, bool, int]] = []
+        self._stop = StopRequest()  # set by SIGINT, SIGTERM or request_stop(); acted on between episodes
 
     # ---- online ----------------------------------------------------------------------------------
     def train(self, progress: Callable[[TabularStats], None] | None = None, interval: float = 1.0,
               until: int | None = None) -> None:
         """Run episodes up to config.episodes (or `until`, to stop early on the same schedule),
-        checkpointing every config.checkpoint_every episodes and at the end."""
+        checkpointing every config.checkpoint_every episodes and at the end.
+
+        SIGINT and SIGTERM (and request_stop()) only set a flag: after the episode in progress a
+        checkpoint is written (when `checkpoint_dir` is set) and TrainingInterrupted is raised, so a
+        checkpoint never holds half an update; a second signal stops at once, keeping the last one."""
+        self._stop.reset()
+        with self._stop.handlers():
+            self._train(progress, interval, until)
+
+    def request_stop(self) -> None:
+        """Stop train() after the episode in progress, as SIGINT and SIGTERM do; safe from any thread."""
+        self._stop.request()
+
+    def _train(self, progress: Callable[[TabularStats], None] | None, interval: float, until: int | None) -> None:
         cfg = self.config
         start, t0, last = self.env_steps, time.perf_counter(), 0.0
         stop = cfg.episodes if until is None else min(until, cfg.episodes)
         while self.episode < stop:
+            if self._stop.requested:
+                path = self._save_whole(self.checkpoint_dir) if self.checkpoint_dir is not None else None
+                raise TrainingInterrupted(f"stopped by {self._stop.reason()} at episode {self.episode:,}"
+                                          + (f"; checkpoint written to {path}" if path is not None else ""),
+                                          self._stop.signum, path)
             ret, length = self._episode()
             self.episode_log.append((self.env_steps, ret, length))
             if self.logger is not None:
@@ -124,7 +144,7 @@ class TabularTrainer:
             if cfg.eval_every and self.episode % cfg.eval_every == 0:
                 self.log_evaluation(self.evaluate(cfg.eval_episodes))
             if self.checkpoint_dir is not None and cfg.checkpoint_every and self.episode % cfg.checkpoint_every == 0:
-                self.save(self.checkpoint_dir)
+                self._save_whole(self.checkpoint_dir)
             now = time.perf_counter()
             if progress is not None and (now - last >= interval or self.episode == stop):
                 last = now
@@ -133,7 +153,11 @@ class TabularTrainer:
                                       (self.env_steps - start) / max(now - t0, 1e-9),
                                       float(np.mean(recent)), cfg.epsilon(self.episode)))
         if self.checkpoint_dir is not None:
-            self.save(self.checkpoint_dir)
+            self._save_whole(self.checkpoint_dir)
+
+    def _save_whole(self, directory: str | Path) -> Path:
+        with self._stop.saving_checkpoint():  # a second signal waits for the write
+            return self.save(directory)
 
     def _episode(self) -> tuple[float, int]:
         cfg, env, k = self.config, self.env, self.kernel
