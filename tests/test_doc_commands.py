@@ -28,6 +28,8 @@ SKIP = {
                                              "checks these targets with stubs",
     r"^make resources\b": "Yosys runs minutes per kernel; tests/test_board_resources.py runs the smallest estimate",
     r"^source ": "the vendor tools' environment",
+    r"pearl_fpga\.board\.manifest check": "checks the bitstream that make bitstream builds with the vendor tools; "
+                                           "tests/test_board_manifest.py checks the checker",
     r"^(ray |export RAY_)": "a Ray cluster node and its authentication set-up",
     r"--engine ray|bench ray": "starts Ray (tens of seconds and most of 2 cores); tests/test_ray_engine.py runs it small",
     r"bench plan": "a dozen measured training runs and profiles: minutes",
