@@ -30,7 +30,7 @@ PYNQ_PINS := "pynq==3.1.2" "pycparser<3" "pytest>=8" "pytest-timeout>=2.3" "hypo
 .DEFAULT_GOAL := help
 
 help:
-	@sed -n '2,9p' Makefile
+	@sed -n '2,10p' Makefile
 
 # The virtual environment: the CPU build of torch first (an unpinned torch would pull a CUDA build),
 # then the package with its test and simulation extras, installed editable.
