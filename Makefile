@@ -94,8 +94,8 @@ test-xrt: $(VENV)/.stamp-deps
 	@if ! dpkg -s $(XRT_DEBS) >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "test-xrt: installing $(XRT_DEBS)"; \
-	    { apt-get install -y --no-install-recommends $(XRT_DEBS) >/dev/null 2>&1 || \
-	      { apt-get update -qq >/dev/null && apt-get install -y --no-install-recommends $(XRT_DEBS) >/dev/null; }; } || \
+	    { DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(XRT_DEBS) >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(XRT_DEBS) >/dev/null; }; } || \
 	      { echo "test-xrt: SKIPPED: apt-get could not install $(XRT_DEBS)"; exit 0; }; \
 	  else \
 	    echo "test-xrt: SKIPPED: $(XRT_DEBS) are not installed and this is not root with apt-get; install them (Debian 12+: apt-get install $(XRT_DEBS)) to run the Alveo path on the real XRT library"; \
