@@ -37,6 +37,7 @@ SECTIONS = {
     "tabular-policies": "Tabular kernel: learned policies",
     "ray": "Ray engine: transport, actor scaling, broadcast, recovery",
 }
+SBX_TARGETS = {"train-dqn": 1.5, "train-ddpg": 1.3}  # median env steps/s ratio against SBX (issue 22)
 QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4), "td3": (-200.0, 4)}  # (return at least, seeds out of 5)
 # The throughput targets: median env steps/s ratio against SB3 at each of its thread settings.
 SPEED_TARGETS = {"train-dqn": {"default": 3.0, "1": 3.5}, "train-ddpg": {"default": 2.0}}
@@ -98,6 +99,9 @@ def _train(results: dict[str, Any]) -> str:
     header += [f"SB3 {results['sb3_threads'][n]} thread{'s' if results['sb3_threads'][n] > 1 else ''} ({n})"
                for n in names]
     header += [f"ratio vs SB3 {n}" for n in names]
+    sbx = any("sbx" in r for r in results["runs"])
+    if sbx:
+        header += ["SBX (JAX default threads)", "ratio vs SBX"]
     rows = []
     for r in results["runs"]:
         ours = r["pearl_fpga"]
@@ -105,11 +109,16 @@ def _train(results: dict[str, Any]) -> str:
         row = [str(r["seed"]), f"{_f(ours['env_steps_per_s'])} ({ours['learner_threads_used']}){mark(ours)}"]
         row += [f"{_f(r['sb3'][n]['env_steps_per_s'])}{mark(r['sb3'][n])}" if n in r["sb3"] else "-" for n in names]
         row += [f"{r['speedup'][n]:.2f}x" if n in r["speedup"] else "-" for n in names]
+        if sbx:
+            row += [f"{_f(r['sbx']['env_steps_per_s'])}{mark(r['sbx'])}", f"{r['speedup_sbx']:.2f}x"] if "sbx" in r \
+                else ["-", "-"]
         rows.append(row)
     out = [_table(header, rows)]
     if "median_speedup" in results:
         out.append("Median ratio over the seeds: " + ", ".join(
-            f"**{v:.2f}x** against SB3 at {k} thread(s)" for k, v in results["median_speedup"].items()) + ".")
+            f"**{v:.2f}x** against SB3 at {k} thread(s)" for k, v in results["median_speedup"].items())
+            + (f", **{results['median_speedup_sbx']:.2f}x** against SBX" if "median_speedup_sbx" in results else "")
+            + ".")
     variant = ("vanilla DQN target on both sides" if results["algo"] == "dqn" and not results["config"]["double_q"]
                else "pearl_fpga's double-DQN target against SB3's vanilla one" if results["algo"] == "dqn"
                else "pearl_fpga computes actor and critic gradients concurrently"
@@ -333,7 +342,12 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
             lines.append(f"- {name} training, env steps/s against Stable-Baselines3 at equal settings (median of "
                          f"{len(r['results']['runs'])} seeds): " + ", ".join(
                              f"{v:.2f}x at its {k} torch thread{'s' if k != '1' else ''}{verdict(k, v)}"
-                             for k, v in ms.items()) + tag(r))
+                             for k, v in ms.items())
+                         + (f", {r['results']['median_speedup_sbx']:.2f}x against SBX (JAX)"
+                            + (f" (target {SBX_TARGETS[key]:g}x: "
+                               f"{'met' if r['results']['median_speedup_sbx'] >= SBX_TARGETS[key] else 'not met'})"
+                               if key in SBX_TARGETS else "")
+                            if "median_speedup_sbx" in r["results"] else "") + tag(r))
             if any(k in goals and v < goals[k] for k, v in ms.items()):
                 lines.append("  (why a target is missed: [docs/training.md](docs/training.md#throughput-targets))")
     for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1"),

@@ -108,6 +108,13 @@ def test_bench_train_runs_both_libraries_at_tiny_scale(capsys, tmp_path):
         assert set(data["median_speedup"]) == {"1", "default"}
     else:
         assert "not installed" in data["sb3"] and run["sb3"] == {}
+    # SBX (the bench extra) runs beside them at the same settings; the record names every library's version
+    assert "cpu_features" in data and data["libraries"]["torch"] == torch.__version__
+    if importlib.util.find_spec("sbx") is not None:
+        assert data["sbx"] == "installed" and run["sbx"]["grad_steps"] == 0 and run["speedup_sbx"] > 0
+        assert data["median_speedup_sbx"] == run["speedup_sbx"] and "sbx-rl" in data["libraries"]
+    else:
+        assert "not installed" in data["sbx"] and "sbx" not in run
 
 
 def test_bench_train_runs_td3_beside_sb3s_td3(capsys):

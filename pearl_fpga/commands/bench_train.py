@@ -1,8 +1,10 @@
-"""`pearl-fpga bench train`: pearl_fpga's training throughput against Stable-Baselines3 at identical
-hyper-parameters (the rl-zoo presets, same update-to-data ratio), in one run, each library as its users
-run it: pearl_fpga at its defaults (the learner's torch threads chosen by measurement, DDPG's actor and
-critic gradients on two threads; TD3 in SB3's order), SB3 both at one torch thread and at torch's default thread count
-(one per core). For each seed the three runs follow each other, so a change of load hits all three;
+"""`pearl-fpga bench train`: pearl_fpga's training throughput against Stable-Baselines3 and SBX at
+identical hyper-parameters (the rl-zoo presets, same update-to-data ratio), in one run, each library as
+its users run it: pearl_fpga at its defaults (the learner's torch threads chosen by measurement, DDPG's
+actor and critic gradients on two threads; TD3 in SB3's order), SB3 both at one torch thread and at
+torch's default thread count (one per core), and SBX (SB3's API on JAX, its whole update compiled by XLA)
+at JAX's default threads; SBX's DQN has no gradient clipping. For each seed the runs follow each other,
+so a change of load hits all of them;
 the 1-minute load average is recorded before and after every run, and a run that started or ended
 with it above half the cores is marked as taken under load.
 
@@ -31,7 +33,7 @@ import numpy as np
 from pearl_fpga.commands.bench_meta import LoadProbe, with_metadata
 from pearl_fpga.commands.config_args import add_config_options, build_config
 
-HELP = "training throughput (env steps/s, updates/s) and final return vs Stable-Baselines3 at equal settings"
+HELP = "training throughput (env steps/s, updates/s) and final return vs Stable-Baselines3 and SBX at equal settings"
 DEFAULT_STEPS = {"dqn": 20_000, "ddpg": 20_000, "td3": 20_000}
 
 
@@ -54,6 +56,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="pearl_fpga: keep the preset's periodic evaluations and report the best kept policy, "
                              "as `pearl-fpga train` does (learning-quality runs; SB3 still reports its final policy)")
     parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 baseline")
+    parser.add_argument("--no-sbx", action="store_true",
+                        help="skip the SBX baseline (SB3 on JAX, its whole update compiled by XLA, at JAX's default "
+                             "threads)")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                         help="write the JSON record (metadata and figures) to PATH, or print it ('-' or no PATH)")
     add_config_options(parser)
@@ -104,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
                                "sb3_threads": sb3_settings, "keep_best": bool(args.keep_best),
                                "config": config.to_dict(), "runs": []}
     sb3 = None if args.no_sb3 else _sb3_module()
+    sbx = None if args.no_sbx else _sbx_module()
     whole = LoadProbe().start()
     for seed in args.seeds:
         console.print(f"seed {seed}: pearl_fpga ...", markup=False)
@@ -115,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
                 theirs = _measured(lambda: _run_sb3(sb3, config, seed, args.eval_episodes, threads))
                 entry["sb3"][name] = theirs
                 entry["speedup"][name] = ours["env_steps_per_s"] / theirs["env_steps_per_s"]
+        if sbx is not None:
+            console.print(f"seed {seed}: sbx (JAX) ...")
+            entry["sbx"] = _measured(lambda: _run_sb3(sbx, config, seed, args.eval_episodes, None))
+            entry["speedup_sbx"] = ours["env_steps_per_s"] / entry["sbx"]["env_steps_per_s"]
         results["runs"].append(entry)
         torch.set_num_threads(default_threads)
     results["sb3"] = "installed" if sb3 is not None else ("skipped" if args.no_sb3 else
@@ -122,8 +132,16 @@ def run(args: argparse.Namespace) -> int:
     if sb3 is not None:
         results["median_speedup"] = {name: statistics.median(r["speedup"][name] for r in results["runs"])
                                      for name in sb3_settings}
+    results["sbx"] = "installed" if sbx is not None else ("skipped" if args.no_sbx else
+                                                          "not installed (pip install 'pearl_fpga[bench]')")
+    if sbx is not None:
+        results["median_speedup_sbx"] = statistics.median(r["speedup_sbx"] for r in results["runs"])
+    results["libraries"] = _versions()
+    from pearl_fpga.runtime.threads import cpu_identity
+
+    results["cpu_features"] = cpu_identity()["features"]  # the matrix and vector units the learners may use
     results["runs_under_load"] = sum(r["pearl_fpga"]["under_load"] or any(s["under_load"] for s in r["sb3"].values())
-                                     for r in results["runs"])
+                                     or r.get("sbx", {}).get("under_load", False) for r in results["runs"])
     whole.stop()
     record = with_metadata("train", results, getattr(args, "argv", None), whole)
     if args.json:
@@ -166,12 +184,14 @@ def plot(results: dict[str, Any], path: str) -> None:
         if all(name in r["sb3"] for r in runs):
             series.append((f"SB3, {name} thread{'s' if name != '1' else ''}",
                            [r["sb3"][name]["env_steps_per_s"] for r in runs]))
+    if all("sbx" in r for r in runs):
+        series.append(("SBX (JAX)", [r["sbx"]["env_steps_per_s"] for r in runs]))
     width = 0.8 / len(series)
     for k, (label, values) in enumerate(series):
         ax.bar(x + (k - (len(series) - 1) / 2) * width, values, width, label=label)
     for xi, r in zip(x, runs):
-        if r["speedup"]:
-            text = " / ".join(f"{v:.2f}x" for v in r["speedup"].values())
+        if r["speedup"] or "speedup_sbx" in r:
+            text = " / ".join(f"{v:.2f}x" for v in [*r["speedup"].values(), *([r["speedup_sbx"]] if "speedup_sbx" in r else [])])
             ax.annotate(text, (xi, max(v[xi] for _, v in series)), ha="center", va="bottom", fontsize=8)
     loaded = [r["pearl_fpga"]["under_load"] or any(v["under_load"] for v in r["sb3"].values()) for r in runs]
     ax.set_xticks(x, [f"seed {s}" + ("\n(under load)" if busy else "") for s, busy in zip(seeds, loaded)])
@@ -217,7 +237,30 @@ def _sb3_module() -> Any:
     return stable_baselines3
 
 
-def _run_sb3(sb3: Any, config: Any, seed: int, eval_episodes: int, threads: int) -> dict[str, Any]:
+def _sbx_module() -> Any:
+    """SBX (pip package sbx-rl): SB3's API and algorithms on JAX."""
+    try:
+        import sbx
+    except ImportError:
+        return None
+    return sbx
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for dist in ("torch", "stable-baselines3", "sbx-rl", "jax", "jaxlib", "gymnasium", "numpy"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def _run_sb3(sb3: Any, config: Any, seed: int, eval_episodes: int, threads: int | None) -> dict[str, Any]:
+    """One run of Stable-Baselines3 (at `threads` torch threads) or SBX (`sb3` is the sbx module; JAX
+    keeps its own default threads: threads None) at the config's settings."""
     import gymnasium as gym
     import torch
     from stable_baselines3.common.evaluation import evaluate_policy
@@ -228,12 +271,13 @@ def _run_sb3(sb3: Any, config: Any, seed: int, eval_episodes: int, threads: int)
                   train_freq=config.train_freq, gradient_steps=config.gradient_steps,
                   policy_kwargs=dict(net_arch=list(config.net_arch)), seed=seed, device="cpu", verbose=0)
     env = gym.make(config.env_id)
+    jax = sb3.__name__ == "sbx"
     if config.algo == "dqn":
+        clip = {} if jax else {"max_grad_norm": config.max_grad_norm}  # SBX's DQN does not clip gradients
         model = sb3.DQN("MlpPolicy", env, target_update_interval=config.target_update_interval,
                         exploration_fraction=config.exploration_fraction,
                         exploration_initial_eps=config.exploration_initial_eps,
-                        exploration_final_eps=config.exploration_final_eps, max_grad_norm=config.max_grad_norm,
-                        tau=config.tau, **common)
+                        exploration_final_eps=config.exploration_final_eps, tau=config.tau, **clip, **common)
     else:
         from stable_baselines3.common.noise import NormalActionNoise
 
@@ -245,14 +289,15 @@ def _run_sb3(sb3: Any, config: Any, seed: int, eval_episodes: int, threads: int)
                             target_noise_clip=config.target_noise_clip, **common)
         else:
             model = sb3.DDPG("MlpPolicy", env, action_noise=noise, tau=config.tau, **common)
-    torch.set_num_threads(threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
     start = time.perf_counter()
     model.learn(config.total_steps)
     elapsed = time.perf_counter() - start
     mean, _ = evaluate_policy(model, Monitor(gym.make(config.env_id)), n_eval_episodes=eval_episodes, deterministic=True)
+    updates = int(getattr(model, "_n_updates", 0))
     return {"version": sb3.__version__, "seconds": elapsed, "env_steps_per_s": model.num_timesteps / elapsed,
-            "updates_per_s": model._n_updates / elapsed, "grad_steps": int(model._n_updates),
-            "final_return": float(mean)}
+            "updates_per_s": updates / elapsed, "grad_steps": updates, "final_return": float(mean)}
 
 
 def _table(console: Any, results: dict[str, Any]) -> None:
@@ -276,7 +321,14 @@ def _table(console: Any, results: dict[str, Any]) -> None:
         for name, theirs in r["sb3"].items():
             t.add_row(str(r["seed"]), f"stable-baselines3 {theirs['version']}",
                       f"{results['sb3_threads'][name]} ({name})", *_figures(theirs), f"{r['speedup'][name]:.2f}x")
+        if "sbx" in r:
+            t.add_row(str(r["seed"]), f"sbx {r['sbx']['version']} (JAX)", "JAX default", *_figures(r["sbx"]),
+                      f"{r['speedup_sbx']:.2f}x")
     console.print(t)
+    if results["sbx"] != "installed":
+        console.print(f"sbx: {results['sbx']}", markup=False)
+    else:
+        console.print(f"median speedup in env steps/s: {results['median_speedup_sbx']:.2f}x vs SBX", markup=False)
     if results["sb3"] != "installed":
         console.print(f"stable-baselines3: {results['sb3']}", markup=False)
     else:
