@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
                 entry["sb3"][name] = theirs
                 entry["speedup"][name] = ours["env_steps_per_s"] / theirs["env_steps_per_s"]
         if sbx is not None:
-            console.print(f"seed {seed}: sbx (JAX) ...")
+            console.print(f"seed {seed}: sbx (JAX) ...", markup=False)
             entry["sbx"] = _measured(lambda: _run_sb3(sbx, config, seed, args.eval_episodes, None))
             entry["speedup_sbx"] = ours["env_steps_per_s"] / entry["sbx"]["env_steps_per_s"]
         results["runs"].append(entry)
