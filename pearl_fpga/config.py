@@ -134,10 +134,6 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
         total_steps=100_000, learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
         gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=4, exploration_fraction=0.12,
         exploration_final_eps=0.1, net_arch=[256, 256]),
-    ("dqn", "LunarLander-v3"): dict(
-        total_steps=100_000, learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
-        gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=4, exploration_fraction=0.12,
-        exploration_final_eps=0.1, net_arch=[256, 256]),
     ("ddpg", "Pendulum-v1"): dict(
         total_steps=20_000, gamma=0.98, buffer_size=200_000, learning_starts=10_000, action_noise_std=0.1,
         learning_rate=1e-3, net_arch=[400, 300]),
@@ -150,6 +146,8 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+# rl-zoo's dqn.yml gives LunarLander the same settings as Acrobot
+PRESETS[("dqn", "LunarLander-v3")] = dict(PRESETS[("dqn", "Acrobot-v1")])
 # rl-zoo's hyperparams/td3.yml gives these envs the same settings as ddpg.yml
 PRESETS.update({("td3", env): dict(PRESETS[("ddpg", env)])
                 for env in ("Pendulum-v1", "MountainCarContinuous-v0", "LunarLanderContinuous-v3")})

@@ -18,6 +18,7 @@ only among those; where none agree it keeps one thread for the whole run and its
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -270,6 +271,7 @@ LEARNER_FIELDS = ("algo", "net_arch", "batch_size", "double_q", "max_grad_norm",
 PROBE_STEPS = 4
 
 
+@functools.lru_cache(maxsize=1)
 def cpu_identity() -> dict[str, Any]:
     """The CPU's model and its vector and matrix features (the flags that pick BLAS code paths)."""
     import platform
@@ -298,6 +300,7 @@ def determinism_key(config: Any, obs_dim: int, action_dim: int) -> dict[str, Any
             "probe_steps": PROBE_STEPS, "code": _learner_code_fingerprint()}
 
 
+@functools.lru_cache(maxsize=1)
 def _learner_code_fingerprint() -> str:
     """Hash of the learner's code (pearl_fpga/algos and the fused step's extension): a new learner is
     probed again."""
