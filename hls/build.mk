@@ -124,6 +124,8 @@ TABULAR_CUS  = $(shell seq 1 $(TABULAR_INSTANCES))
 dotted       = $(subst $(eval) ,.,$(strip $(1)))
 TABULAR_LINK = $(foreach k,tabular_top mm2s_tabular s2mm_tabular,--connectivity.nk $(k):$(TABULAR_INSTANCES):$(call dotted,$(foreach i,$(TABULAR_CUS),$(k)_$(i)))) \
 	$(foreach i,$(TABULAR_CUS),--connectivity.sc mm2s_tabular_$(i).out:tabular_top_$(i).s_axis_cmd --connectivity.sc tabular_top_$(i).m_axis_resp:s2mm_tabular_$(i).in)
+# Every compute unit in its kernel's SLR, data movers beside it (the catalog's "slrs"; UG1393).
+SLR_LINK = $(shell $(CATALOG) slr-flags $(BOARD))
 xclbin:
 	$(call require,v++,Vitis $(XILINX_VERSIONS) with the $(PLATFORM) platform,$(XILINX_HINT); platforms: https://www.amd.com/en/products/accelerators/alveo.html)
 	@test -n "$$(platforminfo -l 2>/dev/null | grep -F '$(PLATFORM)')" || { echo "error: platform $(PLATFORM) is not installed (platforminfo -l does not list it); install the card's development platform package" >&2; exit 2; }
@@ -135,7 +137,7 @@ xclbin:
 	    --hls.syn.cflags="-DPEARL_VENDOR_HLS -I$(abspath hls) -I$(abspath hls/datamover)" --hls.package.output.file=$(abspath $(BOARD_DIR)/datamover)/$$k.xo \
 	  || exit 1; \
 	done
-	v++ -l -t hw --platform $(PLATFORM) --config hls/scripts/alveo_connectivity.cfg $(TABULAR_LINK) --kernel_frequency $(CLOCK_MHZ) \
+	v++ -l -t hw --platform $(PLATFORM) --config hls/scripts/alveo_connectivity.cfg $(TABULAR_LINK) $(SLR_LINK) --kernel_frequency $(CLOCK_MHZ) \
 		--temp_dir $(BOARD_DIR)/link --report_dir $(BOARD_DIR)/reports -o $(OUT_DIR)/pearl_fpga.xclbin \
 		$(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k)/$(k)_top.xo) $(foreach k,$(DATAMOVERS),$(BOARD_DIR)/datamover/$(k).xo)
 	$(HW_PY) -m pearl_fpga.board.manifest write --board $(BOARD) --out $(OUT_DIR)/manifest.json --xclbin pearl_fpga.xclbin \

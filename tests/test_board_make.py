@@ -83,6 +83,13 @@ def test_dry_run_xclbin_and_unknown_platform():
         assert f"--connectivity.sc mm2s_tabular_{i}.out:tabular_top_{i}.s_axis_cmd" in out
         assert f"--connectivity.sc tabular_top_{i}.m_axis_resp:s2mm_tabular_{i}.in" in out
     assert "--xclbin pearl_fpga.xclbin" in out
+    assert "-DREPLAY_LEAVES_URAM" in out  # the replay's leaves in UltraRAM (hls_budget: one SLR)
+    for kernel, top in (("replay", "replay_top"), ("mlp", "mlp_top"), ("tabular", "tabular_top")):
+        slr = spec.slr_of[kernel]
+        for i in range(1, spec.kernels[kernel].get("instances", 1) + 1):
+            short = top.removesuffix("_top")
+            for cu in (f"{top}_{i}", f"mm2s_{short}_{i}", f"s2mm_{short}_{i}"):
+                assert f"--connectivity.slr {cu}:SLR{slr}" in out
     bad = make("-n", "xclbin", "PLATFORM=xilinx_nothing")
     assert bad.returncode != 0 and "xilinx_nothing" in bad.stderr
     none = make("-n", "xclbin")

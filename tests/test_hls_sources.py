@@ -498,7 +498,7 @@ void top(int n) {
         bad.replace("using k::MAX_BATCH;", ""), where, {"WIDTH"})
 
 
-HAZARD_KERNELS = {"replay": ["front_leaves"] + [f"level{d}" for d in range(1, 21)], "tabular": ["row_copy", "update_copy"]}
+HAZARD_KERNELS = {"replay": ["front_leaves", "leaf_level"] + [f"level{d}" for d in range(1, 21)], "tabular": ["row_copy", "update_copy"]}
 
 
 @pytest.mark.parametrize("kernel", sorted(HAZARD_KERNELS))

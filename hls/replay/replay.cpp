@@ -181,8 +181,9 @@ struct Group {
 // partition and storage pragmas, where UG1399 wants them: in the function that defines the array);
 // the functions below receive it by reference. Partitioning dim 2 gives K memories of GROUPS words,
 // so a node's K children are read in one cycle; the write window holds the blocks the last FWD_DEPTH
-// commands wrote, which the next commands' reads may run ahead of. D > DEPTH: a 1 x K placeholder the top declares (it declares MAX_DEPTH levels, so that
-// each can be named in a pragma) and never uses.
+// commands wrote, which the next commands' reads may run ahead of. The top declares MAX_DEPTH level
+// memories (so that each can be named in a pragma); from DEPTH on they are 1 x K placeholders it never
+// uses, and the leaf level (D = DEPTH) is its own array, leaf_level.
 // (C++14 on purpose, no `if constexpr` / inline variables: the Vitis HLS front end's default.)
 template <uint32_t D>
 struct Level {
@@ -190,6 +191,9 @@ struct Level {
     static constexpr uint32_t GROUPS = D <= DEPTH ? SHAPE.level_size[D] / K : 1;
     static constexpr uint32_t SHIFT = D <= DEPTH ? LOG2K * (DEPTH - D) : 0;  // leaf index >> SHIFT = its ancestor here
     using Memory = Word[GROUPS][K];
+    // What the top declares as level##D: the memory above the leaves; at D >= DEPTH a 1 x K
+    // placeholder (the leaf level is its own array, leaf_level, so that it can be bound to UltraRAM).
+    using Declared = typename std::conditional<(D < DEPTH), Memory, Word[1][K]>::type;
     static pearl::WriteWindow<uint32_t, Group<Word>, FWD_DEPTH> window;  // group -> block written
 
     static Group<Word> read(const Memory& mem, uint32_t group) {
@@ -261,36 +265,39 @@ typename Level<D>::Word level_step(typename Level<D>::Memory& mem, bool is_updat
     return block.child[lane];
 }
 
-// Levels D..DEPTH, unrolled at compile time, each given its own memory (the top's level D, D+1, ...;
-// the placeholders past DEPTH are ignored); the leaf level hands out the sampled word.
+using LeafLevel = Level<DEPTH>::Memory;
+
+// Levels D..DEPTH, unrolled at compile time, each given its own memory (the top's level D, D+1, ...
+// above the leaves, then leaf_level; the placeholders from DEPTH on are ignored); the leaf level
+// hands out the sampled word.
 template <uint32_t D, bool LEAF = D == DEPTH>
 struct Descent {
     template <typename... Deeper>
     static void run(bool is_update, uint32_t index, uint64_t delta, uint32_t word, uint32_t& node, uint64_t& rem,
-                    uint32_t& leaf_word, typename Level<D>::Memory& mem, Deeper&... deeper) {
+                    uint32_t& leaf_word, LeafLevel& leaves, typename Level<D>::Memory& mem, Deeper&... deeper) {
 #pragma HLS INLINE
         level_step<D>(mem, is_update, index, delta, word, node, rem);
-        Descent<D + 1>::run(is_update, index, delta, word, node, rem, leaf_word, deeper...);
+        Descent<D + 1>::run(is_update, index, delta, word, node, rem, leaf_word, leaves, deeper...);
     }
     template <typename... Deeper>
-    static void clear(typename Level<D>::Memory& mem, Deeper&... deeper) {
+    static void clear(LeafLevel& leaves, typename Level<D>::Memory& mem, Deeper&... deeper) {
 #pragma HLS INLINE
         Level<D>::clear(mem);
-        Descent<D + 1>::clear(deeper...);
+        Descent<D + 1>::clear(leaves, deeper...);
     }
 };
 template <uint32_t D>
 struct Descent<D, true> {
     template <typename... Unused>
     static void run(bool is_update, uint32_t index, uint64_t delta, uint32_t word, uint32_t& node, uint64_t& rem,
-                    uint32_t& leaf_word, typename Level<D>::Memory& mem, Unused&...) {
+                    uint32_t& leaf_word, LeafLevel& leaves, Unused&...) {
 #pragma HLS INLINE
-        leaf_word = level_step<D>(mem, is_update, index, delta, word, node, rem);
+        leaf_word = level_step<D>(leaves, is_update, index, delta, word, node, rem);
     }
     template <typename... Unused>
-    static void clear(typename Level<D>::Memory& mem, Unused&...) {
+    static void clear(LeafLevel& leaves, Unused&...) {
 #pragma HLS INLINE
-        Level<D>::clear(mem);
+        Level<D>::clear(leaves);
     }
 };
 
@@ -322,7 +329,7 @@ static_assert(replay::MAX_DEPTH == 20, "replay_top declares one memory per level
 // and one line states a level's dependence in COMMANDS.
 #define REPLAY_PRAGMA(x) _Pragma(#x)
 #define REPLAY_LEVEL_MEMORY(D)                                                    \
-    static Level<D>::Word level##D[Level<D>::GROUPS][K] = {};                     \
+    static Level<D>::Declared level##D = {};                                      \
     REPLAY_PRAGMA(HLS ARRAY_PARTITION variable = level##D type = complete dim = 2) \
     REPLAY_PRAGMA(HLS BIND_STORAGE variable = level##D type = ram_s2p latency = 1)
 #define REPLAY_LEVEL_DEPENDENCE(D) \
@@ -341,15 +348,26 @@ void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::
 #pragma HLS INTERFACE mode = s_axilite port = return bundle = control
 // Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
 #pragma HLS INTERFACE mode = ap_ctrl_hs port = return
-    // The tree's storage, kept between calls: level D's memory (one per level up to MAX_DEPTH; those
-    // past DEPTH are 1 x K placeholders that nothing reads) and the front copy of the leaves.
+    // The tree's storage, kept between calls: level D's memory (one per level up to MAX_DEPTH; from
+    // DEPTH on, 1 x K placeholders that nothing reads), the leaf level and the front copy of the leaves.
     REPLAY_LEVEL_MEMORY(1) REPLAY_LEVEL_MEMORY(2) REPLAY_LEVEL_MEMORY(3) REPLAY_LEVEL_MEMORY(4)
     REPLAY_LEVEL_MEMORY(5) REPLAY_LEVEL_MEMORY(6) REPLAY_LEVEL_MEMORY(7) REPLAY_LEVEL_MEMORY(8)
     REPLAY_LEVEL_MEMORY(9) REPLAY_LEVEL_MEMORY(10) REPLAY_LEVEL_MEMORY(11) REPLAY_LEVEL_MEMORY(12)
     REPLAY_LEVEL_MEMORY(13) REPLAY_LEVEL_MEMORY(14) REPLAY_LEVEL_MEMORY(15) REPLAY_LEVEL_MEMORY(16)
     REPLAY_LEVEL_MEMORY(17) REPLAY_LEVEL_MEMORY(18) REPLAY_LEVEL_MEMORY(19) REPLAY_LEVEL_MEMORY(20)
+    static LeafLevel leaf_level = {};
+#pragma HLS ARRAY_PARTITION variable = leaf_level type = complete dim = 2
     static FrontLeaves front_leaves = {};
-#pragma HLS BIND_STORAGE variable = front_leaves type = ram_s2p latency = 1
+// The leaf words (the leaf level and their front copy) are most of the storage: on an Alveo card the
+// build binds them to UltraRAM (hls/build.mk defines REPLAY_LEAVES_URAM from the catalog), which
+// keeps the compute unit inside one SLR's block RAM; Zynq boards keep them in block RAM.
+#ifdef REPLAY_LEAVES_URAM
+#pragma HLS BIND_STORAGE variable = leaf_level type = ram_s2p impl = uram latency = 1
+#pragma HLS BIND_STORAGE variable = front_leaves type = ram_s2p impl = uram latency = 1
+#else
+#pragma HLS BIND_STORAGE variable = leaf_level type = ram_s2p impl = bram latency = 1
+#pragma HLS BIND_STORAGE variable = front_leaves type = ram_s2p impl = bram latency = 1
+#endif
     uint32_t c = 0;
     // A CLEAR ends the pipelined run (the pipeline drains), clears every level, and the run resumes.
 SEGMENTS:
@@ -367,6 +385,7 @@ SEGMENTS:
             REPLAY_LEVEL_DEPENDENCE(9) REPLAY_LEVEL_DEPENDENCE(10) REPLAY_LEVEL_DEPENDENCE(11) REPLAY_LEVEL_DEPENDENCE(12)
             REPLAY_LEVEL_DEPENDENCE(13) REPLAY_LEVEL_DEPENDENCE(14) REPLAY_LEVEL_DEPENDENCE(15) REPLAY_LEVEL_DEPENDENCE(16)
             REPLAY_LEVEL_DEPENDENCE(17) REPLAY_LEVEL_DEPENDENCE(18) REPLAY_LEVEL_DEPENDENCE(19) REPLAY_LEVEL_DEPENDENCE(20)
+#pragma HLS DEPENDENCE variable = leaf_level type = inter direction = RAW distance = RAW_DISTANCE dependent = true
 #pragma HLS DEPENDENCE variable = front_leaves type = inter direction = RAW distance = RAW_DISTANCE dependent = true
             const pearl::axis128 cmd = s_axis_cmd.read();
             const uint64_t cmd_hi = pearl::axis_hi(cmd);
@@ -384,7 +403,7 @@ SEGMENTS:
             }
             uint32_t node = 0, leaf_word = 0;
             uint64_t rem = value;
-            Descent<1>::run(is_update, index, delta, word, node, rem, leaf_word, REPLAY_LEVELS);
+            Descent<1>::run(is_update, index, delta, word, node, rem, leaf_word, leaf_level, REPLAY_LEVELS);
             if (op == replay::OP_SAMPLE) {
                 m_axis_resp.write(pearl::make_axis128(leaf_word, resp_hi | node, cmd.last));
             } else if (op == replay::OP_TOTAL) {
@@ -394,7 +413,7 @@ SEGMENTS:
         }
         if (clear) {
             clear_front(front_leaves);
-            Descent<1>::clear(REPLAY_LEVELS);
+            Descent<1>::clear(leaf_level, REPLAY_LEVELS);
         }
     }
     capacity = SHAPE.capacity;

@@ -43,14 +43,17 @@
 // to its own memory). The arrays are static locals of replay_top, each declared with its pragmas
 // (UG1399 wants them in the function that defines the array), and passed down by reference:
 //   level 0        g_root: a 64-bit register (the total).
-//   level D=1..DEPTH  levelD[GROUPS_D][K]: u64 sums (u32 words at D = DEPTH), one block of K
-//                  children per row. ARRAY_PARTITION complete dim=2 -> K memories of GROUPS_D words
-//                  per level, so the K children of a node are read in the same cycle.
-//                  BIND_STORAGE ram_s2p latency=1: one read and one write port, fixed 1-cycle read,
-//                  which the forwarding below assumes.
+//   level D=1..DEPTH  levelD[GROUPS_D][K]: u64 sums, one block of K children per row (the leaf level,
+//                  D = DEPTH, is leaf_level[GROUPS_DEPTH][K] of u32 words). ARRAY_PARTITION complete
+//                  dim=2 -> K memories of GROUPS_D words per level, so the K children of a node are
+//                  read in the same cycle. BIND_STORAGE ram_s2p latency=1: one read and one write
+//                  port, fixed 1-cycle read, which the forwarding below assumes.
 //   front leaves   front_leaves[LEAVES]: a second copy of the leaf words, read and written at the
 //                  front of the pipeline so an UPDATE has its delta (new - old) before it reaches the
 //                  sums; cost: CAPACITY x 32 bits more memory, for II = 1 on mixed streams.
+//   memory kind    block RAM everywhere, except that with REPLAY_LEAVES_URAM (Alveo builds, from the
+//                  catalog's "uram_leaves") the leaf level and the front leaves are UltraRAM: they
+//                  are most of the storage, and in block RAM a 2^19-leaf tree would not fit one SLR.
 // Pipeline: COMMANDS is one loop, PIPELINE II=1, over the command stream; its body runs every level
 // (Descent<1..DEPTH>, unrolled by template recursion, INLINE). A SAMPLE descends (read the K
 // children, prefix compare: choose_child, pick); an UPDATE does a read-modify-write of one lane per

@@ -29,6 +29,7 @@ RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
 # Kernel sizes a board may ask for: the limits of each kernel's SPEC.md (pearl_fpga.spec.kernels).
 KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {k: dict(ip.limits) for k, ip in KERNELS.items()}
 REPLAY_FANOUTS = (2, 4, 8, 16)
+LEAF_MEMORIES = ("bram", "uram")
 
 
 class CatalogError(PearlError, ValueError):
@@ -54,6 +55,14 @@ class BoardSpec:
     power_source: str  # "nominal" (data sheet / estimate) or "measured"
     kernels: dict[str, dict[str, int]]  # synthesis sizes of each kernel on this board
     notes: str  # where the figures come from (sources only: kernel sizes are stated by describe())
+    replay_leaf_memory: str = "bram"  # "uram": the replay's leaf words in UltraRAM (hls/replay/replay.h)
+    slr_count: int = 1  # super logic regions of the part (stacked-silicon Alveo cards: 3 or 4)
+    slr_of: dict[str, int] | None = None  # kernel -> the SLR its compute units (and data movers) are placed in
+
+    def slr_resources(self) -> dict[str, int]:
+        """One SLR's share of the part's resources: an even split (the data sheets give the totals; the
+        shell's static region, which takes part of one SLR, is left to the budget's margin)."""
+        return {key: value // self.slr_count for key, value in self.resources.items()}
 
     @property
     def link_kind(self) -> str:
@@ -221,6 +230,12 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
     unknown = set(kern.obj) - set(KERNEL_LIMITS)
     if unknown:
         raise CatalogError(f"{f.where}.kernels: unknown kernel(s) {sorted(unknown)}; known: {sorted(KERNEL_LIMITS)}")
+    leaf_memory = f.obj.get("replay_leaf_memory", "bram")
+    if leaf_memory not in LEAF_MEMORIES:
+        raise CatalogError(f"{f.where}.replay_leaf_memory must be one of {LEAF_MEMORIES}, got {leaf_memory!r}")
+    if leaf_memory == "uram" and resources["uram"] == 0:
+        raise CatalogError(f"{f.where}.replay_leaf_memory is 'uram', but the part has no UltraRAM (resources.uram 0); use 'bram'")
+    slr_count, slr_of = _parse_slrs(f, kind)
 
     return BoardSpec(
         name=name,
@@ -238,7 +253,29 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
         power_source=power_source,
         kernels=kernels,
         notes=str(f.text("notes")),
+        replay_leaf_memory=leaf_memory,
+        slr_count=slr_count,
+        slr_of=slr_of,
     )
+
+
+def _parse_slrs(f: _Fields, kind: str) -> tuple[int, dict[str, int] | None]:
+    """The "slrs" entry: {"count": N, "kernels": {kernel: SLR index}}; required of an Alveo card (UG1393,
+    "Assigning Compute Units to SLRs": v++ places a compute unit anywhere unless told), absent on a
+    single-die Zynq part."""
+    if "slrs" not in f.obj:
+        if kind == "alveo":
+            raise CatalogError(f"{f.where}: an alveo card needs 'slrs': {{\"count\": N, \"kernels\": {{kernel: SLR}}}} "
+                               "(the SLR of each kernel's compute units)")
+        return 1, None
+    slrs = f.sub("slrs")
+    count = slrs.integer("count", 1, 8)
+    where = slrs.sub("kernels")
+    slr_of = {kernel: where.integer(kernel, 0, count - 1) for kernel in KERNEL_LIMITS}
+    unknown = set(where.obj) - set(KERNEL_LIMITS)
+    if unknown:
+        raise CatalogError(f"{where.where}: unknown kernel(s) {sorted(unknown)}; known: {sorted(KERNEL_LIMITS)}")
+    return count, slr_of
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +289,27 @@ def hls_defines(spec: BoardSpec, kernel: str) -> str:
     """-D flags giving the HLS C++ of `kernel` this board's synthesis parameters."""
     if kernel not in HLS_MACROS:
         raise CatalogError(f"unknown kernel {kernel!r}; known: {sorted(HLS_MACROS)}")
-    return " ".join(f"-D{macro}={spec.kernels[kernel][key]}" for key, macro in HLS_MACROS[kernel].items())
+    flags = [f"-D{macro}={spec.kernels[kernel][key]}" for key, macro in HLS_MACROS[kernel].items()]
+    if kernel == "replay" and spec.replay_leaf_memory == "uram":
+        flags.append("-DREPLAY_LEAVES_URAM")
+    return " ".join(flags)
+
+
+def compute_units(spec: BoardSpec, kernel: str) -> list[str]:
+    """The compute units of `kernel` in an Alveo build, its data movers included (the names of
+    hls/scripts/alveo_connectivity.cfg and hls/build.mk's tabular copies)."""
+    top = KERNELS[kernel].top
+    short = top.removesuffix("_top")
+    return [f"{name}_{i}" for i in range(1, spec.kernels[kernel].get("instances", 1) + 1)
+            for name in (top, f"mm2s_{short}", f"s2mm_{short}")]
+
+
+def slr_flags(spec: BoardSpec) -> str:
+    """v++ link options placing every compute unit in its kernel's SLR (empty for a Zynq board)."""
+    if spec.slr_of is None:
+        return ""
+    return " ".join(f"--connectivity.slr {cu}:SLR{spec.slr_of[kernel]}"
+                    for kernel in KERNELS for cu in compute_units(spec, kernel))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("board")
     z = sub.add_parser("zynq-design", help="print the block design's kernels and DMA parameters as a Tcl list (hls/scripts/zynq_bd.tcl)")
     z.add_argument("board")
+    sl = sub.add_parser("slr-flags", help="print the v++ link options assigning each compute unit to its SLR (hls/build.mk)")
+    sl.add_argument("board")
     sub.add_parser("list", help="print the board names")
     sub.add_parser("default", help="print the default board (what fpga-emu emulates when none is named)")
     sub.add_parser("kernels", help="print the kernels every bitstream holds (pearl_fpga.spec.kernels)")
@@ -376,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
             print(" ".join([spec.kind, spec.part, spec.board_part or "-", _query(spec, "clock_mhz", None), _query(spec, "period_ns", None)]))
         elif args.cmd == "zynq-design":
             print(zynq_design_tcl(get_board(args.board)))
+        elif args.cmd == "slr-flags":
+            print(slr_flags(get_board(args.board)))
         elif args.cmd == "board-of":
             print(board_for_platform(args.platform).name)
         elif args.cmd == "list":
