@@ -7,6 +7,8 @@ until a call ends, which is why every driver starts an empty call before reading
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 from mlp_cases import random_inputs, random_layers
@@ -107,6 +109,32 @@ def test_tabular_driver_on_the_hls_top(sarsa):
             assert np.array_equal(board.table(), ref.table())
         board.clear()
         assert not board.table().any()
+
+
+@pytest.mark.parametrize("walk", ["random", "hot", "trajectory"])
+def test_the_hls_tops_issue_slots_follow_the_hazard_model(walk):
+    """The C model of the top counts its issue slots (one per clock at II = 1, plus the waits for writes
+    in flight to the rows a command reads); spec.tabular.hls_issue_slots predicts them, and no read ran
+    ahead of a write to its row."""
+    t = CSimTransport("tabular", {"TABULAR_STATES": 64, "TABULAR_ACTIONS": 4})
+    board = TabularBoardBackend(64, 4, transport=t, max_batch=4096)
+    board.configure(19661, 62259, False)
+    rng = np.random.default_rng(3)
+    n = 500
+    if walk == "random":
+        s, s2 = rng.integers(0, 64, n), rng.integers(0, 64, n)
+    elif walk == "hot":
+        s = np.where(rng.random(n) < 0.7, 5, rng.integers(0, 64, n))
+        s2 = np.where(rng.random(n) < 0.5, s, rng.integers(0, 64, n))
+    else:  # an episode's transitions in order: s2 of one is s of the next
+        path = np.cumsum(rng.integers(-1, 2, n + 1)) % 64
+        s, s2 = path[:-1], path[1:]
+    z = np.zeros(n, np.uint32)
+    board.update(s.astype(np.uint32), z, z.astype(np.int32), s2.astype(np.uint32), z, z.astype(np.uint8))
+    lib = t._lib
+    lib.pearl_csim_tabular_slots.restype = lib.pearl_csim_tabular_violations.restype = ctypes.c_uint64
+    assert lib.pearl_csim_tabular_violations() == 0
+    assert lib.pearl_csim_tabular_slots() == tfmt.hls_issue_slots(s, s2) >= n
 
 
 def test_a_starved_top_times_out_naming_the_kernel():

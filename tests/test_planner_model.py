@@ -264,3 +264,19 @@ def test_actor_corun_is_per_act_target():
     p = predict(t, W1, {"act": "fast", "replay": "cpu", "learn": "cpu"}, workers=1)
     # the fast actor: 1.1 ms per step alone, 22 ms while the learner runs; the learner does 2.4 ms in that burst
     assert p.throughput == pytest.approx(1 / 22e-3)
+
+
+def test_the_tabular_cycle_model_by_hand():
+    """n UPDATEs on rows no recent write touched issue one per clock; the same row again and again waits
+    HAZARD_WINDOW - 1 slots each time; the drain of the last write comes on top (hls_schedule)."""
+    import numpy as np
+
+    from pearl_fpga.planner.hls_schedule import tabular_update_cycles
+    from pearl_fpga.spec.tabular import HAZARD_WINDOW
+
+    n, drain = 50, HAZARD_WINDOW - 1
+    assert tabular_update_cycles(np.arange(n), np.arange(n) + n) == n + drain
+    assert tabular_update_cycles(np.full(n, 7), np.full(n, 7)) == 1 + (n - 1) * HAZARD_WINDOW + drain
+    # a row revisited exactly HAZARD_WINDOW slots later does not wait
+    rows = np.arange(n) % HAZARD_WINDOW
+    assert tabular_update_cycles(rows, rows + 1000) == n + drain

@@ -14,31 +14,32 @@
 //   saturates, to [-2^31, 2^31 - 1].
 //
 // Cost: one row read (the max over n_actions, or one word for SARSA) and one read-modify-write per
-// transition. An update may read the row the previous one wrote, so the loop is a chain through the
-// table; the hardware pipelines it with forwarding of in-flight writes.
+// transition. An update may read the row an earlier one wrote, so the loop is a chain through the
+// table; the HLS top pipelines independent updates one per clock and holds an update back while a
+// write to a row it reads is in flight (SPEC.md, "Pipeline hazards").
 //
 // ---- HLS top (tabular_top in tabular.cpp): storage, pragmas, pipeline ---------------------------
 // Interface (SPEC.md, "Board interface"): AXI4-Lite control with ap_ctrl_hs; 128-bit command words in
-// on s_axis_cmd (UPDATE, WRITE, READ, CLEAR); one 128-bit response out on m_axis_resp per READ.
+// on s_axis_cmd (UPDATE, WRITE, READ, CLEAR, IDENTITY); one 128-bit response out on m_axis_resp per
+// READ or IDENTITY.
 // Storage: the table of MAX_STATES x MAX_ACTIONS words (TABULAR_STATES / TABULAR_ACTIONS, the catalog
 // sizes), kept twice: row_copy, read a whole row s2 at a time for the bootstrap, and update_copy, read one
 // word Q[s][a] for the update. Each copy is partitioned by action (one memory per column, so a row
 // is read in one clock) and bound to ram_s2p: one read and one write port per memory, which is
 // what one read and one write per clock need; both copies take every write.
-// Pipeline: COMMANDS is one loop, PIPELINE II=1 asked, over the command stream. The chain through the
-// forwarding window (the next update's max can be the value just computed) is a true dependence that
-// HLS sees and schedules: it is the loop that sets II and the clock, as in rtl/tabular_core.sv, and it
-// makes II equal the read-to-write latency, so a read can miss only the write of the command before,
-// which the window (g_window, FWD_DEPTH = 1) supplies; the DEPENDENCE pragmas in COMMANDS (inter,
-// RAW, distance 2, dependent) make HLS land every write before the read 2 commands later (SPEC.md,
-// "Pipeline hazards").
-// CLEAR ends the pipelined run (drain), zeroes both copies one
-// row per clock, and the run resumes. Commands whose s, s2, a or a2 lie outside the synthesized table
-// are ignored (a READ answers 0); the host never sends them.
+// Pipeline: COMMANDS is one loop, PIPELINE II = 1, one issue slot per iteration, built for the board's
+// catalog clock. The update (row read, max tree, two products, saturation, write) is pipelined over
+// up to HAZARD_WINDOW - 1 clocks; a command that reads a row written by one of the last
+// HAZARD_WINDOW - 1 issued commands waits (empty slots) until that write has landed, and the
+// DEPENDENCE pragmas in COMMANDS (inter, RAW, distance HAZARD_WINDOW, dependent) state exactly that.
+// CLEAR ends the pipelined run (drain), zeroes both copies one row per clock, and the run resumes.
+// Commands whose s, s2, a or a2 lie outside the synthesized table are ignored (a READ answers 0); the
+// host never sends them.
 // Expected cost (estimates, Vitis HLS not available when written; csynth to confirm): one command per
-// clock after fill, n commands in about n + 4 clocks; CLEAR MAX_STATES clocks plus a drain; memory
-// 2 x MAX_STATES x MAX_ACTIONS x 32 bits (1024 x 8: 16 BRAM36), no DSP beyond the two 17 x 33-bit
-// products.
+// clock when no command reads a row written within HAZARD_WINDOW - 1 commands before it, n UPDATEs in
+// spec.tabular.hls_issue_slots(s, s2) clocks plus a drain otherwise; CLEAR MAX_STATES clocks plus a
+// drain; memory 2 x MAX_STATES x MAX_ACTIONS x 32 bits (1024 x 8: 16 BRAM36), the DSPs of the two
+// 17 x 33-bit products.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +64,29 @@ constexpr uint32_t ONE = uint32_t(1) << FRAC_BITS;
 // Trip-count bounds for the synthesis reports (the cpu build accepts any size the host validates).
 constexpr uint32_t MAX_ACTIONS = 64;
 constexpr uint32_t MAX_BATCH = 1u << 20;
+
+// Issue slots between an UPDATE's reads and the read of the row it writes (SPEC.md, "Pipeline hazards"):
+// the HLS top's read-to-write latency may be up to HAZARD_WINDOW - 1 clocks.
+constexpr uint32_t HAZARD_WINDOW = 16;
+
+// The least power of two >= n (the width of the row-max tree), and log2 of a power of two (its depth).
+constexpr uint32_t pow2_at_least(uint32_t n) {
+    uint32_t p = 1;
+    while (p < n) p *= 2;
+    return p;
+}
+constexpr uint32_t log2_exact(uint32_t p) {
+    uint32_t d = 0;
+    while ((1u << d) < p) d++;
+    return d;
+}
+
+#ifndef __SYNTHESIS__
+// C simulation of the HLS top only: the issue slots its last call took (commands + waits), and the reads
+// that came within HAZARD_WINDOW slots of a write to their row (0 unless the in-flight check is wrong).
+extern uint64_t g_csim_slots;
+extern uint64_t g_csim_violations;
+#endif
 
 // Opcodes of the command stream (SPEC.md, "Command word").
 constexpr uint32_t OP_UPDATE = 0x01;

@@ -21,3 +21,8 @@ extern "C" int pearl_csim_call(uint32_t* regs, const uint8_t* in, size_t in_byte
     regs[0x48 / 4] = updates;
     return pearl::stream128_to_words(resp, out, out_capacity, out_bytes, out_last);
 }
+
+// The issue slots of the last call (commands + waits for writes in flight; SPEC.md, "Pipeline hazards"),
+// and the reads that ran ahead of a write to their row (0 unless the in-flight check is wrong).
+extern "C" uint64_t pearl_csim_tabular_slots() { return tabular::g_csim_slots; }
+extern "C" uint64_t pearl_csim_tabular_violations() { return tabular::g_csim_violations; }

@@ -85,6 +85,7 @@ struct TopCall {
     std::vector<int32_t> reads;  // values of the READ responses, in order
     std::vector<uint32_t> counts;  // UPDATE counts of the IDENTITY responses, in order
     uint32_t max_states = 0, max_actions = 0, updates = 0;
+    uint64_t slots = 0;  // issue slots the call took (commands + waits for writes in flight)
     int errors = 0;
 };
 
@@ -94,6 +95,11 @@ TopCall call_top(const std::vector<Command>& cmds, const Case& c) {
     TopCall r;
     tabular_top(in, out, uint32_t(cmds.size()), c.alpha, c.gamma, c.sarsa, c.n_actions, r.max_states, r.max_actions,
                 r.updates);
+    if (tabular::g_csim_violations != 0) {  // a read within HAZARD_WINDOW slots of its row's write
+        std::printf("top: %llu reads ran ahead of a write in flight\n", (unsigned long long)tabular::g_csim_violations);
+        r.errors++;
+    }
+    r.slots = tabular::g_csim_slots;
     for (size_t i = 0; i < cmds.size(); i++) {
         if (cmds[i].op != tabular::OP_READ && cmds[i].op != tabular::OP_IDENTITY) continue;
         if (out.empty()) {
@@ -119,6 +125,36 @@ TopCall call_top(const std::vector<Command>& cmds, const Case& c) {
         r.errors++;
     }
     return r;
+}
+
+// Issue slots by hand (SPEC.md, "Pipeline hazards"): UPDATEs on rows that no write in flight touches
+// take one slot each; an UPDATE whose row s or s2 the command before wrote waits HAZARD_WINDOW - 1
+// slots; a READ of the row just written, the same.
+int check_issue_slots(std::mt19937_64& rng) {
+    const Case c{TABULAR_STATES, 1, 6554, 58982, false};
+    const uint32_t W = tabular::HAZARD_WINDOW, n = 40;
+    if (TABULAR_STATES < 2 * n) return 0;
+    int errors = 0;
+    std::vector<Command> distinct, same, chain;
+    for (uint32_t i = 0; i < n; i++) {
+        const int32_t r = int32_t(rng());
+        distinct.push_back({tabular::OP_UPDATE, i, 0, n + i, 0, r, false});   // rows never revisited
+        same.push_back({tabular::OP_UPDATE, 3, 0, 3, 0, r, false});           // one row, again and again
+        chain.push_back({tabular::OP_UPDATE, i + 1, 0, i, 0, r, false});      // reads the row the last one wrote
+    }
+    std::vector<Command> read_back = {{tabular::OP_WRITE, 5, 0, 0, 0, 7, false}, {tabular::OP_READ, 5, 0, 0, 0, 0, false},
+                                      {tabular::OP_READ, 6, 0, 0, 0, 0, false}};
+    const uint64_t got[] = {call_top(distinct, c).slots, call_top(same, c).slots, call_top(chain, c).slots,
+                            call_top(read_back, c).slots};
+    const uint64_t want[] = {n, 1 + uint64_t(n - 1) * W, 1 + uint64_t(n - 1) * W, 2 + W};
+    for (int k = 0; k < 4; k++) {
+        if (got[k] != want[k]) {
+            std::printf("top: case %d took %llu issue slots, the hazard rule gives %llu\n", k, (unsigned long long)got[k],
+                        (unsigned long long)want[k]);
+            errors++;
+        }
+    }
+    return errors;
 }
 
 // The top's table for the states and actions of `c`, read back with READ commands.
@@ -215,6 +251,8 @@ int main() {
             runs++;
         }
     }
+    errors += check_issue_slots(rng);
+    runs++;
     // CLEAR zeroes the whole synthesized table, and an empty call reports the identity.
     {
         const Case c{TABULAR_STATES, TABULAR_ACTIONS, 1, 0, false};

@@ -92,7 +92,8 @@ class BoardSpec:
         sizes = (f"replay: {r['capacity']} leaves, fan-out {r['fanout']}, batches of up to {r['max_batch']}; "
                  f"mlp: {m['lanes']} MAC lanes, up to {m['max_layers']} layers of width {m['max_width']}, batches of up to "
                  f"{m['max_batch']}; tabular: {copies}, each a {t['states']} x {t['actions']} Q table kept twice (row copy "
-                 f"and update copy, hls/tabular/tabular.h), batches of up to {t['max_batch']}")
+                 f"and update copy, hls/tabular/tabular.h), batches of up to {t['max_batch']}, one command per clock "
+                 f"at {self.clock_mhz:g} MHz (II = 1) except while a write to a row it reads is in flight")
         return f"{self.notes} Kernels: {sizes}."
 
 

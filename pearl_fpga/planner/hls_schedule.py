@@ -22,12 +22,21 @@ mlp_top (hls/mlp/mlp.cpp): per observation, in order, nothing overlapped (no DAT
   cycle per padding word up to the next ROW_ALIGN;
 - FORWARD_HEAD: one cycle per output (+ 2 of pipeline); INFER_WRITE: one word per cycle (the RAW head's
   argmax one more) + 2.
+
+tabular_top (hls/tabular/tabular.cpp): one pipelined COMMANDS loop at II = 1, one issue slot per clock,
+in order; an UPDATE waits while a write to its row s or s2 is in flight, up to HAZARD_WINDOW - 1
+slots (hls/tabular/SPEC.md, "Pipeline hazards"), so n UPDATEs take spec.tabular.hls_issue_slots(s, s2)
+slots plus the drain of the last update (at most HAZARD_WINDOW - 1 cycles). The C model of the top
+counts the same slots (tests/test_board_csim.py).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
+
+from pearl_fpga.spec.tabular import HAZARD_WINDOW, hls_issue_slots
 
 REPLAY_FRONT_CYCLES = 3  # command read, front-leaf update, response write
 MLP_STREAM_PIPELINE = 2  # fill of a pipelined stream loop (INFER_READ, FORWARD_HEAD, INFER_WRITE)
@@ -72,3 +81,10 @@ def mlp_infer_cycles(layers: Sequence[tuple[int, int]], lanes: int, raw_head: bo
     cycles += m_last + MLP_STREAM_PIPELINE  # FORWARD_HEAD
     cycles += m_last + (1 if raw_head else 0) + MLP_STREAM_PIPELINE  # INFER_WRITE
     return cycles
+
+
+def tabular_update_cycles(s: Any, s2: Any) -> int:
+    """Cycles of the HLS tabular top for one run of UPDATEs (rows s, bootstrap rows s2), fill and drain
+    included: its issue slots, then the last update's write at most HAZARD_WINDOW - 1 cycles later."""
+    return hls_issue_slots(s, s2) + HAZARD_WINDOW - 1
+

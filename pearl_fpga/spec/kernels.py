@@ -50,8 +50,8 @@ KERNELS: dict[str, KernelIP] = {
         "mlp_top", "s_axis_in", "m_axis_out", 2, 2, 1,
         {"lanes": (1, 256), "max_width": (1, 256), "max_layers": (1, 4), "max_batch": (1, 4096)},
         {"lanes": "MLP_LANES", "max_width": "MLP_MAX_WIDTH", "max_layers": "MLP_MAX_LAYERS", "max_batch": "MLP_MAX_BATCH"}),
-    "tabular": KernelIP(
-        "tabular_top", "s_axis_cmd", "m_axis_resp", 16, 16, 1,
+    "tabular": KernelIP(  # interface 2: the IDENTITY command (0x05) on the stream
+        "tabular_top", "s_axis_cmd", "m_axis_resp", 16, 16, 2,
         {"states": (1, 1 << 20), "actions": (1, 64), "max_batch": (1, 4096), "instances": (1, 16)},
         {"states": "TABULAR_STATES", "actions": "TABULAR_ACTIONS", "max_batch": "TABULAR_MAX_BATCH"}),
 }

@@ -13,6 +13,7 @@ FRAC_BITS = 16
 ONE = 1 << FRAC_BITS  # 1.0 in alpha/gamma words and in Q16.16
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 PIPELINE_DEPTH = 2  # the reference RTL's stages (read, update): n back-to-back transitions take n + 2 clocks
+HAZARD_WINDOW = 16  # the HLS top: slots between a write's issue and a read of its row (hls/tabular/tabular.h)
 MAX_ENTRIES = 1 << 24  # n_states * n_actions the host API accepts; a board's bound is in its catalog entry
 MAX_ACTIONS = 64  # columns the hardware's row max is built for (hls/tabular/tabular.h)
 MAX_BATCH = 4096  # commands of one ap_start call, unless the board's catalog entry says otherwise
@@ -133,3 +134,17 @@ def decode_responses(words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     a = ((w[:, 1] >> np.uint64(32)) & np.uint64(0xFF)).astype(np.int64)
     op = (w[:, 1] >> np.uint64(56)).astype(np.int64)
     return op, s, a, value
+
+
+def hls_issue_slots(s: Any, s2: Any) -> int:
+    """Issue slots the HLS top takes for a run of UPDATEs (rows s, bootstrap rows s2), one per clock at
+    II = 1 (SPEC.md, "Pipeline hazards"): in order, an UPDATE issues one slot after the one before,
+    but not within HAZARD_WINDOW slots of the issue of an UPDATE that wrote its row s or s2."""
+    last_write: dict[int, int] = {}
+    slot = 0
+    for row, row2 in zip(np.asarray(s, dtype=np.int64).tolist(), np.asarray(s2, dtype=np.int64).tolist()):
+        slot = max(slot + 1, last_write.get(row, -HAZARD_WINDOW) + HAZARD_WINDOW,
+                   last_write.get(row2, -HAZARD_WINDOW) + HAZARD_WINDOW)
+        last_write[row] = slot
+    return slot
+
