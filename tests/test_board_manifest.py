@@ -142,8 +142,9 @@ def test_missing_and_corrupt_manifest(tmp_path):
 
 
 def test_interface_version_mismatch_is_refused(tmp_path):
-    make_build(tmp_path, **{"kernels.mlp.interface_version": mf.INTERFACE_VERSIONS["mlp"] + 1})
-    with pytest.raises(ManifestError, match=r"mlp interface version 2, this pearl_fpga speaks version 1; rebuild"):
+    ours = mf.INTERFACE_VERSIONS["mlp"]
+    make_build(tmp_path, **{"kernels.mlp.interface_version": ours + 1})
+    with pytest.raises(ManifestError, match=rf"mlp interface version {ours + 1}, this pearl_fpga speaks version {ours}; rebuild"):
         overlay.check_bitstream(tmp_path, "pynq")
 
 

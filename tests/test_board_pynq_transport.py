@@ -1,8 +1,8 @@
 """PynqTransport's DMA handling without a board: a stand-in for the pynq API checks the re-arm at tlast.
 
 The AXI DMA (simple mode) ends an S2MM transfer at every tlast and records the bytes it wrote in
-S2MM_LENGTH; the MLP kernel sets tlast after every observation, so the transport must re-arm until
-all words are in, each transfer at an address aligned to the DMA's memory-map width (no realignment
+S2MM_LENGTH; a kernel whose output holds a tlast before its last word (the MLP's interface 1 set one
+after every observation) makes the transport re-arm until all words are in, each transfer at an address aligned to the DMA's memory-map width (no realignment
 engine). The stand-in below models only that documented behaviour (PG021), not a kernel; tests/pynq_stack
 runs the transport on the real pynq package.
 """

@@ -208,9 +208,11 @@ INFER_BATCH:
         for (int i = 0; i < m_out; ++i) {
 #pragma HLS LOOP_TRIPCOUNT min = 1 max = MLP_MAX_WIDTH
 #pragma HLS PIPELINE II = 1  // one stream word per clock
-            bool end = !raw_head && i == m_out - 1;
+            // One tlast per batch, on its last word: on a Zynq each tlast ends an S2MM transfer that the
+            // host must re-arm, so a tlast per observation would cost a DMA round trip each.
+            const bool end = b == batch - 1 && !raw_head && i == m_out - 1;
             m_axis_out.write(pearl::make_axis16(y[i], end));
         }
-        if (raw_head) m_axis_out.write(pearl::make_axis16(int16_t(argmax), true));
+        if (raw_head) m_axis_out.write(pearl::make_axis16(int16_t(argmax), b == batch - 1));
     }
 }

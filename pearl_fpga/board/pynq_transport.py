@@ -2,12 +2,13 @@
 
 The block design of hls/scripts/zynq_bd.tcl gives each kernel its own AXI DMA (simple mode,
 no scatter-gather) whose MM2S channel feeds the kernel's input stream and whose S2MM channel takes
-its output stream. The AXI DMA ends an S2MM transfer at every tlast; the MLP kernel sets tlast at
-the end of every observation, so `receive` re-arms the channel until all the words are in (the
-S2MM_LENGTH register, PG021, tells how many bytes each transfer took). Without its realignment
-engine the DMA writes only to addresses aligned to its memory-map width (8 bytes in
-hls/scripts/zynq_bd.tcl), and an MLP observation is a few 2-byte words, so each transfer lands at
-the next aligned offset of the buffer and the pieces are put together after the last one.
+its output stream. The AXI DMA ends an S2MM transfer at every tlast. Every kernel sets tlast once
+per call, on its last output word (the MLP kernel's interface 1 set one after every observation),
+so a call's output is one transfer; where a tlast comes earlier, `receive` re-arms the channel until
+all the words are in (the S2MM_LENGTH register, PG021, tells how many bytes each transfer took).
+Without its realignment engine the DMA writes only to addresses aligned to its memory-map width (8
+bytes in hls/scripts/zynq_bd.tcl), so each such transfer lands at the next aligned offset of the
+buffer and the pieces are put together after the last one.
 
 Every wait has the driver's deadline: both channels are polled through their `idle` bit (pynq's
 `wait()` spins without one, so a kernel that stops taking its input would hang the call), the DMA's

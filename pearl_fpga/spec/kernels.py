@@ -46,8 +46,8 @@ KERNELS: dict[str, KernelIP] = {
         "replay_top", "s_axis_cmd", "m_axis_resp", 16, 16, 1,
         {"capacity": (1, 1 << 20), "fanout": (2, 16), "max_batch": (1, 4096)},
         {"capacity": "REPLAY_CAPACITY", "fanout": "REPLAY_FANOUT"}),
-    "mlp": KernelIP(
-        "mlp_top", "s_axis_in", "m_axis_out", 2, 2, 1,
+    "mlp": KernelIP(  # interface 2: one output tlast per INFER batch
+        "mlp_top", "s_axis_in", "m_axis_out", 2, 2, 2,
         {"lanes": (1, 256), "max_width": (1, 256), "max_layers": (1, 4), "max_batch": (1, 4096)},
         {"lanes": "MLP_LANES", "max_width": "MLP_MAX_WIDTH", "max_layers": "MLP_MAX_LAYERS", "max_batch": "MLP_MAX_BATCH"}),
     "tabular": KernelIP(  # interface 2: the IDENTITY command (0x05) on the stream

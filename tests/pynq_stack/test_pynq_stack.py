@@ -115,9 +115,9 @@ def test_replay_sampler_on_pynq(board):
     assert s.total_fixed == 0
 
 
-def test_mlp_on_pynq_rearms_the_dma_at_every_observation(board):
-    """The MLP's output has a tlast per observation, so each S2MM transfer takes one observation and
-    PynqTransport re-arms the channel: outputs equal the numpy reference."""
+def test_mlp_on_pynq_takes_a_batch_in_one_transfer(board):
+    """The MLP's output has one tlast per batch, so one S2MM transfer takes a whole call's outputs
+    (PynqTransport would re-arm the channel at an earlier tlast): outputs equal the numpy reference."""
     entry = board.manifest.kernels["mlp"]
     transport, _ = overlay.open_kernel("mlp", "pynq")
     assert isinstance(transport, PynqTransport)
@@ -135,7 +135,7 @@ def test_mlp_on_pynq_rearms_the_dma_at_every_observation(board):
         assert np.array_equal(out, want)
         assert (argmax is None and want_argmax is None) or np.array_equal(argmax, want_argmax)
         per_observation = 2 * (widths[-1] + (1 if head == mfmt.HEAD_RAW else 0))
-        assert [n for ch, n in log if ch == "s2mm"] == [per_observation] * 9
+        assert [n for ch, n in log if ch == "s2mm"] == [per_observation * 9]
 
 
 @pytest.mark.parametrize("algo", ["q", "sarsa"])

@@ -304,7 +304,8 @@ module mlp_top #(
     logic [15:0]        o_arg;
     wire  [15:0]        o_words = ob_m + (cfg_tanh ? 16'd0 : 16'd1);
     wire  signed [15:0] o_val = ob[o_idx < 16'(MAX_WIDTH) ? o_idx : 16'd0];
-    wire                o_last = (o_idx == o_words - 1);
+    wire                o_last = (o_idx == o_words - 1);  // an observation's last word
+    wire                o_tlast = o_last && out_obs == op_batch - 1;  // the batch's: one tlast per INFER
 
     logic               q1_valid, q1_last;
     logic signed [15:0] q1_word;
@@ -336,7 +337,7 @@ module mlp_top #(
             q3_valid <= 1'b0;
         end else if (o_adv) begin
             q1_valid <= o_fire;
-            q1_last  <= o_last;
+            q1_last  <= o_tlast;
             q1_word  <= (!cfg_tanh && o_idx == ob_m) ? $signed(o_arg) : o_val;
             q2_valid <= q1_valid;
             q2_last  <= q1_last;

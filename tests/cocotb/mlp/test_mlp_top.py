@@ -17,7 +17,7 @@ from pathlib import Path
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, with_timeout
+from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from cocotb.utils import get_sim_time
 from cocotbext.axi import (
     AxiLiteBus,
@@ -123,20 +123,30 @@ class TB:
         await self.wait_done()
         return await self.axil.read_dword(REG_ERROR)
 
+    async def _stamp_observations(self, out_words: int, stamps: list[int]) -> None:
+        """The cycle at which each observation's last output word is taken from m_axis_out."""
+        beats = 0
+        while True:
+            await RisingEdge(self.dut.ap_clk)
+            if self.dut.m_axis_out_tvalid.value and self.dut.m_axis_out_tready.value:
+                beats += 1
+                if beats % out_words == 0:
+                    stamps.append(self.cycle())
+
     async def infer(self, x: np.ndarray, out_words: int) -> tuple[np.ndarray, list[int]]:
-        """Run one INFER; returns the output words (B, out_words) and the cycle each frame ended."""
+        """Run one INFER; returns the output words (B, out_words) and the cycle each observation's last
+        word left. The outputs are one frame: tlast once, on the batch's last word (SPEC.md)."""
         batch = x.shape[0]
+        stamps: list[int] = []
+        watch = cocotb.start_soon(self._stamp_observations(out_words, stamps))
         await self.start(MODE_INFER, batch)
         for row in x:
             await self.source.send(AxiStreamFrame([int(v) & 0xFFFF for v in row]))
-        out = np.zeros((batch, out_words), dtype=np.int64)
-        stamps = []
-        for i in range(batch):
-            frame = await with_timeout(self.sink.recv(), 200_000 * CLOCK_NS, "ns")
-            stamps.append(self.cycle())
-            assert len(frame.tdata) == out_words, f"observation {i}: {len(frame.tdata)} words, expected {out_words}"
-            out[i] = list(frame.tdata)
+        frame = await with_timeout(self.sink.recv(), 200_000 * CLOCK_NS, "ns")
+        assert len(frame.tdata) == batch * out_words, f"{len(frame.tdata)} words in the frame, expected {batch * out_words}"
+        out = np.array(list(frame.tdata), dtype=np.int64).reshape(batch, out_words)
         await self.wait_done()
+        watch.cancel()
         assert self.sink.empty(), "words after the last observation"
         assert await self.axil.read_dword(REG_ERROR) == 0
         return out.astype(np.uint16).view(np.int16), stamps
