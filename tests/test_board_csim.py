@@ -207,6 +207,22 @@ def test_replay_total_through_the_response_stream_where_registers_cannot_be_read
     assert np.array_equal(board.sample(targets)[0], ref.sample(targets)[0])
 
 
+@pytest.mark.parametrize("capacity,fanout", [(100, 4), (17, 16)])
+def test_replay_identity_through_the_response_stream_where_registers_cannot_be_read(capacity, fanout):
+    """On XRT the driver gets the synthesized capacity and fan-out from an IDENTITY command: the HLS top
+    answers the spec's word, in command order between the others' responses."""
+    t = CSimTransport("replay", {"REPLAY_CAPACITY": capacity, "REPLAY_FANOUT": fanout})
+    t.registers_readable = False
+    board = ReplayBoardBackend(capacity, fanout, transport=t)
+    assert (board.driver.capacity, board.driver.fanout) == (capacity, fanout)
+    zero = np.zeros(1, np.uint64)
+    ident = rfmt.encode_commands(np.array([rfmt.OP_IDENTITY]), zero, zero)
+    total = rfmt.encode_commands(np.array([rfmt.OP_TOTAL]), zero, zero)
+    got = board.driver.run(np.concatenate([ident, total, ident]), 3)
+    assert np.array_equal(got[[0, 2]], np.concatenate([rfmt.identity_word(capacity, fanout)] * 2))
+    assert rfmt.decode_responses(got[1:2])[0][0] == rfmt.OP_TOTAL
+
+
 @pytest.mark.parametrize("states,actions", [(13, 3), (64, 8)])
 def test_tabular_driver_through_identity_commands(states, actions):
     """Where output registers cannot be read (XRT), the tabular driver gets the synthesized shape and

@@ -408,6 +408,9 @@ SEGMENTS:
                 m_axis_resp.write(pearl::make_axis128(leaf_word, resp_hi | node, cmd.last));
             } else if (op == replay::OP_TOTAL) {
                 m_axis_resp.write(pearl::make_axis128(g_root, resp_hi, cmd.last));
+            } else if (op == replay::OP_IDENTITY) {
+                // XRT cannot read output registers: the same facts come back on the stream.
+                m_axis_resp.write(pearl::make_axis128(SHAPE.capacity, resp_hi | SHAPE.fanout, cmd.last));
             }
             clear = op == replay::OP_CLEAR;  // other opcodes: ignored, no response
         }

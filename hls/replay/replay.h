@@ -95,6 +95,7 @@ constexpr uint32_t OP_UPDATE = 0x01;
 constexpr uint32_t OP_SAMPLE = 0x02;
 constexpr uint32_t OP_TOTAL = 0x03;
 constexpr uint32_t OP_CLEAR = 0x04;
+constexpr uint32_t OP_IDENTITY = 0x05;  // answers the synthesized capacity and fan-out (hosts without register reads: XRT)
 
 constexpr uint32_t MAX_CAPACITY = 1u << 20;  // CPU backend limit (SPEC.md)
 constexpr uint32_t MAX_BATCH = 4096;         // most commands of one kind in one batched call

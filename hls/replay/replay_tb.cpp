@@ -117,7 +117,7 @@ void test_top(uint64_t seed) {
                 // Never sent by the host; the top must ignore them: an unknown opcode, or an UPDATE
                 // beyond CAPACITY (padding leaves stay 0).
                 if (rng() % 2) {
-                    const uint64_t op = rng() % 2 ? 0x00 : 0x05 + rng() % 0xFB;
+                    const uint64_t op = rng() % 2 ? 0x00 : 0x06 + rng() % 0xFA;
                     cmd.write(pearl::make_axis128(rng(), (op << 56) | uint32_t(rng()), last));
                 } else {
                     const uint32_t i = s.capacity + uint32_t(rng() % (rng() % 2 ? 64 : 0xFFFFFFFFu - s.capacity));
@@ -158,8 +158,8 @@ void test_top(uint64_t seed) {
         CHECK(total == model.total(), "round %d: total register", round);
     }
     // Every leaf through the ports: the first and the last target of each nonzero leaf's interval
-    // must sample it (a wrong leaf, partial sum or padding word moves some interval), and TOTAL must
-    // give the model's total.
+    // must sample it (a wrong leaf, partial sum or padding word moves some interval), IDENTITY must
+    // give the synthesized shape and TOTAL the model's total.
     std::vector<pearl::axis128> expected;
     uint64_t before = 0;
     uint32_t n = 0;
@@ -173,9 +173,11 @@ void test_top(uint64_t seed) {
         }
         before += w;
     }
+    cmd.write(pearl::make_axis128(0, uint64_t(replay::OP_IDENTITY) << 56, false));
+    expected.push_back(pearl::make_axis128(s.capacity, (uint64_t(replay::OP_IDENTITY) << 56) | s.fanout, false));
     cmd.write(pearl::make_axis128(0, uint64_t(replay::OP_TOTAL) << 56, true));
     expected.push_back(pearl::make_axis128(model.total(), uint64_t(replay::OP_TOTAL) << 56, true));
-    replay_top(cmd, resp, n + 1, capacity, fanout, total);
+    replay_top(cmd, resp, n + 2, capacity, fanout, total);
     CHECK(resp.size() == expected.size(), "top read-back: %zu responses, expected %zu", resp.size(), expected.size());
     for (size_t k = 0; k < expected.size() && !resp.empty(); k++) {
         const pearl::axis128 r = resp.read();

@@ -49,6 +49,19 @@ class ReplayDriver(CommandDriver):
     def identity_ok(self) -> bool:
         return self.fanout in fmt.FANOUTS and 1 <= self.capacity <= fmt.MAX_CAPACITY
 
+    def read_identity(self) -> dict[str, int]:
+        """The synthesized capacity and fan-out: registers 0x18/0x20, or an IDENTITY command where the
+        transport cannot read output registers (XRT)."""
+        if self.transport.registers_readable:
+            return super().read_identity()
+        zero = np.zeros(1, np.uint64)
+        ops, fanout, capacity = fmt.decode_responses(self.run(fmt.encode_commands(np.array([fmt.OP_IDENTITY]), zero, zero), 1))
+        if ops[0] != fmt.OP_IDENTITY:
+            raise PearlError(f"the replay kernel on {self.transport.description} answered opcode 0x{int(ops[0]):02x} to "
+                             "IDENTITY: the response stream is out of step, or the bitstream predates the IDENTITY "
+                             "command; rebuild it")
+        return {"capacity": int(capacity[0]), "fanout": int(fanout[0])}
+
     def total(self) -> int:
         """The root sum: registers 0x28/0x2c (latched at the last ap_done), or a TOTAL command where the
         transport cannot read output registers (XRT)."""

@@ -78,10 +78,10 @@ MOVERS: dict[str, tuple[XrtKernel, XrtKernel]] = {
 
 
 # Output registers that give the IP's synthesized sizes (the drivers' identity), and the manifest
-# parameter that states each: an XRT transport answers them from the manifest, for the kernels
-# whose command stream has no IDENTITY command (replay, mlp).
+# parameter that states each: an XRT transport answers them from the manifest, for the kernel
+# whose stream has no IDENTITY command (mlp).
 IDENTITY = {
-    "replay": {"capacity": "capacity", "fanout": "fanout"},
+    "replay": {},  # the driver asks the kernel with an IDENTITY command instead
     "mlp": {"lanes": "lanes", "max_width": "max_width", "max_layers": "max_layers"},
     "tabular": {},  # the driver asks the kernel with an IDENTITY command instead
 }

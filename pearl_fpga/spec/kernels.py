@@ -42,8 +42,8 @@ class KernelIP:
 
 
 KERNELS: dict[str, KernelIP] = {
-    "replay": KernelIP(
-        "replay_top", "s_axis_cmd", "m_axis_resp", 16, 16, 1,
+    "replay": KernelIP(  # interface 2: the IDENTITY command (0x05) on the stream
+        "replay_top", "s_axis_cmd", "m_axis_resp", 16, 16, 2,
         {"capacity": (1, 1 << 20), "fanout": (2, 16), "max_batch": (1, 4096)},
         {"capacity": "REPLAY_CAPACITY", "fanout": "REPLAY_FANOUT"}),
     "mlp": KernelIP(  # interface 2: one output tlast per INFER batch

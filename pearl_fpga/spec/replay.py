@@ -18,6 +18,7 @@ MAX_BATCH = 4096
 OP_UPDATE = 0x01
 OP_SAMPLE = 0x02
 OP_TOTAL = 0x03
+OP_IDENTITY = 0x05  # answers the synthesized capacity (value) and fan-out (index): hosts without register reads
 OP_CLEAR = 0x04
 
 # AXI4-Lite register map (byte offsets)
@@ -89,6 +90,12 @@ def encode_commands(
     words[:, 0] = np.asarray(values, dtype=np.uint64)
     words[:, 1] = (np.asarray(opcodes, dtype=np.uint64) << np.uint64(56)) | np.asarray(indices, dtype=np.uint64)
     return words
+
+
+def identity_word(capacity: int, fanout: int) -> np.ndarray:
+    """The response to IDENTITY (SPEC.md): [63:0] capacity, [95:64] fan-out, [127:120] 0x05, as a (1, 2)
+    uint64 word, low 64 bits first."""
+    return np.array([[int(capacity), int(fanout) | OP_IDENTITY << 56]], dtype=np.uint64)
 
 
 def decode_responses(words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

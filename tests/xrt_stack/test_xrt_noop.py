@@ -116,12 +116,13 @@ def test_replay_driver_control_path(px, card):
     """Arguments by index (n_cmds is argument 2 of replay_top), one run per call, buffers reused,
     and the total through a TOTAL command on the response stream (no output register through XRT)."""
     t = open_transport(card, "replay")
+    prefill(t, rfmt.identity_word(params("replay")["capacity"], 16))  # what the kernel answers to IDENTITY
     board = ReplayBoardBackend(1000, 16, transport=t, max_batch=64)
     assert (board.driver.capacity, board.driver.fanout) == (params("replay")["capacity"], 16)
     board.update(np.arange(100, dtype=np.uint32), np.full(100, 1 << 16, np.uint32))
-    # the empty identity call, CLEAR, then UPDATE in two calls of at most 64 commands
-    assert runs_of(px, t.cu) == [{2: 0}, {2: 1}, {2: 64}, {2: 36}]
-    assert [r[2] for r in runs_of(px, t.mm2s.kernel)] == [1, 64, 36]
+    # the IDENTITY call, CLEAR, then UPDATE in two calls of at most 64 commands
+    assert runs_of(px, t.cu) == [{2: 1}, {2: 1}, {2: 64}, {2: 36}]
+    assert [r[2] for r in runs_of(px, t.mm2s.kernel)] == [1, 1, 64, 36]
     assert all(r[0]._obj is t.mm2s.bo._obj for r in runs_of(px, t.mm2s.kernel))  # mm2s(in, out, n)
     sent = np.asarray(t.mm2s.bo.read(36 * 16, 0)).view(np.uint64).reshape(-1, 2)
     assert np.all(sent[:, 1] >> np.uint64(56) == rfmt.OP_UPDATE) and sent[-1, 1] & np.uint64(0xFFFFFFFF) == 99
@@ -130,8 +131,8 @@ def test_replay_driver_control_path(px, card):
     t.s2mm.buffer(16)
     t.s2mm.bo.write(word.view(np.uint8).ravel(), 0)
     assert board.total() == 123456789
-    assert [r[2] for r in runs_of(px, t.s2mm.kernel)] == [1]
-    assert runs_of(px, t.s2mm.kernel)[0][1]._obj is t.s2mm.bo._obj  # s2mm(in, out, n): the buffer is argument 1
+    assert [r[2] for r in runs_of(px, t.s2mm.kernel)] == [1, 1]  # IDENTITY, TOTAL
+    assert runs_of(px, t.s2mm.kernel)[1][1]._obj is t.s2mm.bo._obj  # s2mm(in, out, n): the buffer is argument 1
     assert len(px.called("bo", "__init__")) == 2  # one buffer per data mover, for all these calls
     with pytest.raises(PearlError, match=r"register 0x28 cannot be read through XRT \(an output register\)"):
         t.read(rfmt.REG_TOTAL_LO)
@@ -139,6 +140,12 @@ def test_replay_driver_control_path(px, card):
 
 def test_wrong_response_and_wrong_register_are_named(card):
     t = open_transport(card, "replay")
+    t.s2mm.buffer(16)
+    t.s2mm.bo.write(np.zeros(16, np.uint8), 0)
+    with pytest.raises(PearlError, match="opcode 0x00 to IDENTITY: the response stream is out of step, or the "
+                                         "bitstream predates the IDENTITY command"):
+        ReplayBoardBackend(16, 16, transport=t)
+    prefill(t, rfmt.identity_word(params("replay")["capacity"], 16))
     board = ReplayBoardBackend(16, 16, transport=t)
     t.s2mm.buffer(16)
     t.s2mm.bo.write(np.zeros(16, np.uint8), 0)
@@ -188,6 +195,7 @@ def test_a_run_that_does_not_finish_times_out_with_the_deadline(px, card):
     """run.wait gets the driver's deadline in milliseconds; a TIMEOUT state becomes KernelTimeout
     naming the kernel and the run, never a hang."""
     t = open_transport(card, "replay")
+    prefill(t, rfmt.identity_word(params("replay")["capacity"], 16))
     board = ReplayBoardBackend(16, 16, transport=t, timeout_s=0.25)
     waits = []
 
@@ -205,6 +213,7 @@ def test_a_run_that_does_not_finish_times_out_with_the_deadline(px, card):
 def test_the_transport_stays_inside_pyxrt(px, card):
     """Everything the transport and drivers touched is bound by XRT's pyxrt; `ip` is not."""
     t = open_transport(card, "replay")
+    prefill(t, rfmt.identity_word(params("replay")["capacity"], 16))
     ReplayBoardBackend(16, 16, transport=t).update(np.zeros(1, np.uint32), np.ones(1, np.uint32))
     with pytest.raises(SurfaceError, match="pyxrt has no attribute 'ip'"):
         px.ip  # noqa: B018 - what the old transport called

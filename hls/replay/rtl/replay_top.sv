@@ -88,7 +88,8 @@ module replay_top #(
     localparam int FIFO_AW     = $clog2(LEVEL_CYCLES * DEPTH + 8);  // room for a full sample pipeline
     localparam int FIFO_N      = 1 << FIFO_AW;
 
-    localparam logic [7:0] OP_UPDATE = 8'h01, OP_SAMPLE = 8'h02, OP_TOTAL = 8'h03, OP_CLEAR = 8'h04;
+    localparam logic [7:0] OP_UPDATE = 8'h01, OP_SAMPLE = 8'h02, OP_TOTAL = 8'h03, OP_CLEAR = 8'h04,
+                           OP_IDENTITY = 8'h05;
 
     // ------------------------------------------------------------------ control
     logic        ctrl_start, ctrl_done, ctrl_idle;
@@ -162,12 +163,13 @@ module replay_top #(
     assign head_free_ok = head_valid && !clearing;
     assign fire_update  = head_free_ok && head_op == OP_UPDATE && inflight == '0;
     assign fire_sample  = head_free_ok && head_op == OP_SAMPLE && !ua_valid && !ub_valid && room;
-    assign fire_total   = head_free_ok && head_op == OP_TOTAL && inflight == '0 && !ua_valid && !ub_valid
-                          && !uc_valid && room;
+    // TOTAL and IDENTITY answer in command order: after every response and update before them
+    assign fire_total   = head_free_ok && (head_op == OP_TOTAL || head_op == OP_IDENTITY) && inflight == '0
+                          && !ua_valid && !ub_valid && !uc_valid && room;
     assign fire_clear   = head_free_ok && head_op == OP_CLEAR && inflight == '0 && !ua_valid && !ub_valid
                           && !uc_valid;
     assign fire_other   = head_free_ok && head_op != OP_UPDATE && head_op != OP_SAMPLE
-                          && head_op != OP_TOTAL && head_op != OP_CLEAR;
+                          && head_op != OP_TOTAL && head_op != OP_IDENTITY && head_op != OP_CLEAR;
     assign head_fire    = fire_update || fire_sample || fire_total || fire_clear || fire_other;
 
     assign accept_ok         = (FREE_RUN != 0) || (running && cmds_left != 0);
@@ -184,7 +186,8 @@ module replay_top #(
     logic [104:0] fifo_in, fifo_head;
     assign fifo_push = s_valid[DEPTH] || fire_total;
     assign fifo_in   = s_valid[DEPTH] ? {s_last[DEPTH], OP_SAMPLE, 32'(s_node[DEPTH]), s_value[DEPTH]}
-                                      : {head_last, OP_TOTAL, 32'b0, total};
+                                      : head_op == OP_IDENTITY ? {head_last, OP_IDENTITY, 32'(FANOUT), 64'(CAPACITY)}
+                                                               : {head_last, OP_TOTAL, 32'b0, total};
     assign fifo_head = fifo_mem[fifo_rd[FIFO_AW-1:0]];
     assign m_axis_resp_tvalid = fifo_wr != fifo_rd;
     assign m_axis_resp_tlast  = fifo_head[104];

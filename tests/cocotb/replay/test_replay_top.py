@@ -37,6 +37,7 @@ from cocotbext.axi import (
 from pearl_fpga.backends.replay_numpy import ReplayNumpyBackend
 from pearl_fpga.spec.replay import (
     OP_CLEAR,
+    OP_IDENTITY,
     OP_SAMPLE,
     OP_TOTAL,
     OP_UPDATE,
@@ -102,6 +103,8 @@ class Model:
             return (OP_SAMPLE, int(idx[0]), int(words[0]))
         if op == OP_TOTAL:
             return (OP_TOTAL, 0, self.ref.total())
+        if op == OP_IDENTITY:  # the synthesized shape: fan-out in the index field, capacity in the value
+            return (OP_IDENTITY, FANOUT, CAPACITY)
         assert op == OP_CLEAR
         self.ref.clear()
         return None
@@ -157,6 +160,8 @@ class StreamGen:
                     cmds.append((OP_CLEAR, 0, 0))
                 elif r < 0.9 and model.ref.total() > 0:
                     cmds.append((OP_SAMPLE, 0, self.target(model)))
+                elif r < 0.93:
+                    cmds.append((OP_IDENTITY, 0, 0))
                 else:
                     cmds.append((OP_TOTAL, 0, 0))
                 resp = model.apply(cmds[-1])
