@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pearl_fpga import cli
-from pearl_fpga.commands import bench_mlp
+from pearl_fpga.bench import mlp as bench_mlp
 
 
 def run_bench(argv: list[str]) -> int:
@@ -19,7 +19,7 @@ def run_bench(argv: list[str]) -> int:
 
 
 def test_cli_routes_bench_mlp_here():
-    assert cli.BENCHES["mlp"] == "bench_mlp"
+    assert cli.BENCHES["mlp"] == "mlp"
     assert bench_mlp.HELP and callable(bench_mlp.configure) and callable(bench_mlp.run)
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pearl_fpga.commands import bench_replay
+from pearl_fpga.bench import replay as bench_replay
 from pearl_fpga.errors import BackendUnavailable
 
 TINY = ["--capacity", "300", "--batch", "16", "--repeats", "5", "--obs-dim", "2"]

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import LoadProbe, with_metadata
+from pearl_fpga.bench.meta import LoadProbe, with_metadata
 from pearl_fpga.commands.config_args import add_config_options, build_config
 
 HELP = "training throughput (env steps/s, updates/s) and final return vs Stable-Baselines3 and SBX at equal settings"
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _measured(fn: Any) -> dict[str, Any]:
-    """fn()'s figures plus how busy the machine was meanwhile (bench_meta.LoadProbe)."""
+    """fn()'s figures plus how busy the machine was meanwhile (meta.LoadProbe)."""
     with LoadProbe() as probe:
         out = fn()
     out.update(probe.figures())

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import LoadProbe, with_metadata
+from pearl_fpga.bench.meta import LoadProbe, with_metadata
 from pearl_fpga.commands.config_args import add_config_options, build_config
 
 HELP = "learner step time at each torch thread count and adaptive, GFLOP/s against the GEMM peak"

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+from pearl_fpga.bench.meta import LoadProbe, add_json_option, write_record
 
 HELP = "Ray engine: replay shard through Ray vs in-process, actor scaling, weight broadcast, fault recovery"
 NETS = {"DQN 4-256-256-2": (4, [256, 256], 2), "DDPG actor 3-400-300-1": (3, [400, 300], 1)}
@@ -32,7 +32,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    from pearl_fpga.planner import ray_bench
+    from pearl_fpga.planner import ray_probe
     from pearl_fpga.runtime.engines.ray_cluster import connect, import_ray
     from pearl_fpga.runtime.envs import SLOW_ENV_ID
     from pearl_fpga.runtime.schedule import RAY_MESSAGE_STEPS
@@ -40,17 +40,17 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     started = connect("")
     ray = import_ray()
     try:
-        shard = ray_bench.shard_throughput(args.batches)
+        shard = ray_probe.shard_throughput(args.batches)
         results: dict[str, Any] = {
-            "shard": shard, "transport": ray_bench.transport_cost(shard),
-            "insert_90pct_batch": ray_bench.first_batch_at(shard, "insert_ratio"),
-            "sample_update_90pct_batch": ray_bench.first_batch_at(shard, "sample_update_ratio"),
+            "shard": shard, "transport": ray_probe.transport_cost(shard),
+            "insert_90pct_batch": ray_probe.first_batch_at(shard, "insert_ratio"),
+            "sample_update_90pct_batch": ray_probe.first_batch_at(shard, "sample_update_ratio"),
             "scaling_env": f"{SLOW_ENV_ID} (CartPole-v1 + 1 ms sleep per step)",
-            "scaling": ray_bench.actor_scaling(args.actors, SLOW_ENV_ID, seconds=args.seconds),
-            "call_overhead": ray_bench.call_overhead("CartPole-v1", sorted({64, RAY_MESSAGE_STEPS, 1024})),
+            "scaling": ray_probe.actor_scaling(args.actors, SLOW_ENV_ID, seconds=args.seconds),
+            "call_overhead": ray_probe.call_overhead("CartPole-v1", sorted({64, RAY_MESSAGE_STEPS, 1024})),
             "message_steps": RAY_MESSAGE_STEPS,
-            "broadcast": ray_bench.broadcast_times(NETS),
-            "recovery": ray_bench.recovery_times(),
+            "broadcast": ray_probe.broadcast_times(NETS),
+            "recovery": ray_probe.recovery_times(),
             "cluster": "local Ray instance on this host (one node); multi-node figures need a real cluster",
         }
     finally:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+from pearl_fpga.bench.meta import LoadProbe, add_json_option, write_record
 
 HELP = "tabular Q-learning kernel: updates/s of the cpu backend vs the numpy loop and numba, rtl cycles"
 

@@ -20,7 +20,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+from pearl_fpga.bench.meta import LoadProbe, add_json_option, write_record
 from pearl_fpga.commands.config_args import add_config_options, build_config
 
 HELP = "predicted vs measured env steps/s of the CPU-only placements, and the planner's choice vs the default"
@@ -92,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
     from pearl_fpga.planner.model import predict
     from pearl_fpga.runtime.vocabulary import ROLES
     from pearl_fpga.planner.tables import build_tables
-    from pearl_fpga.planner.host_bench import Sizes, load_factor, profile_host
+    from pearl_fpga.planner.host_probe import Sizes, load_factor, profile_host
     from pearl_fpga.planner.profile import fit_line
-    from pearl_fpga.planner.worker_bench import worker_pool_costs
+    from pearl_fpga.planner.worker_probe import worker_pool_costs
     from pearl_fpga.runtime.placement import default_placement
 
     if args.steps < 200:

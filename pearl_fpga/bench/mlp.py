@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+from pearl_fpga.bench.meta import LoadProbe, add_json_option, write_record
 
 HELP = "MLP inference latency: cpu backend vs torch eager (1 and default threads), rtl cycles"
 NETWORKS = ((4, 64, 64, 2), (3, 256, 256, 1))

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+from pearl_fpga.bench.meta import LoadProbe, add_json_option, write_record
 
 HELP = "tabular kernel: the policies Q-learning and SARSA learn with each preset, evaluated (2,000 episodes and exactly)"
 

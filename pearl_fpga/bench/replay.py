@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+from pearl_fpga.bench.meta import LoadProbe, add_json_option, write_record
 
 HELP = "replay buffer and sum-tree kernel: us per sample/update vs cpprb and TorchRL, rtl cycles"
 
