@@ -12,26 +12,36 @@
 
 from __future__ import annotations
 
-import argparse
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pearl_fpga.bench.meta import LoadProbe, add_json_option, write_record
+import numpy as np
+
+from pearl_fpga.bench.meta import load_line, measured_record
+from pearl_fpga.config import TrainConfig
+from pearl_fpga.planner.ray_probe import OBS_DIM, shard_config, transitions
+from pearl_fpga.runtime.engines.ray_cluster import import_ray
+from pearl_fpga.runtime.engines.sharded_replay import ReplayShard
 
 HELP = "Ray engine: replay shard through Ray vs in-process, actor scaling, weight broadcast, fault recovery"
 NETS = {"DQN 4-256-256-2": (4, [256, 256], 2), "DDPG actor 3-400-300-1": (3, [400, 300], 1)}
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64, 256, 1024, 4096],
-                        help="replay batch sizes (default 1 4 16 ... 4096)")
-    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8], help="env actor counts (default 1 2 4 8)")
-    parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per actor count (default 3)")
-    parser.add_argument("--plot", type=Path, default=None, metavar="PNG", help="write the four panels as a PNG")
-    add_json_option(parser)
+@dataclass(frozen=True)
+class RayBench:
+    batches: tuple[int, ...] = (1, 4, 16, 64, 256, 1024, 4096)  # replay batch sizes
+    actors: tuple[int, ...] = (1, 2, 4, 8)  # env actor counts
+    seconds: float = 3.0  # measured seconds per actor count
+
+    def __post_init__(self) -> None:
+        if any(b < 1 for b in self.batches) or any(a < 1 for a in self.actors) or self.seconds <= 0:
+            raise ValueError("batches and actors must be >= 1 and seconds > 0")
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
+def measure(args: RayBench) -> dict[str, Any]:
     from pearl_fpga.planner import ray_probe
     from pearl_fpga.runtime.engines.ray_cluster import connect, import_ray
     from pearl_fpga.runtime.envs import SLOW_ENV_ID
@@ -46,11 +56,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             "insert_90pct_batch": ray_probe.first_batch_at(shard, "insert_ratio"),
             "sample_update_90pct_batch": ray_probe.first_batch_at(shard, "sample_update_ratio"),
             "scaling_env": f"{SLOW_ENV_ID} (CartPole-v1 + 1 ms sleep per step)",
-            "scaling": ray_probe.actor_scaling(args.actors, SLOW_ENV_ID, seconds=args.seconds),
-            "call_overhead": ray_probe.call_overhead("CartPole-v1", sorted({64, RAY_MESSAGE_STEPS, 1024})),
+            "scaling": actor_scaling(args.actors, SLOW_ENV_ID, seconds=args.seconds),
+            "call_overhead": call_overhead("CartPole-v1", sorted({64, RAY_MESSAGE_STEPS, 1024})),
             "message_steps": RAY_MESSAGE_STEPS,
-            "broadcast": ray_probe.broadcast_times(NETS),
-            "recovery": ray_probe.recovery_times(),
+            "broadcast": broadcast_times(NETS),
+            "recovery": recovery_times(),
             "cluster": "local Ray instance on this host (one node); multi-node figures need a real cluster",
         }
     finally:
@@ -59,11 +69,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def _print(results: dict[str, Any], probe: LoadProbe) -> None:
-    from rich.console import Console
+def report(record: dict[str, Any], console: Any) -> None:
+    """The record's tables and lines, printed to a rich Console."""
     from rich.table import Table
 
-    console = Console()
+    results = record["results"]
     t = Table(title="1. replay shard: transitions/s through Ray vs in-process (each Ray call waited for)",
                   title_justify="left")
     for col in ("batch", "insert local", "insert ray", "ratio", "sample+update local", "sample+update ray", "ratio"):
@@ -97,10 +107,8 @@ def _print(results: dict[str, Any], probe: LoadProbe) -> None:
     rec = results["recovery"]
     console.print(f"4. recovery: killed env actor answers again after {rec['actor_s']:.2f} s; killed replay shard "
                   f"after {rec['shard_s']:.2f} s (restarted empty: {rec['shard_lost']:,} transitions lost, counted)")
-    load = probe.figures()
-    state = "UNDER LOAD" if load["under_load"] else "quiet"
-    console.print(f"{results['cluster']}. machine: {state} (load average {load['load_before']} -> "
-                  f"{load['load_after']}); compare within this run only", markup=False)
+    console.print(f"{results['cluster']}.", markup=False)
+    console.print(load_line(record), markup=False)
 
 
 def plot(results: dict[str, Any], path: Path) -> Path:
@@ -134,21 +142,142 @@ def plot(results: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def run(args: argparse.Namespace) -> int:
-    from pearl_fpga.errors import PearlError
+def run(config: RayBench, argv: list[str] | None = None,
+        log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Measure the Ray engine's costs on a local Ray instance; the JSON record (argv: the command line)."""
+    return measured_record("ray", lambda: measure(config), argv)
 
-    if any(b < 1 for b in args.batches) or any(a < 1 for a in args.actors) or args.seconds <= 0:
-        print("error: --batches and --actors must be >= 1 and --seconds > 0")
-        return 2
-    try:
-        with LoadProbe() as probe:
-            results = measure(args)
-    except PearlError as exc:
-        print(f"error: {exc}")
-        return 2
-    write_record(args, "ray", results, probe)
-    if args.plot is not None:
-        results["plot"] = str(plot(results, args.plot))
-    if args.json != "-":
-        _print(results, probe)
-    return 0
+
+# ------------------------------------------------------------------- env actors, broadcast, recovery
+def _actors(n: int, env_id: str, cpus: float, seed: int) -> tuple[list[Any], Any]:
+    from pearl_fpga.algos.common import mlp
+    from pearl_fpga.runtime.engines.env_actor import EnvActor
+
+    ray = import_ray()
+    cfg = TrainConfig.preset("dqn", env_id=env_id, learning_starts=0, exploration_fraction=0.0, buffer_size=400_000)
+    shard = ray.remote(ReplayShard).options(num_cpus=0).remote(
+        TrainConfig.from_dict({**cfg.to_dict(), "per": False}), OBS_DIM, (), True, seed)
+    spec = {"config": cfg.to_dict(), "placement": "cpu", "calibration": np.zeros((1, OBS_DIM), np.float32)}
+    actors = [ray.remote(EnvActor).options(num_cpus=cpus).remote(i, {**spec, "seed": seed + i}, shard) for i in range(n)]
+    weights = {k: v.detach() for k, v in mlp(OBS_DIM, cfg.net_arch, 2, tanh_head=False).state_dict().items()}
+    ray.get([a.sync.remote([ray.put(weights)], 0) for a in actors])
+    return actors, shard
+
+
+def actor_scaling(counts: Sequence[int], env_id: str, seconds: float = 3.0, chunk: int = 256,
+                  seed: int = 0) -> list[dict[str, Any]]:
+    """Env steps/s of n env actors kept busy for `seconds` (each call: `chunk` steps + one shard insert)."""
+    ray = import_ray()
+    out = []
+    for n in counts:
+        actors, shard = _actors(n, env_id, cpus=min(1.0, 1.0 / max(counts)), seed=seed)
+        ray.get([a.run.remote(chunk, 0, [None], 0) for a in actors])  # warm-up: imports, first episodes
+        pending = {a.run.remote(chunk, 0, [None], 0): a for a in actors}
+        steps, inside, t0 = 0, 0.0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            actor = pending.pop(ready[0])
+            msg = ray.get(ready[0])
+            steps += msg["n"]
+            inside += sum(msg["seconds"].values())
+            pending[actor.run.remote(chunk, 0, [None], 0)] = actor
+        wall = time.perf_counter() - t0
+        ray.get(list(pending))
+        out.append({"actors": n, "env_steps_per_s": steps / wall, "calls": steps // chunk,
+                    "overhead_fraction": max(wall * n - inside, 0.0) / inside if inside else None})
+        for a in actors:
+            ray.kill(a)
+        ray.kill(shard)
+    return out
+
+
+def call_overhead(env_id: str, chunks: Sequence[int], seed: int = 0, calls: int = 20) -> list[dict[str, Any]]:
+    """One actor, per grant size: the Ray overhead of a grant (the call itself: wall time minus the time
+    the method ran, plus the insert call into the shard) against the env+act time of its data."""
+    ray = import_ray()
+    actors, shard = _actors(1, env_id, cpus=0.5, seed=seed)
+    out = []
+    for chunk in chunks:
+        ray.get(actors[0].run.remote(chunk, 0, [None], 0))
+        walls, env, ray_cost = [], [], []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            msg = ray.get(actors[0].run.remote(chunk, 0, [None], 0))
+            walls.append(time.perf_counter() - t0)
+            env.append(msg["seconds"].get("env_step", 0.0) + msg["seconds"].get("act", 0.0))
+            ray_cost.append(walls[-1] - msg["elapsed"] + msg["seconds"].get("replay_insert", 0.0))
+        busy, cost = float(np.median(env)), float(np.median(ray_cost))
+        out.append({"chunk": chunk, "wall_s": float(np.median(walls)), "env_act_s": busy, "ray_s": cost,
+                    "overhead_vs_env": cost / busy})
+    ray.kill(actors[0])
+    ray.kill(shard)
+    return out
+
+
+def broadcast_times(nets: dict[str, tuple[int, list[int], int]], actors: int = 2, repeats: int = 20,
+                    seed: int = 0) -> list[dict[str, Any]]:
+    """Seconds from `ray.put` of new weights until every actor has loaded them, per network."""
+    from pearl_fpga.algos.common import mlp
+
+    ray = import_ray()
+    out = []
+    for name, (obs_dim, hidden, act_dim) in nets.items():
+        from pearl_fpga.runtime.engines.env_actor import EnvActor
+
+        env_id = "CartPole-v1" if act_dim == 2 else "Pendulum-v1"
+        cfg = TrainConfig.preset("dqn" if act_dim == 2 else "ddpg", env_id=env_id, net_arch=hidden)
+        spec = {"config": cfg.to_dict(), "placement": "cpu", "calibration": np.zeros((1, obs_dim), np.float32)}
+        group = [ray.remote(EnvActor).options(num_cpus=0).remote(i, {**spec, "seed": seed + i}, None)
+                 for i in range(actors)]
+        module = mlp(obs_dim, hidden, act_dim, tanh_head=act_dim != 2)
+        ray.get([a.sync.remote([ray.put(module.state_dict())], 0) for a in group])  # the actors are up
+        times = []
+        for version in range(1, repeats + 1):
+            weights = {k: v.detach().clone() for k, v in module.state_dict().items()}
+            t0 = time.perf_counter()
+            ref = ray.put(weights)
+            ray.get([a.sync.remote([ref], version) for a in group])
+            times.append(time.perf_counter() - t0)
+        nbytes = sum(v.numel() * v.element_size() for v in module.state_dict().values())
+        out.append({"net": name, "bytes": nbytes, "actors": actors, "median_s": float(np.median(times)),
+                    "max_s": float(np.max(times))})
+        for a in group:
+            ray.kill(a)
+    return out
+
+
+def recovery_times(seed: int = 0, fill: int = 20_000) -> dict[str, Any]:
+    """Seconds until a killed env actor answers again, and until a killed replay shard does (empty: what
+    it held is lost and is reported)."""
+    from pearl_fpga.runtime.engines.env_actor import EnvActor
+
+    ray = import_ray()
+    cfg = TrainConfig.preset("dqn", learning_starts=0)
+    spec = {"config": cfg.to_dict(), "placement": "cpu", "calibration": np.zeros((1, OBS_DIM), np.float32), "seed": seed}
+    actor = ray.remote(max_restarts=-1, max_task_retries=0)(EnvActor).options(num_cpus=0).remote(0, spec, None)
+    old_pid = ray.get(actor.ping.remote())
+    t0 = time.perf_counter()
+    ray.kill(actor, no_restart=False)
+    while True:  # until a new process answers
+        try:
+            if ray.get(actor.ping.remote(), timeout=30) != old_pid:
+                break
+        except ray.exceptions.RayActorError:
+            pass
+        time.sleep(0.01)
+    actor_s = time.perf_counter() - t0
+    ray.kill(actor)
+    shard = ray.remote(max_restarts=-1, max_task_retries=-1)(ReplayShard).options(num_cpus=0).remote(
+        shard_config(65_536), OBS_DIM, (), True, seed)
+    before = ray.get(shard.add.remote(transitions(fill, np.random.default_rng(seed))))
+    t0 = time.perf_counter()
+    ray.kill(shard, no_restart=False)
+    while True:  # until the restarted shard (a new incarnation) answers
+        after = ray.get(shard.status.remote(), timeout=60)
+        if after["incarnation"] != before["incarnation"] or time.perf_counter() - t0 > 60:
+            break
+        time.sleep(0.01)
+    shard_s = time.perf_counter() - t0
+    ray.kill(shard)
+    return {"actor_s": actor_s, "shard_s": shard_s, "shard_lost": int(before["size"]),
+            "shard_restarted": after["incarnation"] != before["incarnation"]}
