@@ -45,6 +45,12 @@ class PlanBench:
             raise ValueError("max_workers must be >= 0")
 
 
+def run(config: PlanBench, argv: list[str] | None = None,
+        log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Predicted against measured env steps/s of every CPU-only placement; the JSON record (argv: the command line)."""
+    return measured_record("plan", lambda: measure_all(config, log), argv)
+
+
 def measure(config: Any, placement: str, workers: int, steps: int, seed: int) -> dict[str, Any]:
     """One short training run: env steps/s, its phases and the per-task seconds per env step it measured.
 
@@ -146,12 +152,6 @@ def measure_all(args: PlanBench, log: Callable[[str], None]) -> dict[str, Any]:
     if chosen and default:
         result["chosen_over_default"] = chosen["measured"] / default["measured"]
     return result
-
-
-def run(config: PlanBench, argv: list[str] | None = None,
-        log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Predicted against measured env steps/s of every CPU-only placement; the JSON record (argv: the command line)."""
-    return measured_record("plan", lambda: measure_all(config, log), argv)
 
 
 def report(record: dict[str, Any], console: Any) -> None:
