@@ -1,4 +1,5 @@
-"""The `pearl-fpga` command line. Each (sub)command lives in pearl_fpga/commands/<name>.py."""
+"""The `pearl-fpga` command line. Each command lives in pearl_fpga/commands/<name>.py; the benchmarks
+behind `pearl-fpga bench` in pearl_fpga/bench/<name>.py."""
 
 from __future__ import annotations
 
@@ -7,18 +8,8 @@ import importlib
 import os
 import sys
 
-# command -> module in pearl_fpga.commands; "bench" has its own sub-commands.
-COMMANDS = {"train": "train", "eval": "eval", "plan": "plan", "devices": "devices"}
-BENCHES = {"replay": "bench_replay", "mlp": "bench_mlp", "train": "bench_train", "plan": "bench_plan",
-           "learner": "bench_learner", "tabular": "bench_tabular", "tabular-policies": "bench_tabular_policies",
-           "ray": "bench_ray"}
-
-
-def _add(sub: argparse._SubParsersAction, name: str, module_name: str) -> None:
-    module = importlib.import_module(f"pearl_fpga.commands.{module_name}")
-    parser = sub.add_parser(name, help=module.HELP, description=module.HELP)
-    module.configure(parser)
-    parser.set_defaults(handler=module.run)
+# command -> module in pearl_fpga.commands ("bench" parses the options of the benchmarks in pearl_fpga.bench)
+COMMANDS = {"train": "train", "eval": "eval", "plan": "plan", "devices": "devices", "bench": "bench"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,11 +17,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module_name in COMMANDS.items():
-        _add(sub, name, module_name)
-    bench = sub.add_parser("bench", help="benchmarks: figures side by side with the baselines, in one run")
-    bench_sub = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
-    for name, module_name in BENCHES.items():
-        _add(bench_sub, name, module_name)
+        module = importlib.import_module(f"pearl_fpga.commands.{module_name}")
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.configure(command)
+        command.set_defaults(handler=module.run)
     return parser
 
 

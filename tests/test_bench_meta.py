@@ -2,8 +2,8 @@
 
 import pytest
 
-from pearl_fpga.commands import bench_meta
-from pearl_fpga.commands.bench_meta import LoadProbe, with_metadata
+from pearl_fpga.bench import meta as bench_meta
+from pearl_fpga.bench.meta import LoadProbe, with_metadata
 
 
 def fake_machine(monkeypatch, cores: int, busy: list[float], own: list[float], clock: list[float],

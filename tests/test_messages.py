@@ -68,7 +68,7 @@ def test_run_header_names_host_memory_replay_without_per(tmp_path, capsys):
 
 
 def test_bench_mlp_says_whether_targets_are_met():
-    from pearl_fpga.commands.bench_mlp import _target_text, _verdict
+    from pearl_fpga.bench.mlp import _target_text, _verdict
 
     rows = [{"batch": 1, "speedup_vs_torch_1thread": 0.8}, {"batch": 1024, "speedup_vs_torch_1thread": 1.5}]
     verdict = _verdict({"networks": [{"network": "4-64-64-2", "rows": rows}]})

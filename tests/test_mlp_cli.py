@@ -3,24 +3,30 @@ reading the benchmark, not by tests)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
-from pearl_fpga import cli
-from pearl_fpga.commands import bench_mlp
+from pearl_fpga.bench import mlp as bench_mlp
+from pearl_fpga.cli import main
+from pearl_fpga.commands import bench
 
 
 def run_bench(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    bench_mlp.configure(parser)
-    return bench_mlp.run(parser.parse_args(argv))
+    return main(["bench", "mlp", *argv])
 
 
 def test_cli_routes_bench_mlp_here():
-    assert cli.BENCHES["mlp"] == "bench_mlp"
-    assert bench_mlp.HELP and callable(bench_mlp.configure) and callable(bench_mlp.run)
+    assert bench.BENCHES["mlp"].module == "mlp"
+    assert bench_mlp.HELP and callable(bench_mlp.run) and callable(bench_mlp.report)
+
+
+def test_the_benchmark_runs_from_its_config():
+    record = bench_mlp.run(bench_mlp.MlpBench(repeats=1, rtl=False))
+    assert record["benchmark"] == "mlp" and record["command"] == "pearl-fpga bench mlp"
+    assert [e["network"] for e in record["results"]["networks"]] == ["4-64-64-2", "3-256-256-1"]
+    with pytest.raises(ValueError, match="repeats"):
+        bench_mlp.MlpBench(repeats=0)
 
 
 def test_bench_json_has_every_figure(capsys):
@@ -47,7 +53,7 @@ def test_bench_table(capsys):
 
 def test_bench_rejects_zero_repeats(capsys):
     assert run_bench(["--repeats", "0"]) == 2
-    assert "--repeats" in capsys.readouterr().err
+    assert "repeats must be at least 1" in capsys.readouterr().err
 
 
 @pytest.mark.sim

@@ -109,7 +109,7 @@ def test_plan_infeasible_constraint_is_a_clear_error(cache, small_config, capsys
 def test_plan_report_predicted_vs_measured(cache, small_config, capsys):
     from pearl_fpga.config import TrainConfig
     from pearl_fpga.planner import choose_placement
-    from pearl_fpga.planner.host_bench import Sizes
+    from pearl_fpga.planner.host_probe import Sizes
 
     config = TrainConfig.from_json(small_config, base=TrainConfig.preset("dqn"))
     plan = choose_placement("dqn", "CartPole-v1", config, sizes=Sizes.quick(), progress=False, max_workers=1)
@@ -145,7 +145,7 @@ def test_plan_labels_csynth_figures(cache, small_config, tmp_path, capsys):
 
 def test_bench_plan_plot_draws_the_accuracy_chart(tmp_path):
     """The chart of `bench plan --plot` from a result of the shape `bench plan --json` prints."""
-    from pearl_fpga.commands.bench_plan import plot
+    from pearl_fpga.bench.plan import plot
 
     rows = [{"placement": f"act={act},replay=cpu,learn=cpu", "workers": w, "predicted": p, "measured": m,
              "error": (p - m) / m} for act, w, p, m in (("cpu", 0, 2300, 2290), ("cpu-kernel", 1, 1200, 900))]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pearl_fpga.planner import fpga_model, loops, worker_bench
+from pearl_fpga.planner import fpga_model, loops, worker_probe
 from pearl_fpga.planner import profile as prof
 from pearl_fpga.planner.model import Fit
 from pearl_fpga.spec.mlp import infer_cycle_bound
@@ -128,7 +128,7 @@ def test_fpga_fits_follow_the_catalog():
 
 
 def test_cpu_parallel_is_relative_to_one_process():
-    pts = dict(worker_bench.cpu_parallel((1, 2), 0.05))
+    pts = dict(worker_probe.cpu_parallel((1, 2), 0.05))
     assert pts[1.0] == pytest.approx(1.0)
     assert 0.2 < pts[2.0] <= 2.0 * 1.25  # two busy processes get between a share of one core and both cores
 
@@ -137,7 +137,7 @@ def test_worker_pool_costs_time_the_runtime_pool():
     from pearl_fpga.config import TrainConfig
 
     cfg = TrainConfig.preset("dqn", net_arch=[16, 16], batch_size=16, buffer_size=4096, total_steps=2000)
-    costs = worker_bench.worker_pool_costs(cfg, (1,), ("cpu-kernel",), poll_iterations=20, corun_s=0.2)
+    costs = worker_probe.worker_pool_costs(cfg, (1,), ("cpu-kernel",), poll_iterations=20, corun_s=0.2)
     assert set(costs) == {("worker_start", "cpu"), ("worker_poll", "cpu"), ("learner_corun", "cpu"),
                           ("actor_corun", "cpu-kernel"), ("worker_stop", "cpu")}
     start, poll, stop = (costs[(k, "cpu")][0][1] for k in ("worker_start", "worker_poll", "worker_stop"))
@@ -173,7 +173,7 @@ def test_worker_pool_costs_time_what_they_name(monkeypatch):
     monkeypatch.setattr(WorkerPool, "restart_dead", slow_restart_dead)
     monkeypatch.setattr(WorkerPool, "close", slow_close)
     cfg = TrainConfig.preset("dqn", net_arch=[16, 16], batch_size=16, buffer_size=4096, total_steps=2000)
-    costs = worker_bench.worker_pool_costs(cfg, (1,), ("cpu",), poll_iterations=20, corun_s=0.1)
+    costs = worker_probe.worker_pool_costs(cfg, (1,), ("cpu",), poll_iterations=20, corun_s=0.1)
     start, poll, stop = (costs[(k, "cpu")][0][1] for k in ("worker_start", "worker_poll", "worker_stop"))
     assert start >= start_delay and poll >= poll_delay and stop >= stop_delay, (start, poll, stop)
 

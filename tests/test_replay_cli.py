@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 
-from pearl_fpga.commands import bench_replay
+from pearl_fpga.bench import replay as bench_replay
+from pearl_fpga.cli import main
 from pearl_fpga.errors import BackendUnavailable
 
 TINY = ["--capacity", "300", "--batch", "16", "--repeats", "5", "--obs-dim", "2"]
 
 
 def run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    bench_replay.configure(parser)
-    return bench_replay.run(parser.parse_args(argv))
+    return main(["bench", "replay", *argv])
 
 
 def test_bench_json_parses(capsys):
@@ -64,9 +62,15 @@ def test_bench_rejects_bad_arguments(capsys):
     assert "unknown baselines" in capsys.readouterr().err
 
 
-def test_through_the_pearl_fpga_entry_point(capsys):
-    from pearl_fpga.cli import main
+def test_the_benchmark_runs_from_its_config():
+    record = bench_replay.run(bench_replay.ReplayBench(capacity=300, batch=16, repeats=5, obs_dim=2, baselines=(),
+                                                       rtl=False))
+    assert record["benchmark"] == "replay" and record["results"]["results"]["pearl_fpga"]["iteration_us"] > 0
+    with pytest.raises(ValueError, match="unknown baselines"):
+        bench_replay.ReplayBench(baselines=("rllib",))
 
+
+def test_through_the_pearl_fpga_entry_point(capsys):
     assert main(["bench", "replay", *TINY, "--json", "--no-rtl", "--baselines", ""]) == 0
     report = json.loads(capsys.readouterr().out)["results"]
     assert report["results"]["pearl_fpga"]["iteration_us"] > 0
@@ -76,8 +80,7 @@ def test_through_the_pearl_fpga_entry_point(capsys):
 def test_bench_rtl_counts_cycles_within_the_spec_bound():
     """The rtl row of the record: one full batch of updates and of samples on the RTL, in cycles."""
     pytest.importorskip("cocotb")
-    args = argparse.Namespace(rtl_capacity=300, capacity=300, batch=16, fanout=16, seed=0)
-    rtl = bench_replay.bench_rtl(args)
+    rtl = bench_replay.bench_rtl(bench_replay.ReplayBench(capacity=300, batch=16, rtl_capacity=300))
     assert rtl["capacity"] == 300 and rtl["batch"] == 16
     assert 16 <= rtl["update_cycles"] <= rtl["bound_cycles"]
     assert 16 <= rtl["sample_cycles"] <= rtl["bound_cycles"]

@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from pearl_fpga.cli import main
-from pearl_fpga.commands.bench_tabular import hazard_rate, trajectories
+from pearl_fpga.bench.tabular import hazard_rate, trajectories
 
 
 def test_trajectories_chain_and_hazard_rate():
@@ -55,7 +55,7 @@ def test_bench_tabular_policies_json(capsys):
 
 
 def test_policy_targets():
-    from pearl_fpga.commands.bench_tabular_policies import _met
+    from pearl_fpga.bench.tabular_policies import _met
 
     assert _met("Taxi-v4", 7.93, 1.0) and not _met("Taxi-v4", 7.857, 1.0) and not _met("Taxi-v4", 8.0, 0.99)
     assert _met("FrozenLake8x8-v1", 0.88, 0.884) and not _met("FrozenLake8x8-v1", 0.8, 0.84)

@@ -134,7 +134,7 @@ def test_bench_train_runs_td3_beside_sb3s_td3(capsys):
 
 def test_bench_train_rejects_bad_thread_settings(capsys):
     assert main(["bench", "train", "--sb3-threads", "zero", "--steps", "10"]) == 2
-    assert "--sb3-threads" in _out(capsys)
+    assert "--sb3-threads" in capsys.readouterr().err  # errors go to stderr, apart from a --json record
 
 
 def test_bench_train_keep_best_reports_the_kept_policy(capsys):

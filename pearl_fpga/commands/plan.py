@@ -61,7 +61,7 @@ def parse_watts(text: str | None) -> tuple[float, float] | None:
 def run(args: argparse.Namespace) -> int:
     from pearl_fpga.errors import PearlError
     from pearl_fpga.planner import choose_placement
-    from pearl_fpga.planner.host_bench import Sizes
+    from pearl_fpga.planner.host_probe import Sizes
 
     try:
         config = load_config(args)
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _plan_ray(config, plan, address: str, progress: bool):
     """Join (or start) Ray, read its nodes, measure the transport, and run the planner's Ray model."""
-    from pearl_fpga.planner import ray_bench
+    from pearl_fpga.planner import ray_probe
     from pearl_fpga.planner.ray_plan import plan_ray, transition_bytes
     from pearl_fpga.runtime.engines.ray_cluster import connect, import_ray, nodes
     from pearl_fpga.runtime.envs import env_spec
@@ -112,7 +112,7 @@ def _plan_ray(config, plan, address: str, progress: bool):
     try:
         if progress:
             print("measuring the Ray transport (a replay shard through Ray vs in-process) ...", file=sys.stderr)
-        transport = ray_bench.transport_cost(ray_bench.shard_throughput([16, 256, 2048], budget_s=0.2))
+        transport = ray_probe.transport_cost(ray_probe.shard_throughput([16, 256, 2048], budget_s=0.2))
         found = nodes()
         driver = ray.get_runtime_context().get_node_id()
     finally:

@@ -248,7 +248,7 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
         # a cached profile on a machine whose load varies: re-time one learner iteration and, when
         # the CPU is now clearly slower or faster (beyond the noise of that re-timing), scale to it;
         # when it is off by more than a load swing explains, measure again
-        from pearl_fpga.planner.host_bench import load_factor
+        from pearl_fpga.planner.host_probe import load_factor
 
         factor = load_factor(config, profile, repeats=5 if sizes is not None and sizes.repeats < 10 else 20)
         when = time.strftime('%Y-%m-%d %H:%M', time.localtime(profile.created))

@@ -1,5 +1,5 @@
 """The planner's Ray dimension: given the cluster's nodes (ray.nodes()), the measured cost of the Ray
-transport (per call and per byte, planner.ray_bench) and the per-task times of the one-host plan, choose
+transport (per call and per byte, planner.ray_probe) and the per-task times of the one-host plan, choose
 the engine, the env actors per node and the replay shard count.
 
 Model (steady state, per env step; every figure it uses is measured, the composition is modelled):

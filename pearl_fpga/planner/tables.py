@@ -124,11 +124,11 @@ def scale_profile(profile: Any, factor: float) -> Any:
 def get_profile(config: Any, targets: Sequence[str], sizes: Any = None, reprofile: bool = False,
                 progress: bool = True) -> Any:
     """The cached host profile of this workload, or a fresh one (then cached)."""
-    from pearl_fpga.planner import host_bench
+    from pearl_fpga.planner import host_probe
     from pearl_fpga.planner import profile as prof
 
     machine = prof.machine_info()
-    key = host_bench.workload_key(config) + "|" + capabilities() + ("|quick" if sizes is not None and sizes.repeats < 10 else "")
+    key = host_probe.workload_key(config) + "|" + capabilities() + ("|quick" if sizes is not None and sizes.repeats < 10 else "")
     host_targets = [t for t in targets if t in prof.HOST_TARGETS]
     cached = None if reprofile else prof.load_cached(machine, key)
     if cached is not None and all(any(k[1] == t for k in cached.fits) or any(u.endswith("@" + t) for u in cached.unavailable)
@@ -141,12 +141,12 @@ def get_profile(config: Any, targets: Sequence[str], sizes: Any = None, reprofil
 
 
 def _run_profile(prof: Any, config: Any, targets: Sequence[str], sizes: Any, progress: bool) -> Any:
-    from pearl_fpga.planner import host_bench
+    from pearl_fpga.planner import host_probe
 
     if not progress:
-        return host_bench.profile_host(config, targets, sizes)
+        return host_probe.profile_host(config, targets, sizes)
     from rich.progress import Progress
 
     with Progress(transient=True) as bar:
         task = bar.add_task("profiling", total=None)
-        return host_bench.profile_host(config, targets, sizes, progress=lambda msg: bar.update(task, description=f"profiling {msg}"))
+        return host_probe.profile_host(config, targets, sizes, progress=lambda msg: bar.update(task, description=f"profiling {msg}"))

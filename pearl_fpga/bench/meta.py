@@ -21,6 +21,7 @@ import resource
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,20 +213,25 @@ def with_metadata(benchmark: str, results: dict[str, Any], argv: list[str] | Non
     }
 
 
-def add_json_option(parser: Any) -> None:
-    """`--json [PATH]`: the record to PATH, or to stdout instead of the tables ('-' or no PATH)."""
-    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
-                        help="write the JSON record (figures, command, commit, machine, load) to PATH; "
-                             "without PATH print it instead of the tables")
+def measured_record(benchmark: str, measure: Callable[[], dict[str, Any]], argv: list[str] | None) -> dict[str, Any]:
+    """Run `measure` under a LoadProbe and return its JSON record (with_metadata)."""
+    with LoadProbe() as probe:
+        results = measure()
+    return with_metadata(benchmark, results, argv, probe)
 
 
-def write_record(args: Any, benchmark: str, results: dict[str, Any], probe: LoadProbe) -> None:
-    """Write the record where `--json` asked (nothing when it was not given)."""
-    if not getattr(args, "json", None):
-        return
-    text = json.dumps(with_metadata(benchmark, results, getattr(args, "argv", None), probe), indent=2)
-    if args.json == "-":
+def write_record(record: dict[str, Any], path: str) -> None:
+    """Write a record to `path`, or print it when `path` is '-'."""
+    text = json.dumps(record, indent=2)
+    if path == "-":
         print(text)
     else:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(text + "\n")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text + "\n")
+
+
+def load_line(record: dict[str, Any]) -> str:
+    """How busy the machine was during the run, in one line for the tables."""
+    state = "UNDER LOAD" if record["under_load"] else "quiet"
+    return (f"machine: {state} (load average {record['load_average_before']} -> {record['load_average_after']}, "
+            f"other processes kept {record['other_cores_busy']} cores busy); compare ratios within this run only")

@@ -10,12 +10,12 @@ Training time depends on the machine; the policies do not (every backend compute
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+from pearl_fpga.bench.meta import measured_record
 
 HELP = "tabular kernel: the policies Q-learning and SARSA learn with each preset, evaluated (2,000 episodes and exactly)"
 
@@ -26,13 +26,17 @@ TARGETS: dict[str, tuple[float | None, float | None]] = {
     "Taxi-v4": (7.9, 1.0), "CliffWalking-v1": (-13.0, None), "FrozenLake8x8-v1": (None, 0.85)}
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--eval-episodes", type=int, default=2000, help="sampled evaluation episodes (default 2000)")
-    parser.add_argument("--envs", default=",".join(ENVS), help=f"comma-separated env ids (default {','.join(ENVS)})")
-    parser.add_argument("--algos", default=",".join(ALGOS), help="qlearning,sarsa (default both)")
-    parser.add_argument("--backend", default="auto", help="TabularQ backend for training (default auto: cpu if built)")
-    parser.add_argument("--seed", type=int, default=0)
-    add_json_option(parser)
+@dataclass(frozen=True)
+class TabularPoliciesBench:
+    eval_episodes: int = 2000  # sampled evaluation episodes
+    envs: tuple[str, ...] = ENVS
+    algos: tuple[str, ...] = ALGOS
+    backend: str = "auto"  # TabularQ backend for training (auto: cpu if built)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.eval_episodes < 1:
+            raise ValueError("eval_episodes must be >= 1")
 
 
 def _met(env_id: str, ret: float, success: float) -> bool | None:
@@ -47,13 +51,13 @@ def _met(env_id: str, ret: float, success: float) -> bool | None:
     return ok
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
+def measure(args: TabularPoliciesBench, log: Callable[[str], None]) -> dict[str, Any]:
     from pearl_fpga.algos.tabular import TabularConfig
     from pearl_fpga.runtime.tabular import TabularTrainer, exact_evaluation
 
     rows = []
-    for env_id in [e for e in args.envs.split(",") if e]:
-        for algo in [a for a in args.algos.split(",") if a]:
+    for env_id in args.envs:
+        for algo in args.algos:
             cfg = TabularConfig.preset(algo, env_id, seed=args.seed, eval_episodes=args.eval_episodes,
                                        checkpoint_every=0, backend=args.backend)
             trainer = TabularTrainer(cfg)
@@ -67,22 +71,22 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                    "eval_success": sampled.success_rate, "exact_return": exact_ret, "exact_success": exact_success,
                    "target_met": _met(env_id, exact_ret, exact_success) if algo == "qlearning" else None}
             rows.append(row)
-            print(f"  {env_id} {algo}: {cfg.episodes:,} episodes in {train_s:.1f} s, exact return {exact_ret:.3f}, "
-                  f"success {exact_success:.3f}", file=sys.stderr, flush=True)
+            log(f"  {env_id} {algo}: {cfg.episodes:,} episodes in {train_s:.1f} s, exact return {exact_ret:.3f}, "
+                f"success {exact_success:.3f}")
     return {"eval_episodes": args.eval_episodes, "seed": args.seed, "targets": {k: list(v) for k, v in TARGETS.items()},
             "rows": rows}
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.eval_episodes < 1:
-        print("error: --eval-episodes must be >= 1")
-        return 2
-    with LoadProbe() as probe:
-        results = measure(args)
-    write_record(args, "tabular-policies", results, probe)
-    if args.json != "-":
-        for r in results["rows"]:
-            met = {True: "target met", False: "target NOT met", None: ""}[r["target_met"]]
-            print(f"{r['env']:<18} {r['algo']:<10} exact return {r['exact_return']:9.3f}  success {r['exact_success']:.3f}  "
-                  f"sampled {r['eval_return']:9.3f} / {r['eval_success']:.3f}  {met}")
-    return 0
+def run(config: TabularPoliciesBench, argv: list[str] | None = None,
+        log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Train and evaluate every env and algorithm of `config`; the JSON record (argv: the command line)."""
+    return measured_record("tabular-policies", lambda: measure(config, log), argv)
+
+
+def report(record: dict[str, Any], console: Any) -> None:
+    """One line per env and algorithm, printed to a rich Console."""
+    for r in record["results"]["rows"]:
+        met = {True: "target met", False: "target NOT met", None: ""}[r["target_met"]]
+        console.print(f"{r['env']:<18} {r['algo']:<10} exact return {r['exact_return']:9.3f}  success "
+                      f"{r['exact_success']:.3f}  sampled {r['eval_return']:9.3f} / {r['eval_success']:.3f}  {met}",
+                      markup=False)

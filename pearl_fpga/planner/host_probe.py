@@ -16,7 +16,7 @@ from pearl_fpga.planner.model import Fit
 
 from pearl_fpga.planner.loops import actor_loop, explore_overhead, learner_step, learner_thread_count, random_batch
 from pearl_fpga.planner.profile import HOST_TARGETS, Profile, REPLAY_TASKS, fit_line, machine_info, time_call
-from pearl_fpga.planner.worker_bench import cpu_parallel, worker_pool_costs
+from pearl_fpga.planner.worker_probe import cpu_parallel, worker_pool_costs
 
 # ----------------------------------------------------------------------------------- host micro-benchmarks
 @dataclass(frozen=True)

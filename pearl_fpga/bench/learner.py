@@ -14,29 +14,32 @@ of this machine as torch's BLAS reaches it.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import LoadProbe, with_metadata
-from pearl_fpga.commands.config_args import add_config_options, build_config
+from pearl_fpga.bench.meta import measured_record
+from pearl_fpga.config import TrainConfig
 
 HELP = "learner step time at each torch thread count and adaptive, GFLOP/s against the GEMM peak"
 PEAK_N = 2048
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", choices=("dqn", "ddpg", "td3", "both"), default="both",
-                        help="learner to time; both: dqn and ddpg (default)")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
-    parser.add_argument("--seconds", type=float, default=0.5, help="length of one round per setting (default 0.5)")
-    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH ('-' = stdout only)")
-    add_config_options(parser)  # --config / --set: the learner's TrainConfig (net_arch, batch_size, ...) over the preset
+@dataclass(frozen=True)
+class LearnerBench:
+    """The learners to time (one TrainConfig each: its algo, net_arch, batch_size, ...) and how long."""
+
+    configs: tuple[TrainConfig, ...]
+    rounds: int = 5  # interleaved timing rounds
+    seconds: float = 0.5  # length of one round per setting
+
+    def __post_init__(self) -> None:
+        if not self.configs or self.rounds < 1 or self.seconds <= 0:
+            raise ValueError("need at least one learner config, rounds >= 1 and seconds > 0")
 
 
 def synthetic_batch(algo: str, obs_dim: int, batch_size: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -157,34 +160,39 @@ def _time_steps(step: Any, seconds: float) -> float:
             return elapsed / n
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
+def measure_all(args: LearnerBench, log: Callable[[str], None]) -> dict[str, Any]:
+    """The GEMM peak at each thread count, then every learner's step times and GFLOP/s."""
     from pearl_fpga.runtime.threads import available_cores, thread_candidates
 
-    console = Console(stderr=args.json == "-")
-    algos = ("dqn", "ddpg") if args.algo == "both" else (args.algo,)
-    try:
-        configs = {algo: build_config(args, algo) for algo in algos}
-    except (ValueError, TypeError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    probe = LoadProbe().start()
     peaks = {str(n): peak_gflops(n) for n in thread_candidates(available_cores())}
     results: dict[str, Any] = {"peak_gflops": peaks, "peak_method": f"best of 5 float32 torch.mm {PEAK_N}^3",
                                "algos": {}}
-    for algo in algos:
-        console.print(f"[dim]{escape(f'timing the {algo} learner step ({args.rounds} rounds)...')}[/dim]")
-        flops = step_flops(configs[algo])
-        m = measure(configs[algo], args.rounds, args.seconds)
-        m["config"] = {k: configs[algo].to_dict()[k] for k in ("net_arch", "batch_size")}
+    for config in args.configs:
+        algo = config.algo
+        log(f"timing the {algo} learner step ({args.rounds} rounds)...")
+        flops = step_flops(config)
+        m = measure(config, args.rounds, args.seconds)
+        m["config"] = {k: config.to_dict()[k] for k in ("net_arch", "batch_size")}
         m["flops_per_step"] = flops
         m["gflops"] = {k: flops / t / 1e9 for k, t in m["step_s"].items()}
         results["algos"][algo] = m
-    probe.stop()
-    load = probe.figures()
+    return results
+
+
+def run(config: LearnerBench, argv: list[str] | None = None,
+        log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Time every learner of `config`; the JSON record (argv: the command line, for the record)."""
+    return measured_record("learner", lambda: measure_all(config, log), argv)
+
+
+def report(record: dict[str, Any], console: Any) -> None:
+    """The record's table and lines, printed to a rich Console."""
+    from rich.table import Table
+
+    from pearl_fpga.runtime.threads import available_cores
+
+    results = record["results"]
+    peaks = results["peak_gflops"]
     cores = available_cores()
 
     table = Table(title="Learner step by torch thread count (median of interleaved rounds)",
@@ -205,14 +213,6 @@ def run(args: argparse.Namespace) -> int:
                   + ", ".join(f"{n} thread{'s' if n != '1' else ''} {g:.0f}" for n, g in peaks.items()), markup=False)
     for algo, m in results["algos"].items():
         console.print(f"{algo}: {m['flops_per_step'] / 1e6:.1f} MFLOP per step; adaptive: {m['auto_choice']}", markup=False)
-    note = " (UNDER LOAD: other processes kept more than half the cores busy)" if load["under_load"] else ""
-    console.print(f"load average {load['load_before'][0]:.1f} -> {load['load_after'][0]:.1f} on {cores} cores{note}", markup=False)
-    if args.json:
-        text = json.dumps(with_metadata("learner", results, getattr(args, "argv", None), probe), indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
-    return 0
-
+    note = " (UNDER LOAD: other processes kept more than half the cores busy)" if record["under_load"] else ""
+    console.print(f"load average {record['load_average_before'][0]:.1f} -> {record['load_average_after'][0]:.1f} "
+                  f"on {cores} cores{note}", markup=False)

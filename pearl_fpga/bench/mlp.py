@@ -12,16 +12,15 @@ Targets (issue 3): batch 1 at least 10x faster than torch; batch 1024 no slower 
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+from pearl_fpga.bench.meta import measured_record
 
 HELP = "MLP inference latency: cpu backend vs torch eager (1 and default threads), rtl cycles"
 NETWORKS = ((4, 64, 64, 2), (3, 256, 256, 1))
@@ -30,10 +29,14 @@ RTL_BATCH = 8
 ROUND_SECONDS = 0.05  # each timing round runs about this long
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--repeats", type=int, default=7, help="timing rounds per figure; the median is shown (default 7)")
-    parser.add_argument("--no-rtl", action="store_true", help="skip the rtl cycle counts")
-    add_json_option(parser)
+@dataclass(frozen=True)
+class MlpBench:
+    repeats: int = 7  # timing rounds per figure
+    rtl: bool = True  # the rtl backend's cycle counts
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise ValueError("repeats must be at least 1")
 
 
 def _network(widths: tuple[int, ...], seed: int = 0) -> Any:
@@ -213,33 +216,18 @@ def _rtl_table(results: dict[str, Any]) -> Any:
     return table
 
 
-def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.progress import Progress
+def run(config: MlpBench, argv: list[str] | None = None,
+        log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Time every network and batch of `config`; the JSON record (argv: the command line, for the record)."""
+    return measured_record("mlp", lambda: measure(config.repeats, config.rtl, log), argv)
 
-    if args.repeats < 1:
-        print("error: --repeats must be at least 1", file=sys.stderr)
-        return 2
-    if args.json == "-":
-        with LoadProbe() as probe:
-            results = measure(args.repeats, not args.no_rtl, progress=lambda _: None)
-        write_record(args, "mlp", results, probe)
-        return 0
-    console = Console() if sys.stdout.isatty() else Console(width=100)
-    steps = len(NETWORKS) * (len(BATCHES) + (0 if args.no_rtl else 1))
-    with Progress(console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("bench mlp", total=steps)
 
-        def progress(what: str) -> None:
-            bar.update(task, description=what)
-            bar.advance(task)
-
-        with LoadProbe() as probe:
-            results = measure(args.repeats, not args.no_rtl, progress)
-    write_record(args, "mlp", results, probe)
+def report(record: dict[str, Any], console: Any) -> None:
+    """The record's tables and verdict, printed to a rich Console."""
+    results = record["results"]
     console.print(_table(results))
     console.print(_rtl_table(results))
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    console.print(f"cpu backend MAC array: {results.get('cpu_path')}; load average {load:.1f} on {os.cpu_count()} cores.", markup=False)
+    load = record["load_average_before"][0]
+    console.print(f"cpu backend MAC array: {results.get('cpu_path')}; load average {load:.1f} on "
+                  f"{record['machine']['cores']} cores.", markup=False)
     console.print(_verdict(results), markup=False)
-    return 0

@@ -12,31 +12,35 @@ The rtl backend, when present, reports clock cycles for a batch against the boun
 
 from __future__ import annotations
 
-import argparse
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+from pearl_fpga.bench.meta import load_line, measured_record
 
 HELP = "tabular Q-learning kernel: updates/s of the cpu backend vs the numpy loop and numba, rtl cycles"
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--states", type=int, default=500, help="table rows (default 500, Taxi's size)")
-    parser.add_argument("--actions", type=int, default=6, help="table columns (default 6)")
-    parser.add_argument("--updates", type=int, default=1_000_000, help="transitions per timed run (compiled loops)")
-    parser.add_argument("--numpy-updates", type=int, default=50_000, help="transitions for the slow numpy loop")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per contender (the best is kept)")
-    parser.add_argument("--threads", type=int, default=2, help="K of the partitioned cpu run (default 2)")
-    parser.add_argument("--rtl-updates", type=int, default=2000, help="transitions of the rtl cycle count")
-    parser.add_argument("--rtl-states", type=int, default=64,
-                        help="table rows of the rtl run (default 64, FrozenLake8x8's; the RTL holds the table in "
-                             "registers, so large tables verilate slowly)")
-    parser.add_argument("--no-rtl", action="store_true", help="skip the rtl backend")
-    parser.add_argument("--seed", type=int, default=0)
-    add_json_option(parser)
+@dataclass(frozen=True)
+class TabularBench:
+    states: int = 500  # table rows (Taxi's size)
+    actions: int = 6
+    updates: int = 1_000_000  # transitions per timed run of the compiled loops
+    numpy_updates: int = 50_000  # transitions of the slow numpy loop
+    repeats: int = 3  # timed runs per contender (the best is kept)
+    threads: int = 2  # K of the partitioned cpu run
+    rtl_updates: int = 2000  # transitions of the rtl cycle count
+    rtl_states: int = 64  # FrozenLake8x8's: the RTL holds the table in registers, so large tables verilate slowly
+    rtl: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("states", "actions", "updates", "numpy_updates", "repeats", "threads", "rtl_updates", "rtl_states"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
 
 
 def trajectories(n: int, n_states: int, n_actions: int, seed: int) -> dict[str, np.ndarray]:
@@ -99,7 +103,7 @@ def _best(fn: Any, repeats: int) -> float:
     return best
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
+def measure(args: TabularBench) -> dict[str, Any]:
     from pearl_fpga.errors import BackendUnavailable
     from pearl_fpga.kernels import TabularQ
     from pearl_fpga.spec.tabular import reward_words
@@ -169,12 +173,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if "numba" in rows:
             row["vs_numba"] = row["updates_per_s"] / rows["numba"]["updates_per_s"]
 
-    if not args.no_rtl:
+    if args.rtl:
         results["rtl"] = _rtl(args, data)
     return results
 
 
-def _rtl(args: argparse.Namespace, data: dict[str, np.ndarray]) -> dict[str, Any]:
+def _rtl(args: TabularBench, data: dict[str, np.ndarray]) -> dict[str, Any]:
     from pearl_fpga.errors import BackendUnavailable
     from pearl_fpga.kernels import TabularQ
     from pearl_fpga.spec import tabular as spec
@@ -204,12 +208,11 @@ def _rtl(args: argparse.Namespace, data: dict[str, np.ndarray]) -> dict[str, Any
     return out
 
 
-def _print(results: dict[str, Any], probe: LoadProbe) -> None:
-    from rich.console import Console
+def report(record: dict[str, Any], console: Any) -> None:
+    """The record's table and notes, printed to a rich Console."""
     from rich.table import Table
 
-    console = Console()
-    load = probe.figures()
+    results = record["results"]
     title = (f"tabular kernel, {results['states']} x {results['actions']} table, random-walk stream "
              f"({results['hazard_rate_4']:.0%} of transitions bootstrap on a row one of the 4 previous updates wrote)")
     table = Table(title=title, title_justify="left")
@@ -230,19 +233,10 @@ def _print(results: dict[str, Any], probe: LoadProbe) -> None:
             console.print(f"rtl: not measured ({rtl['reason']})", markup=False)
     for note in results["notes"]:
         console.print(f"  {note}", markup=False)
-    state = "UNDER LOAD" if load["under_load"] else "quiet"
-    console.print(f"machine: {state} (load average {load['load_before']} -> {load['load_after']}, other processes "
-                  f"kept {load['other_cores_busy']} cores busy); compare ratios within this run only", markup=False)
+    console.print(load_line(record), markup=False)
 
 
-def run(args: argparse.Namespace) -> int:
-    for name in ("states", "actions", "updates", "numpy_updates", "repeats", "threads", "rtl_updates", "rtl_states"):
-        if getattr(args, name) < 1:
-            print(f"error: --{name.replace('_', '-')} must be >= 1")
-            return 2
-    with LoadProbe() as probe:
-        results = measure(args)
-    write_record(args, "tabular", results, probe)
-    if args.json != "-":
-        _print(results, probe)
-    return 0
+def run(config: TabularBench, argv: list[str] | None = None,
+        log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Time every contender on `config`'s stream; the JSON record (argv: the command line, for the record)."""
+    return measured_record("tabular", lambda: measure(config), argv)

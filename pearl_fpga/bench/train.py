@@ -21,52 +21,41 @@ runs (usually with --no-sb3). SB3 runs when the `bench` extra
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import LoadProbe, with_metadata
-from pearl_fpga.commands.config_args import add_config_options, build_config
+from pearl_fpga.bench.meta import LoadProbe, measured_record
+from pearl_fpga.config import TrainConfig
 
 HELP = "training throughput (env steps/s, updates/s) and final return vs Stable-Baselines3 and SBX at equal settings"
-DEFAULT_STEPS = {"dqn": 20_000, "ddpg": 20_000, "td3": 20_000}
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", choices=("dqn", "ddpg", "td3"), default="dqn")
-    parser.add_argument("--env", default=None, help="gymnasium id (default CartPole-v1 / Pendulum-v1)")
-    parser.add_argument("--steps", type=int, default=None, help="env steps per run (default 20000)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default 0)")
-    parser.add_argument("--placement", default=None, help="pearl_fpga placement (default: kernel actor on the CPU build)")
-    parser.add_argument("--workers", type=int, default=0, help="pearl_fpga actor worker processes (default 0)")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="pearl_fpga learner torch threads (default 0: chosen by measurement, its default)")
-    parser.add_argument("--sb3-threads", nargs="+", default=["1", "default"], metavar="N|default",
-                        help="SB3 torch thread settings to run (default: 1 and default, torch's one per core)")
-    parser.add_argument("--double-q", action="store_true",
-                        help="DQN: run pearl_fpga's double-DQN target (SB3 has only the vanilla one; default: "
-                             "vanilla on both sides, the same algorithm)")
-    parser.add_argument("--eval-episodes", type=int, default=10)
-    parser.add_argument("--keep-best", action="store_true",
-                        help="pearl_fpga: keep the preset's periodic evaluations and report the best kept policy, "
-                             "as `pearl-fpga train` does (learning-quality runs; SB3 still reports its final policy)")
-    parser.add_argument("--no-sb3", action="store_true", help="skip the Stable-Baselines3 baseline")
-    parser.add_argument("--no-sbx", action="store_true",
-                        help="skip the SBX baseline (SB3 on JAX, its whole update compiled by XLA, at JAX's default "
-                             "threads)")
-    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
-                        help="write the JSON record (metadata and figures) to PATH, or print it ('-' or no PATH)")
-    add_config_options(parser)
-    parser.add_argument("--plot", default=None, metavar="PNG",
-                        help="also draw env steps/s per library and seed, and where pearl_fpga's time goes, to PNG")
+@dataclass(frozen=True)
+class TrainBench:
+    """pearl_fpga's run is `config` (its total_steps, workers, learner_threads: 0 = chosen by measurement);
+    the baselines run at the same settings."""
+
+    config: TrainConfig
+    seeds: tuple[int, ...] = (0,)
+    placement: str | None = None  # pearl_fpga placement (default: kernel actor on the CPU build)
+    sb3_threads: tuple[str, ...] = ("1", "default")  # SB3 torch thread settings: N, or "default" (one per core)
+    eval_episodes: int = 10
+    keep_best: bool = False  # report pearl_fpga's best kept policy (the config's periodic evaluations)
+    sb3: bool = True  # run the Stable-Baselines3 baseline (where installed)
+    sbx: bool = True  # run SBX (SB3 on JAX, its whole update compiled by XLA, at JAX's default threads)
+
+    def __post_init__(self) -> None:
+        _sb3_settings(self.sb3_threads, 1)
+        if not self.seeds or self.eval_episodes < 1:
+            raise ValueError("need at least one seed and eval_episodes >= 1")
 
 
-def _sb3_settings(values: list[str], default_threads: int) -> dict[str, int]:
+def _sb3_settings(values: tuple[str, ...], default_threads: int) -> dict[str, int]:
     """{"1": 1, "default": <torch's default>} from the --sb3-threads values."""
     out: dict[str, int] = {}
     for v in values:
@@ -75,65 +64,46 @@ def _sb3_settings(values: list[str], default_threads: int) -> dict[str, int]:
         elif v.isdigit() and int(v) >= 1:
             out[v] = int(v)
         else:
-            raise ValueError(f"--sb3-threads takes positive integers or 'default', got {v!r}")
+            raise ValueError(f"sb3_threads (--sb3-threads) takes positive integers or 'default', got {v!r}")
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
+    """Every seed: pearl_fpga, then SB3 at each thread setting, then SBX, one after the other."""
     import torch
-    from rich.console import Console
-    from rich.markup import escape
-
 
     default_threads = torch.get_num_threads()  # torch's own default (one per core), before anything sets it
-    console = Console(stderr=args.json == "-", width=None if sys.stdout.isatty() else 150)
-    steps = args.steps or DEFAULT_STEPS[args.algo]
-    try:
-        if steps < 1 or args.threads < 0:
-            raise ValueError("--steps must be >= 1 and --threads >= 0")
-        sb3_settings = _sb3_settings(args.sb3_threads, default_threads)
-    except ValueError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        return 2
-    extra = {"double_q": bool(args.double_q)} if args.algo == "dqn" else {}
-    if not args.keep_best:
-        extra["eval_freq"] = 0
-    try:
-        config = build_config(args, args.algo, args.env, total_steps=steps, workers=args.workers,
-                              learner_threads=args.threads, **extra)
-    except ValueError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        return 2
-    results: dict[str, Any] = {"algo": args.algo, "env_id": config.env_id, "steps": steps,
-                               "pearl_threads": "auto" if args.threads == 0 else args.threads,
+    config = args.config
+    sb3_settings = _sb3_settings(args.sb3_threads, default_threads)
+    results: dict[str, Any] = {"algo": config.algo, "env_id": config.env_id, "steps": config.total_steps,
+                               "pearl_threads": "auto" if config.learner_threads == 0 else config.learner_threads,
                                "sb3_threads": sb3_settings, "keep_best": bool(args.keep_best),
                                "config": config.to_dict(), "runs": []}
-    sb3 = None if args.no_sb3 else _sb3_module()
-    sbx = None if args.no_sbx else _sbx_module()
-    whole = LoadProbe().start()
+    sb3 = _sb3_module() if args.sb3 else None
+    sbx = _sbx_module() if args.sbx else None
     for seed in args.seeds:
-        console.print(f"seed {seed}: pearl_fpga ...", markup=False)
+        log(f"seed {seed}: pearl_fpga ...")
         ours = _measured(lambda: _run_pearl(config, seed, args.placement, args.eval_episodes))
         entry: dict[str, Any] = {"seed": seed, "pearl_fpga": ours, "sb3": {}, "speedup": {}}
         if sb3 is not None:
             for name, threads in sb3_settings.items():
-                console.print(f"seed {seed}: stable-baselines3 at {name} torch thread(s) ...", markup=False)
+                log(f"seed {seed}: stable-baselines3 at {name} torch thread(s) ...")
                 theirs = _measured(lambda: _run_sb3(sb3, config, seed, args.eval_episodes, threads))
                 entry["sb3"][name] = theirs
                 entry["speedup"][name] = ours["env_steps_per_s"] / theirs["env_steps_per_s"]
         if sbx is not None:
-            console.print(f"seed {seed}: sbx (JAX) ...", markup=False)
+            log(f"seed {seed}: sbx (JAX) ...")
             entry["sbx"] = _measured(lambda: _run_sb3(sbx, config, seed, args.eval_episodes, None))
             entry["speedup_sbx"] = ours["env_steps_per_s"] / entry["sbx"]["env_steps_per_s"]
         results["runs"].append(entry)
         torch.set_num_threads(default_threads)
-    results["sb3"] = "installed" if sb3 is not None else ("skipped" if args.no_sb3 else
-                                                          "not installed (pip install 'pearl_fpga[bench]')")
+    results["sb3"] = "installed" if sb3 is not None else ("not installed (pip install 'pearl_fpga[bench]')"
+                                                          if args.sb3 else "skipped")
     if sb3 is not None:
         results["median_speedup"] = {name: statistics.median(r["speedup"][name] for r in results["runs"])
                                      for name in sb3_settings}
-    results["sbx"] = "installed" if sbx is not None else ("skipped" if args.no_sbx else
-                                                          "not installed (pip install 'pearl_fpga[bench]')")
+    results["sbx"] = "installed" if sbx is not None else ("not installed (pip install 'pearl_fpga[bench]')"
+                                                          if args.sbx else "skipped")
     if sbx is not None:
         results["median_speedup_sbx"] = statistics.median(r["speedup_sbx"] for r in results["runs"])
     results["libraries"] = _versions()
@@ -142,25 +112,22 @@ def run(args: argparse.Namespace) -> int:
     results["cpu_features"] = cpu_identity()["features"]  # the matrix and vector units the learners may use
     results["runs_under_load"] = sum(r["pearl_fpga"]["under_load"] or any(s["under_load"] for s in r["sb3"].values())
                                      or r.get("sbx", {}).get("under_load", False) for r in results["runs"])
-    whole.stop()
-    record = with_metadata("train", results, getattr(args, "argv", None), whole)
-    if args.json:
-        text = json.dumps(record, indent=2)
-        if args.json == "-":
-            print(text)
-        else:
-            with open(args.json, "w") as f:
-                f.write(text + "\n")
-    if args.json != "-":
-        _table(console, results)
-    if args.plot:
-        plot(results, args.plot)
-        console.print(f"plot: {args.plot}", markup=False)
-    return 0
+    return results
+
+
+def run(config: TrainBench, argv: list[str] | None = None,
+        log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Train pearl_fpga and the baselines for every seed of `config`; the JSON record (argv: the command line)."""
+    return measured_record("train", lambda: measure(config, log), argv)
+
+
+def report(record: dict[str, Any], console: Any) -> None:
+    """The record's tables, printed to a rich Console."""
+    _table(console, record["results"])
 
 
 def _measured(fn: Any) -> dict[str, Any]:
-    """fn()'s figures plus how busy the machine was meanwhile (bench_meta.LoadProbe)."""
+    """fn()'s figures plus how busy the machine was meanwhile (meta.LoadProbe)."""
     with LoadProbe() as probe:
         out = fn()
     out.update(probe.figures())

@@ -12,34 +12,45 @@ against the faster of the baselines. This machine is shared: expect noise, compa
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
-import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
+from pearl_fpga.bench.meta import measured_record
 
 HELP = "replay buffer and sum-tree kernel: us per sample/update vs cpprb and TorchRL, rtl cycles"
+BASELINES = ("cpprb", "torchrl")
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--capacity", type=int, default=1 << 20, help="buffer capacity (default 2^20)")
-    parser.add_argument("--fanout", type=int, default=16, choices=(2, 4, 8, 16), help="sum-tree fan-out")
-    parser.add_argument("--batch", type=int, default=256, help="samples (and priority updates) per call")
-    parser.add_argument("--obs-dim", type=int, default=4, help="observation size (float32)")
-    parser.add_argument("--repeats", type=int, default=1000, help="timed sample+update iterations per row")
-    parser.add_argument("--rtl-capacity", type=int, default=4096, help="capacity of the rtl measurement")
-    parser.add_argument(
-        "--baselines", default="cpprb,torchrl", help="comma-separated baselines to run (cpprb, torchrl; '' for none)"
-    )
-    parser.add_argument("--no-rtl", action="store_true", help="skip the rtl backend (its first build is slow)")
-    add_json_option(parser)
-    parser.add_argument("--seed", type=int, default=0)
+@dataclass(frozen=True)
+class ReplayBench:
+    """One configuration of the replay benchmark (the rtl row runs at min(rtl_capacity, capacity))."""
+
+    capacity: int = 1 << 20
+    fanout: int = 16
+    batch: int = 256
+    obs_dim: int = 4
+    repeats: int = 1000  # timed sample+update iterations per row
+    rtl_capacity: int = 4096
+    baselines: tuple[str, ...] = BASELINES
+    rtl: bool = True  # its first build (Verilator) is slow
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        from pearl_fpga.spec.replay import MAX_BATCH, MAX_CAPACITY
+
+        if not 1 <= self.capacity <= MAX_CAPACITY or not 1 <= self.batch <= MAX_BATCH or self.obs_dim < 1 \
+                or self.repeats < 1 or self.fanout not in (2, 4, 8, 16):
+            raise ValueError(f"need 1 <= capacity <= {MAX_CAPACITY}, 1 <= batch <= {MAX_BATCH}, obs_dim >= 1, "
+                             "repeats >= 1 and fanout 2, 4, 8 or 16")
+        unknown = set(self.baselines) - set(BASELINES)
+        if unknown:
+            raise ValueError(f"unknown baselines {sorted(unknown)}; choose from {', '.join(BASELINES)}")
 
 
 # ---- timing ---------------------------------------------------------------------------------------
@@ -77,7 +88,7 @@ CHUNK = 65536  # transitions added per call while filling
 
 
 # ---- rows -----------------------------------------------------------------------------------------
-def bench_pearl(args: argparse.Namespace) -> dict[str, Any]:
+def bench_pearl(args: ReplayBench) -> dict[str, Any]:
     from pearl_fpga.replay import PrioritizedReplayBuffer
 
     rng = np.random.default_rng(args.seed)
@@ -94,7 +105,7 @@ def bench_pearl(args: argparse.Namespace) -> dict[str, Any]:
     return _time_pair(lambda: buf.sample(args.batch), lambda b: buf.update_priorities(b.indices, td), args.repeats)
 
 
-def bench_cpprb(args: argparse.Namespace) -> dict[str, Any]:
+def bench_cpprb(args: ReplayBench) -> dict[str, Any]:
     from cpprb import PrioritizedReplayBuffer as CpprbPER
 
     rng = np.random.default_rng(args.seed)
@@ -112,7 +123,7 @@ def bench_cpprb(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
-def bench_torchrl(args: argparse.Namespace) -> dict[str, Any]:
+def bench_torchrl(args: ReplayBench) -> dict[str, Any]:
     import torch
     from tensordict import TensorDict
     from torchrl.data import LazyTensorStorage, TensorDictPrioritizedReplayBuffer
@@ -133,7 +144,7 @@ def bench_torchrl(args: argparse.Namespace) -> dict[str, Any]:
     return _time_pair(rb.sample, lambda b: rb.update_priority(b["index"], prio), args.repeats)
 
 
-def bench_sampler(args: argparse.Namespace, backend: str, repeats: int) -> dict[str, Any]:
+def bench_sampler(args: ReplayBench, backend: str, repeats: int) -> dict[str, Any]:
     from pearl_fpga.kernels.replay import ReplaySampler
     from pearl_fpga.spec.replay import batch_cycle_bound
 
@@ -146,7 +157,7 @@ def bench_sampler(args: argparse.Namespace, backend: str, repeats: int) -> dict[
     return _time_pair(lambda: sampler.sample(args.batch, rng)[0], lambda idx: sampler.update(idx, prio), repeats)
 
 
-def bench_rtl(args: argparse.Namespace) -> dict[str, Any]:
+def bench_rtl(args: ReplayBench) -> dict[str, Any]:
     """Cycles per batch on the rtl backend, and the SPEC bound B + 5*depth + 16."""
     from pearl_fpga.kernels.replay import ReplaySampler
     from pearl_fpga.spec.replay import batch_cycle_bound
@@ -185,13 +196,13 @@ def _attempt(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return {"error": f"failed to load: {first_sentence[:100]}"}
 
 
-def run_all(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, Any]:
+def measure(args: ReplayBench, progress: Callable[[str], None]) -> dict[str, Any]:
     from pearl_fpga.errors import PearlError
 
     results: dict[str, Any] = {}
     progress("pearl_fpga PrioritizedReplayBuffer (cpu)")
     results["pearl_fpga"] = bench_pearl(args)
-    chosen = {name.strip() for name in args.baselines.split(",") if name.strip()}
+    chosen = set(args.baselines)
     for name, label, fn in (("cpprb", "cpprb PrioritizedReplayBuffer", bench_cpprb), ("torchrl", "TorchRL TensorDictPrioritizedReplayBuffer", bench_torchrl)):
         if name in chosen:
             progress(label)
@@ -202,7 +213,7 @@ def run_all(args: argparse.Namespace, progress: Callable[[str], None]) -> dict[s
     results["sampler_cpu"] = bench_sampler(args, "cpu", args.repeats)
     progress("ReplaySampler numpy")
     results["sampler_numpy"] = bench_sampler(args, "numpy", max(3, min(args.repeats, 30)))
-    if args.no_rtl:
+    if not args.rtl:
         rtl: dict[str, Any] = {"error": "skipped (--no-rtl)"}
     else:
         progress("ReplaySampler rtl (first run builds the RTL with Verilator)")
@@ -241,10 +252,11 @@ LABELS = {
 }
 
 
-def _print_table(report: dict[str, Any]) -> None:
-    from rich.console import Console
+def report(record: dict[str, Any], console: Any) -> None:
+    """The record's table, printed to a rich Console."""
     from rich.table import Table
 
+    report = record["results"]
     cfg = report["config"]
     table = Table(
         title=f"replay: capacity {cfg['capacity']}, fanout {cfg['fanout']}, batch {cfg['batch']}, "
@@ -277,40 +289,12 @@ def _print_table(report: dict[str, Any]) -> None:
             f"rtl backend at capacity {rtl['capacity']}, batch {rtl['batch']}: cycles per batch, "
             f"SPEC bound B + 5*depth + 16 = {rtl['bound_cycles']}"
         )
-    console = Console()
     console.print(table)
     for note in notes:
         console.print(f"  {note}", markup=False)
 
 
-def run(args: argparse.Namespace) -> int:
-    from pearl_fpga.spec.replay import MAX_BATCH, MAX_CAPACITY
-
-    unknown = {b.strip() for b in args.baselines.split(",") if b.strip()} - {"cpprb", "torchrl"}
-    if not 1 <= args.capacity <= MAX_CAPACITY or not 1 <= args.batch <= MAX_BATCH or args.obs_dim < 1 or args.repeats < 1:
-        print(
-            f"error: need 1 <= --capacity <= {MAX_CAPACITY}, 1 <= --batch <= {MAX_BATCH}, --obs-dim >= 1, --repeats >= 1",
-            file=sys.stderr,
-        )
-        return 2
-    if unknown:
-        print(f"error: unknown baselines {sorted(unknown)}; choose from cpprb, torchrl", file=sys.stderr)
-        return 2
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    steps = 4 + len({b.strip() for b in args.baselines.split(",") if b.strip()}) + (0 if args.no_rtl else 1)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("replay bench", total=steps)
-
-        def progress(step: str) -> None:
-            bar.update(task, description=f"measuring {step}", advance=1)
-
-        with LoadProbe() as probe:
-            report = run_all(args, progress)
-        bar.update(task, description="done", advance=1)
-    write_record(args, "replay", report, probe)
-    if args.json != "-":
-        _print_table(report)
-    return 0
+def run(config: ReplayBench, argv: list[str] | None = None,
+        log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Measure every row of `config`; the JSON record (argv: the command line, for the record)."""
+    return measured_record("replay", lambda: measure(config, lambda step: log(f"measuring {step}")), argv)

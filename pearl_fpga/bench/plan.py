@@ -14,45 +14,41 @@ Periodic evaluation is off during these runs (it is not part of the model).
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pearl_fpga.commands.bench_meta import LoadProbe, add_json_option, write_record
-from pearl_fpga.commands.config_args import add_config_options, build_config
+from pearl_fpga.bench.meta import measured_record
+from pearl_fpga.config import TrainConfig
 
 HELP = "predicted vs measured env steps/s of the CPU-only placements, and the planner's choice vs the default"
 TARGET_ERROR = 0.25
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", default="dqn", choices=("dqn", "ddpg", "td3"))
-    parser.add_argument("--env", default=None, help="gymnasium id (default: the algorithm's preset env)")
-    parser.add_argument("--steps", type=int, default=4000, help="env steps of each measured run (default 4000)")
-    parser.add_argument("--learning-starts", type=int, default=None,
-                        help="override the preset's learning_starts (default: min(preset, steps / 4))")
-    parser.add_argument("--max-workers", type=int, default=2, help="actor worker counts 0..N (default 2)")
-    parser.add_argument("--per", action="store_true", help="with prioritized replay (the replay kernel's C++ build)")
-    parser.add_argument("--quick", action="store_true", help="tiny profiling sizes")
-    parser.add_argument("--cached", action="store_true",
-                        help="use the cached profile for every prediction (default: profile afresh before each "
-                             "run, so that prediction and run see the same load on a shared machine)")
-    parser.add_argument("--seed", type=int, default=0)
-    add_json_option(parser)
-    add_config_options(parser)
-    parser.add_argument("--plot", default=None, metavar="PNG",
-                        help="also draw predicted against measured env steps/s, with the 25%% band, to PNG")
+@dataclass(frozen=True)
+class PlanBench:
+    """Each measured run trains `config` for its total_steps (periodic evaluation off: not in the model)."""
+
+    config: TrainConfig
+    max_workers: int = 2  # actor worker counts 0..N
+    quick: bool = False  # tiny profiling sizes
+    cached: bool = False  # the cached profile for every prediction (default: profile afresh before each run,
+    # so that prediction and run see the same load on a shared machine)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.config.total_steps < 200:
+            raise ValueError("the runs need at least 200 env steps (total_steps) for a meaningful rate")
+        if self.max_workers < 0:
+            raise ValueError("max_workers must be >= 0")
 
 
-def bench_config(args: argparse.Namespace) -> Any:
-    from pearl_fpga.config import TrainConfig
-
-    base = TrainConfig.preset(args.algo, args.env)
-    starts = args.learning_starts if args.learning_starts is not None else min(base.learning_starts, args.steps // 4)
-    return build_config(args, args.algo, args.env, total_steps=args.steps, learning_starts=starts, eval_freq=0,
-                        per=bool(args.per))
+def run(config: PlanBench, argv: list[str] | None = None,
+        log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Predicted against measured env steps/s of every CPU-only placement; the JSON record (argv: the command line)."""
+    return measured_record("plan", lambda: measure_all(config, log), argv)
 
 
 def measure(config: Any, placement: str, workers: int, steps: int, seed: int) -> dict[str, Any]:
@@ -81,38 +77,25 @@ def measure(config: Any, placement: str, workers: int, steps: int, seed: int) ->
             "steady_env_steps_per_s": steady}
 
 
-def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from rich.console import Console
-    from rich.table import Table
-
-    from pearl_fpga.errors import PearlError
+def measure_all(args: PlanBench, log: Callable[[str], None]) -> dict[str, Any]:
+    """Predict, then measure, every CPU-only placement and worker count; the planner's choice and the default."""
     from pearl_fpga.planner import choose_placement
     from pearl_fpga.planner.model import predict
     from pearl_fpga.runtime.vocabulary import ROLES
     from pearl_fpga.planner.tables import build_tables
-    from pearl_fpga.planner.host_bench import Sizes, load_factor, profile_host
+    from pearl_fpga.planner.host_probe import Sizes, load_factor, profile_host
     from pearl_fpga.planner.profile import fit_line
-    from pearl_fpga.planner.worker_bench import worker_pool_costs
+    from pearl_fpga.planner.worker_probe import worker_pool_costs
     from pearl_fpga.runtime.placement import default_placement
 
-    if args.steps < 200:
-        print("error: --steps must be >= 200 for a meaningful rate", file=sys.stderr)
-        return 2
-    console = Console(stderr=args.json == "-", width=max(Console().width, 120))
-    probe = LoadProbe().start()
-    config = bench_config(args)
+    config = args.config
+    steps = config.total_steps
     # host profile of each run: many cheap repeats, because a shared machine's load comes in bursts
     # and a short timing window catches or misses them by luck (a few seconds in all)
     sizes = Sizes.quick() if args.quick else Sizes(repeats=200, learn_repeats=80)
-    try:
-        plan = choose_placement(config.algo, config.env_id, config, devices="cpu,cpu-kernel",
-                                sizes=Sizes.quick() if args.quick else None, reprofile=not args.cached,
-                                progress=args.json != "-", max_workers=args.max_workers)
-    except (PearlError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    plan = choose_placement(config.algo, config.env_id, config, devices="cpu,cpu-kernel",
+                            sizes=Sizes.quick() if args.quick else None, reprofile=not args.cached,
+                            progress=False, max_workers=args.max_workers)
     acts = [t for t in ("cpu", "cpu-kernel") if plan.tables.can_run("act", t)]
     cases = [(act, w) for act in acts for w in range(0, args.max_workers + 1)]
     rows: list[dict[str, Any]] = []
@@ -130,10 +113,10 @@ def run(args: argparse.Namespace) -> int:
                     fresh.points[key], fresh.fits[key] = pts, fit_line([p[0] for p in pts], [p[1] for p in pts])
             tables = build_tables(config, fresh, ["cpu", "cpu-kernel"], None)[0]
         pred = predict(tables, plan.workload, placement, workers)
-        predicted = pred.average_throughput(args.steps, config.learning_starts)
-        console.print(f"[{i}/{len(cases)}] {text}, {workers} workers: predicted {predicted:,.0f} env steps/s "
-                      f"(learner now x{factor:.2f} of profile); measuring {args.steps} steps ...", markup=False)
-        m = measure(config, text, workers, args.steps, args.seed)
+        predicted = pred.average_throughput(steps, config.learning_starts)
+        log(f"[{i}/{len(cases)}] {text}, {workers} workers: predicted {predicted:,.0f} env steps/s "
+            f"(learner now x{factor:.2f} of profile); measuring {steps} steps ...")
+        m = measure(config, text, workers, steps, args.seed)
         err = (predicted - m["env_steps_per_s"]) / m["env_steps_per_s"]
         steady = m["steady_env_steps_per_s"]
         rows.append({"placement": text, "workers": workers, "predicted": predicted, "measured": m["env_steps_per_s"],
@@ -145,20 +128,21 @@ def run(args: argparse.Namespace) -> int:
                      "measured_startup_s": m["startup_s"], "measured_shutdown_s": m["shutdown_s"],
                      "predicted_startup_s": pred.startup_s, "predicted_shutdown_s": pred.shutdown_s,
                      "measured_seconds": m["seconds"],
-                     "predicted_seconds": pred.run_seconds(args.steps, config.learning_starts),
+                     "predicted_seconds": pred.run_seconds(steps, config.learning_starts),
                      "measured_tasks": m["tasks"],
-                     "predicted_tasks": pred.run_task_seconds(args.steps),  # run means, as the Trainer's timers
+                     "predicted_tasks": pred.run_task_seconds(steps),  # run means, as the Trainer's timers
                      "predicted_steady_tasks": dict(pred.task_seconds)})
-        console.print(f"    measured {m['env_steps_per_s']:,.0f} env steps/s ({err:+.0%}); steady "
-                      f"{pred.throughput:,.0f} predicted / {steady or 0:,.0f} measured; start+stop "
-                      f"{pred.startup_s + pred.shutdown_s:.2f} s predicted / {m['startup_s'] + m['shutdown_s']:.2f} s measured", markup=False)
+        log(f"    measured {m['env_steps_per_s']:,.0f} env steps/s ({err:+.0%}); steady "
+            f"{pred.throughput:,.0f} predicted / {steady or 0:,.0f} measured; start+stop "
+            f"{pred.startup_s + pred.shutdown_s:.2f} s predicted / {m['startup_s'] + m['shutdown_s']:.2f} s measured")
 
     chosen = next(r for r in rows if r["placement"] == plan.placement and r["workers"] == plan.workers) \
         if any(r["placement"] == plan.placement and r["workers"] == plan.workers for r in rows) else None
     dflt_text = str(default_placement())
     default = next((r for r in rows if r["placement"] == dflt_text and r["workers"] == config.workers), None)
     within = sum(abs(r["error"]) <= TARGET_ERROR for r in rows)
-    result = {"algo": config.algo, "env": config.env_id, "steps": args.steps, "learning_starts": config.learning_starts,
+    result = {"algo": config.algo, "env": config.env_id, "steps": steps, "learning_starts": config.learning_starts,
+              "gradient_steps": config.gradient_steps, "train_freq": config.train_freq,
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "rows": rows, "within_target": within, "cases": len(rows), "target_error": TARGET_ERROR,
               "chosen": {"placement": plan.placement, "workers": plan.workers,
@@ -167,15 +151,18 @@ def run(args: argparse.Namespace) -> int:
                           "measured": default["measured"] if default else None}}
     if chosen and default:
         result["chosen_over_default"] = chosen["measured"] / default["measured"]
-    if args.plot:
-        plot(result, args.plot)
-        console.print(f"plot: {args.plot}", markup=False)
-    probe.stop()
-    write_record(args, "plan", result, probe)
-    if args.json == "-":
-        return 0
-    t = Table(title=f"bench plan: {config.algo} {config.env_id}, {args.steps} env steps per run "
-                    f"(learning starts at {config.learning_starts}, UTD {config.gradient_steps}/{config.train_freq})",
+    return result
+
+
+def report(record: dict[str, Any], console: Any) -> None:
+    """The record's table and lines, printed to a rich Console."""
+    from rich.table import Table
+
+    result = record["results"]
+    rows = result["rows"]
+    chosen, default = result["chosen"], result["default"]
+    t = Table(title=f"bench plan: {result['algo']} {result['env']}, {result['steps']} env steps per run "
+                    f"(learning starts at {result['learning_starts']}, UTD {result['gradient_steps']}/{result['train_freq']})",
               title_justify="left")
     for col in ("placement", "workers", "predicted steps/s", "measured steps/s", "error", "steady pred/meas",
                 "start+stop pred/meas s", "predicted bottleneck"):
@@ -187,12 +174,13 @@ def run(args: argparse.Namespace) -> int:
                   f"{r['error']:+.0%}{mark}", steady, f"{r['predicted_fixed_s']:.2f} / {r['measured_fixed_s']:.2f}",
                   r["bottleneck"])
     console.print(t)
-    console.print(f"{within}/{len(rows)} predictions within {TARGET_ERROR:.0%} of measured.", markup=False)
-    if chosen and default:
-        console.print(f"chosen {plan.placement} with {plan.workers} workers: {chosen['measured']:,.0f} env steps/s; "
-                      f"default {dflt_text} with {config.workers} workers: {default['measured']:,.0f} "
-                      f"(chosen/default = {result['chosen_over_default']:.2f}x, measured)", markup=False)
-    return 0
+    console.print(f"{result['within_target']}/{len(rows)} predictions within {TARGET_ERROR:.0%} of measured.",
+                  markup=False)
+    if "chosen_over_default" in result:
+        console.print(f"chosen {chosen['placement']} with {chosen['workers']} workers: {chosen['measured']:,.0f} env "
+                      f"steps/s; default {default['placement']} with {default['workers']} workers: "
+                      f"{default['measured']:,.0f} (chosen/default = {result['chosen_over_default']:.2f}x, measured)",
+                      markup=False)
 
 
 def plot(result: dict[str, Any], path: str) -> None:

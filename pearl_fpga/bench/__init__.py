@@ -1,0 +1,1 @@
+"""The benchmarks behind `pearl-fpga bench <name>`, one module each; meta: what every JSON record carries."""
