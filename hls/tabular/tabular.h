@@ -44,16 +44,7 @@
 #include <cstdint>
 
 #include "common/hls_compat.h"
-
-#ifndef TABULAR_STATES
-#define TABULAR_STATES 1024
-#endif
-#ifndef TABULAR_ACTIONS
-#define TABULAR_ACTIONS 8
-#endif
-#ifndef TABULAR_MAX_BATCH
-#define TABULAR_MAX_BATCH 4096
-#endif
+#include "tabular_config.h"  // TABULAR_STATES / TABULAR_ACTIONS / TABULAR_MAX_BATCH and the limits, from kernel.json
 
 namespace tabular {
 
@@ -61,7 +52,7 @@ constexpr int FRAC_BITS = 16;
 constexpr int64_t HALF = int64_t(1) << (FRAC_BITS - 1);
 constexpr uint32_t ONE = uint32_t(1) << FRAC_BITS;
 // Trip-count bounds for the synthesis reports (the cpu build accepts any size the host validates).
-constexpr uint32_t MAX_ACTIONS = 64;
+constexpr uint32_t MAX_ACTIONS = config::ACTIONS_RANGE.max;
 constexpr uint32_t MAX_BATCH = 1u << 20;
 
 // Opcodes of the command stream (SPEC.md, "Command word").
