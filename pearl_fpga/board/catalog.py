@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pearl_fpga.data import data_path
+from pearl_fpga.data import data_path, load_json
 from pearl_fpga.errors import PearlError
 from pearl_fpga.spec.descriptor import descriptor
 from pearl_fpga.spec.kernels import KERNELS
@@ -93,14 +93,8 @@ def load_catalog(path: str | Path | None = None) -> dict[str, BoardSpec]:
     Raises CatalogError naming the file, the board and the field when anything is missing or wrong.
     """
     path = Path(path) if path is not None else DEFAULT_CATALOG
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CatalogError(f"board catalog {path} not found (it ships in the repository at bitstreams/catalog.json)") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CatalogError(f"board catalog {path} is not valid JSON ({exc}); restore it from git") from None
+    data = load_json(path, CatalogError, "board catalog", " (it ships in the repository at bitstreams/catalog.json)",
+                     "; restore it from git")
     return parse_catalog(data, source=str(path))
 
 

@@ -18,13 +18,12 @@ dependencies.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pearl_fpga.data import data_path
+from pearl_fpga.data import data_path, load_json
 from pearl_fpga.errors import PearlError
 
 SCHEMA_VERSION = 1
@@ -251,15 +250,7 @@ def parse_descriptor(data: Any, path: Path) -> KernelDescriptor:
 def load_descriptor(path: str | Path) -> KernelDescriptor:
     """Read and validate one hls/<kernel>/kernel.json."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DescriptorError(f"kernel descriptor {path} not found") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DescriptorError(f"{path} is not valid JSON ({exc})") from None
-    return parse_descriptor(data, path)
+    return parse_descriptor(load_json(path, DescriptorError, "kernel descriptor"), path)
 
 
 def load_descriptors(hls_root: str | Path | None = None) -> dict[str, KernelDescriptor]:
