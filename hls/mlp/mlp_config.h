@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "common/kernel_config.h"
+
 #ifndef MLP_LANES
 #define MLP_LANES 16
 #endif
@@ -24,30 +26,18 @@
 namespace mlp {
 namespace config {
 
-struct Range {
-    uint32_t min;
-    uint32_t max;
-};
+constexpr uint32_t LANES = MLP_LANES;  // parallel MAC lanes, a power of two
+constexpr pearl::Range LANES_RANGE{1, 256};
+constexpr uint32_t MAX_WIDTH = MLP_MAX_WIDTH;  // widest layer input or output
+constexpr pearl::Range MAX_WIDTH_RANGE{1, 256};
+constexpr uint32_t MAX_LAYERS = MLP_MAX_LAYERS;  // linear layers
+constexpr pearl::Range MAX_LAYERS_RANGE{1, 4};
+constexpr uint32_t MAX_BATCH = MLP_MAX_BATCH;  // observations of one INFER call
+constexpr pearl::Range MAX_BATCH_RANGE{1, 4096};
 
-// lanes: parallel MAC lanes, a power of two (1..256)
-constexpr uint32_t LANES = MLP_LANES;
-constexpr Range LANES_RANGE{1, 256};
-// max_width: widest layer input or output (1..256)
-constexpr uint32_t MAX_WIDTH = MLP_MAX_WIDTH;
-constexpr Range MAX_WIDTH_RANGE{1, 256};
-// max_layers: linear layers (1..4)
-constexpr uint32_t MAX_LAYERS = MLP_MAX_LAYERS;
-constexpr Range MAX_LAYERS_RANGE{1, 4};
-// max_batch: observations of one INFER call (1..4096)
-constexpr uint32_t MAX_BATCH = MLP_MAX_BATCH;
-constexpr Range MAX_BATCH_RANGE{1, 4096};
-
-// largest requantization shift of a layer (SPEC.md)
-constexpr uint32_t MAX_SHIFT = 40;
-// fractional bits of the tanh head's input (Q3.12)
-constexpr uint32_t TANH_FRAC_BITS = 12;
-// the tanh table's segments are 2^6 LSB wide (1024 segments)
-constexpr uint32_t TANH_SEGMENT_BITS = 6;
+constexpr uint32_t MAX_SHIFT = 40;  // largest requantization shift of a layer (SPEC.md)
+constexpr uint32_t TANH_FRAC_BITS = 12;  // fractional bits of the tanh head's input (Q3.12)
+constexpr uint32_t TANH_SEGMENT_BITS = 6;  // the tanh table's segments are 2^6 LSB wide (1024 segments)
 
 }  // namespace config
 }  // namespace mlp

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "common/kernel_config.h"
+
 #ifndef REPLAY_CAPACITY
 #define REPLAY_CAPACITY 8192
 #endif
@@ -18,20 +20,12 @@
 namespace replay {
 namespace config {
 
-struct Range {
-    uint32_t min;
-    uint32_t max;
-};
-
-// capacity: leaves of the sum tree (1..1048576)
-constexpr uint32_t CAPACITY = REPLAY_CAPACITY;
-constexpr Range CAPACITY_RANGE{1, 1048576};
-// fanout: children per node (one of 2, 4, 8, 16)
-constexpr uint32_t FANOUT = REPLAY_FANOUT;
-constexpr Range FANOUT_RANGE{2, 16};
-// max_batch: commands of one kind in one call (1..4096)
-constexpr uint32_t MAX_BATCH = 4096;
-constexpr Range MAX_BATCH_RANGE{1, 4096};
+constexpr uint32_t CAPACITY = REPLAY_CAPACITY;  // leaves of the sum tree
+constexpr pearl::Range CAPACITY_RANGE{1, 1048576};
+constexpr uint32_t FANOUT = REPLAY_FANOUT;  // children per node
+constexpr pearl::Range FANOUT_RANGE{2, 16};  // one of 2, 4, 8, 16
+constexpr uint32_t MAX_BATCH = 4096;  // commands of one kind in one call
+constexpr pearl::Range MAX_BATCH_RANGE{1, 4096};
 
 }  // namespace config
 }  // namespace replay

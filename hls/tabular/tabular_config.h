@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "common/kernel_config.h"
+
 #ifndef TABULAR_STATES
 #define TABULAR_STATES 1024
 #endif
@@ -21,26 +23,16 @@
 namespace tabular {
 namespace config {
 
-struct Range {
-    uint32_t min;
-    uint32_t max;
-};
+constexpr uint32_t STATES = TABULAR_STATES;  // rows of the synthesized Q table
+constexpr pearl::Range STATES_RANGE{1, 1048576};
+constexpr uint32_t ACTIONS = TABULAR_ACTIONS;  // columns of the synthesized Q table
+constexpr pearl::Range ACTIONS_RANGE{1, 64};
+constexpr uint32_t MAX_BATCH = TABULAR_MAX_BATCH;  // commands of one ap_start call
+constexpr pearl::Range MAX_BATCH_RANGE{1, 4096};
+constexpr uint32_t INSTANCES = 1;  // copies of the kernel in a bitstream
+constexpr pearl::Range INSTANCES_RANGE{1, 16};
 
-// states: rows of the synthesized Q table (1..1048576)
-constexpr uint32_t STATES = TABULAR_STATES;
-constexpr Range STATES_RANGE{1, 1048576};
-// actions: columns of the synthesized Q table (1..64)
-constexpr uint32_t ACTIONS = TABULAR_ACTIONS;
-constexpr Range ACTIONS_RANGE{1, 64};
-// max_batch: commands of one ap_start call (1..4096)
-constexpr uint32_t MAX_BATCH = TABULAR_MAX_BATCH;
-constexpr Range MAX_BATCH_RANGE{1, 4096};
-// instances: copies of the kernel in a bitstream (1..16)
-constexpr uint32_t INSTANCES = 1;
-constexpr Range INSTANCES_RANGE{1, 16};
-
-// states x actions at most (2^24), on a board and in the host API
-constexpr uint32_t MAX_ENTRIES = 16777216;
+constexpr uint32_t MAX_ENTRIES = 16777216;  // states x actions at most (2^24), on a board and in the host API
 
 }  // namespace config
 }  // namespace tabular

@@ -279,7 +279,7 @@ def descriptor(kernel: str) -> KernelDescriptor:
 # -------------------------------------------------------------------------------- generated header
 def config_header_text(d: KernelDescriptor) -> str:
     """hls/<kernel>/<kernel>_config.h: the macros' defaults (each overridable with -D) and, in namespace
-    <kernel>::config, every parameter's value and range and every constant as typed constexpr."""
+    <kernel>::config, every parameter's value and range (pearl::Range) and every constant as typed constexpr."""
     rel = f"hls/{d.name}/{DESCRIPTOR_NAME}"
     lines = [
         f"// {d.header_name}: GENERATED from {rel} by `python -m pearl_fpga.spec.descriptor --write`;",
@@ -292,21 +292,22 @@ def config_header_text(d: KernelDescriptor) -> str:
         "",
         "#include <cstdint>",
         "",
+        '#include "common/kernel_config.h"',
+        "",
     ]
     for p in d.parameters.values():
         if p.macro:
             lines += [f"#ifndef {p.macro}", f"#define {p.macro} {p.default}", "#endif"]
-    lines += ["", f"namespace {d.name} {{", "namespace config {", "",
-              "struct Range {", f"    {C_TYPE} min;", f"    {C_TYPE} max;", "};", ""]
+    lines += ["", f"namespace {d.name} {{", "namespace config {", ""]
     for p in d.parameters.values():
         value = p.macro if p.macro else str(p.default)
-        lines += [f"// {p.name}: {p.doc} ({p.describe_range()})",
-                  f"constexpr {C_TYPE} {p.name.upper()} = {value};",
-                  f"constexpr Range {p.name.upper()}_RANGE{{{p.min}, {p.max}}};"]
+        lines += [f"constexpr {C_TYPE} {p.name.upper()} = {value};  // {p.doc}",
+                  f"constexpr pearl::Range {p.name.upper()}_RANGE{{{p.min}, {p.max}}};"
+                  + (f"  // {p.describe_range()}" if p.choices else "")]
     if d.constants:
         lines.append("")
     for key, (value, doc) in d.constants.items():
-        lines += [f"// {doc}", f"constexpr {C_TYPE} {key} = {value};"]
+        lines.append(f"constexpr {C_TYPE} {key} = {value};  // {doc}")
     lines += ["", "}  // namespace config", f"}}  // namespace {d.name}", ""]
     return "\n".join(lines)
 
