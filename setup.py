@@ -61,6 +61,9 @@ def _extensions():
                 f"pearl_fpga._{kernel}_native",
                 [str(binding), str(source)],
                 include_dirs=["hls", str(Path("hls") / kernel)],
+                # rebuilt when a header changes too, the generated <kernel>_config.h included
+                depends=sorted(str(h.relative_to(ROOT)) for h in (*(ROOT / "hls" / kernel).glob("*.h"),
+                                                                 *(ROOT / "hls" / "common").glob("*.h"))),
                 cxx_std=17,
                 extra_compile_args=flags,
                 define_macros=CPU_BUILD_MACROS.get(kernel, []),
