@@ -16,11 +16,12 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 TORCH  := torch==2.13.0
 CXX    ?= g++
-KERNELS := replay mlp tabular
+# The kernels: the folders of hls/ with a descriptor (kernel.json). Their generated <kernel>_config.h, the
+# csim shapes beyond the default top and setup.py's build come from it (pearl_fpga/spec/descriptor.py).
+KERNELS := $(patsubst hls/%/kernel.json,%,$(wildcard hls/*/kernel.json))
 CSIM_UNITS := $(KERNELS) datamover  # the Alveo memory<->stream movers have a testbench too
-CSIM_REPLAY_SHAPES := 1/2 17/16 100/4 1000/8  # synthesis parameters (capacity/fanout) beyond the default top
-CSIM_TABULAR_SHAPES := 1/1 13/3 64/64  # synthesis parameters (states/actions) beyond the default top
-HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp pearl_fpga/native/*.cpp pearl_fpga/native/*.h)
+DESCRIPTORS = $(HW_PY) -m pearl_fpga.spec.descriptor
+HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp hls/*/kernel.json pearl_fpga/native/*.cpp pearl_fpga/native/*.h)
 # pynq as a PYNQ-Z2 image ships it (3.1; it pins numpy<2, so it gets its own environment). pynq 3.1
 # imports pycparser.plyparser, which pycparser 3 removed.
 PYNQ_VENV := .venv-pynq
@@ -47,6 +48,7 @@ venv: $(VENV)/.stamp-deps
 # Rebuild the native extensions when the HLS C++ or the bindings change (serialized: several
 # make runs may share the tree).
 $(VENV)/.stamp-native: $(VENV)/.stamp-deps $(HLS_SOURCES)
+	$(DESCRIPTORS) --write
 	flock $(VENV)/.build-lock $(PY) setup.py -q build_ext --inplace
 	touch $@
 
@@ -107,9 +109,11 @@ test-xrt: $(VENV)/.stamp-deps
 sim: native
 	$(PY) -m pytest -m sim
 
-# C simulation: each kernel's testbench main() returns non-zero on a mismatch.
+# C simulation: each kernel's testbench main() returns non-zero on a mismatch; then the tops again at
+# each descriptor's csim_shapes (regenerating any <kernel>_config.h whose kernel.json changed first).
 csim:
 	@mkdir -p build/csim
+	@$(DESCRIPTORS) --write csim-shapes > build/csim/shapes.txt
 	@set -e; for k in $(CSIM_UNITS); do \
 	  if [ -f hls/$$k/$${k}_tb.cpp ]; then \
 	    echo "csim $$k"; \
@@ -117,18 +121,12 @@ csim:
 	    ./build/csim/$${k}_tb; \
 	  fi; \
 	done
-	@set -e; for shape in $(CSIM_REPLAY_SHAPES); do \
-	  cap=$${shape%/*}; k=$${shape#*/}; echo "csim replay top at capacity $$cap fanout $$k"; \
-	  $(CXX) -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-label -Ihls -Ihls/replay -DREPLAY_CAPACITY=$$cap -DREPLAY_FANOUT=$$k \
-	    hls/replay/replay.cpp hls/replay/replay_tb.cpp -o build/csim/replay_tb_$${cap}_$$k; \
-	  ./build/csim/replay_tb_$${cap}_$$k; \
-	done
-	@set -e; for shape in $(CSIM_TABULAR_SHAPES); do \
-	  st=$${shape%/*}; ac=$${shape#*/}; echo "csim tabular top at $$st states x $$ac actions"; \
-	  $(CXX) -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-label -Ihls -Ihls/tabular -DTABULAR_STATES=$$st -DTABULAR_ACTIONS=$$ac \
-	    hls/tabular/tabular.cpp hls/tabular/tabular_tb.cpp -o build/csim/tabular_tb_$${st}_$$ac; \
-	  ./build/csim/tabular_tb_$${st}_$$ac; \
-	done
+	@set -e; while read -r k shape defines; do \
+	  echo "csim $$k top at $$defines"; \
+	  $(CXX) -std=c++17 -O2 -Wall -Wno-unknown-pragmas -Wno-unused-label -Ihls -Ihls/$$k $$defines \
+	    hls/$$k/$$k.cpp hls/$$k/$${k}_tb.cpp -o build/csim/$${k}_tb_$$shape; \
+	  ./build/csim/$${k}_tb_$$shape; \
+	done < build/csim/shapes.txt
 
 # The same testbenches on the code Vitis HLS sees (-DPEARL_VENDOR_HLS, C++14): the real ap_int.h and
 # hls_stream.h, the Apache-2.0 copies that the hls4ml wheel ships (installed without its Python

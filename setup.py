@@ -2,6 +2,9 @@
 together with its pybind11 binding (pearl_fpga/native/<kernel>_ext.cpp) into pearl_fpga._<kernel>_native,
 plus pearl_fpga._learner_native (pearl_fpga/native/learner_ext.cpp), the CPU learner's fused pieces.
 
+The kernels are the folders of hls/ with a descriptor (kernel.json, pearl_fpga/spec/descriptor.py); its
+generated hls/<kernel>/<kernel>_config.h gives the C++ its synthesis parameters, and the descriptor's
+"native" values (e.g. the MLP's 512-wide layers) reach the cpu build as -D macros of that header.
 The HLS sources are plain C++17; `#pragma HLS` lines are ignored by g++. Set PEARL_FPGA_MARCH_NATIVE=1
 to build for the host CPU only (faster, not portable).
 """
@@ -14,11 +17,21 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-ROOT = Path(__file__).parent
-KERNELS = ("replay", "mlp", "tabular")
-# Synthesis parameters of the cpu extension where they differ from the boards' defaults (hls/<kernel>/*.h):
-# the MLP holds 512-wide layers on the CPU (the rl-zoo DDPG actor, 400x300); spec/mlp.py CPU_MAX_WIDTH.
-CPU_BUILD_MACROS = {"mlp": [("MLP_MAX_WIDTH", "512")]}
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))  # the descriptors' reader (standard library only) from this source tree
+from pearl_fpga.spec.descriptor import DescriptorError, load_descriptors, stale_headers  # noqa: E402
+
+try:
+    DESCRIPTORS = load_descriptors(ROOT / "hls")
+except DescriptorError as exc:
+    sys.exit(f"pearl_fpga: {exc}")
+if stale_headers(DESCRIPTORS):
+    sys.exit("pearl_fpga: out of date with their kernel.json: " + ", ".join(map(str, stale_headers(DESCRIPTORS))) +
+             "; run `python -m pearl_fpga.spec.descriptor --write` (make native does)")
+KERNELS = tuple(DESCRIPTORS)
+# Synthesis parameters of the cpu extension where they differ from the boards' defaults (each descriptor's
+# "native" values): the MLP holds 512-wide layers on the CPU (the rl-zoo DDPG actor, 400x300).
+CPU_BUILD_MACROS = {name: d.native_macros() for name, d in DESCRIPTORS.items()}
 
 
 def _require_compiler() -> None:
@@ -48,6 +61,9 @@ def _extensions():
                 f"pearl_fpga._{kernel}_native",
                 [str(binding), str(source)],
                 include_dirs=["hls", str(Path("hls") / kernel)],
+                # rebuilt when a header changes too, the generated <kernel>_config.h included
+                depends=sorted(str(h.relative_to(ROOT)) for h in (*(ROOT / "hls" / kernel).glob("*.h"),
+                                                                 *(ROOT / "hls" / "common").glob("*.h"))),
                 cxx_std=17,
                 extra_compile_args=flags,
                 define_macros=CPU_BUILD_MACROS.get(kernel, []),

@@ -21,6 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# net_arch is the network of the actors' MLP kernel (DESIGN.md "MLP inference"): at most MAX_LAYERS linear
+# layers, none wider than the widest kernel build (the cpu extension's, hls/mlp/SPEC.md); a board's
+# narrower kernel is checked against its catalog sizes when the run places the actors on it.
+from pearl_fpga.spec.mlp import CPU_MAX_WIDTH as MLP_CPU_MAX_WIDTH
+from pearl_fpga.spec.mlp import MAX_LAYERS as MLP_MAX_LAYERS
+
 ALGOS = ("dqn", "ddpg", "td3")
 ENGINES = ("inline", "processes", "ray")
 """Execution engines (pearl_fpga.runtime.engines): where actors and replay run."""
@@ -305,11 +311,13 @@ class TrainConfig:
         if self.algo not in ALGOS:
             raise ValueError(f"TrainConfig.algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
         if not isinstance(self.net_arch, (list, tuple)) or not self.net_arch or not all(
-            isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= 4096 for w in self.net_arch
+            isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= MLP_CPU_MAX_WIDTH for w in self.net_arch
         ):
-            raise ValueError(f"TrainConfig.net_arch must be a non-empty list of layer widths in 1..4096, got {self.net_arch!r}")
-        if len(self.net_arch) > 3:
-            raise ValueError("TrainConfig.net_arch has more than 3 hidden layers; the MLP kernel holds at most 4 linear layers")
+            raise ValueError(f"TrainConfig.net_arch must be a non-empty list of layer widths in 1..{MLP_CPU_MAX_WIDTH} "
+                             f"(the widest the MLP kernel holds, its cpu build), got {self.net_arch!r}")
+        if len(self.net_arch) > MLP_MAX_LAYERS - 1:
+            raise ValueError(f"TrainConfig.net_arch has more than {MLP_MAX_LAYERS - 1} hidden layers; the MLP kernel "
+                             f"holds at most {MLP_MAX_LAYERS} linear layers")
         self.net_arch = list(self.net_arch)
         for name, allowed in RANGES.items():
             allowed.check("TrainConfig", name, getattr(self, name))

@@ -8,8 +8,10 @@ editable checkout uses the files in place. Every module finds them through `data
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 _PACKAGED = Path(__file__).resolve().parent / "_data"
 _CHECKOUT = Path(__file__).resolve().parents[1]
@@ -45,3 +47,16 @@ def cache_root() -> Path:
     if base:
         return Path(base)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pearl_fpga"
+
+
+def load_json(path: Path, error: type[Exception], what: str, missing_fix: str = "", invalid_fix: str = "") -> Any:
+    """The parsed JSON of a shipped file (the catalog, a kernel descriptor); `error` naming `what`, the
+    path and the fix when the file is missing or not JSON."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{what} {path} not found{missing_fix}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{what} {path} is not valid JSON ({exc}){invalid_fix}") from None

@@ -98,11 +98,13 @@ def test_invalid_entries_are_rejected_naming_the_field(tmp_path, raw, edit, mess
 
 
 def test_hls_macros_exist_in_the_kernel_headers():
-    """The build passes catalog sizes as -D macros: each must be one the HLS header reads."""
+    """The build passes catalog sizes as -D macros: each must be one the kernel's generated config header
+    (included by its HLS header) reads."""
     for kernel, macros in cat.HLS_MACROS.items():
-        header = (REPO / "hls" / kernel / f"{kernel}.h").read_text()
+        assert f'#include "{kernel}_config.h"' in (REPO / "hls" / kernel / f"{kernel}.h").read_text()
+        header = (REPO / "hls" / kernel / f"{kernel}_config.h").read_text()
         for macro in macros.values():
-            assert re.search(rf"#ifndef {macro}\b", header), f"hls/{kernel}/{kernel}.h does not read -D{macro}"
+            assert re.search(rf"#ifndef {macro}\b", header), f"hls/{kernel}/{kernel}_config.h does not read -D{macro}"
     spec = load_catalog()["zcu104"]
     assert cat.hls_defines(spec, "replay") == (
         f"-DREPLAY_CAPACITY={spec.kernels['replay']['capacity']} -DREPLAY_FANOUT={spec.kernels['replay']['fanout']}"

@@ -76,6 +76,7 @@ def test_td3_fields_are_range_checked(field, value):
     ("batch_size", 0, "batch_size"),
     ("net_arch", [], "net_arch"),
     ("net_arch", [64, 64, 64, 64], "at most 4 linear layers"),
+    ("net_arch", [64, 1024], r"widths in 1\.\.512 \(the widest the MLP kernel holds"),
     ("per", "True", "true or false"),
     ("train_freq", 2.5, "integer"),
     ("tau", 0.0, "tau"),
@@ -126,3 +127,16 @@ def test_epsilon_schedule_is_linear_then_flat():
     assert c.epsilon(250) == pytest.approx(0.55)
     assert c.epsilon(500) == pytest.approx(0.1)
     assert c.epsilon(900) == pytest.approx(0.1)
+
+
+def test_network_limits_are_the_mlp_kernels():
+    """net_arch's bounds come from the MLP kernel's descriptor (through pearl_fpga.spec.mlp): the widest
+    build (the cpu extension's) and MAX_LAYERS linear layers, the output layer included."""
+    from pearl_fpga.spec import mlp as mlp_spec
+
+    widest = [mlp_spec.CPU_MAX_WIDTH] * (mlp_spec.MAX_LAYERS - 1)
+    assert TrainConfig.preset("dqn", net_arch=widest).net_arch == widest
+    with pytest.raises(ValueError, match="net_arch"):
+        TrainConfig.preset("dqn", net_arch=[mlp_spec.CPU_MAX_WIDTH + 1])
+    with pytest.raises(ValueError, match="hidden layers"):
+        TrainConfig.preset("dqn", net_arch=widest + [8])

@@ -542,8 +542,9 @@ def test_the_tabular_loop_states_its_hazard_window_to_hls():
 
     path = ROOT / "hls" / "tabular" / "tabular.cpp"
     code, _, _ = _preprocess(path)
-    header = (ROOT / "hls" / "tabular" / "tabular.h").read_text()
+    header = (ROOT / "hls" / "tabular" / "tabular_config.h").read_text()  # generated from the descriptor
     window = int(re.search(r"constexpr uint32_t HAZARD_WINDOW = (\d+);", header).group(1))
+    assert "constexpr uint32_t HAZARD_WINDOW = config::HAZARD_WINDOW;" in (ROOT / "hls" / "tabular" / "tabular.h").read_text()
     assert window == tspec.HAZARD_WINDOW
     assert f"distance = {window} dependent = true" in (ROOT / "hls" / "tabular" / "SPEC.md").read_text()
     loop = _innermost(_scopes(code), code.index("{", code.index("COMMANDS:")) + 1)

@@ -1,6 +1,6 @@
 """A non-editable install works outside the checkout: `pip install .` into a fresh virtual
-environment, then the kernels run from there, reading their shipped files (RTL, catalog) from the
-installed package."""
+environment, then the kernels run from there, reading their shipped files (RTL, catalog, the kernel
+descriptors hls/<kernel>/kernel.json) from the installed package."""
 
 import os
 import subprocess
@@ -19,12 +19,14 @@ from pearl_fpga.data import data_path, checkout_root
 from pearl_fpga.kernels import ReplaySampler
 from pearl_fpga.board.catalog import DEFAULT_CATALOG
 from pearl_fpga.sim.verilator import kernel_rtl
+from pearl_fpga.spec.descriptor import descriptors
 s = ReplaySampler(100, fanout=4, backend="cpu")
 s.update(np.arange(10), np.linspace(0.5, 5, 10))
 idx, _ = s.sample(32, np.random.default_rng(0))
 print(json.dumps({"file": pearl_fpga.__file__, "checkout": checkout_root() is not None,
                   "catalog": DEFAULT_CATALOG.is_file(), "rtl": len(kernel_rtl("replay")),
-                  "total": s.total, "indices_ok": bool((idx < 10).all())}))
+                  "total": s.total, "indices_ok": bool((idx < 10).all()),
+                  "descriptors": {k: str(d.path) for k, d in descriptors().items()}}))
 """
 
 
@@ -52,3 +54,6 @@ def test_pip_install_runs_outside_the_checkout(tmp_path):
     assert result["file"].startswith(str(target))  # the installed copy, not the checkout
     assert result["checkout"] is False and result["catalog"] is True and result["rtl"] >= 3
     assert result["indices_ok"] and result["total"] > 0
+    # the kernels' descriptors ship as package data and are read from there
+    assert sorted(result["descriptors"]) == sorted(p.parent.name for p in (ROOT / "hls").glob("*/kernel.json"))
+    assert all(path.startswith(str(target)) for path in result["descriptors"].values()), result["descriptors"]

@@ -46,28 +46,17 @@
 #include <cstdint>
 
 #include "common/hls_compat.h"
+#include "mlp_config.h"  // the synthesis parameters (MLP_LANES, MLP_MAX_WIDTH, ...), generated from kernel.json
 #include "mlp_tanh_table.h"
 
 #if defined(__GNUC__) && !defined(__SYNTHESIS__)
 #pragma GCC diagnostic ignored "-Wunused-label"  // loop labels name loops for HLS directives and reports
 #endif
 
-// Synthesis parameters (override with -D). The same defaults for every compiler, so that the C
-// simulation checks what Vitis HLS builds; the cpu extension is built with -DMLP_MAX_WIDTH=512
-// (setup.py) so that the rl-zoo DDPG actor (400x300) fits; boards default to 256 (SPEC.md).
-#ifndef MLP_MAX_LAYERS
-#define MLP_MAX_LAYERS 4
-#endif
-#ifndef MLP_MAX_WIDTH
-#define MLP_MAX_WIDTH 256
-#endif
-#ifndef MLP_LANES
-#define MLP_LANES 16
-#endif
-#ifndef MLP_MAX_BATCH
-#define MLP_MAX_BATCH 4096
-#endif
-
+// Synthesis parameters (mlp_config.h; override with -D): the same defaults for every compiler, so that
+// the C simulation checks what Vitis HLS builds; the cpu extension is built with the descriptor's
+// "native" MLP_MAX_WIDTH (512, setup.py) so that the rl-zoo DDPG actor (400x300) fits; boards default
+// to 256 (SPEC.md).
 // The CPU build compiles the hot loop once per x86-64 level; Vitis HLS sees no attribute.
 #if !defined(__SYNTHESIS__) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define MLP_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -77,19 +66,19 @@
 
 namespace mlp {
 
-constexpr int MAX_LAYERS = MLP_MAX_LAYERS;
-constexpr int MAX_WIDTH = MLP_MAX_WIDTH;
-constexpr int LANES = MLP_LANES;
-constexpr int MAX_BATCH = MLP_MAX_BATCH;
+constexpr int MAX_LAYERS = config::MAX_LAYERS;
+constexpr int MAX_WIDTH = config::MAX_WIDTH;
+constexpr int LANES = config::LANES;
+constexpr int MAX_BATCH = config::MAX_BATCH;
 constexpr int ROW_ALIGN = LANES > 32 ? LANES : 32;  // words; 32 int16 = one 512-bit vector
-constexpr int MAX_SHIFT = 40;
-constexpr int TANH_FRAC_BITS = 12;  // Q3.12 input of the tanh head
+constexpr int MAX_SHIFT = config::MAX_SHIFT;
+constexpr int TANH_FRAC_BITS = config::TANH_FRAC_BITS;  // Q3.12 input of the tanh head
 constexpr int TANH_SEGMENTS = 1024;
-constexpr int TANH_SEGMENT_BITS = 6;
+constexpr int TANH_SEGMENT_BITS = config::TANH_SEGMENT_BITS;
 constexpr int WEIGHT_WORDS = MAX_LAYERS * MAX_WIDTH * MAX_WIDTH;
 constexpr int BIAS_WORDS = MAX_LAYERS * MAX_WIDTH;
 
-static_assert(LANES >= 1 && (LANES & (LANES - 1)) == 0 && LANES <= 256, "LANES: a power of two <= 256");
+static_assert(LANES >= 1 && (LANES & (LANES - 1)) == 0 && LANES <= int(config::LANES_RANGE.max), "LANES: a power of two <= 256");
 static_assert(MAX_WIDTH % ROW_ALIGN == 0, "MAX_WIDTH must be a multiple of ROW_ALIGN");
 static_assert(sizeof(TANH_TABLE) / sizeof(TANH_TABLE[0]) == TANH_SEGMENTS + 1, "regenerate mlp_tanh_table.h");
 static_assert(MAX_LAYERS >= 1 && MAX_WIDTH <= 65535, "parameters out of range");

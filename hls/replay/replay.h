@@ -2,7 +2,7 @@
 //
 // One source, two builds:
 //   * Vitis HLS synthesizes `replay_top` (replay.cpp) with CAPACITY/FANOUT fixed at compile time
-//     (REPLAY_CAPACITY / REPLAY_FANOUT, overridable with -D).
+//     (REPLAY_CAPACITY / REPLAY_FANOUT of replay_config.h, generated from kernel.json, overridable with -D).
 //   * g++ compiles the batched core functions (`tree_update`, `tree_sample`, `tree_total`,
 //     `tree_clear`) into the Python package; there the shape is a runtime TreeShape, so one binary
 //     serves every capacity and fan-out, with the levels in heap memory behind level pointers.
@@ -80,13 +80,7 @@
 #include <cstdint>
 
 #include "common/hls_compat.h"
-
-#ifndef REPLAY_CAPACITY
-#define REPLAY_CAPACITY 8192
-#endif
-#ifndef REPLAY_FANOUT
-#define REPLAY_FANOUT 16
-#endif
+#include "replay_config.h"  // REPLAY_CAPACITY / REPLAY_FANOUT and the limits, from kernel.json
 
 namespace replay {
 
@@ -97,8 +91,8 @@ constexpr uint32_t OP_TOTAL = 0x03;
 constexpr uint32_t OP_CLEAR = 0x04;
 constexpr uint32_t OP_IDENTITY = 0x05;  // answers the synthesized capacity and fan-out (hosts without register reads: XRT)
 
-constexpr uint32_t MAX_CAPACITY = 1u << 20;  // CPU backend limit (SPEC.md)
-constexpr uint32_t MAX_BATCH = 4096;         // most commands of one kind in one batched call
+constexpr uint32_t MAX_CAPACITY = config::CAPACITY_RANGE.max;  // CPU backend limit (SPEC.md)
+constexpr uint32_t MAX_BATCH = config::MAX_BATCH_RANGE.max;     // most commands of one kind in one batched call
 constexpr uint32_t MAX_DEPTH = 20;           // K=2 at 2^20 leaves
 
 // The shape of a tree: sizes of every level. Built by make_shape (constexpr for the HLS top).

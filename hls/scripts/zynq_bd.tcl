@@ -3,15 +3,16 @@
 #   vivado -mode batch -source hls/scripts/zynq_bd.tcl -tclargs <board> <part> <board_part> <clock_mhz> <build_dir> <out_prefix> <design>
 #
 # The design: the processing system (PS7 on Zynq-7000, PS8 on Zynq UltraScale+) with its PL clock
-# at <clock_mhz>; the HLS kernels replay_top_0, mlp_top_0 and tabular_top_0 (IP exported into
-# <build_dir>/hls/) with their AXI4-Lite control on the PS's general-purpose master port; one AXI
+# at <clock_mhz>; the HLS kernels of <design>, <top>_0 each (IP exported into <build_dir>/hls/), with
+# their AXI4-Lite control on the PS's general-purpose master port; one AXI
 # DMA per kernel in simple mode whose MM2S channel feeds the kernel's input stream and whose S2MM
 # channel takes its output stream, both DMA masters on one high-performance port into DDR through one
 # interconnect. A kernel may come in several copies (<top>_<i>, DMA dma_<kernel> for copy 0 and
 # dma_<kernel>_<i> for the others). These names are what the manifest records and what
 # pearl_fpga/board/pynq_transport.py looks up in the .hwh.
 # <design> is the Tcl list `python -m pearl_fpga.board.catalog zynq-design <board>` prints (hls/build.mk
-# passes it): per kernel its top, stream ports, copies and AXI DMA parameters (stream widths of its
+# passes it): the kernels of hls/*/kernel.json (this script names none), per kernel its top, stream
+# ports, copies and AXI DMA parameters (stream widths of its
 # SPEC.md words, memory-map widths max(64, stream width) as PG021 requires), the same table from which
 # the tests write the .hwh of this design.
 # The build fails (exit 1, no .bit copied) when routed timing is not met (setup WNS or hold WHS < 0):

@@ -29,7 +29,7 @@ namespace {
 constexpr uint32_t STATES = TABULAR_STATES;
 constexpr uint32_t ACTIONS = TABULAR_ACTIONS;
 static_assert(ACTIONS >= 1 && ACTIONS <= tabular::MAX_ACTIONS, "TABULAR_ACTIONS must be 1..64");
-static_assert(STATES >= 1 && uint64_t(STATES) * ACTIONS <= (uint64_t(1) << 24), "TABULAR_STATES x ACTIONS <= 2^24");
+static_assert(STATES >= 1 && uint64_t(STATES) * ACTIONS <= tabular::config::MAX_ENTRIES, "TABULAR_STATES x ACTIONS <= 2^24");
 
 // The table twice (tabular.h: row_copy for row reads, update_copy for the word being updated): static arrays of
 // tabular_top, declared there with their pragmas (UG1399: in the function that defines the array).

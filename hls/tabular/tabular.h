@@ -45,16 +45,7 @@
 #include <cstdint>
 
 #include "common/hls_compat.h"
-
-#ifndef TABULAR_STATES
-#define TABULAR_STATES 1024
-#endif
-#ifndef TABULAR_ACTIONS
-#define TABULAR_ACTIONS 8
-#endif
-#ifndef TABULAR_MAX_BATCH
-#define TABULAR_MAX_BATCH 4096
-#endif
+#include "tabular_config.h"  // TABULAR_STATES / TABULAR_ACTIONS / TABULAR_MAX_BATCH and the limits, from kernel.json
 
 namespace tabular {
 
@@ -62,12 +53,12 @@ constexpr int FRAC_BITS = 16;
 constexpr int64_t HALF = int64_t(1) << (FRAC_BITS - 1);
 constexpr uint32_t ONE = uint32_t(1) << FRAC_BITS;
 // Trip-count bounds for the synthesis reports (the cpu build accepts any size the host validates).
-constexpr uint32_t MAX_ACTIONS = 64;
+constexpr uint32_t MAX_ACTIONS = config::ACTIONS_RANGE.max;
 constexpr uint32_t MAX_BATCH = 1u << 20;
 
 // Issue slots between an UPDATE's reads and the read of the row it writes (SPEC.md, "Pipeline hazards"):
 // the HLS top's read-to-write latency may be up to HAZARD_WINDOW - 1 clocks.
-constexpr uint32_t HAZARD_WINDOW = 16;
+constexpr uint32_t HAZARD_WINDOW = config::HAZARD_WINDOW;
 
 // The least power of two >= n (the width of the row-max tree), and log2 of a power of two (its depth).
 constexpr uint32_t pow2_at_least(uint32_t n) {

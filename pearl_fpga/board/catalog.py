@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pearl_fpga.data import data_path
+from pearl_fpga.data import data_path, load_json
 from pearl_fpga.errors import PearlError
+from pearl_fpga.spec.descriptor import descriptor
 from pearl_fpga.spec.kernels import KERNELS
 
 SCHEMA_VERSION = 1
@@ -26,9 +27,8 @@ DEFAULT_CATALOG = data_path("bitstreams", "catalog.json")
 KINDS = ("zynq", "alveo")
 LINK_KINDS = {"zynq": "axi-hp", "alveo": "pcie"}
 RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
-# Kernel sizes a board may ask for: the limits of each kernel's SPEC.md (pearl_fpga.spec.kernels).
+# Kernel sizes a board may ask for: the limits of each kernel's descriptor (pearl_fpga.spec.kernels).
 KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {k: dict(ip.limits) for k, ip in KERNELS.items()}
-REPLAY_FANOUTS = (2, 4, 8, 16)
 LEAF_MEMORIES = ("bram", "uram")
 
 
@@ -103,14 +103,8 @@ def load_catalog(path: str | Path | None = None) -> dict[str, BoardSpec]:
     Raises CatalogError naming the file, the board and the field when anything is missing or wrong.
     """
     path = Path(path) if path is not None else DEFAULT_CATALOG
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CatalogError(f"board catalog {path} not found (it ships in the repository at bitstreams/catalog.json)") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CatalogError(f"board catalog {path} is not valid JSON ({exc}); restore it from git") from None
+    data = load_json(path, CatalogError, "board catalog", " (it ships in the repository at bitstreams/catalog.json)",
+                     "; restore it from git")
     return parse_catalog(data, source=str(path))
 
 
@@ -223,11 +217,13 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
     for kernel, limits in KERNEL_LIMITS.items():
         k = kern.sub(kernel)
         kernels[kernel] = {key: k.integer(key, lo, hi) for key, (lo, hi) in limits.items()}
-    if kernels["replay"]["fanout"] not in REPLAY_FANOUTS:
-        raise CatalogError(f"{f.where}.kernels.replay.fanout must be one of {REPLAY_FANOUTS}, got {kernels['replay']['fanout']}")
-    tab = kernels["tabular"]
-    if tab["states"] * tab["actions"] > 1 << 24:
-        raise CatalogError(f"{f.where}.kernels.tabular: states x actions = {tab['states'] * tab['actions']} is over 2^24 (hls/tabular/SPEC.md)")
+        for key, allowed in KERNELS[kernel].choices.items():
+            if kernels[kernel][key] not in allowed:
+                raise CatalogError(f"{k.where}.{key} must be one of {allowed}, got {kernels[kernel][key]}")
+    tab, max_entries = kernels["tabular"], descriptor("tabular").constant("MAX_ENTRIES")
+    if tab["states"] * tab["actions"] > max_entries:
+        raise CatalogError(f"{f.where}.kernels.tabular: states x actions = {tab['states'] * tab['actions']} is over "
+                           f"{max_entries} (hls/tabular/SPEC.md)")
     unknown = set(kern.obj) - set(KERNEL_LIMITS)
     if unknown:
         raise CatalogError(f"{f.where}.kernels: unknown kernel(s) {sorted(unknown)}; known: {sorted(KERNEL_LIMITS)}")
@@ -282,7 +278,8 @@ def _parse_slrs(f: _Fields, kind: str) -> tuple[int, dict[str, int] | None]:
 # ---------------------------------------------------------------------------------------------
 # Build helper: hls/build.mk reads the catalog through these commands, so no figure is kept twice.
 
-# Kernel synthesis parameter -> the macro of hls/<kernel>/<kernel>.h that sets it for Vitis HLS.
+# Kernel synthesis parameter -> the macro of hls/<kernel>/<kernel>_config.h that sets it for Vitis HLS
+# (each kernel's descriptor, hls/<kernel>/kernel.json, names them).
 HLS_MACROS: dict[str, dict[str, str]] = {k: dict(ip.hls_macros) for k, ip in KERNELS.items()}
 
 

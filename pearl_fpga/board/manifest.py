@@ -272,7 +272,7 @@ def build_manifest(
     board: str,
     files: Mapping[str, str],
     tools: Mapping[str, str],
-    kernels: Sequence[str] = ("replay", "mlp", "tabular"),
+    kernels: Sequence[str] = tuple(KERNELS),
     utilization: str | None = None,
     timing: str | None = None,
     catalog: str | Path | None = None,

@@ -118,8 +118,8 @@ class MLPBoardBackend:
                 )
             if i and layer.n_in != layers[i - 1].m_out:
                 raise ValueError(f"layer {i} takes {layer.n_in} inputs but layer {i - 1} gives {layers[i - 1].m_out}")
-            if not 0 <= layer.shift <= 40:
-                raise ValueError(f"layer {i} shift {layer.shift} is outside 0..40")
+            if not 0 <= layer.shift <= fmt.MAX_SHIFT:
+                raise ValueError(f"layer {i} shift {layer.shift} is outside 0..{fmt.MAX_SHIFT}")
         stream = fmt.encode_load_stream(layers, head)
         self.driver.call(fmt.MODE_LOAD, 0, stream, 0)
         self.last_cycles = self.driver.last_cycles

@@ -26,6 +26,7 @@ from typing import Any
 from pearl_fpga.data import data_path
 from pearl_fpga.board.catalog import BoardSpec, get_board
 from pearl_fpga.errors import BackendUnavailable, PearlError
+from pearl_fpga.spec.kernels import KERNELS as SPEC_KERNELS
 
 # kernel -> (top module, RTL folder, RTL parameter -> catalog kernel parameter): the kernels Yosys
 # synthesizes. The tabular kernel is not among them: its reference RTL keeps the table in registers (a
@@ -50,7 +51,7 @@ CELL_COST: dict[str, tuple[str, float]] = {
 RESOURCES = ("lut", "ff", "bram36", "uram", "dsp")
 IO_CELLS = frozenset({"IBUF", "OBUF", "OBUFT", "IOBUF", "IBUFG", "BUFG", "BUFGCTRL"})
 """Pad and clock buffers: a kernel is an IP inside a block design, whose ports are not device pins."""
-ALL_KERNELS = ("replay", "mlp", "tabular")
+ALL_KERNELS = tuple(SPEC_KERNELS)
 BRAM36_WORDS_32 = 1024  # a RAMB36 as 1024 x 32 (36) bits
 TABULAR_NOTE = ("tabular: table only, from its size (2 copies x states x actions x 32 bit in BRAM36, "
                 "hls/tabular/SPEC.md); its reference RTL keeps the table in registers, a simulation "

@@ -9,8 +9,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_LAZY = {"ReplaySampler": "pearl_fpga.kernels.replay", "MLPInfer": "pearl_fpga.kernels.mlp",
-         "TabularQ": "pearl_fpga.kernels.tabular"}
+from pearl_fpga.spec.descriptor import descriptors
+
+# Each kernel's class lives in pearl_fpga.kernels.<kernel>, named by its descriptor (hls/<kernel>/kernel.json).
+_LAZY = {d.python_class: f"pearl_fpga.kernels.{name}" for name, d in descriptors().items()}
 
 __all__ = list(_LAZY)
 

@@ -15,12 +15,12 @@ from pearl_fpga.spec.mlp import (
     HEAD_RAW,
     HEAD_TANH,
     INT16_MAX,
+    MAX_SHIFT,
     TANH_FRAC_BITS,
 )
 
 HEADROOM = 2.0  # activation ranges get one extra integer bit beyond the calibration maximum
 FRAC_MIN, FRAC_MAX = -16, 30  # fractional bits considered for any format
-MAX_SHIFT = 40
 INT32_MAX = 2**31 - 1
 
 

@@ -7,13 +7,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MAX_LAYERS = 4
-MAX_WIDTH = 256  # board default; the cpu extension (and the numpy reference) hold CPU_MAX_WIDTH
-CPU_MAX_WIDTH = 512
-MAX_BATCH = 4096
+from pearl_fpga.spec.descriptor import descriptor
+
+_KERNEL = descriptor("mlp")  # hls/mlp/kernel.json
+MAX_LAYERS = _KERNEL.parameter("max_layers").max
+MAX_WIDTH = _KERNEL.parameter("max_width").default  # board default; the cpu extension (and the numpy reference) hold CPU_MAX_WIDTH
+CPU_MAX_WIDTH = _KERNEL.native.get("max_width", MAX_WIDTH)
+MAX_BATCH = _KERNEL.parameter("max_batch").max
+MAX_SHIFT = _KERNEL.constant("MAX_SHIFT")
 INT16_MIN, INT16_MAX = -32768, 32767
-TANH_FRAC_BITS = 12  # fixed output format of a tanh head (Q3.12)
-TANH_SEGMENT_BITS = 6  # 1024 segments of 64 LSB
+TANH_FRAC_BITS = _KERNEL.constant("TANH_FRAC_BITS")  # fixed output format of a tanh head (Q3.12)
+TANH_SEGMENT_BITS = _KERNEL.constant("TANH_SEGMENT_BITS")  # 1024 segments of 64 LSB
 
 HEAD_RAW = "raw"
 HEAD_TANH = "tanh"
@@ -178,8 +182,8 @@ def check_layers(layers: Sequence[QuantizedLayer], head: str, max_layers: int, m
                 raise ValueError(
                     f"layer {i} has {size} {what}; the kernel supports 1 to {max_width} (MAX_WIDTH)"
                 )
-        if not 0 <= layer.shift <= 40:
-            raise ValueError(f"layer {i}: shift {layer.shift} is outside 0..40 (SPEC.md)")
+        if not 0 <= layer.shift <= MAX_SHIFT:
+            raise ValueError(f"layer {i}: shift {layer.shift} is outside 0..{MAX_SHIFT} (SPEC.md)")
         if i > 0 and layer.n_in != layers[i - 1].m_out:
             raise ValueError(
                 f"layer {i} takes {layer.n_in} inputs but layer {i - 1} gives {layers[i - 1].m_out}"

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from pearl_fpga.spec.descriptor import descriptor
+
+_KERNEL = descriptor("replay")  # hls/replay/kernel.json
 FRAC_BITS = 16
 PRIORITY_SCALE = float(1 << FRAC_BITS)
 PRIORITY_MAX = (1 << 32) - 1
-FANOUTS = (2, 4, 8, 16)
-MAX_CAPACITY = 1 << 20
-MAX_BATCH = 4096
+FANOUTS: tuple[int, ...] = _KERNEL.parameter("fanout").choices or ()
+MAX_CAPACITY = _KERNEL.parameter("capacity").max
+MAX_BATCH = _KERNEL.parameter("max_batch").max
 
 OP_UPDATE = 0x01
 OP_SAMPLE = 0x02

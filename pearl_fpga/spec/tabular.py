@@ -9,14 +9,17 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.spec.descriptor import descriptor
+
+_KERNEL = descriptor("tabular")  # hls/tabular/kernel.json
 FRAC_BITS = 16
 ONE = 1 << FRAC_BITS  # 1.0 in alpha/gamma words and in Q16.16
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 PIPELINE_DEPTH = 2  # the reference RTL's stages (read, update): n back-to-back transitions take n + 2 clocks
-HAZARD_WINDOW = 16  # the HLS top: slots between a write's issue and a read of its row (hls/tabular/tabular.h)
-MAX_ENTRIES = 1 << 24  # n_states * n_actions the host API accepts; a board's bound is in its catalog entry
-MAX_ACTIONS = 64  # columns the hardware's row max is built for (hls/tabular/tabular.h)
-MAX_BATCH = 4096  # commands of one ap_start call, unless the board's catalog entry says otherwise
+HAZARD_WINDOW = _KERNEL.constant("HAZARD_WINDOW")  # the HLS top: slots between a write\'s issue and a read of its row
+MAX_ENTRIES = _KERNEL.constant("MAX_ENTRIES")  # n_states * n_actions the host API accepts; a board's bound is in its catalog entry
+MAX_ACTIONS = _KERNEL.parameter("actions").max  # columns the hardware's row max is built for (hls/tabular/tabular.h)
+MAX_BATCH = _KERNEL.parameter("max_batch").max  # commands of one ap_start call, unless the board's catalog entry says otherwise
 
 # Opcodes of the command stream (SPEC.md, "Command word")
 OP_UPDATE = 0x01  # one transition
