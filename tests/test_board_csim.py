@@ -137,6 +137,28 @@ def test_the_hls_tops_issue_slots_follow_the_hazard_model(walk):
     assert lib.pearl_csim_tabular_slots() == tfmt.hls_issue_slots(s, s2) >= n
 
 
+def test_mlp_driver_through_identity_calls_where_registers_cannot_be_read():
+    """On XRT the MLP driver learns the synthesized sizes, and whether its LOAD was taken, from an
+    IDENTITY call on the stream: the HLS top answers them, and a LOAD it rejects is an error."""
+    t = CSimTransport("mlp", {"MLP_LANES": 4, "MLP_MAX_WIDTH": 32, "MLP_MAX_LAYERS": 3})
+    t.registers_readable = False
+    board = MLPBoardBackend(transport=t, max_batch=4)
+    assert (board.lanes, board.max_width, board.max_layers) == (4, 32, 3)
+    assert board.driver.ask_identity() == (4, 32, 3, 0)  # nothing loaded yet
+    rng = np.random.default_rng(2)
+    layers = random_layers(rng, [5, 9, 2], mfmt.HEAD_RAW)
+    board.load(layers, mfmt.HEAD_RAW)
+    assert board.driver.ask_identity() == (4, 32, 3, mfmt.STATUS_LOADED)
+    ref = NumpyMLPBackend()
+    ref.load(layers, mfmt.HEAD_RAW)
+    x = random_inputs(rng, 6, 5)
+    assert np.array_equal(board.infer(x)[0], ref.infer(x)[0])
+    truncated = mfmt.encode_load_stream(layers, mfmt.HEAD_RAW)[:-3]  # the kernel drains it and keeps no weights
+    board.driver.call(mfmt.MODE_LOAD, 0, truncated, 0)
+    assert board.driver.load_rejected()
+    assert board.driver.ask_identity()[3] == mfmt.STATUS_LOAD_REJECTED
+
+
 def test_a_starved_top_times_out_naming_the_kernel():
     """n_cmds says 6, 2 commands are sent: the top waits for ever, the driver times out."""
     t = CSimTransport("tabular", {"TABULAR_STATES": 16, "TABULAR_ACTIONS": 2})

@@ -181,8 +181,20 @@ void mlp_top(pearl::stream<pearl::axis16>& s_axis_in, pearl::stream<pearl::axis1
     max_width = mlp::MAX_WIDTH;
     max_layers = mlp::MAX_LAYERS;
     error = 0;
+    static uint32_t last_load_error = 0;  // the error bits of the last LOAD, for IDENTITY
     if (mode == mlp::MODE_LOAD) {
         error = mlp::load_arrays(s_axis_in, n_layers, layer, weight, bias);
+        last_load_error = error;
+        return;
+    }
+    if (mode == mlp::MODE_IDENTITY) {
+        // XRT cannot read output registers: the identity and the state of the weights come back on
+        // the stream, one tlast on the last word (SPEC.md, IDENTITY).
+        const uint32_t status = (n_layers != 0 ? mlp::STATUS_LOADED : 0) | (last_load_error != 0 ? mlp::STATUS_LOAD_REJECTED : 0);
+        m_axis_out.write(pearl::make_axis16(int16_t(mlp::LANES), false));
+        m_axis_out.write(pearl::make_axis16(int16_t(mlp::MAX_WIDTH), false));
+        m_axis_out.write(pearl::make_axis16(int16_t(mlp::MAX_LAYERS), false));
+        m_axis_out.write(pearl::make_axis16(int16_t(status), true));
         return;
     }
     if (mode != mlp::MODE_INFER || n_layers == 0 || batch > uint32_t(mlp::MAX_BATCH)) {

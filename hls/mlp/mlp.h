@@ -91,6 +91,11 @@ constexpr uint16_t FLAG_RAW = 1u << 2;
 // mode register
 constexpr uint32_t MODE_LOAD = 0;
 constexpr uint32_t MODE_INFER = 1;
+constexpr uint32_t MODE_IDENTITY = 2;  // answers lanes, max_width, max_layers, loaded on the stream (XRT)
+
+// IDENTITY's status word
+constexpr uint32_t STATUS_LOADED = 1u << 0;         // the kernel holds weights
+constexpr uint32_t STATUS_LOAD_REJECTED = 1u << 1;  // the last LOAD set the error register
 
 // error register (0x38) bits
 constexpr uint32_t ERR_BAD_LOAD = 1u << 0;  // LOAD rejected (or INFER without weights); see SPEC.md

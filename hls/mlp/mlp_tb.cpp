@@ -148,6 +148,21 @@ void run_infer(const RefNet& net, std::mt19937_64& rng, int batch, const char* n
     check(mismatches == 0, name);
 }
 
+// One IDENTITY call: its four words (lanes, max_width, max_layers, status), tlast on the last only.
+std::vector<int> identity() {
+    pearl::stream<pearl::axis16> in, out;
+    uint32_t lanes, width, layers, error;
+    mlp_top(in, out, mlp::MODE_IDENTITY, 0, lanes, width, layers, error);
+    std::vector<int> words;
+    while (!out.empty()) {
+        const pearl::axis16 w = out.read();
+        check(bool(w.last) == out.empty(), "IDENTITY: tlast on the last word only");
+        words.push_back(w.data);
+    }
+    check(error == 0 && words.size() == 4, "IDENTITY answers four words, no error");
+    return words;
+}
+
 }  // namespace
 
 int main() {
@@ -204,6 +219,12 @@ int main() {
         check(error == mlp::ERR_BAD_LOAD && in.empty(), "LOAD with n_in != previous m_out is rejected and drained");
     }
     run_infer(four, rng, 8, "INFER after rejected LOADs uses the old weights");
+    check(identity() == std::vector<int>({mlp::LANES, mlp::MAX_WIDTH, mlp::MAX_LAYERS,
+                                           int(mlp::STATUS_LOADED | mlp::STATUS_LOAD_REJECTED)}),
+          "IDENTITY after a rejected LOAD: weights held, the LOAD rejected");
+    check(run_load(four) == 0, "LOAD 4 layers again");
+    check(identity() == std::vector<int>({mlp::LANES, mlp::MAX_WIDTH, mlp::MAX_LAYERS, int(mlp::STATUS_LOADED)}),
+          "IDENTITY after a LOAD: weights held");
 
     // A truncated LOAD leaves no weights: INFER then reports an error.
     {
@@ -219,6 +240,8 @@ int main() {
         check(error == mlp::ERR_BAD_LOAD, "truncated LOAD is rejected");
         mlp_top(in, out, mlp::MODE_INFER, 1, lanes, width, layers, error);
         check(error == mlp::ERR_BAD_LOAD && out.empty(), "INFER without weights reports an error");
+        check(identity() == std::vector<int>({mlp::LANES, mlp::MAX_WIDTH, mlp::MAX_LAYERS, int(mlp::STATUS_LOAD_REJECTED)}),
+              "IDENTITY after a truncated LOAD: no weights, the LOAD rejected");
     }
 
     if (failures) {

@@ -61,12 +61,25 @@ class MLPDriver(KernelDriver):
         raw = self.start_call(words_to_bytes(np.asarray(words, dtype=np.uint16)), n_out, "output words")
         return raw.view(np.uint16)
 
-    def error(self) -> int:
-        """The error register of the last call; 0 where output registers cannot be read (XRT): the
-        host has checked the network's shape against the identity before sending it."""
-        if not self.transport.registers_readable:
-            return 0
-        return self.transport.read(fmt.REG_ERROR)
+    def read_identity(self) -> dict[str, int]:
+        """lanes, max_width, max_layers: registers 0x20..0x30, or an IDENTITY call where the transport
+        cannot read output registers (XRT)."""
+        if self.transport.registers_readable:
+            return super().read_identity()
+        lanes, max_width, max_layers, _ = self.ask_identity()
+        return {"lanes": lanes, "max_width": max_width, "max_layers": max_layers}
+
+    def ask_identity(self) -> tuple[int, int, int, int]:
+        """One IDENTITY call (SPEC.md): (lanes, max_width, max_layers, status)."""
+        words = self.call(fmt.MODE_IDENTITY, 0, np.zeros(0, np.uint16), 4)
+        return tuple(int(w) for w in words)  # type: ignore[return-value]
+
+    def load_rejected(self) -> bool:
+        """Whether the kernel rejected the last LOAD: bit0 of the error register, or IDENTITY's status
+        where output registers cannot be read (XRT)."""
+        if self.transport.registers_readable:
+            return bool(self.transport.read(fmt.REG_ERROR) & fmt.ERR_BAD_LOAD)
+        return bool(self.ask_identity()[3] & fmt.STATUS_LOAD_REJECTED)
 
 
 class MLPBoardBackend:
@@ -123,9 +136,9 @@ class MLPBoardBackend:
         stream = fmt.encode_load_stream(layers, head)
         self.driver.call(fmt.MODE_LOAD, 0, stream, 0)
         self.last_cycles = self.driver.last_cycles
-        if self.driver.error() & 1:
+        if self.driver.load_rejected():
             raise PearlError(
-                f"the MLP kernel rejected the weights (error register 0x{self.driver.error():x}) although they fit "
+                f"the MLP kernel on {self.driver.transport.description} rejected the weights although they fit "
                 f"max_layers={self.max_layers}, max_width={self.max_width}: the bitstream and this driver disagree; rebuild it"
             )
         self.layers, self.head = layers, head

@@ -159,11 +159,9 @@ def open_kernel(kernel: str, backend: str, board: str | None = None, directory: 
         if dma_name is None:
             raise ManifestError(f"{manifest.path}: kernel {kernel} has no dma_name; a Zynq build needs one")
         return PynqTransport(handle, ip_name, dma_name, in_bytes, out_bytes), entry
-    from pearl_fpga.board.xrt_kernels import identity_registers
     from pearl_fpga.board.xrt_transport import XrtTransport
 
-    identity = identity_registers(kernel, entry.parameters)
-    return XrtTransport(handle, kernel, in_bytes, out_bytes, instance=instance, identity=identity), entry
+    return XrtTransport(handle, kernel, in_bytes, out_bytes, instance=instance), entry
 
 
 def open_board(backend: str, board: str | None = None, directory: str | Path | None = None,

@@ -77,22 +77,6 @@ MOVERS: dict[str, tuple[XrtKernel, XrtKernel]] = {
 }
 
 
-# Output registers that give the IP's synthesized sizes (the drivers' identity), and the manifest
-# parameter that states each: an XRT transport answers them from the manifest, for the kernel
-# whose stream has no IDENTITY command (mlp).
-IDENTITY = {
-    "replay": {},  # the driver asks the kernel with an IDENTITY command instead
-    "mlp": {"lanes": "lanes", "max_width": "max_width", "max_layers": "max_layers"},
-    "tabular": {},  # the driver asks the kernel with an IDENTITY command instead
-}
-
-
-def identity_registers(kernel: str, parameters: dict[str, int]) -> dict[int, int]:
-    """offset -> value of `kernel`'s identity registers, from a manifest entry's parameters."""
-    top = TOPS[kernel]
-    return {top.arg(arg).offset: int(parameters[param]) for arg, param in IDENTITY[kernel].items()}
-
-
 def all_kernels() -> list[XrtKernel]:
     return [k for name in TOPS for k in (TOPS[name], *MOVERS[name])]
 

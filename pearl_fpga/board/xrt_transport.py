@@ -10,7 +10,8 @@ driven as Vitis_Accel_Examples drive theirs: `pyxrt.kernel(device, uuid, "replay
 and one `pyxrt.run` per call. The driver's register protocol maps onto that: a write to a scalar
 input's offset sets that argument of the next run, a write of ap_start to 0x00 starts the run, and
 0x00 reads back ap_done/ap_idle from the run's state. Output registers cannot be read through XRT:
-the drivers take what they need from the response stream, or from the manifest (`identity`).
+the drivers ask each kernel on its stream (replay TOTAL and IDENTITY, tabular IDENTITY, MLP mode
+IDENTITY).
 Every wait is `run.wait(timeout_ms)` within the driver's deadline; the buffers are allocated once
 per transport and grown only when a call needs more.
 
@@ -20,7 +21,6 @@ per transport and grown only when a call needs more.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -100,22 +100,17 @@ def _as_int32(value: int) -> int:
 
 
 class XrtTransport(Transport):
-    """One kernel compute unit of a loaded xclbin, with its two data movers.
-
-    identity: the values of the IP's output registers that the manifest states (its synthesized
-    sizes), by offset: `read` answers them, since XRT cannot read an output register back.
-    """
+    """One kernel compute unit of a loaded xclbin, with its two data movers. XRT cannot read an output
+    register back: the drivers ask each kernel's IDENTITY command (or mode) on its stream instead."""
 
     registers_readable = False
 
-    def __init__(self, card: XrtDevice, kernel: str, in_word_bytes: int, out_word_bytes: int, instance: int = 0,
-                 identity: Mapping[int, int] | None = None):
+    def __init__(self, card: XrtDevice, kernel: str, in_word_bytes: int, out_word_bytes: int, instance: int = 0):
         px = card.pyxrt
         self.card = card
         self.in_word_bytes = in_word_bytes
         self.out_word_bytes = out_word_bytes
         self.spec = xrt_kernels.TOPS[kernel]
-        self.identity = dict(identity or {})
         mm2s_spec, s2mm_spec = xrt_kernels.MOVERS[kernel]
         names = [xrt_kernels.cu_spec(k.name, instance) for k in (self.spec, mm2s_spec, s2mm_spec)]
         self.description = f"XRT {self.spec.name}_{instance + 1}"
@@ -153,8 +148,6 @@ class XrtTransport(Transport):
     def read(self, offset: int) -> int:
         if offset == 0x00:
             return self._ctrl()
-        if offset in self.identity:
-            return self.identity[offset]
         index = self.spec.index_of(offset)
         if index is not None:  # a scalar input: what the next run is given
             return self._args.get(index, 0)

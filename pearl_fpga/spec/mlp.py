@@ -28,6 +28,10 @@ FLAG_RAW = 1 << 2
 
 MODE_LOAD = 0
 MODE_INFER = 1
+MODE_IDENTITY = 2  # answers lanes, max_width, max_layers and a status word on the stream: hosts without register reads
+STATUS_LOADED = 1 << 0  # IDENTITY's status: the kernel holds weights
+STATUS_LOAD_REJECTED = 1 << 1  # IDENTITY's status: the last LOAD was rejected
+ERR_BAD_LOAD = 1 << 0  # error register bit: the LOAD was rejected (or an INFER without weights)
 
 # AXI4-Lite register map (byte offsets)
 REG_CTRL = 0x00

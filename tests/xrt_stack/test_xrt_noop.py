@@ -53,8 +53,7 @@ def open_transport(card, kernel, instance=0):
     from pearl_fpga.spec.kernels import KERNELS
 
     ip = KERNELS[kernel]
-    identity = xrt_kernels.identity_registers(kernel, params(kernel))
-    return XrtTransport(card, kernel, ip.in_word_bytes, ip.out_word_bytes, instance=instance, identity=identity)
+    return XrtTransport(card, kernel, ip.in_word_bytes, ip.out_word_bytes, instance=instance)
 
 
 def runs_of(px, kernel_obj):
@@ -70,10 +69,11 @@ def runs_of(px, kernel_obj):
     return out
 
 
-def prefill(t, word):
-    """Noop runs compute nothing: put the response word the kernel would write in the (reused) s2mm buffer."""
-    t.s2mm.buffer(16)
-    t.s2mm.bo.write(np.ascontiguousarray(word, dtype=np.uint64).view(np.uint8).ravel(), 0)
+def prefill(t, word, dtype=np.uint64):
+    """Noop runs compute nothing: put the response words the kernel would write in the (reused) s2mm buffer."""
+    data = np.ascontiguousarray(word, dtype=dtype).view(np.uint8).ravel()
+    t.s2mm.buffer(data.size)
+    t.s2mm.bo.write(data, 0)
 
 
 def test_xclbin_layout_matches_xrt_headers(tmp_path):
@@ -178,17 +178,25 @@ def test_tabular_arguments_by_offset(px, card):
 def test_mlp_driver_control_path(px, card):
     from mlp_cases import random_layers
 
+    from pearl_fpga.spec import mlp as mfmt
+
     t = open_transport(card, "mlp")
+    p = params("mlp")
+    identity = [p["lanes"], p["max_width"], p["max_layers"]]
+    prefill(t, identity + [mfmt.STATUS_LOADED], np.uint16)  # what IDENTITY answers after a good LOAD
     board = MLPBoardBackend(transport=t, max_batch=8)
+    assert (board.lanes, board.max_width, board.max_layers) == tuple(identity)
     layers = random_layers(np.random.default_rng(0), [6, 8, 3])
     board.load(layers, "raw")
     board.infer(np.zeros((10, 6), np.int16))
-    from pearl_fpga.spec import mlp as mfmt
-
-    assert [(r[2], r[3]) for r in runs_of(px, t.cu)] == [(mfmt.MODE_INFER, 0), (mfmt.MODE_LOAD, 0), (mfmt.MODE_INFER, 8),
-                                                          (mfmt.MODE_INFER, 2)]
-    assert [r[2] for r in runs_of(px, t.s2mm.kernel)] == [8 * 4, 2 * 4]
+    # IDENTITY for the sizes, LOAD, IDENTITY for its status, then INFER in calls of at most 8
+    assert [(r[2], r[3]) for r in runs_of(px, t.cu)] == [(mfmt.MODE_IDENTITY, 0), (mfmt.MODE_LOAD, 0),
+                                                          (mfmt.MODE_IDENTITY, 0), (mfmt.MODE_INFER, 8), (mfmt.MODE_INFER, 2)]
+    assert [r[2] for r in runs_of(px, t.s2mm.kernel)] == [4, 4, 8 * 4, 2 * 4]
     assert len(px.called("bo", "__init__")) == 2
+    prefill(t, identity + [mfmt.STATUS_LOADED | mfmt.STATUS_LOAD_REJECTED], np.uint16)
+    with pytest.raises(PearlError, match="MLP kernel on XRT mlp_top_1 rejected the weights"):
+        board.load(layers, "raw")
 
 
 def test_a_run_that_does_not_finish_times_out_with_the_deadline(px, card):

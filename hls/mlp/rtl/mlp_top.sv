@@ -101,7 +101,7 @@ module mlp_top #(
     logic          loaded;
 
     // ---------------------------------------------------------------- operation state
-    typedef enum logic [1:0] {OP_IDLE, OP_LOAD, OP_INFER} op_state_t;
+    typedef enum logic [1:0] {OP_IDLE, OP_LOAD, OP_INFER, OP_IDENT} op_state_t;
     typedef enum logic [1:0] {E_IDLE, E_START, E_RUN, E_FINISH} e_state_t;
 
     op_state_t op_state;
@@ -307,9 +307,9 @@ module mlp_top #(
     wire                o_last = (o_idx == o_words - 1);  // an observation's last word
     wire                o_tlast = o_last && out_obs == op_batch - 1;  // the batch's: one tlast per INFER
 
-    logic               q1_valid, q1_last;
+    logic               q1_valid, q1_last, q1_raw;
     logic signed [15:0] q1_word;
-    logic               q2_valid, q2_last;
+    logic               q2_valid, q2_last, q2_raw;
     logic signed [16:0] q2_t0, q2_t1;
     logic [5:0]         q2_frac;
     logic signed [15:0] q2_word;
@@ -318,7 +318,14 @@ module mlp_top #(
 
     wire o_adv  = !q3_valid || m_axis_out_tready;
     wire o_fire = ob_full && o_adv;  // the buffer hands its next word to q1
+    // IDENTITY (mode 2): four words past the tanh head: lanes, max_width, max_layers, loaded
+    logic [2:0]         id_idx;
+    wire                ident_start = op_state == OP_IDLE && op_start && op_mode == 2;
+    wire                id_fire = op_state == OP_IDENT && id_idx < 3'd4 && o_adv;
+    wire signed [15:0]  id_word = id_idx == 3'd0 ? 16'(LANES) : id_idx == 3'd1 ? 16'(MAX_WIDTH)
+                                : id_idx == 3'd2 ? 16'(MAX_LAYERS) : {14'd0, load_rejected, loaded};
     wire o_busy = q1_valid || q2_valid || q3_valid;
+    wire ident_end = op_state == OP_IDENT && id_idx == 3'd4 && !o_busy;
 
     // q2 -> q3: the interpolation of the tanh head (RAW words pass)
     logic signed [15:0] q2_tanh;
@@ -331,23 +338,25 @@ module mlp_top #(
     end
 
     always_ff @(posedge ap_clk) begin : output_pipeline
-        if (!ap_rst_n || infer_start) begin
+        if (!ap_rst_n || infer_start || ident_start) begin
             q1_valid <= 1'b0;
             q2_valid <= 1'b0;
             q3_valid <= 1'b0;
         end else if (o_adv) begin
-            q1_valid <= o_fire;
-            q1_last  <= o_tlast;
-            q1_word  <= (!cfg_tanh && o_idx == ob_m) ? $signed(o_arg) : o_val;
+            q1_valid <= o_fire || id_fire;
+            q1_last  <= id_fire ? id_idx == 3'd3 : o_tlast;
+            q1_raw   <= id_fire;
+            q1_word  <= id_fire ? id_word : (!cfg_tanh && o_idx == ob_m) ? $signed(o_arg) : o_val;
             q2_valid <= q1_valid;
             q2_last  <= q1_last;
+            q2_raw   <= q1_raw;
             q2_word  <= q1_word;
             q2_t0    <= 17'($signed(tanh_lut[{1'b0, ~q1_word[15], q1_word[14:6]}]));       // segment of y + 32768
             q2_t1    <= 17'($signed(tanh_lut[{1'b0, ~q1_word[15], q1_word[14:6]} + 11'd1]));
             q2_frac  <= q1_word[5:0];
             q3_valid <= q2_valid;
             q3_last  <= q2_last;
-            q3_word  <= cfg_tanh ? q2_tanh : q2_word;
+            q3_word  <= cfg_tanh && !q2_raw ? q2_tanh : q2_word;
         end
     end
     assign m_axis_out_tvalid = q3_valid;
@@ -365,21 +374,26 @@ module mlp_top #(
     wire ob_fill     = op_state == OP_INFER && e_state == E_FINISH && drained && cur_last_layer;
 
     logic op_loaded_before;  // `loaded` when the current LOAD began
+    logic load_rejected;     // the last LOAD set the error register (IDENTITY's status bit1)
     always_ff @(posedge ap_clk) begin : op_fsm
         op_done <= 1'b0;
         op_error <= 1'b0;
         if (!ap_rst_n) begin
             op_state <= OP_IDLE;
             loaded <= 1'b0;
+            load_rejected <= 1'b0;
         end else begin
             case (op_state)
                 OP_IDLE: if (op_start) begin
                     if (load_start) begin
                         op_state <= OP_LOAD;
                         loaded <= 1'b0;  // until this LOAD either completes or is rejected
+                        load_rejected <= 1'b0;
                         op_loaded_before <= loaded;
                     end else if (infer_start) begin
                         op_state <= OP_INFER;
+                    end else if (ident_start) begin
+                        op_state <= OP_IDENT;
                     end else begin
                         op_error <= 1'b1;  // unknown mode, INFER before a successful LOAD, batch over MAX_BATCH
                         op_done <= 1'b1;
@@ -391,9 +405,16 @@ module mlp_top #(
                         op_state <= OP_IDLE;
                         op_done <= 1'b1;
                     end
-                    if (ld_overrun || ld_reject || ld_fail) op_error <= 1'b1;
+                    if (ld_overrun || ld_reject || ld_fail) begin
+                        op_error <= 1'b1;
+                        load_rejected <= 1'b1;
+                    end
                     if (ld_reject) loaded <= op_loaded_before;
                     if (ld_fail) loaded <= 1'b0;
+                end
+                OP_IDENT: if (ident_end) begin
+                    op_state <= OP_IDLE;
+                    op_done <= 1'b1;
                 end
                 default: if (infer_end) begin  // OP_INFER
                     op_state <= OP_IDLE;
@@ -465,6 +486,12 @@ module mlp_top #(
             endcase
             if (infer_end) e_state <= E_IDLE;
         end
+    end
+
+    // IDENTITY's words, one per stream advance
+    always_ff @(posedge ap_clk) begin : identity_words
+        if (!ap_rst_n || ident_start) id_idx <= '0;
+        else if (id_fire) id_idx <= id_idx + 1;
     end
 
     // send results; the argmax of a RAW head follows its values

@@ -31,6 +31,7 @@ from cocotbext.axi import (
 from pearl_fpga.spec.mlp import (
     HEAD_RAW,
     HEAD_TANH,
+    MODE_IDENTITY,
     MODE_INFER,
     MODE_LOAD,
     REG_BATCH,
@@ -40,6 +41,8 @@ from pearl_fpga.spec.mlp import (
     REG_MAX_LAYERS,
     REG_MAX_WIDTH,
     REG_MODE,
+    STATUS_LOAD_REJECTED,
+    STATUS_LOADED,
     QuantizedLayer,
     encode_load_stream,
     infer_cycle_bound,
@@ -299,6 +302,39 @@ async def test_rejected_load_keeps_weights(dut) -> None:
     await tb.start(MODE_INFER, 4097)
     await tb.wait_done()
     assert await tb.axil.read_dword(REG_ERROR) == 1
+
+
+async def identity(tb: TB) -> list[int]:
+    """One IDENTITY call: its four words (lanes, max_width, max_layers, status), one frame."""
+    await tb.start(MODE_IDENTITY)
+    frame = await with_timeout(tb.sink.recv(), 10_000 * CLOCK_NS, "ns")
+    await tb.wait_done()
+    assert await tb.axil.read_dword(REG_ERROR) == 0
+    return [int(w) for w in frame.tdata]
+
+
+@cocotb.test()
+async def test_identity_answers_the_sizes_and_the_load_status(dut) -> None:
+    """IDENTITY (mode 2) answers lanes, max_width, max_layers and the status word on the stream, in one
+    frame, past the tanh head; the status follows LOADs that complete, are rejected or are cut short."""
+    tb = await setup(dut)
+    rng = np.random.default_rng(SEED + 30)
+    sizes = [LANES, MAX_WIDTH, MAX_LAYERS]
+    assert await identity(tb) == sizes + [0]
+    layers = random_network(rng, MAX_WIDTH, MAX_LAYERS, small=True)
+    assert await tb.load(layers, HEAD_TANH) == 0
+    assert await identity(tb) == sizes + [STATUS_LOADED]
+    rejected = next(iter(rejected_streams(layers).values()))
+    assert await load_words(tb, rejected) & 1
+    assert await identity(tb) == sizes + [STATUS_LOADED | STATUS_LOAD_REJECTED]  # the old weights are kept
+    good = [int(w) for w in encode_load_stream(layers, HEAD_RAW)]
+    assert await load_words(tb, good[:-3]) & 1
+    assert await identity(tb) == sizes + [STATUS_LOAD_REJECTED]  # cut short: no weights
+    x = random_input(rng, 3, layers[0].n_in)
+    want = expected_words(layers, HEAD_RAW, x)
+    assert await tb.load(layers, HEAD_RAW) == 0
+    got, _ = await tb.infer(x, want.shape[1])
+    assert np.array_equal(got, want)
 
 
 @cocotb.test()
