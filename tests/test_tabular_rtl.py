@@ -40,7 +40,7 @@ def test_cocotb_tabular_core(states: int, actions: int) -> None:
 
 
 def test_rtl_backend_cycles_and_shapes() -> None:
-    from pearl_fpga.backends.tabular_rtl import MAX_RTL_ENTRIES, build_shape
+    from pearl_fpga.board.rtl import MAX_RTL_ENTRIES, build_shape
     from pearl_fpga.errors import BackendUnavailable
     from pearl_fpga.kernels import TabularQ
 
