@@ -54,6 +54,12 @@ def test_rtl_backend_cycles_and_shapes() -> None:
     for k in (rtl, ref):
         k.update(**batch)
     np.testing.assert_array_equal(rtl.table, ref.table)
-    assert n <= rtl.last_cycles <= n + PIPELINE_DEPTH  # one update per clock after fill
+    # one update per clock after the pipeline fills; the IP's command head adds one clock
+    assert n <= rtl.last_cycles <= n + PIPELINE_DEPTH + 1
+    overheads = set()
+    for m in (1, 40, 300):
+        rtl.update(**{name: column[:m] for name, column in batch.items()})
+        overheads.add(rtl.last_cycles - m)
+    assert len(overheads) == 1, f"cycles minus updates differ with the batch: {overheads}"
     with pytest.raises(BackendUnavailable, match="use backend='cpu'"):
         TabularQ(MAX_RTL_ENTRIES, 8, backend="rtl")

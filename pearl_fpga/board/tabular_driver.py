@@ -132,10 +132,10 @@ class TabularBoardBackend:
         self._alpha, self._gamma, self._sarsa = int(alpha_word), int(gamma_word), bool(sarsa)
         self.driver.configure(self._alpha, self._gamma, self._sarsa, self.n_actions)
 
-    def _run(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, int]:
+    def _run(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, int, int | None]:
         """`commands` in calls of at most max_batch: (the responses of all calls in order, the UPDATE
         commands the kernel applied: register 0x48, or an IDENTITY command at the end of each call
-        where output registers cannot be read). Sets last_cycles to the sum over the calls."""
+        where output registers cannot be read, the kernel cycles of the calls where counted)."""
         out, cycles, applied = [], 0, 0
         readable = self.driver.transport.registers_readable
         step = self.max_batch if readable else self.max_batch - 1  # room for the IDENTITY that counts them
@@ -150,8 +150,8 @@ class TabularBoardBackend:
                 out.append(responses)
                 applied += done
             cycles += self.driver.last_cycles or 0
-        self._last_cycles = cycles if self.driver.last_cycles is not None else None
-        return (np.concatenate(out) if out else np.zeros((0, 2), np.uint64)), applied
+        responses = np.concatenate(out) if out else np.zeros((0, 2), np.uint64)
+        return responses, applied, (cycles if self.driver.last_cycles is not None else None)
 
     def update(self, s: np.ndarray, a: np.ndarray, r: np.ndarray, s2: np.ndarray, a2: np.ndarray,
                done: np.ndarray) -> None:
@@ -160,7 +160,7 @@ class TabularBoardBackend:
         if not n:
             return
         cmds = fmt.encode_commands(np.full(n, fmt.OP_UPDATE), s, a, r, s2=s2, a2=a2, done=done)
-        _, applied = self._run(cmds, 0)
+        _, applied, self._last_cycles = self._run(cmds, 0)
         if applied != n:
             raise PearlError(
                 f"the tabular kernel applied {applied} of {n} updates: its table and this driver disagree on the "
