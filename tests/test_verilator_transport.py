@@ -26,8 +26,9 @@ def test_kernel_waiting_for_commands_times_out_with_its_state() -> None:
     driver = ReplayDriver(t, timeout_s=SHORT_S)
     cmds = rfmt.encode_commands(np.full(2, rfmt.OP_UPDATE), np.array([1, 2], np.uint64), np.array([5, 6], np.uint64))
     start = t.now()
-    with pytest.raises(KernelTimeout, match=r"replay kernel on Verilator simulation of replay_top \(CAPACITY=100, FANOUT=4\) "
-                                            r"did not signal ap_done within 2000 clock cycles.*n_cmds@0x10=0x00000006"):
+    with pytest.raises(KernelTimeout, match=r"replay kernel on Verilator simulation of replay_top "
+                                            r"\(CAPACITY=100, FANOUT=4\) did not signal ap_done within 2000 clock "
+                                            r"cycles.*n_cmds@0x10=0x00000006"):
         driver.run(cmds, 0, n_cmds=6)
     assert t.now() - start < 3 * SHORT_S, "the wait ran past its cycle limit"
     t.reset()

@@ -39,7 +39,8 @@ _PACKAGED = "it is part of the package"
 
 def _boards(target: str) -> dict[str, BackendEntry]:
     """The pynq and xrt backends of a kernel: its board backend on the transport of that name."""
-    return {board: BackendEntry(target, _BOARD, takes_options=True, fixed={"transport": board}) for board in ("pynq", "xrt")}
+    return {board: BackendEntry(target, _BOARD, takes_options=True, fixed={"transport": board})
+            for board in ("pynq", "xrt")}
 
 
 # kernel -> backend name -> where its class lives (the rtl backends: the board drivers over Verilator)

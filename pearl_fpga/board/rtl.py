@@ -36,13 +36,15 @@ class _OnVerilator:
 
     name = "rtl"
     driver: Any
+    _cycle_limit: int | None = None
     #: what `_restore` leaves after a timeout, for the message
     restored = ""
 
     def _timeout_for(self, cycle_limit: int | None) -> float:
         """The driver timeout for `cycle_limit` (checked here, before anything is built)."""
         if cycle_limit is not None and (not isinstance(cycle_limit, int) or cycle_limit < 1):
-            raise ValueError(f"cycle_limit must be a positive number of cycles or None (automatic), got {cycle_limit!r}")
+            raise ValueError(f"cycle_limit must be a positive number of cycles or None (automatic), "
+                             f"got {cycle_limit!r}")
         return DEFAULT_TIMEOUT_S if cycle_limit is None else cycle_limit / CLOCK_HZ
 
     @property
