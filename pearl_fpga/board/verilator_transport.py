@@ -3,7 +3,7 @@ unchanged, against the RTL, at the speed of compiled C++ (the `rtl` backends, pe
 
 `VerilatorTransport("replay", {"CAPACITY": 100, "FANOUT": 4})` verilates hls/<kernel>/rtl with the
 kernel's top (spec/kernels.py: its stream ports and word sizes) and the one C++ harness of every
-kernel, hls/common/verilator_transport.cpp, into a shared library cached by the hash of its sources
+kernel, hls/common/rtl/verilator_transport.cpp, into a shared library cached by the hash of its sources
 and parameters (pearl_fpga.sim.verilator.build_library), and loads it with ctypes. The harness is the
 board around the IP: AXI4-Lite register accesses, a DMA that streams whole sends into the input
 stream and one that collects the output stream, on the same clock. Each transport is a model of its
@@ -31,7 +31,7 @@ from pearl_fpga.sim.verilator import cache_dir, kernel_rtl, load_library, tanh_p
 from pearl_fpga.spec.kernels import KERNELS
 
 CLOCK_HZ = 100e6  # the simulated kernel clock: the drivers' timeouts in seconds become cycles at this rate
-HARNESS = data_path("hls", "common", "verilator_transport.cpp")
+HARNESS = data_path("hls", "common", "rtl", "verilator_transport.cpp")
 REG_CTRL, REG_GIE, REG_IER, REG_ISR = 0x00, 0x04, 0x08, 0x0C
 REGISTER_ACCESS_CYCLES = 1000  # an AXI4-Lite access that takes longer: the IP's control block is broken
 RESET_CYCLES = 8
