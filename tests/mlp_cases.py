@@ -2,7 +2,7 @@
 included), and the backends every bit-exactness test runs over.
 
 A backend joins the cross-backend tests by an entry in `backend_factories()`; the rtl backend
-(pearl_fpga.backends.mlp_rtl) joins automatically when its module exists, marked `sim`.
+(pearl_fpga.board.mlp_driver.MLPRTLBackend) joins automatically, marked `sim`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ def backend_factories() -> dict[str, Callable[[], object]]:
     factories: dict[str, Callable[[], object]] = {}
     for path in cpu_paths():  # every MAC array this CPU can run: "avx512", "avx2", "plain" (HLS loops)
         factories[f"cpu-{path}"] = lambda path=path: CpuMLPBackend(path=path)
-    if importlib.util.find_spec("pearl_fpga.backends.mlp_rtl") is not None:
+    if importlib.util.find_spec("pearl_fpga.board.verilator_transport") is not None:
 
         def rtl() -> object:
-            from pearl_fpga.backends.mlp_rtl import MLPRTLBackend
+            from pearl_fpga.board.mlp_driver import MLPRTLBackend
 
             return MLPRTLBackend()
 

@@ -39,7 +39,7 @@ def test_replay_driver_on_rtl(
 
 @pytest.mark.sim
 def test_mlp_driver_on_rtl(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pearl_fpga.backends.mlp_rtl import tanh_parameter, write_tanh_memh
+    from pearl_fpga.sim.verilator import tanh_parameter, write_tanh_memh
     from pearl_fpga.sim.cocotb_runner import run_cocotb
 
     lanes, max_width, max_layers = 4, 16, 4

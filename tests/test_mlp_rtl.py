@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 
 from pearl_fpga.backends.mlp_cpu import CpuMLPBackend
-from pearl_fpga.backends.mlp_rtl import MLPRTLBackend, tanh_parameter, write_tanh_memh
+from pearl_fpga.board.mlp_driver import MLPRTLBackend
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
 from pearl_fpga.kernels import MLPInfer
 from pearl_fpga.spec.mlp import HEAD_RAW, HEAD_TANH, QuantizedLayer, infer_cycle_bound
-from pearl_fpga.sim.verilator import kernel_rtl
+from pearl_fpga.sim.verilator import kernel_rtl, tanh_parameter, write_tanh_memh
 
 pytestmark = pytest.mark.sim
 
@@ -145,7 +145,8 @@ def test_rtl_timeout_names_state_and_recovers(rtl: MLPRTLBackend) -> None:
     _check(rtl, layers, HEAD_RAW, x)
     rtl.cycle_limit = 20
     try:
-        with pytest.raises(KernelTimeout, match=r"MLP kernel \(rtl\).*INFER of 4 observations within 20 cycles.*control=0x"):
+        with pytest.raises(KernelTimeout, match=r"mlp kernel on Verilator simulation of mlp_top.*within 20 clock cycles.*"
+                                                r"register state: ctrl@0x00=0x.*reloaded"):
             rtl.infer(x)
     finally:
         rtl.cycle_limit = None

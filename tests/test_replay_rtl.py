@@ -169,7 +169,8 @@ def test_rtl_backend_timeout_restores_tree() -> None:
     s.update_fixed(idx, words)
     ref.update_fixed(idx, words)
     before = s.leaves()
-    with pytest.raises(KernelTimeout, match=r"replay RTL kernel \(capacity=100, fanout=4\).*cycle limit of 40.*commands taken"):
+    with pytest.raises(KernelTimeout, match=r"replay kernel on Verilator simulation of replay_top \(CAPACITY=100, FANOUT=4\).*"
+                                            r"within 40 clock cycles.*n_cmds@0x10=0x00000064.*tree restored"):
         s.update_fixed(np.arange(100), np.full(100, 7))
     np.testing.assert_array_equal(s.leaves(), before)
     assert s.total_fixed == ref.total_fixed

@@ -315,7 +315,7 @@ def test_auto_falls_back_to_numpy_without_the_extension(monkeypatch):
         ReplaySampler(10, 2, backend="cpu")
 
 
-@pytest.mark.parametrize("backend,module", [("pynq", "pearl_fpga.board.replay_driver"), ("xrt", "pearl_fpga.board.replay_driver"), ("rtl", "pearl_fpga.backends.replay_rtl")])
+@pytest.mark.parametrize("backend,module", [("pynq", "pearl_fpga.board.replay_driver"), ("xrt", "pearl_fpga.board.replay_driver"), ("rtl", "pearl_fpga.board.replay_driver")])
 def test_missing_backend_module_is_a_clear_error(monkeypatch, backend, module):
     monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(BackendUnavailable, match=f"the {backend} backend of the replay kernel cannot be imported"):

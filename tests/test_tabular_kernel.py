@@ -20,7 +20,7 @@ def _backends() -> list:
     names = [pytest.param("numpy")]
     if importlib.util.find_spec("pearl_fpga.backends.tabular_cpu") is not None:
         names.append(pytest.param("cpu"))
-    if importlib.util.find_spec("pearl_fpga.backends.tabular_rtl") is not None:
+    if importlib.util.find_spec("pearl_fpga.board.verilator_transport") is not None:
         names.append(pytest.param("rtl", marks=pytest.mark.sim))
     return names
 

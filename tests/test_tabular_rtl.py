@@ -40,7 +40,7 @@ def test_cocotb_tabular_core(states: int, actions: int) -> None:
 
 
 def test_rtl_backend_cycles_and_shapes() -> None:
-    from pearl_fpga.backends.tabular_rtl import MAX_RTL_ENTRIES, build_shape
+    from pearl_fpga.board.tabular_driver import MAX_RTL_ENTRIES, build_shape
     from pearl_fpga.errors import BackendUnavailable
     from pearl_fpga.kernels import TabularQ
 
@@ -54,6 +54,38 @@ def test_rtl_backend_cycles_and_shapes() -> None:
     for k in (rtl, ref):
         k.update(**batch)
     np.testing.assert_array_equal(rtl.table, ref.table)
-    assert n <= rtl.last_cycles <= n + PIPELINE_DEPTH  # one update per clock after fill
+    # one update per clock after the pipeline fills; the IP's command head adds one clock
+    assert n <= rtl.last_cycles <= n + PIPELINE_DEPTH + 1
+    overheads = set()
+    for m in (1, 40, 300):
+        rtl.update(**{name: column[:m] for name, column in batch.items()})
+        overheads.add(rtl.last_cycles - m)
+    assert len(overheads) == 1, f"cycles minus updates differ with the batch: {overheads}"
     with pytest.raises(BackendUnavailable, match="use backend='cpu'"):
         TabularQ(MAX_RTL_ENTRIES, 8, backend="rtl")
+
+
+def test_rtl_backend_timeout_resets_and_stays_usable() -> None:
+    """A call over its cycle limit raises KernelTimeout naming the IP and the limit; the model is reset
+    with its table cleared and its configuration kept, so a reload and more updates match numpy."""
+    from pearl_fpga.errors import KernelTimeout
+    from pearl_fpga.kernels import TabularQ
+
+    rng = np.random.default_rng(3)
+    n = 200
+    s = rng.integers(0, 7, n)
+    batch = dict(s=s, a=rng.integers(0, 3, n), r=rng.normal(0, 3, n), s2=np.roll(s, -1), done=rng.random(n) < 0.05,
+                 a2=rng.integers(0, 3, n))
+    rtl = TabularQ(7, 3, alpha=0.2, gamma=0.97, algo="sarsa", backend="rtl", cycle_limit=50)
+    ref = TabularQ(7, 3, alpha=0.2, gamma=0.97, algo="sarsa", backend="numpy")
+    half = {name: column[:20] for name, column in batch.items()}
+    rtl.update(**half)
+    ref.update(**half)
+    with pytest.raises(KernelTimeout, match=r"tabular kernel on Verilator simulation of tabular_top.*within 50 clock cycles"
+                                            r".*table cleared"):
+        rtl.update(**batch)
+    assert not rtl.table.any()
+    rtl.load(ref.table)
+    rtl.update(**half)
+    ref.update(**half)
+    np.testing.assert_array_equal(rtl.table, ref.table)

@@ -6,10 +6,8 @@ tries AUTO_ORDER (the compiled kernel, else the golden reference; the rtl simula
 when asked for). A backend whose module or tools are missing raises BackendUnavailable naming what
 to install or use instead, and only when it is asked for.
 
-A new kernel registers its backends with `register`, e.g.
-
-    register("tabular", "cpu", "pearl_fpga.backends.tabular_cpu:TabularCPUBackend",
-             missing="rebuild the package (make native)")
+The backends of the shipped kernels are one literal table (`_REGISTRY`), so that a search for a
+class finds its entry; `register` adds one at run time.
 """
 
 from __future__ import annotations
@@ -33,7 +31,39 @@ class BackendEntry:
     fixed: dict[str, Any] = field(default_factory=dict)  # keyword arguments always passed (e.g. transport)
 
 
-_REGISTRY: dict[str, dict[str, BackendEntry]] = {}
+_SIM = "install the sim extra (pip install -e '.[sim]') or use backend='cpu'"
+_NATIVE = "rebuild the package (make native, or pip install .) or use backend='numpy'"
+_BOARD = "it runs on a board with the kernel's bitstream (docs/hardware.md); use backend='cpu' here"
+_PACKAGED = "it is part of the package"
+
+
+def _boards(target: str) -> dict[str, BackendEntry]:
+    """The pynq and xrt backends of a kernel: its board backend on the transport of that name."""
+    return {board: BackendEntry(target, _BOARD, takes_options=True, fixed={"transport": board})
+            for board in ("pynq", "xrt")}
+
+
+# kernel -> backend name -> where its class lives (the rtl backends: the board drivers over Verilator)
+_REGISTRY: dict[str, dict[str, BackendEntry]] = {
+    "replay": {
+        "numpy": BackendEntry("pearl_fpga.backends.replay_numpy:ReplayNumpyBackend", _PACKAGED),
+        "cpu": BackendEntry("pearl_fpga.backends.replay_cpu:ReplayCPUBackend", _NATIVE),
+        "rtl": BackendEntry("pearl_fpga.board.replay_driver:ReplayRTLBackend", _SIM, takes_options=True),
+        **_boards("pearl_fpga.board.replay_driver:ReplayBoardBackend"),
+    },
+    "mlp": {
+        "numpy": BackendEntry("pearl_fpga.backends.mlp_numpy:NumpyMLPBackend", _PACKAGED),
+        "cpu": BackendEntry("pearl_fpga.backends.mlp_cpu:CpuMLPBackend", _NATIVE),
+        "rtl": BackendEntry("pearl_fpga.board.mlp_driver:MLPRTLBackend", _SIM, takes_options=True),
+        **_boards("pearl_fpga.board.mlp_driver:MLPBoardBackend"),
+    },
+    "tabular": {
+        "numpy": BackendEntry("pearl_fpga.backends.tabular_numpy:TabularNumpyBackend", _PACKAGED),
+        "cpu": BackendEntry("pearl_fpga.backends.tabular_cpu:TabularCPUBackend", _NATIVE),
+        "rtl": BackendEntry("pearl_fpga.board.tabular_driver:TabularRTLBackend", _SIM, takes_options=True),
+        **_boards("pearl_fpga.board.tabular_driver:TabularBoardBackend"),
+    },
+}
 
 
 def register(kernel: str, name: str, target: str, missing: str, takes_options: bool = False,
@@ -80,23 +110,3 @@ def create(kernel: str, name: str, *args: Any, **options: Any) -> tuple[str, Any
         raise BackendUnavailable(f"the {name} backend of the {kernel} kernel cannot be imported "
                                  f"({module_name}: {exc}): {entry.missing}") from exc
     return name, getattr(module, cls_name)(*args, **entry.fixed, **options)
-
-
-_SIM = "install the sim extra (pip install -e '.[sim]') or use backend='cpu'"
-_NATIVE = "rebuild the package (make native, or pip install .) or use backend='numpy'"
-_BOARD = "it runs on a board with the kernel's bitstream (docs/hardware.md); use backend='cpu' here"
-for _kernel, _prefix, _cls in (("replay", "replay", "Replay"), ("mlp", "mlp", "MLP")):
-    _numpy_cls = "ReplayNumpyBackend" if _kernel == "replay" else "NumpyMLPBackend"
-    _cpu_cls = "ReplayCPUBackend" if _kernel == "replay" else "CpuMLPBackend"
-    register(_kernel, "numpy", f"pearl_fpga.backends.{_prefix}_numpy:{_numpy_cls}", "it is part of the package")
-    register(_kernel, "cpu", f"pearl_fpga.backends.{_prefix}_cpu:{_cpu_cls}", _NATIVE)
-    register(_kernel, "rtl", f"pearl_fpga.backends.{_prefix}_rtl:{_cls}RTLBackend", _SIM, takes_options=True)
-    for _board in ("pynq", "xrt"):
-        register(_kernel, _board, f"pearl_fpga.board.{_prefix}_driver:{_cls}BoardBackend", _BOARD,
-                 takes_options=True, transport=_board)
-register("tabular", "numpy", "pearl_fpga.backends.tabular_numpy:TabularNumpyBackend", "it is part of the package")
-register("tabular", "cpu", "pearl_fpga.backends.tabular_cpu:TabularCPUBackend", _NATIVE)
-register("tabular", "rtl", "pearl_fpga.backends.tabular_rtl:TabularRTLBackend", _SIM, takes_options=True)
-for _board in ("pynq", "xrt"):
-    register("tabular", _board, "pearl_fpga.board.tabular_driver:TabularBoardBackend", _BOARD, takes_options=True,
-             transport=_board)

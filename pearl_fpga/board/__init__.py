@@ -4,8 +4,10 @@
 - manifest:  bitstreams/<board>/manifest.json, written by the build, checked before loading
 - transport: the one small interface the drivers speak (registers, streams, wait-for-done),
              implemented for PYNQ (pynq_transport), XRT (xrt_transport), cocotb simulation of the
-             RTL (sim_transport) and C simulation of the HLS tops (csim_transport)
+             RTL (sim_transport), the RTL compiled by Verilator (verilator_transport) and C
+             simulation of the HLS tops (csim_transport)
 - replay_driver, mlp_driver, tabular_driver: one class per HLS IP, over any transport
+- rtl:       the `rtl` backends: each kernel's driver over the Verilator transport
 - overlay:   load a bitstream on a board after validating its manifest
 - hls_budget: the block RAM the HLS designs take on each board (a model)
 
@@ -32,6 +34,7 @@ _LAZY = {
     "TabularDriver": "pearl_fpga.board.tabular_driver",
     "TabularBoardBackend": "pearl_fpga.board.tabular_driver",
     "CSimTransport": "pearl_fpga.board.csim_transport",
+    "VerilatorTransport": "pearl_fpga.board.verilator_transport",
     "open_board": "pearl_fpga.board.overlay",
 }
 

@@ -83,7 +83,7 @@ class KernelDriver:
             failed = f"sent fewer than {n_out} {what}" if n_out else "did not finish the call"
             raise KernelTimeout(
                 f"{self.kernel} kernel on {t.description} {failed} within "
-                f"{self.timeout_s:g} s; register state: {t.dump(self.registers)}; transport: {exc}"
+                f"{t.describe_wait(self.timeout_s)}; register state: {t.dump(self.registers)}; transport: {exc}"
             ) from None
         t.wait_done(self.kernel, self.timeout_s, self.registers)
         end = t.cycles()

@@ -15,7 +15,9 @@ import numpy as np
 from pearl_fpga.spec.mlp import check_observations
 from pearl_fpga.board.driver import KernelDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
+from pearl_fpga.board.rtl import OnVerilator
 from pearl_fpga.board.transport import Transport, words_to_bytes
+from pearl_fpga.board.verilator_transport import VerilatorTransport
 from pearl_fpga.errors import PearlError
 from pearl_fpga.spec import mlp as fmt
 
@@ -164,3 +166,40 @@ class MLPBoardBackend:
             cycles += self.driver.last_cycles or 0
         self.last_cycles = cycles if self.driver.last_cycles is not None else None
         return out, argmax
+
+
+class MLPRTLBackend(OnVerilator, MLPBoardBackend):
+    """The MLP kernel on the mlp IP's RTL with `lanes` MAC lanes, at most `max_layers` layers of at most
+    `max_width` inputs or outputs, and batches of at most MAX_BATCH observations."""
+
+    restored = "the last network that loaded reloaded"
+
+    def __init__(self, lanes: int = 16, max_width: int = fmt.MAX_WIDTH, max_layers: int = fmt.MAX_LAYERS,
+                 cycle_limit: int | None = None) -> None:
+        if lanes < 2 or lanes > 64 or lanes & (lanes - 1):
+            raise ValueError(f"lanes={lanes} is not supported: use a power of two from 2 to 64")
+        if not 1 <= max_width <= 4096:
+            raise ValueError(f"max_width={max_width} is out of range: use 1 .. 4096")
+        if not 1 <= max_layers <= 16:
+            raise ValueError(f"max_layers={max_layers} is out of range: use 1 .. 16")
+        timeout_s = self._timeout_for(cycle_limit)
+        self._cycle_limit = cycle_limit
+        transport = VerilatorTransport("mlp", {"LANES": lanes, "MAX_WIDTH": max_width, "MAX_LAYERS": max_layers,
+                                               "MAX_BATCH": fmt.MAX_BATCH})
+        super().__init__(transport=transport, max_batch=fmt.MAX_BATCH, timeout_s=timeout_s)
+        self.name = "rtl"
+
+    def _restore(self) -> None:
+        if self.layers:
+            MLPBoardBackend.load(self, self.layers, self.head or fmt.HEAD_RAW)
+
+    def load(self, layers: Sequence[fmt.QuantizedLayer], head: str) -> None:
+        layers = tuple(layers)
+        fmt.check_layers(layers, head, self.max_layers, self.max_width)  # the same rules as every backend
+        self._guarded(super().load, layers, head)
+
+    def infer(self, x_q: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        if not self.layers:
+            raise ValueError("no weights loaded: call load() first")
+        x = fmt.check_observations(x_q, self.layers[0].n_in, fmt.MAX_BATCH)
+        return self._guarded(super().infer, x)

@@ -13,7 +13,9 @@ import numpy as np
 
 from pearl_fpga.board.driver import CommandDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
+from pearl_fpga.board.rtl import OnVerilator
 from pearl_fpga.board.transport import Transport
+from pearl_fpga.board.verilator_transport import VerilatorTransport
 from pearl_fpga.errors import PearlError
 from pearl_fpga.spec import replay as fmt
 
@@ -177,3 +179,35 @@ class ReplayBoardBackend:
     def leaves(self) -> np.ndarray:
         """The leaf priority words (uint32, length capacity), as last written."""
         return self._leaves.copy()
+
+
+class ReplayRTLBackend(OnVerilator, ReplayBoardBackend):
+    """The sum tree of `capacity` leaves and fan-out `fanout` on the replay IP's RTL, built for exactly
+    this shape."""
+
+    restored = "the tree restored to its state before the call"
+
+    def __init__(self, capacity: int, fanout: int = 16, cycle_limit: int | None = None) -> None:
+        if fanout not in fmt.FANOUTS:
+            raise ValueError(f"fanout={fanout} is not supported: use one of {fmt.FANOUTS}")
+        if not 1 <= capacity <= fmt.MAX_CAPACITY:
+            raise ValueError(f"capacity={capacity} is out of range: use 1 .. {fmt.MAX_CAPACITY}")
+        timeout_s = self._timeout_for(cycle_limit)
+        self._cycle_limit = cycle_limit
+        transport = VerilatorTransport("replay", {"CAPACITY": capacity, "FANOUT": fanout})
+        super().__init__(capacity, fanout, transport=transport, timeout_s=timeout_s)
+
+    def _restore(self) -> None:
+        leaves = self._leaves.copy()
+        ReplayBoardBackend.clear(self)
+        nz = np.flatnonzero(leaves)
+        ReplayBoardBackend.update(self, nz, leaves[nz])
+
+    def update(self, indices: np.ndarray, words: np.ndarray) -> None:
+        self._guarded(super().update, indices, words)
+
+    def sample(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._guarded(super().sample, targets)
+
+    def clear(self) -> None:
+        self._guarded(super().clear)

@@ -13,8 +13,10 @@ import numpy as np
 
 from pearl_fpga.board.driver import CommandDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
+from pearl_fpga.board.rtl import OnVerilator
 from pearl_fpga.board.transport import Transport
-from pearl_fpga.errors import PearlError
+from pearl_fpga.board.verilator_transport import VerilatorTransport
+from pearl_fpga.errors import BackendUnavailable, PearlError
 from pearl_fpga.spec import tabular as fmt
 
 KERNEL = "tabular"
@@ -132,10 +134,10 @@ class TabularBoardBackend:
         self._alpha, self._gamma, self._sarsa = int(alpha_word), int(gamma_word), bool(sarsa)
         self.driver.configure(self._alpha, self._gamma, self._sarsa, self.n_actions)
 
-    def _run(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, int]:
+    def _run(self, commands: np.ndarray, n_responses: int) -> tuple[np.ndarray, int, int | None]:
         """`commands` in calls of at most max_batch: (the responses of all calls in order, the UPDATE
         commands the kernel applied: register 0x48, or an IDENTITY command at the end of each call
-        where output registers cannot be read). Sets last_cycles to the sum over the calls."""
+        where output registers cannot be read, the kernel cycles of the calls where counted)."""
         out, cycles, applied = [], 0, 0
         readable = self.driver.transport.registers_readable
         step = self.max_batch if readable else self.max_batch - 1  # room for the IDENTITY that counts them
@@ -150,8 +152,8 @@ class TabularBoardBackend:
                 out.append(responses)
                 applied += done
             cycles += self.driver.last_cycles or 0
-        self._last_cycles = cycles if self.driver.last_cycles is not None else None
-        return (np.concatenate(out) if out else np.zeros((0, 2), np.uint64)), applied
+        responses = np.concatenate(out) if out else np.zeros((0, 2), np.uint64)
+        return responses, applied, (cycles if self.driver.last_cycles is not None else None)
 
     def update(self, s: np.ndarray, a: np.ndarray, r: np.ndarray, s2: np.ndarray, a2: np.ndarray,
                done: np.ndarray) -> None:
@@ -160,7 +162,7 @@ class TabularBoardBackend:
         if not n:
             return
         cmds = fmt.encode_commands(np.full(n, fmt.OP_UPDATE), s, a, r, s2=s2, a2=a2, done=done)
-        _, applied = self._run(cmds, 0)
+        _, applied, self._last_cycles = self._run(cmds, 0)
         if applied != n:
             raise PearlError(
                 f"the tabular kernel applied {applied} of {n} updates: its table and this driver disagree on the "
@@ -187,3 +189,51 @@ class TabularBoardBackend:
         """Every word of the synthesized table to 0 (one CLEAR command)."""
         zero = np.zeros(1, np.int64)
         self._run(fmt.encode_commands(np.array([fmt.OP_CLEAR]), zero, zero, zero), 0)
+
+
+MAX_RTL_ENTRIES = 1 << 14
+"""The reference tabular RTL keeps the table in registers: larger tables take minutes to verilate."""
+
+
+def build_shape(n_states: int, n_actions: int) -> tuple[int, int]:
+    """The tabular RTL build that holds a table: rows and columns rounded up to powers of two (at least
+    16 x 4), so that small tables of many shapes share one Verilator build."""
+    return max(16, 1 << (n_states - 1).bit_length()), max(4, 1 << (n_actions - 1).bit_length())
+
+
+class TabularRTLBackend(OnVerilator, TabularBoardBackend):
+    """The table on the tabular IP's RTL, built for `build_shape(n_states, n_actions)`; inputs arrive
+    validated by TabularQ."""
+
+    restored = "its table cleared (load it again)"
+
+    def __init__(self, n_states: int, n_actions: int, cycle_limit: int | None = None) -> None:
+        rows, cols = build_shape(n_states, n_actions)
+        if rows * cols > MAX_RTL_ENTRIES:
+            raise BackendUnavailable(f"backend 'rtl' simulates tables of at most {MAX_RTL_ENTRIES} entries (the "
+                                     f"reference RTL holds the table in registers); {n_states} x {n_actions} is "
+                                     "larger: use backend='cpu' (bit-exact with it)")
+        timeout_s = self._timeout_for(cycle_limit)
+        self._cycle_limit = cycle_limit
+        transport = VerilatorTransport("tabular", {"N_STATES": rows, "N_ACTIONS": cols})
+        super().__init__(n_states, n_actions, transport=transport, timeout_s=timeout_s)
+
+    def _restore(self) -> None:
+        TabularBoardBackend.configure(self, self._alpha, self._gamma, self._sarsa)
+        TabularBoardBackend.clear(self)
+
+    def configure(self, alpha_word: int, gamma_word: int, sarsa: bool) -> None:
+        self._guarded(super().configure, alpha_word, gamma_word, sarsa)
+
+    def update(self, s: np.ndarray, a: np.ndarray, r: np.ndarray, s2: np.ndarray, a2: np.ndarray,
+               done: np.ndarray) -> None:
+        self._guarded(super().update, s, a, r, s2, a2, done)
+
+    def table(self) -> np.ndarray:
+        return self._guarded(super().table)
+
+    def load(self, table: np.ndarray) -> None:
+        self._guarded(super().load, table)
+
+    def clear(self) -> None:
+        self._guarded(super().clear)

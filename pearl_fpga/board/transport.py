@@ -83,21 +83,29 @@ class Transport(ABC):
     poll_interval_s: float = 1e-5
 
     def wait_done(self, kernel: str, timeout_s: float, registers: dict[str, int]) -> None:
-        """Poll the control register until ap_done; on timeout raise KernelTimeout naming the kernel
-        and the values of `registers` (name -> offset), so the message shows the state it hung in."""
+        """Poll the control register until ap_done; on timeout raise `hang(...)`."""
         deadline = self.now() + timeout_s
         while True:
             ctrl = self.read(0x00)
             if ctrl & CTRL_DONE:
                 return
             if self.now() >= deadline:
-                raise KernelTimeout(
-                    f"{kernel} kernel on {self.description} did not signal ap_done within {timeout_s:g} s; "
-                    f"register state: {self.dump(registers)}. The kernel waits for more stream words than "
-                    "it was sent, or its clock/reset is not running: check the command count, reload the "
-                    "overlay, or reset the board"
-                )
+                raise self.hang(kernel, timeout_s, registers)
             self.sleep(self.poll_interval_s)
+
+    def hang(self, kernel: str, timeout_s: float, registers: dict[str, int]) -> KernelTimeout:
+        """The KernelTimeout of a kernel that did not signal ap_done, naming it and the values of
+        `registers` (name -> offset), so the message shows the state it hung in."""
+        return KernelTimeout(
+            f"{kernel} kernel on {self.description} did not signal ap_done within {self.describe_wait(timeout_s)}; "
+            f"register state: {self.dump(registers)}. The kernel waits for more stream words than "
+            "it was sent, or its clock/reset is not running: check the command count, reload the "
+            "overlay, or reset the board"
+        )
+
+    def describe_wait(self, timeout_s: float) -> str:
+        """A timeout as error messages show it ("0.5 s"; simulations add the cycles)."""
+        return f"{timeout_s:g} s"
 
     def dump(self, registers: dict[str, int]) -> str:
         """'name=0x... ' for each register, read now (for error messages)."""

@@ -89,7 +89,7 @@ def mlp_cycles_rtl(obs_dim: int, net_arch: Sequence[int], out_dim: int, discrete
     import torch
 
     from pearl_fpga.algos.common import mlp
-    from pearl_fpga.backends.mlp_rtl import MLPRTLBackend
+    from pearl_fpga.board.mlp_driver import MLPRTLBackend
     from pearl_fpga.kernels import MLPInfer
 
     torch.manual_seed(0)

