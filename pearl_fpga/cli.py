@@ -9,6 +9,9 @@ import sys
 
 # command -> module in pearl_fpga.commands; "bench" has its own sub-commands.
 COMMANDS = {"train": "train", "eval": "eval", "plan": "plan", "devices": "devices"}
+GONE = {"train-tabular": "pearl-fpga train --algo qlearning|sarsa (the same options as every algorithm's; see "
+                         "docs/tabular.md)"}
+"""Commands that were removed -> what to type instead."""
 BENCHES = {"replay": "bench_replay", "mlp": "bench_mlp", "train": "bench_train", "plan": "bench_plan",
            "learner": "bench_learner", "tabular": "bench_tabular", "tabular-policies": "bench_tabular_policies",
            "ray": "bench_ray"}
@@ -56,6 +59,9 @@ def blocking_std_streams() -> None:
 def main(argv: list[str] | None = None) -> int:
     blocking_std_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in GONE:
+        print(f"error: pearl-fpga {argv[0]} was removed; use {GONE[argv[0]]}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     args.argv = argv  # for the records benchmarks write
     try:

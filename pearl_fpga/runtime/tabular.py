@@ -103,6 +103,8 @@ class TabularTrainer:
             if value is not None:
                 raise ValueError(f"{name} is for dqn/ddpg/td3; {algo} updates a table on the TabularQ kernel, whose "
                                  "backend is config.backend (--backend)")
+        if env is not None:
+            check_env_id(env)  # a renamed id is named before a preset note about it
         if config is None:
             note = preset_note(algo, env)
             if note:
