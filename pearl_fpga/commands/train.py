@@ -395,6 +395,7 @@ def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str,
         "env_steps_per_s": measured["env_steps_per_s"],
         "learner_threads": trainer.learner_threads_report(),
         "devices": {k: trainer.device_of(k) for k in measured if k != "env_steps_per_s"},
+        "config": trainer.config.to_dict(),
     }
 
 
