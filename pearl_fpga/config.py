@@ -220,7 +220,7 @@ class TrainConfig:
     batch_size: int = 64
     """Transitions per gradient step."""
     gamma: float = 0.99
-    """Discount factor."""
+    """Discount factor (every algorithm)."""
     tau: float = 1.0
     """Polyak coefficient of the target update (1.0 = hard copy, DQN; 0.005 for DDPG)."""
     train_freq: int = 256
@@ -232,9 +232,9 @@ class TrainConfig:
     exploration_fraction: float = 0.16
     """DQN: fraction of total_steps over which epsilon decays."""
     exploration_initial_eps: float = 1.0
-    """DQN: epsilon at step 0."""
+    """DQN: epsilon at step 0; tabular: in the first episode."""
     exploration_final_eps: float = 0.04
-    """DQN: epsilon after the decay."""
+    """DQN, tabular: epsilon after the decay."""
     exploration_episodes: int = 0
     """Tabular: epsilon decays linearly from exploration_initial_eps to exploration_final_eps over the first
     exploration_episodes episodes (one epsilon per episode), then stays at exploration_final_eps."""
