@@ -77,6 +77,15 @@ def test_cliffwalking_learns_to_reach_the_goal_through_the_trainer_api(algo):
             t.predict(np.zeros(4, np.float32))
 
 
+def test_python_api_logs_like_the_cli(tmp_path):
+    with Trainer("sarsa", "FrozenLake-v1", logdir=tmp_path / "api",
+                 config=TrainConfig.preset("sarsa", "FrozenLake-v1", eval_freq=100, eval_episodes=2)) as t:
+        t.train(300)
+    assert (tmp_path / "api" / "episodes.csv").read_text().startswith("env_step,return,length")
+    assert len((tmp_path / "api" / "evaluations.csv").read_text().splitlines()) == 1 + len(t.eval_log) >= 3
+    assert (tmp_path / "api" / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_exact_evaluation_of_a_known_policy():
     env = _cliff().env
     policy = np.zeros(48, np.int64)  # always "up": never reaches the goal

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.config import TABULAR_PRESETS
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.limits import load_npz
 
@@ -31,8 +32,6 @@ def check_env_id(env_id: str) -> str:
     for old, new in (*RENAMED.items(), *((b, a) for a, b in RENAMED.items())):
         if env_id == old and new in registry:
             raise ValueError(f"gymnasium {_gym_version()} has no {env_id}; use --env {new}, its successor id there")
-    from pearl_fpga.config import TABULAR_PRESETS
-
     raise ValueError(f"unknown gymnasium id {env_id!r}; tabular presets: {', '.join(TABULAR_PRESETS)}")
 
 
