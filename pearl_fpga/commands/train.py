@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pearl_fpga.errors import PearlError, TrainingInterrupted
     from pearl_fpga.runtime.checkpoint import DirLock
+    from pearl_fpga.runtime.tabular import TabularTrainer
     from pearl_fpga.trainer import Trainer
 
     console = Console(stderr=args.json)
@@ -98,37 +99,15 @@ def run(args: argparse.Namespace) -> int:
         _check_options(args, tabular)
         config = _config(args)
         asked = _asked_fields(args, config) if args.resume else {}
+        placement, plan = (None, None) if tabular else _placement(args, config, console)
     except ValueError as exc:
         return report_error(console, exc)
-
-    placement: Any = args.placement
-    plan = None
-    if not tabular:
-        from pearl_fpga.runtime.placement import unused_replay_notice
-
-        try:
-            notice = unused_replay_notice(placement, config.per)
-        except ValueError as exc:  # a placement that does not parse (an unknown board, a bad device)
-            return report_error(console, exc)
-        if notice:
-            console.print(f"[yellow]notice:[/yellow] {escape(notice)}")
-        if placement is not None and str(placement).strip().lower() == "auto":
-            try:
-                plan = _plan(args.algo, config)
-            except (ImportError, AttributeError) as exc:
-                console.print(f"[red]error:[/red] --placement auto needs the planner (pearl_fpga.planner.choose_placement), "
-                              f"which is not available here ({escape(str(exc))}); pass an explicit placement such as fpga-emu")
-                return 2
-            placement = plan.placement
-            if args.workers is None:
-                config.workers = int(plan.workers)
-            console.print(escape(f"planner chose --placement {placement} with {config.workers} worker(s)"))
 
     logdir = args.logdir or default_logdir(config.algo + ("-offline" if offline else ""), config.env_id, args.seed,
                                            args.resume)
     ckpt = args.checkpoint_dir or logdir / "checkpoint"
     logger = None
-    trainer = None
+    trainer: Any = None  # a Trainer, or a TabularTrainer (the same public API)
     new_logdir = not logdir.exists()  # removed again if the run fails before its first env step
     lock = DirLock(logdir / ".lock", "log directory")
     old_term = _terminate_as_interrupt()
@@ -144,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
                                    expect={"algo": config.algo, "env_id": config.env_id}, overrides=asked)
             console.print(f"resumed {escape(str(ckpt))} at env step {trainer.env_steps:,}")
         elif tabular:
-            trainer = Trainer(algo=config.algo, env=config.env_id, config=config, seed=args.seed, logger=logger,
-                              checkpoint_dir=None if offline else ckpt, record=args.save_dataset is not None)
+            trainer = TabularTrainer(config.algo, config.env_id, config=config, seed=args.seed, logger=logger,
+                                     checkpoint_dir=None if offline else ckpt, record=args.save_dataset is not None)
         else:
             config = _fit_board(args, config, placement, console)
             trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=args.seed,
@@ -216,6 +195,29 @@ def run(args: argparse.Namespace) -> int:
     if plan is not None:
         plan.report(measured)
     return 0
+
+
+def _placement(args: argparse.Namespace, config: Any, console: Any) -> tuple[Any, Any]:
+    """A deep run's placement and the planner's plan (None unless --placement auto, which may also set the
+    workers); ValueError for a placement that does not parse or a planner that is missing."""
+    from rich.markup import escape
+
+    from pearl_fpga.runtime.placement import unused_replay_notice
+
+    notice = unused_replay_notice(args.placement, config.per)
+    if notice:
+        console.print(f"[yellow]notice:[/yellow] {escape(notice)}")
+    if args.placement is None or str(args.placement).strip().lower() != "auto":
+        return args.placement, None
+    try:
+        plan = _plan(args.algo, config)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"--placement auto needs the planner (pearl_fpga.planner.choose_placement), which is not "
+                         f"available here ({exc}); pass an explicit placement such as fpga-emu") from exc
+    if args.workers is None:
+        config.workers = int(plan.workers)
+    console.print(escape(f"planner chose --placement {plan.placement} with {config.workers} worker(s)"))
+    return plan.placement, plan
 
 
 def _check_options(args: argparse.Namespace, tabular: bool) -> None:

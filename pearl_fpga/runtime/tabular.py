@@ -263,9 +263,10 @@ class TabularTrainer:
         """The transitions this run experienced (record=True), as a dataset for --dataset."""
         if not self.record:
             raise ValueError("this trainer was made with record=False; nothing was kept")
-        cols = list(zip(*self._transitions)) if self._transitions else [[]] * 6
-        return save_dataset(path, *(np.array(c) for c in cols[:5]), n_states=self.n_states,
-                            n_actions=self.n_actions, env_id=self.config.env_id, a2=np.array(cols[5]))
+        s, a, r, s2, done, a2 = ([np.array(c) for c in zip(*self._transitions)] if self._transitions
+                                 else [np.zeros(0, np.int64)] * 6)
+        return save_dataset(path, s, a, r, s2, done, n_states=self.n_states, n_actions=self.n_actions,
+                            env_id=self.config.env_id, a2=a2)
 
     # ---- evaluation, prediction, counters --------------------------------------------------------
     def evaluate(self, episodes: int = 20, seed: int | None = None) -> TabularEval:
@@ -285,7 +286,7 @@ class TabularTrainer:
                 if terminated or truncated:
                     wins[i] = bool(terminated) and r >= self.config.success_reward
                     break
-        return TabularEval(float(rets.mean()), float(rets.std()), rets, self.env_steps, "current", wins, lens)
+        return TabularEval(float(rets.mean()), float(rets.std()), rets.tolist(), self.env_steps, "current", wins, lens)
 
     def exact_evaluation(self) -> tuple[float, float]:
         """(expected return, success probability) of the greedy policy from the env's model (module function)."""
