@@ -31,6 +31,8 @@ DEEP_ALGOS = ("dqn", "ddpg", "td3")
 TABULAR_ALGOS = ("qlearning", "sarsa")
 """Algorithms of a Q table on the TabularQ kernel (pearl_fpga.runtime.tabular.TabularTrainer)."""
 ALGOS = (*DEEP_ALGOS, *TABULAR_ALGOS)
+TABULAR_FIELDS = ("exploration_episodes", "success_reward", "max_episode_steps", "backend", "epochs", "parts")
+"""TrainConfig fields only the tabular algorithms read (a deep run refuses them at other than their defaults)."""
 ENGINES = ("inline", "processes", "ray")
 """Execution engines (pearl_fpga.runtime.engines): where actors and replay run."""
 
@@ -164,7 +166,7 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
-# Q-learning's settings per toy-text env, tuned here (docs/tabular.md has the policies they reach). Each
+# Q-learning's and SARSA's settings per toy-text env, tuned here (docs/tabular.md has the policies they reach). Each
 # budget covers the episodes the settings were tuned for (Taxi 10,000, CliffWalking 1,000, FrozenLake
 # 10,000, FrozenLake8x8 20,000) with room to spare; epsilon decays over the first half of those
 # episodes (Taxi, CliffWalking) or 70% of them (FrozenLake, whose slippery ice needs more exploring).
@@ -370,6 +372,11 @@ class TrainConfig:
         self.net_arch = list(self.net_arch)
         for name, allowed in RANGES.items():
             allowed.check("TrainConfig", name, getattr(self, name))
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        unread = [name for name in TABULAR_FIELDS if self.algo in DEEP_ALGOS and getattr(self, name) != defaults[name]]
+        if unread:
+            raise ValueError(f"TrainConfig.{', '.join(unread)} {'is' if len(unread) == 1 else 'are'} read by qlearning and "
+                             f"sarsa only; {self.algo} would ignore {'it' if len(unread) == 1 else 'them'}: leave the default")
         if self.algo in TABULAR_ALGOS and self.learning_rate > 1.0:
             raise ValueError(f"TrainConfig.learning_rate = {self.learning_rate!r} is out of range for {self.algo}: the table's "
                              "step size alpha must be in (0, 1]; set one (--set learning_rate=VALUE or the config file)")

@@ -126,3 +126,10 @@ def test_epsilon_schedule_is_linear_then_flat():
     assert c.epsilon(250) == pytest.approx(0.55)
     assert c.epsilon(500) == pytest.approx(0.1)
     assert c.epsilon(900) == pytest.approx(0.1)
+
+
+def test_tabular_fields_are_refused_by_the_deep_algorithms():
+    with pytest.raises(ValueError, match="TrainConfig.max_episode_steps is read by qlearning and sarsa only; dqn would "
+                                         "ignore it"):
+        TrainConfig.preset("dqn", max_episode_steps=200)
+    assert TrainConfig.preset("sarsa", "CliffWalking-v1").max_episode_steps == 1000
