@@ -254,7 +254,8 @@ def _tabular_policies(results: dict[str, Any]) -> str:
     return "\n\n".join([
         _table(["env", "algo", "episodes", "alpha", "backend", "train s", f"eval return ({results['eval_episodes']:,} ep.)",
                 "eval success", "exact return", "exact success", "Q-learning target"], rows),
-        f"Presets of `pearl_fpga.algos.tabular.TabularConfig`, seed {results['seed']}; \"exact\" is the greedy "
+        f"Presets of `pearl_fpga.config.TrainConfig` (algo qlearning or sarsa; a budget of env steps, the run ends "
+        f"with the episode that reaches it), seed {results['seed']}; \"exact\" is the greedy "
         "policy's expected value from the env's transition model. Targets (Q-learning, on the exact values): "
         f"{targets}. SARSA learns the values of its exploring behaviour (a safer, longer path on CliffWalking), so "
         "it is not held to them. The training time depends on the machine, the policies do not."])

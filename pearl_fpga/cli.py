@@ -10,6 +10,9 @@ import sys
 
 # command -> module in pearl_fpga.commands ("bench" parses the options of the benchmarks in pearl_fpga.bench)
 COMMANDS = {"train": "train", "eval": "eval", "plan": "plan", "devices": "devices", "bench": "bench"}
+GONE = {"train-tabular": "pearl-fpga train --algo qlearning|sarsa (the same options as every algorithm's; see "
+                         "docs/tabular.md)"}
+"""Commands that were removed -> what to type instead."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +49,9 @@ def blocking_std_streams() -> None:
 def main(argv: list[str] | None = None) -> int:
     blocking_std_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in GONE:
+        print(f"error: pearl-fpga {argv[0]} was removed; use {GONE[argv[0]]}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     args.argv = argv  # for the records benchmarks write
     try:

@@ -1,15 +1,20 @@
-"""Training configuration: every hyper-parameter of a run in one validated dataclass.
+"""Training configuration: every hyper-parameter of a run in one validated dataclass, for every
+algorithm (DQN, DDPG, TD3, and tabular Q-learning and SARSA).
 
 The CLI, the Python API and the checkpoints share it. `TrainConfig.preset(algo, env_id)` gives the
-rl-baselines3-zoo settings of that env (PRESETS), or the algorithm's default env's; counters
-follow Stable-Baselines3:
+settings of that (algo, env) pair (PRESETS: rl-baselines3-zoo's for the deep algorithms, tuned here
+for the tabular ones), or those of the algorithm's default env; counters follow Stable-Baselines3:
 
 - `train_freq` and `learning_starts` count env steps: after every `train_freq` collected env steps,
   once more than `learning_starts` have been collected, the learner runs `gradient_steps` updates.
 - `target_update_interval` (DQN) counts env steps too, as SB3's `_on_step` does: the target network
   is copied from the online network whenever the env-step counter is a multiple of it.
 - the exploration epsilon decays linearly from `exploration_initial_eps` to
-  `exploration_final_eps` over the first `exploration_fraction * total_steps` env steps.
+  `exploration_final_eps` over the first `exploration_fraction * total_steps` env steps (DQN), or
+  over the first `exploration_episodes` episodes, one epsilon per episode (Q-learning, SARSA).
+- `total_steps`, `eval_freq` and `checkpoint_freq` count env steps for every algorithm; a tabular run
+  acts on them at the end of the episode in which they are reached (it stops, evaluates or
+  checkpoints between episodes only, so that a resumed run continues exactly).
 """
 
 from __future__ import annotations
@@ -27,7 +32,13 @@ from typing import Any
 from pearl_fpga.spec.mlp import CPU_MAX_WIDTH as MLP_CPU_MAX_WIDTH
 from pearl_fpga.spec.mlp import MAX_LAYERS as MLP_MAX_LAYERS
 
-ALGOS = ("dqn", "ddpg", "td3")
+DEEP_ALGOS = ("dqn", "ddpg", "td3")
+"""Algorithms of neural networks, replay and actors (pearl_fpga.trainer.Trainer)."""
+TABULAR_ALGOS = ("qlearning", "sarsa")
+"""Algorithms of a Q table on the TabularQ kernel (pearl_fpga.runtime.tabular.TabularTrainer)."""
+ALGOS = (*DEEP_ALGOS, *TABULAR_ALGOS)
+TABULAR_FIELDS = ("exploration_episodes", "success_reward", "max_episode_steps", "backend", "epochs", "parts")
+"""TrainConfig fields only the tabular algorithms read (a deep run refuses them at other than their defaults)."""
 ENGINES = ("inline", "processes", "ray")
 """Execution engines (pearl_fpga.runtime.engines): where actors and replay run."""
 
@@ -100,6 +111,11 @@ RANGES: dict[str, Range] = {
     "policy_delay": Range(1, 1000, why="TD3: critic steps per actor and target update"),
     "target_policy_noise": Range(0.0, 1.0, why="TD3: in the actor's [-1, 1] action scale"),
     "target_noise_clip": Range(0.0, 1.0, why="TD3: in the actor's [-1, 1] action scale"),
+    "exploration_episodes": Range(0, 10**9),
+    "success_reward": Range(-32768.0, 32768.0, why="rewards are Q16.16 words"),
+    "max_episode_steps": Range(0, 10**9, why="0 = the env's own limit"),
+    "epochs": Range(1, 10**6),
+    "parts": Range(1, 1024, why="one table copy each"),
 }
 """The range of every numeric TrainConfig field (tests/test_bad_inputs.py checks that none is missing)."""
 
@@ -120,8 +136,12 @@ ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
                 batch_size=256, gamma=0.99, tau=0.005, train_freq=1, gradient_steps=1, action_noise_std=0.1,
                 net_arch=[400, 300], max_grad_norm=0.0, eval_freq=2_000, eval_episodes=10, weight_sync_interval=10,
                 policy_delay=2, target_policy_noise=0.2, target_noise_clip=0.5, concurrent_updates=False),
+    # tabular: evaluation only at the end of a run (eval_freq 0), over more episodes than the deep runs (cheap)
+    **{algo: dict(learning_rate=0.5, gamma=0.99, exploration_initial_eps=1.0, exploration_final_eps=0.01,
+                  eval_freq=0, eval_episodes=100) for algo in TABULAR_ALGOS},
 }
-DEFAULT_ENV = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1", "td3": "Pendulum-v1"}
+DEFAULT_ENV = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1", "td3": "Pendulum-v1", "qlearning": "Taxi-v4",
+               "sarsa": "Taxi-v4"}
 """The env whose preset an env without its own entry gets (preset_note names it)."""
 
 # rl-baselines3-zoo's tuned settings, hyperparams/dqn.yml, ddpg.yml and td3.yml (github.com/DLR-RM/
@@ -152,6 +172,24 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+# Q-learning's and SARSA's settings per toy-text env, tuned here (docs/tabular.md has the policies they reach). Each
+# budget covers the episodes the settings were tuned for (Taxi 10,000, CliffWalking 1,000, FrozenLake
+# 10,000, FrozenLake8x8 20,000) with room to spare; epsilon decays over the first half of those
+# episodes (Taxi, CliffWalking) or 70% of them (FrozenLake, whose slippery ice needs more exploring).
+TABULAR_PRESETS: dict[str, dict[str, Any]] = {
+    "Taxi-v4": dict(total_steps=350_000, learning_rate=0.5, gamma=0.99, exploration_episodes=5_000,
+                    success_reward=20.0),
+    "CliffWalking-v1": dict(total_steps=150_000, learning_rate=0.5, gamma=0.99, exploration_episodes=500,
+                            success_reward=-1.0, max_episode_steps=1000),
+    "FrozenLake8x8-v1": dict(total_steps=1_600_000, learning_rate=0.05, gamma=0.999, exploration_episodes=14_000,
+                             success_reward=1.0),
+    "FrozenLake-v1": dict(total_steps=250_000, learning_rate=0.05, gamma=0.99, exploration_episodes=7_000,
+                          success_reward=1.0),
+}
+PRESETS.update({(algo, env): dict(settings) for algo in TABULAR_ALGOS for env, settings in TABULAR_PRESETS.items()})
+# SARSA learns the values of its exploring behaviour; on Taxi it needs a smaller step and twice the
+# episodes (20,000) to settle on the shortest routes.
+PRESETS[("sarsa", "Taxi-v4")].update(total_steps=800_000, learning_rate=0.2, exploration_episodes=10_000)
 # rl-zoo's dqn.yml gives LunarLander the same settings as Acrobot
 PRESETS[("dqn", "LunarLander-v3")] = dict(PRESETS[("dqn", "Acrobot-v1")])
 # rl-zoo's hyperparams/td3.yml gives these envs the same settings as ddpg.yml
@@ -164,7 +202,8 @@ def preset_note(algo: str, env_id: str | None) -> str | None:
     algo = str(algo).lower()
     if env_id is None or algo not in DEFAULT_ENV or (algo, env_id) in PRESETS:
         return None
-    return f"no preset for {env_id}: using {DEFAULT_ENV[algo]}'s ({algo} rl-zoo settings; override with --set/--config)"
+    source = "tabular" if algo in TABULAR_ALGOS else "rl-zoo"
+    return f"no preset for {env_id}: using {DEFAULT_ENV[algo]}'s ({algo} {source} settings; override with --set/--config)"
 
 
 @dataclass
@@ -172,13 +211,16 @@ class TrainConfig:
     """Hyper-parameters and runtime settings of one training run (validated on creation)."""
 
     algo: str = "dqn"
-    """Algorithm: "dqn" (double DQN, discrete actions), "ddpg" or "td3" (continuous actions)."""
+    """Algorithm: "dqn" (double DQN, discrete actions), "ddpg" or "td3" (continuous actions), "qlearning" or
+    "sarsa" (a Q table on the TabularQ kernel: discrete states and actions)."""
     env_id: str = "CartPole-v1"
     """Gymnasium environment id."""
     total_steps: int = 50_000
-    """Env steps of the whole run; also the horizon of the epsilon schedule (as SB3's total_timesteps)."""
+    """Env steps of the whole run; also the horizon of DQN's epsilon schedule (as SB3's total_timesteps).
+    Tabular: the run ends with the episode in which this count is reached."""
     learning_rate: float = 2.3e-3
-    """Adam learning rate (actor and critics for DDPG and TD3)."""
+    """Adam learning rate (actor and critics for DDPG and TD3); tabular: the step size alpha of the
+    table update, in (0, 1]."""
     buffer_size: int = 100_000
     """Replay capacity in transitions."""
     learning_starts: int = 1_000
@@ -186,7 +228,7 @@ class TrainConfig:
     batch_size: int = 64
     """Transitions per gradient step."""
     gamma: float = 0.99
-    """Discount factor."""
+    """Discount factor (every algorithm)."""
     tau: float = 1.0
     """Polyak coefficient of the target update (1.0 = hard copy, DQN; 0.005 for DDPG)."""
     train_freq: int = 256
@@ -198,9 +240,25 @@ class TrainConfig:
     exploration_fraction: float = 0.16
     """DQN: fraction of total_steps over which epsilon decays."""
     exploration_initial_eps: float = 1.0
-    """DQN: epsilon at step 0."""
+    """DQN: epsilon at step 0; tabular: in the first episode."""
     exploration_final_eps: float = 0.04
-    """DQN: epsilon after the decay."""
+    """DQN, tabular: epsilon after the decay."""
+    exploration_episodes: int = 0
+    """Tabular: epsilon decays linearly from exploration_initial_eps to exploration_final_eps over the first
+    exploration_episodes episodes (one epsilon per episode), then stays at exploration_final_eps."""
+    success_reward: float = 1.0
+    """Tabular: an episode is a success when it terminates with a final reward >= success_reward (the goal
+    of FrozenLake, the drop-off of Taxi, the goal of CliffWalking); evaluations report the rate."""
+    max_episode_steps: int = 0
+    """Tabular: truncate episodes after this many steps (0 = the env's own limit; CliffWalking has none,
+    and an early greedy policy can walk in circles there for a very long time)."""
+    backend: str = "auto"
+    """Tabular: the TabularQ kernel's backend: auto, numpy, cpu, rtl, pynq or xrt (the deep algorithms
+    choose their devices with the placement)."""
+    epochs: int = 1
+    """Tabular offline mode (a stored dataset of transitions): sweeps over the dataset."""
+    parts: int = 1
+    """Tabular offline mode: SwiftRL partitions, independent table copies merged by their mean (1 = sequential)."""
     max_grad_norm: float = 10.0
     """DQN: gradient-norm clip (SB3 default); 0 disables it."""
     double_q: bool = True
@@ -243,9 +301,10 @@ class TrainConfig:
     weight_sync_interval: int = 0
     """Learner steps between weight broadcasts to the actors (0 = once per training round)."""
     eval_freq: int = 5_000
-    """Env steps between periodic evaluations that keep the best policy (0 disables them)."""
+    """Env steps between periodic evaluations (0 disables them); the deep algorithms keep the best policy
+    they find, the tabular ones log the current table's."""
     eval_episodes: int = 20
-    """Episodes per periodic evaluation (deterministic policy)."""
+    """Episodes of every evaluation, the periodic ones and the command's final one (deterministic policy)."""
     checkpoint_freq: int = 0
     """Env steps between periodic checkpoints (0 = only at the end and on Ctrl-C)."""
     learner_threads: int = 0
@@ -321,6 +380,14 @@ class TrainConfig:
         self.net_arch = list(self.net_arch)
         for name, allowed in RANGES.items():
             allowed.check("TrainConfig", name, getattr(self, name))
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        unread = [name for name in TABULAR_FIELDS if self.algo in DEEP_ALGOS and getattr(self, name) != defaults[name]]
+        if unread:
+            raise ValueError(f"TrainConfig.{', '.join(unread)} {'is' if len(unread) == 1 else 'are'} read by qlearning and "
+                             f"sarsa only; {self.algo} would ignore {'it' if len(unread) == 1 else 'them'}: leave the default")
+        if self.algo in TABULAR_ALGOS and self.learning_rate > 1.0:
+            raise ValueError(f"TrainConfig.learning_rate = {self.learning_rate!r} is out of range for {self.algo}: the table's "
+                             "step size alpha must be in (0, 1]; set one (--set learning_rate=VALUE or the config file)")
         if self.algo == "dqn" and self.target_update_interval < 1:
             raise ValueError("TrainConfig.target_update_interval must be >= 1 env step for DQN")
         if self.batch_size > self.buffer_size:
@@ -366,6 +433,13 @@ class TrainConfig:
             return self.exploration_final_eps
         frac = min(step / horizon, 1.0)
         return self.exploration_initial_eps + frac * (self.exploration_final_eps - self.exploration_initial_eps)
+
+    def episode_epsilon(self, episode: int) -> float:
+        """Tabular exploration epsilon of episode `episode` (0-based; linear over exploration_episodes)."""
+        span = self.exploration_episodes
+        if span <= 0 or episode >= span:
+            return self.exploration_final_eps
+        return self.exploration_initial_eps + (self.exploration_final_eps - self.exploration_initial_eps) * episode / span
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from pearl_fpga.algos import Batch, make_algo
-from pearl_fpga.config import TrainConfig, preset_note
+from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, preset_note
 from pearl_fpga.errors import CheckpointError, DirectoryInUse, DivergenceError, EngineError, TrainingInterrupted
 from pearl_fpga.runtime.checkpoint import (as_tuple, check_writable, checkpoint_lock, np_global_state, read_checkpoint,
                                          recover_checkpoint, set_np_global_state, write_checkpoint)
@@ -60,6 +60,14 @@ hyper-parameters, the replay's kind and size, the network) is fixed by the check
 
 class Trainer:
     """Trains one agent; see the module docstring for the schedule and `pearl_fpga.runtime` for the parts."""
+
+    def __new__(cls, algo: str = "dqn", *args: Any, **kwargs: Any) -> Any:
+        """Trainer(algo="qlearning" or "sarsa", ...) is a TabularTrainer: the same public API on the TabularQ kernel."""
+        if str(algo).lower() in TABULAR_ALGOS:
+            from pearl_fpga.runtime.tabular import TabularTrainer
+
+            return TabularTrainer(algo, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, algo: str = "dqn", env: str | None = None, placement: str | Placement | dict | None = None,
                  config: TrainConfig | None = None, seed: int = 0, workers: int | None = None,
@@ -541,6 +549,11 @@ class Trainer:
         is put back in place first. Raises CheckpointError, touching nothing: the process-global RNGs
         (seeded by the Trainer) are restored on any failure."""
         directory = Path(directory)
+        from pearl_fpga.runtime.tabular import CHECKPOINT_FILE, TabularTrainer
+
+        if (directory / CHECKPOINT_FILE).is_file():  # a tabular run's checkpoint
+            return TabularTrainer.load(directory, placement, workers, logger, checkpoint_dir, engine, ray_address,
+                                       expect, overrides)  # type: ignore[return-value]
         rngs = _global_rng_state()
         try:
             manifest, state = _read_newest(directory, expect)

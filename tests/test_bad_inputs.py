@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pearl_fpga.algos.tabular import TABULAR_RANGES, TabularConfig
 from pearl_fpga.cli import main
 from pearl_fpga.config import RANGES, TrainConfig
 from pearl_fpga.errors import CheckpointError
@@ -32,10 +31,9 @@ def _out(capsys) -> str:
 # ---- config: every field has a range ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls,ranges", [(TrainConfig, RANGES), (TabularConfig, TABULAR_RANGES)])
-def test_config_every_numeric_field_has_a_range(cls, ranges):
-    numeric = {f.name for f in dataclasses.fields(cls) if f.type in ("int", "float")}
-    assert numeric == set(ranges)
+def test_config_every_numeric_field_has_a_range():
+    numeric = {f.name for f in dataclasses.fields(TrainConfig) if f.type in ("int", "float")}
+    assert numeric == set(RANGES)
 
 
 @pytest.mark.parametrize("field,value,shown", [
@@ -63,10 +61,18 @@ def test_config_out_of_range_names_field_value_range_and_fix(field, value, shown
     assert f"TrainConfig.{field} = {value!r} is out of range" in msg and shown in msg and f"--set {field}=" in msg
 
 
-@pytest.mark.parametrize("field,value", [("parts", 5000), ("seed", -1), ("success_reward", 1e6), ("episodes", 10**10)])
+@pytest.mark.parametrize("field,value", [("parts", 5000), ("epochs", 0), ("success_reward", 1e6),
+                                         ("exploration_episodes", 10**10), ("max_episode_steps", -1)])
 def test_config_tabular_out_of_range(field, value):
-    with pytest.raises(ValueError, match=rf"TabularConfig\.{field} = .* is out of range"):
-        TabularConfig(**{field: value})
+    with pytest.raises(ValueError, match=rf"TrainConfig\.{field} = .* is out of range"):
+        TrainConfig.preset("qlearning", **{field: value})
+
+
+def test_config_tabular_seed_out_of_range():
+    from pearl_fpga import Trainer
+
+    with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*32\)"):
+        Trainer("qlearning", "CliffWalking-v1", seed=-1)
 
 
 def test_config_learner_threads_from_the_cli_is_an_error_not_a_segfault(tmp_path, capsys):
@@ -383,15 +389,15 @@ def test_files_nested_checkpoint_manifest_is_a_checkpoint_error(checkpoint, tmp_
 
 @pytest.fixture(scope="module")
 def tabular_files(tmp_path_factory):
+    from pearl_fpga import Trainer
     from pearl_fpga.algos.tabular import save_dataset
-    from pearl_fpga.runtime.tabular import TabularTrainer
 
     folder = tmp_path_factory.mktemp("tabular")
     rng = np.random.default_rng(0)
     dataset = save_dataset(folder / "d.npz", rng.integers(0, 48, 300), rng.integers(0, 4, 300), rng.normal(size=300),
                            rng.integers(0, 48, 300), rng.random(300) < 0.05, 48, 4, "CliffWalking-v1")
-    t = TabularTrainer(TabularConfig.preset("qlearning", "CliffWalking-v1", episodes=3, backend="numpy"))
-    t.train()
+    t = Trainer("qlearning", "CliffWalking-v1", config=TrainConfig.preset("qlearning", "CliffWalking-v1", backend="numpy"))
+    t.train(100)
     return {"dataset": dataset.read_bytes(), "checkpoint": t.save(folder / "ck").read_bytes()}
 
 
@@ -463,7 +469,7 @@ def test_files_read_only_logdir_is_refused_at_start(tmp_path, capsys):
 
 def test_cli_eval_episodes_zero_is_refused_before_training(tmp_path, capsys):
     assert main(["train", "--steps", "100", "--logdir", str(tmp_path / "r"), "--eval-episodes", "0"]) == 2
-    assert "--eval-episodes 0: the final evaluation needs at least 1 episode" in _out(capsys)
+    assert "--eval-episodes 0: every evaluation needs at least 1 episode" in _out(capsys)
     assert not (tmp_path / "r").exists()  # nothing trained, nothing written
 
 

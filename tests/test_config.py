@@ -140,3 +140,10 @@ def test_network_limits_are_the_mlp_kernels():
         TrainConfig.preset("dqn", net_arch=[mlp_spec.CPU_MAX_WIDTH + 1])
     with pytest.raises(ValueError, match="hidden layers"):
         TrainConfig.preset("dqn", net_arch=widest + [8])
+
+
+def test_tabular_fields_are_refused_by_the_deep_algorithms():
+    with pytest.raises(ValueError, match="TrainConfig.max_episode_steps is read by qlearning and sarsa only; dqn would "
+                                         "ignore it"):
+        TrainConfig.preset("dqn", max_episode_steps=200)
+    assert TrainConfig.preset("sarsa", "CliffWalking-v1").max_episode_steps == 1000

@@ -2,7 +2,7 @@
 bash blocks runs as written, in its short form, in a fresh folder. A doc command that breaks (a
 renamed option, a missing file) fails `make test`.
 
-Short form (shorten()): budgets become tiny (--steps 300, --episodes, --eval-episodes and --seeds cut
+Short form (shorten()): budgets become tiny (--steps 300, eval's --episodes, --eval-episodes and --seeds cut
 down, --quick where a command has it), so the whole file runs in about a minute on 2 cores. Commands
 this cannot run are in SKIP, each with its reason; a SKIP entry that matches no doc command fails, so
 the list stays current."""
@@ -41,7 +41,6 @@ if importlib.util.find_spec("stable_baselines3") is None:
     SKIP[r"bench train"] = "needs the bench extra (Stable-Baselines3), which make bench installs"
 
 SMALL = {"--steps": "300", "--episodes": "2", "--eval-episodes": "2"}
-TABULAR = ("qlearning", "sarsa")
 
 
 def doc_commands() -> list[tuple[str, str]]:
@@ -81,13 +80,10 @@ def shorten(command: str) -> list[str]:
             argv.append(rest.pop(0))
             while rest and rest[0].isdigit():
                 rest.pop(0)
-    tabular = "--algo" in argv and argv[argv.index("--algo") + 1] in TABULAR
     if argv[0] == "train":
-        if tabular and "--episodes" not in argv and "--dataset" not in argv and "--resume" not in argv:
-            argv += ["--episodes", "20"]
         if "--eval-episodes" not in argv:
             argv += ["--eval-episodes", "2"]
-        if not tabular and "--steps" not in argv and "--resume" not in argv:
+        if "--steps" not in argv and "--resume" not in argv and "--dataset" not in argv:  # offline: the dataset's size
             argv += ["--steps", "300"]
     if argv[0] == "plan" and "--engine" not in argv:
         argv.append("--quick")
@@ -111,7 +107,8 @@ def test_shortening_rule():
     assert shorten("pearl-fpga bench train --algo dqn --steps 20000 --seeds 0 1") == [
         "bench", "train", "--algo", "dqn", "--steps", "300", "--seeds", "0"]
     assert shorten("pearl-fpga train --algo qlearning --env Taxi-v4") == [
-        "train", "--algo", "qlearning", "--env", "Taxi-v4", "--episodes", "20", "--eval-episodes", "2"]
+        "train", "--algo", "qlearning", "--env", "Taxi-v4", "--eval-episodes", "2", "--steps", "300"]
+    assert shorten("pearl-fpga train --algo qlearning --dataset fl.npz --parts 4")[-2:] == ["--eval-episodes", "2"]
     assert shorten("pearl-fpga plan --algo dqn")[-1] == "--quick"
 
 

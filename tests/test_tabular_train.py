@@ -1,4 +1,4 @@
-"""Tabular training: config and presets, short learning smoke tests, exact resume, validated checkpoints
+"""Tabular training: its TrainConfig presets, short learning smoke tests, exact resume, validated checkpoints
 and datasets, the offline mode, `pearl-fpga train --algo qlearning|sarsa`; the full targets are `slow`."""
 
 from __future__ import annotations
@@ -9,52 +9,85 @@ import json
 import numpy as np
 import pytest
 
-from pearl_fpga.algos.tabular import TabularConfig, load_dataset, save_dataset
+from pearl_fpga import Trainer
+from pearl_fpga.algos.tabular import load_dataset, save_dataset
 from pearl_fpga.cli import main
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.kernels import TabularQ
 from pearl_fpga.runtime.tabular import TabularTrainer, exact_evaluation
+
+SHORT = dict(exploration_episodes=60, backend="numpy")  # CliffWalking learns its path in ~120 episodes, 13,300 steps
 
 
 def _out(capsys) -> str:
     return " ".join(capsys.readouterr().out.split())
 
 
-def test_config_validation_schedule_and_env_ids():
-    cfg = TabularConfig(episodes=100, eps_start=1.0, eps_end=0.1, eps_decay=0.5)
-    assert cfg.epsilon(0) == 1.0 and cfg.epsilon(25) == pytest.approx(0.55) and cfg.epsilon(50) == 0.1
-    assert cfg.epsilon(99) == 0.1 and cfg.kernel_algo == "q"
-    assert TabularConfig.preset("sarsa", "Taxi-v4").alpha == 0.2 and TabularConfig.preset("qlearning", "Taxi-v4").alpha == 0.5
-    for bad, match in ((dict(alpha=0.0), r"alpha = 0.0 is out of range: it must be in \(0, 1\]"),
-                       (dict(gamma=1.5), r"gamma = 1.5 is out of range"), (dict(algo="dqn"), "algo must be one of"),
+def _cliff(algo="qlearning", checkpoint_dir=None, **changes) -> TabularTrainer:
+    return Trainer(algo, "CliffWalking-v1", config=TrainConfig.preset(algo, "CliffWalking-v1", **{**SHORT, **changes}),
+                   checkpoint_dir=checkpoint_dir)
+
+
+def test_presets_schedule_and_checks():
+    cfg = TrainConfig.preset("qlearning", "Taxi-v4", exploration_episodes=100, exploration_final_eps=0.1)
+    assert cfg.episode_epsilon(0) == 1.0 and cfg.episode_epsilon(50) == pytest.approx(0.55)
+    assert cfg.episode_epsilon(100) == 0.1 and cfg.episode_epsilon(10**6) == 0.1
+    assert TrainConfig.preset("sarsa", "Taxi-v4").learning_rate == 0.2
+    assert TrainConfig.preset("qlearning", "Taxi-v4").learning_rate == 0.5
+    assert TrainConfig.preset("sarsa").env_id == "Taxi-v4"
+    for bad, match in ((dict(learning_rate=2.0), r"learning_rate = 2.0 is out of range for qlearning: .* \(0, 1\]"),
+                       (dict(gamma=1.5), r"gamma = 1.5 is out of range"),
                        (dict(parts=0), r"parts = 0 is out of range: it must be in \[1, 1024\]"),
-                       (dict(episodes=-1), "episodes = -1 is out of range"), (dict(episodes=2.5), "must be an integer")):
+                       (dict(total_steps=0), "total_steps = 0 is out of range"),
+                       (dict(exploration_episodes=2.5), "must be an integer")):
         with pytest.raises(ValueError, match=match):
-            TabularConfig(**bad)
-    with pytest.raises(ValueError, match="unknown TabularConfig field"):
-        TabularConfig.from_dict({"lr": 0.1})
+            TrainConfig.preset("qlearning", "Taxi-v4", **bad)
     with pytest.raises(ValueError, match="no Taxi-v3; use --env Taxi-v4"):
-        TabularConfig.preset("qlearning", "Taxi-v3")
+        Trainer("qlearning", "Taxi-v3")
     with pytest.raises(ValueError, match="no CliffWalking-v0; use --env CliffWalking-v1"):
-        TabularConfig.preset("qlearning", "CliffWalking-v0")
+        Trainer("qlearning", "CliffWalking-v0")
     with pytest.raises(ValueError, match="discrete states"):
-        TabularTrainer(TabularConfig(env_id="CartPole-v1"))
+        Trainer("qlearning", "CartPole-v1")
+    with pytest.raises(ValueError, match="placement is for dqn/ddpg/td3"):
+        Trainer("sarsa", "Taxi-v4", placement="cpu")
+    with pytest.raises(ValueError, match="got a config for 'sarsa'"):
+        Trainer("qlearning", config=TrainConfig.preset("sarsa"))
 
 
-@pytest.mark.parametrize("algo,episodes", [("qlearning", 300), ("sarsa", 1000)])
-def test_cliffwalking_learns_to_reach_the_goal(algo, episodes):
-    t = TabularTrainer(TabularConfig.preset(algo, "CliffWalking-v1", episodes=episodes, backend="numpy"))
-    t.train()
-    ret, success = exact_evaluation(t.env, t.kernel.greedy(), t.config.success_reward)
-    assert success == 1.0 and ret >= -17  # the optimal path is -13; SARSA prefers the safer -17 one
-    if algo == "qlearning":
-        assert ret == -13
-    result = t.evaluate(5)
-    assert result.success_rate == 1.0 and result.mean == pytest.approx(ret)
+@pytest.mark.parametrize("algo", ["qlearning", "sarsa"])
+def test_cliffwalking_learns_to_reach_the_goal_through_the_trainer_api(algo):
+    with _cliff(algo) as t:
+        assert isinstance(t, TabularTrainer)
+        stats = t.train(13_000)
+        assert stats.env_steps == t.env_steps >= 13_000 and stats.episodes == t.episodes == len(t.episode_log)
+        assert t.env_steps - 1000 < 13_000  # the last episode ran to its end (at most the 1,000-step limit)
+        ret, success = t.exact_evaluation()
+        assert success == 1.0 and ret >= -17  # the optimal path is -13; SARSA prefers the safer -17 one
+        if algo == "qlearning":
+            assert ret == -13
+        result = t.evaluate(5)
+        assert result.success_rate == 1.0 and result.mean == pytest.approx(ret) and result.policy == "current"
+        action, state = t.predict(36)  # the start cell: up (0), away from the cliff
+        assert state is None and int(action) == 0 and np.ndim(action) == 0
+        assert t.predict(np.array([36, 36]))[0].tolist() == [0, 0]
+        with pytest.raises(ValueError, match=r"expected a state index in \[0, 48\)"):
+            t.predict(48)
+        with pytest.raises(ValueError, match="expected a state index"):
+            t.predict(np.zeros(4, np.float32))
+
+
+def test_python_api_logs_like_the_cli(tmp_path):
+    with Trainer("sarsa", "FrozenLake-v1", logdir=tmp_path / "api",
+                 config=TrainConfig.preset("sarsa", "FrozenLake-v1", eval_freq=100, eval_episodes=2)) as t:
+        t.train(300)
+    assert (tmp_path / "api" / "episodes.csv").read_text().startswith("env_step,return,length")
+    assert len((tmp_path / "api" / "evaluations.csv").read_text().splitlines()) == 1 + len(t.eval_log) >= 3
+    assert (tmp_path / "api" / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_exact_evaluation_of_a_known_policy():
-    env = TabularTrainer(TabularConfig.preset("qlearning", "CliffWalking-v1", episodes=0, backend="numpy")).env
+    env = _cliff().env
     policy = np.zeros(48, np.int64)  # always "up": never reaches the goal
     ret, success = exact_evaluation(env, policy, -1.0)
     assert success == 0.0 and ret < -400
@@ -85,24 +118,26 @@ def test_available_backends_lists_what_constructs():
 
 
 def test_resume_continues_exactly_like_the_uninterrupted_run(tmp_path):
-    cfg = dict(episodes=120, backend="numpy")
-    full = TabularTrainer(TabularConfig.preset("sarsa", "CliffWalking-v1", **cfg))
-    full.train()
-    half = TabularTrainer(TabularConfig.preset("sarsa", "CliffWalking-v1", **cfg), checkpoint_dir=tmp_path)
-    half.train(until=50)  # as if interrupted: the epsilon schedule is still the 120-episode one
-    resumed = TabularTrainer.load(tmp_path, expect={"algo": "sarsa"})
-    assert resumed.episode == 50
-    resumed.train()
+    full = _cliff("sarsa")
+    full.train(8_000)
+    half = _cliff("sarsa", checkpoint_dir=tmp_path)
+    half.train(3_000)  # as if interrupted: the schedule counts episodes, not the budget
+    resumed = Trainer.load(tmp_path, expect={"algo": "sarsa"})
+    assert isinstance(resumed, TabularTrainer) and resumed.episodes == half.episodes and resumed.seed == 0
+    resumed.train(8_000 - resumed.env_steps)
     np.testing.assert_array_equal(resumed.kernel.table, full.kernel.table)
     assert resumed.episode_log == full.episode_log and resumed.env_steps == full.env_steps
 
 
 def test_checkpoint_validation(tmp_path):
-    t = TabularTrainer(TabularConfig.preset("qlearning", "CliffWalking-v1", episodes=3, backend="numpy"))
-    t.train()
+    t = _cliff()
+    t.train(100)
     t.save(tmp_path)
     with pytest.raises(CheckpointError, match="env_id='CliffWalking-v1', not 'Taxi-v4'"):
         TabularTrainer.load(tmp_path, expect={"env_id": "Taxi-v4"})
+    with pytest.raises(CheckpointError, match=r"cannot resume .* \(learning_rate: checkpoint 0.5, asked 0.1\)"):
+        TabularTrainer.load(tmp_path, overrides={"learning_rate": 0.1, "total_steps": 500})
+    assert TabularTrainer.load(tmp_path, overrides={"total_steps": 500}).config.total_steps == 500
     with pytest.raises(CheckpointError, match="does not exist; train without --resume first"):
         TabularTrainer.load(tmp_path / "nope")
     path = tmp_path / "tabular.npz"
@@ -111,6 +146,11 @@ def test_checkpoint_validation(tmp_path):
     np.savez(path, **{**data, "table": data["table"].astype(np.float64)})
     with pytest.raises(CheckpointError, match="expected int32"):
         TabularTrainer.load(tmp_path)
+    # a checkpoint of the earlier, episode-counting tabular trainer: refused with what to do instead
+    old = {k: data[k] for k in ("table", "env_steps", "episode_log", "eval_log")}
+    np.savez(path, **old, episode=np.int64(3), config=np.str_(json.dumps({"algo": "qlearning", "episodes": 3})))
+    with pytest.raises(CheckpointError, match="earlier pearl_fpga, whose tabular runs counted episodes"):
+        Trainer.load(tmp_path)
     np.savez(path, table=np.array([object()], dtype=object))  # pickled content is refused, not executed
     with pytest.raises(CheckpointError, match="not an .npz that pearl_fpga wrote"):
         TabularTrainer.load(tmp_path)
@@ -133,16 +173,16 @@ def _dataset(tmp_path, **changes):
 def test_offline_training_equals_the_kernel_over_the_dataset(tmp_path):
     path, arrays = _dataset(tmp_path)
     for parts in (1, 3):
-        t = TabularTrainer(TabularConfig.preset("sarsa", "CliffWalking-v1", backend="numpy", epochs=2, parts=parts))
+        t = _cliff("sarsa", epochs=2, parts=parts)
         t.train_offline(path)
-        k = TabularQ(48, 4, t.config.alpha, t.config.gamma, algo="sarsa", backend="numpy")
+        k = TabularQ(48, 4, t.config.learning_rate, t.config.gamma, algo="sarsa", backend="numpy")
         for _ in range(2):
             if parts == 1:
                 k.update(**arrays)
             else:
                 k.update_partitioned(**arrays, parts=parts)
         np.testing.assert_array_equal(t.kernel.table, k.table)
-        assert t.env_steps == 600
+        assert t.grad_steps == 600 and t.env_steps == 0  # table updates; no env step was taken
 
 
 @pytest.mark.parametrize("change,match", [
@@ -170,7 +210,7 @@ def test_dataset_shape_env_keys_and_pickle(tmp_path):
     np.savez(tmp_path / "p.npz", s=np.array([{}], dtype=object))
     with pytest.raises(CheckpointError, match="Object arrays cannot be loaded when allow_pickle=False"):
         load_dataset(tmp_path / "p.npz")
-    t = TabularTrainer(TabularConfig.preset("sarsa", "CliffWalking-v1", backend="numpy"))
+    t = _cliff("sarsa")
     np.savez(tmp_path / "noa2.npz", **{k: v for k, v in np.load(path).items() if k != "a2"})
     with pytest.raises(CheckpointError, match="SARSA needs them"):
         t.train_offline(tmp_path / "noa2.npz")
@@ -180,17 +220,17 @@ def test_cli_online_with_dataset_then_offline_then_resume(tmp_path, capsys):
     run = tmp_path / "run"
     data = tmp_path / "cliff.npz"
     base = ["train", "--algo", "qlearning", "--env", "CliffWalking-v1", "--backend", "numpy", "--no-tensorboard"]
-    assert main([*base, "--episodes", "300", "--logdir", str(run), "--save-dataset", str(data),
-                 "--eval-episodes", "3", "--set", "alpha=0.5", "--set", "eps_end=0.02"]) == 0
+    assert main([*base, "--steps", "13000", "--logdir", str(run), "--save-dataset", str(data), "--eval-episodes", "3",
+                 "--checkpoint-freq", "5000", "--set", "exploration_episodes=60", "--set", "exploration_final_eps=0.02"]) == 0
     out = _out(capsys)
-    assert "episode 300/300" in out and "steps/s" in out and "ETA" in out
+    assert "/13,000" in out and "steps/s" in out and "ETA" in out
     assert "mean return -13.000" in out and "return -13.0000, success 1.0000" in out
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["episodes"] == 300 and summary["eval_episodes"] == 3 and summary["exact_mean_return"] == -13
-    assert summary["config"]["eps_end"] == 0.02
+    assert summary["env_steps"] >= 13000 and summary["eval_episodes"] == 3 and summary["exact_mean_return"] == -13
+    assert summary["config"]["exploration_final_eps"] == 0.02 and summary["config"]["checkpoint_freq"] == 5000
     assert (run / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     assert (run / "policy.png").read_bytes()[:4] == b"\x89PNG" and "policy: " in out
-    assert len(list(csv.DictReader(open(run / "episodes.csv")))) == 300
+    assert len(list(csv.DictReader(open(run / "episodes.csv")))) == summary["episodes"]
     assert load_dataset(data, 48, 4)["n"] == summary["env_steps"]
 
     off = tmp_path / "off"
@@ -198,31 +238,41 @@ def test_cli_online_with_dataset_then_offline_then_resume(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)  # --json: stdout is the summary alone
     assert summary == json.loads((off / "summary.json").read_text())
     assert summary["mode"] == "offline" and summary["config"]["parts"] == 2 and summary["exact_success_rate"] == 1.0
+    assert summary["grad_steps"] == 2 * load_dataset(data)["n"]
 
-    assert main([*base, "--episodes", "320", "--logdir", str(run), "--resume"]) == 0
+    assert main([*base, "--steps", "15000", "--logdir", str(run), "--resume"]) == 0
     assert "resumed" in _out(capsys)
-    assert json.loads((run / "summary.json").read_text())["episodes"] == 320
-    assert len(list(csv.DictReader(open(run / "episodes.csv")))) == 320
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] >= 15000 and summary["config"]["total_steps"] == 15000
+    assert len(list(csv.DictReader(open(run / "episodes.csv")))) == summary["episodes"]
+    assert main(["eval", str(run), "--episodes", "2", "--json"]) == 0  # `pearl-fpga eval` reads tabular runs too
+    assert json.loads(capsys.readouterr().out)["eval_mean_return"] == -13
 
 
 @pytest.mark.parametrize("argv,match", [
-    (["--steps", "10"], "--steps are for dqn/ddpg"),
-    (["--placement", "cpu"], "--placement is for dqn/ddpg"),
+    (["--placement", "cpu"], "--placement is for dqn/ddpg/td3; tabular runs choose the table's device with --backend"),
+    (["--per", "--workers", "2"], "--workers, --per are for dqn/ddpg/td3"),
+    (["--episodes", "10"], "--episodes is gone: every algorithm's run length is --steps (env steps)"),
     (["--env", "Taxi-v3"], "use --env Taxi-v4"),
     (["--dataset", "/nonexistent.npz"], "does not exist"),
+    (["--dataset", "d.npz", "--resume"], "cannot be combined with --resume"),
     (["--backend", "gpu"], "unknown tabular backend"),
-    (["--set", "lr=0.1"], "with a TabularConfig field"),
-    (["--set", "alpha=2"], "TabularConfig.alpha = 2 is out of range: it must be in (0, 1]"),
+    (["--set", "lr=0.1"], "TrainConfig has no field 'lr'"),
+    (["--set", "learning_rate=2"], "TrainConfig.learning_rate = 2.0 is out of range for qlearning"),
+    (["--eval-episodes", "0"], "--eval-episodes 0: every evaluation needs at least 1 episode"),
 ])
 def test_cli_errors(tmp_path, capsys, argv, match):
     assert main(["train", "--algo", "qlearning", "--env", "CliffWalking-v1", "--logdir", str(tmp_path / "r"),
                  "--no-tensorboard", *argv]) == 2
     assert match in _out(capsys)
+    assert not (tmp_path / "r").exists()
 
 
-def test_dqn_rejects_tabular_options(capsys):
-    assert main(["train", "--algo", "dqn", "--episodes", "5"]) == 2
-    assert "--episodes are for --algo qlearning|sarsa" in capsys.readouterr().err
+def test_deep_algorithms_reject_tabular_options_and_the_old_command_names_the_new(capsys):
+    assert main(["train", "--algo", "dqn", "--backend", "numpy", "--parts", "2"]) == 2
+    assert "--backend, --parts are for --algo qlearning|sarsa" in _out(capsys)
+    assert main(["train-tabular", "--algo", "sarsa"]) == 2
+    assert "train-tabular was removed; use pearl-fpga train --algo qlearning|sarsa" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -233,10 +283,10 @@ def test_dqn_rejects_tabular_options(capsys):
 ])
 def test_learning_targets(env_id, check):
     """The issue's targets with the presets: 2,000 greedy evaluation episodes plus the exact figures."""
-    t = TabularTrainer(TabularConfig.preset("qlearning", env_id))
-    t.train()
+    t = Trainer("qlearning", env_id)
+    t.train(t.config.total_steps)
     ev = t.evaluate(2000)
-    ret, win = exact_evaluation(t.env, t.kernel.greedy(), t.config.success_reward)
+    ret, win = t.exact_evaluation()
     assert check(ev, ret, win), (env_id, ev.mean, ev.success_rate, ret, win)
 
 
@@ -250,22 +300,22 @@ def test_a_signal_stops_between_episodes_with_a_checkpoint_that_resumes_exactly(
 
     from pearl_fpga.errors import TrainingInterrupted
 
-    cfg = dict(episodes=120, backend="cpu")
-    full = TabularTrainer(TabularConfig.preset("qlearning", "CliffWalking-v1", **cfg))
-    full.train()
-    cut = TabularTrainer(TabularConfig.preset("qlearning", "CliffWalking-v1", **cfg), checkpoint_dir=tmp_path)
+    full = _cliff(backend="cpu")
+    full.train(13_000)
+    cut = _cliff(backend="cpu", checkpoint_dir=tmp_path)
 
     def progress(stats):
-        if stats.episode == at:
+        if stats.episodes == at:
             os.kill(os.getpid(), getattr(signal, signame))
 
-    with pytest.raises(TrainingInterrupted, match=f"stopped by {signame} at episode {at}; checkpoint written") as info:
-        cut.train(progress=progress, interval=0.0)
+    with pytest.raises(TrainingInterrupted, match=f"stopped by {signame} at episode {at}, env step .*; checkpoint "
+                                                  "written") as info:
+        cut.train(13_000, progress=progress, progress_interval=0.0)
     assert info.value.signum == getattr(signal, signame)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are put back
-    resumed = TabularTrainer.load(tmp_path, expect={"algo": "qlearning"})
-    assert resumed.episode == at
-    resumed.train()
+    resumed = Trainer.load(tmp_path, expect={"algo": "qlearning"})
+    assert resumed.episodes == at
+    resumed.train(13_000 - resumed.env_steps)
     np.testing.assert_array_equal(resumed.kernel.table, full.kernel.table)
     assert resumed.episode_log == full.episode_log
 
@@ -278,15 +328,14 @@ def test_the_tabular_cli_exits_with_the_signal_and_says_where_it_saved(tmp_path,
     original = runtime_tabular.TabularTrainer._episode
 
     def episode(self):
-        if self.episode == 5:
+        if self.episodes == 5:
             self.request_stop()
             self._stop.signum = signal.SIGTERM
         return original(self)
 
     monkeypatch.setattr(runtime_tabular.TabularTrainer, "_episode", episode)
-    code = main(["train", "--algo", "qlearning", "--env", "CliffWalking-v1", "--set", "episodes=40",
-                 "--logdir", str(tmp_path / "run")])
+    code = main(["train", "--algo", "qlearning", "--env", "CliffWalking-v1", "--logdir", str(tmp_path / "run")])
     assert code == 128 + signal.SIGTERM
     out = _out(capsys)
-    assert "interrupted at episode 6: checkpoint written to" in out and "--resume" in out
-    assert TabularTrainer.load(tmp_path / "run" / "checkpoint").episode == 6
+    assert "stopped by SIGTERM at episode 6" in out and "checkpoint written to" in out and "--resume" in out
+    assert TabularTrainer.load(tmp_path / "run" / "checkpoint").episodes == 6

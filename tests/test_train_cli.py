@@ -159,7 +159,7 @@ def test_set_overrides_any_field_with_clear_errors(tmp_path, capsys):
     assert main(["train", "--set", "batch_size", "--steps", "10", "--logdir", str(tmp_path / "c")]) == 2
     assert "FIELD=VALUE" in _out(capsys)
     assert main(["bench", "train", "--set", "learning_rate=-1", "--steps", "10", "--no-sb3"]) == 2
-    assert "learning_rate" in _out(capsys)
+    assert "learning_rate" in capsys.readouterr().err  # benchmarks keep stdout for their tables and records
 
 
 def test_resume_applies_what_may_change_and_refuses_the_rest(tmp_path, capsys):
@@ -177,3 +177,27 @@ def test_resume_applies_what_may_change_and_refuses_the_rest(tmp_path, capsys):
     assert "resumed" in _out(capsys)
     rows = list(csv.DictReader(open(logdir / "evaluations.csv")))
     assert [int(r["env_step"]) for r in rows] == [200, 350, 400]  # eval_freq 200 before the resume, 50 after
+
+
+def test_shared_options_mean_the_same_for_every_algorithm(tmp_path, capsys):
+    """--steps, --eval-freq and --checkpoint-freq count env steps and --eval-episodes is every evaluation's
+    length, for DQN and for tabular Q-learning (which acts at the end of the episode that reaches a count)."""
+    shared = ["--eval-freq", "100", "--eval-episodes", "1", "--checkpoint-freq", "100", "--no-tensorboard", "--json"]
+    dqn, tab = tmp_path / "dqn", tmp_path / "tab"
+    assert main(["train", "--algo", "dqn", "--steps", "200", "--placement", "cpu", "--config", str(_config(tmp_path)),
+                 "--logdir", str(dqn), *shared]) == 0
+    assert main(["train", "--algo", "qlearning", "--env", "FrozenLake-v1", "--steps", "200", "--logdir", str(tab),
+                 *shared]) == 0
+    capsys.readouterr()
+    for run in (dqn, tab):
+        summary = json.loads((run / "summary.json").read_text())
+        assert {k: summary["config"][k] for k in ("eval_freq", "eval_episodes", "checkpoint_freq", "total_steps")} == {
+            "eval_freq": 100, "eval_episodes": 1, "checkpoint_freq": 100, "total_steps": 200}
+        assert summary["eval_episodes"] == 1
+    assert [int(r["env_step"]) for r in csv.DictReader(open(dqn / "evaluations.csv"))] == [100, 200]
+    ends = [int(r["env_step"]) for r in csv.DictReader(open(tab / "episodes.csv"))]
+    evals = [int(r["env_step"]) for r in csv.DictReader(open(tab / "evaluations.csv"))]
+    assert ends[-1] >= 200 > ends[-2]  # the run ends with the episode that reaches --steps
+    # one evaluation at the end of each episode that crossed a multiple of 100, then the final one
+    crossed = [b for a, b in zip([0, *ends], ends) if b // 100 > a // 100]
+    assert evals == [*crossed, ends[-1]]

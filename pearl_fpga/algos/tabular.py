@@ -1,145 +1,26 @@
-"""Tabular Q-learning and SARSA: the run configuration (with per-env presets), epsilon-greedy action
-choice, and transition datasets (npz, no pickle) for the offline mode.
+"""Tabular Q-learning and SARSA: what the algorithms add to the TabularQ kernel (epsilon-greedy action
+choice, the env-id check) and transition datasets (npz, no pickle) for the offline mode.
 
-The arithmetic lives in the kernel (pearl_fpga.kernels.TabularQ); the episode loop in
+Their hyper-parameters and presets are TrainConfig's (pearl_fpga.config, algo "qlearning" or "sarsa");
+the arithmetic lives in the kernel (pearl_fpga.kernels.TabularQ); the episode loop in
 pearl_fpga.runtime.tabular.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pearl_fpga.config import UNIT, Range
+from pearl_fpga.config import TABULAR_PRESETS
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.limits import load_npz
 
-ALGOS = {"qlearning": "q", "sarsa": "sarsa"}
+KERNEL_ALGO = {"qlearning": "q", "sarsa": "sarsa"}
+"""The TabularQ kernel's name of each tabular algorithm."""
 # ids an older or newer gymnasium spells differently: what to pass instead
 RENAMED = {"Taxi-v3": "Taxi-v4", "CliffWalking-v0": "CliffWalking-v1", "FrozenLake8x8-v0": "FrozenLake8x8-v1"}
-
-# Hyper-parameters per env (tuned here; docs/tabular.md has the figures they reach).
-PRESETS: dict[str, dict[str, Any]] = {
-    "Taxi-v4": dict(episodes=10000, alpha=0.5, gamma=0.99, eps_start=1.0, eps_end=0.01, eps_decay=0.5,
-                    success_reward=20.0),
-    "CliffWalking-v1": dict(episodes=1000, alpha=0.5, gamma=0.99, eps_start=1.0, eps_end=0.01, eps_decay=0.5,
-                            success_reward=-1.0, max_episode_steps=1000),
-    "FrozenLake8x8-v1": dict(episodes=20000, alpha=0.05, gamma=0.999, eps_start=1.0, eps_end=0.01,
-                             eps_decay=0.7, success_reward=1.0),
-    "FrozenLake-v1": dict(episodes=10000, alpha=0.05, gamma=0.99, eps_start=1.0, eps_end=0.01, eps_decay=0.7,
-                          success_reward=1.0),
-}
-# SARSA learns the values of its exploring behaviour; on Taxi it needs a smaller step and more episodes
-# to settle on the shortest routes.
-SARSA_PRESETS: dict[str, dict[str, Any]] = {"Taxi-v4": dict(alpha=0.2, episodes=20000)}
-
-
-# The range of every numeric TabularConfig field (an integer field has integer bounds).
-TABULAR_RANGES: dict[str, Range] = {
-    "episodes": Range(0, 10**9),
-    "alpha": Range(0.0, 1.0, lo_open=True, why="the kernel's learning rate"),
-    "gamma": UNIT,
-    "eps_start": UNIT,
-    "eps_end": UNIT,
-    "eps_decay": UNIT,
-    "success_reward": Range(-32768.0, 32768.0, why="rewards are Q16.16 words"),
-    "max_episode_steps": Range(0, 10**9, why="0 = the env's own limit"),
-    "eval_episodes": Range(1, 10**6, why="the final evaluation's episodes"),
-    "eval_every": Range(0, 10**9),
-    "checkpoint_every": Range(0, 10**9),
-    "seed": Range(0, 2**32 - 1),
-    "epochs": Range(1, 10**6),
-    "parts": Range(1, 1024, why="one table copy each"),
-}
-
-
-@dataclass
-class TabularConfig:
-    """Every hyper-parameter of a tabular run.
-
-    epsilon decays linearly from eps_start to eps_end over the first eps_decay fraction of the episodes,
-    then stays at eps_end. An episode is a success when it terminates with a final reward >=
-    success_reward (the goal of FrozenLake, the drop-off of Taxi, the goal of CliffWalking).
-    max_episode_steps truncates episodes (0 = the env's own limit; CliffWalking has none, and an
-    early greedy policy can walk in circles there for a very long time).
-    epochs/parts are for the offline mode: sweeps over the dataset, and partitions (1 = sequential).
-    """
-
-    algo: str = "qlearning"
-    env_id: str = "Taxi-v4"
-    episodes: int = 3000
-    alpha: float = 0.5
-    gamma: float = 0.99
-    eps_start: float = 1.0
-    eps_end: float = 0.01
-    eps_decay: float = 0.5
-    success_reward: float = 1.0
-    max_episode_steps: int = 0
-    eval_episodes: int = 100
-    eval_every: int = 0  # episodes between evaluations during training (0 = only at the end)
-    checkpoint_every: int = 1000  # episodes between checkpoints (0 = only at the end)
-    backend: str = "auto"
-    seed: int = 0
-    epochs: int = 1
-    parts: int = 1
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    @classmethod
-    def preset(cls, algo: str = "qlearning", env_id: str = "Taxi-v4", **overrides: Any) -> TabularConfig:
-        env_id = check_env_id(env_id)
-        tuned = {**PRESETS.get(env_id, {}), **(SARSA_PRESETS.get(env_id, {}) if algo == "sarsa" else {})}
-        return cls(**{"algo": algo, "env_id": env_id, **tuned, **overrides})
-
-    def validate(self) -> None:
-        if self.algo not in ALGOS:
-            raise ValueError(f"algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
-        for name, allowed in TABULAR_RANGES.items():
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float) if isinstance(allowed.lo, float) else int):
-                kind = "a number" if isinstance(allowed.lo, float) else "an integer"
-                raise ValueError(f"TabularConfig.{name} must be {kind}, got {v!r}")
-            if isinstance(v, float) and not math.isfinite(v):
-                raise ValueError(f"TabularConfig.{name} must be finite, got {v!r}")
-            allowed.check("TabularConfig", name, v)
-
-    def epsilon(self, episode: int) -> float:
-        span = self.eps_decay * self.episodes
-        if span <= 0 or episode >= span:
-            return self.eps_end
-        return self.eps_start + (self.eps_end - self.eps_start) * episode / span
-
-    @property
-    def kernel_algo(self) -> str:
-        return ALGOS[self.algo]
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TabularConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown TabularConfig field(s) {unknown}; known: {sorted(known)}")
-        return cls(**data)
-
-    @classmethod
-    def from_json(cls, path: str | Path, base: TabularConfig | None = None) -> TabularConfig:
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"cannot read config {path}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ValueError(f"config {path} must hold a JSON object of TabularConfig fields")
-        return cls.from_dict({**(base.to_dict() if base else {}), **data})
 
 
 def check_env_id(env_id: str) -> str:
@@ -151,7 +32,7 @@ def check_env_id(env_id: str) -> str:
     for old, new in (*RENAMED.items(), *((b, a) for a, b in RENAMED.items())):
         if env_id == old and new in registry:
             raise ValueError(f"gymnasium {_gym_version()} has no {env_id}; use --env {new}, its successor id there")
-    raise ValueError(f"unknown gymnasium id {env_id!r}; tabular presets: {', '.join(PRESETS)}")
+    raise ValueError(f"unknown gymnasium id {env_id!r}; tabular presets: {', '.join(TABULAR_PRESETS)}")
 
 
 def _gym_version() -> str:

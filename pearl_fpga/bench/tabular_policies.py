@@ -1,7 +1,7 @@
 """`pearl-fpga bench tabular-policies`: the policies the tabular kernel learns with each preset.
 
 For Q-learning and SARSA on Taxi-v4, CliffWalking-v1 and FrozenLake8x8-v1 (slippery): train with the
-preset (`pearl_fpga.algos.tabular.TabularConfig.preset`, seed 0), then evaluate the greedy policy over
+preset (`pearl_fpga.config.TrainConfig.preset(algo, env)`, seed 0), then evaluate the greedy policy over
 2,000 episodes with their own seeds and exactly from the env's transition model, and check the issue's
 targets (Taxi success 1.0 and return >= 7.9, CliffWalking return -13, FrozenLake8x8 success >= 0.85)
 for Q-learning. SARSA learns the values of its exploring behaviour, so its targets are not the same.
@@ -52,26 +52,27 @@ def _met(env_id: str, ret: float, success: float) -> bool | None:
 
 
 def measure(args: TabularPoliciesBench, log: Callable[[str], None]) -> dict[str, Any]:
-    from pearl_fpga.algos.tabular import TabularConfig
-    from pearl_fpga.runtime.tabular import TabularTrainer, exact_evaluation
+    from pearl_fpga import Trainer
+    from pearl_fpga.config import TrainConfig
 
     rows = []
     for env_id in args.envs:
         for algo in args.algos:
-            cfg = TabularConfig.preset(algo, env_id, seed=args.seed, eval_episodes=args.eval_episodes,
-                                       checkpoint_every=0, backend=args.backend)
-            trainer = TabularTrainer(cfg)
+            cfg = TrainConfig.preset(algo, env_id, eval_episodes=args.eval_episodes, checkpoint_freq=0,
+                                     backend=args.backend)
+            trainer = Trainer(algo, env_id, config=cfg, seed=args.seed)
             t0 = time.perf_counter()
-            trainer.train()
+            trainer.train(cfg.total_steps)
             train_s = time.perf_counter() - t0
             sampled = trainer.evaluate(args.eval_episodes)
-            exact_ret, exact_success = exact_evaluation(trainer.env, trainer.kernel.greedy(), cfg.success_reward)
-            row = {"env": env_id, "algo": algo, "episodes": cfg.episodes, "alpha": cfg.alpha, "gamma": cfg.gamma,
+            exact_ret, exact_success = trainer.exact_evaluation()
+            row = {"env": env_id, "algo": algo, "episodes": trainer.episodes, "env_steps": trainer.env_steps,
+                   "alpha": cfg.learning_rate, "gamma": cfg.gamma,
                    "backend": trainer.kernel.backend_name, "train_s": train_s, "eval_return": sampled.mean,
                    "eval_success": sampled.success_rate, "exact_return": exact_ret, "exact_success": exact_success,
                    "target_met": _met(env_id, exact_ret, exact_success) if algo == "qlearning" else None}
             rows.append(row)
-            log(f"  {env_id} {algo}: {cfg.episodes:,} episodes in {train_s:.1f} s, exact return {exact_ret:.3f}, "
+            log(f"  {env_id} {algo}: {trainer.episodes:,} episodes in {train_s:.1f} s, exact return {exact_ret:.3f}, "
                 f"success {exact_success:.3f}")
     return {"eval_episodes": args.eval_episodes, "seed": args.seed, "targets": {k: list(v) for k, v in TARGETS.items()},
             "rows": rows}

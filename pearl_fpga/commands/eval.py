@@ -25,9 +25,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def checkpoint_of(path: Path) -> Path:
-    """The checkpoint directory of a run directory or of a checkpoint directory itself."""
+    """The checkpoint directory of a run directory or of a checkpoint directory itself (a deep run's
+    manifest.json or a tabular run's tabular.npz)."""
+    from pearl_fpga.runtime.tabular import CHECKPOINT_FILE
+
     for candidate in (path, path / "checkpoint"):
-        if (candidate / "manifest.json").is_file():
+        if (candidate / "manifest.json").is_file() or (candidate / CHECKPOINT_FILE).is_file():
             return candidate
     raise ValueError(f"{path} is neither a checkpoint (no manifest.json) nor a run directory with checkpoint/; "
                      "pass e.g. runs/dqn-CartPole-v1-s0 or its checkpoint/ folder")
@@ -37,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
+    from pearl_fpga.commands.common import report_error
     from pearl_fpga.errors import PearlError
     from pearl_fpga.trainer import Trainer
 
@@ -53,8 +57,7 @@ def run(args: argparse.Namespace) -> int:
         result = trainer.evaluate(args.episodes)
         video = record_video(trainer, args.video, args.fps) if args.video is not None else None
     except (PearlError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        return 2
+        return report_error(console, exc)
     finally:
         if trainer is not None:
             trainer.close()
@@ -66,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         console.print(escape(f"{trainer.config.algo.upper()} on {trainer.config.env_id}, trained {trainer.env_steps:,} "
-                             f"env steps, act on {trainer.placement.act}: {result}"))
+                             f"env steps, act on {trainer.device_of('act')}: {result}"))
         if video:
             console.print(escape(f"video: {video}"))
     return 0
@@ -83,6 +86,7 @@ def _video_writer() -> Any:
 def record_video(trainer: Any, path: Path, fps: int) -> Path:
     """One deterministic episode of `trainer.predict`, rendered to `path` (an .mp4)."""
     import gymnasium as gym
+    import numpy as np
 
     clip = _video_writer()
     try:
@@ -92,7 +96,7 @@ def record_video(trainer: Any, path: Path, fps: int) -> Path:
         done = False
         while not done:
             action, _ = trainer.predict(obs, deterministic=True)
-            obs, _, terminated, truncated, _ = env.step(action.item() if trainer.spec.discrete else action)
+            obs, _, terminated, truncated, _ = env.step(action.item() if np.ndim(action) == 0 else action)
             frames.append(env.render())
             done = terminated or truncated
         env.close()

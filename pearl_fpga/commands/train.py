@@ -1,49 +1,51 @@
-"""`pearl-fpga train`: train DQN, DDPG or TD3 with the kernels in the loop, with live progress, CSV and
-TensorBoard logs, checkpoints (periodic, at the end and on Ctrl-C or SIGTERM), a PNG learning curve and
-a per-task summary table. A run locks its log directory; `--resume` applies the settings a resumed
-run may change (trainer.RESUMABLE_FIELDS) and refuses the others, listing them."""
+"""`pearl-fpga train`: train any algorithm of the runtime (DQN, DDPG and TD3 with the kernels in the loop;
+tabular Q-learning and SARSA on the TabularQ kernel) with live progress, CSV and TensorBoard logs,
+checkpoints (periodic, at the end and on Ctrl-C or SIGTERM), a PNG learning curve and a summary. A run
+locks its log directory; `--resume` applies the settings a resumed run may change and refuses the
+others, listing them.
+
+The shared options mean the same for every algorithm: --steps, --eval-freq and --checkpoint-freq count
+env steps, --eval-episodes is the length of every evaluation. A tabular run acts on the step counts at
+the end of the episode that reaches them. Some options belong to one family: the placement and engine
+to the deep algorithms, the table's backend and the offline dataset mode to the tabular ones."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from pearl_fpga.commands.common import default_logdir, report_error, train_with_progress
 from pearl_fpga.commands.config_args import add_config_options, build_config
+from pearl_fpga.config import ALGOS, TABULAR_ALGOS
 
 HELP = ("train DQN, DDPG or TD3 (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-emu), or tabular "
-        "Q-learning/SARSA (--algo qlearning --env Taxi-v4; see docs/tabular.md)")
+        "Q-learning/SARSA on the TabularQ kernel (--algo qlearning --env Taxi-v4; see docs/tabular.md)")
+
+DEEP_OPTIONS = ("placement", "workers", "per", "engine", "actors", "replay_shards", "ray_address")
+TABULAR_OPTIONS = ("backend", "dataset", "epochs", "parts", "save_dataset")
+FIELD_OPTIONS = {"steps": "total_steps", "eval_freq": "eval_freq", "eval_episodes": "eval_episodes",
+                 "workers": "workers", "engine": "engine", "actors": "actors", "replay_shards": "replay_shards",
+                 "ray_address": "ray_address", "backend": "backend", "epochs": "epochs", "parts": "parts"}
+"""Options that set one TrainConfig field each (--checkpoint-freq too, with its own default)."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from pearl_fpga.commands import train_tabular
-
-    parser.add_argument("--algo", choices=("dqn", "ddpg", "td3", *train_tabular.TABULAR_ALGOS), default="dqn",
-                        help="algorithm (default dqn)")
-    parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg and td3)")
-    parser.add_argument("--steps", type=int, default=None, help="total env steps (default: the rl-zoo budget)")
+    parser.add_argument("--algo", choices=ALGOS, default="dqn", help="algorithm (default dqn)")
+    parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg "
+                                                     "and td3, Taxi-v4 for qlearning and sarsa)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="total env steps (default: the preset's); a tabular run ends with the episode that reaches them")
+    parser.add_argument("--episodes", type=int, default=None, help=argparse.SUPPRESS)  # gone: named in the error
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--placement", default=None,
-                        help="device per task: cpu, cpu-kernel, fpga-emu[:BOARD] (a catalog board's kernels emulated; "
-                             "default: the catalog's default board), cuda, fpga, 'act=fpga-emu,replay=cpu,learn=cpu', "
-                             "or auto (the planner chooses); default: the MLP kernel's C++ build for acting")
-    parser.add_argument("--workers", type=int, default=None, help="actor worker processes (0 = in-process, deterministic)")
-    parser.add_argument("--per", action="store_true", help="prioritized replay on the replay kernel")
-    parser.add_argument("--engine", choices=("auto", "inline", "processes", "ray"), default=None,
-                        help="where actors and replay run: inline (one process), processes (--workers actor "
-                             "processes), ray (--actors Ray actors, --replay-shards shards; see docs/distributed.md); "
-                             "default auto: processes when --workers > 0, else inline")
-    parser.add_argument("--actors", type=int, default=None, help="ray engine: env actors (default 2)")
-    parser.add_argument("--replay-shards", type=int, default=None, help="ray engine: replay shards (default 1)")
-    parser.add_argument("--ray-address", default=None,
-                        help="ray engine: 'auto' joins the cluster of `ray start` on this node, host:port joins "
-                             "that head; default: start a local Ray instance")
+    parser.add_argument("--eval-freq", type=int, default=None,
+                        help="env steps between periodic evaluations (default: the preset's; 0 = none)")
+    parser.add_argument("--eval-episodes", type=int, default=None,
+                        help="episodes of every evaluation, periodic and final (default: the preset's)")
     parser.add_argument("--logdir", type=Path, default=None, help="where logs go (default runs/<algo>-<env>-s<seed>)")
     parser.add_argument("--checkpoint-dir", type=Path, default=None, help="checkpoint directory (default <logdir>/checkpoint)")
     parser.add_argument("--checkpoint-freq", type=int, default=None, help="env steps between checkpoints (default 10000)")
@@ -51,91 +53,68 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="continue from --checkpoint-dir up to --steps; of the settings given again, the run's "
                              "length, evaluation, checkpoint and engine settings are applied, any other that differs "
                              "from the checkpoint is refused with the list (docs/training.md)")
-    parser.add_argument("--eval-episodes", type=int, default=None,
-                        help="episodes of the final evaluation (default 20; tabular: the preset's)")
     parser.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard event file")
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON")
     add_config_options(parser)
-    train_tabular.add_arguments(parser)
+    deep = parser.add_argument_group("dqn, ddpg, td3")
+    deep.add_argument("--placement", default=None,
+                      help="device per task: cpu, cpu-kernel, fpga-emu[:BOARD] (a catalog board's kernels emulated; "
+                           "default: the catalog's default board), cuda, fpga, 'act=fpga-emu,replay=cpu,learn=cpu', "
+                           "or auto (the planner chooses); default: the MLP kernel's C++ build for acting")
+    deep.add_argument("--workers", type=int, default=None, help="actor worker processes (0 = in-process, deterministic)")
+    deep.add_argument("--per", action="store_true", help="prioritized replay on the replay kernel")
+    deep.add_argument("--engine", choices=("auto", "inline", "processes", "ray"), default=None,
+                      help="where actors and replay run: inline (one process), processes (--workers actor "
+                           "processes), ray (--actors Ray actors, --replay-shards shards; see docs/distributed.md); "
+                           "default auto: processes when --workers > 0, else inline")
+    deep.add_argument("--actors", type=int, default=None, help="ray engine: env actors (default 2)")
+    deep.add_argument("--replay-shards", type=int, default=None, help="ray engine: replay shards (default 1)")
+    deep.add_argument("--ray-address", default=None,
+                      help="ray engine: 'auto' joins the cluster of `ray start` on this node, host:port joins "
+                           "that head; default: start a local Ray instance")
+    tabular = parser.add_argument_group("qlearning, sarsa")
+    tabular.add_argument("--backend", default=None, help="TabularQ backend: auto, numpy, cpu, rtl, pynq, xrt (default auto)")
+    tabular.add_argument("--dataset", type=Path, default=None,
+                         help="offline mode: learn from the transitions in this npz (see --save-dataset) instead of the env")
+    tabular.add_argument("--epochs", type=int, default=None, help="offline mode: sweeps over the dataset (default 1)")
+    tabular.add_argument("--parts", type=int, default=None,
+                         help="offline mode: SwiftRL partitions (K independent tables merged by their mean; default 1 = sequential)")
+    tabular.add_argument("--save-dataset", type=Path, default=None,
+                         help="write the transitions of this online run to an npz usable by --dataset")
 
 
 def run(args: argparse.Namespace) -> int:
-    from pearl_fpga.commands import train_tabular
-
-    if args.algo in train_tabular.TABULAR_ALGOS:
-        return train_tabular.run(args)
-    if args.eval_episodes is None:
-        args.eval_episodes = 20
-    if args.eval_episodes < 1:  # refused now, not after the whole run
-        print(f"error: --eval-episodes {args.eval_episodes}: the final evaluation needs at least 1 episode",
-              file=sys.stderr)
-        return 2
-    tabular_only = [f"--{name.replace('_', '-')}" for name in ("episodes", "backend", "dataset", "epochs", "parts",
-                                                                "save_dataset") if getattr(args, name) is not None]
-    if tabular_only:
-        print(f"error: {', '.join(tabular_only)} are for --algo qlearning|sarsa", file=sys.stderr)
-        return 2
     from rich.console import Console
     from rich.markup import escape
 
     from pearl_fpga.errors import PearlError, TrainingInterrupted
     from pearl_fpga.runtime.checkpoint import DirLock
-    from pearl_fpga.runtime.logger import RunLogger, plot_learning_curve
+    from pearl_fpga.runtime.tabular import TabularTrainer
     from pearl_fpga.trainer import Trainer
 
     console = Console(stderr=args.json)
+    tabular = args.algo in TABULAR_ALGOS
+    offline = tabular and args.dataset is not None
     try:
-        overrides: dict[str, Any] = {}
-        if args.steps is not None:
-            overrides["total_steps"] = args.steps
-        if args.per:
-            overrides["per"] = True
-        if args.workers is not None:
-            overrides["workers"] = args.workers
-        for name in ("engine", "actors", "replay_shards", "ray_address"):
-            if getattr(args, name) is not None:
-                overrides[name] = getattr(args, name)
-        config = build_config(args, args.algo, args.env, **overrides)
-        if args.checkpoint_freq is not None or not config.checkpoint_freq:
-            config = build_config(args, args.algo, args.env, **overrides,
-                                  checkpoint_freq=args.checkpoint_freq if args.checkpoint_freq is not None else 10_000)
+        _check_options(args, tabular)
+        config = _config(args)
         asked = _asked_fields(args, config) if args.resume else {}
+        placement, plan = (None, None) if tabular else _placement(args, config, console)
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        return 2
+        return report_error(console, exc)
 
-    placement: Any = args.placement
-    from pearl_fpga.runtime.placement import unused_replay_notice
-
-    try:
-        notice = unused_replay_notice(placement, config.per)
-    except ValueError as exc:  # a placement that does not parse (an unknown board, a bad device)
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        return 2
-    if notice:
-        console.print(f"[yellow]notice:[/yellow] {escape(notice)}")
-    plan = None
-    if placement is not None and str(placement).strip().lower() == "auto":
-        try:
-            plan = _plan(args.algo, config)
-        except (ImportError, AttributeError) as exc:
-            console.print(f"[red]error:[/red] --placement auto needs the planner (pearl_fpga.planner.choose_placement), "
-                          f"which is not available here ({escape(str(exc))}); pass an explicit placement such as fpga-emu")
-            return 2
-        placement = plan.placement
-        if args.workers is None:
-            config.workers = int(plan.workers)
-        console.print(escape(f"planner chose --placement {placement} with {config.workers} worker(s)"))
-
-    logdir = args.logdir or _default_logdir(config.algo, config.env_id, args.seed, args.resume)
+    logdir = args.logdir or default_logdir(config.algo + ("-offline" if offline else ""), config.env_id, args.seed,
+                                           args.resume)
     ckpt = args.checkpoint_dir or logdir / "checkpoint"
     logger = None
-    trainer = None
+    trainer: Any = None  # a Trainer, or a TabularTrainer (the same public API)
     new_logdir = not logdir.exists()  # removed again if the run fails before its first env step
     lock = DirLock(logdir / ".lock", "log directory")
     old_term = _terminate_as_interrupt()
     failed_before_start = False
     try:
+        from pearl_fpga.runtime.logger import RunLogger
+
         lock.acquire()  # before the logger: a second run on this logdir must not truncate its CSV files
         logger = RunLogger(logdir, tensorboard=not args.no_tensorboard, append=args.resume)
         if args.resume:
@@ -143,25 +122,37 @@ def run(args: argparse.Namespace) -> int:
                                    engine=args.engine, ray_address=args.ray_address,
                                    expect={"algo": config.algo, "env_id": config.env_id}, overrides=asked)
             console.print(f"resumed {escape(str(ckpt))} at env step {trainer.env_steps:,}")
+        elif tabular:
+            trainer = TabularTrainer(config.algo, config.env_id, config=config, seed=args.seed, logger=logger,
+                                     checkpoint_dir=None if offline else ckpt, record=args.save_dataset is not None)
         else:
             config = _fit_board(args, config, placement, console)
             trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=args.seed,
                               logger=logger, checkpoint_dir=ckpt)
         total = trainer.config.total_steps
         remaining = total - trainer.env_steps
-        placed = ",".join(f"{task}={trainer.device_of(task)}" for task in ("act", "replay", "learn"))
-        console.print(escape(f"training {config.algo.upper()} on {config.env_id}: {remaining:,} env steps, placement "
-                             f"{placed}, engine {_engine_text(trainer.config, trainer.engine)}; logs in {logdir}"))
-        if trainer.placement.board:
+        console.print(escape(_header(trainer, args.dataset if offline else remaining, logdir)))
+        if not tabular and trainer.placement.board:
             console.print(escape(_board_header(trainer.placement.board)))
-        if remaining > 0:
-            _train_with_progress(trainer, remaining, console)
+        t0 = time.perf_counter()
+        if offline:
+            data = trainer.train_offline(args.dataset, progress=lambda e, n: console.print(f"epoch {e}/{n}", markup=False))
+            console.print(f"{data['n']:,} transitions x {trainer.config.epochs} epoch(s), parts {trainer.config.parts}",
+                          markup=False)
+        elif remaining > 0:
+            train_with_progress(trainer, remaining, console)
         elif args.resume:
             why = (f"--steps {args.steps:,} is not above" if args.steps is not None
                    else f"the run's total_steps ({total:,}) is reached at")
             console.print(escape(f"{why} the checkpoint's {trainer.env_steps:,} env steps: nothing to train; evaluating "
                                  f"it (pearl-fpga eval {ckpt} does only that; --steps N above it trains on)"))
-        result = trainer.evaluate(args.eval_episodes)
+        seconds = time.perf_counter() - t0
+        if args.save_dataset is not None:
+            console.print(f"dataset of {trainer.env_steps:,} transitions written to {trainer.save_dataset(args.save_dataset)}",
+                          markup=False)
+        result = trainer.evaluate(trainer.config.eval_episodes)
+        if tabular:
+            trainer.log_evaluation(result)
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, TrainingInterrupted) and exc.signum else signal.SIGINT
         again = f"continue with --resume --logdir {logdir}" + (f" --checkpoint-dir {ckpt}" if args.checkpoint_dir else "")
@@ -173,10 +164,9 @@ def run(args: argparse.Namespace) -> int:
                 f"is kept; {again}"))
         return 128 + int(signum)
     except (PearlError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
         if new_logdir and (trainer is None or trainer.env_steps == 0):
             failed_before_start = True
-        return 2
+        return report_error(console, exc)
     finally:
         signal.signal(signal.SIGTERM, old_term)
         if logger is not None:
@@ -187,6 +177,10 @@ def run(args: argparse.Namespace) -> int:
         if failed_before_start:
             # nothing of this run is worth keeping, and a leftover folder would push the next run to "-N+1"
             shutil.rmtree(logdir, ignore_errors=True)
+
+    if tabular:
+        return _report_tabular(args, console, trainer, result, logdir, "offline" if offline else "online", seconds)
+    from pearl_fpga.runtime.logger import plot_learning_curve
 
     png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
                               f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
@@ -200,6 +194,102 @@ def run(args: argparse.Namespace) -> int:
         _print_summary(console, trainer, measured, result, png, board)
     if plan is not None:
         plan.report(measured)
+    return 0
+
+
+def _placement(args: argparse.Namespace, config: Any, console: Any) -> tuple[Any, Any]:
+    """A deep run's placement and the planner's plan (None unless --placement auto, which may also set the
+    workers); ValueError for a placement that does not parse or a planner that is missing."""
+    from rich.markup import escape
+
+    from pearl_fpga.runtime.placement import unused_replay_notice
+
+    notice = unused_replay_notice(args.placement, config.per)
+    if notice:
+        console.print(f"[yellow]notice:[/yellow] {escape(notice)}")
+    if args.placement is None or str(args.placement).strip().lower() != "auto":
+        return args.placement, None
+    try:
+        plan = _plan(args.algo, config)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"--placement auto needs the planner (pearl_fpga.planner.choose_placement), which is not "
+                         f"available here ({exc}); pass an explicit placement such as fpga-emu") from exc
+    if args.workers is None:
+        config.workers = int(plan.workers)
+    console.print(escape(f"planner chose --placement {plan.placement} with {config.workers} worker(s)"))
+    return plan.placement, plan
+
+
+def _check_options(args: argparse.Namespace, tabular: bool) -> None:
+    """ValueError for an option of the other family of algorithms, or one that is gone."""
+    if args.episodes is not None:
+        raise ValueError("--episodes is gone: every algorithm's run length is --steps (env steps); a tabular run "
+                         "ends with the episode that reaches it")
+    if args.eval_episodes is not None and args.eval_episodes < 1:  # refused now, not after the whole run
+        raise ValueError(f"--eval-episodes {args.eval_episodes}: every evaluation needs at least 1 episode")
+    family, other = (TABULAR_OPTIONS, DEEP_OPTIONS) if tabular else (DEEP_OPTIONS, TABULAR_OPTIONS)
+    wrong = [f"--{name.replace('_', '-')}" for name in other if getattr(args, name) not in (None, False)]
+    if wrong:
+        owner = "dqn/ddpg/td3" if tabular else "--algo qlearning|sarsa"
+        hint = "; tabular runs choose the table's device with --backend" if tabular else ""
+        raise ValueError(f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for {owner}{hint}")
+    if tabular and args.dataset is not None and (args.resume or args.save_dataset is not None):
+        raise ValueError("--dataset (offline) cannot be combined with --resume or --save-dataset")
+
+
+def _config(args: argparse.Namespace) -> Any:
+    """The run's TrainConfig: the preset, --config, the options, --set (config_args.build_config)."""
+    overrides: dict[str, Any] = {field: getattr(args, flag) for flag, field in FIELD_OPTIONS.items()
+                                 if getattr(args, flag) is not None}
+    if args.per:
+        overrides["per"] = True
+    config = build_config(args, args.algo, args.env, **overrides)
+    if args.checkpoint_freq is not None or not config.checkpoint_freq:
+        config = build_config(args, args.algo, args.env, **overrides,
+                              checkpoint_freq=args.checkpoint_freq if args.checkpoint_freq is not None else 10_000)
+    return config
+
+
+def _header(trainer: Any, work: Any, logdir: Path) -> str:
+    """The line that says what trains where: `work` is the env steps to run, or the offline dataset."""
+    cfg = trainer.config
+    if cfg.algo in TABULAR_ALGOS:
+        what = f"the dataset {work} (offline)" if isinstance(work, Path) else f"{work:,} env steps"
+        return (f"training {cfg.algo} on {cfg.env_id}: {what}, {trainer.n_states} states x {trainer.n_actions} actions, "
+                f"backend {trainer.kernel.backend_name}, alpha {cfg.learning_rate:g}, gamma {cfg.gamma:g}; logs in {logdir}")
+    placed = ",".join(f"{task}={trainer.device_of(task)}" for task in ("act", "replay", "learn"))
+    return (f"training {cfg.algo.upper()} on {cfg.env_id}: {work:,} env steps, placement {placed}, engine "
+            f"{_engine_text(cfg, trainer.engine)}; logs in {logdir}")
+
+
+def _report_tabular(args: argparse.Namespace, console: Any, trainer: Any, result: Any, logdir: Path, mode: str,
+                    seconds: float) -> int:
+    """A tabular run's pictures (policy, learning curve), summary.json and closing lines."""
+    from pearl_fpga.runtime.tabular_plot import plot_policy
+
+    cfg = trainer.config
+    exact_return, exact_success = trainer.exact_evaluation()
+    policy_png = plot_policy(trainer.env, trainer.kernel.q, logdir / "policy.png",
+                             f"{cfg.algo} {cfg.env_id}\ngreedy policy, exact success {exact_success:.3f}")
+    png = trainer.plot_learning_curve(logdir / "learning_curve.png") if trainer.episode_log else None
+    summary = {
+        "algo": cfg.algo, "env_id": cfg.env_id, "mode": mode, "seed": trainer.seed,
+        "backend": trainer.kernel.backend_name, "episodes": trainer.episodes, "env_steps": trainer.env_steps,
+        "grad_steps": trainer.grad_steps, "train_seconds": seconds, "eval_episodes": len(result.returns),
+        "eval_mean_return": result.mean, "eval_std_return": result.std, "eval_success_rate": result.success_rate,
+        "exact_mean_return": exact_return, "exact_success_rate": exact_success,
+        "policy_png": None if policy_png is None else str(policy_png), "config": cfg.to_dict(),
+    }
+    (logdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    console.print(f"greedy policy over {len(result.returns):,} episodes: mean return {result.mean:.3f} (std "
+                  f"{result.std:.3f}), success rate {result.success_rate:.4f}; exact from the env model: return "
+                  f"{exact_return:.4f}, success {exact_success:.4f}", markup=False)
+    for name, path in (("learning curve", png), ("policy", policy_png)):
+        if path is not None:
+            console.print(f"{name}: {path}", markup=False)
     return 0
 
 
@@ -257,9 +347,8 @@ def _terminate_as_interrupt() -> Any:
 
 
 def _asked_fields(args: argparse.Namespace, config: Any) -> dict[str, Any]:
-    """The TrainConfig fields this command line sets explicitly (--config, --set, --per, --steps,
-    --checkpoint-freq, the engine options), with their values in `config`: what --resume compares
-    with the checkpoint."""
+    """The TrainConfig fields this command line sets explicitly (--config, --set, --per and the options
+    of a field), with their values in `config`: what --resume compares with the checkpoint."""
     from pearl_fpga.commands.config_args import parse_set
 
     names = set(parse_set(getattr(args, "set", []) or []))
@@ -267,8 +356,7 @@ def _asked_fields(args: argparse.Namespace, config: Any) -> dict[str, Any]:
         names |= set(json.loads(Path(args.config).read_text()))
     if args.per:
         names.add("per")
-    flags = {"steps": "total_steps", "checkpoint_freq": "checkpoint_freq", "workers": "workers", "engine": "engine",
-             "actors": "actors", "replay_shards": "replay_shards", "ray_address": "ray_address"}
+    flags = {**FIELD_OPTIONS, "checkpoint_freq": "checkpoint_freq"}
     names |= {field for flag, field in flags.items() if getattr(args, flag) is not None}
     names -= {"algo", "env_id"}  # checked against the checkpoint by Trainer.load(expect=...)
     return {name: getattr(config, name) for name in sorted(names)}
@@ -288,64 +376,10 @@ def _engine_text(config: Any, engine_obj: Any = None) -> str:
     return "inline"
 
 
-def _default_logdir(algo: str, env_id: str, seed: int, resume: bool) -> Path:
-    """runs/<algo>-<env>-s<seed>; a new run never overwrites an earlier one (-2, -3, ... suffixes),
-    --resume without --logdir continues the unsuffixed one."""
-    base = Path("runs") / f"{algo}-{env_id}-s{seed}"
-    if resume or not base.exists():
-        return base
-    n = 2
-    while (base.parent / f"{base.name}-{n}").exists():
-        n += 1
-    return base.parent / f"{base.name}-{n}"
-
-
 def _plan(algo: str, config: Any) -> Any:
     import pearl_fpga.planner as planner
 
     return planner.choose_placement(algo, config.env_id, config, objective="throughput")
-
-
-def _train_with_progress(trainer: Any, steps: int, console: Any) -> None:
-    """Live rich progress on a terminal; a plain line every 10 s otherwise."""
-    from pearl_fpga.runtime.logger import loss_text
-
-    if console.is_terminal:
-        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
-
-        columns = (TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
-                   TextColumn("{task.completed:,.0f}/{task.total:,.0f} steps"), TextColumn("{task.fields[rate]}"),
-                   TextColumn("return {task.fields[ret]}"), TextColumn("loss {task.fields[loss]}"),
-                   TextColumn("ETA"), TimeRemainingColumn())
-        with Progress(*columns, console=console, refresh_per_second=4) as progress:
-            start = trainer.env_steps
-            task = progress.add_task(trainer.config.algo.upper(), total=steps, rate="", ret="-", loss="-")
-
-            def update(stats: Any) -> None:
-                progress.update(task, completed=stats.env_steps - start, rate=f"{stats.steps_per_s:,.0f} steps/s",
-                                ret=_fmt(stats.recent_return), loss=loss_text(stats, 4) or "-")
-
-            trainer.train(steps, progress=update)
-        return
-
-    last = [0.0]
-
-    def line(stats: Any) -> None:
-        now = time.monotonic()
-        if now - last[0] < 10 and stats.env_steps < stats.target_steps:
-            return
-        last[0] = now
-        rate = stats.steps_per_s
-        eta = (stats.target_steps - stats.env_steps) / rate if rate > 0 else float("nan")
-        print(f"step {stats.env_steps:,}/{stats.target_steps:,}  {rate:,.0f} steps/s  ETA {_fmt(eta, 0)} s  "
-              f"return {_fmt(stats.recent_return)}  loss {loss_text(stats, 4) or '-'}  best eval {_fmt(stats.best_eval)}",
-              file=sys.stderr if console.stderr else sys.stdout, flush=True)
-
-    trainer.train(steps, progress=line, progress_interval=1.0)
-
-
-def _fmt(x: float, digits: int = 1) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
 
 
 def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str, Any]:
@@ -363,6 +397,7 @@ def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str,
         "env_steps_per_s": measured["env_steps_per_s"],
         "learner_threads": trainer.learner_threads_report(),
         "devices": {k: trainer.device_of(k) for k in measured if k != "env_steps_per_s"},
+        "config": trainer.config.to_dict(),
     }
 
 

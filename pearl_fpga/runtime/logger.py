@@ -122,3 +122,15 @@ def plot_learning_curve(episode_log: list[tuple[int, float, int]], eval_log: lis
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def logger_for(logger: Any, logdir: str | Path | None) -> Any:
+    """The logger of a trainer given `logger=` (an object with RunLogger's methods) or `logdir=` (a
+    RunLogger there, with TensorBoard events when tensorboard is installed), not both."""
+    if logdir is None:
+        return logger
+    if logger is not None:
+        raise ValueError("pass either logger= or logdir= to Trainer, not both")
+    import importlib.util
+
+    return RunLogger(logdir, tensorboard=importlib.util.find_spec("tensorboard") is not None)

@@ -1,8 +1,13 @@
-"""The tabular training loop: online epsilon-greedy Q-learning/SARSA on a gymnasium toy-text env, the
-offline mode over a transition dataset, greedy evaluation, and checkpoints (npz, no pickle).
+"""Tabular Q-learning and SARSA on the TabularQ kernel, behind the Trainer's public API:
+`pearl_fpga.Trainer(algo="qlearning", env="Taxi-v4")` is a TabularTrainer (train(steps), evaluate,
+predict, save/load, stats, close, a context manager), configured by the same TrainConfig.
 
-Every training episode resets the env and draws its exploration from a generator seeded by
-(seed, episode), so a resumed run continues exactly as the uninterrupted one would have.
+Online: epsilon-greedy episodes on a gymnasium toy-text env. A run stops, evaluates and checkpoints only
+between episodes: train(steps) ends with the episode in which the step budget is reached, and every
+episode resets the env and draws its exploration from a generator seeded by (seed, episode), so a
+resumed run continues exactly as the uninterrupted one would have. Offline: sweeps over a stored
+dataset of transitions, sequential or partitioned (SwiftRL). Checkpoints are npz files, loaded without
+pickle.
 """
 
 from __future__ import annotations
@@ -15,43 +20,34 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pearl_fpga.algos.tabular import TabularConfig, epsilon_greedy, load_dataset, save_dataset
+from pearl_fpga.algos.tabular import KERNEL_ALGO, check_env_id, epsilon_greedy, load_dataset, save_dataset
+from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, preset_note
 from pearl_fpga.errors import CheckpointError, TrainingInterrupted
 from pearl_fpga.kernels.tabular import TabularQ
 from pearl_fpga.limits import load_npz
 from pearl_fpga.runtime.signals import StopRequest
+from pearl_fpga.runtime.stats import EvalResult, Stats
 
 CHECKPOINT_FILE = "tabular.npz"
+CHECKPOINT_KEYS = ("table", "config", "seed", "episodes", "env_steps", "grad_steps", "episode_log", "eval_log")
 EVAL_SEED_BASE = 1 << 30  # evaluation env seeds are >= 2**30, training ones below: never shared
+RESUMABLE_FIELDS = ("total_steps", "eval_freq", "eval_episodes", "checkpoint_freq", "backend")
+"""TrainConfig fields a resumed tabular run may change; the others are fixed by its checkpoint."""
 
 
 @dataclass
-class TabularStats:
-    episode: int
-    episodes: int
-    env_steps: int
-    steps_per_s: float
-    recent_return: float
-    epsilon: float
+class TabularEval(EvalResult):
+    """An evaluation of the greedy policy, with each episode's success and length."""
 
-
-@dataclass
-class TabularEval:
-    returns: np.ndarray
-    successes: np.ndarray
+    successes: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-
-    @property
-    def mean(self) -> float:
-        return float(self.returns.mean()) if self.returns.size else float("nan")
-
-    @property
-    def std(self) -> float:
-        return float(self.returns.std()) if self.returns.size else float("nan")
 
     @property
     def success_rate(self) -> float:
         return float(self.successes.mean()) if self.successes.size else float("nan")
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}, success rate {self.success_rate:.4f}"
 
 
 def make_env(env_id: str, max_episode_steps: int = 0) -> Any:
@@ -89,71 +85,127 @@ def exact_evaluation(env: Any, policy: np.ndarray, success_reward: float) -> tup
     return float(start @ value), float(start @ success)
 
 
-class TabularTrainer:
-    """Trains a TabularQ on `config.env_id`; `record=True` keeps every transition for save_dataset."""
 
-    def __init__(self, config: TabularConfig, logger: Any = None, checkpoint_dir: str | Path | None = None,
-                 record: bool = False, **backend_options: Any) -> None:
+class TabularTrainer:
+    """Trains a TabularQ on `config.env_id` (see the module docstring). The arguments are the Trainer's;
+    `placement`, `workers`, `engine` and `ray_address` place the deep algorithms' tasks and are refused
+    here (the table's device is config.backend). `record=True` keeps every transition for save_dataset."""
+
+    def __init__(self, algo: str = "qlearning", env: str | None = None, placement: Any = None,
+                 config: TrainConfig | None = None, seed: int = 0, workers: int | None = None, logger: Any = None,
+                 checkpoint_dir: str | Path | None = None, engine: str | None = None, ray_address: str | None = None,
+                 logdir: str | Path | None = None, record: bool = False, **backend_options: Any) -> None:
+        algo = str(algo).lower()
+        if algo not in TABULAR_ALGOS:
+            raise ValueError(f"TabularTrainer trains {' or '.join(TABULAR_ALGOS)}, not {algo!r}; use pearl_fpga.Trainer")
+        for name, value in (("placement", placement), ("workers", workers or None), ("ray_address", ray_address),
+                            ("engine", None if engine in (None, "auto", "inline") else engine)):
+            if value is not None:
+                raise ValueError(f"{name} is for dqn/ddpg/td3; {algo} updates a table on the TabularQ kernel, whose "
+                                 "backend is config.backend (--backend)")
+        if env is not None:
+            check_env_id(env)  # a renamed id is named before a preset note about it
+        if config is None:
+            note = preset_note(algo, env)
+            if note:
+                import warnings
+
+                warnings.warn(note, stacklevel=3)
+            config = TrainConfig.preset(algo, env)
+        else:
+            config = TrainConfig.from_dict({**config.to_dict(), **({"env_id": env} if env is not None else {})})
+            if config.algo != algo:
+                raise ValueError(f"Trainer(algo={algo!r}) got a config for {config.algo!r}; pass matching values")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+            raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+        from pearl_fpga.runtime.logger import logger_for
+
         self.config = config
-        self.env = make_env(config.env_id, config.max_episode_steps)
+        self.seed = seed
+        self.env = make_env(check_env_id(config.env_id), config.max_episode_steps)
         self.n_states = int(self.env.observation_space.n)
         self.n_actions = int(self.env.action_space.n)
-        self.kernel = TabularQ(self.n_states, self.n_actions, config.alpha, config.gamma, algo=config.kernel_algo,
-                               backend=config.backend, **backend_options)
-        self.logger = logger
+        self.kernel = TabularQ(self.n_states, self.n_actions, config.learning_rate, config.gamma,
+                               algo=KERNEL_ALGO[algo], backend=config.backend, **backend_options)
+        self.placement = f"table={self.kernel.backend_name}"
+        self.logdir = Path(logdir) if logdir is not None else None
+        self.logger = logger_for(logger, logdir)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
-        self.episode = 0
+        self.episodes = 0
         self.env_steps = 0
-        self.episode_log: list[tuple[int, float, int]] = []
-        self.eval_log: list[tuple[int, float, float]] = []
+        self.grad_steps = 0  # table updates: one per env step online, one per transition and epoch offline
+        self.episode_log: list[tuple[int, float, int]] = []  # (env step, return, length)
+        self.eval_log: list[tuple[int, float, float]] = []  # (env step, mean, std)
         self.record = record
         self._transitions: list[tuple[int, int, float, int, bool, int]] = []
         self._stop = StopRequest()  # set by SIGINT, SIGTERM or request_stop(); acted on between episodes
+        self._run: dict[str, Any] | None = None
+        self.predict_rng = np.random.default_rng([seed, 3])  # predict(deterministic=False): not training's draws
 
     # ---- online ----------------------------------------------------------------------------------
-    def train(self, progress: Callable[[TabularStats], None] | None = None, interval: float = 1.0,
-              until: int | None = None) -> None:
-        """Run episodes up to config.episodes (or `until`, to stop early on the same schedule),
-        checkpointing every config.checkpoint_every episodes and at the end.
+    def train(self, steps: int, progress: Callable[[Stats], None] | None = None,
+              progress_interval: float = 0.5) -> Stats:
+        """Run episodes until `steps` more env steps are done; the last episode runs to its end, so the
+        count may pass the budget by less than one episode. Evaluates every config.eval_freq and
+        checkpoints every config.checkpoint_freq env steps (at the end of the episode that reaches
+        them) and at the end, when `checkpoint_dir` is set.
 
         SIGINT and SIGTERM (and request_stop()) only set a flag: after the episode in progress a
         checkpoint is written (when `checkpoint_dir` is set) and TrainingInterrupted is raised, so a
         checkpoint never holds half an update; a second signal stops at once, keeping the last one."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be a positive integer, got {steps!r}")
+        end = self.env_steps + steps
+        self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "end": end}
+        last = 0.0
         self._stop.reset()
-        with self._stop.handlers():
-            self._train(progress, interval, until)
+        try:
+            with self._stop.handlers():
+                while True:
+                    if self._stop.requested:
+                        path = self._save_whole(self.checkpoint_dir) if self.checkpoint_dir is not None else None
+                        raise TrainingInterrupted(f"stopped by {self._stop.reason()} at episode {self.episodes:,}, env "
+                                                  f"step {self.env_steps:,}"
+                                                  + (f"; checkpoint written to {path}" if path is not None else ""),
+                                                  self._stop.signum, path)
+                    if self.env_steps >= end:
+                        break
+                    before = self.env_steps
+                    ret, length = self._episode()
+                    self.episode_log.append((self.env_steps, ret, length))
+                    if self.logger is not None:
+                        self.logger.episode(self.env_steps, ret, length)
+                    self._periodic(before)
+                    now = time.perf_counter()
+                    if progress is not None and now - last >= progress_interval:
+                        last = now
+                        stats = self.stats()
+                        if self.logger is not None:
+                            self.logger.progress(stats)
+                        progress(stats)
+                if self.checkpoint_dir is not None:
+                    self._save_whole(self.checkpoint_dir)
+        finally:
+            self._run["stop"] = time.perf_counter()
+        stats = self.stats()
+        if self.logdir is not None:
+            self.plot_learning_curve()
+        if progress is not None:
+            progress(stats)
+        return stats
+
+    def _periodic(self, before: int) -> None:
+        """Evaluation and checkpoint when the last episode crossed their interval."""
+        cfg = self.config
+        if cfg.eval_freq and self.env_steps // cfg.eval_freq > before // cfg.eval_freq:
+            self.log_evaluation(self.evaluate(cfg.eval_episodes))
+        if cfg.checkpoint_freq and self.checkpoint_dir is not None and \
+                self.env_steps // cfg.checkpoint_freq > before // cfg.checkpoint_freq:
+            self._save_whole(self.checkpoint_dir)
 
     def request_stop(self) -> None:
         """Stop train() after the episode in progress, as SIGINT and SIGTERM do; safe from any thread."""
         self._stop.request()
-
-    def _train(self, progress: Callable[[TabularStats], None] | None, interval: float, until: int | None) -> None:
-        cfg = self.config
-        start, t0, last = self.env_steps, time.perf_counter(), 0.0
-        stop = cfg.episodes if until is None else min(until, cfg.episodes)
-        while self.episode < stop:
-            if self._stop.requested:
-                path = self._save_whole(self.checkpoint_dir) if self.checkpoint_dir is not None else None
-                raise TrainingInterrupted(f"stopped by {self._stop.reason()} at episode {self.episode:,}"
-                                          + (f"; checkpoint written to {path}" if path is not None else ""),
-                                          self._stop.signum, path)
-            ret, length = self._episode()
-            self.episode_log.append((self.env_steps, ret, length))
-            if self.logger is not None:
-                self.logger.episode(self.env_steps, ret, length)
-            if cfg.eval_every and self.episode % cfg.eval_every == 0:
-                self.log_evaluation(self.evaluate(cfg.eval_episodes))
-            if self.checkpoint_dir is not None and cfg.checkpoint_every and self.episode % cfg.checkpoint_every == 0:
-                self._save_whole(self.checkpoint_dir)
-            now = time.perf_counter()
-            if progress is not None and (now - last >= interval or self.episode == stop):
-                last = now
-                recent = [r for _, r, _ in self.episode_log[-100:]]
-                progress(TabularStats(self.episode, cfg.episodes, self.env_steps,
-                                      (self.env_steps - start) / max(now - t0, 1e-9),
-                                      float(np.mean(recent)), cfg.epsilon(self.episode)))
-        if self.checkpoint_dir is not None:
-            self._save_whole(self.checkpoint_dir)
 
     def _save_whole(self, directory: str | Path) -> Path:
         with self._stop.saving_checkpoint():  # a second signal waits for the write
@@ -161,12 +213,12 @@ class TabularTrainer:
 
     def _episode(self) -> tuple[float, int]:
         cfg, env, k = self.config, self.env, self.kernel
-        rng = np.random.default_rng([cfg.seed, self.episode])
-        eps = cfg.epsilon(self.episode)
+        rng = np.random.default_rng([self.seed, self.episodes])
+        eps = cfg.episode_epsilon(self.episodes)
         s, _ = env.reset(seed=int(rng.integers(1 << 30)))
         s = int(s)
         a = epsilon_greedy(k.table[s], eps, rng)
-        ret, length, sarsa = 0.0, 0, cfg.kernel_algo == "sarsa"
+        ret, length, sarsa = 0.0, 0, cfg.algo == "sarsa"
         while True:
             s2, r, terminated, truncated, _ = env.step(a)
             s2, r = int(s2), float(r)
@@ -178,45 +230,51 @@ class TabularTrainer:
             ret += r
             length += 1
             self.env_steps += 1
+            self.grad_steps += 1
             if terminated or truncated:
                 break
             s, a = s2, (a2 if sarsa else epsilon_greedy(k.table[s2], eps, rng))
-        self.episode += 1
+        self.episodes += 1
         return ret, length
 
     # ---- offline ---------------------------------------------------------------------------------
     def train_offline(self, dataset: str | Path, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """config.epochs sweeps over a stored dataset, each one `update` (parts=1, strictly in order) or
-        `update_partitioned(parts=config.parts)`."""
+        `update_partitioned(parts=config.parts)`; counts the updates in grad_steps (no env step is taken)."""
         data = load_dataset(dataset, self.n_states, self.n_actions, self.config.env_id)
-        if self.config.kernel_algo == "sarsa" and "a2" not in data:
+        if self.config.algo == "sarsa" and "a2" not in data:
             raise CheckpointError(f"dataset {dataset} has no a2 (next actions); SARSA needs them: record with "
                                   "--algo sarsa --save-dataset, or train it with --algo qlearning")
         args = (data["s"], data["a"], data["r"], data["s2"], data["done"])
         a2 = data.get("a2")
+        self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "end": self.env_steps}
         for epoch in range(self.config.epochs):
             if self.config.parts == 1:
                 self.kernel.update(*args, a2=a2)
             else:
                 self.kernel.update_partitioned(*args, a2=a2, parts=self.config.parts)
-            self.env_steps += data["n"]
+            self.grad_steps += data["n"]
             if progress is not None:
                 progress(epoch + 1, self.config.epochs)
+        self._run["stop"] = time.perf_counter()
         return data
 
     def save_dataset(self, path: str | Path) -> Path:
         """The transitions this run experienced (record=True), as a dataset for --dataset."""
         if not self.record:
             raise ValueError("this trainer was made with record=False; nothing was kept")
-        cols = list(zip(*self._transitions)) if self._transitions else [[]] * 6
-        return save_dataset(path, *(np.array(c) for c in cols[:5]), n_states=self.n_states,
-                            n_actions=self.n_actions, env_id=self.config.env_id, a2=np.array(cols[5]))
+        s, a, r, s2, done, a2 = ([np.array(c) for c in zip(*self._transitions)] if self._transitions
+                                 else [np.zeros(0, np.int64)] * 6)
+        return save_dataset(path, s, a, r, s2, done, n_states=self.n_states, n_actions=self.n_actions,
+                            env_id=self.config.env_id, a2=a2)
 
-    # ---- evaluation ------------------------------------------------------------------------------
-    def evaluate(self, episodes: int, seed: int | None = None) -> TabularEval:
+    # ---- evaluation, prediction, counters --------------------------------------------------------
+    def evaluate(self, episodes: int = 20, seed: int | None = None) -> TabularEval:
         """The greedy policy (lowest action on ties) over `episodes` episodes with their own env seeds."""
+        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+            raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
         policy = self.kernel.greedy()
-        seeds = np.random.default_rng([EVAL_SEED_BASE, self.config.seed if seed is None else seed]).integers(
+        seeds = np.random.default_rng([EVAL_SEED_BASE, self.seed if seed is None else seed]).integers(
             1 << 30, 1 << 31, episodes)
         rets, wins, lens = np.zeros(episodes), np.zeros(episodes, bool), np.zeros(episodes, np.int64)
         for i in range(episodes):
@@ -228,16 +286,79 @@ class TabularTrainer:
                 if terminated or truncated:
                     wins[i] = bool(terminated) and r >= self.config.success_reward
                     break
-        return TabularEval(rets, wins, lens)
+        return TabularEval(float(rets.mean()), float(rets.std()), rets.tolist(), self.env_steps, "current", wins, lens)
 
-    def log_evaluation(self, result: TabularEval) -> None:
+    def exact_evaluation(self) -> tuple[float, float]:
+        """(expected return, success probability) of the greedy policy from the env's model (module function)."""
+        return exact_evaluation(self.env, self.kernel.greedy(), self.config.success_reward)
+
+    def log_evaluation(self, result: EvalResult) -> None:
         """Record an evaluation in eval_log (the learning curve) and the run's logger."""
         self.eval_log.append((self.env_steps, result.mean, result.std))
         if self.logger is not None:
             self.logger.evaluation(self.env_steps, result.mean, result.std)
 
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None,
+                deterministic: bool = True) -> tuple[Any, Any]:
+        """Stable-Baselines3's `predict`: the greedy action of a state index, or of each of a 1-D array of
+        them, and the recurrent state (always None). deterministic=False acts epsilon-greedy at the
+        epsilon of the next training episode."""
+        del episode_start  # SB3's argument for recurrent policies
+        obs = np.asarray(observation)
+        if obs.ndim > 1 or not np.issubdtype(obs.dtype, np.integer) or (obs.size and not (
+                0 <= obs.min() and obs.max() < self.n_states)):
+            raise ValueError(f"predict: expected a state index in [0, {self.n_states}) of {self.config.env_id}, or a "
+                             f"1-D integer array of them, got {observation!r}")
+        batch = obs.reshape(-1)
+        actions = self.kernel.greedy()[batch]
+        if not deterministic:
+            explore = self.predict_rng.random(batch.size) < self.config.episode_epsilon(self.episodes)
+            actions = np.where(explore, self.predict_rng.integers(0, self.n_actions, batch.size), actions)
+        return (actions[0] if obs.ndim == 0 else actions), state
+
+    def stats(self) -> Stats:
+        """Current counters and recent figures (the Trainer's Stats; loss does not apply)."""
+        run = self._run
+        elapsed = (run.get("stop", time.perf_counter()) - run["start"]) if run else 0.0
+        recent = [r for _, r, _ in self.episode_log[-100:]]
+        return Stats(env_steps=self.env_steps, grad_steps=self.grad_steps, episodes=self.episodes,
+                     target_steps=run["end"] if run else self.env_steps, elapsed=elapsed,
+                     recent_return=float(np.mean(recent)) if recent else float("nan"),
+                     best_eval=max((m for _, m, _ in self.eval_log), default=float("nan")),
+                     env_steps_run=self.env_steps - run["start_steps"] if run else 0)
+
+    def faults(self) -> dict[str, int]:
+        """The Trainer's fault counters: a tabular run has no actors or shards to lose."""
+        return {"actor_restarts": 0, "shard_restarts": 0, "transitions_lost": 0, "nonfinite_dropped": 0}
+
+    def device_of(self, task: str) -> str:
+        """Where a task runs: the table's kernel backend (acting and learning both read it)."""
+        del task
+        return f"TabularQ {self.kernel.backend_name}"
+
+    def plot_learning_curve(self, path: str | Path | None = None) -> Path:
+        """learning_curve.png (in logdir when no path is given)."""
+        from pearl_fpga.runtime.logger import plot_learning_curve
+
+        target = Path(path) if path is not None else Path(self.logdir or ".") / "learning_curve.png"
+        return plot_learning_curve(self.episode_log, self.eval_log, target,
+                                   f"{self.config.algo} {self.config.env_id} (seed {self.seed}, {self.kernel.backend_name})")
+
+    def close(self) -> None:
+        """Close the env, and the logs of `logdir=`."""
+        self.env.close()
+        if self.logdir is not None and self.logger is not None:
+            self.logger.close()
+
+    def __enter__(self) -> TabularTrainer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # ---- checkpoints -----------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
+        """Write directory/tabular.npz (plain arrays: loads without pickle), through a temporary file."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / CHECKPOINT_FILE
@@ -246,28 +367,40 @@ class TabularTrainer:
         ev = np.array(self.eval_log, np.float64).reshape(-1, 3)
         with open(tmp, "wb") as fh:
             np.savez(fh, table=self.kernel.table, config=np.str_(json.dumps(self.config.to_dict())),
-                     episode=np.int64(self.episode), env_steps=np.int64(self.env_steps), episode_log=ep,
-                     eval_log=ev)
+                     seed=np.int64(self.seed), episodes=np.int64(self.episodes), env_steps=np.int64(self.env_steps),
+                     grad_steps=np.int64(self.grad_steps), episode_log=ep, eval_log=ev)
         tmp.replace(path)  # a crash mid-write never leaves a half checkpoint
         return path
 
     @classmethod
-    def load(cls, directory: str | Path, expect: dict[str, Any] | None = None, **kwargs: Any) -> TabularTrainer:
-        """A trainer restored from `directory`; `expect` fields (e.g. algo, env_id) must match the stored config."""
+    def load(cls, directory: str | Path, placement: Any = None, workers: int | None = None, logger: Any = None,
+             checkpoint_dir: str | Path | None = None, engine: str | None = None, ray_address: str | None = None,
+             expect: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None,
+             **kwargs: Any) -> TabularTrainer:
+        """A trainer restored from `directory` (Trainer.load's arguments): `expect` fields (e.g. algo,
+        env_id) must match the stored config; `overrides` may change RESUMABLE_FIELDS only."""
         path = Path(directory) / CHECKPOINT_FILE
-        keys = ("table", "config", "episode", "env_steps", "episode_log", "eval_log")
-        data = load_npz(path, "checkpoint", keys, "train without --resume first")
-        missing = set(keys) - set(data)
+        data = load_npz(path, "checkpoint", (*CHECKPOINT_KEYS, "episode"), "train without --resume first")
+        if "episode" in data:
+            raise CheckpointError(f"checkpoint {path} was written by an earlier pearl_fpga, whose tabular runs counted "
+                                  "episodes (TabularConfig); this one counts env steps and cannot continue it: start a "
+                                  "new run (the npz's int32 `table` is its Q table in Q16.16, for TabularQ.load)")
+        missing = set(CHECKPOINT_KEYS) - set(data)
         if missing:
             raise CheckpointError(f"checkpoint {path} lacks {sorted(missing)}; it was not written by this trainer")
         try:
-            config = TabularConfig.from_dict(json.loads(str(data["config"])))
+            config = TrainConfig.from_dict(json.loads(str(data["config"])))
         except (ValueError, TypeError) as exc:
             raise CheckpointError(f"checkpoint {path} holds an invalid config ({exc})") from exc
         for key, want in (expect or {}).items():
             if getattr(config, key) != want:
                 raise CheckpointError(f"checkpoint {path} is for {key}={getattr(config, key)!r}, not {want!r}")
-        trainer = cls(config, **kwargs)
+        config = _resumed_config(config, overrides or {}, path)
+        counts = {key: int(data[key]) for key in ("seed", "episodes", "env_steps", "grad_steps")}
+        if min(counts.values()) < 0:
+            raise CheckpointError(f"checkpoint {path}: a negative seed, episode or step count")
+        trainer = cls(config.algo, config=config, seed=counts["seed"], placement=placement, workers=workers,
+                      logger=logger, checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address, **kwargs)
         table = data["table"]
         if table.dtype != np.int32 or table.shape != (trainer.n_states, trainer.n_actions):
             raise CheckpointError(f"checkpoint {path}: table is {table.dtype} {table.shape}, expected int32 "
@@ -276,9 +409,23 @@ class TabularTrainer:
             if data[key].ndim != 2 or data[key].shape[1] != 3 or not np.isfinite(data[key]).all():
                 raise CheckpointError(f"checkpoint {path}: {key} is malformed")
         trainer.kernel.load(table)
-        trainer.episode, trainer.env_steps = int(data["episode"]), int(data["env_steps"])
-        if not 0 <= trainer.episode or trainer.env_steps < 0:
-            raise CheckpointError(f"checkpoint {path}: negative episode or step count")
+        trainer.episodes, trainer.env_steps, trainer.grad_steps = (counts[k] for k in ("episodes", "env_steps", "grad_steps"))
         trainer.episode_log = [(int(s), float(r), int(n)) for s, r, n in data["episode_log"]]
         trainer.eval_log = [(int(s), float(m), float(d)) for s, m, d in data["eval_log"]]
         return trainer
+
+
+def _resumed_config(config: TrainConfig, overrides: dict[str, Any], path: Path) -> TrainConfig:
+    """The checkpoint's config with `overrides` applied; CheckpointError naming the asked changes to fields
+    outside RESUMABLE_FIELDS."""
+    fixed = sorted(name for name, value in overrides.items()
+                   if name not in RESUMABLE_FIELDS and getattr(config, name, value) != value)
+    if fixed:
+        diffs = "; ".join(f"{name}: checkpoint {getattr(config, name)!r}, asked {overrides[name]!r}" for name in fixed)
+        raise CheckpointError(f"cannot resume {path} with different settings ({diffs}): they are fixed by the checkpoint; "
+                              f"resume without them or start a new run. A resumed run may change only "
+                              f"{', '.join(RESUMABLE_FIELDS)}")
+    try:
+        return TrainConfig.from_dict({**config.to_dict(), **overrides})
+    except ValueError as exc:
+        raise CheckpointError(f"resuming {path}: {exc}") from exc
