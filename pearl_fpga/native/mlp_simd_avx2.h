@@ -7,25 +7,38 @@
 // The same MAC array on 256-bit vectors (AVX2): each 16-output group of the packed rows is two ymm
 // halves; one observation at a time; requantization per output with the kernel's mlp::requantize
 // (AVX2 has no 64-bit arithmetic shift or saturating narrow).
+// Two partial sums per output over interleaved pairs keep enough independent dot products in flight
+// to hide their latency; the int32 sums wrap, so any order is exact.
 template <int NH>  // NH ymm halves of 8 outputs
 MLP_TARGET inline void mac_block(const int32_t* w, std::size_t row, const alias_i32* lo, const alias_i32* hi,
                                     int p0, int p1, int64_t* acc) {
-    __m256i s_lo[NH], s_hi[NH];
-    for (int h = 0; h < NH; ++h) s_lo[h] = s_hi[h] = _mm256_setzero_si256();
-    for (int p = p0; p < p1; ++p) {
+    constexpr int K = 2;
+    __m256i s_lo[K][NH], s_hi[K][NH];
+    for (int k = 0; k < K; ++k)
+        for (int h = 0; h < NH; ++h) s_lo[k][h] = s_hi[k][h] = _mm256_setzero_si256();
+    auto pair = [&](int p, __m256i(&sl)[NH], __m256i(&sh)[NH]) MLP_TARGET {
         const __m256i bl = _mm256_set1_epi32(lo[p]);
         const __m256i bh = _mm256_set1_epi32(hi[p]);
         const int32_t* wr = w + std::size_t(p) * row;
         for (int h = 0; h < NH; ++h) {
             const __m256i wv = _mm256_load_si256(reinterpret_cast<const __m256i*>(wr + h * 8));
-            s_lo[h] = MLP_DOT256(s_lo[h], wv, bl);
-            s_hi[h] = MLP_DOT256(s_hi[h], wv, bh);
+            sl[h] = MLP_DOT256(sl[h], wv, bl);
+            sh[h] = MLP_DOT256(sh[h], wv, bh);
         }
-    }
+    };
+    int p = p0;
+    for (; p + K <= p1; p += K)
+        for (int k = 0; k < K; ++k) pair(p + k, s_lo[k], s_hi[k]);
+    for (; p < p1; ++p) pair(p, s_lo[0], s_hi[0]);
+    for (int k = 1; k < K; ++k)
+        for (int h = 0; h < NH; ++h) {
+            s_lo[0][h] = _mm256_add_epi32(s_lo[0][h], s_lo[k][h]);
+            s_hi[0][h] = _mm256_add_epi32(s_hi[0][h], s_hi[k][h]);
+        }
     for (int h = 0; h < NH; ++h) {
         for (int q = 0; q < 2; ++q) {  // 256 * hi + lo in int64, 4 lanes at a time
-            const __m128i l32 = q ? _mm256_extracti128_si256(s_lo[h], 1) : _mm256_castsi256_si128(s_lo[h]);
-            const __m128i h32 = q ? _mm256_extracti128_si256(s_hi[h], 1) : _mm256_castsi256_si128(s_hi[h]);
+            const __m128i l32 = q ? _mm256_extracti128_si256(s_lo[0][h], 1) : _mm256_castsi256_si128(s_lo[0][h]);
+            const __m128i h32 = q ? _mm256_extracti128_si256(s_hi[0][h], 1) : _mm256_castsi256_si128(s_hi[0][h]);
             const __m256i sum =
                 _mm256_add_epi64(_mm256_cvtepi32_epi64(l32), _mm256_slli_epi64(_mm256_cvtepi32_epi64(h32), 8));
             __m256i* a = reinterpret_cast<__m256i*>(acc + h * 8 + q * 4);

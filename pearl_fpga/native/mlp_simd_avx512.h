@@ -31,13 +31,17 @@ struct Obs {
 // NV vectors of 16 outputs for OB observations over input pairs [p0, p1) (at most BLOCK_PAIRS, so
 // the int32 sums are exact). Weight vectors are loaded once for all OB observations. With `bias`,
 // this is the whole layer: add the bias and write int16 outputs; else add into the int64 sums.
+// Narrow blocks keep K partial sums per output over interleaved pairs, so that enough independent
+// dot products are in flight to hide their latency; the int32 sums wrap, so any order is exact.
 template <int NV, int OB>
 MLP_TARGET inline void mac_block(const int32_t* w, std::size_t row, const Obs* obs, int p0, int p1,
                                  const int64_t* bias, const Requant& rq) {
-    __m512i s_lo[OB][NV], s_hi[OB][NV];
-    for (int o = 0; o < OB; ++o)
-        for (int v = 0; v < NV; ++v) s_lo[o][v] = s_hi[o][v] = _mm512_setzero_si512();
-    for (int p = p0; p < p1; ++p) {
+    constexpr int K = NV >= 4 ? 1 : 4 / NV;
+    __m512i s_lo[K][OB][NV], s_hi[K][OB][NV];
+    for (int k = 0; k < K; ++k)
+        for (int o = 0; o < OB; ++o)
+            for (int v = 0; v < NV; ++v) s_lo[k][o][v] = s_hi[k][o][v] = _mm512_setzero_si512();
+    auto pair = [&](int p, __m512i(&lo)[OB][NV], __m512i(&hi)[OB][NV]) MLP_TARGET {
         __m512i bl[OB], bh[OB];
         for (int o = 0; o < OB; ++o) {
             bl[o] = _mm512_set1_epi32(obs[o].lo[p]);
@@ -47,16 +51,26 @@ MLP_TARGET inline void mac_block(const int32_t* w, std::size_t row, const Obs* o
         for (int v = 0; v < NV; ++v) {
             const __m512i wv = _mm512_load_si512(wr + v * VEC);
             for (int o = 0; o < OB; ++o) {
-                s_lo[o][v] = MLP_DOT512(s_lo[o][v], wv, bl[o]);
-                s_hi[o][v] = MLP_DOT512(s_hi[o][v], wv, bh[o]);
+                lo[o][v] = MLP_DOT512(lo[o][v], wv, bl[o]);
+                hi[o][v] = MLP_DOT512(hi[o][v], wv, bh[o]);
             }
         }
-    }
+    };
+    int p = p0;
+    for (; p + K <= p1; p += K)
+        for (int k = 0; k < K; ++k) pair(p + k, s_lo[k], s_hi[k]);
+    for (; p < p1; ++p) pair(p, s_lo[0], s_hi[0]);
+    for (int k = 1; k < K; ++k)
+        for (int o = 0; o < OB; ++o)
+            for (int v = 0; v < NV; ++v) {
+                s_lo[0][o][v] = _mm512_add_epi32(s_lo[0][o][v], s_lo[k][o][v]);
+                s_hi[0][o][v] = _mm512_add_epi32(s_hi[0][o][v], s_hi[k][o][v]);
+            }
     for (int o = 0; o < OB; ++o) {
         for (int v = 0; v < NV; ++v) {
             for (int half = 0; half < 2; ++half) {  // 256 * hi + lo in int64, 8 lanes at a time
-                const __m256i l32 = half ? _mm512_extracti64x4_epi64(s_lo[o][v], 1) : _mm512_castsi512_si256(s_lo[o][v]);
-                const __m256i h32 = half ? _mm512_extracti64x4_epi64(s_hi[o][v], 1) : _mm512_castsi512_si256(s_hi[o][v]);
+                const __m256i l32 = half ? _mm512_extracti64x4_epi64(s_lo[0][o][v], 1) : _mm512_castsi512_si256(s_lo[0][o][v]);
+                const __m256i h32 = half ? _mm512_extracti64x4_epi64(s_hi[0][o][v], 1) : _mm512_castsi512_si256(s_hi[0][o][v]);
                 const __m512i sum =
                     _mm512_add_epi64(_mm512_cvtepi32_epi64(l32), _mm512_slli_epi64(_mm512_cvtepi32_epi64(h32), 8));
                 const int k = v * VEC + half * 8;
