@@ -30,11 +30,12 @@ namespace {
 
 constexpr int GIL_RELEASE_BATCH = 16;  // below this the release costs more than it frees
 // Work per observation is counted in MAC vectors (input pairs x 16-output groups, summed over the
-// layers, plus a fixed share for the per-observation work outside the MACs). A batch is split over
-// threads from this much work on (waking a helper and joining it costs about as much as the MACs of a
-// small batch): see docs/benchmarks.md for how it was chosen and how to measure it on another host.
-constexpr long PARALLEL_WORK = 48 * 1024;
-constexpr int OBS_OVERHEAD_WORK = 16;  // the input split, requantization and head of one observation
+// layers) plus a fixed share for the rest of one observation (input split, requantization, head,
+// quantization), fitted to one-thread timings of three networks. A batch is split over threads from
+// PARALLEL_WORK on: several times what waking a helper and joining it cost. hls/mlp/README.md says how
+// these were measured and how to check them on another host.
+constexpr long PARALLEL_WORK = 64 * 1024;
+constexpr int OBS_OVERHEAD_WORK = 128;
 constexpr int CHUNKS_PER_THREAD = 4;   // a helper that wakes late takes fewer chunks
 constexpr int MAX_THREADS = 64;
 
