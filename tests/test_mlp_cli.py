@@ -35,6 +35,7 @@ def test_bench_json_has_every_figure(capsys):
             for key in ("cpu_us", "torch_1thread_us", "torch_default_us"):
                 assert row[key] > 0 and row[key] <= row[key.replace("_us", "_median_us")]
             assert row["speedup_vs_torch_1thread"] == pytest.approx(row["torch_1thread_us"] / row["cpu_us"])
+            assert row["cpu_threads"] in ({1} if row["batch"] < 16 else {1, data["torch_default_threads"]})
         assert entry["rtl"] == {"available": False, "reason": "skipped (--no-rtl)"}
     from pearl_fpga import _mlp_native
 
