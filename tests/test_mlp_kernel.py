@@ -1,5 +1,6 @@
-"""MLP kernel: the numpy reference, the HLS C++ (cpu backend: AVX-512 path and plain HLS loops) and,
-when present, the RTL agree bit for bit (hls/mlp/SPEC.md); the tanh table and its stated error."""
+"""MLP kernel: the numpy reference, the HLS C++ (cpu backend: every MAC array the CPU runs, with and
+without VNNI, on any thread count, and the plain HLS loops) and, when present, the RTL agree bit for bit
+(hls/mlp/SPEC.md); the tanh table and its stated error."""
 
 from __future__ import annotations
 
