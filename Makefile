@@ -68,7 +68,8 @@ test: native csim csim-vendor
 ISA_TESTS := tests/test_algos.py tests/test_fused_learner.py tests/test_threads.py tests/test_inline_record.py tests/test_mlp_kernel.py \
 	tests/test_tabular_kernel.py
 ISA_SWITCHES := ATEN_CPU_CAPABILITY=default ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=avx512 \
-	MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 PEARL_FPGA_NATIVE_ISA=avx2 PEARL_FPGA_NATIVE_ISA=scalar
+	MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 PEARL_FPGA_NATIVE_ISA=avx512 PEARL_FPGA_NATIVE_ISA=avx2 \
+	PEARL_FPGA_NATIVE_ISA=scalar
 test-isa: native
 	@set -e; for switch in $(ISA_SWITCHES); do \
 	  echo "tests under $$switch"; \

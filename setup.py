@@ -67,6 +67,8 @@ def _extensions():
                 cxx_std=17,
                 extra_compile_args=flags,
                 define_macros=CPU_BUILD_MACROS.get(kernel, []),
+                depends=sorted(str(h.relative_to(ROOT)) for d in ("hls", f"hls/{kernel}", "pearl_fpga/native")
+                               for h in (ROOT / d).glob("*.h")),  # a header change rebuilds the extension
             )
         )
     # Not a kernel: the fused element-wise pieces of the CPU learner step (pearl_fpga/algos/fused.py).

@@ -22,7 +22,7 @@ def backend_factories() -> dict[str, Callable[[], object]]:
     from pearl_fpga.backends.mlp_cpu import CpuMLPBackend
 
     factories: dict[str, Callable[[], object]] = {}
-    for path in cpu_paths():  # every MAC array this CPU can run: "avx512", "avx2", "plain" (HLS loops)
+    for path in cpu_paths():  # every MAC array this CPU can run, e.g. "avx512vnni", and "plain" (HLS loops)
         factories[f"cpu-{path}"] = lambda path=path: CpuMLPBackend(path=path)
     if importlib.util.find_spec("pearl_fpga.board.verilator_transport") is not None:
 
@@ -37,10 +37,10 @@ def backend_factories() -> dict[str, Callable[[], object]]:
 
 def cpu_paths() -> list[str]:
     """The cpu backend's MAC arrays that run on this machine ("plain" always does)."""
-    from pearl_fpga.backends.mlp_cpu import CpuMLPBackend
+    from pearl_fpga.backends.mlp_cpu import CpuMLPBackend, native_module
 
     paths = []
-    for path in ("avx512", "avx2", "plain"):
+    for path in native_module().PATHS:
         try:
             CpuMLPBackend(path=path)
         except ValueError:

@@ -41,8 +41,11 @@ def test_bench_json_has_every_figure(capsys):
             for key in ("cpu_us", "torch_1thread_us", "torch_default_us"):
                 assert row[key] > 0 and row[key] <= row[key.replace("_us", "_median_us")]
             assert row["speedup_vs_torch_1thread"] == pytest.approx(row["torch_1thread_us"] / row["cpu_us"])
+            assert row["cpu_threads"] in ({1} if row["batch"] < 16 else {1, data["torch_default_threads"]})
         assert entry["rtl"] == {"available": False, "reason": "skipped (--no-rtl)"}
-    assert data["cpu_path"] in ("avx512", "avx2", "plain") and data["torch_default_threads"] >= 1
+    from pearl_fpga import _mlp_native
+
+    assert data["cpu_path"] in _mlp_native.PATHS and data["torch_default_threads"] >= 1
 
 
 def test_bench_table(capsys):

@@ -1,15 +1,18 @@
-"""MLP kernel: the numpy reference, the HLS C++ (cpu backend: AVX-512 path and plain HLS loops) and,
-when present, the RTL agree bit for bit (hls/mlp/SPEC.md); the tanh table and its stated error."""
+"""MLP kernel: the numpy reference, the HLS C++ (cpu backend: every MAC array the CPU runs, with and
+without VNNI, on any thread count, and the plain HLS loops) and, when present, the RTL agree bit for bit
+(hls/mlp/SPEC.md); the tanh table and its stated error."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from mlp_cases import (
     FIXED_CASES,
@@ -72,16 +75,21 @@ def test_random_networks_bit_exact(backend_name, case):
 
 
 def test_fastest_path_is_really_used_where_available():
+    from pearl_fpga import _mlp_native
     from pearl_fpga.backends.mlp_cpu import CpuMLPBackend
 
     flags = set(Path("/proc/cpuinfo").read_text().split()) if Path("/proc/cpuinfo").exists() else set()
-    want = "avx512" if {"avx512f", "avx512bw"} <= flags else "avx2" if {"avx2", "bmi2"} <= flags else "plain"
-    cap = os.environ.get("PEARL_FPGA_NATIVE_ISA") or "avx512"  # make test-isa runs the narrower paths too
-    order = ["plain", "avx2", "avx512"]
-    want = order[min(order.index(want), order.index("plain" if cap == "scalar" else cap))]
+    avx512, avx2 = {"avx512f", "avx512bw"} <= flags, {"avx2", "bmi2"} <= flags
+    cap = os.environ.get("PEARL_FPGA_NATIVE_ISA") or "vnni"  # make test-isa runs the narrower paths too
+    levels = ["scalar", "avx2", "avx512", "vnni"]
+    allowed = lambda level: levels.index(level) <= levels.index(cap)  # noqa: E731
+    vnni = allowed("vnni") and ("avx512_vnni" in flags if avx512 and allowed("avx512") else "avx_vnni" in flags)
+    want = ("avx512" if avx512 and allowed("avx512") else "avx2" if avx2 and allowed("avx2") else "plain")
+    want = want + "vnni" if want != "plain" and vnni else want
     assert CpuMLPBackend().path == want
+    assert want in _mlp_native.PATHS
     assert CpuMLPBackend(path="plain").path == "plain"
-    with pytest.raises(ValueError, match="path must be"):
+    with pytest.raises(ValueError, match="path must be one of 'auto', 'avx512vnni'"):
         CpuMLPBackend(path="sse9")
 
 
@@ -182,3 +190,132 @@ def test_kernel_parameters_match_the_python_description():
     assert _mlp_native.MAX_LAYERS == mlp_format.MAX_LAYERS
     assert _mlp_native.MAX_BATCH == mlp_format.MAX_BATCH
     assert NumpyMLPBackend.max_width == mlp_format.CPU_MAX_WIDTH
+
+
+# A batch split over threads: every observation is computed alone, so any thread count gives the same bits.
+
+
+def _split_engine(path: str, threads: int, layers, head: str, parallel_batch: int = 2):
+    from pearl_fpga import _mlp_native
+
+    engine = _mlp_native.Engine(path, threads)
+    assert engine.load(encode_load_stream(layers, head)) == 0
+    engine.parallel_batch = parallel_batch
+    return engine
+
+
+@pytest.mark.parametrize("path", cpu_paths())
+@given(case=networks(), threads=st.integers(2, 4), batch=st.integers(16, 200), seed=st.integers(0, 2**32 - 1))
+def test_split_batches_bit_exact(path, case, threads, batch, seed):
+    layers, head, _ = case
+    x_q = random_inputs(np.random.default_rng(seed), batch, layers[0].weight.shape[1])
+    engine = _split_engine(path, threads, layers, head)
+    assert engine.threads_for(batch) == threads
+    assert_same(engine.infer_int(x_q), reference(layers, head, x_q), f"{path}, {threads} threads, batch {batch}")
+
+
+@pytest.mark.parametrize("path", cpu_paths())
+def test_saturation_corners_on_every_path_and_thread_count(path):
+    """Weights and inputs at the int16 corners, the widest layers (two exact blocks per row), biases at
+    the int32 corners, and shifts from none to the largest: the sums a split activation must keep exact."""
+    rng = np.random.default_rng(7)
+    corners = np.array([-32768, 32767, -32767, 255, 256, -256, -1, 0, 1], np.int64)
+    layers = []
+    for widths, shift, relu in (((512, 512), 0, True), ((512, 300), 40, False), ((300, 5), 16, False)):
+        n, m = widths
+        w = rng.choice([-32768, 32767, -1, 0], size=(m, n)).astype(np.int16)
+        w[0] = -32768  # a row of the most negative weight: its sum reaches -2^39 on saturated inputs
+        b = rng.choice([-(2**31), 2**31 - 1, 0], size=m).astype(np.int32)
+        layers.append(QuantizedLayer(w, b, shift, relu))
+    x_q = rng.choice(corners, size=(97, 512)).astype(np.int16)
+    x_q[:8] = -32768
+    x_q[8:16] = 32767
+    want = reference(layers, HEAD_RAW, x_q)
+    for threads in (1, 2, 3):
+        engine = _split_engine(path, threads, layers, HEAD_RAW)
+        assert_same(engine.infer_int(x_q), want, f"{path}, {threads} threads")
+
+
+def test_thread_settings():
+    import torch
+
+    from pearl_fpga.backends.mlp_cpu import CpuMLPBackend
+
+    backend = CpuMLPBackend()
+    assert backend.threads == 0  # automatic
+    with pytest.raises(ValueError, match="no weights loaded"):
+        _ = backend.parallel_batch
+    backend.load(*build_case("wide-256-256-7"))
+    wide = backend.parallel_batch
+    backend.load(*build_case("dqn-4-64-64-2"))
+    assert 2 <= wide < backend.parallel_batch  # more work per observation: split from a smaller batch
+    derived = backend.parallel_batch
+    backend.parallel_batch = 40
+    backend.load(*build_case("dqn-4-64-64-2"))  # a setting outlives new weights
+    assert backend.parallel_batch == 40 and backend.engine.threads_for(39) == 1
+    old = torch.get_num_threads()
+    try:
+        for n in (1, 2, 3):
+            torch.set_num_threads(n)
+            assert backend.engine.threads_for(40) == n  # the default follows torch where torch is loaded
+    finally:
+        torch.set_num_threads(old)
+    backend.threads = 3
+    assert backend.engine.threads_for(40) == 3 and backend.engine.threads_for(15) == 1
+    backend.parallel_batch = 0
+    assert backend.parallel_batch == derived
+    with pytest.raises(ValueError, match="threads must be 0"):
+        backend.threads = -1
+    with pytest.raises(ValueError, match="parallel_batch must be 0"):
+        backend.parallel_batch = -1
+
+
+DEFAULT_THREADS_PROBE = """
+import sys
+from pearl_fpga.backends.mlp_cpu import CpuMLPBackend
+sys.path.insert(0, "tests")
+from mlp_cases import build_case
+backend = CpuMLPBackend()
+backend.load(*build_case("wide-256-256-7"))
+assert "torch" not in sys.modules
+print(backend.engine.threads_for(4096))
+"""
+
+
+@pytest.mark.parametrize("omp", [None, "1", "2,1"])
+def test_default_threads_without_torch(omp):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    if omp is not None:
+        env["OMP_NUM_THREADS"] = omp
+    r = subprocess.run([sys.executable, "-c", DEFAULT_THREADS_PROBE], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    cores = len(os.sched_getaffinity(0))
+    assert int(r.stdout) == (cores if omp is None else min(cores, int(omp.split(",")[0])))
+
+
+def test_split_batches_from_several_threads_and_after_a_fork():
+    """Concurrent callers share the helper pool (one runs alone while another holds it), and a forked
+    child, which has no helper threads, starts its own pool instead of waiting for the parent's."""
+    import multiprocessing
+    from concurrent.futures import ThreadPoolExecutor
+
+    layers, head = build_case("wide-256-256-7")
+    engine = _split_engine(cpu_paths()[0], 2, layers, head)
+    inputs = [random_inputs(np.random.default_rng(seed), 64 + seed, 256) for seed in range(8)]
+    wants = [reference(layers, head, x) for x in inputs]
+    with ThreadPoolExecutor(4) as pool:
+        for got, want in zip(pool.map(engine.infer_int, inputs * 4), wants * 4):
+            assert_same(got, want, "concurrent callers")
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=_infer_and_check, args=(engine, inputs[0], wants[0]))
+    child.start()
+    child.join(timeout=120)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("a forked child hung on the helper pool")
+    assert child.exitcode == 0
+
+
+def _infer_and_check(engine, x_q, want) -> None:
+    assert_same(engine.infer_int(x_q), want, "after a fork")

@@ -1,4 +1,5 @@
-"""Every native code path the package picks at run time (AVX-512, AVX2, scalar) computes the same bits.
+"""Every native code path the package picks at run time (AVX-512 or AVX2 with or without VNNI, scalar)
+computes the same bits.
 
 A host runs only the widest path its CPU has; PEARL_FPGA_NATIVE_ISA caps that choice (an unknown value
 fails the import with a clear message). Each path runs in a fresh process, since the choice is made at
@@ -35,13 +36,15 @@ for _ in range(3):
     h.update(np.float32(loss).tobytes()); h.update(td.numpy().tobytes())
 for p in algo.q.parameters():
     h.update(p.detach().numpy().tobytes())
-# MLP inference on the auto path
+# MLP inference on the auto path, on one thread and split over two
 from mlp_cases import random_layers, random_inputs
 layers = random_layers(np.random.default_rng(1), [7, 33, 19, 4], shifts=(10, 20))
-mlp = CpuMLPBackend()
+mlp = CpuMLPBackend(threads=1)
 mlp.load(layers, "raw")
-for part in mlp.infer(random_inputs(np.random.default_rng(2), 65, 7)):  # (values, argmax)
-    h.update(np.ascontiguousarray(part).tobytes())
+for threads in (1, 2):
+    mlp.threads, mlp.parallel_batch = threads, 2
+    for part in mlp.infer(random_inputs(np.random.default_rng(2), 65, 7)):  # (values, argmax)
+        h.update(np.ascontiguousarray(part).tobytes())
 # tabular updates
 q = TabularQ(50, 4, alpha=0.25, gamma=0.9, backend="cpu")
 n = 2000
@@ -60,12 +63,14 @@ def _run(isa: str | None) -> subprocess.CompletedProcess:
 
 
 def test_every_native_path_gives_the_same_bits():
-    runs = {isa: _run(isa) for isa in ("avx512", "avx2", "scalar")}
+    runs = {isa: _run(isa) for isa in ("vnni", "avx512", "avx2", "scalar")}
     for isa, r in runs.items():
         assert r.returncode == 0, f"PEARL_FPGA_NATIVE_ISA={isa}: {r.stderr[-2000:]}"
     out = {isa: r.stdout.split() for isa, r in runs.items()}
     assert out["scalar"][:3] == ["scalar", "plain", "scalar"]  # the cap really narrows every extension
     assert out["avx2"][0] in ("avx2", "scalar") and out["avx2"][1] in ("avx2", "plain")
+    assert out["avx512"][1] in ("avx512", "avx2", "plain")  # below "vnni": no dot-product instructions
+    assert out["vnni"][0] == out["avx512"][0] and out["vnni"][2] == out["avx512"][2]  # a cap for the MLP only
     digests = {isa: o[3] for isa, o in out.items()}
     assert len(set(digests.values())) == 1, f"the paths disagree: {out}"
 
@@ -73,4 +78,4 @@ def test_every_native_path_gives_the_same_bits():
 def test_an_unknown_isa_name_fails_the_import_and_names_the_variable():
     r = _run("sse9")
     assert r.returncode != 0
-    assert "PEARL_FPGA_NATIVE_ISA must be avx512, avx2 or scalar" in r.stderr
+    assert "PEARL_FPGA_NATIVE_ISA must be vnni, avx512, avx2 or scalar" in r.stderr

@@ -24,8 +24,14 @@ def native_module():
 
 
 class CpuMLPBackend:
-    """The kernel's C++ on this CPU. path="auto" runs the fastest MAC array the CPU has ("avx512",
-    "avx2"), bit-identical to "plain", the kernel's own HLS loops (used where neither exists).
+    """The kernel's C++ on this CPU. path="auto" runs the fastest MAC array the CPU has ("avx512vnni",
+    "avx512", "avx2vnni", "avx2": `PATHS`), bit-identical to "plain", the kernel's own HLS loops (used
+    where none exists).
+
+    A batch large enough to pay for it (`parallel_batch`, derived from the network's size) is split over
+    `threads` threads; the bits are the same for any count. threads=0 (the default) follows torch's
+    intra-op thread count where torch is loaded (the runtime sets it per process: 1 in actor processes),
+    else the cores this process may use, at most OMP_NUM_THREADS.
 
     Besides the MLPBackend protocol it offers the fused float path MLPInfer uses:
     `set_io_format(fa_in, fa_out)`, `infer_float(obs)` and `act_argmax(obs)`.
@@ -33,21 +39,40 @@ class CpuMLPBackend:
 
     name = "cpu"
 
-    def __init__(self, path: str = "auto") -> None:
+    def __init__(self, path: str = "auto", threads: int = 0) -> None:
         native = native_module()
         self.max_layers: int = native.MAX_LAYERS
         self.max_width: int = native.MAX_WIDTH
         self.max_batch: int = native.MAX_BATCH
         self.last_cycles: int | None = None
-        self.engine = native.Engine(path)
+        self.engine = native.Engine(path, threads)
         self.infer_float = self.engine.infer_float
         self.act_argmax = self.engine.act_argmax
         self.set_io_format = self.engine.set_io_format
 
     @property
     def path(self) -> str:
-        """The MAC array in use: "avx512", "avx2" or "plain"."""
+        """The MAC array in use: one of `_mlp_native.PATHS`, e.g. "avx512vnni", or "plain"."""
         return str(self.engine.path)
+
+    @property
+    def threads(self) -> int:
+        """Threads for a batch of at least `parallel_batch` observations; 0: automatic (see the class)."""
+        return int(self.engine.threads)
+
+    @threads.setter
+    def threads(self, threads: int) -> None:
+        self.engine.threads = threads
+
+    @property
+    def parallel_batch(self) -> int:
+        """The batch size from which a call is split over threads (needs loaded weights). Setting 0 goes
+        back to the size derived from the network's work."""
+        return int(self.engine.parallel_batch)
+
+    @parallel_batch.setter
+    def parallel_batch(self, batch: int) -> None:
+        self.engine.parallel_batch = batch
 
     def load(self, layers: Sequence[QuantizedLayer], head: str) -> None:
         check_layers(layers, head, self.max_layers, self.max_width)

@@ -133,6 +133,7 @@ def measure(repeats: int, with_rtl: bool, progress: Callable[[str], None]) -> di
                 row: dict[str, Any] = {"batch": batch}
                 best, median = time_call(lambda: policy(x), repeats)
                 row["cpu_us"], row["cpu_median_us"] = best * 1e6, median * 1e6
+                row["cpu_threads"] = int(policy.backend.engine.threads_for(batch))  # batches split over threads
 
                 def torch_call() -> Any:
                     with torch.inference_mode():

@@ -2,18 +2,25 @@
 //
 // Engine.load() parses the SPEC.md LOAD stream with the kernel's own load_model(); inference runs
 // the kernel's forward_batch() (path "plain") or the bit-identical AVX-512/AVX2 MAC array of
-// mlp_simd.h on the same loaded model (path "auto" picks the fastest the CPU has).
+// mlp_simd.h, with or without VNNI, on the same loaded model (path "auto" picks the fastest the CPU
+// has). Batches of at least parallel_batch observations are split over threads (batch_pool.h);
+// every observation is computed alone, so the bits do not depend on the thread count.
 // infer_float() is the fused host path MLPInfer uses: float
 // observations -> int16 (SPEC input quantization) -> all layers -> float32, in one call, without
 // allocations beyond the result array, releasing the GIL for larger batches.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "batch_pool.h"
 #include "mlp.h"
 #include "mlp_simd.h"
 
@@ -22,6 +29,15 @@ namespace py = pybind11;
 namespace {
 
 constexpr int GIL_RELEASE_BATCH = 16;  // below this the release costs more than it frees
+// Work per observation is counted in MAC vectors (input pairs x 16-output groups, summed over the
+// layers) plus a fixed share for the rest of one observation (input split, requantization, head,
+// quantization), fitted to one-thread timings of three networks. A batch is split over threads from
+// PARALLEL_WORK on: several times what waking a helper and joining it cost. hls/mlp/README.md says how
+// these were measured and how to check them on another host.
+constexpr long PARALLEL_WORK = 64 * 1024;
+constexpr int OBS_OVERHEAD_WORK = 128;
+constexpr int CHUNKS_PER_THREAD = 4;   // a helper that wakes late takes fewer chunks
+constexpr int MAX_THREADS = 64;
 
 // Feeds a uint16 word array to load_model() as an AXI stream (tlast on the final word).
 struct WordSource {
@@ -36,12 +52,39 @@ struct WordSource {
     }
 };
 
-// A loaded network: the kernel's Model and, when the AVX-512 path is on, its repacked copy.
+// A loaded network: the kernel's Model and, when a MAC array is on, its repacked copy.
 struct Loaded {
     std::unique_ptr<mlp::Model> model;
     std::unique_ptr<mlp_simd::SimdModel> simd;
     mlp_simd::Isa isa = mlp_simd::Isa::PLAIN;
+    long work_per_obs = 1;  // in MAC vectors, see PARALLEL_WORK
 };
+
+long work_per_observation(const mlp::Model& m) {
+    long work = OBS_OVERHEAD_WORK;
+    for (int l = 0; l < m.n_layers; ++l) {
+        const mlp::LayerDesc& d = m.layer[l];
+        work += long((d.n_in + 1) / 2) * ((d.m_out + mlp_simd::VEC - 1) / mlp_simd::VEC);
+    }
+    return work;
+}
+
+// The threads a split batch may use when the caller leaves it open: torch's intra-op thread count
+// where torch is loaded (the runtime sets it per process, 1 in actor processes), else the cores this
+// process may run on, at most OMP_NUM_THREADS where that is set. Needs the GIL.
+int default_threads() {
+    py::dict modules = py::module_::import("sys").attr("modules");
+    if (modules.contains("torch")) {
+        py::object torch = modules["torch"];
+        if (py::hasattr(torch, "get_num_threads")) return torch.attr("get_num_threads")().cast<int>();
+    }
+    int cores = 1;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = std::max(1, CPU_COUNT(&set));
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    const int omp_threads = omp ? std::atoi(omp) : 0;  // "4,2" (nested levels): the outer count
+    return omp_threads > 0 ? std::min(cores, omp_threads) : cores;
+}
 
 // Per-thread scratch, reused across calls (no allocation once grown).
 struct Scratch {
@@ -59,22 +102,44 @@ std::string shape_str(const py::array& a) {
 
 class Engine {
    public:
-    explicit Engine(const std::string& path) {
+    Engine(const std::string& path, int threads) {
+        set_threads(threads);
         if (path == "auto") {
             isa_ = mlp_simd::best_isa();
-        } else {
-            isa_ = path == "avx512" ? mlp_simd::Isa::AVX512 : path == "avx2" ? mlp_simd::Isa::AVX2
-                                                                                : mlp_simd::Isa::PLAIN;
-            if (path != "avx512" && path != "avx2" && path != "plain")
-                throw py::value_error("path must be 'auto', 'avx512', 'avx2' or 'plain', not '" + path + "'");
-            if (!mlp_simd::supported(isa_))
-                throw py::value_error("this CPU cannot run the " + path + " path: use path='auto'");
+            return;
         }
+        std::string names = "'auto'";
+        for (mlp_simd::Isa isa : mlp_simd::ALL_ISAS) {
+            names += std::string(", '") + mlp_simd::name(isa) + "'";
+            if (path == mlp_simd::name(isa)) {
+                if (!mlp_simd::supported(isa)) throw py::value_error("this CPU cannot run the " + path + " path: use path='auto'");
+                isa_ = isa;
+                return;
+            }
+        }
+        throw py::value_error("path must be one of " + names + ", not '" + path + "'");
     }
 
-    // The MAC array in use: "avx512", "avx2" or "plain" (the kernel's own HLS loops).
-    std::string path() const {
-        return isa_ == mlp_simd::Isa::AVX512 ? "avx512" : isa_ == mlp_simd::Isa::AVX2 ? "avx2" : "plain";
+    // The MAC array in use: "avx512vnni", "avx512", "avx2vnni", "avx2" or "plain" (the kernel's own HLS loops).
+    std::string path() const { return mlp_simd::name(isa_); }
+
+    // Threads for a batch of at least parallel_batch observations; 0: default_threads() at each call.
+    int threads() const { return threads_; }
+    void set_threads(int threads) {
+        if (threads < 0 || threads > MAX_THREADS)
+            throw py::value_error("threads must be 0 (automatic) or 1.." + std::to_string(MAX_THREADS) + ", not " +
+                                  std::to_string(threads));
+        threads_ = threads;
+    }
+
+    // The threads a call with `batch` observations would use now (needs the GIL for the default).
+    int threads_for(int batch) const { return threads_for(*require_loaded(model_), batch); }
+
+    // The batch size from which a call is split over threads: set (> 0), or from the loaded network's work.
+    int parallel_batch() const { return parallel_batch(*require_loaded(model_)); }
+    void set_parallel_batch(int batch) {
+        if (batch < 0) throw py::value_error("parallel_batch must be 0 (from the network's work) or positive");
+        parallel_batch_ = batch;
     }
 
     // Returns the error register value (0: loaded). On an error the previous weights stay.
@@ -94,6 +159,7 @@ class Engine {
             err = mlp::load_model(src, *loaded->model);
             if (err == 0 && src.pos != src.n) err = mlp::ERR_BAD_LOAD;  // words after tlast: not one LOAD
             if (err == 0 && isa_ != mlp_simd::Isa::PLAIN) loaded->simd = mlp_simd::pack(*loaded->model);
+            if (err == 0) loaded->work_per_obs = work_per_observation(*loaded->model);
             loaded->isa = isa_;
         }
         if (err != 0) return err;
@@ -179,11 +245,24 @@ class Engine {
     std::shared_ptr<const Loaded> model_;  // replaced whole on load: in-flight calls keep theirs
     double in_scale_ = 1.0;
     double out_scale_ = 1.0;
+    int threads_ = 1;
+    int parallel_batch_ = 0;
 
     const mlp::Model& require() const { return require(model_); }
-    static const mlp::Model& require(const std::shared_ptr<const Loaded>& m) {
+    static const mlp::Model& require(const std::shared_ptr<const Loaded>& m) { return *require_loaded(m)->model; }
+    static const Loaded* require_loaded(const std::shared_ptr<const Loaded>& m) {
         if (!m) throw py::value_error("no weights loaded: call load() first");
-        return *m->model;
+        return m.get();
+    }
+
+    int parallel_batch(const Loaded& l) const {
+        if (parallel_batch_ > 0) return parallel_batch_;
+        return int(std::max(2L, (PARALLEL_WORK + l.work_per_obs - 1) / l.work_per_obs));
+    }
+
+    int threads_for(const Loaded& l, int batch) const {
+        if (batch < GIL_RELEASE_BATCH || batch < parallel_batch(l)) return 1;
+        return std::max(1, std::min(MAX_THREADS, threads_ > 0 ? threads_ : default_threads()));
     }
 
     static py::ssize_t check_shape(const py::array& x, int n0, bool allow_1d) {
@@ -206,21 +285,32 @@ class Engine {
     }
 
     static void forward(const Loaded& l, const int16_t* x, int batch, int16_t* y, int32_t* argmax) {
-        if (l.isa == mlp_simd::Isa::AVX512)
-            mlp_simd::forward_batch(*l.simd, x, batch, y, argmax);
-        else if (l.isa == mlp_simd::Isa::AVX2)
-            mlp_simd::forward_batch_avx2(*l.simd, x, batch, y, argmax);
-        else
+        if (l.isa == mlp_simd::Isa::PLAIN)
             mlp::forward_batch(*l.model, x, batch, y, argmax);
+        else
+            mlp_simd::forward_batch(l.isa, *l.simd, x, batch, y, argmax);
     }
 
-    static void run(const Loaded& l, const int16_t* x, int batch, int16_t* y, int32_t* argmax) {
-        if (batch >= GIL_RELEASE_BATCH) {
-            py::gil_scoped_release release;
+    // Called with the GIL held; releases it for larger batches.
+    void run(const Loaded& l, const int16_t* x, int batch, int16_t* y, int32_t* argmax) const {
+        if (batch < GIL_RELEASE_BATCH) {
             forward(l, x, batch, y, argmax);
-        } else {
-            forward(l, x, batch, y, argmax);
+            return;
         }
+        const int threads = threads_for(l, batch);
+        batch_pool::Pool* pool = threads > 1 ? &batch_pool::instance() : nullptr;
+        py::gil_scoped_release release;
+        if (pool == nullptr) {
+            forward(l, x, batch, y, argmax);
+            return;
+        }
+        const int n0 = l.model->layer[0].n_in, m = l.model->layer[l.model->n_layers - 1].m_out;
+        const int per_chunk = (batch + CHUNKS_PER_THREAD * threads - 1) / (CHUNKS_PER_THREAD * threads);
+        const int chunk = std::max(2, (per_chunk + 1) / 2 * 2);  // even: the MAC array pairs observations
+        pool->run(batch, chunk, threads, [&](int begin, int end) {
+            forward(l, x + std::size_t(begin) * n0, end - begin, y + std::size_t(begin) * m,
+                    argmax ? argmax + begin : nullptr);
+        });
     }
 
     template <typename T>
@@ -278,6 +368,11 @@ class Engine {
 PYBIND11_MODULE(_mlp_native, mod) {
     mod.doc() = "MLP inference kernel (hls/mlp) compiled for the CPU: bit-exact with the hardware (SPEC.md).";
     mlp_simd::best_isa();  // an unknown PEARL_FPGA_NATIVE_ISA fails the import, naming the variable
+    mod.attr("PATHS") = [] {
+        py::list paths;
+        for (mlp_simd::Isa isa : mlp_simd::ALL_ISAS) paths.append(mlp_simd::name(isa));
+        return py::tuple(paths);
+    }();
     mod.attr("MAX_LAYERS") = mlp::MAX_LAYERS;
     mod.attr("MAX_WIDTH") = mlp::MAX_WIDTH;
     mod.attr("LANES") = mlp::LANES;
@@ -301,9 +396,17 @@ PYBIND11_MODULE(_mlp_native, mod) {
         },
         "The kernel's piecewise-linear tanh (Q3.12 -> Q0.15) on a flat int16 array.");
     py::class_<Engine>(mod, "Engine", "One loaded network (the kernel's on-chip weights) and its host formats.")
-        .def(py::init<const std::string&>(), py::arg("path") = "auto",
-             "path: 'auto' (best the CPU has), 'avx512', 'avx2' or 'plain' (the kernel's own HLS loops).")
+        .def(py::init<const std::string&, int>(), py::arg("path") = "auto", py::arg("threads") = 1,
+             "path: 'auto' (the fastest the CPU has) or one of PATHS ('plain': the kernel's own HLS loops). "
+             "threads: for batches of at least parallel_batch observations; 0: torch's intra-op count where "
+             "torch is loaded, else the cores this process may use (at most OMP_NUM_THREADS).")
         .def_property_readonly("path", &Engine::path)
+        .def_property("threads", &Engine::threads, &Engine::set_threads)
+        .def("threads_for", py::overload_cast<int>(&Engine::threads_for, py::const_), py::arg("batch"),
+             "The threads a call with `batch` observations would use now.")
+        .def_property("parallel_batch", py::overload_cast<>(&Engine::parallel_batch, py::const_),
+                      &Engine::set_parallel_batch,
+                      "Batch size from which a call is split over threads (set 0: derived from the network's work).")
         .def("load", &Engine::load, py::arg("words"), "Parse a LOAD stream; returns the error register (0 = loaded).")
         .def("set_io_format", &Engine::set_io_format, py::arg("fa_in"), py::arg("fa_out"))
         .def("infer_int", &Engine::infer_int, py::arg("x_q"))
