@@ -61,14 +61,13 @@ def _extensions():
                 f"pearl_fpga._{kernel}_native",
                 [str(binding), str(source)],
                 include_dirs=["hls", str(Path("hls") / kernel)],
-                # rebuilt when a header changes too, the generated <kernel>_config.h included
-                depends=sorted(str(h.relative_to(ROOT)) for h in (*(ROOT / "hls" / kernel).glob("*.h"),
-                                                                 *(ROOT / "hls" / "common").glob("*.h"))),
                 cxx_std=17,
                 extra_compile_args=flags,
                 define_macros=CPU_BUILD_MACROS.get(kernel, []),
-                depends=sorted(str(h.relative_to(ROOT)) for d in ("hls", f"hls/{kernel}", "pearl_fpga/native")
-                               for h in (ROOT / d).glob("*.h")),  # a header change rebuilds the extension
+                # rebuilt when a header changes too: the kernel's (its generated <kernel>_config.h included),
+                # hls/common's and the bindings' (isa.h, the SIMD paths)
+                depends=sorted(str(h.relative_to(ROOT)) for d in (f"hls/{kernel}", "hls/common", "pearl_fpga/native")
+                               for h in (ROOT / d).glob("*.h")),
             )
         )
     # Not a kernel: the fused element-wise pieces of the CPU learner step (pearl_fpga/algos/fused.py).
@@ -79,6 +78,7 @@ def _extensions():
             [str(Path("pearl_fpga") / "native" / "learner_ext.cpp")],
             cxx_std=17,
             extra_compile_args=flags + ["-fno-math-errno"],
+            depends=sorted(str(h.relative_to(ROOT)) for h in (ROOT / "pearl_fpga" / "native").glob("*.h")),  # isa.h
         )
     )
     return exts
