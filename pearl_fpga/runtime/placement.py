@@ -10,6 +10,13 @@ PER; a uniform buffer is plain host memory), "learn" (gradient steps). Devices:
 | "fpga-emu"   | MLP kernel emulated (C++ build computes, the planner models the board's time) | same | - |
 | "cuda"       | torch on the GPU                      | -                                 | torch CUDA |
 | "fpga"       | MLP kernel on a board (pynq/xrt)      | sum tree on a board               | -     |
+| "cpu-bf16"   | -                                     | -                                 | torch CPU, bfloat16 GEMMs |
+| "cuda-bf16"  | -                                     | -                                 | torch CUDA, bfloat16 GEMMs |
+
+The "-bf16" learn targets run the learner's wide GEMMs in bfloat16 with float32 master weights,
+optimizer state and loss (pearl_fpga.algos.common.cast_layers); they need a CPU with AMX or
+AVX512_BF16, or a CUDA GPU with bfloat16 (`bf16_unsupported` says what is missing). Acting is
+unchanged: the actors run the float32 network or the kernels' fixed-point one.
 
 `parse_placement("fpga-emu")` puts act and replay on fpga-emu and learns on the CPU;
 "act=fpga-emu,replay=cpu,learn=cpu" names each task. "fpga-emu:<board>" emulates that catalog board
@@ -28,8 +35,9 @@ from pearl_fpga.runtime.vocabulary import ROLES
 DEVICES = {
     "act": ("cpu", "cpu-kernel", "fpga-emu", "cuda", "fpga"),
     "replay": ("cpu", "cpu-kernel", "fpga-emu", "fpga"),
-    "learn": ("cpu", "cuda"),
+    "learn": ("cpu", "cpu-bf16", "cuda", "cuda-bf16"),
 }
+BF16_SUFFIX = "-bf16"
 KERNEL_DEVICES = ("cpu-kernel", "fpga-emu", "fpga")
 BOARD_BACKENDS = ("pynq", "xrt")  # a Zynq board through PYNQ, an Alveo card through XRT
 
@@ -90,6 +98,11 @@ class Placement:
     def as_dict(self) -> dict[str, str]:
         """{"act": ..., "replay": ..., "learn": ...}."""
         return {task: getattr(self, task) for task in ROLES}
+
+    @property
+    def learn_device(self) -> str:
+        """The torch device of the learner: "cpu" or "cuda" (whatever the learn target's precision)."""
+        return learn_target(self.learn)[0]
 
     @property
     def kernel_actor(self) -> bool:
@@ -176,6 +189,38 @@ def parse_placement(text: str | Placement | dict | None) -> Placement:
             raise ValueError(f"placement: task {task!r} given twice in {spec!r}")
         fields[task] = device
     return Placement(**fields)
+
+
+def learn_target(target: str) -> tuple[str, str]:
+    """(torch device, precision) of a learn target: "cpu-bf16" -> ("cpu", "bfloat16"), "cuda" -> ("cuda",
+    "float32"). A plain torch device string ("cpu", "cuda", "cuda:1") is float32 on that device."""
+    target = str(target).strip().lower()
+    if target.endswith(BF16_SUFFIX):
+        return target[: -len(BF16_SUFFIX)], "bfloat16"
+    return target, "float32"
+
+
+def bf16_unsupported(device: str) -> str | None:
+    """None when `device` ("cpu" or "cuda") runs bfloat16 GEMMs in hardware, else what is missing and
+    the alternative. The CPU needs AMX (amx_bf16) or AVX512_BF16 (avx512_bf16), and torch with oneDNN:
+    elsewhere torch emulates bfloat16 GEMMs, slower than float32."""
+    import torch
+
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            return "torch sees no CUDA device; use learn=cpu-bf16 or learn=cpu"
+        if not torch.cuda.is_bf16_supported():
+            return f"the GPU {torch.cuda.get_device_name()} has no bfloat16 arithmetic; use learn=cuda (float32)"
+        return None
+    from pearl_fpga.runtime.threads import cpu_identity
+
+    features = set(cpu_identity()["features"])
+    if not features & {"amx_bf16", "avx512_bf16"}:
+        return (f"the CPU ({cpu_identity()['cpu']}) has neither AMX (amx_bf16) nor AVX512_BF16 (avx512_bf16), "
+                "so bfloat16 GEMMs would be emulated; use learn=cpu (float32)")
+    if not torch.backends.mkldnn.is_available():
+        return "this torch build has no oneDNN (mkldnn), which runs its CPU bfloat16 GEMMs; use learn=cpu (float32)"
+    return None
 
 
 def unused_replay_notice(text: str | Placement | dict | None, per: bool) -> str | None:
