@@ -246,3 +246,43 @@ def test_learner_compile_falls_back_to_the_same_step(monkeypatch, algo_name):
             for name, t in part.items():
                 if isinstance(t, torch.Tensor):
                     torch.testing.assert_close(fallen.state_dict()[key][name], t, rtol=1e-5, atol=1e-6)
+
+
+def _learn_tables(learn_cpu: float, learn_bf16: float):
+    from pearl_fpga.planner.model import Device, Fit, Tables
+
+    cpu = {"env_step": 1e-3, "act": 1e-3, "replay_insert": 1e-4, "replay_sample": 1e-4, "replay_update": 1e-4,
+           "learn": learn_cpu, "weight_sync": 1e-4}
+    fits = {(task, "cpu"): Fit(sec, 0.0) for task, sec in cpu.items()}
+    fits[("learn", "cpu-bf16")] = Fit(learn_bf16, 0.0)
+    return Tables(fits, {"cpu": "cpu", "cpu-bf16": "cpu"}, {"cpu": Device("cpu", "cpu", 2, 10.0, 50.0, "nominal")})
+
+
+@pytest.mark.parametrize("bf16_seconds,chosen", [(1e-3, "cpu-bf16"), (1.99e-3, "cpu"), (3e-3, "cpu")])
+def test_the_planner_takes_bf16_only_when_it_is_faster(bf16_seconds, chosen):
+    """A learn-only target on the CPU: chosen when its step makes the run faster beyond the tie margin,
+    else the default float32 learner stays."""
+    from pearl_fpga.planner.assign import search
+    from pearl_fpga.planner.model import Workload
+
+    work = Workload(envs_per_worker=1, batch_size=64, updates_per_step=1.0, sync_every=1, insert_batch=1)
+    best = search(_learn_tables(2e-3, bf16_seconds), work, ["cpu", "cpu-bf16"], max_workers=1, min_workers=0,
+                  default={"act": "cpu", "replay": "cpu", "learn": "cpu"})[0]
+    assert best.placement == {"act": "cpu", "replay": "cpu", "learn": chosen}
+
+
+def test_the_profile_times_the_bf16_learner_or_says_why_not(monkeypatch):
+    from pearl_fpga.planner import host_bench
+    from pearl_fpga.planner.host_bench import Sizes
+    from pearl_fpga.runtime import placement
+
+    cfg = TrainConfig.preset("dqn", net_arch=[16, 16], batch_size=16, buffer_size=4096)
+    sizes = Sizes(envs=(1,), act=(1,), insert=(1,), repeats=2, learn_repeats=2, worker_starts=(), parallel=())
+    if BF16_HERE:
+        prof = host_bench.profile_host(cfg, ("cpu", "cpu-bf16"), sizes)
+        assert ("learn", "cpu-bf16") in prof.fits and ("act", "cpu-bf16") not in prof.fits
+        assert "act@cpu-bf16" not in prof.unavailable  # a learn-only target is not an act target
+    monkeypatch.setattr(placement, "bf16_unsupported", lambda device: "no AMX here; use learn=cpu")
+    prof = host_bench.profile_host(cfg, ("cpu", "cpu-bf16"), sizes)
+    assert ("learn", "cpu-bf16") not in prof.fits
+    assert prof.unavailable["learn@cpu-bf16"] == "no AMX here; use learn=cpu"
