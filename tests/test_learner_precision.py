@@ -286,3 +286,26 @@ def test_the_profile_times_the_bf16_learner_or_says_why_not(monkeypatch):
     prof = host_bench.profile_host(cfg, ("cpu", "cpu-bf16"), sizes)
     assert ("learn", "cpu-bf16") not in prof.fits
     assert prof.unavailable["learn@cpu-bf16"] == "no AMX here; use learn=cpu"
+
+
+@pytest.mark.slow  # compiling takes tens of seconds
+def test_the_compiled_td3_step_is_whole_and_matches_the_uncompiled_one():
+    """Where inductor works (a C++ compiler, as on the development host): each of TD3's two steps (with
+    and without the actor's update) is one graph, no graph break, and it computes the uncompiled step
+    to float rounding (its kernels fuse and reorder the element-wise work)."""
+    import torch._dynamo.utils as dynamo_utils
+
+    cfg = TrainConfig.preset("td3", net_arch=[16, 16], learner_compile=True)
+    plain = TrainConfig.preset("td3", net_arch=[16, 16])
+    compiled, ref = make_algo(cfg, 3, 1, seed=0), make_algo(plain, 3, 1, seed=0)
+    batch = _batch("td3", 3, 1, 32)
+    dynamo_utils.counters.clear()
+    for _ in range(4):
+        (loss_c, td_c), (loss_r, td_r) = compiled.learn(batch), ref.learn(batch)
+        torch.testing.assert_close(td_c, td_r, rtol=1e-4, atol=1e-5)
+    assert compiled._compiled.compiled
+    assert dict(dynamo_utils.counters["graph_break"]) == {}
+    assert dynamo_utils.counters["stats"]["unique_graphs"] == 2
+    for key in ("actor", "critic", "critic2"):
+        for name, t in ref.state_dict()[key].items():
+            torch.testing.assert_close(compiled.state_dict()[key][name], t, rtol=1e-4, atol=1e-5)

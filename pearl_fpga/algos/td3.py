@@ -109,26 +109,35 @@ class TD3:
 
     def _learn(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         update_actor = (self.updates + 1) % self.policy_delay == 0  # SB3 counts its updates from 1
+        noise = self._smoothing_noise(batch)  # drawn outside the compiled unit (it cannot trace a generator)
         if self._compiled is not None:
-            result = self._compiled(batch, update_actor)
+            result = self._compiled(batch, update_actor, noise)
         elif update_actor and self._grad_thread is not None:
             actor_grads = self._grad_thread.submit(self._actor_grads_flushed, batch)
-            critic_loss, td, critic_grads = self._critic_grads(batch)
+            critic_loss, td, critic_grads = self._critic_grads(batch, noise)
             actor_grads = actor_grads.result()  # re-raises an error of the actor's half
             self.critic_adam.step(critic_grads)
             self.actor_adam.step(actor_grads)
             self._update_targets()
             result = critic_loss, td
         else:
-            result = self._update(batch, update_actor)
+            result = self._update(batch, update_actor, noise)
         self.updates += 1
         return result
 
-    def _update(self, batch: Batch, update_actor: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def _smoothing_noise(self, batch: Batch) -> torch.Tensor | None:
+        """The target policy smoothing noise of one step (None without smoothing), from the learner's generator."""
+        if self.target_noise <= 0:
+            return None
+        shape = (len(batch.reward), self.actor_target[-2].out_features)  # (B, action_dim): before the Tanh
+        return torch.empty(shape, device=self.device).normal_(0.0, self.target_noise, generator=self._noise)
+
+    def _update(self, batch: Batch, update_actor: bool,
+                noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """The step on one thread: with `concurrent_updates` the actor's gradient is taken first, on
         the critic of the step's start (the concurrent update's arithmetic), else after the critics'."""
         actor_grads = self._actor_grads(batch) if update_actor and self.config.concurrent_updates else None
-        critic_loss, td, critic_grads = self._critic_grads(batch)
+        critic_loss, td, critic_grads = self._critic_grads(batch, noise)
         self.critic_adam.step(critic_grads)
         if update_actor:
             self.actor_adam.step(actor_grads if actor_grads is not None else self._actor_grads(batch))
@@ -139,13 +148,13 @@ class TD3:
         with torch.no_grad():
             torch_ops.foreach_lerp_(self._targets, self._online, self.config.tau)
 
-    def _critic_grads(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+    def _critic_grads(self, batch: Batch,
+                      noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
         """Critic loss (sum over critics of the MSE to the TD target), Q1's |TD error| and the gradients."""
         low = self.precision
         with torch.no_grad():
             next_action = forward(cast_layers(self._actor_target, low), batch.next_obs, tanh_head=True)
-            if self.target_noise > 0:
-                noise = torch.empty_like(next_action).normal_(0.0, self.target_noise, generator=self._noise)
+            if noise is not None:
                 next_action = (next_action + noise.clamp_(-self.noise_clip, self.noise_clip)).clamp_(-1.0, 1.0)
             next_in = torch.cat([batch.next_obs, next_action], dim=1)
             next_q = forward(cast_layers(self._critic_targets[0], low), next_in)

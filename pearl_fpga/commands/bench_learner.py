@@ -142,7 +142,8 @@ def measure_variants(variants: dict[str, tuple[Any, str]], rounds: int, seconds:
                 learner.learn(batch)  # buffers, first-call dispatch, compiling
             first = time.perf_counter() - t0
             learner.learn(batch)
-            callers = learner_callers(learner.config)
+            # a compiled step runs on one thread (DDPG's concurrent update included)
+            callers = 1 if learner.config.learner_compile else learner_callers(learner.config)
             runs[label] = {"learner": learner, "batch": batch, "callers": callers, "first": first,
                            "controller": AdaptiveThreads(callers=callers),
                            "per_round": {**{str(n): [] for n in counts}, "auto": []}}
