@@ -9,6 +9,10 @@ Lean update, same arithmetic as the plain nn.Module + torch.optim code: module-f
 the MLP's backward pass written out (no autograd graph), a foreach norm for the clip, and the fused
 Adam kernel without torch.optim's Python wrapper (algos/common.py; LeanAdam is tested bit-exact
 against torch.optim.Adam(fused=True), the whole step within 1e-5 of a written-out reference).
+
+Options (off by default): `precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in
+bfloat16 on float32 master weights (common.cast_layers); `config.learner_compile` runs the torch step
+as one torch.compile'd unit (common.CompiledStep) instead of the fused one.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ the actor's [-1, 1] scale; the runtime maps them to the environment's bounds. Le
 actor step's backward pass skips the critic's weight gradients (only the input gradient is needed),
 target updates use fused foreach ops, and the update runs without nn.Module calls or torch.optim's
 Python wrapper (pearl_fpga.algos.common).
+
+Options (off by default): `precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in
+bfloat16 on float32 master weights (common.cast_layers); `config.learner_compile` runs the whole step
+as one torch.compile'd unit on one thread (common.CompiledStep), the smoothing noise drawn before it.
 """
 
 from __future__ import annotations
