@@ -309,3 +309,27 @@ def test_the_compiled_td3_step_is_whole_and_matches_the_uncompiled_one():
     for key in ("actor", "critic", "critic2"):
         for name, t in ref.state_dict()[key].items():
             torch.testing.assert_close(compiled.state_dict()[key][name], t, rtol=1e-4, atol=1e-5)
+
+
+def test_bench_learner_reports_each_precision_against_its_own_peak(tmp_path, capsys, monkeypatch):
+    import json
+
+    from pearl_fpga.cli import main
+    from pearl_fpga.runtime import placement
+
+    out = tmp_path / "learner.json"
+    argv = ["bench", "learner", "--algo", "ddpg", "--set", "net_arch=[32,32]", "--rounds", "1", "--seconds", "0.02",
+            "--json", str(out)]
+    assert main(argv) == 0
+    results = json.loads(out.read_text())["results"]
+    ddpg = results["algos"]["ddpg"]
+    assert ddpg["label"] == "float32" and results["peak_gflops"]["1"] > 0
+    if BF16_HERE:
+        low = ddpg["variants"]["bfloat16"]
+        assert results["peak_gflops_bfloat16"]["1"] > 0
+        assert low["flops_per_step"] == ddpg["flops_per_step"]  # the same GEMMs, in another precision
+        assert low["gflops"]["1"] == pytest.approx(low["flops_per_step"] / low["step_s"]["1"] / 1e9)
+        assert "bfloat16" in capsys.readouterr().out
+    monkeypatch.setattr(placement, "bf16_unsupported", lambda device: "no AMX here; use learn=cpu")
+    assert main([*argv, "--precision", "bfloat16"]) == 2
+    assert "bfloat16: no AMX here" in capsys.readouterr().err

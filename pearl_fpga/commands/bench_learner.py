@@ -117,16 +117,11 @@ def peak_gflops(threads: int, precision: str = "float32") -> float:
     return 2 * PEAK_N**3 / best / 1e9
 
 
-def measure(cfg: Any, rounds: int, seconds: float, device: str = "cpu") -> dict[str, Any]:
-    """Median seconds per step of `cfg`'s learner on learn target `device` at each thread count and
-    adaptive, over interleaved rounds."""
-    return measure_variants({"float32": (cfg, device)}, rounds, seconds)["float32"]
-
-
 def measure_variants(variants: dict[str, tuple[Any, str]], rounds: int, seconds: float) -> dict[str, dict[str, Any]]:
-    """measure() of each variant (label -> (config, learn target)), every thread setting of every variant
-    in each round, so that a change of load hits all of them. Returns label -> measure()'s figures, with
-    the seconds the first two steps took ("first_steps_s": a compiled step compiles then)."""
+    """Median seconds per step of each variant's learner (label -> (config, learn target)) at each thread
+    count and adaptive, over rounds that time every setting of every variant, so that a change of load
+    hits all of them. Each variant's figures include the seconds its first two steps took
+    ("first_steps_s": a compiled step compiles then)."""
     import torch
 
     from pearl_fpga.runtime.threads import AdaptiveThreads, available_cores, learner_callers, thread_candidates
