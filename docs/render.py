@@ -149,22 +149,20 @@ def _quality(results: dict[str, Any]) -> str:
 
 
 def _learner(results: dict[str, Any]) -> str:
+    from pearl_fpga.bench.learner import learner_rows
+
     peaks = results["peak_gflops"]
-    rows = []
-    for algo, m in results["algos"].items():
-        base = m["step_s"]["1"]
-        for key, t in m["step_s"].items():
-            threads = m["auto_threads"] if key == "auto" else int(key)
-            busy = str(min(max(int(k) for k in peaks), threads * m.get("callers", 1)))
-            rows.append([algo, f"auto ({m['auto_threads']})" if key == "auto" else key, _f(t * 1e6),
-                         f"{m['gflops'][key]:.1f}", f"{100 * m['gflops'][key] / peaks[busy]:.0f}%", f"{base / t:.2f}x"])
+    rows = [[algo, label, threads, _f(t * 1e6), f"{gflops:.1f}", f"{100 * gflops / peak:.0f}%", ratio]
+            for algo, label, threads, t, gflops, peak, ratio in learner_rows(results)]
     work = "; ".join(f"{a}: {m['flops_per_step'] / 1e6:.1f} MFLOP per step" for a, m in results["algos"].items())
+    bf16 = results.get("peak_gflops_bfloat16")
     return "\n\n".join([
-        _table(["algo", "torch threads", "us per step", "GFLOP/s", "of peak", "vs 1 thread"], rows),
+        _table(["algo", "learner", "torch threads", "us per step", "GFLOP/s", "of peak", "vs 1 thread"], rows),
         f"Work per step ({work}) counted by torch.utils.flop_counter on the torch path. Peak: "
-        f"{results['peak_method']}: " + ", ".join(f"{v:.0f} GFLOP/s at {k} thread(s)" for k, v in peaks.items())
-        + "; a step's share is taken against the peak of the cores it keeps busy (DDPG's concurrent update "
-          "runs two callers).",
+        f"{results['peak_method']}: float32 " + ", ".join(f"{v:.0f} GFLOP/s at {k} thread(s)" for k, v in peaks.items())
+        + ("" if not bf16 else "; bfloat16 " + ", ".join(f"{v:.0f} GFLOP/s at {k} thread(s)" for k, v in bf16.items()))
+        + "; a step's share is taken against the peak of its precision on the cores it keeps busy (DDPG's concurrent "
+          "update runs two callers); vs 1 thread: against the algorithm's first learner at 1 thread.",
     ])
 
 

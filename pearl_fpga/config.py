@@ -272,6 +272,12 @@ class TrainConfig:
     """Learner: subnormal floats flushed to zero during each gradient step (FTZ/DAZ, as XLA and TensorFlow
     run the CPU): Adam's second moments of small gradients fill with them, and on many x86 CPUs each
     operation on one costs a microcode assist. False keeps IEEE gradual underflow (slower)."""
+    learner_compile: bool = False
+    """Learner: run the whole gradient step (forward, backward, clip, Adam, target update) as one
+    torch.compile'd unit (inductor). Opt-in: compiling takes tens of seconds at the start of a run (torch
+    caches it on disk), and the step's float rounding differs from the default path's. Where compiling
+    fails, one warning line says so and the step runs uncompiled. DQN then runs its torch step instead
+    of the fused native one."""
     action_noise_std: float = 0.1
     """DDPG, TD3: std of the Gaussian exploration noise, in the actor's [-1, 1] action scale."""
     policy_delay: int = 2

@@ -3,9 +3,11 @@ lean update helpers (module-free forward, fused gradient clipping, Adam without 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,8 +16,25 @@ from torch import nn
 
 from pearl_fpga.algos import torch_ops
 
+BF16_SUFFIX = "-bf16"  # a learn target in bfloat16: "cpu-bf16", "cuda-bf16"
+
+
+def learn_target(target: str) -> tuple[str, str]:
+    """(torch device, precision) of a learn target: "cpu-bf16" -> ("cpu", "bfloat16"), "cuda" -> ("cuda",
+    "float32"). A plain torch device string ("cpu", "cuda", "cuda:1") is float32 on that device."""
+    target = str(target).strip().lower()
+    if target.endswith(BF16_SUFFIX):
+        return target[: -len(BF16_SUFFIX)], "bfloat16"
+    return target, "float32"
+
 
 _SUBNORMAL = np.float32(np.finfo(np.float32).smallest_subnormal)
+
+THIN = 16
+"""Layers with a side (inputs or outputs) at most this wide are "thin": the fused step runs them as native
+loops instead of MKL GEMMs, and a bfloat16 learner keeps them in float32 (the network's input layer, and
+its output layer, whose values the loss compares: a Q-value of 100 is only 0.5 apart from its bfloat16
+neighbours)."""
 
 
 @contextmanager
@@ -100,13 +119,31 @@ def linear_layers(net: nn.Sequential) -> list[tuple[torch.Tensor, torch.Tensor]]
     return [(m.weight, m.bias) for m in net if isinstance(m, nn.Linear)]
 
 
+def is_thin(weight: torch.Tensor) -> bool:
+    """Whether a Linear weight has a side of at most THIN."""
+    return min(weight.shape) <= THIN
+
+
+def cast_layers(layers: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                dtype: torch.dtype | None) -> Sequence[tuple[torch.Tensor, torch.Tensor]]:
+    """`layers` with each wide (not thin) layer's weight and bias as a `dtype` copy, for a learner whose
+    GEMMs run in a lower precision; `layers` itself when dtype is None (float32 throughout). The copies
+    are differentiable: autograd casts their gradients back onto the float32 master parameters."""
+    if dtype is None:
+        return layers
+    return [(w, b) if is_thin(w) else (w.to(dtype), b.to(dtype)) for w, b in layers]
+
+
 def forward(layers: Sequence[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor, tanh_head: bool = False) -> torch.Tensor:
     """The `mlp()` network's forward pass without nn.Module call overhead (same ops, same results).
 
-    ReLU runs in place on each Linear output: addmm's backward does not need its output."""
+    ReLU runs in place on each Linear output: addmm's backward does not need its output. Layers from
+    cast_layers() take their input in their own dtype; the output is float32 (casts to the dtype a tensor
+    already has return it unchanged, so a float32 network runs exactly the ops it ran before)."""
     for weight, bias in layers[:-1]:
-        x = torch.relu_(F.linear(x, weight, bias))
-    x = F.linear(x, *layers[-1])
+        x = torch.relu_(F.linear(x.to(weight.dtype), weight, bias))
+    weight, bias = layers[-1]
+    x = F.linear(x.to(weight.dtype), weight, bias).float()
     return torch.tanh(x) if tanh_head else x
 
 
@@ -130,6 +167,7 @@ class LeanAdam:
     def __init__(self, params: Sequence[torch.Tensor], lr: float) -> None:
         self.params = list(params)
         self.optimizer = torch.optim.Adam(self.params, lr=lr, fused=True)
+        self.traceable = False  # True: step() with public ops only, which torch.compile traces (CompiledStep)
         self._state: tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]] | None = None
         self._views: tuple[list[np.ndarray], ...] | None = None
 
@@ -137,6 +175,10 @@ class LeanAdam:
         """Forget the cached state tensors (after optimizer.load_state_dict or a device move)."""
         self._state = None
         self._views = None
+
+    def init_state(self) -> None:
+        """Create Adam's state now (it is otherwise made at the first step)."""
+        self._state_lists()
 
     def _state_lists(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
         if self._state is None:
@@ -157,7 +199,8 @@ class LeanAdam:
         group = self.optimizer.param_groups[0]
         beta1, beta2 = group["betas"]
         torch_ops.foreach_add_(steps, 1)
-        torch_ops.adam_(self.params, grads, exp_avgs, exp_avg_sqs, steps, lr=group["lr"], beta1=beta1, beta2=beta2,
+        adam = torch_ops.adam_fallback_ if self.traceable else torch_ops.adam_
+        adam(self.params, grads, exp_avgs, exp_avg_sqs, steps, lr=group["lr"], beta1=beta1, beta2=beta2,
                         weight_decay=group["weight_decay"], eps=group["eps"])
 
     def native_step(self, native: object, grads: Sequence[np.ndarray], max_grad_norm: float) -> float:
@@ -173,3 +216,38 @@ class LeanAdam:
         beta1, beta2 = group["betas"]
         return native.clip_adam(params, list(grads), ms, vs, steps, float(group["lr"]), beta1, beta2,
                                 group["eps"], group["weight_decay"], max_grad_norm)
+
+
+class CompiledStep:
+    """A learner's whole gradient step (forward, backward, clip, optimizer, target update) as one
+    torch.compile'd unit (inductor on the CPU), `torch.autograd.grad` traced into the graph.
+
+    Compiling happens at the first call (seconds to a minute, cached by torch on disk for later runs)
+    and again for a new batch shape. Where compiling fails (no C++ compiler, an op inductor cannot
+    lower, an old torch), one warning line says so and the uncompiled `step` runs from then on: the
+    run continues, only slower. The optimizers must be LeanAdam with `traceable` set."""
+
+    def __init__(self, step: Callable[..., Any], name: str, backend: Any = "inductor") -> None:
+        self.step = step
+        self.name = name
+        self._compiled: Callable[..., Any] | None = torch.compile(step, backend=backend)
+
+    @property
+    def compiled(self) -> bool:
+        """False once compiling failed here (the uncompiled step runs)."""
+        return self._compiled is not None
+
+    def __call__(self, *args: Any) -> Any:
+        if self._compiled is not None:
+            import torch._dynamo
+
+            try:
+                with torch._dynamo.config.patch(trace_autograd_ops=True):
+                    return self._compiled(*args)
+            except torch._dynamo.exc.TorchDynamoException as exc:
+                cause = getattr(exc, "inner_exception", None) or exc  # the backend's own error
+                first = (str(cause).strip().splitlines() or [""])[0][:200]
+                warnings.warn(f"{self.name}: torch.compile failed here ({type(cause).__name__}: {first}); "
+                              "running the step uncompiled", RuntimeWarning, stacklevel=2)
+                self._compiled = None
+        return self.step(*args)

@@ -9,6 +9,10 @@ Lean update, same arithmetic as the plain nn.Module + torch.optim code: module-f
 the MLP's backward pass written out (no autograd graph), a foreach norm for the clip, and the fused
 Adam kernel without torch.optim's Python wrapper (algos/common.py; LeanAdam is tested bit-exact
 against torch.optim.Adam(fused=True), the whole step within 1e-5 of a written-out reference).
+
+Options (off by default): `precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in
+bfloat16 on float32 master weights (common.cast_layers); `config.learner_compile` runs the torch step
+as one torch.compile'd unit (common.CompiledStep) instead of the fused one.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ import torch
 from torch import nn
 
 from pearl_fpga.algos import torch_ops
-from pearl_fpga.algos.common import (Batch, LeanAdam, clip_grad_norm, forward, linear_layers, mlp,
-                                     optimizer_state_to_device, subnormals_flushed)
+from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, clip_grad_norm, forward,
+                                     linear_layers, mlp, optimizer_state_to_device, subnormals_flushed)
 from pearl_fpga.algos.fused import DQNStepSettings, FusedDQNStep, native_learner
 from pearl_fpga.errors import BackendUnavailable
 
@@ -33,8 +37,11 @@ class DQN:
     discrete = True
 
     def __init__(self, config: Any, obs_dim: int, n_actions: int, device: str = "cpu", seed: int = 0,
-                 fused: bool | None = None) -> None:
+                 fused: bool | None = None, precision: torch.dtype | None = None) -> None:
+        """precision: the dtype of the wide GEMMs (torch.bfloat16), None for float32 throughout; the
+        parameters, Adam's state, the loss and the gradients' clip stay float32 either way."""
         self.config = config
+        self.precision = precision
         self.device = torch.device(device)
         torch.manual_seed(seed)
         self.q = mlp(obs_dim, config.net_arch, n_actions).to(self.device)
@@ -45,14 +52,23 @@ class DQN:
         self._target_layers = linear_layers(self.q_target)
         self.gamma = float(config.gamma)
         self.updates = 0
-        # The fused CPU step (algos/fused.py) unless asked for the torch ops or running on a GPU.
-        native = native_learner() if self.device.type == "cpu" and fused is not False else None
+        # The fused CPU step (algos/fused.py) unless asked for the torch ops, a compiled step or running on a GPU.
+        compiled = bool(getattr(config, "learner_compile", False))
+        if fused and compiled:
+            raise ValueError("DQN: fused=True and config.learner_compile are exclusive: the compiled step is the torch one")
+        native = (native_learner() if self.device.type == "cpu" and fused is not False and not compiled
+                  else None)
         if fused and native is None:
             raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
                                      "rebuild the package (make native) or pass fused=False")
+        self._compiled = None
+        if compiled:
+            self.adam.traceable = True
+            self.adam.init_state()
+            self._compiled = CompiledStep(self._torch_step, "DQN learner step")
         settings = DQNStepSettings(gamma=self.gamma, double_q=bool(config.double_q),
                                    max_grad_norm=float(config.max_grad_norm))
-        self._fused = (FusedDQNStep(self._layers, self._target_layers, self.adam, settings, native)
+        self._fused = (FusedDQNStep(self._layers, self._target_layers, self.adam, settings, native, precision)
                        if native is not None else None)
 
     @property
@@ -77,11 +93,19 @@ class DQN:
     def _learn(self, batch: Batch) -> tuple[float | torch.Tensor, torch.Tensor]:
         if self._fused is not None:
             result = self._fused(batch)
-            self.updates += 1
-            return result
-        layers = self._layers
+        elif self._compiled is not None:
+            result = self._compiled(batch)
+        else:
+            result = self._torch_step(batch)
+        self.updates += 1
+        return result
+
+    def _torch_step(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step in torch ops (the written-out backward of learn()'s docstring)."""
+        # cast_layers and the .to()/.float() below are no-ops for a float32 learner (the same tensors)
+        layers = cast_layers(self._layers, self.precision)
         with torch.no_grad():
-            next_q_target = forward(self._target_layers, batch.next_obs)
+            next_q_target = forward(cast_layers(self._target_layers, self.precision), batch.next_obs)
             if self.config.double_q:
                 next_action = forward(layers, batch.next_obs).argmax(dim=1, keepdim=True)
                 next_q = next_q_target.gather(1, next_action)
@@ -91,10 +115,12 @@ class DQN:
             inputs = []  # the input of each layer, kept for the backward pass
             x = batch.obs
             for i, (weight, bias) in enumerate(layers):
+                x = x.to(weight.dtype)
                 inputs.append(x)
                 x = torch.addmm(bias, x, weight.t())
                 if i < len(layers) - 1:
                     x.clamp_min_(0.0)
+            x = x.float()
             current = x.gather(1, batch.action)
             td = current - target
             abs_td = td.abs()
@@ -107,15 +133,14 @@ class DQN:
             d = torch.zeros_like(x).scatter_(1, batch.action, d_current.div_(len(td)))
             grads: list[torch.Tensor] = [torch.empty(0)] * (2 * len(layers))
             for i in range(len(layers) - 1, -1, -1):
-                a_in = inputs[i]
-                grads[2 * i] = d.t().mm(a_in)
+                a_in, weight = inputs[i], layers[i][0]
+                grads[2 * i] = d.t().to(weight.dtype).mm(a_in).float()
                 grads[2 * i + 1] = d.sum(0)
                 if i > 0:
-                    d = d.mm(layers[i][0]).mul_(a_in > 0)
+                    d = d.to(weight.dtype).mm(weight).float().mul_(a_in > 0)
             if self.config.max_grad_norm > 0:
                 clip_grad_norm(grads, self.config.max_grad_norm)
             self.adam.step(grads)
-        self.updates += 1
         return loss, abs_td.squeeze(1)
 
     def update_target(self) -> None:

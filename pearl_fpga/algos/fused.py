@@ -10,6 +10,10 @@ once per batch size, and the rest is native functions over numpy views of the sa
 and `clip_adam` (clip + Adam on torch.optim.Adam's own state). The arithmetic is that of the torch path
 (DQN.learn with fused=False, tested against autograd and torch.optim.Adam in tests/test_fused_learner.py);
 sums are in a different order, so the two paths agree to float rounding, not bit for bit.
+
+With a `precision` (torch.bfloat16) the square GEMMs run in that dtype on copies of the weights made at
+the start of each step; their float32 results land in the same buffers, and everything else (thin
+layers, loss, clip, Adam, the master weights) stays float32.
 """
 
 from __future__ import annotations
@@ -20,10 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from pearl_fpga.algos.common import Batch, LeanAdam
-
-THIN = 16
-"""Layers with a side (inputs or outputs) at most this wide run as native loops instead of MKL GEMMs."""
+from pearl_fpga.algos import torch_ops
+from pearl_fpga.algos.common import THIN, Batch, LeanAdam, is_thin
 
 
 def native_learner() -> Any:
@@ -74,8 +76,9 @@ class FusedDQNStep:
     LeanAdam over the online parameters (in layer order), and the step's settings."""
 
     def __init__(self, online: list[tuple[torch.Tensor, torch.Tensor]], target: list[tuple[torch.Tensor, torch.Tensor]],
-                 adam: LeanAdam, settings: DQNStepSettings, native: Any) -> None:
+                 adam: LeanAdam, settings: DQNStepSettings, native: Any, precision: torch.dtype | None = None) -> None:
         self.settings = settings
+        self.precision = precision
         self.adam = adam
         self.native = native
         # views of the live parameters, made once (detached: no autograd): torch W^T for the GEMMs,
@@ -86,8 +89,30 @@ class FusedDQNStep:
         self._online_np = [(w.detach().numpy(), b.detach().numpy()) for w, b in online]
         self._target_np = [(w.detach().numpy(), b.detach().numpy()) for w, b in target]
         # thin layers (a side <= THIN: the input and output layers) run native, the others in torch
-        self._thin = [min(w.shape) <= THIN for w, _ in online]
+        self._thin = [is_thin(w) for w, _ in online]
         self._buffers: dict[int, _Buffers] = {}
+        # a lower precision: the float32 masters of the wide layers, and their low copies, refreshed per step
+        self._masters: list[torch.Tensor] = []
+        self._low: list[torch.Tensor] = []
+        if precision is not None:
+            self._online = self._low_copies(self._online, self._online_w)
+            self._target = self._low_copies(self._target, None)
+
+    def _low_copies(self, layers: list[tuple[torch.Tensor, torch.Tensor]],
+                    weights: list[torch.Tensor] | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """`layers` (W^T, b) with each wide one replaced by `precision` copies (and `weights`, W, likewise)."""
+        out = []
+        for i, (wt, b) in enumerate(layers):
+            if self._thin[i]:
+                out.append((wt, b))
+                continue
+            w_low, b_low = wt.t().to(self.precision), b.to(self.precision)
+            self._masters += [wt.t(), b]
+            self._low += [w_low, b_low]
+            out.append((w_low.t(), b_low))
+            if weights is not None:
+                weights[i] = w_low
+        return out
 
     def _make_buffers(self, batch_size: int, obs_dim: int) -> _Buffers:
         double_q = self.settings.double_q
@@ -119,6 +144,8 @@ class FusedDQNStep:
             buf = self._buffers[n] = self._make_buffers(n, batch.obs.shape[1])
         last = len(self._online) - 1
         with torch.no_grad():
+            if self._low:
+                torch_ops.foreach_copy_(self._low, self._masters)
             # forward passes: online on [obs; next_obs] in one GEMM per layer, target on next_obs
             torch.cat((batch.obs, batch.next_obs) if settings.double_q else (batch.obs,), out=buf.x)
             self._forward(self._online, self._online_np, buf.x, buf.online, buf.np_online)
@@ -134,14 +161,14 @@ class FusedDQNStep:
                     native.weight_grad_thin(np_d, buf.np_x[:n] if i == 0 else buf.np_hidden_in[i - 1],
                                             buf.np_grads[2 * i])
                 else:
-                    torch.mm(d.t(), buf.x[:n] if i == 0 else buf.online[i - 1][:n], out=buf.grads[2 * i])
+                    self._mm(d.t(), buf.x[:n] if i == 0 else buf.online[i - 1][:n], buf.grads[2 * i])
                 native.bias_grad(np_d, buf.np_grads[2 * i + 1])
                 if i > 0:
                     if self._online_w[i].shape[0] <= THIN:  # few outputs: one native pass, mask included
                         native.input_grad_thin(np_d, self._online_np[i][0], buf.np_hidden_in[i - 1],
                                                buf.np_d_hidden[i - 1])
                     else:
-                        torch.mm(d, self._online_w[i], out=buf.d_hidden[i - 1])
+                        self._mm(d, self._online_w[i], buf.d_hidden[i - 1])
                         native.relu_backward(buf.np_d_hidden[i - 1], buf.np_hidden_in[i - 1])
                     d, np_d = buf.d_hidden[i - 1], buf.np_d_hidden[i - 1]
             self.adam.native_step(native, buf.np_grads, settings.max_grad_norm)
@@ -157,8 +184,17 @@ class FusedDQNStep:
                 if x_np is None:
                     x_np = np.ascontiguousarray(x.numpy())
                 self.native.linear_thin(x_np, w_np, b_np, outs_np[i], i < last)
-            else:
+            elif self.precision is None:
                 torch.addmm(b, x, wt, out=outs[i])
-                if i < last:
-                    torch.relu_(outs[i])
+            else:
+                outs[i].copy_(torch.addmm(b, x.to(self.precision), wt))
+            if not self._thin[i] and i < last:
+                torch.relu_(outs[i])
             x, x_np = outs[i], outs_np[i]
+
+    def _mm(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        """out = a @ b, in float32 or with the operands cast to the step's precision."""
+        if self.precision is None:
+            torch.mm(a, b, out=out)
+        else:
+            out.copy_(torch.mm(a.to(self.precision), b.to(self.precision)))

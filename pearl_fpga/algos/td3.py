@@ -16,6 +16,10 @@ the actor's [-1, 1] scale; the runtime maps them to the environment's bounds. Le
 actor step's backward pass skips the critic's weight gradients (only the input gradient is needed),
 target updates use fused foreach ops, and the update runs without nn.Module calls or torch.optim's
 Python wrapper (pearl_fpga.algos.common).
+
+Options (off by default): `precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in
+bfloat16 on float32 master weights (common.cast_layers); `config.learner_compile` runs the whole step
+as one torch.compile'd unit on one thread (common.CompiledStep), the smoothing noise drawn before it.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from pearl_fpga.algos import torch_ops
-from pearl_fpga.algos.common import (Batch, LeanAdam, forward, linear_layers, mlp, optimizer_state_to_device,
-                                     subnormals_flushed)
+from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers, mlp,
+                                     optimizer_state_to_device, subnormals_flushed)
 
 
 class TD3:
@@ -41,8 +45,12 @@ class TD3:
     discrete = False
     n_critics = 2
 
-    def __init__(self, config: Any, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0) -> None:
+    def __init__(self, config: Any, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0,
+                 precision: torch.dtype | None = None) -> None:
+        """precision: the dtype of the wide GEMMs (torch.bfloat16), None for float32 throughout; the
+        parameters, Adam's state and the losses stay float32 either way (common.cast_layers)."""
         self.config = config
+        self.precision = precision
         self.device = torch.device(device)
         self.policy_delay, self.target_noise, self.noise_clip = self._delay_and_smoothing(config)
         torch.manual_seed(seed)
@@ -72,8 +80,15 @@ class TD3:
         # one persistent thread for the actor's half of a concurrent update (torch's intra-op threads
         # stay as configured; this is a second caller, not a bigger pool)
         name = f"pearl-{type(self).__name__.lower()}-actor"
+        compiled = bool(getattr(config, "learner_compile", False))
         self._grad_thread = (ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-                             if config.concurrent_updates else None)
+                             if config.concurrent_updates and not compiled else None)
+        self._compiled = None
+        if compiled:  # one graph on one thread; concurrent_updates keeps its arithmetic (_update)
+            for adam in (self.actor_adam, self.critic_adam):
+                adam.traceable = True
+                adam.init_state()
+            self._compiled = CompiledStep(self._update, f"{type(self).__name__} learner step")
 
     @staticmethod
     def _delay_and_smoothing(config: Any) -> tuple[int, float, float]:
@@ -98,37 +113,60 @@ class TD3:
 
     def _learn(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         update_actor = (self.updates + 1) % self.policy_delay == 0  # SB3 counts its updates from 1
-        if update_actor and self._grad_thread is not None:
+        noise = self._smoothing_noise(batch)  # drawn outside the compiled unit (it cannot trace a generator)
+        if self._compiled is not None:
+            result = self._compiled(batch, update_actor, noise)
+        elif update_actor and self._grad_thread is not None:
             actor_grads = self._grad_thread.submit(self._actor_grads_flushed, batch)
-            critic_loss, td, critic_grads = self._critic_grads(batch)
+            critic_loss, td, critic_grads = self._critic_grads(batch, noise)
             actor_grads = actor_grads.result()  # re-raises an error of the actor's half
             self.critic_adam.step(critic_grads)
             self.actor_adam.step(actor_grads)
+            self._update_targets()
+            result = critic_loss, td
         else:
-            critic_loss, td, critic_grads = self._critic_grads(batch)
-            self.critic_adam.step(critic_grads)
-            if update_actor:
-                self.actor_adam.step(self._actor_grads(batch))
-        if update_actor:
-            with torch.no_grad():
-                torch_ops.foreach_lerp_(self._targets, self._online, self.config.tau)
+            result = self._update(batch, update_actor, noise)
         self.updates += 1
+        return result
+
+    def _smoothing_noise(self, batch: Batch) -> torch.Tensor | None:
+        """The target policy smoothing noise of one step (None without smoothing), from the learner's generator."""
+        if self.target_noise <= 0:
+            return None
+        shape = (len(batch.reward), self.actor_target[-2].out_features)  # (B, action_dim): before the Tanh
+        return torch.empty(shape, device=self.device).normal_(0.0, self.target_noise, generator=self._noise)
+
+    def _update(self, batch: Batch, update_actor: bool,
+                noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step on one thread: with `concurrent_updates` the actor's gradient is taken first, on
+        the critic of the step's start (the concurrent update's arithmetic), else after the critics'."""
+        actor_grads = self._actor_grads(batch) if update_actor and self.config.concurrent_updates else None
+        critic_loss, td, critic_grads = self._critic_grads(batch, noise)
+        self.critic_adam.step(critic_grads)
+        if update_actor:
+            self.actor_adam.step(actor_grads if actor_grads is not None else self._actor_grads(batch))
+            self._update_targets()
         return critic_loss, td
 
-    def _critic_grads(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
-        """Critic loss (sum over critics of the MSE to the TD target), Q1's |TD error| and the gradients."""
+    def _update_targets(self) -> None:
         with torch.no_grad():
-            next_action = forward(self._actor_target, batch.next_obs, tanh_head=True)
-            if self.target_noise > 0:
-                noise = torch.empty_like(next_action).normal_(0.0, self.target_noise, generator=self._noise)
+            torch_ops.foreach_lerp_(self._targets, self._online, self.config.tau)
+
+    def _critic_grads(self, batch: Batch,
+                      noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """Critic loss (sum over critics of the MSE to the TD target), Q1's |TD error| and the gradients."""
+        low = self.precision
+        with torch.no_grad():
+            next_action = forward(cast_layers(self._actor_target, low), batch.next_obs, tanh_head=True)
+            if noise is not None:
                 next_action = (next_action + noise.clamp_(-self.noise_clip, self.noise_clip)).clamp_(-1.0, 1.0)
             next_in = torch.cat([batch.next_obs, next_action], dim=1)
-            next_q = forward(self._critic_targets[0], next_in)
+            next_q = forward(cast_layers(self._critic_targets[0], low), next_in)
             for layers in self._critic_targets[1:]:
-                next_q = torch.minimum(next_q, forward(layers, next_in))
+                next_q = torch.minimum(next_q, forward(cast_layers(layers, low), next_in))
             target = batch.reward + (1.0 - batch.done) * self.gamma * next_q
         x = torch.cat([batch.obs, batch.action], dim=1)
-        currents = [forward(layers, x) for layers in self._critics]
+        currents = [forward(cast_layers(layers, low), x) for layers in self._critics]
         critic_loss = None
         for current in currents:
             if batch.weights is None:
@@ -146,8 +184,9 @@ class TD3:
     def _actor_grads(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         """The actor's gradients of -Q1(s, pi(s)). Asking autograd for the actor's gradients only, the
         backward pass through the critic computes input gradients and skips the critic's weight gradients."""
-        actor_action = forward(self._actor, batch.obs, tanh_head=True)
-        actor_loss = -forward(self._critic, torch.cat([batch.obs, actor_action], dim=1)).mean()
+        actor_action = forward(cast_layers(self._actor, self.precision), batch.obs, tanh_head=True)
+        critic = cast_layers(self._critic, self.precision)
+        actor_loss = -forward(critic, torch.cat([batch.obs, actor_action], dim=1)).mean()
         return torch.autograd.grad(actor_loss, self.actor_adam.params)
 
     def update_target(self) -> None:

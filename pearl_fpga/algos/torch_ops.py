@@ -5,7 +5,6 @@ pinned torch, and that the fallbacks are what a torch without them would run).""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -67,13 +66,14 @@ def adam_(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], exp_avg
 def adam_fallback_(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], exp_avgs: Sequence[torch.Tensor],
                    exp_avg_sqs: Sequence[torch.Tensor], steps: Sequence[torch.Tensor], lr: float, beta1: float,
                    beta2: float, weight_decay: float, eps: float) -> None:
-    """Adam with public ops only (the formula of torch.optim.Adam)."""
+    """Adam with public ops only (the formula of torch.optim.Adam). The bias corrections are computed
+    from the step tensors on their device (no host sync), so torch.compile traces it into one graph."""
     with torch.no_grad():
         for p, g, m, v, step in zip(params, grads, exp_avgs, exp_avg_sqs, steps, strict=True):
             if weight_decay:
                 g = g.add(p, alpha=weight_decay)
             m.lerp_(g, 1 - beta1)
             v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            t = float(step)
-            denom = (v.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
-            p.addcdiv_(m, denom, value=-lr / (1 - beta1**t))
+            t = step.double()  # float64 bias corrections, as the Python floats of torch.optim.Adam
+            denom = (v.sqrt() / (1 - beta2**t).sqrt()).add_(eps)
+            p.addcdiv_(m, denom * ((1 - beta1**t) / -lr))

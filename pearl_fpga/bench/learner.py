@@ -1,5 +1,8 @@
 """`pearl-fpga bench learner`: one learner step at each torch thread count and under the adaptive
-choice (`learner_threads = 0`), side by side in one run, with the achieved GFLOP/s against the peak.
+choice (`learner_threads = 0`), in each precision this host runs in hardware (float32, and bfloat16
+where the CPU has AMX or AVX512_BF16: placement learn=cpu-bf16) and, with compile, as one
+torch.compile'd unit; side by side in one run, with the achieved GFLOP/s against the peak of the
+precision the step's GEMMs run in.
 
 The step is the preset's (DQN CartPole-v1: batch 64, 256x256, double-DQN, fused CPU step; DDPG
 Pendulum-v1: batch 256, 400x300, actor and critic gradients on two threads) on a fixed batch, so it
@@ -8,8 +11,10 @@ the table shows the median round.
 
 Work per step: the floating-point operations of one step of the torch path, counted by
 torch.utils.flop_counter (the fused path does the same GEMMs; its thin layers are a few percent more).
-Peak: the best of five 2048x2048x2048 float32 torch.mm at that thread count, the sustained GEMM rate
-of this machine as torch's BLAS reaches it.
+Peak: the best of five 2048x2048x2048 torch.mm at that thread count, in float32 and in bfloat16, before
+and after the steps are timed (the better of the two), the sustained GEMM rate of this machine as
+torch's BLAS (oneDNN for bfloat16) reaches it. A bfloat16 step's share is taken against the bfloat16
+peak, although its thin layers, loss and Adam run in float32.
 """
 
 from __future__ import annotations
@@ -36,10 +41,14 @@ class LearnerBench:
     configs: tuple[TrainConfig, ...]
     rounds: int = 5  # interleaved timing rounds
     seconds: float = 0.5  # length of one round per setting
+    precision: str = "both"  # "float32", "bfloat16" or "both" (bfloat16 where this host has it in hardware)
+    compile: bool = False  # also time the step as one torch.compile'd unit (compiling takes tens of seconds)
 
     def __post_init__(self) -> None:
         if not self.configs or self.rounds < 1 or self.seconds <= 0:
             raise ValueError("need at least one learner config, rounds >= 1 and seconds > 0")
+        if self.precision not in ("float32", "bfloat16", "both"):
+            raise ValueError(f"precision must be float32, bfloat16 or both, got {self.precision!r}")
 
 
 def synthetic_batch(algo: str, obs_dim: int, batch_size: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -58,13 +67,13 @@ def synthetic_batch(algo: str, obs_dim: int, batch_size: int, seed: int = 0) -> 
     }
 
 
-def _learner(cfg: Any) -> tuple[Any, Any]:
+def _learner(cfg: Any, device: str = "cpu") -> tuple[Any, Any]:
     from pearl_fpga.algos import make_algo
     from pearl_fpga.algos.common import Batch
 
     algo = cfg.algo
     obs_dim, action_dim = (4, 2) if algo == "dqn" else (3, 1)
-    learner = make_algo(cfg, obs_dim, action_dim, device="cpu", seed=0)
+    learner = make_algo(cfg, obs_dim, action_dim, device=device, seed=0)
     batch = Batch.from_numpy(synthetic_batch(algo, obs_dim, cfg.batch_size), learner.device, discrete=algo == "dqn")
     return learner, batch
 
@@ -90,15 +99,16 @@ def step_flops(cfg: Any) -> int:
     return int(counter.get_total_flops()) // period
 
 
-def peak_gflops(threads: int) -> float:
-    """Best of five PEAK_N^3 float32 GEMMs at `threads` torch threads, in GFLOP/s."""
+def peak_gflops(threads: int, precision: str = "float32") -> float:
+    """Best of five PEAK_N^3 GEMMs of `precision` ("float32" or "bfloat16") at `threads` torch threads, in GFLOP/s."""
     import torch
 
+    dtype = getattr(torch, precision)
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        a, b = torch.randn(PEAK_N, PEAK_N), torch.randn(PEAK_N, PEAK_N)
-        out = torch.empty(PEAK_N, PEAK_N)
+        a, b = torch.randn(PEAK_N, PEAK_N, dtype=dtype), torch.randn(PEAK_N, PEAK_N, dtype=dtype)
+        out = torch.empty(PEAK_N, PEAK_N, dtype=dtype)
         torch.mm(a, b, out=out)
         best = float("inf")
         for _ in range(5):
@@ -110,44 +120,76 @@ def peak_gflops(threads: int) -> float:
     return 2 * PEAK_N**3 / best / 1e9
 
 
-def measure(cfg: Any, rounds: int, seconds: float) -> dict[str, Any]:
-    """Median seconds per step of `cfg`'s learner at each thread count and adaptive, over interleaved rounds."""
+def measure_variants(variants: dict[str, tuple[Any, str]], rounds: int, seconds: float) -> dict[str, dict[str, Any]]:
+    """Median seconds per step of each variant's learner (label -> (config, learn target)) at each thread
+    count and adaptive, over rounds that time every setting of every variant, so that a change of load
+    hits all of them. Each variant's figures include the seconds its first two steps took
+    ("first_steps_s": a compiled step compiles then)."""
     import torch
 
     from pearl_fpga.runtime.threads import AdaptiveThreads, available_cores, learner_callers, thread_candidates
 
     old = torch.get_num_threads()
-    learner, batch = _learner(cfg)
     counts = thread_candidates(available_cores())
-    per_round: dict[str, list[float]] = {str(n): [] for n in counts}
-    per_round["auto"] = []
-    callers = learner_callers(learner.config)
-    controller = AdaptiveThreads(callers=callers)
+    runs: dict[str, dict[str, Any]] = {}
     try:
-        for _ in range(3):
-            learner.learn(batch)  # buffers, first-call dispatch
+        for label, (cfg, device) in variants.items():
+            learner, batch = _learner(cfg, device)
+            t0 = time.perf_counter()
+            for _ in range(2):
+                learner.learn(batch)  # buffers, first-call dispatch, compiling
+            first = time.perf_counter() - t0
+            learner.learn(batch)
+            # a compiled step runs on one thread (DDPG's concurrent update included)
+            callers = 1 if learner.config.learner_compile else learner_callers(learner.config)
+            runs[label] = {"learner": learner, "batch": batch, "callers": callers, "first": first,
+                           "controller": AdaptiveThreads(callers=callers),
+                           "per_round": {**{str(n): [] for n in counts}, "auto": []}}
         for _ in range(max(1, rounds)):
-            for n in counts:
-                torch.set_num_threads(n)
-                learner.learn(batch)
-                per_round[str(n)].append(_time_steps(lambda: learner.learn(batch), seconds))
-            torch.set_num_threads(controller.threads)
-
-            def adaptive_step() -> None:
-                with controller.step():
+            for run in runs.values():
+                learner, batch, controller = run["learner"], run["batch"], run["controller"]
+                for n in counts:
+                    torch.set_num_threads(n)
                     learner.learn(batch)
+                    run["per_round"][str(n)].append(_time_steps(lambda: learner.learn(batch), seconds))
+                torch.set_num_threads(controller.threads)
 
-            per_round["auto"].append(_time_steps(adaptive_step, seconds))
+                def adaptive_step() -> None:
+                    with controller.step():
+                        learner.learn(batch)
+
+                run["per_round"]["auto"].append(_time_steps(adaptive_step, seconds))
     finally:
         torch.set_num_threads(old)
-    return {
+    return {label: {
         "counts": list(counts),
-        "step_s": {k: statistics.median(v) for k, v in per_round.items()},
-        "rounds_s": per_round,
-        "auto_choice": controller.choice.describe(),
-        "auto_threads": controller.choice.current,
-        "callers": callers,  # DDPG's concurrent update: two callers, each with the intra-op threads
-    }
+        "step_s": {k: statistics.median(v) for k, v in run["per_round"].items()},
+        "rounds_s": run["per_round"],
+        "auto_choice": run["controller"].choice.describe(),
+        "auto_threads": run["controller"].choice.current,
+        "callers": run["callers"],  # DDPG's concurrent update: two callers, each with the intra-op threads
+        "first_steps_s": run["first"],
+    } for label, run in runs.items()}
+
+
+def variants_of(cfg: Any, precision: str, compiled: bool) -> tuple[dict[str, tuple[Any, str]], dict[str, str]]:
+    """The learners to time (label -> (config, learn target)) and why a precision asked for is left out."""
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.runtime.placement import bf16_unsupported
+
+    targets = {"float32": "cpu", "bfloat16": "cpu-bf16"}
+    wanted = list(targets) if precision == "both" else [precision]
+    skipped: dict[str, str] = {}
+    reason = bf16_unsupported("cpu")
+    if reason is not None and "bfloat16" in wanted:
+        wanted.remove("bfloat16")
+        skipped["bfloat16"] = reason
+    out: dict[str, tuple[Any, str]] = {}
+    for name in wanted:
+        out[name] = (cfg, targets[name])
+        if compiled:
+            out[f"{name} compiled"] = (TrainConfig.from_dict({**cfg.to_dict(), "learner_compile": True}), targets[name])
+    return out, skipped
 
 
 def _time_steps(step: Any, seconds: float) -> float:
@@ -160,22 +202,56 @@ def _time_steps(step: Any, seconds: float) -> float:
             return elapsed / n
 
 
+def learner_rows(results: dict[str, Any]) -> list[tuple[str, str, str, float, float, float, str]]:
+    """(algo, learner, threads, seconds per step, GFLOP/s, peak GFLOP/s of its precision and busy cores,
+    speed against the float32 step at 1 thread) of every timed setting, the base learner first."""
+    peaks = {"float32": results["peak_gflops"], "bfloat16": results.get("peak_gflops_bfloat16", {})}
+    rows = []
+    for algo, base in results["algos"].items():
+        reference = base["step_s"]["1"]
+        for label, m in [(base.get("label", "float32"), base), *base.get("variants", {}).items()]:
+            peak = peaks[label.split()[0]]
+            for key, t in m["step_s"].items():
+                threads = m["auto_threads"] if key == "auto" else int(key)
+                busy = str(min(max(int(k) for k in peak), threads * m.get("callers", 1)))  # the cores it keeps busy
+                label_threads = f"auto ({m['auto_threads']})" if key == "auto" else key
+                rows.append((algo, label, label_threads, t, m["gflops"][key], peak[busy], f"{reference / t:.2f}x"))
+    return rows
+
+
 def measure_all(args: LearnerBench, log: Callable[[str], None]) -> dict[str, Any]:
-    """The GEMM peak at each thread count, then every learner's step times and GFLOP/s."""
+    """The GEMM peak of each precision at each thread count, then every learner's step times and GFLOP/s
+    in each precision (and compiled, when asked), then the peaks again (the better of the two)."""
     from pearl_fpga.runtime.threads import available_cores, thread_candidates
 
-    peaks = {str(n): peak_gflops(n) for n in thread_candidates(available_cores())}
-    results: dict[str, Any] = {"peak_gflops": peaks, "peak_method": f"best of 5 float32 torch.mm {PEAK_N}^3",
-                               "algos": {}}
+    counts = thread_candidates(available_cores())
+    plans = {config.algo: variants_of(config, args.precision, args.compile) for config in args.configs}
+    skipped = next(iter(plans.values()))[1]
+    if not any(variants for variants, _ in plans.values()):
+        from pearl_fpga.errors import BackendUnavailable
+
+        raise BackendUnavailable(f"no learner to time: {'; '.join(f'{k}: {v}' for k, v in skipped.items())}")
+    precisions = ["float32", *(["bfloat16"] if any("bfloat16" in v for v, _ in plans.values()) else [])]
+    peaks = {p: {str(n): peak_gflops(n, p) for n in counts} for p in precisions}
+    results: dict[str, Any] = {"peak_gflops": peaks["float32"], "peak_method": f"best of 5 torch.mm {PEAK_N}^3 "
+                               "of the precision, before and after the steps", "algos": {}, "skipped": skipped}
+    if "bfloat16" in peaks:
+        results["peak_gflops_bfloat16"] = peaks["bfloat16"]
     for config in args.configs:
         algo = config.algo
-        log(f"timing the {algo} learner step ({args.rounds} rounds)...")
+        variants = plans[algo][0]
+        log(f"timing the {algo} learner step ({args.rounds} rounds: {', '.join(variants)})...")
         flops = step_flops(config)
-        m = measure(config, args.rounds, args.seconds)
-        m["config"] = {k: config.to_dict()[k] for k in ("net_arch", "batch_size")}
-        m["flops_per_step"] = flops
-        m["gflops"] = {k: flops / t / 1e9 for k, t in m["step_s"].items()}
-        results["algos"][algo] = m
+        figures = measure_variants(variants, args.rounds, args.seconds)
+        for m in figures.values():
+            m["config"] = {k: config.to_dict()[k] for k in ("net_arch", "batch_size")}
+            m["flops_per_step"] = flops
+            m["gflops"] = {k: flops / t / 1e9 for k, t in m["step_s"].items()}
+        first = next(iter(figures))
+        results["algos"][algo] = {**figures[first], "label": first,
+                                  "variants": {k: v for k, v in figures.items() if k != first}}
+    for precision, peak in peaks.items():  # the better of two moments: other load lowers one of them
+        peak.update({n: max(g, peak_gflops(int(n), precision)) for n, g in peak.items()})
     return results
 
 
@@ -192,27 +268,31 @@ def report(record: dict[str, Any], console: Any) -> None:
     from pearl_fpga.runtime.threads import available_cores
 
     results = record["results"]
-    peaks = results["peak_gflops"]
     cores = available_cores()
-
-    table = Table(title="Learner step by torch thread count (median of interleaved rounds)",
-                  caption="% of peak: against the GEMM peak of the cores the step keeps busy "
-                          "(DDPG's concurrent update: two callers)")
-    for col in ("algo", "threads", "us/step", "GFLOP/s", "% of peak", "vs 1 thread"):
-        table.add_column(col, justify="right" if col not in ("algo", "threads") else "left")
-    for algo, m in results["algos"].items():
-        base = m["step_s"]["1"]
-        for key, t in m["step_s"].items():
-            threads = m["auto_threads"] if key == "auto" else int(key)
-            n = str(min(cores, threads * m["callers"]))  # the cores this setting keeps busy
-            label = f"auto ({m['auto_threads']})" if key == "auto" else key
-            table.add_row(algo, label, f"{t * 1e6:.0f}", f"{m['gflops'][key]:.1f}",
-                          f"{100 * m['gflops'][key] / peaks[n]:.0f}%", f"{base / t:.2f}x")
+    table = Table(title="Learner step by precision and torch thread count (median of interleaved rounds)",
+                  caption="% of peak: against the GEMM peak of the step's precision on the cores it keeps busy "
+                          "(DDPG's concurrent update: two callers); speed-up: against the first learner of the "
+                          "algorithm at 1 thread")
+    for col in ("algo", "learner", "threads", "us/step", "GFLOP/s", "peak GFLOP/s", "% of peak", "speed-up"):
+        table.add_column(col, justify="right" if col not in ("algo", "learner", "threads") else "left")
+    for algo, label, threads, t, gflops, peak, ratio in learner_rows(results):
+        table.add_row(algo, label, threads, f"{t * 1e6:.0f}", f"{gflops:.1f}", f"{peak:.0f}", f"{100 * gflops / peak:.0f}%",
+                      ratio)
     console.print(table)
-    console.print("Peak GFLOP/s (" + results["peak_method"] + "): "
-                  + ", ".join(f"{n} thread{'s' if n != '1' else ''} {g:.0f}" for n, g in peaks.items()), markup=False)
-    for algo, m in results["algos"].items():
-        console.print(f"{algo}: {m['flops_per_step'] / 1e6:.1f} MFLOP per step; adaptive: {m['auto_choice']}", markup=False)
+    peaks = {"float32": results["peak_gflops"], **({"bfloat16": results["peak_gflops_bfloat16"]}
+                                                   if "peak_gflops_bfloat16" in results else {})}
+    for precision, peak in peaks.items():
+        console.print(f"Peak {precision} GFLOP/s (best of 5 torch.mm {PEAK_N}^3): "
+                      + ", ".join(f"{n} thread{'s' if n != '1' else ''} {g:.0f}" for n, g in peak.items()), markup=False)
+    for name, reason in results.get("skipped", {}).items():
+        console.print(f"{name}: not timed ({reason})", markup=False)
+    for algo, base in results["algos"].items():
+        console.print(f"{algo}: {base['flops_per_step'] / 1e6:.1f} MFLOP per step (GEMMs of forward and backward); "
+                      f"adaptive: {base['auto_choice']}", markup=False)
+        for label, m in base.get("variants", {}).items():
+            if "compiled" in label:
+                console.print(f"{algo} {label}: the first two steps took {m['first_steps_s']:.1f} s (compiling)",
+                              markup=False)
     note = " (UNDER LOAD: other processes kept more than half the cores busy)" if record["under_load"] else ""
     console.print(f"load average {record['load_average_before'][0]:.1f} -> {record['load_average_after'][0]:.1f} "
                   f"on {cores} cores{note}", markup=False)

@@ -118,6 +118,11 @@ def _learner_options(parser: argparse.ArgumentParser) -> None:
                         help="learner to time; both: dqn and ddpg (default)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     parser.add_argument("--seconds", type=float, default=0.5, help="length of one round per setting (default 0.5)")
+    parser.add_argument("--precision", choices=("float32", "bfloat16", "both"), default="both",
+                        help="learner precision to time; both (default): float32, and bfloat16 where this host "
+                             "has it in hardware")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time the step as one torch.compile'd unit (compiling takes tens of seconds)")
     add_config_options(parser)  # --config / --set: the learner's TrainConfig (net_arch, batch_size, ...) over the preset
 
 
@@ -126,7 +131,7 @@ def _learner_config(args: argparse.Namespace) -> Any:
 
     algos = ("dqn", "ddpg") if args.algo == "both" else (args.algo,)
     return LearnerBench(configs=tuple(build_config(args, algo) for algo in algos), rounds=args.rounds,
-                        seconds=args.seconds)
+                        seconds=args.seconds, precision=args.precision, compile=args.compile)
 
 
 def _train_options(parser: argparse.ArgumentParser) -> None:

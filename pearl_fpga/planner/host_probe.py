@@ -53,7 +53,7 @@ def profile_host(config: Any, targets: Iterable[str] = HOST_TARGETS, sizes: Size
     from pearl_fpga.algos import make_algo
     from pearl_fpga.errors import BackendUnavailable
     from pearl_fpga.runtime.envs import EnvGroup, env_spec
-    from pearl_fpga.runtime.placement import Placement
+    from pearl_fpga.runtime.placement import DEVICES, Placement
     from pearl_fpga.runtime.policy import ActorPolicy
 
     targets = tuple(targets)
@@ -84,6 +84,8 @@ def profile_host(config: Any, targets: Iterable[str] = HOST_TARGETS, sizes: Size
         for target in targets:
             if target == "cuda" and not torch.cuda.is_available():
                 prof.unavailable["act@cuda"] = prof.unavailable["learn@cuda"] = "torch sees no CUDA device"
+                continue
+            if target not in DEVICES["act"]:  # a learn-only target ("cpu-bf16")
                 continue
             try:
                 policy = ActorPolicy(module, Placement(act=target, replay="cpu", learn="cpu"), spec.discrete, obs_pool)
@@ -173,7 +175,7 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
     import torch
 
     from pearl_fpga.algos import Batch, make_algo
-    from pearl_fpga.runtime.placement import DEVICES
+    from pearl_fpga.runtime.placement import DEVICES, bf16_unsupported, learn_target
 
     buffer_factory = _replay_factory(config, spec)
     b = config.batch_size
@@ -183,6 +185,12 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
     plans = [(t, "cpu") for t in targets if t in DEVICES["replay"]]
     if "cuda" in targets and "learn@cuda" not in prof.unavailable:
         plans.append(("cpu", "cuda"))
+    if "cpu-bf16" in targets:  # the bfloat16 learner, timed like float32's and chosen only when faster
+        reason = bf16_unsupported("cpu")
+        if reason is None:
+            plans.append(("cpu", "cpu-bf16"))
+        else:
+            prof.unavailable["learn@cpu-bf16"] = reason
     for target, device in plans:
         try:
             backend_key, make = buffer_factory(target)
@@ -202,10 +210,11 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
         algo = make_algo(config, spec.obs_dim, spec.action_dim, device=device, seed=0)
         fill = min(config.buffer_size, max(4 * max(batches), 2048))
         buf.add(random_batch(rng, fill, spec))
-        stepping = controller if device == "cpu" else None
+        on_cpu = learn_target(device)[0] == "cpu"
+        stepping = controller if on_cpu else None
         while stepping is not None and stepping.choice.rounds == 0 and len(stepping.choice.candidates) > 1:
             with stepping.step():  # the run's first probe round, at its batch size, before anything is timed
-                algo.learn(Batch.from_numpy(buf.sample(b), device, discrete=spec.discrete))
+                algo.learn(Batch.from_numpy(buf.sample(b), algo.device, discrete=spec.discrete))
         pts: dict[str, list[tuple[float, float]]] = {"replay_sample": [], "learn": [], "replay_update": []}
         for n in batches:
             t_s = t_l = t_u = 0.0
@@ -214,8 +223,8 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
                 data = buf.sample(n)
                 t1 = time.perf_counter()
                 with stepping.step() if stepping is not None else contextlib.nullcontext():
-                    loss, td = algo.learn(Batch.from_numpy(data, device, discrete=spec.discrete))
-                if device == "cuda":
+                    loss, td = algo.learn(Batch.from_numpy(data, algo.device, discrete=spec.discrete))
+                if not on_cpu:
                     torch.cuda.synchronize()
                 t2 = time.perf_counter()
                 if buf.prioritized:

@@ -229,7 +229,11 @@ def choose_placement(algo: str, env_id: str, config: Any, objective: str = "thro
     targets, board = parse_devices(devices, board)
     if not targets:
         found = discover()
+        from pearl_fpga.runtime.placement import bf16_unsupported
+
         targets = ["cpu", "cpu-kernel"]
+        if bf16_unsupported("cpu") is None:  # measured against float32 like any target, chosen only if faster
+            targets.append("cpu-bf16")
         if any(d.kind == "cuda" and d.available for d in found):
             targets.append("cuda")
         if any(d.kind == "fpga" and d.available for d in found):

@@ -1,8 +1,8 @@
 """Profiles: seconds per call of every (task, target) pair, fitted to t(batch) = a + b * batch, and
 their cache.
 
-Host targets ("cpu", "cpu-kernel", "cuda") are measured by pearl_fpga.planner.host_probe (and the
-worker mode by planner.worker_probe); FPGA targets ("fpga-emu", "fpga") are modelled by
+Host targets ("cpu", "cpu-kernel", "cpu-bf16", "cuda") are measured by pearl_fpga.planner.host_probe (and
+the worker mode by planner.worker_probe); FPGA targets ("fpga-emu", "fpga") are modelled by
 planner.fpga_model. Profiles are cached per machine, profiled code (a fingerprint of its sources and
 native extensions) and workload in ~/.cache/pearl_fpga/profiles/<host>-<key>.json
 ($PEARL_FPGA_CACHE moves the cache root). The cache is validated on load; a corrupt one is
@@ -32,7 +32,7 @@ from pearl_fpga.limits import read_json
 from pearl_fpga.planner.model import Fit
 
 SCHEMA = 2  # 2: worker start/stop/poll and co-run factors from the runtime's own pool, exploration overhead
-HOST_TARGETS = ("cpu", "cpu-kernel", "cuda")
+HOST_TARGETS = ("cpu", "cpu-kernel", "cpu-bf16", "cuda")
 REPLAY_TASKS = ("replay_insert", "replay_sample", "replay_update")
 
 

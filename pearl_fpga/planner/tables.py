@@ -24,9 +24,10 @@ def capabilities() -> str:
     return bits + ("c" if torch.cuda.is_available() else "")
 
 # Targets are the runtime's placement tokens (pearl_fpga.runtime.placement): the CPU with torch
-# ("cpu") or with the kernels' C++ build ("cpu-kernel"), the GPU, a board, an emulated board.
-TARGET_ORDER = ("cpu", "cpu-kernel", "cuda", "fpga", "fpga-emu")
-HOST_DEVICE = {"cpu": "cpu", "cpu-kernel": "cpu", "cuda": "cuda"}
+# ("cpu") or with the kernels' C++ build ("cpu-kernel"), the CPU's learner in bfloat16 ("cpu-bf16", learn
+# only), the GPU, a board, an emulated board.
+TARGET_ORDER = ("cpu", "cpu-kernel", "cpu-bf16", "cuda", "fpga", "fpga-emu")
+HOST_DEVICE = {"cpu": "cpu", "cpu-kernel": "cpu", "cpu-bf16": "cpu", "cuda": "cuda"}
 
 
 def parse_devices(spec: str | Sequence[str] | None, board: str | None) -> tuple[list[str], str | None]:

@@ -10,6 +10,13 @@ PER; a uniform buffer is plain host memory), "learn" (gradient steps). Devices:
 | "fpga-emu"   | MLP kernel emulated (C++ build computes, the planner models the board's time) | same | - |
 | "cuda"       | torch on the GPU                      | -                                 | torch CUDA |
 | "fpga"       | MLP kernel on a board (pynq/xrt)      | sum tree on a board               | -     |
+| "cpu-bf16"   | -                                     | -                                 | torch CPU, bfloat16 GEMMs |
+| "cuda-bf16"  | -                                     | -                                 | torch CUDA, bfloat16 GEMMs |
+
+The "-bf16" learn targets run the learner's wide GEMMs in bfloat16 with float32 master weights,
+optimizer state and loss (pearl_fpga.algos.common.cast_layers); they need a CPU with AMX or
+AVX512_BF16, or a CUDA GPU with bfloat16 (`bf16_unsupported` says what is missing). Acting is
+unchanged: the actors run the float32 network or the kernels' fixed-point one.
 
 `parse_placement("fpga-emu")` puts act and replay on fpga-emu and learns on the CPU;
 "act=fpga-emu,replay=cpu,learn=cpu" names each task. "fpga-emu:<board>" emulates that catalog board
@@ -23,12 +30,14 @@ import warnings
 
 from dataclasses import dataclass
 
+from pearl_fpga.algos.common import BF16_SUFFIX, learn_target  # noqa: F401 - learn_target re-exported
+from pearl_fpga.host import bf16_unsupported  # noqa: F401 - re-exported for the planner and benchmarks
 from pearl_fpga.runtime.vocabulary import ROLES
 
 DEVICES = {
     "act": ("cpu", "cpu-kernel", "fpga-emu", "cuda", "fpga"),
     "replay": ("cpu", "cpu-kernel", "fpga-emu", "fpga"),
-    "learn": ("cpu", "cuda"),
+    "learn": ("cpu", "cpu-bf16", "cuda", "cuda-bf16"),
 }
 KERNEL_DEVICES = ("cpu-kernel", "fpga-emu", "fpga")
 BOARD_BACKENDS = ("pynq", "xrt")  # a Zynq board through PYNQ, an Alveo card through XRT
@@ -90,6 +99,11 @@ class Placement:
     def as_dict(self) -> dict[str, str]:
         """{"act": ..., "replay": ..., "learn": ...}."""
         return {task: getattr(self, task) for task in ROLES}
+
+    @property
+    def learn_device(self) -> str:
+        """The torch device of the learner: "cpu" or "cuda" (whatever the learn target's precision)."""
+        return learn_target(self.learn)[0]
 
     @property
     def kernel_actor(self) -> bool:

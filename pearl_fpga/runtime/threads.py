@@ -18,6 +18,8 @@ only among those; where none agree it keeps one thread for the whole run and its
 
 from __future__ import annotations
 
+from pearl_fpga.host import cpu_identity
+
 import functools
 import hashlib
 import json
@@ -269,25 +271,6 @@ ISA_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "
 LEARNER_FIELDS = ("algo", "net_arch", "batch_size", "double_q", "max_grad_norm", "concurrent_updates", "per",
                   "flush_subnormals", "policy_delay", "target_policy_noise")
 PROBE_STEPS = 4
-
-
-@functools.lru_cache(maxsize=1)
-def cpu_identity() -> dict[str, Any]:
-    """The CPU's model and its vector and matrix features (the flags that pick BLAS code paths)."""
-    import platform
-
-    model, flags = platform.processor() or platform.machine(), [platform.machine()]
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                model = value.strip()
-            elif key.strip() == "flags":
-                flags = sorted(f for f in value.split() if f.startswith(("avx", "amx", "fma", "sse4", "f16c")))
-                break
-    except OSError:
-        pass
-    return {"cpu": model, "features": flags}
 
 
 def determinism_key(config: Any, obs_dim: int, action_dim: int) -> dict[str, Any]:

@@ -1,0 +1,48 @@
+"""This machine as the numerics see it: the CPU's model and the vector and matrix features that pick
+BLAS and native code paths (read from /proc/cpuinfo where there is one)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_identity() -> dict[str, Any]:
+    """The CPU's model and its vector and matrix features (the flags that pick BLAS code paths)."""
+    import platform
+
+    model, flags = platform.processor() or platform.machine(), [platform.machine()]
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = sorted(f for f in value.split() if f.startswith(("avx", "amx", "fma", "sse4", "f16c")))
+                break
+    except OSError:
+        pass
+    return {"cpu": model, "features": flags}
+
+
+def bf16_unsupported(device: str) -> str | None:
+    """None when `device` ("cpu" or "cuda") runs bfloat16 GEMMs in hardware, else what is missing and
+    the alternative. The CPU needs AMX (amx_bf16) or AVX512_BF16 (avx512_bf16), and torch with oneDNN:
+    elsewhere torch emulates bfloat16 GEMMs, slower than float32."""
+    import torch
+
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            return "torch sees no CUDA device; use learn=cpu-bf16 or learn=cpu"
+        if not torch.cuda.is_bf16_supported():
+            return f"the GPU {torch.cuda.get_device_name()} has no bfloat16 arithmetic; use learn=cuda (float32)"
+        return None
+    features = set(cpu_identity()["features"])
+    if not features & {"amx_bf16", "avx512_bf16"}:
+        return (f"the CPU ({cpu_identity()['cpu']}) has neither AMX (amx_bf16) nor AVX512_BF16 (avx512_bf16), "
+                "so bfloat16 GEMMs would be emulated; use learn=cpu (float32)")
+    if not torch.backends.mkldnn.is_available():
+        return "this torch build has no oneDNN (mkldnn), which runs its CPU bfloat16 GEMMs; use learn=cpu (float32)"
+    return None
