@@ -119,6 +119,7 @@ def load_npz(path: str | os.PathLike[str], what: str, keys: Collection[str], mis
             if unknown:
                 raise CheckpointError(f"{what} {path} has members {unknown} that pearl_fpga never writes; it is not "
                                       "one of its files, nothing was loaded")
+            assert z.zip is not None  # open for the with-block
             for info in z.zip.infolist():
                 if bound is not None and info.file_size > bound:
                     raise CheckpointError(f"{what} {path}: member {info.filename} unpacks to {info.file_size:,} "

@@ -12,6 +12,7 @@ against the faster of the baselines. This machine is shared: expect noise, compa
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import time
@@ -206,7 +207,7 @@ def measure(args: ReplayBench, progress: Callable[[str], None]) -> dict[str, Any
     for name, label, fn in (("cpprb", "cpprb PrioritizedReplayBuffer", bench_cpprb), ("torchrl", "TorchRL TensorDictPrioritizedReplayBuffer", bench_torchrl)):
         if name in chosen:
             progress(label)
-            results[name] = _attempt(lambda fn=fn: fn(args))
+            results[name] = _attempt(functools.partial(fn, args))
         else:
             results[name] = {"error": "skipped (--baselines)"}
     progress("ReplaySampler cpu")

@@ -248,7 +248,9 @@ def _run_sb3(sb3: Any, config: Any, seed: int, eval_episodes: int, threads: int 
     else:
         from stable_baselines3.common.noise import NormalActionNoise
 
-        dim = env.action_space.shape[0]
+        shape = env.action_space.shape
+        assert shape is not None  # a Box action space (DDPG and TD3)
+        dim = shape[0]
         noise = NormalActionNoise(np.zeros(dim), config.action_noise_std * np.ones(dim))
         if config.algo == "td3":
             model = sb3.TD3("MlpPolicy", env, action_noise=noise, tau=config.tau, policy_delay=config.policy_delay,
@@ -264,7 +266,8 @@ def _run_sb3(sb3: Any, config: Any, seed: int, eval_episodes: int, threads: int 
     mean, _ = evaluate_policy(model, Monitor(gym.make(config.env_id)), n_eval_episodes=eval_episodes, deterministic=True)
     updates = int(getattr(model, "_n_updates", 0))
     return {"version": sb3.__version__, "seconds": elapsed, "env_steps_per_s": model.num_timesteps / elapsed,
-            "updates_per_s": updates / elapsed, "grad_steps": updates, "final_return": float(mean)}
+            "updates_per_s": updates / elapsed, "grad_steps": updates,
+            "final_return": float(mean)}  # type: ignore[arg-type]  # a float unless return_episode_rewards
 
 
 def _table(console: Any, results: dict[str, Any]) -> None:

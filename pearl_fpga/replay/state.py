@@ -143,7 +143,8 @@ def write_npz(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as f:
-            np.savez(f, **{key: np.asarray(value) for key, value in state.items()})
+            arrays: dict[str, Any] = {key: np.asarray(value) for key, value in state.items()}
+            np.savez(f, **arrays)
             f.flush()
             os.fsync(f.fileno())
     except BaseException:

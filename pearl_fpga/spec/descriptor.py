@@ -300,14 +300,14 @@ def config_header_text(d: KernelDescriptor) -> str:
             lines += [f"#ifndef {p.macro}", f"#define {p.macro} {p.default}", "#endif"]
     lines += ["", f"namespace {d.name} {{", "namespace config {", ""]
     for p in d.parameters.values():
-        value = p.macro if p.macro else str(p.default)
+        value = p.macro or str(p.default)
         lines += [f"constexpr {C_TYPE} {p.name.upper()} = {value};  // {p.doc}",
                   f"constexpr pearl::Range {p.name.upper()}_RANGE{{{p.min}, {p.max}}};"
                   + (f"  // {p.describe_range()}" if p.choices else "")]
     if d.constants:
         lines.append("")
-    for key, (value, doc) in d.constants.items():
-        lines.append(f"constexpr {C_TYPE} {key} = {value};  // {doc}")
+    for key, (number, doc) in d.constants.items():
+        lines.append(f"constexpr {C_TYPE} {key} = {number};  // {doc}")
     lines += ["", "}  // namespace config", f"}}  // namespace {d.name}", ""]
     return "\n".join(lines)
 
