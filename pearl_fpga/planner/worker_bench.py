@@ -75,7 +75,7 @@ def worker_pool_costs(config: Any, counts: Sequence[int], act_targets: Sequence[
 
     def learner_step() -> None:
         idx = rng.integers(0, 4096, size=b)
-        algo.learn(Batch.from_numpy({k: v[idx] for k, v in data.items()}, "cpu", discrete=spec.discrete))
+        algo.learn(Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete))
 
     out: dict[tuple[str, str], list[tuple[float, float]]] = {}
     threads = torch.get_num_threads()

@@ -40,3 +40,11 @@ def target_copy_due(config: Any, needed: int, checked: int) -> bool:
 def credit_chunk(config: Any) -> int:
     """Env steps granted to a worker at a time: a message, at most the allowed lag, whole env groups."""
     return max(config.n_envs, min(MESSAGE_STEPS, config.actor_lag) // config.n_envs * config.n_envs)
+
+
+def credit_limit(config: Any, grad_steps: int, end: int) -> int:
+    """Env steps actors may have been granted when the learner has run `grad_steps` steps: the steps the
+    next gradient step needs (at least learning_starts) plus the allowed lag, at most `end`."""
+    if config.gradient_steps <= 0:
+        return end
+    return min(end, max(needed_env_steps(config, grad_steps), config.learning_starts) + config.actor_lag)

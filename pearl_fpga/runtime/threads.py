@@ -337,7 +337,7 @@ def _learner_digest(config: Any, obs_dim: int, action_dim: int, threads: int, st
     try:
         torch.set_num_threads(threads)
         learner = make_algo(config, obs_dim, action_dim, device="cpu", seed=0)
-        batch = Batch.from_numpy(data, discrete=discrete)
+        batch = Batch(**data).to_torch(discrete=discrete)
         h = hashlib.sha256()
         for _ in range(steps):
             loss, td = learner.learn(batch)
