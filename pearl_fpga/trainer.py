@@ -66,7 +66,7 @@ class Trainer:
         tensorboard is installed, learning_curve.png after each train())."""
         algo = str(algo).lower()
         preset = config is None
-        if preset:
+        if config is None:
             note = preset_note(algo, env)
             if note:
                 warnings.warn(note, stacklevel=2)
@@ -468,6 +468,7 @@ class Trainer:
                         td_np = td.cpu().numpy()
                         if not np.isfinite(td_np).all():
                             self._diverged(f"the TD errors of gradient step {g + 1:,} are not finite")
+                        assert batch.indices is not None  # a replay's sample always has them
                         self.replay.update_priorities(batch.indices, td_np)
                 self.grad_steps += 1
                 if self.grad_steps % cfg.sync_interval == 0:
@@ -597,7 +598,7 @@ class Trainer:
         trainer._last_checkpoint = (directory, trainer.env_steps)
         return trainer
 
-    def _restore(self, state: dict[str, Any], counters: dict[str, int]) -> None:
+    def _restore(self, state: dict[str, Any], counters: dict[str, Any]) -> None:
         check_trainer_state(state, self)  # everything, before anything changes
         self.algo.load_state_dict(state["algo"])
         self.replay.load_state_dict(state["replay"])

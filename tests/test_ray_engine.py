@@ -84,7 +84,7 @@ def test_priorities_reach_the_right_shard_and_sampling_follows_them(cluster):
         totals = np.array([s["total"] for s in replay._status])
         counts = np.zeros(2)
         for _ in range(60):
-            np.add.at(counts, replay.sample(64)["indices"] // replay.stride, 1)
+            np.add.at(counts, replay.sample(64).indices // replay.stride, 1)
         assert chisquare(counts, totals / totals.sum() * counts.sum()).pvalue > 1e-3
 
 

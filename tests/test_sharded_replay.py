@@ -103,7 +103,7 @@ def test_a_restarted_shard_is_counted_and_its_old_updates_are_dropped():
     assert replay.report() == {"shard_restarts": 1, "transitions_lost": lost_size}
     assert replay.dropped_updates == int((batch.indices // replay.stride == 1).sum())
     assert len(replay) == 8 + 4
-    ids = replay.sample(16)["obs"][:, 0]
+    ids = replay.sample(16).obs[:, 0]
     assert np.all((ids < 1000) | (ids >= 5000))  # nothing of the lost incarnation comes back
 
 
@@ -115,7 +115,7 @@ def test_uniform_shards_sample_uniformly_without_weights():
     counts = np.zeros(2)
     for _ in range(200):
         batch = replay.sample(20)
-        assert "weights" not in batch
+        assert batch.weights is None
         np.add.at(counts, batch.indices // replay.stride, 1)
     assert chisquare(counts, np.array([4, 16]) / 20 * counts.sum()).pvalue > 1e-3
 
@@ -128,7 +128,7 @@ def test_checkpoint_round_trip_and_shard_count_mismatch():
     again, _ = make(2, seed=5)
     again.load_state_dict(state)
     assert len(again) == 16 and again.sample_calls == replay.sample_calls
-    np.testing.assert_array_equal(again.sample(8)["obs"], replay.sample(8)["obs"])
+    np.testing.assert_array_equal(again.sample(8).obs, replay.sample(8).obs)
     three, _ = make(3)
     with pytest.raises(CheckpointError, match="2 shards, this run has 3"):
         three.load_state_dict(state)

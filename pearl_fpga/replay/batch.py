@@ -57,9 +57,9 @@ class Batch(Generic[Array]):
     def concatenate(cls, batches: Sequence[Batch[np.ndarray]]) -> Batch[np.ndarray]:
         """The rows of several numpy batches, in order (weights and indices only where all have them)."""
 
-        def cat(name: str) -> np.ndarray | None:
+        def cat(name: str) -> Any:
             parts = [getattr(b, name) for b in batches]
             return None if any(p is None for p in parts) else np.concatenate(parts)
 
-        return cls(obs=cat("obs"), action=cat("action"), reward=cat("reward"), next_obs=cat("next_obs"),
+        return Batch(obs=cat("obs"), action=cat("action"), reward=cat("reward"), next_obs=cat("next_obs"),
                    done=cat("done"), weights=cat("weights"), indices=cat("indices"))

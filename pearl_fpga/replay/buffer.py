@@ -297,9 +297,9 @@ class PrioritizedReplayBuffer:
         step = self._sampler.max_batch
         for start in range(0, len(slots), step):
             part = slice(start, start + step)
-            if words is None:
+            if priorities is not None:
                 self._sampler.update(slots[part], priorities[part])
-            else:
+            elif words is not None:
                 self._sampler.update(slots[part], words=words[part])
 
     # ---- state ---------------------------------------------------------------------------------

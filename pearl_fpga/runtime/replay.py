@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DivergenceError
 from pearl_fpga.replay.batch import Batch
 from pearl_fpga.runtime.schedule import allowed_gradient_steps
@@ -189,7 +190,7 @@ class PrioritizedReplay(Replay):
     prioritized = True
 
     def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
-                 config: Any, backend: str, beta_steps: int, fanout: int = 16, max_batch: int | None = None) -> None:
+                 config: TrainConfig, backend: str, beta_steps: int, fanout: int = 16, max_batch: int | None = None) -> None:
         from pearl_fpga.replay import PrioritizedReplayBuffer
 
         self.buffer = PrioritizedReplayBuffer(
@@ -259,7 +260,7 @@ class PrioritizedReplay(Replay):
             raise CheckpointError(f"checkpoint replay does not fit this buffer: {exc}") from exc
 
 
-def make_replay(config: Any, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
+def make_replay(config: TrainConfig, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
                 replay_backends: tuple[str, ...] = ("cpu",), device: str = "cpu",
                 sizes: dict[str, int] | None = None) -> Replay:
     """Uniform buffer, or the prioritized one on the replay kernel (first available of

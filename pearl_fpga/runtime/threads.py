@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pearl_fpga.config import TrainConfig
+
 
 def available_cores() -> int:
     """CPU cores this process may run on (its affinity mask where the OS has one)."""
@@ -290,7 +292,7 @@ def cpu_identity() -> dict[str, Any]:
     return {"cpu": model, "features": flags}
 
 
-def determinism_key(config: Any, obs_dim: int, action_dim: int) -> dict[str, Any]:
+def determinism_key(config: TrainConfig, obs_dim: int, action_dim: int) -> dict[str, Any]:
     """What a probe's answer depends on: the CPU, torch's build, the ISA settings and the learner."""
     import torch
 
@@ -312,7 +314,7 @@ def _learner_code_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def _learner_digest(config: Any, obs_dim: int, action_dim: int, threads: int, steps: int = PROBE_STEPS) -> str:
+def _learner_digest(config: TrainConfig, obs_dim: int, action_dim: int, threads: int, steps: int = PROBE_STEPS) -> str:
     """SHA-256 of every learner tensor after `steps` steps on a fixed batch at `threads` threads."""
     import numpy as np
     import torch
@@ -373,7 +375,7 @@ def _cache_file() -> Path:
     return cache_root() / "thread_determinism.json"
 
 
-def reproducible_thread_counts(config: Any, obs_dim: int, action_dim: int, candidates: tuple[int, ...],
+def reproducible_thread_counts(config: TrainConfig, obs_dim: int, action_dim: int, candidates: tuple[int, ...],
                                cache: Path | None = None) -> Reproducibility:
     """Which of `candidates` give the same learner bits as one thread on this machine (measured once per
     `determinism_key`, then read from the cache). One thread is the reference; it is run twice, and a
@@ -407,7 +409,7 @@ def reproducible_thread_counts(config: Any, obs_dim: int, action_dim: int, candi
     return Reproducibility(probed=probed, agree=agree, repeats=repeats, cached=cached)
 
 
-def reproducible_controller(config: Any, obs_dim: int, action_dim: int, cores: int | None = None) -> AdaptiveThreads:
+def reproducible_controller(config: TrainConfig, obs_dim: int, action_dim: int, cores: int | None = None) -> AdaptiveThreads:
     """The controller of a run that promises the same bits for a seed: it switches only among counts
     that agree with one thread on this machine, and keeps one thread where none does."""
     callers = learner_callers(config)

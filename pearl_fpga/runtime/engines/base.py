@@ -73,8 +73,10 @@ class Engine(Protocol):
     refill_steps: int
     """Env steps the actors may run past the lag limit while the replay has nothing to sample (the Ray
     engine's shards, all restarted empty); 0 where the replay never loses its data."""
-    replay: Replay
-    """The replay the learner samples and writes priorities to."""
+
+    @property
+    def replay(self) -> Replay:
+        """The replay the learner samples and writes priorities to."""
 
     def start(self, env_steps: int, weights: dict[str, Any]) -> None:
         """Start the actors of one train() call at global env step `env_steps`, holding `weights`."""

@@ -83,6 +83,7 @@ class EnvActor:
                 self.actor.set_weights(ray.get(weights[0]))
                 self.version = version
         out = self.actor.run(credit, start_step, timer)
+        assert out.data is not None
         td = None
         if self.config.actor_priorities:
             with timer.time("act"):

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.replay.batch import Batch
 from pearl_fpga.runtime.replay import Replay, ReplayEmpty, make_replay
@@ -33,7 +34,7 @@ from pearl_fpga.runtime.replay import Replay, ReplayEmpty, make_replay
 class ReplayShard:
     """One shard: a local buffer plus the identity (incarnation) that tells a restart apart."""
 
-    def __init__(self, config: Any, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
+    def __init__(self, config: TrainConfig, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
                  backends: tuple[str, ...] = ("cpu",), device: str = "cpu", sizes: dict[str, int] | None = None) -> None:
         self.replay = make_replay(config, obs_dim, action_shape, discrete, seed, backends, device, sizes)
         self.incarnation = uuid.uuid4().hex
@@ -76,7 +77,7 @@ class ReplayShard:
 class ShardedReplay(Replay):
     """The learner's view of M shards, with the interface of runtime.replay's buffers."""
 
-    def __init__(self, n_shards: int, stride: int, config: Any, submit: Callable[..., Any],
+    def __init__(self, n_shards: int, stride: int, config: TrainConfig, submit: Callable[..., Any],
                  gather: Callable[[list[Any]], list[Any]], seed: int, beta_steps: int) -> None:
         self.n = n_shards
         self.stride = stride  # shard capacity: global index = shard * stride + local index
