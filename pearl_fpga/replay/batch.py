@@ -53,8 +53,8 @@ class Batch(Generic[Array]):
                      reward=t(self.reward, 1), next_obs=t(self.next_obs, -1), done=t(self.done, 1),
                      weights=None if self.weights is None else t(self.weights, 1), indices=self.indices)
 
-    @classmethod
-    def concatenate(cls, batches: Sequence[Batch[np.ndarray]]) -> Batch[np.ndarray]:
+    @staticmethod
+    def concatenate(batches: Sequence[Batch[np.ndarray]]) -> Batch[np.ndarray]:
         """The rows of several numpy batches, in order (weights and indices only where all have them)."""
 
         def cat(name: str) -> Any:
