@@ -32,9 +32,9 @@ from pearl_fpga.algos import make_algo
 from pearl_fpga.config import TrainConfig, preset_note
 from pearl_fpga.errors import CheckpointError, DivergenceError, EngineError, TrainingInterrupted
 from pearl_fpga.runtime.actor import ActorLoop, Transitions
-from pearl_fpga.runtime.checkpoint import (RESUMABLE_FIELDS, as_tuple, check_writable, checkpoint_lock, first_nonfinite,
-                                         global_rng_state, np_global_state, read_newest, recover_checkpoint,
-                                         resumed_config, set_global_rng_state, set_np_global_state, write_checkpoint)
+from pearl_fpga.runtime.checkpoint import (RESUMABLE_FIELDS, check_writable, checkpoint_lock, first_nonfinite,
+                                         global_rng_state, read_newest, recover_checkpoint, restore_run_state,
+                                         resumed_config, run_state, set_global_rng_state, write_checkpoint)
 from pearl_fpga.runtime.emulation import board_preset, check_fits
 from pearl_fpga.runtime.engines import Engine, RunSetup, make_engine, resolve_engine
 from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollout
@@ -538,18 +538,7 @@ class Trainer:
             raise CheckpointError("its counters differ from the trainer's")
 
     def _write(self, directory: Path) -> Path:
-        state = {
-            "algo": self.algo.state_dict(),
-            "replay": self.replay.state_dict(),
-            "envs": self.envs.snapshot(),
-            "policy": self.policy.module.state_dict(),
-            "rng": {"numpy_global": np_global_state(),
-                    "python": random.getstate(), "torch": torch.get_rng_state(),
-                    "explore": self.actor.rng.bit_generator.state},
-            "best": self.best,
-            "episode_log": np.asarray(self.episode_log, dtype=np.float64).reshape(-1, 3),
-            "eval_log": np.asarray(self.eval_log, dtype=np.float64).reshape(-1, 3),
-        }
+        state = run_state(self.algo, self.replay, self.actor, self.best, self.episode_log, self.eval_log)
         return write_checkpoint(directory, state, {
             "algo": self.config.algo, "env_id": self.config.env_id, "seed": self.seed,
             "placement": str(self.placement), "config": self.config.to_dict(),
@@ -600,17 +589,7 @@ class Trainer:
 
     def _restore(self, state: dict[str, Any], counters: dict[str, Any]) -> None:
         check_trainer_state(state, self)  # everything, before anything changes
-        self.algo.load_state_dict(state["algo"])
-        self.replay.load_state_dict(state["replay"])
-        self.envs.restore(state["envs"])
-        self.policy.load_weights(state["policy"])
-        set_np_global_state(state["rng"]["numpy_global"])
-        random.setstate(as_tuple(state["rng"]["python"]))
-        torch.set_rng_state(state["rng"]["torch"])
-        self.actor.rng.bit_generator.state = state["rng"]["explore"]
-        self.best = state["best"]
-        self.episode_log = [(int(s), float(r), int(n)) for s, r, n in np.asarray(state["episode_log"])]
-        self.eval_log = [(int(s), float(m), float(d)) for s, m, d in np.asarray(state["eval_log"])]
+        self.best, self.episode_log, self.eval_log = restore_run_state(state, self.algo, self.replay, self.actor)
         self.env_steps = int(counters["env_steps"])
         self.grad_steps = int(counters["grad_steps"])
         self.episodes = int(counters["episodes"])

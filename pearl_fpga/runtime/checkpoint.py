@@ -15,13 +15,18 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DirectoryInUse, PearlError
+
+if TYPE_CHECKING:
+    from pearl_fpga.algos import DQN, TD3
+    from pearl_fpga.runtime.actor import ActorLoop
+    from pearl_fpga.runtime.replay import Replay
 
 CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -352,6 +357,44 @@ def set_np_global_state(s: dict[str, Any]) -> None:
 
 def as_tuple(obj: Any) -> Any:
     return tuple(as_tuple(v) for v in obj) if isinstance(obj, (list, tuple)) else obj
+
+
+# ---- a training run's state ------------------------------------------------------------------------
+Log = list[tuple[int, float, int]]  # (env step, return, length) of each episode
+EvalLog = list[tuple[int, float, float]]  # (env step, mean, std) of each periodic evaluation
+
+
+def run_state(algo: DQN | TD3, replay: Replay, actor: ActorLoop, best: dict[str, Any] | None, episode_log: Log,
+              eval_log: EvalLog) -> dict[str, Any]:
+    """A training run's state.pt: the learner, the replay, this process's actor (envs, policy copy,
+    exploration draws), the process-global RNGs, the best evaluation and the logs."""
+    return {
+        "algo": algo.state_dict(),
+        "replay": replay.state_dict(),
+        "envs": actor.envs.snapshot(),
+        "policy": actor.policy.module.state_dict(),
+        "rng": {"numpy_global": np_global_state(), "python": random.getstate(), "torch": torch.get_rng_state(),
+                "explore": actor.rng.bit_generator.state},
+        "best": best,
+        "episode_log": np.asarray(episode_log, dtype=np.float64).reshape(-1, 3),
+        "eval_log": np.asarray(eval_log, dtype=np.float64).reshape(-1, 3),
+    }
+
+
+def restore_run_state(state: dict[str, Any], algo: DQN | TD3, replay: Replay,
+                      actor: ActorLoop) -> tuple[dict[str, Any] | None, Log, EvalLog]:
+    """Put run_state()'s parts back (checked beforehand: runtime.state_checks); returns the best
+    evaluation and the episode and evaluation logs."""
+    algo.load_state_dict(state["algo"])
+    replay.load_state_dict(state["replay"])
+    actor.envs.restore(state["envs"])
+    actor.policy.load_weights(state["policy"])
+    set_np_global_state(state["rng"]["numpy_global"])
+    random.setstate(as_tuple(state["rng"]["python"]))
+    torch.set_rng_state(state["rng"]["torch"])
+    actor.rng.bit_generator.state = state["rng"]["explore"]
+    return (state["best"], [(int(s), float(r), int(n)) for s, r, n in np.asarray(state["episode_log"])],
+            [(int(s), float(m), float(d)) for s, m, d in np.asarray(state["eval_log"])])
 
 
 # ---- resuming a run --------------------------------------------------------------------------------
