@@ -1,7 +1,7 @@
 """`pearl-fpga train`: train DQN, DDPG or TD3 with the kernels in the loop, with live progress, CSV and
 TensorBoard logs, checkpoints (periodic, at the end and on Ctrl-C or SIGTERM), a PNG learning curve and
 a per-task summary table. A run locks its log directory; `--resume` applies the settings a resumed
-run may change (trainer.RESUMABLE_FIELDS) and refuses the others, listing them."""
+run may change (runtime.checkpoint.RESUMABLE_FIELDS) and refuses the others, listing them."""
 
 from __future__ import annotations
 
