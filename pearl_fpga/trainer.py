@@ -44,7 +44,7 @@ from pearl_fpga.runtime.replay import Replay, ReplayEmpty
 from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_limit, needed_env_steps, target_copy_due
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.state_checks import check_trainer_state
-from pearl_fpga.runtime.stats import EvalResult, Stats
+from pearl_fpga.runtime.stats import EvalResult, LossMeter, Stats
 from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads, reproducible_controller
 from pearl_fpga.runtime.timers import TaskTimer
 from pearl_fpga.runtime.vocabulary import TASKS
@@ -152,13 +152,7 @@ class Trainer:
         self.best: dict[str, Any] | None = None  # {"mean", "step", "weights"}
         self.timer = TaskTimer()
         self._faults_before: dict[str, int] = {}  # fault counters of earlier runs (restored from a checkpoint)
-        # losses since the last report: a float sum on the fused CPU learner, a device tensor otherwise
-        # (synced only when a report reads it)
-        self._loss_sum: float | torch.Tensor = 0.0
-        self._loss_count = 0
-        self._last_loss = float("nan")
-        self._loss_known = False
-        self._nonfinite_loss: float | None = None  # a non-finite mean loss that stats() consumed
+        self.losses = LossMeter()
         self._stop = StopRequest()  # set by SIGINT, SIGTERM or request_stop(); acted on at a step boundary
         self._lock: Any = None  # the checkpoint directory's lock while train() runs
         self._last_checkpoint: tuple[Path, int] | None = None  # (directory, env step) of the last good one
@@ -298,17 +292,12 @@ class Trainer:
         run = self._run
         elapsed = (run.get("stop", time.perf_counter()) - run["start"]) if run else 0.0
         recent = [r for _, r, _ in self.episode_log[-20:]]
-        if self._loss_count:
-            self._last_loss = float(self._loss_sum) / self._loss_count
-            self._loss_sum, self._loss_count = 0.0, 0
-            self._loss_known = True
-            if not math.isfinite(self._last_loss):
-                self._nonfinite_loss = self._last_loss
+        loss = self.losses.report()
         return Stats(
             env_steps=self.env_steps, grad_steps=self.grad_steps, episodes=self.episodes,
             target_steps=run["end"] if run else self.env_steps, elapsed=elapsed,
-            recent_return=float(np.mean(recent)) if recent else float("nan"), loss=self._last_loss,
-            loss_known=self._loss_known,
+            recent_return=float(np.mean(recent)) if recent else float("nan"), loss=loss,
+            loss_known=self.losses.known,
             best_eval=float(self.best["mean"]) if self.best else float("nan"),
             worker_restarts=self.faults()["actor_restarts"], shard_restarts=self.faults()["shard_restarts"],
             transitions_lost=self.faults()["transitions_lost"],
@@ -461,8 +450,7 @@ class Trainer:
                     loss, td = self.algo.learn(batch.to_torch(self.algo.device, discrete=self.spec.discrete))
                     if isinstance(loss, float) and not math.isfinite(loss):  # the fused CPU step: no sync needed
                         self._diverged(f"the loss of gradient step {g + 1:,} is {loss}")
-                    self._loss_sum = self._loss_sum + loss
-                    self._loss_count += 1
+                    self.losses.add(loss)
                 if self.replay.prioritized:
                     with timer.time("replay_update"):
                         td_np = td.cpu().numpy()
@@ -487,14 +475,11 @@ class Trainer:
     def _check_finite(self, full: bool) -> None:
         """DivergenceError when the losses since the last report, or the policy's weights (full: every
         tensor of the algorithm, optimizer moments included), hold a NaN or an infinity."""
-        if self._loss_count:
-            mean = float(self._loss_sum) / self._loss_count
-            if not math.isfinite(mean):
-                self._diverged(f"the mean loss of the last {self._loss_count:,} gradient steps is {mean}")
-        if self._nonfinite_loss is not None:
-            self._diverged(f"the mean loss was {self._nonfinite_loss}")
+        problem = self.losses.problem()
+        if problem is not None:
+            self._diverged(problem)
         where = first_nonfinite(self.algo.state_dict() if full else self.algo.policy_module.state_dict(),
-                           "" if full else "policy.")
+                                "" if full else "policy.")
         if where is not None:
             self._diverged(f"the weights are not finite ({where})")
 
