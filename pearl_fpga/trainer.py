@@ -159,16 +159,6 @@ class Trainer:
         self._predict_weights_at: int | None = None  # grad step of the weights eval_policy holds for predict()
         self._run: dict[str, Any] | None = None  # the current or last train() call: start, end, progress
 
-    @property
-    def envs(self) -> EnvGroup:
-        """This process's env group (the inline engine's actors)."""
-        return self.actor.envs
-
-    @property
-    def policy(self) -> ActorPolicy:
-        """This process's actor policy, on the act device."""
-        return self.actor.policy
-
     # ------------------------------------------------------------------ public API
     def train(self, steps: int, progress: ProgressFn | None = None, progress_interval: float = 0.5) -> Stats:
         """Run `steps` more env steps (and the gradient steps the schedule allows by then).
@@ -243,7 +233,7 @@ class Trainer:
                 explore = self.predict_rng.random(len(batch)) < self.config.epsilon(self.env_steps)
                 actions = np.where(explore, self.predict_rng.integers(0, self.spec.action_dim, len(batch)), actions)
         else:
-            actions = np.stack([self.envs.to_env_action(a) for a in actions])
+            actions = np.stack([self.actor.envs.to_env_action(a) for a in actions])
         return (actions[0] if single else actions), state
 
     def request_stop(self) -> None:
@@ -283,7 +273,7 @@ class Trainer:
         else:
             self.eval_policy.load_weights(self.algo.policy_module.state_dict())
             step, which = self.env_steps, "current"
-        returns = rollout(self.config.env_id, self.envs, self.eval_policy, episodes,
+        returns = rollout(self.config.env_id, self.actor.envs, self.eval_policy, episodes,
                           self.seed + 2_000_000 if seed is None else seed)
         return EvalResult(float(np.mean(returns)), float(np.std(returns)), returns, step, which)
 
@@ -419,7 +409,7 @@ class Trainer:
         with self.timer.time("eval"):
             weights = {k: v.detach().cpu().clone() for k, v in self.algo.policy_module.state_dict().items()}
             self.eval_policy.load_weights(weights)
-            returns = rollout(self.config.env_id, self.envs, self.eval_policy, self.config.eval_episodes,
+            returns = rollout(self.config.env_id, self.actor.envs, self.eval_policy, self.config.eval_episodes,
                               self.seed + 1_000_000)
         mean, std = float(np.mean(returns)), float(np.std(returns))
         self.eval_log.append((self.env_steps, mean, std))

@@ -119,7 +119,7 @@ def _arm(monkeypatch, trainer, point, calls, signals):
         target = trainer.replay.buffer._sampler if trainer.replay.prioritized else trainer.replay
         wrap(target, "update" if trainer.replay.prioritized else "sample")
     elif point == "env_step":
-        wrap(trainer.envs, "step", before=False)
+        wrap(trainer.actor.envs, "step", before=False)
     else:
         wrap(ckpt_mod.torch, "save", before=False)
 
