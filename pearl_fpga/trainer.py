@@ -9,8 +9,9 @@
 Schedule (the update-to-data ratio honoured exactly): the learner may run gradient step g only once
 the env-step count n satisfies `runtime.schedule.allowed_gradient_steps(config, n) > g`, i.e. the steps Stable-Baselines3
 would have run by then (gradient_steps per train_freq env steps, after learning_starts). Where the
-actors run is the engine's business (pearl_fpga.runtime.engines: inline, processes, ray); every engine
-honours that schedule, and the algorithm is the same in all of them.
+actors run is the engine's business (pearl_fpga.runtime.engines: inline, processes, ray): an engine
+returns transitions and takes weights, and this module runs the one training loop over it (RLlib's
+training_step: sample, add, learn as the schedule allows, update priorities, sync weights).
 """
 
 from __future__ import annotations
@@ -27,35 +28,30 @@ from typing import Any
 import numpy as np
 import torch
 
-from pearl_fpga.algos import Batch, make_algo
+from pearl_fpga.algos import make_algo
 from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, preset_note
-from pearl_fpga.errors import CheckpointError, DirectoryInUse, DivergenceError, EngineError, TrainingInterrupted
-from pearl_fpga.runtime.checkpoint import (as_tuple, check_writable, checkpoint_lock, np_global_state, read_checkpoint,
-                                         recover_checkpoint, set_np_global_state, write_checkpoint)
-from pearl_fpga.runtime.engines import make_engine, resolve_engine
-from pearl_fpga.runtime.emulation import board_preset, check_fits, replay_sizes
+from pearl_fpga.errors import CheckpointError, DivergenceError, EngineError, TrainingInterrupted
+from pearl_fpga.runtime.actor import ActorLoop, Transitions
+from pearl_fpga.runtime.checkpoint import (RESUMABLE_FIELDS, check_writable, checkpoint_lock, first_nonfinite,
+                                         global_rng_state, read_newest, recover_checkpoint, restore_run_state,
+                                         resumed_config, run_state, set_global_rng_state, write_checkpoint)
+from pearl_fpga.runtime.emulation import board_preset, check_fits
+from pearl_fpga.runtime.engines import Engine, RunSetup, make_engine, resolve_engine
 from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollout
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
-from pearl_fpga.runtime.replay import make_replay
-from pearl_fpga.runtime.schedule import needed_env_steps, target_copy_due
+from pearl_fpga.runtime.replay import Replay, ReplayEmpty
+from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_limit, needed_env_steps, target_copy_due
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.state_checks import check_trainer_state
-from pearl_fpga.runtime.stats import EvalResult, Stats
+from pearl_fpga.runtime.stats import EvalResult, LossMeter, Stats
 from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads, reproducible_controller
 from pearl_fpga.runtime.timers import TaskTimer
 from pearl_fpga.runtime.vocabulary import TASKS
 
-
-
 ProgressFn = Callable[[Stats], None]
 
-RESUMABLE_FIELDS = ("total_steps", "eval_freq", "eval_episodes", "checkpoint_freq", "workers", "engine", "actors",
-                    "ray_address", "actor_resources", "shard_resources", "max_actor_lag", "learner_threads",
-                    "nonfinite_transitions")
-"""TrainConfig fields a resumed run may change (Trainer.load(overrides=...), `train --resume`): the run's
-length, evaluation and checkpoint intervals, and where actors run. Every other field (the algorithm's
-hyper-parameters, the replay's kind and size, the network) is fixed by the checkpoint."""
+__all__ = ["RESUMABLE_FIELDS", "Trainer"]
 
 
 class Trainer:
@@ -78,7 +74,7 @@ class Trainer:
         tensorboard is installed, learning_curve.png after each train())."""
         algo = str(algo).lower()
         preset = config is None
-        if preset:
+        if config is None:
             note = preset_note(algo, env)
             if note:
                 warnings.warn(note, stacklevel=2)
@@ -123,15 +119,17 @@ class Trainer:
             config, self.preset_note = board_preset(config, self.placement, self.spec.obs_dim, self.spec.action_dim)
             self.config = config
         check_fits(config, self.spec.obs_dim, self.spec.action_dim, self.placement)
-        if self.placement.learn == "cuda" and not torch.cuda.is_available():
+        if self.placement.learn_device == "cuda" and not torch.cuda.is_available():
             from pearl_fpga.errors import BackendUnavailable
 
-            raise BackendUnavailable("placement learn=cuda, but torch sees no CUDA device; use learn=cpu")
+            raise BackendUnavailable(f"placement learn={self.placement.learn}, but torch sees no CUDA device; use learn=cpu")
         # learner_threads 0: the count is measured and re-measured while training (runtime.threads); an
-        # inline run promises the same bits for a seed, so it uses only the counts that give them here
+        # inline float32 run promises the same bits for a seed, so it uses only the counts that give them
+        # here (a bf16 or compiled learner makes no such promise: the probe would time another step)
         self.learner_threads: AdaptiveThreads | None = None
         if config.learner_threads == 0:
-            reproducible = resolve_engine(config) == "inline" and self.placement.learn == "cpu"
+            reproducible = (resolve_engine(config) == "inline" and self.placement.learn == "cpu"
+                            and not config.learner_compile)
             self.learner_threads = (reproducible_controller(config, self.spec.obs_dim, self.spec.action_dim)
                                     if reproducible else AdaptiveThreads(callers=learner_callers(config)))
         if self.learner_threads is None:
@@ -141,19 +139,17 @@ class Trainer:
         np.random.seed(seed)
         torch.manual_seed(seed)
 
-        self.algo = make_algo(config, self.spec.obs_dim, self.spec.action_dim,
-                              device="cuda" if self.placement.learn == "cuda" else "cpu", seed=seed)
-        action_shape = () if self.spec.discrete else (self.spec.action_dim,)
-        self.engine = make_engine(config)
-        self.replay = self.engine.make_replay(
-            self, lambda offset: make_replay(config, self.spec.obs_dim, action_shape, self.spec.discrete, seed + 1 + offset,
-                                             self.placement.replay_backends(), self.placement.replay,
-                                             replay_sizes(self.placement)))
-        self.envs = EnvGroup(config.env_id, config.n_envs, seed)
-        self.rng = np.random.default_rng(seed + 2)  # exploration
-        self.predict_rng = np.random.default_rng(seed + 3)  # predict(): leaves training's draws as they are
+        self.algo = make_algo(config, self.spec.obs_dim, self.spec.action_dim, device=self.placement.learn, seed=seed)
         self.calibration = calibration_batch(config.env_id, seed)
-        self.policy = ActorPolicy(self.algo.policy_module, self.placement, self.spec.discrete, self.calibration)
+        # this process's actor: the inline engine acts with it; its envs, policy copy and exploration
+        # draws (seed + 2) are part of every checkpoint
+        self.actor = ActorLoop(config, EnvGroup(config.env_id, config.n_envs, seed),
+                               ActorPolicy(self.algo.policy_module, self.placement, self.spec.discrete, self.calibration),
+                               np.random.default_rng(seed + 2))
+        self.setup = RunSetup(config, self.placement, self.spec, seed, self.calibration, logger)
+        self.engine: Engine = make_engine(self.setup, self.actor)
+        self.replay: Replay = self.engine.replay
+        self.predict_rng = np.random.default_rng(seed + 3)  # predict(): leaves training's draws as they are
         self.eval_policy = ActorPolicy(self.algo.policy_module, self.placement, self.spec.discrete, self.calibration)
 
         self.env_steps = 0
@@ -165,17 +161,12 @@ class Trainer:
         self.best: dict[str, Any] | None = None  # {"mean", "step", "weights"}
         self.timer = TaskTimer()
         self._faults_before: dict[str, int] = {}  # fault counters of earlier runs (restored from a checkpoint)
-        # losses since the last report: a float sum on the fused CPU learner, a device tensor otherwise
-        # (synced only when a report reads it)
-        self._loss_sum: float | torch.Tensor = 0.0
-        self._loss_count = 0
-        self._last_loss = float("nan")
-        self._loss_known = False
-        self._nonfinite_loss: float | None = None  # a non-finite mean loss that stats() consumed
+        self.losses = LossMeter()
         self._stop = StopRequest()  # set by SIGINT, SIGTERM or request_stop(); acted on at a step boundary
         self._lock: Any = None  # the checkpoint directory's lock while train() runs
         self._last_checkpoint: tuple[Path, int] | None = None  # (directory, env step) of the last good one
         self._predict_weights_at: int | None = None  # grad step of the weights eval_policy holds for predict()
+        self._run: dict[str, Any] | None = None  # the current or last train() call: start, end, progress
 
     # ------------------------------------------------------------------ public API
     def train(self, steps: int, progress: ProgressFn | None = None, progress_interval: float = 0.5) -> Stats:
@@ -199,7 +190,8 @@ class Trainer:
         try:
             with self._stop.handlers():
                 try:
-                    self.engine.run(self, end)
+                    self.engine.start(self.env_steps, self.policy_weights())
+                    self._collect_and_learn(end)
                 except EngineError as exc:
                     # raised at a step boundary (e.g. a crash-looping worker): the learner's state is whole
                     if getattr(exc, "at_boundary", False) and self.checkpoint_dir is not None:
@@ -250,7 +242,7 @@ class Trainer:
                 explore = self.predict_rng.random(len(batch)) < self.config.epsilon(self.env_steps)
                 actions = np.where(explore, self.predict_rng.integers(0, self.spec.action_dim, len(batch)), actions)
         else:
-            actions = np.stack([self.envs.to_env_action(a) for a in actions])
+            actions = np.stack([self.actor.envs.to_env_action(a) for a in actions])
         return (actions[0] if single else actions), state
 
     def request_stop(self) -> None:
@@ -290,26 +282,21 @@ class Trainer:
         else:
             self.eval_policy.load_weights(self.algo.policy_module.state_dict())
             step, which = self.env_steps, "current"
-        returns = rollout(self.config.env_id, self.envs, self.eval_policy, episodes,
+        returns = rollout(self.config.env_id, self.actor.envs, self.eval_policy, episodes,
                           self.seed + 2_000_000 if seed is None else seed)
         return EvalResult(float(np.mean(returns)), float(np.std(returns)), returns, step, which)
 
     def stats(self) -> Stats:
         """Current counters and recent figures."""
-        run = getattr(self, "_run", None)
+        run = self._run
         elapsed = (run.get("stop", time.perf_counter()) - run["start"]) if run else 0.0
         recent = [r for _, r, _ in self.episode_log[-20:]]
-        if self._loss_count:
-            self._last_loss = float(self._loss_sum) / self._loss_count
-            self._loss_sum, self._loss_count = 0.0, 0
-            self._loss_known = True
-            if not math.isfinite(self._last_loss):
-                self._nonfinite_loss = self._last_loss
+        loss = self.losses.report()
         return Stats(
             env_steps=self.env_steps, grad_steps=self.grad_steps, episodes=self.episodes,
             target_steps=run["end"] if run else self.env_steps, elapsed=elapsed,
-            recent_return=float(np.mean(recent)) if recent else float("nan"), loss=self._last_loss,
-            loss_known=self._loss_known,
+            recent_return=float(np.mean(recent)) if recent else float("nan"), loss=loss,
+            loss_known=self.losses.known,
             best_eval=float(self.best["mean"]) if self.best else float("nan"),
             worker_restarts=self.faults()["actor_restarts"], shard_restarts=self.faults()["shard_restarts"],
             transitions_lost=self.faults()["transitions_lost"],
@@ -319,7 +306,7 @@ class Trainer:
     def faults(self) -> dict[str, int]:
         """Actor restarts, replay-shard restarts and the transitions lost with them, over the whole run."""
         out = {"actor_restarts": 0, "shard_restarts": 0, "transitions_lost": 0, "nonfinite_dropped": 0}
-        for source in (self._faults_before, self.engine.report(),
+        for source in (self._faults_before, self.engine.faults(),
                        {"nonfinite_dropped": getattr(self.replay, "dropped", 0)}):
             for key, value in source.items():
                 out[key] = out.get(key, 0) + int(value)
@@ -345,7 +332,7 @@ class Trainer:
 
     def task_summary(self) -> dict[str, float]:
         """Seconds per env step of each task (summed over processes) and env steps/s of the last train()."""
-        run = getattr(self, "_run", None)
+        run = self._run
         steps = max(self.env_steps - (run["start_steps"] if run else 0), 1)
         out = {key: self.timer.seconds.get(key, 0.0) / steps for key in TASKS}
         elapsed = (run.get("stop", time.perf_counter()) - run["start"]) if run else 0.0
@@ -370,17 +357,41 @@ class Trainer:
             return f"{self.placement.learn}->{self.placement.act}"
         return "cpu"
 
-    # ------------------------------------------------------------------ what engines call (LearnerHost)
-    def record_env_steps(self, n: int, finished: list[tuple[float, int]]) -> None:
-        """Count n collected env steps and the episodes that ended in them."""
-        self.env_steps += n
-        for ret, length in finished:
+    # ------------------------------------------------------------------ the training loop
+    def _collect_and_learn(self, end: int) -> None:
+        """Collect env steps from the engine until `end`, learning as the schedule allows: after every
+        batch of transitions on a lockstep engine (SB3's order), else one gradient step per poll while
+        the actors, granted at most actor_lag env steps ahead, keep stepping."""
+        cfg, engine = self.config, self.engine
+        while self.env_steps < end:
+            limit = credit_limit(cfg, self.grad_steps, end)
+            if engine.refill_steps and not self.replay.can_sample():  # e.g. every Ray shard restarted empty
+                limit = min(end, max(limit, self.env_steps + engine.refill_steps))
+            can_learn = allowed_gradient_steps(cfg, self.env_steps) > self.grad_steps
+            for transitions in engine.sample(limit, wait=not can_learn):
+                self._add(transitions)
+                if engine.lockstep:
+                    self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
+                self._periodic(transitions.n)
+            if not engine.lockstep and allowed_gradient_steps(cfg, self.env_steps) > self.grad_steps \
+                    and self.replay.can_sample():
+                self._learn_until(self.grad_steps + 1)
+        self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
+
+    def _add(self, transitions: Transitions) -> None:
+        """Store collected transitions (unless an actor stored them in its shard) and count them."""
+        if transitions.data is not None:
+            with self.timer.time("replay_insert"):
+                self.replay.add(transitions.data)
+        self.timer.merge(transitions.seconds, transitions.calls)
+        self.env_steps += transitions.n
+        for ret, length in transitions.finished:
             self.episodes += 1
             self.episode_log.append((self.env_steps, ret, length))
             if self.logger is not None:
                 self.logger.episode(self.env_steps, ret, length)
 
-    def periodic(self, n: int) -> None:
+    def _periodic(self, n: int) -> None:
         """Evaluation, checkpoint and progress when their interval was crossed by the last n steps."""
         cfg = self.config
         prev = self.env_steps - n
@@ -391,6 +402,7 @@ class Trainer:
             with self.timer.time("checkpoint"):
                 self.save(self.checkpoint_dir)
         run = self._run
+        assert run is not None
         now = time.perf_counter()
         if run["progress"] is not None and now - run["last"] >= run["interval"]:
             run["last"] = now
@@ -406,7 +418,7 @@ class Trainer:
         with self.timer.time("eval"):
             weights = {k: v.detach().cpu().clone() for k, v in self.algo.policy_module.state_dict().items()}
             self.eval_policy.load_weights(weights)
-            returns = rollout(self.config.env_id, self.envs, self.eval_policy, self.config.eval_episodes,
+            returns = rollout(self.config.env_id, self.actor.envs, self.eval_policy, self.config.eval_episodes,
                               self.seed + 1_000_000)
         mean, std = float(np.mean(returns)), float(np.std(returns))
         self.eval_log.append((self.env_steps, mean, std))
@@ -415,42 +427,41 @@ class Trainer:
         if self.best is None or mean > self.best["mean"]:
             self.best = {"mean": mean, "step": self.env_steps, "weights": weights}
 
-    # ------------------------------------------------------------------ learner
-    def learn_until(self, allowed: int) -> None:
+    def _learn_until(self, allowed: int) -> None:
         """Run gradient steps up to `allowed`; the next batch is sampled before the current step's
         priorities are written back (relaxed sample/update dependency, fixed order: deterministic)."""
         cfg, timer = self.config, self.timer
-        if self.grad_steps >= allowed:
-            return
         next_batch = None
-        while self.grad_steps < allowed:
-            g = self.grad_steps
-            if cfg.algo == "dqn":
-                n_g = needed_env_steps(cfg, g)
-                # SB3 copies the target every target_update_interval env steps during collection,
-                # while the online net is frozen: one copy before the first step of such a round.
-                if target_copy_due(cfg, n_g, self.target_checked):
-                    self.algo.update_target()
-                self.target_checked = max(self.target_checked, n_g)
-            with timer.time("replay_sample"):
-                data = next_batch if next_batch is not None else self.replay.sample(cfg.batch_size)
-                next_batch = self.replay.sample(cfg.batch_size) if g + 1 < allowed else None
-            with timer.time("learn"), self._timed_step():
-                batch = Batch.from_numpy(data, self.algo.device, discrete=self.spec.discrete)
-                loss, td = self.algo.learn(batch)
-                if isinstance(loss, float) and not math.isfinite(loss):  # the fused CPU step: no sync needed
-                    self._diverged(f"the loss of gradient step {g + 1:,} is {loss}")
-                self._loss_sum = self._loss_sum + loss
-                self._loss_count += 1
-            if self.replay.prioritized:
-                with timer.time("replay_update"):
-                    td_np = td.cpu().numpy()
-                    if not np.isfinite(td_np).all():
-                        self._diverged(f"the TD errors of gradient step {g + 1:,} are not finite")
-                    self.replay.update_priorities(data["indices"], td_np)
-            self.grad_steps += 1
-            if self.grad_steps % cfg.sync_interval == 0:
-                self._sync_weights()
+        try:
+            while self.grad_steps < allowed:
+                g = self.grad_steps
+                if cfg.algo == "dqn":
+                    n_g = needed_env_steps(cfg, g)
+                    # SB3 copies the target every target_update_interval env steps during collection,
+                    # while the online net is frozen: one copy before the first step of such a round.
+                    if target_copy_due(cfg, n_g, self.target_checked):
+                        self.algo.update_target()
+                    self.target_checked = max(self.target_checked, n_g)
+                with timer.time("replay_sample"):
+                    batch = next_batch if next_batch is not None else self.replay.sample(cfg.batch_size)
+                    next_batch = self.replay.sample(cfg.batch_size) if g + 1 < allowed else None
+                with timer.time("learn"), self._timed_step():
+                    loss, td = self.algo.learn(batch.to_torch(self.algo.device, discrete=self.spec.discrete))
+                    if isinstance(loss, float) and not math.isfinite(loss):  # the fused CPU step: no sync needed
+                        self._diverged(f"the loss of gradient step {g + 1:,} is {loss}")
+                    self.losses.add(loss)
+                if self.replay.prioritized:
+                    with timer.time("replay_update"):
+                        td_np = td.cpu().numpy()
+                        if not np.isfinite(td_np).all():
+                            self._diverged(f"the TD errors of gradient step {g + 1:,} are not finite")
+                        assert batch.indices is not None  # a replay's sample always has them
+                        self.replay.update_priorities(batch.indices, td_np)
+                self.grad_steps += 1
+                if self.grad_steps % cfg.sync_interval == 0:
+                    self._sync_weights()
+        except ReplayEmpty:
+            self.setup.note("every replay shard is empty (restarted); the learner waits for the actors")
 
     def _timed_step(self) -> Any:
         return self.learner_threads.step() if self.learner_threads is not None else contextlib.nullcontext()
@@ -458,19 +469,16 @@ class Trainer:
     def _sync_weights(self) -> None:
         self._check_finite(full=False)  # before actors (a kernel actor quantizes them) see the weights
         with self.timer.time("weight_sync"):
-            self.engine.broadcast(self, self.algo.policy_module.state_dict())
+            self.engine.set_weights(self.algo.policy_module.state_dict())
 
     def _check_finite(self, full: bool) -> None:
         """DivergenceError when the losses since the last report, or the policy's weights (full: every
         tensor of the algorithm, optimizer moments included), hold a NaN or an infinity."""
-        if self._loss_count:
-            mean = float(self._loss_sum) / self._loss_count
-            if not math.isfinite(mean):
-                self._diverged(f"the mean loss of the last {self._loss_count:,} gradient steps is {mean}")
-        if self._nonfinite_loss is not None:
-            self._diverged(f"the mean loss was {self._nonfinite_loss}")
-        where = _nonfinite(self.algo.state_dict() if full else self.algo.policy_module.state_dict(),
-                           "" if full else "policy.")
+        problem = self.losses.problem()
+        if problem is not None:
+            self._diverged(problem)
+        where = first_nonfinite(self.algo.state_dict() if full else self.algo.policy_module.state_dict(),
+                                "" if full else "policy.")
         if where is not None:
             self._diverged(f"the weights are not finite ({where})")
 
@@ -514,18 +522,7 @@ class Trainer:
             raise CheckpointError("its counters differ from the trainer's")
 
     def _write(self, directory: Path) -> Path:
-        state = {
-            "algo": self.algo.state_dict(),
-            "replay": self.replay.state_dict(),
-            "envs": self.envs.snapshot(),
-            "policy": self.policy.module.state_dict(),
-            "rng": {"numpy_global": np_global_state(),
-                    "python": random.getstate(), "torch": torch.get_rng_state(),
-                    "explore": self.rng.bit_generator.state},
-            "best": self.best,
-            "episode_log": np.asarray(self.episode_log, dtype=np.float64).reshape(-1, 3),
-            "eval_log": np.asarray(self.eval_log, dtype=np.float64).reshape(-1, 3),
-        }
+        state = run_state(self.algo, self.replay, self.actor, self.best, self.episode_log, self.eval_log)
         return write_checkpoint(directory, state, {
             "algo": self.config.algo, "env_id": self.config.env_id, "seed": self.seed,
             "placement": str(self.placement), "config": self.config.to_dict(),
@@ -554,15 +551,15 @@ class Trainer:
         if (directory / CHECKPOINT_FILE).is_file():  # a tabular run's checkpoint
             return TabularTrainer.load(directory, placement, workers, logger, checkpoint_dir, engine, ray_address,
                                        expect, overrides)  # type: ignore[return-value]
-        rngs = _global_rng_state()
+        rngs = global_rng_state()
         try:
-            manifest, state = _read_newest(directory, expect)
+            manifest, state = read_newest(directory, expect)
             try:
                 config = TrainConfig.from_dict(manifest["config"])
             except ValueError as exc:
                 raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
             if overrides:
-                config = _resumed_config(config, overrides, directory)
+                config = resumed_config(config, overrides, directory)
             trainer = cls(algo=config.algo, env=config.env_id,
                           placement=placement if placement is not None else manifest["placement"],
                           config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,
@@ -574,100 +571,17 @@ class Trainer:
             except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as exc:
                 raise CheckpointError(f"checkpoint {directory} does not fit this trainer: {exc}") from exc
         except BaseException:
-            _set_global_rng_state(rngs)
+            set_global_rng_state(rngs)
             raise
         trainer._last_checkpoint = (directory, trainer.env_steps)
         return trainer
 
-    def _restore(self, state: dict[str, Any], counters: dict[str, int]) -> None:
+    def _restore(self, state: dict[str, Any], counters: dict[str, Any]) -> None:
         check_trainer_state(state, self)  # everything, before anything changes
-        self.algo.load_state_dict(state["algo"])
-        self.replay.load_state_dict(state["replay"])
-        self.envs.restore(state["envs"])
-        self.policy.load_weights(state["policy"])
-        set_np_global_state(state["rng"]["numpy_global"])
-        random.setstate(as_tuple(state["rng"]["python"]))
-        torch.set_rng_state(state["rng"]["torch"])
-        self.rng.bit_generator.state = state["rng"]["explore"]
-        self.best = state["best"]
-        self.episode_log = [(int(s), float(r), int(n)) for s, r, n in np.asarray(state["episode_log"])]
-        self.eval_log = [(int(s), float(m), float(d)) for s, m, d in np.asarray(state["eval_log"])]
+        self.best, self.episode_log, self.eval_log = restore_run_state(state, self.algo, self.replay, self.actor)
         self.env_steps = int(counters["env_steps"])
         self.grad_steps = int(counters["grad_steps"])
         self.episodes = int(counters["episodes"])
         self.target_checked = int(counters["target_checked"])
         faults = counters.get("faults", {"actor_restarts": counters.get("worker_restarts", 0)})
         self._faults_before = {k: int(v) for k, v in faults.items()}
-
-
-def _nonfinite(obj: Any, prefix: str = "") -> str | None:
-    """Name and value of the first floating tensor in `obj` (nested dicts/lists) holding NaN or inf."""
-    if isinstance(obj, torch.Tensor):
-        if obj.is_floating_point() and not bool(torch.isfinite(obj).all()):
-            bad = obj[~torch.isfinite(obj)].flatten()[0].item()
-            return f"{prefix.rstrip('.')} holds {bad}"
-        return None
-    if isinstance(obj, dict):
-        items: Any = obj.items()
-    elif isinstance(obj, (list, tuple)):
-        items = enumerate(obj)
-    else:
-        return None
-    for key, value in items:
-        found = _nonfinite(value, f"{prefix}{key}.")
-        if found is not None:
-            return found
-    return None
-
-
-def _global_rng_state() -> dict[str, Any]:
-    out = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        out["cuda"] = torch.cuda.get_rng_state_all()
-    return out
-
-
-def _set_global_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def _read_newest(directory: Path, expect: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """read_checkpoint, after putting back the newest complete copy a crash left beside `directory`
-    (only when no other run holds the directory's lock: a live run's copies are its own business)."""
-    lock = None
-    if directory.parent.is_dir():
-        try:
-            lock = checkpoint_lock(directory).acquire()
-        except DirectoryInUse:
-            lock = None  # another run, or a read-only place: read what is there
-    try:
-        if lock is not None:
-            try:
-                recover_checkpoint(directory)
-            except OSError:
-                pass  # cannot rename here (read-only): read what is in place
-        return read_checkpoint(directory, expect)
-    finally:
-        if lock is not None:
-            lock.release()
-
-
-def _resumed_config(config: TrainConfig, overrides: dict[str, Any], directory: Path) -> TrainConfig:
-    """The checkpoint's config with the resumable `overrides` applied; CheckpointError listing every
-    field whose asked value differs from the checkpoint's but may not change on resume."""
-    try:
-        asked = TrainConfig.from_dict({**config.to_dict(), **overrides})
-    except ValueError as exc:
-        raise CheckpointError(f"resuming {directory}: {exc}") from exc
-    changed = [name for name in overrides if getattr(asked, name) != getattr(config, name)]
-    fixed = [name for name in changed if name not in RESUMABLE_FIELDS]
-    if fixed:
-        diffs = "; ".join(f"{name}: checkpoint {getattr(config, name)!r}, asked {getattr(asked, name)!r}" for name in fixed)
-        raise CheckpointError(f"cannot resume {directory} with different settings ({diffs}). These are fixed by the "
-                              "checkpoint: resume without them, or start a new run (another --logdir). A resumed run may "
-                              f"change only {', '.join(RESUMABLE_FIELDS)}")
-    return asked

@@ -115,7 +115,7 @@ def run_ops(sampler: ReplaySampler, ops: list[Op]) -> list[tuple]:
     trace: list[tuple] = []
     for op in ops:
         if op.kind == "update":
-            sampler.update_fixed(op.indices, op.words)
+            sampler.update(op.indices, words=op.words)
         elif op.kind == "clear":
             sampler.clear()
         elif sampler.total_fixed == 0:

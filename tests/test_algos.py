@@ -45,7 +45,7 @@ def test_dqn_step_matches_reference(double_q, weights, fused):
     opt = torch.optim.Adam(ref_q.parameters(), lr=1e-2)
     data = _batch(np.random.default_rng(0), 32, 4, True, 3, weights=weights)
     data["reward"] *= 3.0  # TD errors on both sides of the Huber knee
-    b = Batch.from_numpy(data, discrete=True)
+    b = Batch(**data).to_torch(discrete=True)
     loss, td = algo.learn(b)
 
     with torch.no_grad():
@@ -78,13 +78,13 @@ def test_dqn_importance_weights_scale_the_loss():
     rng = np.random.default_rng(3)
     data = _batch(rng, 16, 4, True, weights=True)
     a, b = DQN(cfg, 4, 2, seed=0), DQN(cfg, 4, 2, seed=0)
-    loss_w, _ = a.learn(Batch.from_numpy(data, discrete=True))
+    loss_w, _ = a.learn(Batch(**data).to_torch(discrete=True))
     plain = {k: v for k, v in data.items() if k != "weights"}
-    loss_p, _ = b.learn(Batch.from_numpy(plain, discrete=True))
+    loss_p, _ = b.learn(Batch(**plain).to_torch(discrete=True))
     assert float(loss_w) < float(loss_p)  # weights < 1 shrink the loss
     ones = dict(data, weights=np.ones(16, np.float32))
     c = DQN(cfg, 4, 2, seed=0)
-    loss_1, _ = c.learn(Batch.from_numpy(ones, discrete=True))
+    loss_1, _ = c.learn(Batch(**ones).to_torch(discrete=True))
     assert float(loss_1) == pytest.approx(float(loss_p), rel=1e-6)
 
 
@@ -93,7 +93,7 @@ def test_dqn_learns_a_fixed_regression_target():
     algo = DQN(cfg, 4, 2, seed=0)
     data = _batch(np.random.default_rng(1), 64, 4, True)
     data["done"][:] = 1.0
-    b = Batch.from_numpy(data, discrete=True)
+    b = Batch(**data).to_torch(discrete=True)
     first = float(algo.learn(b)[0])
     for _ in range(200):
         last = float(algo.learn(b)[0])
@@ -103,7 +103,7 @@ def test_dqn_learns_a_fixed_regression_target():
 def test_dqn_target_copy_and_state_dict_round_trip():
     cfg = TrainConfig.preset("dqn", net_arch=[8])
     algo = DQN(cfg, 4, 2, seed=0)
-    algo.learn(Batch.from_numpy(_batch(np.random.default_rng(0), 8, 4, True), discrete=True))
+    algo.learn(Batch(**_batch(np.random.default_rng(0), 8, 4, True)).to_torch(discrete=True))
     assert not all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), algo.q_target.parameters(), strict=True))
     algo.update_target()
     assert all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), algo.q_target.parameters(), strict=True))
@@ -124,7 +124,7 @@ def test_ddpg_step_matches_reference(concurrent):
     opt_a = torch.optim.Adam(actor.parameters(), lr=cfg.learning_rate)
     opt_c = torch.optim.Adam(critic.parameters(), lr=cfg.learning_rate)
     data = _batch(np.random.default_rng(0), 32, 3, False)
-    b = Batch.from_numpy(data)
+    b = Batch(**data).to_torch()
     for _ in range(2):  # the second step runs on Adam state and moved targets from the first
         loss, _ = algo.learn(b)
 
@@ -186,7 +186,7 @@ def test_td3_step_matches_reference(concurrent):
     for step in range(1, 5):
         data = _batch(rng, 32, 3, False)
         data["action"] = rng.uniform(-1, 1, (32, 2)).astype(np.float32)
-        b = Batch.from_numpy(data)
+        b = Batch(**data).to_torch()
         actor_before = [p.clone() for p in algo.actor.parameters()]
         loss, td = algo.learn(b)
 
@@ -249,7 +249,7 @@ def test_td3_matches_stable_baselines3():
             for t, m in zip(theirs.parameters(), mine.parameters(), strict=True):
                 t.copy_(m)
     rng = np.random.default_rng(0)
-    batches = [Batch.from_numpy(_batch(rng, 64, 3, False)) for _ in range(6)]
+    batches = [Batch(**_batch(rng, 64, 3, False)).to_torch() for _ in range(6)]
     queue = iter(batches)
     sb3.replay_buffer.sample = lambda *_, **__: (lambda b: ReplayBufferSamples(
         b.obs.clone(), b.action.clone(), b.next_obs.clone(), b.done.clone(), b.reward.clone()))(next(queue))
@@ -266,7 +266,7 @@ def test_td3_matches_stable_baselines3():
 def test_td3_state_round_trips_with_its_delay_phase_and_noise_generator():
     cfg = TrainConfig.preset("td3", net_arch=[8])
     rng = np.random.default_rng(1)
-    batches = [Batch.from_numpy(_batch(rng, 16, 3, False)) for _ in range(4)]
+    batches = [Batch(**_batch(rng, 16, 3, False)).to_torch() for _ in range(4)]
     a = TD3(cfg, 3, 1, seed=0)
     a.learn(batches[0])  # an odd number of steps: the next one updates the actor
     state = copy.deepcopy(a.state_dict())  # as a checkpoint holds it (torch's optimizer loads share tensors)
@@ -372,7 +372,7 @@ def test_subnormals_are_flushed_during_a_step_and_the_mode_is_restored():
         discrete = algo_name == "dqn"
         algo = DQN(cfg, 4, 2, seed=0) if discrete else DDPG(cfg, 4, 1, seed=0)
         data = _batch(np.random.default_rng(0), 16, 4, discrete)
-        algo.learn(Batch.from_numpy(data, discrete=discrete))
+        algo.learn(Batch(**data).to_torch(discrete=discrete))
         opts = [algo.optimizer] if discrete else [algo.actor_optimizer, algo.critic_optimizer]
         seen_threads: list[bool] = []
         if not discrete:
@@ -382,7 +382,7 @@ def test_subnormals_are_flushed_during_a_step_and_the_mode_is_restored():
             for state in opt.state.values():
                 state["exp_avg_sq"].fill_(sub)
                 state["exp_avg"].zero_()
-        algo.learn(Batch.from_numpy(dict(data, reward=np.zeros(16, np.float32)), discrete=discrete))
+        algo.learn(Batch(**dict(data, reward=np.zeros(16, np.float32))).to_torch(discrete=discrete))
         v = torch.cat([s["exp_avg_sq"].flatten() for opt in opts for s in opt.state.values()]).numpy()
         decayed = (v > 0) & (v < np.finfo(np.float32).tiny)
         assert decayed.any() != flush, f"{algo_name} flush={flush}: subnormal moments after a step: {decayed.sum()}"

@@ -271,13 +271,13 @@ def test_api_tabular_q_shared_by_two_threads_loses_no_update():
 
 
 def test_api_replay_numpy_backend_refuses_a_padding_index_like_the_cpu_one():
-    from pearl_fpga.kernels import ReplaySampler
+    from pearl_fpga.kernels.replay import make_backend
 
     for backend in ("numpy", "cpu"):
-        sampler = ReplaySampler(100, fanout=16, backend=backend)  # 256 leaves, 100 in use
+        _, tree = make_backend(backend, 100, 16)  # 256 leaves, 100 in use; ReplaySampler checks before this
         with pytest.raises(ValueError, match="index 200 is out of range for capacity 100"):
-            sampler.write_words(np.array([5, 200], np.uint32), np.array([1, 1 << 16], np.uint32))
-        assert sampler.total == 0
+            tree.update(np.array([5, 200], np.uint32), np.array([1, 1 << 16], np.uint32))
+        assert tree.total() == 0
 
 
 @pytest.mark.parametrize("field,value,words", [

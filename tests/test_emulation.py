@@ -84,14 +84,14 @@ def test_cpu_kernel_has_no_board_limits():
     config = TrainConfig.preset("dqn", per=True, net_arch=[256, 256], buffer_size=100_000)
     trainer = Trainer("dqn", placement="cpu-kernel", config=config, seed=0)
     assert trainer.placement.board is None and trainer.config.net_arch == [256, 256]
-    assert trainer.policy.kernel.backend.max_width > 256  # the C++ build's own limit
+    assert trainer.actor.policy.kernel.backend.max_width > 256  # the C++ build's own limit
     assert replay_sizes(trainer.placement) == {}
 
 
 def test_the_emulated_kernels_have_the_boards_sizes():
     trainer = Trainer("dqn", placement="fpga-emu:pynq-z2", config=TrainConfig.preset("dqn", **TINY, per=True), seed=0)
     mlp = load_catalog()["pynq-z2"].kernels["mlp"]
-    backend = trainer.policy.kernel.backend
+    backend = trainer.actor.policy.kernel.backend
     assert (backend.max_width, backend.max_layers, backend.max_batch) == (mlp["max_width"], mlp["max_layers"],
                                                                           mlp["max_batch"])
     assert replay_sizes(trainer.placement) == {"fanout": 16, "max_batch": 1024}

@@ -117,9 +117,9 @@ def _arm(monkeypatch, trainer, point, calls, signals):
         wrap(target, "update" if trainer.replay.prioritized else "add")
     elif point == "sum_tree":
         target = trainer.replay.buffer._sampler if trainer.replay.prioritized else trainer.replay
-        wrap(target, "write_words" if trainer.replay.prioritized else "sample")
+        wrap(target, "update" if trainer.replay.prioritized else "sample")
     elif point == "env_step":
-        wrap(trainer.envs, "step", before=False)
+        wrap(trainer.actor.envs, "step", before=False)
     else:
         wrap(ckpt_mod.torch, "save", before=False)
 

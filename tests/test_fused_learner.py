@@ -28,7 +28,7 @@ def _batch(rng: np.random.Generator, n: int, obs_dim: int, n_actions: int, weigh
             "done": (rng.random(n) < 0.3).astype(np.float32)}
     if weights:
         data["weights"] = rng.uniform(0.1, 1.0, n).astype(np.float32)
-    return Batch.from_numpy(data, discrete=True)
+    return Batch(**data).to_torch(discrete=True)
 
 
 @pytest.mark.parametrize("max_norm,weight_decay", [(0.0, 0.0), (0.3, 0.0), (1e3, 0.01)])

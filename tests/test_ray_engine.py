@@ -71,20 +71,20 @@ def test_priorities_reach_the_right_shard_and_sampling_follows_them(cluster):
         trainer.train(1200)  # no gradient steps: every transition keeps priority 1
         replay = trainer.replay
         batch = replay.sample(64)
-        shard = batch["indices"] // replay.stride
-        replay.update_priorities(batch["indices"], np.where(shard == 0, 20.0, 0.0))
+        shard = batch.indices // replay.stride
+        replay.update_priorities(batch.indices, np.where(shard == 0, 20.0, 0.0))
         replay.flush()
         state = replay.state_dict()["shards"]
         for i in range(2):
             leaves = state[i]["replay"]["buffer"]["leaves"] / 65536.0  # Q16.16 words
-            mine = np.unique(batch["indices"][shard == i] % replay.stride)
+            mine = np.unique(batch.indices[shard == i] % replay.stride)
             expected = (20.0 + 1e-6) ** 0.6 if i == 0 else 1e-6 ** 0.6
             np.testing.assert_allclose(leaves[mine], expected, rtol=1e-3, atol=2e-5)
         replay.refresh()
         totals = np.array([s["total"] for s in replay._status])
         counts = np.zeros(2)
         for _ in range(60):
-            np.add.at(counts, replay.sample(64)["indices"] // replay.stride, 1)
+            np.add.at(counts, replay.sample(64).indices // replay.stride, 1)
         assert chisquare(counts, totals / totals.sum() * counts.sum()).pvalue > 1e-3
 
 

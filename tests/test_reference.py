@@ -24,7 +24,7 @@ def _batches(steps, n, obs_dim, discrete, n_actions=2, weights=False, seed=0):
         }
         if weights:
             data["weights"] = rng.uniform(0.1, 1.0, n).astype(np.float32)
-        yield Batch.from_numpy(data, discrete=discrete)
+        yield Batch(**data).to_torch(discrete=discrete)
 
 
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])

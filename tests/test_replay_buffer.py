@@ -194,7 +194,7 @@ def test_save_load_round_trip_samples_the_same(tmp_path, backend):
     assert len(other) == len(buf) and other.beta == buf.beta and other.max_priority == buf.max_priority
     for _ in range(3):
         a, b = buf.sample(8), other.sample(8)
-        for x, y in zip(a, b, strict=True):
+        for x, y in zip(vars(a).values(), vars(b).values(), strict=True):
             assert np.array_equal(x, y)
     buf.add(*transitions(50, 3))
     other.add(*transitions(50, 3))

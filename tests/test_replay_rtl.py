@@ -83,7 +83,7 @@ def test_rtl_backend_bit_exact(capacity: int, fanout: int) -> None:
         idx[rng.random(n) < 0.25] = idx[0]  # repeated indices within one batch
         words = _random_words(rng, n)
         for s in samplers.values():
-            s.update_fixed(idx, words)
+            s.update(idx, words=words)
         totals = {b: s.total_fixed for b, s in samplers.items()}
         assert len(set(totals.values())) == 1, f"step {step}: totals differ {totals}"
         np.testing.assert_array_equal(samplers["rtl"].leaves(), samplers["numpy"].leaves())
@@ -127,8 +127,8 @@ def test_rtl_backend_matches_reference_property(ops: list) -> None:
         if kind == "update":
             idx = np.array([a for a, _ in args])
             words = np.array([w for _, w in args], dtype=np.uint64)
-            rtl.update_fixed(idx, words)
-            ref.update_fixed(idx, words)
+            rtl.update(idx, words=words)
+            ref.update(idx, words=words)
         elif kind == "sample" and ref.total_fixed > 0:
             total = ref.total_fixed
             targets = np.minimum(np.floor(np.array(args) * total), total - 1).astype(np.uint64)
@@ -149,7 +149,7 @@ def test_rtl_backend_cycles_per_batch(capacity: int, fanout: int) -> None:
     depth = tree_depth(capacity, fanout)
     rng = np.random.default_rng(5)
     for batch in (1, 32, 256):
-        s.update_fixed(rng.integers(0, capacity, batch), rng.integers(1, 1 << 24, batch))
+        s.update(rng.integers(0, capacity, batch), words=rng.integers(1, 1 << 24, batch))
         update_cycles = s.last_cycles
         s.sample_fixed(batch, rng)
         sample_cycles = s.last_cycles
@@ -166,12 +166,12 @@ def test_rtl_backend_timeout_restores_tree() -> None:
     s = ReplaySampler(100, 4, backend="rtl", cycle_limit=40)
     ref = ReplaySampler(100, 4, backend="numpy")
     idx, words = np.arange(10), np.arange(1, 11) * 1000
-    s.update_fixed(idx, words)
-    ref.update_fixed(idx, words)
+    s.update(idx, words=words)
+    ref.update(idx, words=words)
     before = s.leaves()
     with pytest.raises(KernelTimeout, match=r"replay kernel on Verilator simulation of replay_top \(CAPACITY=100, FANOUT=4\).*"
                                             r"within 40 clock cycles.*n_cmds@0x10=0x00000064.*tree restored"):
-        s.update_fixed(np.arange(100), np.full(100, 7))
+        s.update(np.arange(100), words=np.full(100, 7))
     np.testing.assert_array_equal(s.leaves(), before)
     assert s.total_fixed == ref.total_fixed
     rng_a, rng_b = np.random.default_rng(1), np.random.default_rng(1)

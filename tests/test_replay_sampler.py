@@ -57,7 +57,7 @@ def test_descent_matches_prefix_sums(backend, capacity, fanout):
     words = rng.integers(0, 1 << 20, capacity).astype(np.uint32) * (rng.random(capacity) < 0.6)
     words[-1] = 1
     for start in range(0, capacity, 4096):
-        s.update_fixed(np.arange(start, min(start + 4096, capacity)), words[start : start + 4096])
+        s.update(np.arange(start, min(start + 4096, capacity)), words=words[start : start + 4096])
     assert s.total_fixed == int(words.sum(dtype=np.uint64))
     targets = boundary_targets(words)
     idx, got = s.sample_targets(targets)
@@ -87,8 +87,8 @@ def test_property_cpu_equals_reference(fanout, capacity, batches, seed, batch):
         words = np.array([w for _, w in updates], dtype=np.uint32)
         for i, w in zip(idx, words):  # sequential semantics: the last write of an index wins
             model[i] = w
-        ref.update_fixed(idx, words)
-        cpu.update_fixed(idx, words)
+        ref.update(idx, words=words)
+        cpu.update(idx, words=words)
         assert cpu.total_fixed == ref.total_fixed == int(model.sum())
         assert (cpu.leaves() == model).all() and (ref.leaves() == model).all()
         if cpu.total_fixed:
@@ -174,9 +174,11 @@ BAD_CALLS = [
     ("update", ([0, 1], [1.0, np.nan]), ValueError, "position 1"),
     ("update", ([0, 1], [-0.5, 1.0]), ValueError, "position 0"),
     ("update", ([0, 1], [1.0, np.inf]), ValueError, "finite"),
-    ("update_fixed", ([0], [2**32]), ValueError, "0..4294967295"),
-    ("update_fixed", ([0], [-1]), ValueError, "0..4294967295"),
-    ("update_fixed", ([0], [1.5]), TypeError, "words must be integers"),
+    ("update", ([0], {"words": [2**32]}), ValueError, "0..4294967295"),
+    ("update", ([0], {"words": [-1]}), ValueError, "0..4294967295"),
+    ("update", ([0], {"words": [1.5]}), TypeError, "words must be integers"),
+    ("update", ([0], [1.0], {"words": [1]}), TypeError, "exactly one"),
+    ("update", ([0],), TypeError, "exactly one"),
     ("sample", (0,), ValueError, "at least 1"),
     ("sample", (-3,), ValueError, "at least 1"),
     ("sample", (9,), ValueError, "max_batch"),
@@ -194,8 +196,9 @@ BAD_CALLS = [
 def test_bad_input_is_rejected_and_tree_unchanged(backend, method, args, exc, match):
     s = _loaded(backend)
     before, total = s.leaves(), s.total_fixed
+    kwargs = args[-1] if isinstance(args[-1], dict) else {}
     with pytest.raises(exc, match=match):
-        getattr(s, method)(*args)
+        getattr(s, method)(*args[: len(args) - bool(kwargs)], **kwargs)
     assert (s.leaves() == before).all() and s.total_fixed == total
 
 
@@ -363,16 +366,15 @@ def test_options_for_local_backends_are_rejected():
         ReplaySampler(10, 4, backend="cpu", transport="x")
 
 
-def test_public_check_and_write_for_callers_with_their_own_limits():
+def test_public_check_for_callers_with_their_own_limits():
     s = ReplaySampler(100, 4, backend="numpy", max_batch=8)
     idx = s.check_indices(np.arange(20), limit=30, whole_batch=False)  # more than max_batch: the caller splits
     assert idx.dtype == np.uint32
     with pytest.raises(ValueError, match="out of range.*30 entries in use"):
         s.check_indices([31], limit=30)
-    s.write_words(idx, np.full(20, 65536, dtype=np.uint32))  # split into max_batch calls
+    for start in range(0, 20, s.max_batch):
+        s.update(idx[start : start + s.max_batch], words=np.full(len(idx[start : start + s.max_batch]), 65536))
     assert s.total == 20.0  # 20 leaves of 1.0
-    with pytest.raises(TypeError, match="uint32"):
-        s.write_words(idx, np.ones(20))
 
 
 def test_one_registry_serves_every_kernel():

@@ -55,10 +55,10 @@ def test_uniform_replay_wraps_and_round_trips():
     assert len(r) == 10 and r.pos == 2
     assert r.reward[:2].tolist() == [2, 2]  # oldest entries overwritten first
     s = r.sample(64)
-    assert s["obs"].shape == (64, 2) and np.all(s["next_obs"] == s["obs"] + 1)
+    assert s.obs.shape == (64, 2) and np.all(s.next_obs == s.obs + 1)
     other = UniformReplay(10, 2, (), True, seed=5)
     other.load_state_dict(r.state_dict())
-    assert np.array_equal(other.sample(16)["indices"], r.sample(16)["indices"])
+    assert np.array_equal(other.sample(16).indices, r.sample(16).indices)
     with pytest.raises(CheckpointError, match="capacity"):
         UniformReplay(20, 2, (), True, seed=0).load_state_dict(r.state_dict())
     bad = r.state_dict()

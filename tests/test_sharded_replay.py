@@ -46,7 +46,7 @@ def test_sampling_is_globally_proportional_across_shards():
     counts = np.zeros(24)
     for _ in range(400):
         batch = replay.sample(16)
-        ids = batch["obs"][:, 0].astype(int)
+        ids = batch.obs[:, 0].astype(int)
         np.add.at(counts, (ids // 1000) * 8 + ids % 1000, 1)
     expected = p / p.sum() * counts.sum()
     assert chisquare(counts, expected).pvalue > 1e-3
@@ -59,9 +59,9 @@ def test_importance_weights_use_global_probabilities():
     shards[1].update(shards[1].incarnation, np.arange(4), np.array([4.0, 4.0, 4.0, 4.0]))
     replay.refresh()
     batch = replay.sample(64)
-    shard = batch["indices"] // replay.stride
+    shard = batch.indices // replay.stride
     p = np.where(shard == 0, 1.0, 4.0) + 1e-6
-    np.testing.assert_allclose(batch["weights"], (p.min() / p) ** replay.beta_initial, rtol=1e-4)
+    np.testing.assert_allclose(batch.weights, (p.min() / p) ** replay.beta_initial, rtol=1e-4)
     assert set(np.unique(shard)) == {0, 1}
 
 
@@ -71,18 +71,18 @@ def test_one_shard_weights_match_the_single_buffer():
     shards[0].update(shards[0].incarnation, np.arange(10), np.linspace(0.1, 3.0, 10))
     replay.refresh()
     batch = replay.sample(32)
-    p = np.linspace(0.1, 3.0, 10)[batch["indices"]] + 1e-6
-    np.testing.assert_allclose(batch["weights"], (p.min() / p) ** replay.beta_initial, rtol=1e-4)
+    p = np.linspace(0.1, 3.0, 10)[batch.indices] + 1e-6
+    np.testing.assert_allclose(batch.weights, (p.min() / p) ** replay.beta_initial, rtol=1e-4)
 
 
 def test_priority_updates_reach_the_shard_that_produced_the_index():
     replay, shards = make(2)
     fill(replay, shards, 8)
     batch = replay.sample(16)
-    replay.update_priorities(batch["indices"], np.full(16, 9.0))
+    replay.update_priorities(batch.indices, np.full(16, 9.0))
     replay.flush()
     for i, shard in enumerate(shards):
-        mine = np.unique(batch["indices"][batch["indices"] // replay.stride == i] % replay.stride)
+        mine = np.unique(batch.indices[batch.indices // replay.stride == i] % replay.stride)
         words = shard.replay.buffer.sampler.priorities()[:8]
         np.testing.assert_allclose(words[mine], 9.0 + 1e-6, rtol=1e-4)
         others = np.setdiff1d(np.arange(8), mine)
@@ -98,12 +98,12 @@ def test_a_restarted_shard_is_counted_and_its_old_updates_are_dropped():
     shards[1] = ReplayShard(TrainConfig.preset("dqn", buffer_size=64, batch_size=16, per=True), OBS_DIM, (), True, 99)
     assert cfg is not shards[1].replay.buffer
     shards[1].add(transitions(5000, 4))
-    replay.update_priorities(batch["indices"], np.full(16, 2.0))
+    replay.update_priorities(batch.indices, np.full(16, 2.0))
     replay.flush()
     assert replay.report() == {"shard_restarts": 1, "transitions_lost": lost_size}
-    assert replay.dropped_updates == int((batch["indices"] // replay.stride == 1).sum())
+    assert replay.dropped_updates == int((batch.indices // replay.stride == 1).sum())
     assert len(replay) == 8 + 4
-    ids = replay.sample(16)["obs"][:, 0]
+    ids = replay.sample(16).obs[:, 0]
     assert np.all((ids < 1000) | (ids >= 5000))  # nothing of the lost incarnation comes back
 
 
@@ -115,8 +115,8 @@ def test_uniform_shards_sample_uniformly_without_weights():
     counts = np.zeros(2)
     for _ in range(200):
         batch = replay.sample(20)
-        assert "weights" not in batch
-        np.add.at(counts, batch["indices"] // replay.stride, 1)
+        assert batch.weights is None
+        np.add.at(counts, batch.indices // replay.stride, 1)
     assert chisquare(counts, np.array([4, 16]) / 20 * counts.sum()).pvalue > 1e-3
 
 
@@ -128,7 +128,7 @@ def test_checkpoint_round_trip_and_shard_count_mismatch():
     again, _ = make(2, seed=5)
     again.load_state_dict(state)
     assert len(again) == 16 and again.sample_calls == replay.sample_calls
-    np.testing.assert_array_equal(again.sample(8)["obs"], replay.sample(8)["obs"])
+    np.testing.assert_array_equal(again.sample(8).obs, replay.sample(8).obs)
     three, _ = make(3)
     with pytest.raises(CheckpointError, match="2 shards, this run has 3"):
         three.load_state_dict(state)

@@ -128,7 +128,7 @@ def _params_after_steps(algo: str, cfg, threads: int) -> list[torch.Tensor]:
     try:
         torch.set_num_threads(threads)
         learner = make_algo(cfg, obs_dim, action_dim, device="cpu", seed=0)
-        batch = Batch.from_numpy(data, learner.device, discrete=algo == "dqn")
+        batch = Batch(**data).to_torch(learner.device, discrete=algo == "dqn")
         for _ in range(5):
             learner.learn(batch)
         return [p.detach().clone() for p in learner.policy_module.parameters()]

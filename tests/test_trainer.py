@@ -34,7 +34,7 @@ def test_dqn_learns_cartpole_on_the_kernel_policy():
     trainer = Trainer("dqn", placement="fpga-emu", config=cfg, seed=0)
     trainer.train(8000)
     result = trainer.evaluate(10)
-    assert result.policy == "best" and trainer.policy.kernel is not None
+    assert result.policy == "best" and trainer.actor.policy.kernel is not None
     assert result.mean > 75, result  # random play: about 22; seed 0 reaches about 260
 
 
@@ -97,7 +97,7 @@ def test_td3_trains_on_the_kernel_actor_and_resumes_bit_exact(tmp_path):
                              eval_freq=0, buffer_size=2000, weight_sync_interval=5)
     full = Trainer("td3", placement="cpu-kernel", config=cfg, seed=0)
     full.train(400)
-    assert full.policy.kernel is not None and full.grad_steps == 300 and full.algo.updates == 300
+    assert full.actor.policy.kernel is not None and full.grad_steps == 300 and full.algo.updates == 300
     half = Trainer("td3", placement="cpu-kernel", config=cfg, seed=0)
     half.train(201)
     assert half.grad_steps % 2 == 1

@@ -1,5 +1,6 @@
-"""Pieces shared by DQN, DDPG and TD3: network builder, the batch the replay hands to the learner, and the
-lean update helpers (module-free forward, fused gradient clipping, Adam without its Python wrapper)."""
+"""Pieces shared by DQN, DDPG and TD3: network builder, the batch they learn from (pearl_fpga.replay's Batch,
+as tensors), and the lean update helpers (module-free forward, fused gradient clipping, Adam without its
+Python wrapper)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pearl_fpga.algos import torch_ops
+from pearl_fpga.replay.batch import Batch as Batch  # the learners' batch type, re-exported
 
 BF16_SUFFIX = "-bf16"  # a learn target in bfloat16: "cpu-bf16", "cuda-bf16"
 
@@ -70,40 +72,6 @@ def mlp(n_in: int, hidden: Sequence[int], n_out: int, tanh_head: bool = False) -
     if tanh_head:
         layers.append(nn.Tanh())
     return nn.Sequential(*layers)
-
-
-@dataclass
-class Batch:
-    """One learner batch as float32 tensors on the learner device (weights None without PER)."""
-
-    obs: torch.Tensor
-    action: torch.Tensor
-    reward: torch.Tensor  # (B, 1)
-    next_obs: torch.Tensor
-    done: torch.Tensor  # (B, 1), 1.0 where the episode terminated (not truncated)
-    weights: torch.Tensor | None = None  # (B, 1) importance weights
-
-    @classmethod
-    def from_numpy(cls, data: Mapping[str, np.ndarray], device: torch.device | str = "cpu",
-                   discrete: bool = False) -> Batch:
-        """Convert a replay sample (obs, action, reward, next_obs, done[, weights]) to tensors."""
-        n = len(data["reward"])
-
-        def t(x: np.ndarray, cols: int, dtype: np.dtype = np.dtype(np.float32)) -> torch.Tensor:
-            # Replay samples are fresh contiguous arrays of the right dtype: shaped in numpy and wrapped
-            # without a copy (torch.from_numpy: a third of torch.as_tensor's call overhead).
-            a = np.ascontiguousarray(x, dtype=dtype).reshape(n, cols)
-            return torch.from_numpy(a).to(device)
-
-        weights = data.get("weights") if hasattr(data, "get") else None
-        return cls(
-            obs=t(data["obs"], -1),
-            action=t(data["action"], -1, np.dtype(np.int64) if discrete else np.dtype(np.float32)),
-            reward=t(data["reward"], 1),
-            next_obs=t(data["next_obs"], -1),
-            done=t(data["done"], 1),
-            weights=None if weights is None else t(weights, 1),
-        )
 
 
 def optimizer_state_to_device(optimizer: torch.optim.Optimizer, device: torch.device) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -167,9 +166,3 @@ class DQN:
         optimizer_state_to_device(self.optimizer, self.device)
         self.adam.reset_cache()
         self.updates = int(state["updates"])
-
-    def greedy(self, obs: np.ndarray) -> np.ndarray:
-        """Greedy actions of the float network (for tests and torch actors)."""
-        with torch.no_grad():
-            q = self.q(torch.as_tensor(obs, dtype=torch.float32, device=self.device).reshape(len(obs), -1))
-        return q.argmax(dim=1).cpu().numpy()

@@ -74,7 +74,7 @@ def _learner(cfg: Any, device: str = "cpu") -> tuple[Any, Any]:
     algo = cfg.algo
     obs_dim, action_dim = (4, 2) if algo == "dqn" else (3, 1)
     learner = make_algo(cfg, obs_dim, action_dim, device=device, seed=0)
-    batch = Batch.from_numpy(synthetic_batch(algo, obs_dim, cfg.batch_size), learner.device, discrete=algo == "dqn")
+    batch = Batch(**synthetic_batch(algo, obs_dim, cfg.batch_size)).to_torch(learner.device, discrete=algo == "dqn")
     return learner, batch
 
 

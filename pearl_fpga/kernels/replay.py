@@ -220,47 +220,35 @@ class ReplaySampler:
         return v
 
     # ---- operations ----------------------------------------------------------------------------
-    def update(self, indices: Any, priorities: Any) -> None:
-        """Set the priority of each leaf indices[b] to priorities[b], in order (the last of a repeated
-        index wins). Priorities must be finite and >= 0; a positive one never rounds to 0; values
-        above 65535.99998 saturate (with a warning giving the count)."""
-        idx = self.check_indices(indices, "update")
-        p = self._values(priorities, len(idx), "priorities", "iuf")
-        if len(idx) == 0:
-            return
-        words, saturated = priority_words(p)
-        if saturated:
-            warnings.warn(
-                f"{saturated} of {len(words)} priorities exceed the Q16.16 maximum "
-                f"{PRIORITY_MAX / PRIORITY_SCALE:.5f} and were saturated to it; scale the priorities down",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        with self._lock:
-            self._backend.update(idx, words)
+    def update(self, indices: Any, priorities: Any = None, *, words: Any = None) -> None:
+        """Set the priority of each leaf indices[b], in order (the last of a repeated index wins): the one
+        way priorities reach the tree (the replay buffer's add, update_priorities and load use it).
 
-    def write_words(self, indices: np.ndarray, words: np.ndarray) -> None:
-        """Set leaves[indices[b]] := words[b] in order, for a batch of any length (split into max_batch
-        calls): `indices` from check_indices, `words` uint32 Q16.16 words of the same length (as
-        spec.replay.priorities_to_fixed makes them). For callers that validate against their own,
-        stricter limits, like the replay buffer; update() is the checked entry point."""
-        if indices.dtype != np.uint32 or words.dtype != np.uint32 or indices.shape != words.shape or indices.ndim != 1:
-            raise TypeError("write_words takes 1-D uint32 indices (from check_indices) and uint32 words of the same "
-                            f"length, got {indices.dtype} {indices.shape} and {words.dtype} {words.shape}")
-        with self._lock:
-            for start in range(0, len(indices), self.max_batch):
-                end = start + self.max_batch
-                self._backend.update(indices[start:end], words[start:end])
-
-    def update_fixed(self, indices: Any, words: Any) -> None:
-        """Set leaf words directly (Q16.16 integers in 0..2^32-1), in order."""
+        `priorities`: finite reals >= 0, stored as Q16.16 words; a positive one never rounds to 0, values
+        above 65535.99998 saturate (with a warning giving the count). Or `words`: the Q16.16 integers
+        themselves (0..2^32-1), e.g. a saved tree's leaves. At most max_batch indices per call."""
+        if (priorities is None) == (words is None):
+            raise TypeError("update takes priorities (real numbers) or words= (Q16.16 integers): pass exactly one")
         idx = self.check_indices(indices, "update")
-        w = self._values(words, len(idx), "words", "iu")
-        if len(idx) == 0:
-            return
-        if int(w.astype(np.uint64, copy=False).max()) > PRIORITY_MAX or (w.dtype.kind == "i" and int(w.min()) < 0):
-            raise ValueError(f"words must be in 0..{PRIORITY_MAX} (Q16.16); the tree was not changed")
-        w = np.ascontiguousarray(w, dtype=np.uint32)
+        if words is None:
+            p = self._values(priorities, len(idx), "priorities", "iuf")
+            if len(idx) == 0:
+                return
+            w, saturated = priority_words(p)
+            if saturated:
+                warnings.warn(
+                    f"{saturated} of {len(w)} priorities exceed the Q16.16 maximum "
+                    f"{PRIORITY_MAX / PRIORITY_SCALE:.5f} and were saturated to it; scale the priorities down",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        else:
+            w = self._values(words, len(idx), "words", "iu")
+            if len(idx) == 0:
+                return
+            if int(w.astype(np.uint64, copy=False).max()) > PRIORITY_MAX or (w.dtype.kind == "i" and int(w.min()) < 0):
+                raise ValueError(f"words must be in 0..{PRIORITY_MAX} (Q16.16); the tree was not changed")
+            w = np.ascontiguousarray(w, dtype=np.uint32)
         with self._lock:
             self._backend.update(idx, w)
 

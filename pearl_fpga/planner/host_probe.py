@@ -174,7 +174,7 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
 
     import torch
 
-    from pearl_fpga.algos import Batch, make_algo
+    from pearl_fpga.algos import make_algo
     from pearl_fpga.runtime.placement import DEVICES, bf16_unsupported, learn_target
 
     buffer_factory = _replay_factory(config, spec)
@@ -214,7 +214,7 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
         stepping = controller if on_cpu else None
         while stepping is not None and stepping.choice.rounds == 0 and len(stepping.choice.candidates) > 1:
             with stepping.step():  # the run's first probe round, at its batch size, before anything is timed
-                algo.learn(Batch.from_numpy(buf.sample(b), algo.device, discrete=spec.discrete))
+                algo.learn(buf.sample(b).to_torch(algo.device, discrete=spec.discrete))
         pts: dict[str, list[tuple[float, float]]] = {"replay_sample": [], "learn": [], "replay_update": []}
         for n in batches:
             t_s = t_l = t_u = 0.0
@@ -223,12 +223,12 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
                 data = buf.sample(n)
                 t1 = time.perf_counter()
                 with stepping.step() if stepping is not None else contextlib.nullcontext():
-                    loss, td = algo.learn(Batch.from_numpy(data, algo.device, discrete=spec.discrete))
+                    loss, td = algo.learn(data.to_torch(algo.device, discrete=spec.discrete))
                 if not on_cpu:
                     torch.cuda.synchronize()
                 t2 = time.perf_counter()
                 if buf.prioritized:
-                    buf.update_priorities(data["indices"], td.cpu().numpy())
+                    buf.update_priorities(data.indices, td.cpu().numpy())
                 t3 = time.perf_counter()
                 if i >= 2:
                     t_s, t_l, t_u = t_s + t1 - t0, t_l + t2 - t1, t_u + t3 - t2

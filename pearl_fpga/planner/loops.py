@@ -107,6 +107,6 @@ def learner_step(config: Any, rng: np.random.Generator) -> Callable[[], None]:
 
     def step() -> None:
         idx = rng.integers(0, 4096, size=b)
-        algo.learn(Batch.from_numpy({k: v[idx] for k, v in data.items()}, "cpu", discrete=spec.discrete))
+        algo.learn(Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete))
 
     return step

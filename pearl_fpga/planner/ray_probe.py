@@ -63,11 +63,11 @@ def shard_throughput(batches: Sequence[int], capacity: int = 65_536, budget_s: f
 
         def local_cycle() -> None:
             out = local.sample(b)
-            local.update(inc_local, out["batch"]["indices"], td)
+            local.update(inc_local, out["batch"].indices, td)
 
         def remote_cycle() -> None:
             out = ray.get(remote.sample.remote(b))
-            ray.get(remote.update.remote(inc_remote, out["batch"]["indices"], td))
+            ray.get(remote.update.remote(inc_remote, out["batch"].indices, td))
 
         row = {"batch": b, "bytes": transition_bytes(b),
                "insert_local": timed(lambda: local.add(data)),

@@ -75,7 +75,7 @@ def worker_pool_costs(config: Any, counts: Sequence[int], act_targets: Sequence[
 
     def learner_step() -> None:
         idx = rng.integers(0, 4096, size=b)
-        algo.learn(Batch.from_numpy({k: v[idx] for k, v in data.items()}, "cpu", discrete=spec.discrete))
+        algo.learn(Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete))
 
     out: dict[tuple[str, str], list[tuple[float, float]]] = {}
     threads = torch.get_num_threads()
@@ -115,9 +115,9 @@ def _pool_session(config: Any, w: int, placement: Any, calibration: np.ndarray, 
     cfg = TrainConfig.from_dict({**config.to_dict(), "workers": int(w)})
     chunk = credit_chunk(cfg)  # as the Trainer grants
     t0 = time.perf_counter()
-    pool = WorkerPool(cfg, placement, calibration, weights, seed=7919, env_id=cfg.env_id)
+    pool = WorkerPool(cfg, placement, calibration, weights, seed=7919)
     try:
-        granted = pool.grant_upto(0, 2 * chunk * w, chunk, 0)
+        granted = pool.grant_upto(0, 2 * chunk * w, chunk)
         given = list(pool.credit)
         while any(c >= g for c, g in zip(pool.credit, given)):  # some worker has not reported yet
             if time.perf_counter() - t0 > timeout_s:
@@ -131,17 +131,17 @@ def _pool_session(config: Any, w: int, placement: Any, calibration: np.ndarray, 
         tp = time.perf_counter()
         for _ in range(poll_iterations):  # the learner loop's bookkeeping around each gradient step
             pool.receive(timeout=0.0)
-            pool.grant_upto(granted, granted, chunk, 0)
+            pool.grant_upto(granted, granted, chunk)
             pool.restart_dead()
         poll = (time.perf_counter() - tp) / max(1, poll_iterations)
         alone = time_call(learner_step, max(5, int(corun_s / 2 / max(time_call(learner_step, 3, 1), 1e-4))))
         # workers step flat out (credit kept topped up) while this process runs learner iterations
-        granted = pool.grant_upto(granted, granted + (1 << 40), chunk, 0)
+        granted = pool.grant_upto(granted, granted + (1 << 40), chunk)
         steps, learn_s, iters = 0, 0.0, 0
         c0 = time.perf_counter()
         while time.perf_counter() - c0 < corun_s:
-            steps += sum(len(m["transitions"]["reward"]) for m in pool.receive(timeout=0.0))
-            granted = pool.grant_upto(granted, granted + (1 << 40), chunk, 0)
+            steps += sum(m.n for m in pool.receive(timeout=0.0))
+            granted = pool.grant_upto(granted, granted + (1 << 40), chunk)
             s0 = time.perf_counter()
             learner_step()
             learn_s += time.perf_counter() - s0

@@ -1,7 +1,9 @@
-"""The prioritized replay buffer on the replay kernel: `buffer` (PrioritizedReplayBuffer, ReplayBatch)
-and `state` (its saved state: keys, validation, .npz file)."""
+"""The replay buffers' shared pieces: `batch` (Batch, the one sampled-batch type from every buffer to every
+learner), `buffer` (PrioritizedReplayBuffer on the replay kernel) and `state` (its saved state: keys,
+validation, .npz file)."""
 
-from pearl_fpga.replay.buffer import PrioritizedReplayBuffer, ReplayBatch
+from pearl_fpga.replay.batch import Batch
+from pearl_fpga.replay.buffer import PrioritizedReplayBuffer
 from pearl_fpga.replay.state import STATE_FORMAT
 
-__all__ = ["STATE_FORMAT", "PrioritizedReplayBuffer", "ReplayBatch"]
+__all__ = ["STATE_FORMAT", "Batch", "PrioritizedReplayBuffer"]

@@ -23,29 +23,17 @@ import functools
 import json
 import os
 import threading
-import warnings
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.kernels.replay import ReplaySampler, priority_words
+from pearl_fpga.kernels.replay import ReplaySampler
 from pearl_fpga.limits import require_memory
+from pearl_fpga.replay.batch import Batch
 from pearl_fpga.replay.state import (MAX_PRIORITY, STATE_FORMAT, Layout, check_state, param_problem, read_npz,
                                      write_npz)
 from pearl_fpga.spec.replay import MAX_BATCH, PRIORITY_SCALE
-
-
-class ReplayBatch(NamedTuple):
-    """A sampled batch: row b of every array belongs to transition indices[b]."""
-
-    obs: np.ndarray
-    action: np.ndarray
-    reward: np.ndarray  # float32
-    next_obs: np.ndarray
-    done: np.ndarray  # float32, 1.0 where the episode ended
-    weights: np.ndarray  # float32 importance weights, max 1
-    indices: np.ndarray  # int64, for update_priorities
 
 
 try:
@@ -166,6 +154,11 @@ class PrioritizedReplayBuffer:
         return self._sampler
 
     @property
+    def total(self) -> float:
+        """Sum of the stored priorities (as the sampler holds them: Q16.16 words / 65536)."""
+        return self._sampler.total
+
+    @property
     def backend(self) -> str:
         return self._sampler.backend
 
@@ -238,10 +231,7 @@ class PrioritizedReplayBuffer:
         slots = (self._pos + np.arange(n)) % self.capacity
         for name, value in (("obs", obs), ("next_obs", next_obs), ("action", action), ("reward", reward), ("done", done)):
             self._data[name][slots] = value
-        new_priority = np.full(n, self._max_priority) if initial is None else initial
-        for start in range(0, n, self._sampler.max_batch):
-            chunk = slots[start : start + self._sampler.max_batch]
-            self._sampler.update(chunk, new_priority[start : start + len(chunk)])
+        self._write(slots, np.full(n, self._max_priority) if initial is None else initial)
         if initial is not None:
             self._max_priority = max(self._max_priority, float(initial.max()))
         self._pos = int((self._pos + n) % self.capacity)
@@ -249,19 +239,19 @@ class PrioritizedReplayBuffer:
 
     # ---- sample / update -----------------------------------------------------------------------
     @_locked
-    def sample(self, batch_size: int) -> ReplayBatch:
+    def sample(self, batch_size: int) -> Batch[np.ndarray]:
         """Draw batch_size transitions (with replacement) with probability proportional to priority."""
         return self._draw(batch_size)[0]
 
     @_locked
-    def sample_with_priorities(self, batch_size: int) -> tuple[ReplayBatch, np.ndarray, float]:
+    def sample_with_priorities(self, batch_size: int) -> tuple[Batch[np.ndarray], np.ndarray, float]:
         """sample(), plus each drawn transition's priority p_i and the total priority (float64, as the
         sampler stores them), so that a caller drawing from several buffers can compute the global
         sampling probabilities and importance weights (pearl_fpga.runtime.engines.sharded_replay)."""
         batch, words = self._draw(batch_size)
         return batch, words.astype(np.float64) / PRIORITY_SCALE, self._sampler.total
 
-    def _draw(self, batch_size: int) -> tuple[ReplayBatch, np.ndarray]:
+    def _draw(self, batch_size: int) -> tuple[Batch[np.ndarray], np.ndarray]:
         if self._size == 0:
             raise ValueError("cannot sample from an empty buffer; add transitions first")
         idx, words = self._sampler.sample_fixed(batch_size, self._rng)
@@ -269,7 +259,7 @@ class PrioritizedReplayBuffer:
         self._sample_calls += 1
         weights = _importance_weights(words, beta)
         rows = self._data.take(idx)
-        return ReplayBatch(
+        return Batch(
             obs=np.ascontiguousarray(rows["obs"]),
             action=np.ascontiguousarray(rows["action"]),
             reward=np.ascontiguousarray(rows["reward"]),
@@ -293,21 +283,24 @@ class PrioritizedReplayBuffer:
             raise ValueError(f"indices {idx.shape} and td_errors {td.shape} must be 1-D of the same length")
         if idx.size == 0:
             return
-        idx32 = self._sampler.check_indices(idx, "update", limit=self._size, whole_batch=False)
+        self._sampler.check_indices(idx, "update", limit=self._size, whole_batch=False)  # all, before any write
         if not np.isfinite(td).all():
             raise ValueError("td_errors contain NaN or inf; the priorities were not changed (check the loss)")
         priorities = np.abs(td, dtype=np.float64)
         priorities += self.eps
         np.power(priorities, self.alpha, out=priorities)
-        words, saturated = priority_words(priorities)
-        if saturated:
-            warnings.warn(
-                f"{saturated} priorities exceed the Q16.16 maximum {MAX_PRIORITY:.5f} and were saturated",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        self._sampler.write_words(idx32, words)
+        self._write(idx, priorities)
         self._max_priority = min(max(self._max_priority, float(priorities.max())), MAX_PRIORITY)
+
+    def _write(self, slots: np.ndarray, priorities: np.ndarray | None = None, words: np.ndarray | None = None) -> None:
+        """Priorities (or Q16.16 words) into the sum tree through ReplaySampler.update, max_batch at a time."""
+        step = self._sampler.max_batch
+        for start in range(0, len(slots), step):
+            part = slice(start, start + step)
+            if priorities is not None:
+                self._sampler.update(slots[part], priorities[part])
+            elif words is not None:
+                self._sampler.update(slots[part], words=words[part])
 
     # ---- state ---------------------------------------------------------------------------------
     @_locked
@@ -352,9 +345,7 @@ class PrioritizedReplayBuffer:
             self._data[name][:n] = checked[name]
         self._sampler.clear()
         nonzero = np.flatnonzero(leaves)
-        for start in range(0, len(nonzero), self._sampler.max_batch):
-            chunk = nonzero[start : start + self._sampler.max_batch]
-            self._sampler.update_fixed(chunk, leaves[chunk])
+        self._write(nonzero, words=leaves[nonzero])
         self._size, self._pos = n, checked["pos"]
         self.alpha, self.beta_initial, self.beta_final = checked["alpha"], checked["beta"], checked["beta_final"]
         self.beta_steps, self.eps = checked["beta_steps"], checked["eps"]

@@ -1,7 +1,8 @@
 """Checkpoint files of a training run: a directory holding `state.pt` (torch.save of tensors only,
 read back with torch.load(weights_only=True)) and `manifest.json` (format, version, the config,
-counters and the state's SHA-256), validated before anything is restored; plus the helpers that turn
-numpy and RNG state into tensors and back."""
+counters and the state's SHA-256), validated before anything is restored; the helpers that turn
+numpy and RNG state into tensors and back; and what resuming a run needs (the newest complete copy,
+the config a resumed run may change, the process-global RNGs put back after a failed load)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,23 @@ import errno
 import hashlib
 import json
 import os
+import random
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from pearl_fpga.errors import CheckpointError, PearlError
+from pearl_fpga.config import TrainConfig
+from pearl_fpga.errors import CheckpointError, DirectoryInUse, PearlError
+
+if TYPE_CHECKING:
+    from pearl_fpga.algos import DQN, TD3
+    from pearl_fpga.runtime.actor import ActorLoop
+    from pearl_fpga.runtime.replay import Replay
 
 CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -349,3 +357,124 @@ def set_np_global_state(s: dict[str, Any]) -> None:
 
 def as_tuple(obj: Any) -> Any:
     return tuple(as_tuple(v) for v in obj) if isinstance(obj, (list, tuple)) else obj
+
+
+# ---- a training run's state ------------------------------------------------------------------------
+Log = list[tuple[int, float, int]]  # (env step, return, length) of each episode
+EvalLog = list[tuple[int, float, float]]  # (env step, mean, std) of each periodic evaluation
+
+
+def run_state(algo: DQN | TD3, replay: Replay, actor: ActorLoop, best: dict[str, Any] | None, episode_log: Log,
+              eval_log: EvalLog) -> dict[str, Any]:
+    """A training run's state.pt: the learner, the replay, this process's actor (envs, policy copy,
+    exploration draws), the process-global RNGs, the best evaluation and the logs."""
+    return {
+        "algo": algo.state_dict(),
+        "replay": replay.state_dict(),
+        "envs": actor.envs.snapshot(),
+        "policy": actor.policy.module.state_dict(),
+        "rng": {"numpy_global": np_global_state(), "python": random.getstate(), "torch": torch.get_rng_state(),
+                "explore": actor.rng.bit_generator.state},
+        "best": best,
+        "episode_log": np.asarray(episode_log, dtype=np.float64).reshape(-1, 3),
+        "eval_log": np.asarray(eval_log, dtype=np.float64).reshape(-1, 3),
+    }
+
+
+def restore_run_state(state: dict[str, Any], algo: DQN | TD3, replay: Replay,
+                      actor: ActorLoop) -> tuple[dict[str, Any] | None, Log, EvalLog]:
+    """Put run_state()'s parts back (checked beforehand: runtime.state_checks); returns the best
+    evaluation and the episode and evaluation logs."""
+    algo.load_state_dict(state["algo"])
+    replay.load_state_dict(state["replay"])
+    actor.envs.restore(state["envs"])
+    actor.policy.load_weights(state["policy"])
+    set_np_global_state(state["rng"]["numpy_global"])
+    random.setstate(as_tuple(state["rng"]["python"]))
+    torch.set_rng_state(state["rng"]["torch"])
+    actor.rng.bit_generator.state = state["rng"]["explore"]
+    return (state["best"], [(int(s), float(r), int(n)) for s, r, n in np.asarray(state["episode_log"])],
+            [(int(s), float(m), float(d)) for s, m, d in np.asarray(state["eval_log"])])
+
+
+# ---- resuming a run --------------------------------------------------------------------------------
+RESUMABLE_FIELDS = ("total_steps", "eval_freq", "eval_episodes", "checkpoint_freq", "workers", "engine", "actors",
+                    "ray_address", "actor_resources", "shard_resources", "max_actor_lag", "learner_threads",
+                    "nonfinite_transitions", "learner_compile")
+"""TrainConfig fields a resumed run may change (Trainer.load(overrides=...), `train --resume`): the run's
+length, evaluation and checkpoint intervals, where actors run, and whether the learner step is compiled. Every other field (the algorithm's
+hyper-parameters, the replay's kind and size, the network) is fixed by the checkpoint."""
+
+
+def resumed_config(config: TrainConfig, overrides: dict[str, Any], directory: Path) -> TrainConfig:
+    """The checkpoint's config with the resumable `overrides` applied; CheckpointError listing every
+    field whose asked value differs from the checkpoint's but may not change on resume."""
+    try:
+        asked = TrainConfig.from_dict({**config.to_dict(), **overrides})
+    except ValueError as exc:
+        raise CheckpointError(f"resuming {directory}: {exc}") from exc
+    changed = [name for name in overrides if getattr(asked, name) != getattr(config, name)]
+    fixed = [name for name in changed if name not in RESUMABLE_FIELDS]
+    if fixed:
+        diffs = "; ".join(f"{name}: checkpoint {getattr(config, name)!r}, asked {getattr(asked, name)!r}" for name in fixed)
+        raise CheckpointError(f"cannot resume {directory} with different settings ({diffs}). These are fixed by the "
+                              "checkpoint: resume without them, or start a new run (another --logdir). A resumed run may "
+                              f"change only {', '.join(RESUMABLE_FIELDS)}")
+    return asked
+
+
+def read_newest(directory: Path, expect: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """read_checkpoint, after putting back the newest complete copy a crash left beside `directory`
+    (only when no other run holds the directory's lock: a live run's copies are its own business)."""
+    lock = None
+    if directory.parent.is_dir():
+        try:
+            lock = checkpoint_lock(directory).acquire()
+        except DirectoryInUse:
+            lock = None  # another run, or a read-only place: read what is there
+    try:
+        if lock is not None:
+            try:
+                recover_checkpoint(directory)
+            except OSError:
+                pass  # cannot rename here (read-only): read what is in place
+        return read_checkpoint(directory, expect)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def global_rng_state() -> dict[str, Any]:
+    """The process-global RNGs (Python, numpy, torch, CUDA when in use), to put back after a failed load."""
+    out = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = torch.cuda.get_rng_state_all()
+    return out
+
+
+def set_global_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def first_nonfinite(obj: Any, prefix: str = "") -> str | None:
+    """Name and value of the first floating tensor in `obj` (nested dicts/lists) holding NaN or inf."""
+    if isinstance(obj, torch.Tensor):
+        if obj.is_floating_point() and not bool(torch.isfinite(obj).all()):
+            bad = obj[~torch.isfinite(obj)].flatten()[0].item()
+            return f"{prefix.rstrip('.')} holds {bad}"
+        return None
+    if isinstance(obj, dict):
+        items: Any = obj.items()
+    elif isinstance(obj, (list, tuple)):
+        items = enumerate(obj)
+    else:
+        return None
+    for key, value in items:
+        found = first_nonfinite(value, f"{prefix}{key}.")
+        if found is not None:
+            return found
+    return None

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from pearl_fpga.board.catalog import BoardSpec, load_catalog
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import PearlError
 from pearl_fpga.runtime.engines.base import resolve_engine
 from pearl_fpga.runtime.placement import Placement
@@ -36,7 +37,7 @@ def net_text(obs_dim: int, net_arch: list[int], out_dim: int) -> str:
     return "-".join(map(str, [obs_dim, *net_arch, out_dim]))
 
 
-def misfits(board: BoardSpec, config: Any, obs_dim: int, out_dim: int, act: bool, replay: bool) -> list[str]:
+def misfits(board: BoardSpec, config: TrainConfig, obs_dim: int, out_dim: int, act: bool, replay: bool) -> list[str]:
     """Each limit of `board` the run exceeds, in words; `act`/`replay`: whether that kernel is emulated."""
     out = []
     if act:
@@ -62,14 +63,14 @@ def _roles(placement: Placement) -> dict[str, bool]:
     return {"act": placement.act == "fpga-emu", "replay": placement.replay == "fpga-emu"}
 
 
-def _misfits_by_kernel(board: BoardSpec, config: Any, obs_dim: int, out_dim: int,
+def _misfits_by_kernel(board: BoardSpec, config: TrainConfig, obs_dim: int, out_dim: int,
                        roles: dict[str, bool]) -> tuple[list[str], list[str]]:
     """misfits of the MLP kernel and of the replay kernel, apart."""
     return (misfits(board, config, obs_dim, out_dim, act=roles["act"], replay=False),
             misfits(board, config, obs_dim, out_dim, act=False, replay=roles["replay"]))
 
 
-def check_fits(config: Any, obs_dim: int, out_dim: int, placement: Placement) -> None:
+def check_fits(config: TrainConfig, obs_dim: int, out_dim: int, placement: Placement) -> None:
     """BoardFitError naming every limit of the emulated board the run exceeds, and the fixes."""
     board = emulated_board(placement)
     if board is None:
@@ -96,7 +97,7 @@ def check_fits(config: Any, obs_dim: int, out_dim: int, placement: Placement) ->
     raise BoardFitError(f"the run does not fit fpga-emu:{board.name}: {'; '.join(problems)}. Fixes: {'; '.join(fixes)}")
 
 
-def _shards(config: Any) -> int:
+def _shards(config: TrainConfig) -> int:
     """Replay kernels of the run: one per Ray replay shard, else one."""
     return config.replay_shards if resolve_engine(config) == "ray" else 1
 
@@ -109,11 +110,11 @@ def _text(placement: Placement, target: str) -> str:
     return ",".join(f"{r}={d}" for r, d in roles.items())
 
 
-def _with(config: Any, **changes: Any) -> Any:
+def _with(config: TrainConfig, **changes: Any) -> TrainConfig:
     return type(config).from_dict({**config.to_dict(), **changes})
 
 
-def board_preset(config: Any, placement: Placement, obs_dim: int, out_dim: int,
+def board_preset(config: TrainConfig, placement: Placement, obs_dim: int, out_dim: int,
                  explicit: set[str] | frozenset[str] = frozenset()) -> tuple[Any, str | None]:
     """The preset `config`, shrunk to the emulated board where it does not fit and the user did not set
     the field (`explicit`): PEARL's own network (SMALL_NET), a buffer of the board's capacity. Returns

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import BackendUnavailable, DivergenceError
 from pearl_fpga.runtime.placement import Placement
 
@@ -58,7 +59,7 @@ class ActorPolicy:
             y = y.argmax(dim=1) if self.discrete else y
             return y.cpu().numpy()
 
-    def explore(self, obs: np.ndarray, step: int, config: Any, rng: np.random.Generator,
+    def explore(self, obs: np.ndarray, step: int, config: TrainConfig, rng: np.random.Generator,
                 n_actions_or_dim: int) -> np.ndarray:
         """Exploration action at env step `step` (SB3's schedule)."""
         n = len(obs)

@@ -1,7 +1,8 @@
 """The replay manager's buffers: a uniform ring buffer (SB3's ReplayBuffer semantics) or the
-prioritized buffer on the replay kernel (pearl_fpga.PrioritizedReplayBuffer), behind one interface:
-`add(transitions)`, `sample(batch_size) -> dict`, `update_priorities(indices, td_errors)`,
-`state_dict()` / `load_state_dict()`."""
+prioritized buffer on the replay kernel (pearl_fpga.PrioritizedReplayBuffer), behind one interface
+(`Replay`, which the Ray engine's sharded replay also has): `add(transitions)`, `sample(batch_size) ->
+Batch` (pearl_fpga.replay.Batch, numpy), `update_priorities(indices, td_errors)` with numpy |TD
+errors|, `total`, `state_dict()` / `load_state_dict()`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from pearl_fpga.runtime.schedule import allowed_gradient_steps
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DivergenceError
+from pearl_fpga.replay.batch import Batch
+from pearl_fpga.runtime.schedule import allowed_gradient_steps
 
 FIELDS = ("obs", "action", "reward", "next_obs", "done")
 NONFINITE_MODES = ("error", "drop")
@@ -20,13 +23,52 @@ _WHAT = {"obs": "observation (obs)", "next_obs": "observation (next_obs)", "rewa
          "done": "done flag", "td_errors": "initial TD error"}
 
 
-class _Guard:
-    """Refuses (or counts and drops) non-finite transitions before they reach a buffer: one NaN in the
-    replay turns every later gradient step into NaN."""
+class ReplayEmpty(ValueError):
+    """Nothing to sample yet (the Ray engine: every replay shard is empty, at the start or after all of
+    them restarted): the learner waits for the actors' data."""
 
+
+class Replay:
+    """What the learner uses of a replay; the local buffers below also refuse (or count and drop)
+    non-finite transitions before they are stored: one NaN in the replay turns every later gradient
+    step into NaN."""
+
+    prioritized = False
     env_id = ""
     on_nonfinite = "error"
     dropped = 0  # transitions dropped for non-finite values (on_nonfinite="drop")
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def total(self) -> float:
+        """What sampling is proportional to, summed: the priorities, or the size for uniform replay."""
+        return float(len(self))
+
+    def can_sample(self) -> bool:
+        return self.total > 0
+
+    def add(self, t: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> None:
+        """Insert a batch of transitions (arrays with a leading batch axis); `td_errors`: their initial
+        priorities' TD errors (Ape-X actors; prioritized replay only)."""
+        raise NotImplementedError
+
+    def sample(self, batch_size: int) -> Batch[np.ndarray]:
+        raise NotImplementedError
+
+    def sample_with_priorities(self, batch_size: int) -> tuple[Batch[np.ndarray], np.ndarray, float]:
+        """sample(), plus each drawn transition's priority and the total (for sharded replay)."""
+        raise NotImplementedError
+
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """New priorities from the learner's |TD errors| (numpy); uniform replay has none."""
+
+    def state_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError
 
     def _finite(self, t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         # One sum per field is the cheap test (a NaN or inf anywhere makes it non-finite); only then
@@ -69,10 +111,8 @@ class _Guard:
             "drop such transitions")
 
 
-class UniformReplay(_Guard):
+class UniformReplay(Replay):
     """Ring buffer of transitions sampled uniformly with replacement (as SB3's ReplayBuffer)."""
-
-    prioritized = False
 
     def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int) -> None:
         from pearl_fpga.limits import require_memory
@@ -93,9 +133,9 @@ class UniformReplay(_Guard):
     def __len__(self) -> int:
         return self.size
 
-    def add(self, t: dict[str, np.ndarray]) -> None:
-        """Insert a batch of transitions (arrays with a leading batch axis); non-finite ones are refused
-        (DivergenceError) or dropped, as `on_nonfinite` says."""
+    def add(self, t: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> None:
+        """Insert a batch of transitions (arrays with a leading batch axis; no priorities, so `td_errors`
+        is not used); non-finite ones are refused (DivergenceError) or dropped, as `on_nonfinite` says."""
         t = self._finite(t)
         n = len(t["reward"])
         if n == 0:
@@ -109,17 +149,14 @@ class UniformReplay(_Guard):
         self.pos = int((self.pos + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
 
-    def sample_with_priorities(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
+    def sample_with_priorities(self, batch_size: int) -> tuple[Batch[np.ndarray], np.ndarray, float]:
         """sample(), with every transition's priority 1 and the total = size (for sharded replay)."""
         return self.sample(batch_size), np.ones(batch_size), float(self.size)
 
-    def sample(self, batch_size: int) -> dict[str, np.ndarray]:
+    def sample(self, batch_size: int) -> Batch[np.ndarray]:
         idx = self.rng.integers(0, self.size, size=batch_size)
-        return {"obs": self.obs[idx], "action": self.action[idx], "reward": self.reward[idx],
-                "next_obs": self.next_obs[idx], "done": self.done[idx], "indices": idx}
-
-    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """Uniform replay has no priorities."""
+        return Batch(obs=self.obs[idx], action=self.action[idx], reward=self.reward[idx], next_obs=self.next_obs[idx],
+                     done=self.done[idx], indices=idx)
 
     def state_dict(self) -> dict[str, Any]:
         return {"kind": "uniform", "capacity": self.capacity, "pos": self.pos, "size": self.size,
@@ -147,13 +184,13 @@ class UniformReplay(_Guard):
         self.rng.bit_generator.state = state["rng"]
 
 
-class PrioritizedReplay(_Guard):
+class PrioritizedReplay(Replay):
     """Adapter over pearl_fpga.PrioritizedReplayBuffer (the replay kernel on the replay device)."""
 
     prioritized = True
 
     def __init__(self, capacity: int, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
-                 config: Any, backend: str, beta_steps: int, fanout: int = 16, max_batch: int | None = None) -> None:
+                 config: TrainConfig, backend: str, beta_steps: int, fanout: int = 16, max_batch: int | None = None) -> None:
         from pearl_fpga.replay import PrioritizedReplayBuffer
 
         self.buffer = PrioritizedReplayBuffer(
@@ -166,6 +203,10 @@ class PrioritizedReplay(_Guard):
 
     def __len__(self) -> int:
         return len(self.buffer)
+
+    @property
+    def total(self) -> float:
+        return self.buffer.total
 
     def add(self, t: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> None:
         """Insert a batch; with `td_errors` their priorities are set from them (Ape-X actors). Non-finite
@@ -181,14 +222,11 @@ class PrioritizedReplay(_Guard):
         self.buffer.add(t["obs"], np.asarray(t["action"]).reshape((n, *self.action_shape)), t["reward"],
                         t["next_obs"], t["done"], td_errors=td_errors)
 
-    def sample(self, batch_size: int) -> dict[str, np.ndarray]:
-        b = self.buffer.sample(batch_size)
-        return {k: np.asarray(getattr(b, k)) for k in (*FIELDS, "weights", "indices")}
+    def sample(self, batch_size: int) -> Batch[np.ndarray]:
+        return self.buffer.sample(batch_size)
 
-    def sample_with_priorities(self, batch_size: int) -> tuple[dict[str, np.ndarray], np.ndarray, float]:
-        """sample(), plus the drawn transitions' priorities and the total (for sharded replay)."""
-        b, priorities, total = self.buffer.sample_with_priorities(batch_size)
-        return {k: np.asarray(getattr(b, k)) for k in (*FIELDS, "weights", "indices")}, priorities, total
+    def sample_with_priorities(self, batch_size: int) -> tuple[Batch[np.ndarray], np.ndarray, float]:
+        return self.buffer.sample_with_priorities(batch_size)
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         self.buffer.update_priorities(indices, td_errors)
@@ -222,14 +260,13 @@ class PrioritizedReplay(_Guard):
             raise CheckpointError(f"checkpoint replay does not fit this buffer: {exc}") from exc
 
 
-def make_replay(config: Any, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
+def make_replay(config: TrainConfig, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
                 replay_backends: tuple[str, ...] = ("cpu",), device: str = "cpu",
-                sizes: dict[str, int] | None = None) -> UniformReplay | PrioritizedReplay:
+                sizes: dict[str, int] | None = None) -> Replay:
     """Uniform buffer, or the prioritized one on the replay kernel (first available of
     `replay_backends`; `sizes`: its fan-out and batch, an emulated board's) when config.per is set."""
     if not config.per:
-        replay: UniformReplay | PrioritizedReplay = UniformReplay(config.buffer_size, obs_dim, action_shape, discrete,
-                                                                  seed)
+        replay: Replay = UniformReplay(config.buffer_size, obs_dim, action_shape, discrete, seed)
     else:
         from pearl_fpga.runtime.placement import first_available
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pearl_fpga.config import TrainConfig
+
 MESSAGE_STEPS = 64
 """Actor workers send their transitions every this many env steps (one replay insert per message)."""
 
@@ -16,7 +18,7 @@ RAY_MESSAGE_STEPS = 512
 the per-call cost stays a small part of the env time of the data (`pearl-fpga bench ray` measures it)."""
 
 
-def allowed_gradient_steps(config: Any, collected: int) -> int:
+def allowed_gradient_steps(config: TrainConfig, collected: int) -> int:
     """Gradient steps SB3's loop has run once `collected` env steps exist: training rounds happen at
     collected = k * train_freq for every k with k * train_freq > learning_starts; each runs
     gradient_steps updates."""
@@ -24,12 +26,12 @@ def allowed_gradient_steps(config: Any, collected: int) -> int:
     return max(rounds, 0) * config.gradient_steps
 
 
-def needed_env_steps(config: Any, g: int) -> int:
+def needed_env_steps(config: TrainConfig, g: int) -> int:
     """The inverse: env steps after which SB3's loop runs gradient step g (0-based)."""
     return config.train_freq * (config.learning_starts // config.train_freq + g // config.gradient_steps + 1)
 
 
-def target_copy_due(config: Any, needed: int, checked: int) -> bool:
+def target_copy_due(config: TrainConfig, needed: int, checked: int) -> bool:
     """DQN: copy the target before a gradient step needing `needed` env steps when a multiple of
     target_update_interval lies in (checked, needed]: SB3 copies every target_update_interval env steps
     during collection, while the online net is frozen, so one copy before the round's first step is the
@@ -37,6 +39,14 @@ def target_copy_due(config: Any, needed: int, checked: int) -> bool:
     return needed // config.target_update_interval > checked // config.target_update_interval
 
 
-def credit_chunk(config: Any) -> int:
+def credit_chunk(config: TrainConfig) -> int:
     """Env steps granted to a worker at a time: a message, at most the allowed lag, whole env groups."""
     return max(config.n_envs, min(MESSAGE_STEPS, config.actor_lag) // config.n_envs * config.n_envs)
+
+
+def credit_limit(config: TrainConfig, grad_steps: int, end: int) -> int:
+    """Env steps actors may have been granted when the learner has run `grad_steps` steps: the steps the
+    next gradient step needs (at least learning_starts) plus the allowed lag, at most `end`."""
+    if config.gradient_steps <= 0:
+        return end
+    return min(end, max(needed_env_steps(config, grad_steps), config.learning_starts) + config.actor_lag)

@@ -35,7 +35,7 @@ def check_trainer_state(state: dict[str, Any], trainer: Any) -> None:
         _check_tensors("best.weights", best.get("weights"), policy_module.state_dict())
     for where, fields in _transition_sets(state["replay"], "replay"):
         _check_transitions(where, fields, spec)
-    trainer.envs.check(state["envs"])
+    trainer.actor.envs.check(state["envs"])
 
 
 def _fail(msg: str) -> CheckpointError:

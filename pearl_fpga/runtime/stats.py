@@ -1,9 +1,11 @@
-"""What a training run reports: counters and recent figures (to progress callbacks) and the result
-of an evaluation."""
+"""What a training run reports: counters and recent figures (to progress callbacks), the result of an
+evaluation, and the learner's mean loss between reports."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -43,3 +45,39 @@ class Stats:
     def steps_per_s(self) -> float:
         """Env steps per second of the current train() call."""
         return self.env_steps_run / self.elapsed if self.elapsed > 0 else 0.0
+
+
+class LossMeter:
+    """The learner's losses between reports, summed without a device sync (a float on the fused CPU
+    learner, a device tensor otherwise) and read only when a report or a divergence check asks."""
+
+    def __init__(self) -> None:
+        self.total: Any = 0.0
+        self.count = 0
+        self.last = float("nan")
+        self.known = False  # whether any report had losses to average
+        self.nonfinite: float | None = None  # a non-finite mean that a report consumed
+
+    def add(self, loss: Any) -> None:
+        self.total = self.total + loss
+        self.count += 1
+
+    def report(self) -> float:
+        """The mean loss since the last report (the previous mean when there were no steps since)."""
+        if self.count:
+            self.last = float(self.total) / self.count
+            self.total, self.count = 0.0, 0
+            self.known = True
+            if not math.isfinite(self.last):
+                self.nonfinite = self.last
+        return self.last
+
+    def problem(self) -> str | None:
+        """What shows that training diverged (a non-finite mean loss), or None."""
+        if self.count:
+            mean = float(self.total) / self.count
+            if not math.isfinite(mean):
+                return f"the mean loss of the last {self.count:,} gradient steps is {mean}"
+        if self.nonfinite is not None:
+            return f"the mean loss was {self.nonfinite}"
+        return None

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pearl_fpga.config import TrainConfig
+
 
 def available_cores() -> int:
     """CPU cores this process may run on (its affinity mask where the OS has one)."""
@@ -244,7 +246,10 @@ CUT_AFTER = 2  # counted steps a probe needs before it may be cut short (one slo
 
 
 def learner_callers(config: object) -> int:
-    """Threads that call the learner's ops at once: 2 for DDPG's and TD3's concurrent actor and critic gradients."""
+    """Threads that call the learner's ops at once: 2 for DDPG's and TD3's concurrent actor and critic gradients
+    (a compiled step runs them in one graph, on one caller)."""
+    if getattr(config, "learner_compile", False):
+        return 1
     return 2 if getattr(config, "algo", None) in ("ddpg", "td3") and getattr(config, "concurrent_updates", False) else 1
 
 
@@ -269,11 +274,11 @@ ISA_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "
                  "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "PEARL_FPGA_NATIVE_ISA")
 # Fields that change which arithmetic a learner step runs (its shapes, its code path, its order).
 LEARNER_FIELDS = ("algo", "net_arch", "batch_size", "double_q", "max_grad_norm", "concurrent_updates", "per",
-                  "flush_subnormals", "policy_delay", "target_policy_noise")
+                  "flush_subnormals", "policy_delay", "target_policy_noise", "learner_compile")
 PROBE_STEPS = 4
 
 
-def determinism_key(config: Any, obs_dim: int, action_dim: int) -> dict[str, Any]:
+def determinism_key(config: TrainConfig, obs_dim: int, action_dim: int) -> dict[str, Any]:
     """What a probe's answer depends on: the CPU, torch's build, the ISA settings and the learner."""
     import torch
 
@@ -295,7 +300,7 @@ def _learner_code_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def _learner_digest(config: Any, obs_dim: int, action_dim: int, threads: int, steps: int = PROBE_STEPS) -> str:
+def _learner_digest(config: TrainConfig, obs_dim: int, action_dim: int, threads: int, steps: int = PROBE_STEPS) -> str:
     """SHA-256 of every learner tensor after `steps` steps on a fixed batch at `threads` threads."""
     import numpy as np
     import torch
@@ -320,7 +325,7 @@ def _learner_digest(config: Any, obs_dim: int, action_dim: int, threads: int, st
     try:
         torch.set_num_threads(threads)
         learner = make_algo(config, obs_dim, action_dim, device="cpu", seed=0)
-        batch = Batch.from_numpy(data, discrete=discrete)
+        batch = Batch(**data).to_torch(discrete=discrete)
         h = hashlib.sha256()
         for _ in range(steps):
             loss, td = learner.learn(batch)
@@ -356,7 +361,7 @@ def _cache_file() -> Path:
     return cache_root() / "thread_determinism.json"
 
 
-def reproducible_thread_counts(config: Any, obs_dim: int, action_dim: int, candidates: tuple[int, ...],
+def reproducible_thread_counts(config: TrainConfig, obs_dim: int, action_dim: int, candidates: tuple[int, ...],
                                cache: Path | None = None) -> Reproducibility:
     """Which of `candidates` give the same learner bits as one thread on this machine (measured once per
     `determinism_key`, then read from the cache). One thread is the reference; it is run twice, and a
@@ -390,7 +395,7 @@ def reproducible_thread_counts(config: Any, obs_dim: int, action_dim: int, candi
     return Reproducibility(probed=probed, agree=agree, repeats=repeats, cached=cached)
 
 
-def reproducible_controller(config: Any, obs_dim: int, action_dim: int, cores: int | None = None) -> AdaptiveThreads:
+def reproducible_controller(config: TrainConfig, obs_dim: int, action_dim: int, cores: int | None = None) -> AdaptiveThreads:
     """The controller of a run that promises the same bits for a seed: it switches only among counts
     that agree with one thread on this machine, and keeps one thread where none does."""
     callers = learner_callers(config)

@@ -16,11 +16,12 @@
 ROLES = ("act", "replay", "learn")
 TASKS = ("env_step", "act", "replay_insert", "replay_sample", "replay_update", "learn", "weight_sync")
 STAGES: dict[str, tuple[str, ...]] = {
-    "actor": ("env_step", "act"),  # each actor worker steps its envs and acts
-    "learner": ("replay_insert", "replay_sample", "replay_update", "learn", "weight_sync"),  # the main process
+    "actor": ("env_step", "act"),  # each actor (runtime/actor.py ActorLoop) steps its envs and acts
+    "learner": ("replay_insert", "replay_sample", "replay_update", "learn", "weight_sync"),  # the Trainer's process
 }
-"""The worker mode's processes and the tasks each runs (runtime/workers.py: the actor processes; the
-learner's process runs the rest through the processes engine, runtime/engines/processes.py)."""
+"""The processes of the `processes` and `ray` engines and the tasks each runs: the actors (an ActorLoop in
+a worker process, runtime/workers.py, or a Ray env actor, engines/env_actor.py) act and step envs; the
+Trainer's process runs the rest."""
 ROLE_TASKS: dict[str, tuple[str, ...]] = {
     "act": ("act", "weight_sync"),
     "replay": ("replay_insert", "replay_sample", "replay_update"),

@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import EngineError
-from pearl_fpga.runtime.schedule import MESSAGE_STEPS
+from pearl_fpga.runtime.actor import Transitions
 from pearl_fpga.runtime.placement import Placement
+from pearl_fpga.runtime.schedule import MESSAGE_STEPS
 
 RESTART_LIMIT = 5
 """Restarts of one worker within RESTART_WINDOW_S after which the run stops (WorkerCrashLoop)."""
@@ -44,13 +46,12 @@ class WorkerCrashLoop(EngineError):
 class WorkerPool:
     """`config.workers` actor processes with credit-based flow control."""
 
-    def __init__(self, config: Any, placement: Placement, calibration: np.ndarray, weights: dict[str, Any],
-                 seed: int, env_id: str) -> None:
+    def __init__(self, config: TrainConfig, placement: Placement, calibration: np.ndarray, weights: dict[str, Any],
+                 seed: int) -> None:
         self.config = config
         self.placement = placement
         self.calibration = calibration
         self.seed = seed
-        self.env_id = env_id
         import torch
         import torch.multiprocessing as tmp
 
@@ -74,9 +75,8 @@ class WorkerPool:
 
     def _start(self, i: int) -> None:
         parent, child = self.ctx.Pipe()
-        spec = {"env_id": self.env_id, "n_envs": self.config.n_envs, "seed": self.seed + 104_729 * i + 7 * self.starts[i],
-                "config": self.config.to_dict(), "placement": str(self.placement),
-                "calibration": self.calibration}
+        spec = {"seed": self.seed + 104_729 * i + 7 * self.starts[i], "config": self.config.to_dict(),
+                "placement": str(self.placement), "calibration": self.calibration}
         proc = self.ctx.Process(target=worker_main, args=(child, spec, self.shared, self.version), daemon=True,
                                 name=f"pearl-actor-{i}")
         for attempt in range(START_TRIES):
@@ -102,7 +102,7 @@ class WorkerPool:
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
 
-    def grant_upto(self, granted: int, limit: int, chunk: int, collected: int) -> int:
+    def grant_upto(self, granted: int, limit: int, chunk: int) -> int:
         """Give workers credit (chunks of env steps) while the total granted stays <= limit (rounded
         up to whole env groups). Returns the new total granted."""
         for i in range(self.n):
@@ -124,9 +124,9 @@ class WorkerPool:
                 self.shared[k].copy_(v)
             self.version.value += 1
 
-    def receive(self, timeout: float) -> list[dict[str, Any]]:
+    def receive(self, timeout: float) -> list[Transitions]:
         """Transition batches that arrived (waits up to `timeout` s for the first one)."""
-        out: list[dict[str, Any]] = []
+        out: list[Transitions] = []
         live = [c for i, c in enumerate(self.conns) if self.down_since[i] is None]
         if not live:
             time.sleep(timeout)
@@ -135,7 +135,7 @@ class WorkerPool:
             out += self._drain(self.conns.index(conn))
         return out
 
-    def _drain(self, i: int) -> list[dict[str, Any]]:
+    def _drain(self, i: int) -> list[Transitions]:
         out = []
         conn = self.conns[i]
         while True:
@@ -146,9 +146,8 @@ class WorkerPool:
             except (EOFError, OSError):
                 break
             if msg[0] == "data":
-                data = msg[1]
-                self.credit[i] -= len(data["transitions"]["reward"])
-                out.append(data)
+                self.credit[i] -= msg[1].n
+                out.append(msg[1])
             elif msg[0] == "error":
                 self.errors[i] = msg[1]
         return out
@@ -208,36 +207,27 @@ class WorkerPool:
 
 
 def worker_main(conn: Connection, spec: dict[str, Any], shared: dict[str, Any], version: Any) -> None:
-    """Body of an actor process: step envs while holding credit, stream transitions back."""
+    """Body of an actor process: run the ActorLoop while holding credit, stream its transitions back."""
     import torch
 
-    from pearl_fpga.algos.common import mlp
-    from pearl_fpga.config import TrainConfig
-    from pearl_fpga.runtime.envs import EnvGroup
+    from pearl_fpga.runtime.actor import ActorLoop
     from pearl_fpga.runtime.placement import parse_placement
-    from pearl_fpga.runtime.policy import ActorPolicy
-    from pearl_fpga.runtime.timers import TaskTimer
-
     from pearl_fpga.runtime.threads import limit_blas_threads
+    from pearl_fpga.runtime.timers import TaskTimer
 
     # Ctrl-C reaches the whole process group: the trainer stops the workers itself (a worker that
     # exited on SIGINT would be restarted, and counted towards its crash limit).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     limit_blas_threads()
-    envs = None
+    actor = None
     try:
         config = TrainConfig.from_dict(spec["config"])
-        envs = EnvGroup(spec["env_id"], spec["n_envs"], spec["seed"])
-        es = envs.spec
-        module = mlp(es.obs_dim, config.net_arch, es.action_dim, tanh_head=not es.discrete)
         with version.get_lock():
-            module.load_state_dict(shared)
+            actor = ActorLoop.build(config, parse_placement(spec["placement"]), spec["calibration"], spec["seed"],
+                                    weights=shared)
             seen = version.value
-        policy = ActorPolicy(module, parse_placement(spec["placement"]), es.discrete, spec["calibration"])
-        rng = np.random.default_rng(spec["seed"] + 1)
         credits: list[list[int]] = []  # [remaining, next global step]
-        send_every = MESSAGE_STEPS
         while True:
             # Block only when out of credit; otherwise just drain what is there.
             while not credits or conn.poll():
@@ -252,27 +242,13 @@ def worker_main(conn: Connection, spec: dict[str, Any], shared: dict[str, Any], 
                     with version.get_lock():
                         local = {k: v.clone() for k, v in shared.items()}
                         seen = version.value
-                    policy.load_weights(local)
-            parts: list[dict[str, np.ndarray]] = []
-            finished_all: list[tuple[float, int]] = []
-            steps = 0
-            while credits and steps < send_every and not conn.poll():
-                remaining, step = credits[0]
-                with timer.time("act"):
-                    actions = policy.explore(envs.obs, step, config, rng, es.action_dim)
-                with timer.time("env_step"):
-                    transitions, finished = envs.step(actions)
-                parts.append({k: np.array(v, copy=True) for k, v in transitions.items()})
-                finished_all += finished
-                n = len(actions)
-                steps += n
-                credits[0] = [remaining - n, step + n]
-                if credits[0][0] <= 0:
-                    credits.pop(0)
-            if parts:
-                merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-                conn.send(("data", {"transitions": merged, "finished": finished_all,
-                                    "seconds": dict(timer.seconds), "calls": dict(timer.calls)}))
+                    actor.set_weights(local)
+            remaining, step = credits[0]
+            out = actor.run(min(remaining, MESSAGE_STEPS), step, timer)
+            credits[0] = [remaining - out.n, step + out.n]
+            if credits[0][0] <= 0:
+                credits.pop(0)
+            conn.send(("data", out))
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         return
     except Exception as exc:
@@ -284,5 +260,5 @@ def worker_main(conn: Connection, spec: dict[str, Any], shared: dict[str, Any], 
             pass
         raise
     finally:
-        if envs is not None:
-            envs.close()
+        if actor is not None:
+            actor.envs.close()

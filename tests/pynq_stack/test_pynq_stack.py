@@ -103,8 +103,8 @@ def test_replay_sampler_on_pynq(board):
     for n in (1, 300, 600):
         idx = rng.integers(0, capacity, n)
         words, _ = rfmt.priorities_to_fixed(rng.exponential(1.0, n))
-        s.update_fixed(idx, words)
-        ref.update_fixed(idx, words)
+        s.update(idx, words=words)
+        ref.update(idx, words=words)
         assert s.total_fixed == ref.total_fixed
         targets = rfmt.stratified_targets(ref.total_fixed, 300, rng)
         got, want = s.sample_targets(targets), ref.sample_targets(targets)

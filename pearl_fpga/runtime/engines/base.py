@@ -1,64 +1,94 @@
-"""The engine interface, and what an engine may use of the learner that hosts it."""
+"""The engine interface: where a run's actors and replay live. An engine returns data; the Trainer
+owns the one training loop (sample, add, learn as the schedule allows, update priorities, sync
+weights) and never hands itself to an engine."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from pearl_fpga.config import ENGINES
+from pearl_fpga.config import ENGINES, TrainConfig
+from pearl_fpga.runtime.actor import Transitions
+from pearl_fpga.runtime.envs import EnvSpec
+from pearl_fpga.runtime.placement import Placement
+from pearl_fpga.runtime.replay import Replay
 
 
-def resolve_engine(config: Any) -> str:
+def resolve_engine(config: TrainConfig) -> str:
     """The engine a config runs on: its `engine`, or for "auto" `processes` when workers > 0, else `inline`."""
     if config.engine == "auto":
         return "processes" if config.workers > 0 else "inline"
     return config.engine
 
 
-class LearnerHost(Protocol):
-    """The learner side of a run (the Trainer), as engines see it: counters, the replay, and the three
-    things an engine does with collected data (record it, run the learner as far as the schedule
-    allows, run the periodic work)."""
+class Messages(Protocol):
+    """Where an engine reports a fault it recovered from (the run's logger)."""
 
-    config: Any
-    placement: Any
-    spec: Any
+    def message(self, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What every engine needs to know of a run to place its actors and replay."""
+
+    config: TrainConfig
+    placement: Placement
+    spec: EnvSpec
     seed: int
-    env_steps: int
-    grad_steps: int
-    replay: Any
-    policy: Any
-    envs: Any
-    rng: np.random.Generator
-    calibration: np.ndarray
-    timer: Any
-    logger: Any
+    calibration: np.ndarray  # observations the MLP kernel's quantizer is calibrated on
+    log: Messages | None = None
 
-    def record_env_steps(self, n: int, finished: list[tuple[float, int]]) -> None: ...
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return () if self.spec.discrete else (self.spec.action_dim,)
 
-    def learn_until(self, allowed: int) -> None: ...
+    def actor_seed(self, env_steps: int) -> int:
+        """Seed of the actors started at global env step `env_steps` (worker i adds its own offset)."""
+        return self.seed + 7919 * (1 + env_steps)
 
-    def periodic(self, n: int) -> None: ...
+    def note(self, text: str) -> None:
+        if self.log is not None:
+            self.log.message(text)
 
-    def policy_weights(self) -> dict[str, Any]: ...
+    def make_replay(self, config: TrainConfig | None = None, seed_offset: int = 0) -> Replay:
+        """A buffer in this process on the placement's replay device (`config`: a shard's, else the run's)."""
+        from pearl_fpga.runtime.emulation import replay_sizes
+        from pearl_fpga.runtime.replay import make_replay
+
+        return make_replay(config or self.config, self.spec.obs_dim, self.action_shape, self.spec.discrete,
+                           self.seed + 1 + seed_offset, self.placement.replay_backends(), self.placement.replay,
+                           replay_sizes(self.placement))
 
 
 class Engine(Protocol):
-    """Runs the acting side of training and feeds the learner. One instance per Trainer."""
+    """Runs the acting side of training and holds the replay. One instance per Trainer."""
 
     name: str
+    lockstep: bool
+    """True: acting waits for the learner (inline; the learner catches up after every batch of
+    transitions, in SB3's order). False: actors run while the learner learns, one gradient step per
+    poll, granted at most `config.actor_lag` env steps ahead."""
+    refill_steps: int
+    """Env steps the actors may run past the lag limit while the replay has nothing to sample (the Ray
+    engine's shards, all restarted empty); 0 where the replay never loses its data."""
 
-    def make_replay(self, host: LearnerHost, build: Any) -> Any:
-        """The replay the learner samples: `build(seed_offset)` makes one local buffer."""
+    @property
+    def replay(self) -> Replay:
+        """The replay the learner samples and writes priorities to."""
 
-    def run(self, host: LearnerHost, end: int) -> None:
-        """Collect env steps (and learn as the schedule allows) until host.env_steps >= end."""
+    def start(self, env_steps: int, weights: dict[str, Any]) -> None:
+        """Start the actors of one train() call at global env step `env_steps`, holding `weights`."""
 
-    def broadcast(self, host: LearnerHost, weights: dict[str, Any]) -> None:
+    def sample(self, upto: int, wait: bool) -> list[Transitions]:
+        """Transitions collected since the last call, the actors granted env steps up to global step
+        `upto`; `wait`: the learner has nothing to do, so wait briefly for the first."""
+
+    def set_weights(self, weights: dict[str, Any]) -> None:
         """New policy weights for the actors."""
 
-    def report(self) -> dict[str, int]:
+    def faults(self) -> dict[str, int]:
         """Fault counters: actor restarts, and for sharded replay shard restarts and transitions lost."""
 
     def stop(self) -> None:
@@ -66,3 +96,6 @@ class Engine(Protocol):
 
     def close(self) -> None:
         """Release everything (replay shards, the Ray connection)."""
+
+
+__all__ = ["ENGINES", "Engine", "Messages", "RunSetup", "resolve_engine"]

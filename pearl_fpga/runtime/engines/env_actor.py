@@ -1,6 +1,6 @@
-"""An env actor of the Ray engine (Ape-X): steps its own vectorized env group with its own policy copy
-(torch, or the MLP kernel re-quantized at every weight sync), inserts its transitions into its replay
-shard in one call per credit grant, and reports counts and timings to the learner.
+"""An env actor of the Ray engine (Ape-X): an ActorLoop (runtime.actor: its own vectorized env group and
+policy copy, torch or the MLP kernel re-quantized at every weight sync) that inserts its transitions into
+its replay shard in one call per credit grant, and reports counts and timings to the learner.
 
 A plain class: the Ray engine wraps it with `ray.remote`, so this module imports without Ray.
 """
@@ -33,11 +33,9 @@ class EnvActor:
     def __init__(self, index: int, spec: dict[str, Any], shard: Any) -> None:
         import torch
 
-        from pearl_fpga.algos.common import mlp
         from pearl_fpga.config import TrainConfig
-        from pearl_fpga.runtime.envs import EnvGroup
+        from pearl_fpga.runtime.actor import ActorLoop
         from pearl_fpga.runtime.placement import parse_placement
-        from pearl_fpga.runtime.policy import ActorPolicy
         from pearl_fpga.runtime.threads import limit_blas_threads
 
         torch.set_num_threads(1)
@@ -47,11 +45,7 @@ class EnvActor:
         self.config = TrainConfig.from_dict(spec["config"])
         # a restarted actor (Ray re-runs this constructor) must not replay its predecessor's episodes
         seed = int(spec["seed"]) + 1_000_003 * self._incarnation()
-        self.envs = EnvGroup(self.config.env_id, self.config.n_envs, seed)
-        es = self.envs.spec
-        module = mlp(es.obs_dim, self.config.net_arch, es.action_dim, tanh_head=not es.discrete)
-        self.policy = ActorPolicy(module, parse_placement(spec["placement"]), es.discrete, spec["calibration"])
-        self.rng = np.random.default_rng(seed + 1)
+        self.actor = ActorLoop.build(self.config, parse_placement(spec["placement"]), spec["calibration"], seed)
         self.version = -1
 
     @staticmethod
@@ -71,12 +65,13 @@ class EnvActor:
         import ray
 
         if version != self.version:
-            self.policy.load_weights(ray.get(weights[0]))
+            self.actor.set_weights(ray.get(weights[0]))
             self.version = version
         return version
 
     def run(self, credit: int, start_step: int, weights: list[Any], version: int) -> dict[str, Any]:
-        """Step `credit` env steps from global step `start_step`, insert them into the shard, report."""
+        """Step `credit` env steps from global step `start_step`, insert them into the shard, report
+        counts, timings and the shard's status."""
         import ray
 
         from pearl_fpga.runtime.timers import TaskTimer
@@ -85,26 +80,15 @@ class EnvActor:
         began = time.perf_counter()
         if version != self.version:
             with timer.time("weight_sync"):
-                self.policy.load_weights(ray.get(weights[0]))
+                self.actor.set_weights(ray.get(weights[0]))
                 self.version = version
-        parts: list[dict[str, np.ndarray]] = []
-        finished_all: list[tuple[float, int]] = []
-        es, step, done = self.envs.spec, start_step, 0
-        while done < credit:
-            with timer.time("act"):
-                actions = self.policy.explore(self.envs.obs, step, self.config, self.rng, es.action_dim)
-            with timer.time("env_step"):
-                transitions, finished = self.envs.step(actions)
-            parts.append({k: np.array(v, copy=True) for k, v in transitions.items()})
-            finished_all += finished
-            done += len(actions)
-            step += len(actions)
-        merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        out = self.actor.run(credit, start_step, timer)
+        assert out.data is not None
         td = None
         if self.config.actor_priorities:
             with timer.time("act"):
-                td = initial_td_errors(self.policy.module, merged, self.config.gamma)
+                td = initial_td_errors(self.actor.policy.module, out.data, self.config.gamma)
         with timer.time("replay_insert"):
-            status = ray.get(self.shard.add.remote(merged, td))
-        return {"n": done, "finished": finished_all, "seconds": dict(timer.seconds), "calls": dict(timer.calls),
+            status = ray.get(self.shard.add.remote(out.data, td))
+        return {"n": out.n, "finished": out.finished, "seconds": dict(timer.seconds), "calls": dict(timer.calls),
                 "status": status, "elapsed": time.perf_counter() - began}

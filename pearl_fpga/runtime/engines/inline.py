@@ -1,38 +1,39 @@
 """The `inline` engine: acting and learning alternate in the learner's process, in Stable-Baselines3's
-exact order (deterministic for a seed)."""
+exact order (deterministic for a seed): each sample() is one step of the env group, after which the
+Trainer runs the gradient steps the schedule allows."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pearl_fpga.runtime.engines.base import LearnerHost
-from pearl_fpga.runtime.schedule import allowed_gradient_steps
+from pearl_fpga.runtime.actor import ActorLoop, Transitions
+from pearl_fpga.runtime.engines.base import RunSetup
 
 
 class InlineEngine:
     name = "inline"
+    lockstep = True
+    refill_steps = 0
 
-    def make_replay(self, host: LearnerHost, build: Any) -> Any:
-        return build(0)
+    def __init__(self, setup: RunSetup, actor: ActorLoop) -> None:
+        self.actor = actor  # the Trainer's own: its envs, policy and exploration draws are checkpointed
+        self.replay = setup.make_replay()
+        self.granted = 0
 
-    def run(self, host: LearnerHost, end: int) -> None:
-        cfg, envs, timer = host.config, host.envs, host.timer
-        adim = host.spec.action_dim
-        while host.env_steps < end:
-            with timer.time("act"):
-                actions = host.policy.explore(envs.obs, host.env_steps, cfg, host.rng, adim)
-            with timer.time("env_step"):
-                transitions, finished = envs.step(actions)
-            with timer.time("replay_insert"):
-                host.replay.add(transitions)
-            host.record_env_steps(len(actions), finished)
-            host.learn_until(allowed_gradient_steps(cfg, host.env_steps))
-            host.periodic(len(actions))
+    def start(self, env_steps: int, weights: dict[str, Any]) -> None:
+        self.granted = env_steps  # the actor holds the learner's weights already
 
-    def broadcast(self, host: LearnerHost, weights: dict[str, Any]) -> None:
-        host.policy.load_weights(weights)
+    def sample(self, upto: int, wait: bool) -> list[Transitions]:
+        if self.granted >= upto:
+            return []
+        out = self.actor.run(self.actor.envs.n, self.granted)
+        self.granted += out.n
+        return [out]
 
-    def report(self) -> dict[str, int]:
+    def set_weights(self, weights: dict[str, Any]) -> None:
+        self.actor.set_weights(weights)
+
+    def faults(self) -> dict[str, int]:
         return {"actor_restarts": 0}
 
     def stop(self) -> None:

@@ -25,32 +25,27 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.runtime.replay import FIELDS, make_replay
-
-
-class ShardsEmpty(ValueError):
-    """Every shard is empty (at the start, or after all of them restarted): wait for data, then sample."""
+from pearl_fpga.replay.batch import Batch
+from pearl_fpga.runtime.replay import Replay, ReplayEmpty, make_replay
 
 
 class ReplayShard:
     """One shard: a local buffer plus the identity (incarnation) that tells a restart apart."""
 
-    def __init__(self, config: Any, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
+    def __init__(self, config: TrainConfig, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
                  backends: tuple[str, ...] = ("cpu",), device: str = "cpu", sizes: dict[str, int] | None = None) -> None:
         self.replay = make_replay(config, obs_dim, action_shape, discrete, seed, backends, device, sizes)
         self.incarnation = uuid.uuid4().hex
         self.inserted = 0
 
     def status(self) -> dict[str, Any]:
-        total = float(self.replay.buffer.sampler.total) if self.replay.prioritized else float(len(self.replay))
-        return {"incarnation": self.incarnation, "size": len(self.replay), "total": total, "inserted": self.inserted}
+        return {"incarnation": self.incarnation, "size": len(self.replay), "total": self.replay.total,
+                "inserted": self.inserted}
 
     def add(self, transitions: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> dict[str, Any]:
-        if self.replay.prioritized:
-            self.replay.add(transitions, td_errors)
-        else:
-            self.replay.add(transitions)
+        self.replay.add(transitions, td_errors)
         self.inserted += len(transitions["reward"])
         return self.status()
 
@@ -79,10 +74,10 @@ class ReplayShard:
         return self.status()
 
 
-class ShardedReplay:
+class ShardedReplay(Replay):
     """The learner's view of M shards, with the interface of runtime.replay's buffers."""
 
-    def __init__(self, n_shards: int, stride: int, config: Any, submit: Callable[..., Any],
+    def __init__(self, n_shards: int, stride: int, config: TrainConfig, submit: Callable[..., Any],
                  gather: Callable[[list[Any]], list[Any]], seed: int, beta_steps: int) -> None:
         self.n = n_shards
         self.stride = stride  # shard capacity: global index = shard * stride + local index
@@ -120,9 +115,10 @@ class ShardedReplay:
     def __len__(self) -> int:
         return sum(int(s["size"]) for s in self._status)
 
-    def can_sample(self) -> bool:
-        """Whether any shard held data at its last report."""
-        return any(float(s["total"]) > 0 for s in self._status)
+    @property
+    def total(self) -> float:
+        """The shards' totals at their last report."""
+        return sum(float(s["total"]) for s in self._status)
 
     @property
     def inserted(self) -> int:
@@ -151,7 +147,7 @@ class ShardedReplay:
         shard = np.minimum(np.searchsorted(edges, targets, side="right"), self.n - 1)
         return np.bincount(shard, minlength=self.n)
 
-    def sample(self, batch_size: int) -> dict[str, np.ndarray]:
+    def sample(self, batch_size: int) -> Batch[np.ndarray]:
         """A batch drawn across the shards. The next batch's draw is sent before this one returns, so it
         is under way while the learner computes (as Ape-X's learner prefetches)."""
         request = self._prefetched if self._prefetched and self._prefetched[0] == batch_size else None
@@ -166,7 +162,7 @@ class ShardedReplay:
             self.refresh()
             totals = np.array([float(s["total"]) for s in self._status])
             if totals.sum() <= 0:
-                raise ShardsEmpty("cannot sample: every replay shard is empty; add transitions first")
+                raise ReplayEmpty("cannot sample: every replay shard is empty; add transitions first")
         counts = self.split(batch_size, totals)
         asked = [i for i in range(self.n) if counts[i] or self._updates[i]]
         futures = [self.submit(i, "sample", int(counts[i]), self._updates[i]) for i in asked]
@@ -174,7 +170,7 @@ class ShardedReplay:
             self._updates[i] = []
         return batch_size, asked, futures, totals
 
-    def _collect(self, request: tuple[int, list[int], list[Any], np.ndarray]) -> dict[str, np.ndarray]:
+    def _collect(self, request: tuple[int, list[int], list[Any], np.ndarray]) -> Batch[np.ndarray]:
         for _ in range(3):  # a shard found empty (restarted) since its last status: refresh and redraw
             batch_size, asked, futures, totals = request
             replies = self.gather(futures)
@@ -188,16 +184,17 @@ class ShardedReplay:
             request = self._request(batch_size)
         raise ValueError("cannot sample: replay shards keep restarting (see the shard restart count)")
 
-    def _merge(self, asked: list[int], replies: list[dict[str, Any]], totals: np.ndarray) -> dict[str, np.ndarray]:
+    def _merge(self, asked: list[int], replies: list[dict[str, Any]], totals: np.ndarray) -> Batch[np.ndarray]:
         beta = self.beta  # as PrioritizedReplayBuffer: the exponent before this call is counted
         self.sample_calls += 1
-        out = {k: np.concatenate([r["batch"][k] for r in replies]) for k in FIELDS}
-        out["indices"] = np.concatenate([i * self.stride + np.asarray(r["batch"]["indices"], dtype=np.int64)
-                                         for i, r in zip(asked, replies, strict=True)])
+        out = Batch.concatenate([r["batch"] for r in replies])
+        out.indices = np.concatenate([i * self.stride + np.asarray(r["batch"].indices, dtype=np.int64)
+                                      for i, r in zip(asked, replies, strict=True)])
+        out.weights = None
         if self.prioritized:
             prob = np.concatenate([(totals[i] / totals.sum()) * r["priorities"] / r["status"]["total"]
                                    for i, r in zip(asked, replies, strict=True)])
-            out["weights"] = np.power(prob.min() / prob, beta).astype(np.float32)
+            out.weights = np.power(prob.min() / prob, beta).astype(np.float32)
         return out
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:

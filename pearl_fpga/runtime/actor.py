@@ -1,0 +1,81 @@
+"""`ActorLoop`: envs, policy and exploration, transitions out, weights in. The same loop acts for the
+inline engine (in the learner's process), the actor worker processes (runtime.workers) and the Ray env
+actors (engines.env_actor); only where it runs and how its transitions travel differ.
+
+Exploration is driven by the global env-step index a run starts from (SB3's schedule: random actions
+before learning_starts, then epsilon-greedy or Gaussian noise), so an actor granted steps n..n+k acts
+as the sequential loop would at those steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pearl_fpga.config import TrainConfig
+from pearl_fpga.runtime.envs import EnvGroup
+from pearl_fpga.runtime.placement import Placement
+from pearl_fpga.runtime.policy import ActorPolicy
+from pearl_fpga.runtime.timers import TaskTimer
+
+
+@dataclass
+class Transitions:
+    """What actors hand the learner for `n` env steps: the transitions (obs, action, reward, next_obs,
+    done, leading axis n; None when the actor already stored them in its replay shard), the episodes
+    that ended in them as (return, length), and the actor's task times."""
+
+    n: int
+    data: dict[str, np.ndarray] | None
+    finished: list[tuple[float, int]]
+    seconds: dict[str, float] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+
+
+class ActorLoop:
+    """Steps `envs` with `policy`'s exploration actions; `rng` draws the exploration."""
+
+    def __init__(self, config: TrainConfig, envs: EnvGroup, policy: ActorPolicy, rng: np.random.Generator) -> None:
+        self.config = config
+        self.envs = envs
+        self.policy = policy
+        self.rng = rng
+
+    @classmethod
+    def build(cls, config: TrainConfig, placement: Placement, calibration: np.ndarray, seed: int,
+              weights: dict[str, Any] | None = None) -> ActorLoop:
+        """An actor of its own (a worker process, a Ray actor): envs seeded with `seed`, exploration with
+        seed + 1, a fresh policy network holding `weights` (when given) on the act device."""
+        from pearl_fpga.algos.common import mlp
+
+        envs = EnvGroup(config.env_id, config.n_envs, seed)
+        spec = envs.spec
+        module = mlp(spec.obs_dim, config.net_arch, spec.action_dim, tanh_head=not spec.discrete)
+        if weights is not None:
+            module.load_state_dict(weights)
+        policy = ActorPolicy(module, placement, spec.discrete, calibration)
+        return cls(config, envs, policy, np.random.default_rng(seed + 1))
+
+    def set_weights(self, weights: dict[str, Any]) -> None:
+        """New policy weights from the learner (re-quantized for a kernel actor)."""
+        self.policy.load_weights(weights)
+
+    def run(self, n_steps: int, start_step: int, timer: TaskTimer | None = None) -> Transitions:
+        """Step at least `n_steps` env steps (whole env groups) from global step `start_step`."""
+        timer = timer if timer is not None else TaskTimer()
+        parts: list[dict[str, np.ndarray]] = []  # EnvGroup.step returns fresh arrays: kept without a copy
+        finished: list[tuple[float, int]] = []
+        done = 0
+        while done < n_steps:
+            with timer.time("act"):
+                actions = self.policy.explore(self.envs.obs, start_step + done, self.config, self.rng,
+                                              self.envs.spec.action_dim)
+            with timer.time("env_step"):
+                transitions, ended = self.envs.step(actions)
+            parts.append(transitions)
+            finished += ended
+            done += len(actions)
+        data = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        return Transitions(done, data, finished, dict(timer.seconds), dict(timer.calls))
