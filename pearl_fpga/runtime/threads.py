@@ -30,23 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-def available_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS, Windows
-        return max(1, os.cpu_count() or 1)
-
-
-def thread_candidates(cores: int) -> tuple[int, ...]:
-    """1, 2, 4, ... up to `cores`, and `cores` itself."""
-    counts, n = [], 1
-    while n < cores:
-        counts.append(n)
-        n *= 2
-    counts.append(cores)
-    return tuple(counts)
+from pearl_fpga.host import available_cores, cpu_identity, thread_candidates
 
 
 @dataclass
@@ -269,25 +253,6 @@ ISA_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "
 LEARNER_FIELDS = ("algo", "net_arch", "batch_size", "double_q", "max_grad_norm", "concurrent_updates", "per",
                   "flush_subnormals", "policy_delay", "target_policy_noise")
 PROBE_STEPS = 4
-
-
-@functools.lru_cache(maxsize=1)
-def cpu_identity() -> dict[str, Any]:
-    """The CPU's model and its vector and matrix features (the flags that pick BLAS code paths)."""
-    import platform
-
-    model, flags = platform.processor() or platform.machine(), [platform.machine()]
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                model = value.strip()
-            elif key.strip() == "flags":
-                flags = sorted(f for f in value.split() if f.startswith(("avx", "amx", "fma", "sse4", "f16c")))
-                break
-    except OSError:
-        pass
-    return {"cpu": model, "features": flags}
 
 
 def determinism_key(config: Any, obs_dim: int, action_dim: int) -> dict[str, Any]:
