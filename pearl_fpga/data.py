@@ -8,8 +8,10 @@ editable checkout uses the files in place. Every module finds them through `data
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 _PACKAGED = Path(__file__).resolve().parent / "_data"
 _CHECKOUT = Path(__file__).resolve().parents[1]
@@ -45,3 +47,24 @@ def cache_root() -> Path:
     if base:
         return Path(base)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pearl_fpga"
+
+
+def read_probe_cache(path: Path) -> dict[str, Any]:
+    """The entries of a JSON file of cached probe results ({} when it is missing or unreadable)."""
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def write_probe_cache(path: Path, entries: dict[str, Any]) -> None:
+    """Replace the file at once (readers never see half of it); a read-only cache costs a probe per run,
+    nothing else."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(entries, indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl_fpga.data import cache_root
+from pearl_fpga.data import cache_root, read_probe_cache, write_probe_cache
 from pearl_fpga.host import available_cores, cpu_identity, thread_candidates
 
 PROBE_TRANSITIONS = 1 << 18  # long enough that waking a thread is a small part of a run
@@ -135,18 +135,10 @@ def _cache_file() -> Path:
     return cache_root() / "tabular_partitions.json"
 
 
-def _read(cache: Path) -> dict[str, Any]:
-    try:
-        loaded = json.loads(cache.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
-
-
 def _remembered(key_id: str, cache: Path | None = None) -> dict[int, float] | None:
     if key_id in _SEEN:
         return _SEEN[key_id]
-    entry = _read(cache or _cache_file()).get(key_id)
+    entry = read_probe_cache(cache or _cache_file()).get(key_id)
     try:
         rates = {int(t): float(r) for t, r in entry["rates"].items()}  # type: ignore[index]
     except (TypeError, KeyError, ValueError, AttributeError):
@@ -167,12 +159,6 @@ def _busy(cores: int) -> bool:
 
 def _remember(key_id: str, key: dict[str, Any], rates: dict[int, float], cache: Path | None) -> None:
     cache = cache or _cache_file()
-    entries = _read(cache)
+    entries = read_probe_cache(cache)
     entries[key_id] = {"key": key, "rates": {str(t): r for t, r in rates.items()}}
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f"{cache.name}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps(entries, indent=1))
-        tmp.replace(cache)
-    except OSError:
-        pass  # a read-only cache costs a probe per process, nothing else
+    write_probe_cache(cache, entries)
