@@ -196,6 +196,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         row["vs_numpy_loop"] = row["updates_per_s"] / base
         if "numba" in rows:
             row["vs_numba"] = row["updates_per_s"] / rows["numba"]["updates_per_s"]
+        if "cpu backend" in rows:
+            row["vs_cpu_backend"] = row["updates_per_s"] / rows["cpu backend"]["updates_per_s"]
 
     if not args.no_rtl:
         results["rtl"] = _rtl(args, data)
@@ -241,11 +243,12 @@ def _print(results: dict[str, Any], probe: LoadProbe) -> None:
     title = (f"tabular kernel, {results['states']} x {results['actions']} table, random-walk stream "
              f"({results['hazard_rate_4']:.0%} of transitions bootstrap on a row one of the 4 previous updates wrote)")
     table = Table(title=title, title_justify="left")
-    for col in ("contender", "threads", "updates/s", "x numpy loop", "x numba", "bit-exact"):
+    for col in ("contender", "threads", "updates/s", "x numpy loop", "x numba", "x cpu backend", "bit-exact"):
         table.add_column(col, justify="left" if col == "contender" else "right")
     for name, row in results["rows"].items():
         table.add_row(name, str(row["threads"]), f"{row['updates_per_s']:,.0f}", f"{row['vs_numpy_loop']:,.1f}",
                       f"{row['vs_numba']:.3g}" if "vs_numba" in row else "-",
+                      f"{row['vs_cpu_backend']:.2f}" if "vs_cpu_backend" in row else "-",
                       "-" if row["exact"] is None else ("yes" if row["exact"] else "NO"))
     console.print(table)
     rtl = results.get("rtl")

@@ -79,15 +79,18 @@ def plan_threads(n_states: int, n_actions: int, algo: str, n: int, parts: int | 
         why = "one core" if cores == 1 else "one slice"
         return PartitionPlan(parts=parts or 1, threads=1, how=why)
     batch = min(PROBE_TRANSITIONS, 1 << max(0, n - 1).bit_length())
-    key = {**cpu_identity(), "cores": cores, "native": _native_fingerprint(), "n_states": n_states,
-           "n_actions": n_actions, "algo": algo, "batch": batch, "parts": parts if parts is not None else "open"}
-    key_id = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    rates, how = _remembered(key_id, cache), "cached"
+    call = (n_states, n_actions, algo, batch, parts, cores)
+    rates, how = _SEEN.get(call), "cached"  # this process's choice: no key to hash on every call
     if rates is None:
-        rates, how = _measure(n_states, n_actions, algo == "sarsa", batch, parts, list(thread_candidates(limit))), "measured"
-        _SEEN[key_id] = rates
-        if not _busy(cores):  # a probe that other work slowed is not kept for later processes
-            _remember(key_id, key, rates, cache)
+        key = {**cpu_identity(), "cores": cores, "native": _native_fingerprint(), "n_states": n_states,
+               "n_actions": n_actions, "algo": algo, "batch": batch, "parts": parts if parts is not None else "open"}
+        key_id = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+        rates = _remembered(key_id, cache)
+        if rates is None:
+            rates, how = _measure(n_states, n_actions, algo == "sarsa", batch, parts, list(thread_candidates(limit))), "measured"
+            if not _busy(cores):  # a probe that other work slowed is not kept for later processes
+                _remember(key_id, key, rates, cache)
+        _SEEN[call] = rates
     best = max(rates.values())
     threads = min(t for t, r in rates.items() if r * GAIN_NEEDED >= best)
     return PartitionPlan(parts=parts if parts is not None else threads, threads=threads, how=how, rates=rates)
@@ -128,7 +131,7 @@ def _native_fingerprint() -> str:
     return hashlib.sha256(Path(native.__file__).read_bytes()).hexdigest()[:16]
 
 
-_SEEN: dict[str, dict[int, float]] = {}  # this process's choices, read or measured once
+_SEEN: dict[tuple[Any, ...], dict[int, float]] = {}  # this process's choices, by call shape
 
 
 def _cache_file() -> Path:
@@ -136,17 +139,12 @@ def _cache_file() -> Path:
 
 
 def _remembered(key_id: str, cache: Path | None = None) -> dict[int, float] | None:
-    if key_id in _SEEN:
-        return _SEEN[key_id]
     entry = read_probe_cache(cache or _cache_file()).get(key_id)
     try:
         rates = {int(t): float(r) for t, r in entry["rates"].items()}  # type: ignore[index]
     except (TypeError, KeyError, ValueError, AttributeError):
         return None
-    if not rates or min(rates.values()) <= 0:
-        return None
-    _SEEN[key_id] = rates
-    return rates
+    return rates if rates and min(rates.values()) > 0 else None
 
 
 def _busy(cores: int) -> bool:
