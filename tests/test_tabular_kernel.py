@@ -489,6 +489,9 @@ def test_update_partitioned_reports_its_plan_and_refuses_bad_counts(backend, mon
     assert (plan.parts, plan.threads, plan.how) == (4, 2, "given") and k.partition_plan is plan
     plan = k.update_partitioned(**b, parts=0)
     assert plan.parts >= 1 and plan.threads <= 2 and plan.how in ("measured", "cached", "the backend's instances")
-    for bad in (dict(parts=-1), dict(parts=1.5), dict(parts=True), dict(threads=-2), dict(threads="2")):
-        with pytest.raises(ValueError, match="parts must be|threads must be"):
+    for bad, exc, match in ((dict(parts=-1), ValueError, "parts must be >= 0, got -1; 0 chooses it by measurement"),
+                            (dict(parts=1.5), TypeError, "parts must be an integer"),
+                            (dict(parts=True), TypeError, "got a bool"), (dict(threads=-2), ValueError, "threads must"),
+                            (dict(threads="2"), TypeError, "threads must be an integer")):
+        with pytest.raises(exc, match=match):
             k.update_partitioned(**b, **bad)

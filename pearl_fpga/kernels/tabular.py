@@ -64,15 +64,15 @@ def available_backends(include_slow: bool = False) -> list[str]:
     return found
 
 
-def _as_count(value: Any, name: str) -> int:
+def _as_count(value: Any, name: str, minimum: int = 1) -> int:
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer, got a bool")
     try:
         v = operator.index(value)
     except TypeError:
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
-    if v < 1:
-        raise ValueError(f"{name} must be >= 1, got {v}")
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {v}" + ("; 0 chooses it by measurement" if minimum == 0 else ""))
     return v
 
 
@@ -251,13 +251,10 @@ class TabularQ:
         never changes the result. parts=0 leaves K to that measurement too (K = the threads chosen;
         the result then depends on this machine). Returns the plan it ran (also `partition_plan`).
         """
-        if isinstance(parts, (bool, np.bool_)) or not isinstance(parts, (int, np.integer)) or parts < 0:
-            raise ValueError(f"parts must be an integer >= 1 (or 0: chosen by measurement), got {parts!r}")
-        if threads is not None and (isinstance(threads, (bool, np.bool_)) or not isinstance(threads, (int, np.integer))
-                                    or threads < 0):
-            raise ValueError(f"threads must be an integer >= 1 (or 0/None: chosen by measurement), got {threads!r}")
+        k = _as_count(parts, "parts", minimum=0)
+        workers = 0 if threads is None else _as_count(threads, "threads", minimum=0)
         with self._lock:  # the merged table replaces the one it started from: no update may come between
-            plan = self._plan(int(parts), int(threads or 0), int(np.shape(s)[0]) if np.ndim(s) == 1 else 1)
+            plan = self._plan(k, workers, int(np.shape(s)[0]) if np.ndim(s) == 1 else 1)
             if hasattr(self._backend, "update_partitioned"):
                 self._update_partitioned_native(s, a, r, s2, done, a2, plan)
             else:
@@ -298,9 +295,9 @@ class TabularQ:
         # here first), K threads of Python; on a board, slice i on kernel instance i mod I (I = the
         # bitstream's instances, at most K), one worker per instance, each instance's slices in order.
         k = plan.parts
-        s_, a_, r_, s2_, a2_, d_ = args = self._validate(s, a, r, s2, done, a2)
+        args = self._validate(s, a, r, s2, done, a2)
         start = self._backend.table()
-        slices = slice_bounds(s_.shape[0], k)
+        slices = slice_bounds(args[0].shape[0], k)
         on_board = self.backend_name in ("pynq", "xrt")
         if on_board:
             units = [self._backend] + [self._spawn(instance=j) for j in range(1, min(k, self._backend.instances))]
