@@ -244,7 +244,7 @@ def _print(results: dict[str, Any], probe: LoadProbe) -> None:
              f"({results['hazard_rate_4']:.0%} of transitions bootstrap on a row one of the 4 previous updates wrote)")
     table = Table(title=title, title_justify="left")
     for col in ("contender", "threads", "updates/s", "x numpy loop", "x numba", "x cpu backend", "bit-exact"):
-        table.add_column(col, justify="left" if col == "contender" else "right")
+        table.add_column(col, justify="left" if col == "contender" else "right", no_wrap=col in ("contender", "updates/s"))
     for name, row in results["rows"].items():
         table.add_row(name, str(row["threads"]), f"{row['updates_per_s']:,.0f}", f"{row['vs_numpy_loop']:,.1f}",
                       f"{row['vs_numba']:.3g}" if "vs_numba" in row else "-",
