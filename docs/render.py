@@ -225,12 +225,16 @@ def _plan(results: dict[str, Any]) -> str:
 
 def _tabular(results: dict[str, Any]) -> str:
     rows = []
+    vs_cpu = any("vs_cpu_backend" in row for row in results["rows"].values())  # records since the one-call partitioned mode
     for name, row in results["rows"].items():
         vs_numba = row.get("vs_numba")
         rows.append([name, str(row["threads"]), _f(row["updates_per_s"]), f"{row['vs_numpy_loop']:.1f}x",
                      f"{vs_numba:.2f}x" if vs_numba is not None else "-",
+                     *([f"{row['vs_cpu_backend']:.2f}x" if "vs_cpu_backend" in row else "-"] if vs_cpu else []),
                      {True: "yes", False: "NO", None: "-"}[row.get("exact")]])
-    out = [_table(["contender", "threads", "updates/s", "vs numpy loop", "vs numba", "bit-exact"], rows),
+    head = ["contender", "threads", "updates/s", "vs numpy loop", "vs numba", *(["vs cpu backend"] if vs_cpu else []),
+            "bit-exact"]
+    out = [_table(head, rows),
            f"{results['updates']:,} updates on a {results['states']} x {results['actions']} table (the numpy loop "
            f"over {results['numpy_updates']:,}); {results['hazard_rate_4']:.0%} of the transitions bootstrap on a row "
            "one of the 4 previous updates wrote."]

@@ -60,3 +60,24 @@ def load_json(path: Path, error: type[Exception], what: str, missing_fix: str = 
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise error(f"{what} {path} is not valid JSON ({exc}){invalid_fix}") from None
+
+
+def read_probe_cache(path: Path) -> dict[str, Any]:
+    """The entries of a JSON file of cached probe results ({} when it is missing or unreadable)."""
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def write_probe_cache(path: Path, entries: dict[str, Any]) -> None:
+    """Replace the file at once (readers never see half of it); a read-only cache costs a probe per run,
+    nothing else."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(entries, indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass

@@ -1,11 +1,30 @@
-"""This machine as the numerics see it: the CPU's model and the vector and matrix features that pick
-BLAS and native code paths (read from /proc/cpuinfo where there is one)."""
+"""What this process runs on: the cores it may use, the CPU's identity (the keys of cached probes) and the
+vector and matrix features that pick BLAS and native code paths (bfloat16 GEMMs among them)."""
 
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Any
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def thread_candidates(cores: int) -> tuple[int, ...]:
+    """1, 2, 4, ... up to `cores`, and `cores` itself."""
+    counts, n = [], 1
+    while n < cores:
+        counts.append(n)
+        n *= 2
+    counts.append(cores)
+    return tuple(counts)
 
 
 @functools.lru_cache(maxsize=1)

@@ -50,6 +50,9 @@ q = TabularQ(50, 4, alpha=0.25, gamma=0.9, backend="cpu")
 n = 2000
 q.update(rng.integers(0, 50, n), rng.integers(0, 4, n), rng.normal(size=n), rng.integers(0, 50, n), rng.random(n) < 0.1)
 h.update(np.ascontiguousarray(q.table).tobytes())
+q.update_partitioned(rng.integers(0, 50, n), rng.integers(0, 4, n), rng.normal(size=n), rng.integers(0, 50, n),
+                     rng.random(n) < 0.1, parts=3, threads=2)  # the partitioned mode's native loop
+h.update(np.ascontiguousarray(q.table).tobytes())
 print(_learner_native.isa(), mlp.path, _tabular_native.isa(), h.hexdigest())
 """
 

@@ -310,3 +310,188 @@ def test_board_backends_without_a_bitstream_say_how_to_build_one(backend, build,
     monkeypatch.delenv("PEARL_FPGA_BOARD", raising=False)
     with pytest.raises(BackendUnavailable, match=build):
         TabularQ(4, 2, backend=backend)
+
+
+CPU = pytest.mark.skipif(importlib.util.find_spec("pearl_fpga.backends.tabular_cpu") is None,
+                         reason="cpu backend not built")
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    """The partitioned mode's thread probe caches its choice: here in a folder of each test's own."""
+    monkeypatch.setenv("PEARL_FPGA_CACHE", str(tmp_path / "cache"))
+
+
+def reference_partitioned(start, algo, alpha, gamma, b, parts):
+    """K numpy tables, one per np.array_split slice, each from `start`, merged (SPEC.md, "Partitioned mode")."""
+    tables = []
+    for idx in np.array_split(np.arange(len(b["s"])), parts):
+        one = TabularQ(*start.shape, alpha=alpha, gamma=gamma, algo=algo, backend="numpy")
+        one.load(start)
+        if idx.size:
+            one.update(**{key: v[idx] for key, v in b.items()})
+        tables.append(one.table)
+    return merge_partitions(tables)
+
+
+@CPU
+@given(data=st.data())
+def test_property_partitioned_cpu_is_the_spec_whatever_the_threads(data):
+    """Random and adversarial datasets (one (s, a) over and over with s2 == s, rewards at the ends of
+    Q16.16 that saturate, more slices than transitions, negative sums that the merge's floor rounds):
+    the cpu backend's one-call partitioned mode gives the reference's table for K slices, the same at
+    every thread count."""
+    ns = data.draw(st.integers(1, 5))
+    na = data.draw(st.sampled_from([1, 2, 3, 4, 6, 7]))
+    n = data.draw(st.integers(1, 60))
+    algo = data.draw(st.sampled_from(["q", "sarsa"]))
+    alpha = data.draw(st.sampled_from([1 / 65536, 0.3, 1.0]))
+    gamma = data.draw(st.sampled_from([0.0, 0.9, 1.0]))
+    parts = data.draw(st.integers(1, 70))
+    adversarial = data.draw(st.booleans())
+    if adversarial:
+        s = np.zeros(n, np.int64)
+        b = dict(s=s, a=s.copy(), s2=s.copy(), a2=s.copy(), done=np.zeros(n, bool),
+                 r=np.full(n, data.draw(st.sampled_from([-32768.0, 32767.99998]))))
+    else:
+        ints = lambda hi: np.array(data.draw(st.lists(st.integers(0, hi - 1), min_size=n, max_size=n)), np.int64)
+        b = dict(s=ints(ns), a=ints(na), s2=ints(ns), a2=ints(na),
+                 r=np.array(data.draw(st.lists(st.floats(-32768, 32767.99), min_size=n, max_size=n)), np.float64),
+                 done=np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool))
+    start = np.array(data.draw(st.lists(st.integers(-(2**31), 2**31 - 1), min_size=ns * na, max_size=ns * na)),
+                     np.int32).reshape(ns, na)
+    want = reference_partitioned(start, algo, alpha, gamma, b, parts)
+    for threads in (1, 2, 3, 8):
+        k = TabularQ(ns, na, alpha, gamma, algo=algo, backend="cpu")
+        k.load(start)
+        plan = k.update_partitioned(**b, parts=parts, threads=threads)
+        assert plan.parts == parts and 1 <= plan.threads <= min(threads, parts)
+        np.testing.assert_array_equal(k.table, want)
+
+
+@CPU
+@pytest.mark.parametrize("algo", ["q", "sarsa"])
+def test_partitioned_cpu_other_dtypes_and_bad_entries(algo):
+    """Other dtypes are validated and then take the same native call; a bad entry in any slice, even
+    the last, leaves the table as it was (the slices run on private copies)."""
+    rng = np.random.default_rng(11)
+    b = random_batch(rng, 9, 4, 3000)
+    start = rng.integers(-(2**24), 2**24, (9, 4)).astype(np.int32)
+    want = reference_partitioned(start, algo, 0.2, 0.95, b, 5)
+    k = TabularQ(9, 4, alpha=0.2, gamma=0.95, algo=algo, backend="cpu")
+    k.load(start)
+    k.update_partitioned(**{key: (v.astype(np.uint8) if v.dtype == np.int64 else v.astype(np.float32)
+                                  if key == "r" else v) for key, v in b.items()}, parts=5, threads=2)
+    exact_r = TabularQ(9, 4, alpha=0.2, gamma=0.95, algo=algo, backend="numpy")
+    exact_r.load(start)
+    exact_r.update_partitioned(**{**b, "r": b["r"].astype(np.float32)}, parts=5, threads=1)
+    np.testing.assert_array_equal(k.table, exact_r.table)  # float32 rewards: the same words either way
+    k.load(start)
+    k.update_partitioned(**b, parts=5, threads=2)
+    np.testing.assert_array_equal(k.table, want)
+    for key, value, match in (("s", 9, r"s\[2999\] = 9"), ("r", np.nan, r"r\[2999\] is nan"),
+                              ("a2", 4, r"a2\[2999\] = 4"), ("a", -1, r"a\[2999\] = -1")):
+        bad = {x: v.copy() for x, v in b.items()}
+        bad[key][-1] = value
+        with pytest.raises(ValueError, match=match):
+            k.update_partitioned(**bad, parts=5, threads=2)
+        np.testing.assert_array_equal(k.table, want)
+
+
+@CPU
+def test_partitioned_cpu_from_many_python_threads_at_once():
+    """The native pool runs one call at a time; callers from several threads each get their own result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    batches = [random_batch(rng, 30, 3, 5000) for _ in range(6)]
+    want = [reference_partitioned(np.zeros((30, 3), np.int32), "q", 0.5, 0.9, b, 3) for b in batches]
+
+    def run(i: int) -> np.ndarray:
+        k = TabularQ(30, 3, alpha=0.5, gamma=0.9, backend="cpu")
+        for _ in range(5):
+            k.clear()
+            k.update_partitioned(**batches[i], parts=3, threads=2)
+        return k.table
+
+    with ThreadPoolExecutor(6) as pool:
+        for got, expected in zip(pool.map(run, range(6)), want):
+            np.testing.assert_array_equal(got, expected)
+
+
+def _partitioned_in_child(queue) -> None:
+    k = TabularQ(4, 2, alpha=0.5, gamma=0.9, backend="cpu")
+    b = random_batch(np.random.default_rng(0), 4, 2, 100)
+    k.update_partitioned(**b, parts=2, threads=2)
+    queue.put(k.table.tolist())
+
+
+@CPU
+def test_partitioned_cpu_after_fork():
+    """A forked child has the parent's pool object but not its threads: it starts a pool of its own."""
+    import multiprocessing
+
+    b = random_batch(np.random.default_rng(0), 4, 2, 100)
+    parent = TabularQ(4, 2, alpha=0.5, gamma=0.9, backend="cpu")
+    parent.update_partitioned(**b, parts=2, threads=2)  # the parent's pool is up
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_partitioned_in_child, args=(queue,))
+    child.start()
+    got = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0 and np.array_equal(got, parent.table)
+
+
+def test_partition_plan_given_open_and_cached(monkeypatch):
+    """Given threads are capped at K and the cores; open threads and an open K are measured once per
+    machine and call shape (the fewest threads within 5% of the fastest), then read back from the cache;
+    a probe made while the machine is busy is kept for this process only."""
+    from pearl_fpga.kernels import tabular_partitions as tp
+
+    calls = []
+
+    def fake_measure(n_states, n_actions, sarsa, batch, parts, candidates):
+        calls.append((batch, parts, tuple(candidates)))
+        return {1: 100.0, 2: 180.0, 4: 185.0}
+
+    monkeypatch.setattr(tp, "_measure", fake_measure)
+    monkeypatch.setattr(tp, "_SEEN", {})
+    monkeypatch.setattr(tp, "_native_fingerprint", lambda: "test")
+    monkeypatch.setattr(tp, "_busy", lambda cores: False)
+    assert tp.plan_threads(500, 6, "q", 1000, parts=8, cores=1) == tp.PartitionPlan(8, 1, "one core")
+    assert tp.plan_threads(500, 6, "q", 1000, parts=1, cores=4).threads == 1 and not calls
+    plan = tp.plan_threads(500, 6, "q", 1000, parts=None, cores=4)
+    assert (plan.parts, plan.threads, plan.how) == (2, 2, "measured") and calls == [(1024, None, (1, 2, 4))]
+    assert "parts 2 on 2 threads (measured: 1: 0 M/s" in plan.describe()
+    monkeypatch.setattr(tp, "_SEEN", {})  # a new process: read from the file
+    again = tp.plan_threads(500, 6, "q", 1000, parts=None, cores=4)
+    assert (again.parts, again.threads, again.how) == (2, 2, "cached") and len(calls) == 1
+    tp.plan_threads(500, 6, "q", 3000, parts=None, cores=4)  # another batch size: measured again
+    assert len(calls) == 2 and calls[-1][0] == 4096
+    monkeypatch.setattr(tp, "_busy", lambda cores: True)
+    monkeypatch.setattr(tp, "_SEEN", {})
+    tp.plan_threads(500, 6, "sarsa", 1000, parts=3, cores=4)
+    monkeypatch.setattr(tp, "_SEEN", {})
+    tp.plan_threads(500, 6, "sarsa", 1000, parts=3, cores=4)
+    assert len(calls) == 4 and calls[-1][1:] == (3, (1, 2, 3))  # measured under load: not kept on disk
+    assert tp.slice_bounds(7, 3) == [(0, 3), (3, 5), (5, 7)] and tp.slice_bounds(2, 4)[2:] == [(2, 2), (2, 2)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_update_partitioned_reports_its_plan_and_refuses_bad_counts(backend, monkeypatch):
+    from pearl_fpga.kernels import tabular as kernel_module
+
+    monkeypatch.setattr(kernel_module, "available_cores", lambda: 2)
+    b = random_batch(np.random.default_rng(2), 5, 3, 300)
+    k = TabularQ(5, 3, alpha=0.25, gamma=0.9, backend=backend)
+    plan = k.update_partitioned(**b, parts=4, threads=8)
+    assert (plan.parts, plan.threads, plan.how) == (4, 2, "given") and k.partition_plan is plan
+    plan = k.update_partitioned(**b, parts=0)
+    assert plan.parts >= 1 and plan.threads <= 2 and plan.how in ("measured", "cached", "the backend's instances")
+    for bad, exc, match in ((dict(parts=-1), ValueError, "parts must be >= 0, got -1; 0 chooses it by measurement"),
+                            (dict(parts=1.5), TypeError, "parts must be an integer"),
+                            (dict(parts=True), TypeError, "got a bool"), (dict(threads=-2), ValueError, "threads must"),
+                            (dict(threads="2"), TypeError, "threads must be an integer")):
+        with pytest.raises(exc, match=match):
+            k.update_partitioned(**b, **bad)

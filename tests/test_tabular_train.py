@@ -38,7 +38,7 @@ def test_presets_schedule_and_checks():
     assert TrainConfig.preset("sarsa").env_id == "Taxi-v4"
     for bad, match in ((dict(learning_rate=2.0), r"learning_rate = 2.0 is out of range for qlearning: .* \(0, 1\]"),
                        (dict(gamma=1.5), r"gamma = 1.5 is out of range"),
-                       (dict(parts=0), r"parts = 0 is out of range: it must be in \[1, 1024\]"),
+                       (dict(parts=-1), r"parts = -1 is out of range: it must be in \[0, 1024\]"),
                        (dict(total_steps=0), "total_steps = 0 is out of range"),
                        (dict(exploration_episodes=2.5), "must be an integer")):
         with pytest.raises(ValueError, match=match):

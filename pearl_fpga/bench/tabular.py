@@ -5,7 +5,8 @@ consecutive updates often touch the same rows, as in real training) it times, si
 - the numpy backend (the plain Python/numpy loop a user would write first),
 - the same loop compiled with numba (the best CPU loop a user would write), when numba is installed,
 - the cpu backend (the HLS C++ compiled into the package), when built,
-and the cpu backend's partitioned mode over K threads (throughput of the whole machine, not per core).
+and the cpu backend's partitioned mode over K threads (throughput of the whole machine, not per core), at
+--threads and at the K and threads the kernel chooses by measurement.
 Every contender's table is checked bit-exact against the numpy reference on a prefix of the stream.
 The rtl backend, when present, reports clock cycles for a batch against the bound N + pipeline depth.
 """
@@ -31,7 +32,7 @@ class TabularBench:
     updates: int = 1_000_000  # transitions per timed run of the compiled loops
     numpy_updates: int = 50_000  # transitions of the slow numpy loop
     repeats: int = 3  # timed runs per contender (the best is kept)
-    threads: int = 2  # K of the partitioned cpu run
+    threads: int = 2  # K and threads of the partitioned cpu run; a second run leaves both to the kernel's measurement
     rtl_updates: int = 2000  # transitions of the rtl cycle count
     rtl_states: int = 64  # FrozenLake8x8's: the RTL holds the table in registers, so large tables verilate slowly
     rtl: bool = True
@@ -103,6 +104,17 @@ def _best(fn: Any, repeats: int) -> float:
     return best
 
 
+def _interleaved(contenders: dict[str, Any], repeats: int) -> dict[str, float]:
+    """The best seconds of each contender over `repeats` rounds, each round running every contender once."""
+    best = {name: float("inf") for name in contenders}
+    for _ in range(repeats):
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
 def measure(args: TabularBench) -> dict[str, Any]:
     from pearl_fpga.errors import BackendUnavailable
     from pearl_fpga.kernels import TabularQ
@@ -159,19 +171,35 @@ def measure(args: TabularBench) -> dict[str, Any]:
             cpu.clear()
             cpu.update(**batch)
 
-        rows["cpu backend"] = {"updates_per_s": n / _best(cpu_run, args.repeats), "threads": 1, "exact": exact}
         k = args.threads
-        rows[f"cpu partitioned x{k}"] = {
-            "updates_per_s": n / _best(lambda: cpu.update_partitioned(**batch, parts=k, threads=k), args.repeats),
-            "threads": k, "exact": None}
-        results["notes"].append(f"cpu partitioned x{k}: SwiftRL mode (K tables merged), not sequential Q-learning; "
-                                "machine throughput over K threads, not per core")
+        part = TabularQ(ns, na, alpha, gamma, backend="cpu")
+        part.update_partitioned(**sl(check_n), parts=k, threads=k)
+        ref_part = TabularQ(ns, na, alpha, gamma, backend="numpy")
+        ref_part.update_partitioned(**sl(check_n), parts=k, threads=1)
+        part_exact = bool((part.table == ref_part.table).all())
+        auto = TabularQ(ns, na, alpha, gamma, backend="cpu")
+        plan = auto.update_partitioned(**batch, parts=0)  # K and threads measured on this machine
+        # Interleaved, so that load from other processes falls on every contender alike.
+        times = _interleaved({"cpu": cpu_run, "partitioned": lambda: part.update_partitioned(**batch, parts=k, threads=k),
+                              "auto": lambda: auto.update_partitioned(**batch, parts=0)}, args.repeats)
+        rows["cpu backend"] = {"updates_per_s": n / times["cpu"], "threads": 1, "exact": exact}
+        rows[f"cpu partitioned x{k}"] = {"updates_per_s": n / times["partitioned"], "threads": k, "parts": k,
+                                         "exact": part_exact}
+        rows["cpu partitioned auto"] = {"updates_per_s": n / times["auto"], "threads": plan.threads,
+                                        "parts": plan.parts, "exact": None}
+        results["partition_plan"] = {"parts": plan.parts, "threads": plan.threads, "how": plan.how,
+                                     "rates": {str(t): r for t, r in plan.rates.items()}}
+        results["notes"].append(f"cpu partitioned: SwiftRL mode (K tables merged), not sequential Q-learning; "
+                                f"machine throughput over its threads, not per core; bit-exact against the numpy "
+                                f"reference of the same K; auto chose {plan.describe()}")
 
     base = rows["numpy loop"]["updates_per_s"]
     for row in rows.values():
         row["vs_numpy_loop"] = row["updates_per_s"] / base
         if "numba" in rows:
             row["vs_numba"] = row["updates_per_s"] / rows["numba"]["updates_per_s"]
+        if "cpu backend" in rows:
+            row["vs_cpu_backend"] = row["updates_per_s"] / rows["cpu backend"]["updates_per_s"]
 
     if args.rtl:
         results["rtl"] = _rtl(args, data)
@@ -216,11 +244,12 @@ def report(record: dict[str, Any], console: Any) -> None:
     title = (f"tabular kernel, {results['states']} x {results['actions']} table, random-walk stream "
              f"({results['hazard_rate_4']:.0%} of transitions bootstrap on a row one of the 4 previous updates wrote)")
     table = Table(title=title, title_justify="left")
-    for col in ("contender", "threads", "updates/s", "x numpy loop", "x numba", "bit-exact"):
-        table.add_column(col, justify="left" if col == "contender" else "right")
+    for col in ("contender", "threads", "updates/s", "x numpy loop", "x numba", "x cpu backend", "bit-exact"):
+        table.add_column(col, justify="left" if col == "contender" else "right", no_wrap=col in ("contender", "updates/s"))
     for name, row in results["rows"].items():
         table.add_row(name, str(row["threads"]), f"{row['updates_per_s']:,.0f}", f"{row['vs_numpy_loop']:,.1f}",
                       f"{row['vs_numba']:.3g}" if "vs_numba" in row else "-",
+                      f"{row['vs_cpu_backend']:.2f}" if "vs_cpu_backend" in row else "-",
                       "-" if row["exact"] is None else ("yes" if row["exact"] else "NO"))
     console.print(table)
     rtl = results.get("rtl")

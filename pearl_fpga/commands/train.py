@@ -78,7 +78,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                          help="offline mode: learn from the transitions in this npz (see --save-dataset) instead of the env")
     tabular.add_argument("--epochs", type=int, default=None, help="offline mode: sweeps over the dataset (default 1)")
     tabular.add_argument("--parts", type=int, default=None,
-                         help="offline mode: SwiftRL partitions (K independent tables merged by their mean; default 1 = sequential)")
+                         help="offline mode: SwiftRL partitions (K independent tables merged by their mean; default 1 = sequential, "
+                              "0 = K chosen by a measurement on this machine)")
     tabular.add_argument("--save-dataset", type=Path, default=None,
                          help="write the transitions of this online run to an npz usable by --dataset")
 

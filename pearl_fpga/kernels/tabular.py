@@ -28,6 +28,8 @@ import numpy as np
 
 from pearl_fpga.backends import registry
 from pearl_fpga.errors import BackendUnavailable
+from pearl_fpga.host import available_cores
+from pearl_fpga.kernels.tabular_partitions import PartitionPlan, plan_threads, slice_bounds
 from pearl_fpga.spec.tabular import (
     MAX_ENTRIES,
     ONE,
@@ -39,7 +41,7 @@ from pearl_fpga.spec.tabular import (
 )
 
 ALGOS = ("q", "sarsa")
-__all__ = ["TabularQ", "merge_partitions", "make_backend", "available_backends", "ALGOS"]
+__all__ = ["TabularQ", "PartitionPlan", "merge_partitions", "make_backend", "available_backends", "ALGOS"]
 
 
 def make_backend(name: str, n_states: int, n_actions: int, **options: Any) -> tuple[str, Any]:
@@ -62,15 +64,15 @@ def available_backends(include_slow: bool = False) -> list[str]:
     return found
 
 
-def _as_count(value: Any, name: str) -> int:
+def _as_count(value: Any, name: str, minimum: int = 1) -> int:
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer, got a bool")
     try:
         v = operator.index(value)
     except TypeError:
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
-    if v < 1:
-        raise ValueError(f"{name} must be >= 1, got {v}")
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {v}" + ("; 0 chooses it by measurement" if minimum == 0 else ""))
     return v
 
 
@@ -157,6 +159,7 @@ class TabularQ:
         self._lock = threading.Lock()  # one call at a time: two threads' read-modify-writes lost updates
         self.backend_name, self._backend = make_backend(backend, self.n_states, self.n_actions, **backend_options)
         self._backend.configure(self.alpha_word, self.gamma_word, algo == "sarsa")
+        self.partition_plan: PartitionPlan | None = None  # how the last update_partitioned ran
 
     @property
     def alpha(self) -> float:
@@ -233,7 +236,7 @@ class TabularQ:
         return self._one_buf
 
     def update_partitioned(self, s: Any, a: Any, r: Any, s2: Any, done: Any, a2: Any = None, parts: int = 2,
-                           threads: int | None = None) -> None:
+                           threads: int | None = None) -> PartitionPlan:
         """SwiftRL-style partitioned update: NOT sequential Q-learning.
 
         The transitions are split into `parts` contiguous slices (np.array_split); each slice updates its
@@ -242,23 +245,59 @@ class TabularQ:
         slice, so the result differs from `update` over the whole batch (which it equals for parts=1);
         it is what K independent kernels compute: K threads of the cpu backend; on a board, the bitstream's
         kernel instances at once (slice i on instance i mod instances, each instance's slices in order).
-        threads: worker threads (default min(parts, 8)); the cpu backend releases the GIL.
-        """
-        k = _as_count(parts, "parts")
-        workers = min(k, 8) if threads is None else _as_count(threads, "threads")
-        with self._lock:  # the merged table replaces the one it started from: no update may come between
-            self._update_partitioned(s, a, r, s2, done, a2, k, workers)
 
-    def _update_partitioned(self, s: Any, a: Any, r: Any, s2: Any, done: Any, a2: Any, k: int, workers: int) -> None:
-        # The usual arrays go to the cpu backend's one-pass check-and-apply, slice by slice (each slice on
-        # its own table copy, so a refused slice changes nothing); anything else is validated here first.
-        fast = hasattr(self._backend, "update_checked") and _plain(s, a, r, s2, done, a2)
-        args = (s, a, r, s2, done, a2) if fast else self._validate(s, a, r, s2, done, a2)
+        threads: how many slices run at once (never more than parts, nor than the cores this process may
+        use); None or 0 chooses by a short measurement on the cpu backend (tabular_partitions), which
+        never changes the result. parts=0 leaves K to that measurement too (K = the threads chosen;
+        the result then depends on this machine). Returns the plan it ran (also `partition_plan`).
+        """
+        k = _as_count(parts, "parts", minimum=0)
+        workers = 0 if threads is None else _as_count(threads, "threads", minimum=0)
+        with self._lock:  # the merged table replaces the one it started from: no update may come between
+            plan = self._plan(k, workers, int(np.shape(s)[0]) if np.ndim(s) == 1 else 1)
+            if hasattr(self._backend, "update_partitioned"):
+                self._update_partitioned_native(s, a, r, s2, done, a2, plan)
+            else:
+                self._update_partitioned(s, a, r, s2, done, a2, plan)
+            self.partition_plan = plan
+            return plan
+
+    def _plan(self, parts: int, threads: int, n: int) -> PartitionPlan:
+        """K and the threads of one call: as given (threads capped at K and the cores), else measured on
+        the cpu backend; elsewhere an open K is the board's instances (1 on the numpy and rtl backends,
+        whose slices run one after another) and open threads are min(K, cores)."""
+        cores = available_cores()
+        if threads:
+            k = parts or 1
+            return PartitionPlan(parts=k, threads=max(1, min(threads, k, cores)), how="given")
+        if hasattr(self._backend, "update_partitioned"):
+            return plan_threads(self.n_states, self.n_actions, self.algo, n, parts or None, cores)
+        k = parts or getattr(self._backend, "instances", 1)
+        return PartitionPlan(parts=k, threads=min(k, cores), how="given" if parts else "the backend's instances")
+
+    def _update_partitioned_native(self, s: Any, a: Any, r: Any, s2: Any, done: Any, a2: Any,
+                                   plan: PartitionPlan) -> None:
+        # One native call runs every slice on the backend's thread pool and merges. It takes the arrays a
+        # training loop passes; anything else is validated here and handed over in that form.
+        if not _plain(s, a, r, s2, done, a2):
+            s_, a_, r_, s2_, a2_, d_ = self._validate(s, a, r, s2, done, a2)
+            s, a, s2 = s_.astype(np.int64), a_.astype(np.int64), s2_.astype(np.int64)
+            r, done = r_.astype(np.float64) / ONE, d_.astype(np.bool_)  # word / 2^16 converts back to the word
+            a2 = a2_.astype(np.int64) if self.algo == "sarsa" else None
+        if s.shape[0] == 0:
+            return
+        if not self._backend.update_partitioned(s, a, r, s2, done, a2, plan.parts, plan.threads):
+            self._validate(s, a, r, s2, done, a2)  # a transition was refused: this names it and raises
+            raise AssertionError("the cpu backend refused transitions that the validator accepts")
+
+    def _update_partitioned(self, s: Any, a: Any, r: Any, s2: Any, done: Any, a2: Any, plan: PartitionPlan) -> None:
+        # The backends without a native partitioned mode: each slice on a backend of its own (validated
+        # here first), K threads of Python; on a board, slice i on kernel instance i mod I (I = the
+        # bitstream's instances, at most K), one worker per instance, each instance's slices in order.
+        k = plan.parts
+        args = self._validate(s, a, r, s2, done, a2)
         start = self._backend.table()
-        bounds = np.array_split(np.arange(args[0].shape[0]), k)
-        slices = [(int(b[0]), int(b[-1]) + 1) if b.size else (0, 0) for b in bounds]
-        # On a board slice i runs on kernel instance i mod I (I = the bitstream's instances, at most K),
-        # one worker per instance, each instance's slices in order.
+        slices = slice_bounds(args[0].shape[0], k)
         on_board = self.backend_name in ("pynq", "xrt")
         if on_board:
             units = [self._backend] + [self._spawn(instance=j) for j in range(1, min(k, self._backend.instances))]
@@ -266,34 +305,26 @@ class TabularQ:
         else:
             units = backends = [self._spawn() for _ in range(k)]
 
-        def run(i: int) -> np.ndarray | None:
+        def run(i: int) -> np.ndarray:
             lo, hi = slices[i]
             be = backends[i]
             be.load(start)
             if hi > lo:
-                part = [None if x is None else x[lo:hi] for x in args]
-                if fast:
-                    if not be.update_checked(*part):
-                        return None
-                else:
-                    be.update(*part)
+                be.update(*[x[lo:hi] for x in args])
             return be.table()
 
-        def run_unit(u: int) -> list[np.ndarray | None]:  # every slice of one kernel instance, in order
+        def run_unit(u: int) -> list[np.ndarray]:  # every slice of one kernel instance, in order
             return [run(i) for i in range(u, k, len(units))]
 
         if on_board:
             with ThreadPoolExecutor(max_workers=len(units)) as pool:
                 per_unit = list(pool.map(run_unit, range(len(units))))
             tables = [per_unit[i % len(units)][i // len(units)] for i in range(k)]
-        elif workers == 1 or k == 1:
+        elif plan.threads == 1:
             tables = [run(i) for i in range(k)]
         else:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
+            with ThreadPoolExecutor(max_workers=plan.threads) as pool:
                 tables = list(pool.map(run, range(k)))
-        if any(t is None for t in tables):
-            self._validate(s, a, r, s2, done, a2)  # a slice was refused: this names the bad entry and raises
-            raise AssertionError("the cpu backend refused transitions that the validator accepts")
         self._backend.load(merge_partitions(tables))
 
     def _spawn(self, **extra: Any) -> Any:

@@ -252,7 +252,9 @@ class TabularTrainer:
             if self.config.parts == 1:
                 self.kernel.update(*args, a2=a2)
             else:
-                self.kernel.update_partitioned(*args, a2=a2, parts=self.config.parts)
+                plan = self.kernel.update_partitioned(*args, a2=a2, parts=self.config.parts)
+                if epoch == 0 and self.logger is not None:
+                    self.logger.message(f"partitioned update: {plan.describe()}")
             self.grad_steps += data["n"]
             if progress is not None:
                 progress(epoch + 1, self.config.epochs)

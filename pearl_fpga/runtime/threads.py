@@ -18,7 +18,6 @@ only among those; where none agree it keeps one thread for the whole run and its
 
 from __future__ import annotations
 
-from pearl_fpga.host import cpu_identity
 
 import functools
 import hashlib
@@ -33,24 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from pearl_fpga.config import TrainConfig
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # macOS, Windows
-        return max(1, os.cpu_count() or 1)
-
-
-def thread_candidates(cores: int) -> tuple[int, ...]:
-    """1, 2, 4, ... up to `cores`, and `cores` itself."""
-    counts, n = [], 1
-    while n < cores:
-        counts.append(n)
-        n *= 2
-    counts.append(cores)
-    return tuple(counts)
+from pearl_fpga.data import read_probe_cache, write_probe_cache
+from pearl_fpga.host import available_cores, cpu_identity, thread_candidates
 
 
 @dataclass
@@ -369,12 +352,7 @@ def reproducible_thread_counts(config: TrainConfig, obs_dim: int, action_dim: in
     cache = cache or _cache_file()
     key = determinism_key(config, obs_dim, action_dim)
     key_id = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    entries: dict[str, Any] = {}
-    try:
-        loaded = json.loads(cache.read_text(encoding="utf-8"))
-        entries = loaded if isinstance(loaded, dict) else {}
-    except (OSError, ValueError):
-        pass
+    entries = read_probe_cache(cache)
     entry = entries.get(key_id)
     probed = tuple(sorted(set(candidates) | {1}))
     if (isinstance(entry, dict) and isinstance(entry.get("digests"), dict)
@@ -384,13 +362,7 @@ def reproducible_thread_counts(config: TrainConfig, obs_dim: int, action_dim: in
         digests = {n: _learner_digest(config, obs_dim, action_dim, n) for n in probed}
         repeats, cached = _learner_digest(config, obs_dim, action_dim, 1) == digests[1], False
         entries[key_id] = {"key": key, "digests": {str(n): d for n, d in digests.items()}, "repeats": repeats}
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_name(f"{cache.name}.tmp{os.getpid()}")
-            tmp.write_text(json.dumps(entries, indent=1))
-            tmp.replace(cache)
-        except OSError:
-            pass  # a read-only cache costs a probe per run, nothing else
+        write_probe_cache(cache, entries)
     agree = tuple(n for n in probed if repeats and digests[n] == digests[1]) or (1,)
     return Reproducibility(probed=probed, agree=agree, repeats=repeats, cached=cached)
 
