@@ -1,8 +1,8 @@
 # pearl_fpga: the one entry point. Every target sets up .venv itself on first use.
 #   make train   train DQN on CartPole-v1 emulating the catalog's default board, pynq-z2 (the main job)
-#   make test    every test: the C simulations (make csim), the import layers (lint-imports), pytest, then
-#                the board path through the real pynq package in its own environment (make test-pynq) and
-#                the Alveo path on the real XRT library in noop mode (make test-xrt)
+#   make test    every test: the C simulations (make csim), the import layers (lint-imports), the types
+#                (mypy), pytest, then the board path through the real pynq package in its own environment
+#                (make test-pynq) and the Alveo path on the real XRT library in noop mode (make test-xrt)
 #   make test-isa  the ISA-sensitive tests again under each instruction-set switch (part of make test)
 #   make sim     only the cocotb testbenches of the reference RTL
 #   make csim    build and run the C++ testbenches of hls/ with g++ (csim-vendor: again on the vendor HLS headers)
@@ -56,6 +56,7 @@ native: $(VENV)/.stamp-native
 
 test: native csim csim-vendor
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-isa
 	$(MAKE) --no-print-directory test-pynq

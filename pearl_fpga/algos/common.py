@@ -5,7 +5,7 @@ Python wrapper)."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -132,7 +132,7 @@ class LeanAdam:
     checkpoint format (call `reset_cache()` after loading or moving its state).
     """
 
-    def __init__(self, params: Sequence[torch.Tensor], lr: float) -> None:
+    def __init__(self, params: Iterable[torch.Tensor], lr: float) -> None:
         self.params = list(params)
         self.optimizer = torch.optim.Adam(self.params, lr=lr, fused=True)
         self.traceable = False  # True: step() with public ops only, which torch.compile traces (CompiledStep)
@@ -171,14 +171,14 @@ class LeanAdam:
         adam(self.params, grads, exp_avgs, exp_avg_sqs, steps, lr=group["lr"], beta1=beta1, beta2=beta2,
                         weight_decay=group["weight_decay"], eps=group["eps"])
 
-    def native_step(self, native: object, grads: Sequence[np.ndarray], max_grad_norm: float) -> float:
+    def native_step(self, native: Any, grads: Sequence[np.ndarray], max_grad_norm: float) -> float:
         """Clip `grads` (numpy, in place; max_grad_norm <= 0 skips it) and take one Adam step with the
         native learner module (CPU parameters only), on the same parameter and state memory as step().
         Returns the gradient norm before clipping."""
         if self._views is None:
-            exp_avgs, exp_avg_sqs, steps = self._state_lists()
+            exp_avgs, exp_avg_sqs, step_counts = self._state_lists()
             self._views = ([p.detach().numpy() for p in self.params], [m.numpy() for m in exp_avgs],
-                           [v.numpy() for v in exp_avg_sqs], [s.numpy() for s in steps])
+                           [v.numpy() for v in exp_avg_sqs], [s.numpy() for s in step_counts])
         params, ms, vs, steps = self._views
         group = self.optimizer.param_groups[0]
         beta1, beta2 = group["betas"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos.td3 import TD3
 
 
@@ -19,6 +20,6 @@ class DDPG(TD3):
     n_critics = 1
 
     @staticmethod
-    def _delay_and_smoothing(config: Any) -> tuple[int, float, float]:
+    def _delay_and_smoothing(config: TrainConfig) -> tuple[int, float, float]:
         """Every step updates the actor and the targets; the TD target has no smoothing noise."""
         return 1, 0.0, 0.0

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, clip_grad_norm, forward,
                                      linear_layers, mlp, optimizer_state_to_device, subnormals_flushed)
@@ -35,7 +36,7 @@ class DQN:
 
     discrete = True
 
-    def __init__(self, config: Any, obs_dim: int, n_actions: int, device: str = "cpu", seed: int = 0,
+    def __init__(self, config: TrainConfig, obs_dim: int, n_actions: int, device: str = "cpu", seed: int = 0,
                  fused: bool | None = None, precision: torch.dtype | None = None) -> None:
         """precision: the dtype of the wide GEMMs (torch.bfloat16), None for float32 throughout; the
         parameters, Adam's state, the loss and the gradients' clip stay float32 either way."""
@@ -90,6 +91,7 @@ class DQN:
             return self._learn(batch)
 
     def _learn(self, batch: Batch) -> tuple[float | torch.Tensor, torch.Tensor]:
+        result: tuple[float | torch.Tensor, torch.Tensor]
         if self._fused is not None:
             result = self._fused(batch)
         elif self._compiled is not None:

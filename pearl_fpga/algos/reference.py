@@ -13,13 +13,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos.common import Batch
 
 
 class ReferenceDQN:
     """DQN with a Huber loss, optional double-DQN target and PER weights, clipped Adam steps."""
 
-    def __init__(self, q: nn.Module, q_target: nn.Module, config: Any) -> None:
+    def __init__(self, q: nn.Module, q_target: nn.Module, config: TrainConfig) -> None:
         self.q, self.q_target = copy.deepcopy(q), copy.deepcopy(q_target)
         self.config = config
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=config.learning_rate)
@@ -55,7 +56,7 @@ class ReferenceTD3:
     Baselines); otherwise after the critics' update (Stable-Baselines3)."""
 
     def __init__(self, actor: nn.Module, critics: list[nn.Module], actor_target: nn.Module,
-                 critic_targets: list[nn.Module], config: Any, policy_delay: int, target_noise: float,
+                 critic_targets: list[nn.Module], config: TrainConfig, policy_delay: int, target_noise: float,
                  noise_clip: float, noise: torch.Generator | None = None) -> None:
         self.actor, self.actor_target = copy.deepcopy(actor), copy.deepcopy(actor_target)
         self.critics = [copy.deepcopy(c) for c in critics]
@@ -80,7 +81,7 @@ class ReferenceTD3:
             target = b.reward + cfg.gamma * (1 - b.done) * next_q
         x = torch.cat([b.obs, b.action], dim=1)
         qs = [q(x) for q in self.critics]
-        critic_loss = sum(F.mse_loss(q, target) for q in qs)
+        critic_loss = torch.stack([F.mse_loss(q, target) for q in qs]).sum()
         q1_before = copy.deepcopy(self.critics[0]) if cfg.concurrent_updates else None
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
@@ -103,7 +104,7 @@ class ReferenceDDPG(ReferenceTD3):
     """DDPG: TD3 with one critic, an actor step and Polyak updates at every step, no target smoothing."""
 
     def __init__(self, actor: nn.Module, critic: nn.Module, actor_target: nn.Module, critic_target: nn.Module,
-                 config: Any) -> None:
+                 config: TrainConfig) -> None:
         super().__init__(actor, [critic], actor_target, [critic_target], config, policy_delay=1, target_noise=0.0,
                          noise_clip=0.0)
         self.critic, self.critic_target = self.critics[0], self.critic_targets[0]

@@ -59,7 +59,7 @@ def save_dataset(path: str | Path, s: np.ndarray, a: np.ndarray, r: np.ndarray, 
                  done: np.ndarray, n_states: int, n_actions: int, env_id: str = "", a2: np.ndarray | None = None
                  ) -> Path:
     """Write transitions as an npz of plain arrays (loads without pickle); a2 (next actions) for SARSA."""
-    arrays = dict(s=np.asarray(s, np.int64), a=np.asarray(a, np.int64), r=np.asarray(r, np.float64),
+    arrays: dict[str, Any] = dict(s=np.asarray(s, np.int64), a=np.asarray(a, np.int64), r=np.asarray(r, np.float64),
                   s2=np.asarray(s2, np.int64), done=np.asarray(done, bool), n_states=np.int64(n_states),
                   n_actions=np.int64(n_actions), env_id=np.str_(env_id))
     if a2 is not None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers, mlp,
                                      optimizer_state_to_device, subnormals_flushed)
@@ -45,7 +47,7 @@ class TD3:
     discrete = False
     n_critics = 2
 
-    def __init__(self, config: Any, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0,
+    def __init__(self, config: TrainConfig, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0,
                  precision: torch.dtype | None = None) -> None:
         """precision: the dtype of the wide GEMMs (torch.bfloat16), None for float32 throughout; the
         parameters, Adam's state and the losses stay float32 either way (common.cast_layers)."""
@@ -91,7 +93,7 @@ class TD3:
             self._compiled = CompiledStep(self._update, f"{type(self).__name__} learner step")
 
     @staticmethod
-    def _delay_and_smoothing(config: Any) -> tuple[int, float, float]:
+    def _delay_and_smoothing(config: TrainConfig) -> tuple[int, float, float]:
         """(policy_delay, target policy noise std, noise clip) of this algorithm."""
         return int(config.policy_delay), float(config.target_policy_noise), float(config.target_noise_clip)
 
@@ -117,9 +119,9 @@ class TD3:
         if self._compiled is not None:
             result = self._compiled(batch, update_actor, noise)
         elif update_actor and self._grad_thread is not None:
-            actor_grads = self._grad_thread.submit(self._actor_grads_flushed, batch)
+            actor_future = self._grad_thread.submit(self._actor_grads_flushed, batch)
             critic_loss, td, critic_grads = self._critic_grads(batch, noise)
-            actor_grads = actor_grads.result()  # re-raises an error of the actor's half
+            actor_grads = actor_future.result()  # re-raises an error of the actor's half
             self.critic_adam.step(critic_grads)
             self.actor_adam.step(actor_grads)
             self._update_targets()
@@ -133,7 +135,8 @@ class TD3:
         """The target policy smoothing noise of one step (None without smoothing), from the learner's generator."""
         if self.target_noise <= 0:
             return None
-        shape = (len(batch.reward), self.actor_target[-2].out_features)  # (B, action_dim): before the Tanh
+        out_features = int(self.actor_target[-2].out_features)  # type: ignore[arg-type]  # a Linear
+        shape = (len(batch.reward), out_features)  # (B, action_dim): before the Tanh
         return torch.empty(shape, device=self.device).normal_(0.0, self.target_noise, generator=self._noise)
 
     def _update(self, batch: Batch, update_actor: bool,
@@ -167,13 +170,14 @@ class TD3:
             target = batch.reward + (1.0 - batch.done) * self.gamma * next_q
         x = torch.cat([batch.obs, batch.action], dim=1)
         currents = [forward(cast_layers(layers, low), x) for layers in self._critics]
-        critic_loss = None
+        critic_loss: torch.Tensor | None = None
         for current in currents:
             if batch.weights is None:
                 loss = F.mse_loss(current, target)
             else:
                 loss = (batch.weights * (current - target).pow(2)).mean()
             critic_loss = loss if critic_loss is None else critic_loss + loss
+        assert critic_loss is not None  # one critic at least
         grads = torch.autograd.grad(critic_loss, self.critic_adam.params)
         return critic_loss.detach(), (currents[0].detach() - target).abs().squeeze(1), grads
 
@@ -192,7 +196,7 @@ class TD3:
     def update_target(self) -> None:
         """No-op: the targets are averaged inside learn()."""
 
-    def _extra_critics(self) -> list[tuple[str, nn.Module, nn.Module]]:
+    def _extra_critics(self) -> Sequence[tuple[str, nn.Module, nn.Module]]:
         """(state key, critic, its target) of the critics after Q1: "critic2", ..."""
         return [(f"critic{i + 1}", c, t) for i, (c, t) in enumerate(zip(self.critics, self.critic_targets))][1:]
 

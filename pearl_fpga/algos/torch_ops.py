@@ -6,6 +6,7 @@ pinned torch, and that the fallbacks are what a torch without them would run).""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 
@@ -15,13 +16,13 @@ HAVE_PRIVATE = {name: hasattr(torch, name) for name in _PRIVATE}
 
 def foreach_norm(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     if HAVE_PRIVATE["_foreach_norm"]:
-        return list(torch._foreach_norm(tensors))
+        return list(torch._foreach_norm(cast(Any, tensors)))
     return [torch.linalg.vector_norm(t) for t in tensors]
 
 
 def foreach_mul_(tensors: Sequence[torch.Tensor], factor: torch.Tensor) -> None:
     if HAVE_PRIVATE["_foreach_mul_"]:
-        torch._foreach_mul_(tensors, factor)
+        torch._foreach_mul_(cast(Any, tensors), factor)
         return
     for t in tensors:
         t.mul_(factor)
@@ -29,7 +30,7 @@ def foreach_mul_(tensors: Sequence[torch.Tensor], factor: torch.Tensor) -> None:
 
 def foreach_add_(tensors: Sequence[torch.Tensor], value: float) -> None:
     if HAVE_PRIVATE["_foreach_add_"]:
-        torch._foreach_add_(tensors, value)
+        torch._foreach_add_(cast(Any, tensors), value)
         return
     for t in tensors:
         t.add_(value)
@@ -37,7 +38,7 @@ def foreach_add_(tensors: Sequence[torch.Tensor], value: float) -> None:
 
 def foreach_copy_(dst: Sequence[torch.Tensor], src: Sequence[torch.Tensor]) -> None:
     if HAVE_PRIVATE["_foreach_copy_"]:
-        torch._foreach_copy_(dst, src)
+        torch._foreach_copy_(cast(Any, dst), cast(Any, src))
         return
     for d, s in zip(dst, src, strict=True):
         d.copy_(s)
@@ -45,7 +46,7 @@ def foreach_copy_(dst: Sequence[torch.Tensor], src: Sequence[torch.Tensor]) -> N
 
 def foreach_lerp_(dst: Sequence[torch.Tensor], src: Sequence[torch.Tensor], weight: float) -> None:
     if HAVE_PRIVATE["_foreach_lerp_"]:
-        torch._foreach_lerp_(dst, src, weight)
+        torch._foreach_lerp_(cast(Any, dst), cast(Any, src), weight)
         return
     for d, s in zip(dst, src, strict=True):
         d.lerp_(s, weight)

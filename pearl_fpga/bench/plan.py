@@ -51,7 +51,7 @@ def run(config: PlanBench, argv: list[str] | None = None,
     return measured_record("plan", lambda: measure_all(config, log), argv)
 
 
-def measure(config: Any, placement: str, workers: int, steps: int, seed: int) -> dict[str, Any]:
+def measure(config: TrainConfig, placement: str, workers: int, steps: int, seed: int) -> dict[str, Any]:
     """One short training run: env steps/s, its phases and the per-task seconds per env step it measured.
 
     Phases come from the Trainer's progress reports (every 50 ms, and whenever transitions arrive):

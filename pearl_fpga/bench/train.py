@@ -177,7 +177,7 @@ def plot(results: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
-def _run_pearl(config: Any, seed: int, placement: str | None, eval_episodes: int) -> dict[str, Any]:
+def _run_pearl(config: TrainConfig, seed: int, placement: str | None, eval_episodes: int) -> dict[str, Any]:
     from pearl_fpga.trainer import Trainer
 
     trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=seed)
@@ -225,7 +225,7 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _run_sb3(sb3: Any, config: Any, seed: int, eval_episodes: int, threads: int | None) -> dict[str, Any]:
+def _run_sb3(sb3: Any, config: TrainConfig, seed: int, eval_episodes: int, threads: int | None) -> dict[str, Any]:
     """One run of Stable-Baselines3 (at `threads` torch threads) or SBX (`sb3` is the sbx module; JAX
     keeps its own default threads: threads None) at the config's settings."""
     import gymnasium as gym

@@ -81,7 +81,7 @@ class SimTransport(Transport):
     @classmethod
     async def start(cls, dut: Any, kernel: str, clock_period_ns: float = 10.0, reset_cycles: int = 8) -> SimTransport:
         """Start the clock, reset the design and return a transport on it (call from a cocotb test)."""
-        cocotb.start_soon(Clock(dut.ap_clk, clock_period_ns, unit="ns").start())
+        cocotb.start_soon(Clock(dut.ap_clk, clock_period_ns, unit="ns").start())  # type: ignore[arg-type]  # cocotb's stubs
         transport = cls(dut, kernel, clock_period_ns)
         await transport.reset(reset_cycles)
         return transport

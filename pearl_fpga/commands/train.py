@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.commands.common import default_logdir, report_error, train_with_progress
 from pearl_fpga.commands.config_args import add_config_options, build_config
 from pearl_fpga.config import ALGOS, TABULAR_ALGOS
@@ -198,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _placement(args: argparse.Namespace, config: Any, console: Any) -> tuple[Any, Any]:
+def _placement(args: argparse.Namespace, config: TrainConfig, console: Any) -> tuple[Any, Any]:
     """A deep run's placement and the planner's plan (None unless --placement auto, which may also set the
     workers); ValueError for a placement that does not parse or a planner that is missing."""
     from rich.markup import escape
@@ -294,7 +295,7 @@ def _report_tabular(args: argparse.Namespace, console: Any, trainer: Any, result
     return 0
 
 
-def _fit_board(args: argparse.Namespace, config: Any, placement: Any, console: Any) -> Any:
+def _fit_board(args: argparse.Namespace, config: TrainConfig, placement: Any, console: Any) -> Any:
     """The config fitted to an emulated board where the preset does not fit and --set/--config left the
     field alone (runtime.emulation.board_preset), with one line saying which runs and why."""
     from rich.markup import escape
@@ -347,7 +348,7 @@ def _terminate_as_interrupt() -> Any:
     return signal.signal(signal.SIGTERM, handler)
 
 
-def _asked_fields(args: argparse.Namespace, config: Any) -> dict[str, Any]:
+def _asked_fields(args: argparse.Namespace, config: TrainConfig) -> dict[str, Any]:
     """The TrainConfig fields this command line sets explicitly (--config, --set, --per and the options
     of a field), with their values in `config`: what --resume compares with the checkpoint."""
     from pearl_fpga.commands.config_args import parse_set
@@ -363,7 +364,7 @@ def _asked_fields(args: argparse.Namespace, config: Any) -> dict[str, Any]:
     return {name: getattr(config, name) for name in sorted(names)}
 
 
-def _engine_text(config: Any, engine_obj: Any = None) -> str:
+def _engine_text(config: TrainConfig, engine_obj: Any = None) -> str:
     from pearl_fpga.runtime.engines import resolve_engine
 
     engine = resolve_engine(config)
@@ -377,7 +378,7 @@ def _engine_text(config: Any, engine_obj: Any = None) -> str:
     return "inline"
 
 
-def _plan(algo: str, config: Any) -> Any:
+def _plan(algo: str, config: TrainConfig) -> Any:
     import pearl_fpga.planner as planner
 
     return planner.choose_placement(algo, config.env_id, config, objective="throughput")

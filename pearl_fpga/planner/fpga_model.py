@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner import hls_schedule
 from pearl_fpga.planner.model import Fit
 from pearl_fpga.planner.profile import REPLAY_TASKS, fit_line
@@ -138,7 +139,7 @@ def _rtl_beside(kind: str, hls: CycleFit, rtl: CycleFit, batch: int) -> str:
             f"the reference RTL {rtl(batch):,.0f} ({rtl.source})")
 
 
-def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: bool, host: Mapping[tuple[str, str], Fit],
+def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discrete: bool, host: Mapping[tuple[str, str], Fit],
               target: str = "fpga-emu", cycles: str = "hls", csynth_dirs: Sequence[str | Path] = ()
               ) -> tuple[dict[tuple[str, str], Fit], dict[str, str], list[str]]:
     """Modelled fits of every task `target` (a board from the catalog) can run.
@@ -253,7 +254,7 @@ def fpga_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: boo
 
 
 # ------------------------------------------------------------------- an emulated board's run (fpga-emu)
-def board_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: bool,
+def board_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discrete: bool,
                csynth_dirs: Sequence[str | Path] = ()) -> tuple[dict[str, Fit], list[str]]:
     """The board's own time of one call of each kernel task (kernel cycles at its clock, the link's
     latency and DMA bytes), without host work: fpga_fits with the host's part at zero."""
@@ -264,7 +265,7 @@ def board_fits(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: bo
     return {task: fit for (task, _), fit in fits.items() if config.per or task not in REPLAY_TASKS}, notes
 
 
-def board_run(board: Any, config: Any, obs_dim: int, out_dim: int, discrete: bool, placement: Any,
+def board_run(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discrete: bool, placement: Any,
               seconds: Mapping[str, float], calls: Mapping[str, int], env_steps: int, elapsed: float,
               inline: bool) -> dict[str, Any]:
     """What a run's kernel tasks would have taken on the emulated `board` (modelled).

@@ -5,6 +5,7 @@ runtime runs it; and the learner's speed now against the profile's (a shared mac
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.model import Fit
 
 from pearl_fpga.planner.loops import actor_loop, explore_overhead, learner_step, learner_thread_count, random_batch
@@ -38,14 +40,14 @@ class Sizes:
                      parallel=(1, 2), parallel_seconds=0.15)
 
 
-def workload_key(config: Any) -> str:
+def workload_key(config: TrainConfig) -> str:
     """The part of a TrainConfig that host task times depend on."""
     arch = "x".join(str(w) for w in config.net_arch)
     return (f"{config.algo}|{config.env_id}|net{arch}|batch{config.batch_size}|cap{config.buffer_size}|"
             f"per{int(config.per)}|envs{config.n_envs}|threads{config.learner_threads}")
 
 
-def profile_host(config: Any, targets: Iterable[str] = HOST_TARGETS, sizes: Sizes | None = None,
+def profile_host(config: TrainConfig, targets: Iterable[str] = HOST_TARGETS, sizes: Sizes | None = None,
                  progress: Callable[[str], None] | None = None) -> Profile:
     """Measure every task on every host target (those that cannot run here are listed with the reason)."""
     import torch
@@ -96,7 +98,7 @@ def profile_host(config: Any, targets: Iterable[str] = HOST_TARGETS, sizes: Size
             act_pts, envs = actor_loop(config, policy, sizes.envs, sizes.repeats, EnvGroup)
             record_points("act", target, act_pts)
             env_points = env_points or envs  # the env step does not depend on the act target
-            record("weight_sync", target, (1,), lambda _n, p=policy: (lambda: p.load_weights(state)), max(3, sizes.repeats // 4))
+            record("weight_sync", target, (1,), functools.partial(_weight_sync, policy, state), max(3, sizes.repeats // 4))
         if not env_points:
             _, env_points = actor_loop(config, None, sizes.envs, sizes.repeats, EnvGroup)
         record_points("env_step", "cpu", env_points)
@@ -124,7 +126,12 @@ def profile_host(config: Any, targets: Iterable[str] = HOST_TARGETS, sizes: Size
     return prof
 
 
-def _insert_loop(config: Any, buf: Any, counts: Sequence[int], repeats: int) -> list[tuple[float, float]]:
+def _weight_sync(policy: Any, state: Any, _n: int) -> Callable[[], Any]:
+    """One weight sync of `policy` to `state` (the batch size does not apply)."""
+    return lambda: policy.load_weights(state)
+
+
+def _insert_loop(config: TrainConfig, buf: Any, counts: Sequence[int], repeats: int) -> list[tuple[float, float]]:
     """Seconds per insert of n fresh transitions, each made right after stepping n envs."""
     from pearl_fpga.runtime.envs import EnvGroup
 
@@ -150,7 +157,7 @@ def _insert_loop(config: Any, buf: Any, counts: Sequence[int], repeats: int) -> 
     return pts
 
 
-def learner_controller(config: Any) -> Any:
+def learner_controller(config: TrainConfig) -> Any:
     """The thread controller an inline run of `config` has (None for a fixed count): the profile's CPU
     gradient steps run under it as the run's do, so that a core taken while profiling moves the profile
     off the lost count as it moves the run."""
@@ -163,7 +170,7 @@ def learner_controller(config: Any) -> Any:
     return reproducible_controller(config, spec.obs_dim, spec.action_dim)
 
 
-def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Sizes, prof: Profile,
+def _profile_learner(config: TrainConfig, spec: Any, targets: Sequence[str], sizes: Sizes, prof: Profile,
                      record_points: Callable[..., None], rng: np.random.Generator, note: Callable[[str], None],
                      controller: Any = None) -> None:
     """The learner's loop on each replay target (and on each learn device): per iteration one sample
@@ -206,6 +213,7 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
                     prof.fits[(task, target)] = prof.fits[(task, src)]
                     prof.points[(task, target)] = prof.points.get((task, src), [])
             continue
+        assert buf is not None  # made above: only a reused target has none
         note(f"learner loop (replay on {target}, learn on {device})")
         algo = make_algo(config, spec.obs_dim, spec.action_dim, device=device, seed=0)
         fill = min(config.buffer_size, max(4 * max(batches), 2048))
@@ -248,7 +256,7 @@ def _profile_learner(config: Any, spec: Any, targets: Sequence[str], sizes: Size
             prof.fits[("replay_update", target)] = Fit(0.0, 0.0, "none without PER")
 
 
-def _profile_host_storage(config: Any, spec: Any, sizes: Sizes, record: Callable[..., None], rng: np.random.Generator) -> None:
+def _profile_host_storage(config: TrainConfig, spec: Any, sizes: Sizes, record: Callable[..., None], rng: np.random.Generator) -> None:
     """Host-side transition storage that stays on the CPU when an FPGA holds the sum tree: writing
     n transitions ("host_store") and gathering a batch of them ("host_gather")."""
     cap = min(config.buffer_size, 1 << 16)
@@ -266,7 +274,7 @@ def _profile_host_storage(config: Any, spec: Any, sizes: Sizes, record: Callable
     record("host_gather", "cpu", sorted({max(1, b // 2), b, 2 * b}), gather, sizes.repeats)
 
 
-def _replay_factory(config: Any, spec: Any) -> Callable[[str], tuple[str, Callable[[], Any]]]:
+def _replay_factory(config: TrainConfig, spec: Any) -> Callable[[str], tuple[str, Callable[[], Any]]]:
     """target -> (backend key, maker of the runtime's own replay buffer for that target)."""
     from pearl_fpga.runtime.placement import Placement
     from pearl_fpga.runtime.replay import make_replay
@@ -283,7 +291,7 @@ def _replay_factory(config: Any, spec: Any) -> Callable[[str], tuple[str, Callab
 
 
 # ----------------------------------------------------------------------------------- load on a shared machine
-def learner_reference(config: Any, repeats: int = 20) -> float:
+def learner_reference(config: TrainConfig, repeats: int = 20) -> float:
     """Seconds per learner iteration (sample + gradient step at the run's batch) right now: compared
     with the same figure from the profile it says how much slower or faster this shared machine is
     than when it was profiled."""
@@ -298,7 +306,7 @@ def learner_reference(config: Any, repeats: int = 20) -> float:
         torch.set_num_threads(threads)
 
 
-def load_factor(config: Any, profile: Profile, repeats: int = 20) -> float:
+def load_factor(config: TrainConfig, profile: Profile, repeats: int = 20) -> float:
     """How much slower (> 1) or faster (< 1) the CPU runs now than when `profile` was measured,
     from the learner iteration both timed; 1.0 when the profile lacks it."""
     learn, sample = profile.fits.get(("learn", "cpu")), profile.fits.get(("replay_sample", "cpu"))

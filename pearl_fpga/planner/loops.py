@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.profile import time_call
 from pearl_fpga.runtime.threads import learner_callers, measured_thread_count, reproducible_controller
 
 
-def actor_loop(config: Any, policy: Any, env_counts: Sequence[int], repeats: int,
+def actor_loop(config: TrainConfig, policy: Any, env_counts: Sequence[int], repeats: int,
                 env_group: Callable[..., Any]) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     """The actor's loop (infer, step the envs) for each env count: mean seconds per call of act and
     of the env step, measured together so that each sees the caches the other leaves."""
@@ -53,7 +54,7 @@ def random_batch(rng: np.random.Generator, n: int, spec: Any) -> dict[str, np.nd
             "done": (rng.random(n) < 0.05).astype(np.float32)}
 
 
-def explore_overhead(config: Any, spec: Any, counts: Sequence[int], repeats: int) -> list[tuple[float, float]]:
+def explore_overhead(config: TrainConfig, spec: Any, counts: Sequence[int], repeats: int) -> list[tuple[float, float]]:
     """Seconds per call of the runtime's exploration step (`ActorPolicy.explore`) around the policy
     network, with the inference itself left out (it is the "act" task): the random draws, the
     epsilon mask and the merge, at the schedule's final epsilon."""
@@ -71,11 +72,12 @@ def explore_overhead(config: Any, spec: Any, counts: Sequence[int], repeats: int
         else:
             greedy = np.zeros((n, spec.action_dim), dtype=np.float32)
         stub = SimpleNamespace(discrete=spec.discrete, deterministic=lambda _obs, g=greedy: g)
-        pts.append((float(n), time_call(lambda: ActorPolicy.explore(stub, obs, step, config, rng, spec.action_dim), repeats)))
+        pts.append((float(n), time_call(lambda: ActorPolicy.explore(stub, obs, step, config, rng, spec.action_dim),  # type: ignore[arg-type]  # a stand-in policy
+                                        repeats)))
     return pts
 
 
-def learner_thread_count(config: Any) -> int:
+def learner_thread_count(config: TrainConfig) -> int:
     """The learner's torch threads: the configured count, or (learner_threads = 0) the count the
     runtime's adaptive choice settles on at the present load, among the counts an inline run may use
     (those that give one thread's bits on this machine: runtime.threads.reproducible_controller)."""
@@ -95,7 +97,7 @@ def learner_thread_count(config: Any) -> int:
         torch.set_num_threads(threads)
 
 
-def learner_step(config: Any, rng: np.random.Generator) -> Callable[[], None]:
+def learner_step(config: TrainConfig, rng: np.random.Generator) -> Callable[[], None]:
     """One learner update on random batches of the run's shapes (a fresh CPU learner)."""
     from pearl_fpga.algos import Batch, make_algo
     from pearl_fpga.runtime.envs import env_spec

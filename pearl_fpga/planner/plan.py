@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.assign import PlanError, search
 from pearl_fpga.planner.model import Prediction, Tables, Workload
 from pearl_fpga.planner.tables import TARGET_ORDER, build_tables, get_profile, parse_devices, scale_profile
@@ -25,7 +26,7 @@ from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES, TASKS
 
 
 
-def act_fraction(config: Any) -> float:
+def act_fraction(config: TrainConfig) -> float:
     """Share of the env steps after learning starts that run the policy network: DQN explores with
     probability epsilon (no inference then); DDPG and TD3 always infer and add noise."""
     if config.algo != "dqn" or config.total_steps <= config.learning_starts:
@@ -34,7 +35,7 @@ def act_fraction(config: Any) -> float:
     return float(1.0 - np.mean([config.epsilon(int(s)) for s in steps]))
 
 
-def workload_of(config: Any) -> Workload:
+def workload_of(config: TrainConfig) -> Workload:
     """The model's view of a TrainConfig."""
     return Workload(
         envs_per_worker=config.n_envs,
@@ -208,7 +209,7 @@ def default_placement_dict() -> dict[str, str]:
     return default_placement().as_dict()
 
 
-def choose_placement(algo: str, env_id: str, config: Any, objective: str = "throughput", constraints: str | None = None,
+def choose_placement(algo: str, env_id: str, config: TrainConfig, objective: str = "throughput", constraints: str | None = None,
                      *, devices: str | Sequence[str] | None = None, board: str | None = None, sizes: Any = None,
                      reprofile: bool = False, progress: bool = True, max_workers: int | None = None,
                      cycles: str = "hls", cpu_watts: tuple[float, float] | None = None,

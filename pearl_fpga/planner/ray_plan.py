@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.runtime.schedule import RAY_MESSAGE_STEPS
 
 LEARNER_CPUS = 1.0
@@ -49,7 +50,7 @@ def transition_bytes(obs_dim: int, action_dim: int, discrete: bool) -> int:
     return 4 * 2 * obs_dim + (8 if discrete else 4 * action_dim) + 4 + 4
 
 
-def plan_ray(task_seconds: dict[str, float], config: Any, nodes: list[dict[str, Any]], driver_node: str | None,
+def plan_ray(task_seconds: dict[str, float], config: TrainConfig, nodes: list[dict[str, Any]], driver_node: str | None,
              transport: dict[str, float], step_bytes: int, one_host: float, max_shards: int = 8) -> RayPlan:
     """Choose actors per node and the shard count that maximize predicted env steps/s (see the module)."""
     call, per_byte = transport["per_call_s"], transport["per_byte_s"]

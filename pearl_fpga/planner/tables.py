@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.assign import PlanError
 from pearl_fpga.planner.model import OVERHEADS, Device, Fit, Tables
 from pearl_fpga.runtime.placement import canonical_target
@@ -55,7 +56,7 @@ def parse_devices(spec: str | Sequence[str] | None, board: str | None) -> tuple[
     return targets, board
 
 
-def build_tables(config: Any, profile: Any, targets: Sequence[str], board: Any | None, cycles: str = "hls",
+def build_tables(config: TrainConfig, profile: Any, targets: Sequence[str], board: Any | None, cycles: str = "hls",
                  cpu_watts: tuple[float, float] | None = None, csynth_dirs: Sequence[str] = ()
                  ) -> tuple[Tables, dict[str, str], list[str]]:
     """Tables for the model from a host profile plus the modelled FPGA target of `board` (cycle
@@ -122,7 +123,7 @@ def scale_profile(profile: Any, factor: float) -> Any:
     return out
 
 
-def get_profile(config: Any, targets: Sequence[str], sizes: Any = None, reprofile: bool = False,
+def get_profile(config: TrainConfig, targets: Sequence[str], sizes: Any = None, reprofile: bool = False,
                 progress: bool = True) -> Any:
     """The cached host profile of this workload, or a fresh one (then cached)."""
     from pearl_fpga.planner import host_probe
@@ -141,7 +142,7 @@ def get_profile(config: Any, targets: Sequence[str], sizes: Any = None, reprofil
     return profile
 
 
-def _run_profile(prof: Any, config: Any, targets: Sequence[str], sizes: Any, progress: bool) -> Any:
+def _run_profile(prof: Any, config: TrainConfig, targets: Sequence[str], sizes: Any, progress: bool) -> Any:
     from pearl_fpga.planner import host_probe
 
     if not progress:

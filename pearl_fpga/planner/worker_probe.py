@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.loops import actor_loop, explore_overhead, learner_thread_count, random_batch
 from pearl_fpga.planner.profile import time_call
 from pearl_fpga.runtime.schedule import credit_chunk
@@ -35,7 +36,7 @@ def cpu_parallel(counts: Sequence[int], seconds: float) -> list[tuple[float, flo
     return [(float(p), r / one) for p, r in sorted(rates.items())]
 
 
-def worker_pool_costs(config: Any, counts: Sequence[int], act_targets: Sequence[str] = ("cpu",),
+def worker_pool_costs(config: TrainConfig, counts: Sequence[int], act_targets: Sequence[str] = ("cpu",),
                       poll_iterations: int = 200, corun_s: float = 1.0,
                       timeout_s: float = 120.0) -> dict[tuple[str, str], list[tuple[float, float]]]:
     """The runtime's own worker pool, timed: for each W in `counts`, start W actor processes with
@@ -105,7 +106,7 @@ def worker_pool_costs(config: Any, counts: Sequence[int], act_targets: Sequence[
     return out
 
 
-def _pool_session(config: Any, w: int, placement: Any, calibration: np.ndarray, weights: dict[str, Any],
+def _pool_session(config: TrainConfig, w: int, placement: Any, calibration: np.ndarray, weights: dict[str, Any],
                   learner_step: Callable[[], None], actor_alone: float, poll_iterations: int, corun_s: float,
                   timeout_s: float) -> tuple[float, float, float, float, float]:
     """One WorkerPool of w workers: (start s, poll s, stop s, learner co-run factor, actor co-run factor)."""

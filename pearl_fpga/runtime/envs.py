@@ -90,6 +90,7 @@ class EnvGroup:
     def to_env_action(self, action: np.ndarray) -> np.ndarray:
         """Actor-scale action in [-1, 1] -> the env's bounds (continuous envs; SB3's unscale_action)."""
         low, high = self.spec.action_low, self.spec.action_high
+        assert low is not None and high is not None, "to_env_action is for continuous (Box) action spaces"
         return (low + 0.5 * (np.asarray(action, dtype=np.float64) + 1.0) * (high - low)).astype(np.float32)
 
     def step(self, actions: np.ndarray) -> tuple[dict[str, np.ndarray], list[tuple[float, int]]]:
@@ -134,9 +135,10 @@ class EnvGroup:
         """CheckpointError unless `snap` fits these envs: the same wrapper chain, only attributes the
         envs have, the env's constants unchanged (ENV_CONSTANTS), finite numbers, arrays of the same
         shape and dtype, valid generator states."""
-        if len(snap.get("envs", ())) != self.n or np.shape(snap.get("obs")) != self.obs.shape:
+        obs_shape = np.shape(snap["obs"]) if "obs" in snap else None
+        if len(snap.get("envs", ())) != self.n or obs_shape != self.obs.shape:
             raise CheckpointError(f"checkpoint holds {len(snap.get('envs', ()))} env states of shape "
-                                  f"{np.shape(snap.get('obs'))}, this run has {self.n} of {self.obs.shape}")
+                                  f"{obs_shape}, this run has {self.n} of {self.obs.shape}")
         if not np.isfinite(np.asarray(snap["obs"], dtype=np.float64)).all():
             raise CheckpointError("checkpoint env observations hold NaN or inf")
         constants = env_constants(self.spec.env_id)
@@ -166,7 +168,7 @@ def _chain(env: gym.Env) -> list[Any]:
 def _snapshot_env(env: gym.Env) -> list[dict[str, Any]]:
     out = []
     for layer in _chain(env):
-        attrs = {}
+        attrs: dict[str, Any] = {}
         for key, value in vars(layer).items():
             if isinstance(value, np.random.Generator):
                 attrs[key] = {"__generator__": value.bit_generator.state}

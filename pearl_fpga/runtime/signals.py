@@ -61,8 +61,8 @@ class StopRequest:
         try:
             yield
         finally:
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
+            for signum, handler in old.items():
+                signal.signal(signum, handler)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.requested and not self.saving:

@@ -132,7 +132,7 @@ class WorkerPool:
             time.sleep(timeout)
             return out
         for conn in wait(live, timeout=timeout):
-            out += self._drain(self.conns.index(conn))
+            out += self._drain(self.conns.index(conn))  # type: ignore[arg-type]  # one of self.conns
         return out
 
     def _drain(self, i: int) -> list[Transitions]:
@@ -170,7 +170,9 @@ class WorkerPool:
                 self.restart_times[i] = recent
                 if len(recent) >= RESTART_LIMIT:
                     self._give_up(i, proc.exitcode, len(recent))
-            if now - self.down_since[i] < min(RESTART_BACKOFF_S * 2 ** (len(self.restart_times[i]) - 1), 16.0) \
+            down_since = self.down_since[i]
+            assert down_since is not None  # set above, when it was found dead
+            if now - down_since < min(RESTART_BACKOFF_S * 2 ** (len(self.restart_times[i]) - 1), 16.0) \
                     and self.restart_times[i]:
                 continue  # backing off: it died soon after its last restart
             self.conns[i].close()
