@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,21 @@ def preset_note(algo: str, env_id: str | None) -> str | None:
         return None
     source = "tabular" if algo in TABULAR_ALGOS else "rl-zoo"
     return f"no preset for {env_id}: using {DEFAULT_ENV[algo]}'s ({algo} {source} settings; override with --set/--config)"
+
+
+def run_config(algo: str, env: str | None, config: TrainConfig | None, stacklevel: int = 2) -> TrainConfig:
+    """The config a trainer runs: the preset of (algo, env), its note (preset_note) as a warning at the
+    caller's `stacklevel`; or a validated private copy of `config`, `env` replacing its env_id. ValueError
+    when `config` is another algorithm's."""
+    if config is None:
+        note = preset_note(algo, env)
+        if note:
+            warnings.warn(note, stacklevel=stacklevel + 1)
+        return TrainConfig.preset(algo, env)
+    config = TrainConfig.from_dict({**config.to_dict(), **({"env_id": env} if env is not None else {})})
+    if config.algo != algo:
+        raise ValueError(f"Trainer(algo={algo!r}) got a config for {config.algo!r}; pass matching values")
+    return config
 
 
 @dataclass

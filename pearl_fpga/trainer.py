@@ -20,7 +20,6 @@ import contextlib
 import math
 import random
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ import numpy as np
 import torch
 
 from pearl_fpga.algos import make_algo
-from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, preset_note
+from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, run_config
 from pearl_fpga.errors import CheckpointError, DivergenceError, EngineError, TrainingInterrupted
 from pearl_fpga.runtime.actor import ActorLoop, Transitions
 from pearl_fpga.runtime.checkpoint import (RESUMABLE_FIELDS, check_writable, checkpoint_lock, first_nonfinite,
@@ -44,7 +43,7 @@ from pearl_fpga.runtime.replay import Replay, ReplayEmpty
 from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_limit, needed_env_steps, target_copy_due
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.state_checks import check_trainer_state
-from pearl_fpga.runtime.stats import EvalResult, LossMeter, Stats
+from pearl_fpga.runtime.stats import ClosesRun, EvalResult, LossMeter, Stats
 from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads, reproducible_controller
 from pearl_fpga.runtime.timers import TaskTimer
 from pearl_fpga.runtime.vocabulary import TASKS
@@ -54,7 +53,7 @@ ProgressFn = Callable[[Stats], None]
 __all__ = ["RESUMABLE_FIELDS", "Trainer"]
 
 
-class Trainer:
+class Trainer(ClosesRun):
     """Trains one agent; see the module docstring for the schedule and `pearl_fpga.runtime` for the parts."""
 
     def __new__(cls, algo: str = "dqn", *args: Any, **kwargs: Any) -> Any:
@@ -74,17 +73,7 @@ class Trainer:
         tensorboard is installed, learning_curve.png after each train())."""
         algo = str(algo).lower()
         preset = config is None
-        if config is None:
-            note = preset_note(algo, env)
-            if note:
-                warnings.warn(note, stacklevel=2)
-            config = TrainConfig.preset(algo, env)
-        else:
-            config = TrainConfig.from_dict(config.to_dict())  # private, validated copy
-            if config.algo != algo:
-                raise ValueError(f"Trainer(algo={algo!r}) got a config for {config.algo!r}; pass matching values")
-            if env is not None:
-                config.env_id = env
+        config = run_config(algo, env, config, stacklevel=2)
         if workers is not None:
             config.workers = int(workers)
         if engine is not None:
@@ -317,18 +306,9 @@ class Trainer:
         """Actor restarts (worker processes or Ray actors) over the whole run."""
         return self.faults()["actor_restarts"]
 
-    def close(self) -> None:
-        """Release the engine's resources (Ray actors and replay shards, the Ray connection it opened) and
-        close the logs of `logdir=`."""
+    def _release(self) -> None:
+        """close(): the engine's resources (Ray actors and replay shards, the Ray connection it opened)."""
         self.engine.close()
-        if self.logdir is not None and self.logger is not None:
-            self.logger.close()
-
-    def __enter__(self) -> Trainer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def task_summary(self) -> dict[str, float]:
         """Seconds per env step of each task (summed over processes) and env steps/s of the last train()."""

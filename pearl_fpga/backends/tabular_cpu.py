@@ -7,19 +7,12 @@ from __future__ import annotations
 import numpy as np
 
 from pearl_fpga import _tabular_native as _native
+from pearl_fpga.backends.tabular_numpy import TabularNumpyBackend
 
 
-class TabularCPUBackend:
-    """int32 Q16.16 table in host memory; inputs arrive validated by TabularQ."""
-
-    last_cycles: int | None = None
-
-    def __init__(self, n_states: int, n_actions: int) -> None:
-        self._q = np.zeros((n_states, n_actions), dtype=np.int32)
-        self._alpha, self._gamma, self._sarsa = 0, 0, False
-
-    def configure(self, alpha_word: int, gamma_word: int, sarsa: bool) -> None:
-        self._alpha, self._gamma, self._sarsa = int(alpha_word), int(gamma_word), bool(sarsa)
+class TabularCPUBackend(TabularNumpyBackend):
+    """int32 Q16.16 table in host memory (the numpy reference's state and table methods); inputs arrive
+    validated by TabularQ. Only the updates are native."""
 
     def update(self, s: np.ndarray, a: np.ndarray, r: np.ndarray, s2: np.ndarray, a2: np.ndarray,
                done: np.ndarray) -> None:
@@ -38,12 +31,3 @@ class TabularCPUBackend:
         released), then merged into the table; False, with the table unchanged, on a bad entry."""
         return _native.update_partitioned(self._q, self._alpha, self._gamma, self._sarsa, s, a, r, s2, a2, done,
                                           parts, threads)
-
-    def table(self) -> np.ndarray:
-        return self._q.copy()
-
-    def load(self, table: np.ndarray) -> None:
-        self._q[...] = table
-
-    def clear(self) -> None:
-        self._q[...] = 0

@@ -20,6 +20,9 @@ from pearl_fpga.errors import KernelTimeout, PearlError
 REG_CTRL = 0x00  # ap_ctrl_hs control register of every kernel
 
 
+DEFAULT_TIMEOUT_S = 1.0
+"""Seconds a call may take before KernelTimeout (simulated seconds on the Verilator transport)."""
+
 class KernelDriver:
     """Base of the kernel drivers; subclasses set the class attributes and `identity_ok`."""
 
@@ -35,7 +38,7 @@ class KernelDriver:
     #: identity among them) only during a call, so they read 0 until the first ap_done.
     empty_call: Mapping[int, int] | None = None
 
-    def __init__(self, transport: Transport, timeout_s: float) -> None:
+    def __init__(self, transport: Transport, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         if transport.in_word_bytes != self.word_bytes or transport.out_word_bytes != self.word_bytes:
             raise PearlError(
                 f"{transport.description} carries {transport.in_word_bytes}/{transport.out_word_bytes}-byte "

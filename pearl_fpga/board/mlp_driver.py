@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pearl_fpga.spec.mlp import check_observations
-from pearl_fpga.board.driver import KernelDriver
+from pearl_fpga.board.driver import DEFAULT_TIMEOUT_S, KernelDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
 from pearl_fpga.board.rtl import OnVerilator
 from pearl_fpga.board.transport import Transport, words_to_bytes
@@ -24,7 +24,6 @@ from pearl_fpga.spec import mlp as fmt
 KERNEL = "mlp"
 INTERFACE_VERSION = INTERFACE_VERSIONS[KERNEL]
 WORD_BYTES = 2  # 16-bit stream words
-DEFAULT_TIMEOUT_S = 1.0
 
 REGISTERS = {
     "ctrl": fmt.REG_CTRL,
@@ -50,8 +49,6 @@ class MLPDriver(KernelDriver):
     max_width: int
     max_layers: int
 
-    def __init__(self, transport: Transport, timeout_s: float = DEFAULT_TIMEOUT_S):
-        super().__init__(transport, timeout_s)
 
     def identity_ok(self) -> bool:
         return 1 <= self.max_layers <= 16 and 1 <= self.max_width <= 4096 and self.lanes >= 1

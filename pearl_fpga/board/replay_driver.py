@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pearl_fpga.board.driver import CommandDriver
+from pearl_fpga.board.driver import DEFAULT_TIMEOUT_S, CommandDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
 from pearl_fpga.board.rtl import OnVerilator
 from pearl_fpga.board.transport import Transport
@@ -21,7 +21,6 @@ from pearl_fpga.spec import replay as fmt
 
 KERNEL = "replay"
 INTERFACE_VERSION = INTERFACE_VERSIONS[KERNEL]
-DEFAULT_TIMEOUT_S = 1.0
 
 # Registers shown in a timeout message, in map order.
 REGISTERS = {
@@ -45,8 +44,6 @@ class ReplayDriver(CommandDriver):
     capacity: int
     fanout: int
 
-    def __init__(self, transport: Transport, timeout_s: float = DEFAULT_TIMEOUT_S):
-        super().__init__(transport, timeout_s)
 
     def identity_ok(self) -> bool:
         return self.fanout in fmt.FANOUTS and 1 <= self.capacity <= fmt.MAX_CAPACITY

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from pearl_fpga.board.driver import DEFAULT_TIMEOUT_S
 from pearl_fpga.board.verilator_transport import CLOCK_HZ
 from pearl_fpga.errors import KernelTimeout
 
 T = TypeVar("T")
 
-DEFAULT_TIMEOUT_S = 1.0  # the drivers' own default: simulated seconds at CLOCK_HZ
 
 
 class OnVerilator:

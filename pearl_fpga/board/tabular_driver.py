@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pearl_fpga.board.driver import CommandDriver
+from pearl_fpga.board.driver import DEFAULT_TIMEOUT_S, CommandDriver
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS
 from pearl_fpga.board.rtl import OnVerilator
 from pearl_fpga.board.transport import Transport
@@ -21,7 +21,6 @@ from pearl_fpga.spec import tabular as fmt
 
 KERNEL = "tabular"
 INTERFACE_VERSION = INTERFACE_VERSIONS[KERNEL]
-DEFAULT_TIMEOUT_S = 1.0
 
 # Registers shown in a timeout message, in map order.
 REGISTERS = {
@@ -48,8 +47,6 @@ class TabularDriver(CommandDriver):
     max_states: int
     max_actions: int
 
-    def __init__(self, transport: Transport, timeout_s: float = DEFAULT_TIMEOUT_S):
-        super().__init__(transport, timeout_s)
 
     def identity_ok(self) -> bool:
         return (1 <= self.max_actions <= fmt.MAX_ACTIONS and 1 <= self.max_states

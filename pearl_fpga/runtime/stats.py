@@ -1,5 +1,5 @@
 """What a training run reports: counters and recent figures (to progress callbacks), the result of an
-evaluation, and the learner's mean loss between reports."""
+evaluation, and the learner's mean loss between reports; and what every trainer closes."""
 
 from __future__ import annotations
 
@@ -81,3 +81,26 @@ class LossMeter:
         if self.nonfinite is not None:
             return f"the mean loss was {self.nonfinite}"
         return None
+
+
+class ClosesRun:
+    """close() and the context manager of a trainer: its own resources (`_release`), then the logs of
+    `logdir=` (a logger the caller passed is the caller's to close)."""
+
+    logdir: Any
+    logger: Any
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._release()
+        if self.logdir is not None and self.logger is not None:
+            self.logger.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -21,12 +21,12 @@ from typing import Any, Callable
 import numpy as np
 
 from pearl_fpga.algos.tabular import KERNEL_ALGO, check_env_id, epsilon_greedy, load_dataset, save_dataset
-from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, preset_note
+from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, run_config
 from pearl_fpga.errors import CheckpointError, TrainingInterrupted
 from pearl_fpga.kernels.tabular import TabularQ
 from pearl_fpga.limits import load_npz
 from pearl_fpga.runtime.signals import StopRequest
-from pearl_fpga.runtime.stats import EvalResult, Stats
+from pearl_fpga.runtime.stats import ClosesRun, EvalResult, Stats
 
 CHECKPOINT_FILE = "tabular.npz"
 CHECKPOINT_KEYS = ("table", "config", "seed", "episodes", "env_steps", "grad_steps", "episode_log", "eval_log")
@@ -86,7 +86,7 @@ def exact_evaluation(env: Any, policy: np.ndarray, success_reward: float) -> tup
 
 
 
-class TabularTrainer:
+class TabularTrainer(ClosesRun):
     """Trains a TabularQ on `config.env_id` (see the module docstring). The arguments are the Trainer's;
     `placement`, `workers`, `engine` and `ray_address` place the deep algorithms' tasks and are refused
     here (the table's device is config.backend). `record=True` keeps every transition for save_dataset."""
@@ -105,17 +105,7 @@ class TabularTrainer:
                                  "backend is config.backend (--backend)")
         if env is not None:
             check_env_id(env)  # a renamed id is named before a preset note about it
-        if config is None:
-            note = preset_note(algo, env)
-            if note:
-                import warnings
-
-                warnings.warn(note, stacklevel=3)
-            config = TrainConfig.preset(algo, env)
-        else:
-            config = TrainConfig.from_dict({**config.to_dict(), **({"env_id": env} if env is not None else {})})
-            if config.algo != algo:
-                raise ValueError(f"Trainer(algo={algo!r}) got a config for {config.algo!r}; pass matching values")
+        config = run_config(algo, env, config, stacklevel=3)
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
             raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
         from pearl_fpga.runtime.logger import logger_for
@@ -346,17 +336,9 @@ class TabularTrainer:
         return plot_learning_curve(self.episode_log, self.eval_log, target,
                                    f"{self.config.algo} {self.config.env_id} (seed {self.seed}, {self.kernel.backend_name})")
 
-    def close(self) -> None:
-        """Close the env, and the logs of `logdir=`."""
+    def _release(self) -> None:
+        """close(): the env."""
         self.env.close()
-        if self.logdir is not None and self.logger is not None:
-            self.logger.close()
-
-    def __enter__(self) -> TabularTrainer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ---- checkpoints -----------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
