@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# net_arch is the network of the actors' MLP kernel (DESIGN.md "MLP inference"): at most MAX_LAYERS linear
+# net_arch is the network of the actors' MLP kernel (hls/mlp/SPEC.md): at most MAX_LAYERS linear
 # layers, none wider than the widest kernel build (the cpu extension's, hls/mlp/SPEC.md); a board's
 # narrower kernel is checked against its catalog sizes when the run places the actors on it.
 from pearl_fpga.spec.mlp import CPU_MAX_WIDTH as MLP_CPU_MAX_WIDTH

@@ -46,6 +46,18 @@ def cpu_identity() -> dict[str, Any]:
     return {"cpu": model, "features": flags}
 
 
+BF16_SUFFIX = "-bf16"  # a learn target in bfloat16: "cpu-bf16", "cuda-bf16"
+
+
+def learn_target(target: str) -> tuple[str, str]:
+    """(torch device, precision) of a learn target: "cpu-bf16" -> ("cpu", "bfloat16"), "cuda" -> ("cuda",
+    "float32"). A plain torch device string ("cpu", "cuda", "cuda:1") is float32 on that device."""
+    target = str(target).strip().lower()
+    if target.endswith(BF16_SUFFIX):
+        return target[: -len(BF16_SUFFIX)], "bfloat16"
+    return target, "float32"
+
+
 def bf16_unsupported(device: str) -> str | None:
     """None when `device` ("cpu" or "cuda") runs bfloat16 GEMMs in hardware, else what is missing and
     the alternative. The CPU needs AMX (amx_bf16) or AVX512_BF16 (avx512_bf16), and torch with oneDNN:

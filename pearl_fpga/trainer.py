@@ -37,6 +37,7 @@ from pearl_fpga.runtime.checkpoint import (RESUMABLE_FIELDS, check_writable, che
 from pearl_fpga.runtime.emulation import board_preset, check_fits
 from pearl_fpga.runtime.engines import Engine, RunSetup, make_engine, resolve_engine
 from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollout
+from pearl_fpga.runtime.logger import logger_for
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import Replay, ReplayEmpty
@@ -87,15 +88,7 @@ class Trainer(ClosesRun):
         self.seed = seed
         self.placement = parse_placement(placement)
         self.logdir = Path(logdir) if logdir is not None else None
-        if self.logdir is not None and logger is not None:
-            raise ValueError("pass either logger= or logdir= to Trainer, not both")
-        if self.logdir is not None:
-            import importlib.util
-
-            from pearl_fpga.runtime.logger import RunLogger
-
-            logger = RunLogger(self.logdir, tensorboard=importlib.util.find_spec("tensorboard") is not None)
-        self.logger = logger
+        self.logger = logger_for(logger, self.logdir)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.spec = env_spec(config.env_id)
         if (algo == "dqn") != self.spec.discrete:
@@ -396,7 +389,7 @@ class Trainer(ClosesRun):
     def _periodic_eval(self) -> None:
         self._check_finite(full=False)
         with self.timer.time("eval"):
-            weights = {k: v.detach().cpu().clone() for k, v in self.algo.policy_module.state_dict().items()}
+            weights = self.policy_weights()
             self.eval_policy.load_weights(weights)
             returns = rollout(self.config.env_id, self.actor.envs, self.eval_policy, self.config.eval_episodes,
                               self.seed + 1_000_000)

@@ -6,8 +6,8 @@
 //   mm2s_<k>: read n words from a device buffer and send them on the kernel's input stream, TLAST on
 //             the last word (the replay kernel echoes it on the response to the last command);
 //   s2mm_<k>: write the next n words of the kernel's output stream into a device buffer. It counts
-//             words and ignores TLAST, so the MLP kernel's TLAST after every observation does not end
-//             the transfer early.
+//             words and ignores TLAST, so a TLAST before the last word (the MLP kernel's interface 1
+//             set one per observation) does not end the transfer early.
 // Each moves one word per clock (II=1): the replay and tabular movers read and write 128-bit memory
 // words.
 // pearl_fpga/board/xrt_transport.py runs them around each ap_start of the kernel.

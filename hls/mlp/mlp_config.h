@@ -27,7 +27,7 @@ namespace mlp {
 namespace config {
 
 constexpr uint32_t LANES = MLP_LANES;  // parallel MAC lanes, a power of two
-constexpr pearl::Range LANES_RANGE{1, 256};
+constexpr pearl::Range LANES_RANGE{1, 256};  // one of 1, 2, 4, 8, 16, 32, 64, 128, 256
 constexpr uint32_t MAX_WIDTH = MLP_MAX_WIDTH;  // widest layer input or output
 constexpr pearl::Range MAX_WIDTH_RANGE{1, 256};
 constexpr uint32_t MAX_LAYERS = MLP_MAX_LAYERS;  // linear layers

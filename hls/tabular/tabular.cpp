@@ -1,8 +1,8 @@
 // tabular.cpp: the tabular update kernel (see tabular.h for the arithmetic and the top's design).
 // `update_batch` is the batch loop that the cpu backend (pearl_fpga/native/tabular_ext.cpp) runs;
 // `tabular_top` is the HLS top that make hls / make bitstream synthesize, with the same update
-// (`update_one`) behind AXI4-Stream commands and AXI4-Lite control. The reference RTL of the same
-// pipeline is rtl/tabular_top.sv.
+// (`update_one`) behind AXI4-Stream commands and AXI4-Lite control. The reference RTL,
+// rtl/tabular_top.sv, keeps the same contract with another schedule (SPEC.md, "Timing").
 #include "tabular.h"
 
 #ifndef __SYNTHESIS__

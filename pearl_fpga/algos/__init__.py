@@ -19,8 +19,7 @@ def make_algo(config, obs_dim: int, action_dim: int, device: str = "cpu", seed: 
     import torch
 
     from pearl_fpga.errors import BackendUnavailable
-    from pearl_fpga.algos.common import learn_target
-    from pearl_fpga.host import bf16_unsupported
+    from pearl_fpga.host import bf16_unsupported, learn_target
 
     torch_device, precision = learn_target(device)
     low = None

@@ -17,18 +17,6 @@ from torch import nn
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.replay.batch import Batch as Batch  # the learners' batch type, re-exported
 
-BF16_SUFFIX = "-bf16"  # a learn target in bfloat16: "cpu-bf16", "cuda-bf16"
-
-
-def learn_target(target: str) -> tuple[str, str]:
-    """(torch device, precision) of a learn target: "cpu-bf16" -> ("cpu", "bfloat16"), "cuda" -> ("cuda",
-    "float32"). A plain torch device string ("cpu", "cuda", "cuda:1") is float32 on that device."""
-    target = str(target).strip().lower()
-    if target.endswith(BF16_SUFFIX):
-        return target[: -len(BF16_SUFFIX)], "bfloat16"
-    return target, "float32"
-
-
 _SUBNORMAL = np.float32(np.finfo(np.float32).smallest_subnormal)
 
 THIN = 16

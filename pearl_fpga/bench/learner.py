@@ -30,7 +30,6 @@ import numpy as np
 from pearl_fpga.bench.meta import measured_record
 from pearl_fpga.config import TrainConfig
 
-HELP = "learner step time at each torch thread count and adaptive, GFLOP/s against the GEMM peak"
 PEAK_N = 2048
 
 
@@ -213,7 +212,7 @@ def learner_rows(results: dict[str, Any]) -> list[tuple[str, str, str, float, fl
             peak = peaks[label.split()[0]]
             for key, t in m["step_s"].items():
                 threads = m["auto_threads"] if key == "auto" else int(key)
-                busy = str(min(max(int(k) for k in peak), threads * m.get("callers", 1)))  # the cores it keeps busy
+                busy = str(max(int(k) for k in peak if int(k) <= max(1, threads * m.get("callers", 1))))  # cores kept busy
                 label_threads = f"auto ({m['auto_threads']})" if key == "auto" else key
                 rows.append((algo, label, label_threads, t, m["gflops"][key], peak[busy], f"{reference / t:.2f}x"))
     return rows

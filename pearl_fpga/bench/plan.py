@@ -23,7 +23,6 @@ from typing import Any
 from pearl_fpga.bench.meta import measured_record
 from pearl_fpga.config import TrainConfig
 
-HELP = "predicted vs measured env steps/s of the CPU-only placements, and the planner's choice vs the default"
 TARGET_ERROR = 0.25
 
 

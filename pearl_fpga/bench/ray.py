@@ -26,7 +26,6 @@ from pearl_fpga.planner.ray_probe import OBS_DIM, shard_config, transitions
 from pearl_fpga.runtime.engines.ray_cluster import import_ray
 from pearl_fpga.runtime.engines.sharded_replay import ReplayShard
 
-HELP = "Ray engine: replay shard through Ray vs in-process, actor scaling, weight broadcast, fault recovery"
 NETS = {"DQN 4-256-256-2": (4, [256, 256], 2), "DDPG actor 3-400-300-1": (3, [400, 300], 1)}
 
 

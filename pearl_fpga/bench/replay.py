@@ -24,7 +24,6 @@ import numpy as np
 
 from pearl_fpga.bench.meta import measured_record
 
-HELP = "replay buffer and sum-tree kernel: us per sample/update vs cpprb and TorchRL, rtl cycles"
 BASELINES = ("cpprb", "torchrl")
 
 

@@ -22,8 +22,6 @@ import numpy as np
 
 from pearl_fpga.bench.meta import load_line, measured_record
 
-HELP = "tabular Q-learning kernel: updates/s of the cpu backend vs the numpy loop and numba, rtl cycles"
-
 
 @dataclass(frozen=True)
 class TabularBench:

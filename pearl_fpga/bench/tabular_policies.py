@@ -17,7 +17,6 @@ from typing import Any
 
 from pearl_fpga.bench.meta import measured_record
 
-HELP = "tabular kernel: the policies Q-learning and SARSA learn with each preset, evaluated (2,000 episodes and exactly)"
 
 ENVS = ("Taxi-v4", "CliffWalking-v1", "FrozenLake8x8-v1")
 ALGOS = ("qlearning", "sarsa")
@@ -60,17 +59,17 @@ def measure(args: TabularPoliciesBench, log: Callable[[str], None]) -> dict[str,
         for algo in args.algos:
             cfg = TrainConfig.preset(algo, env_id, eval_episodes=args.eval_episodes, checkpoint_freq=0,
                                      backend=args.backend)
-            trainer = Trainer(algo, env_id, config=cfg, seed=args.seed)
-            t0 = time.perf_counter()
-            trainer.train(cfg.total_steps)
-            train_s = time.perf_counter() - t0
-            sampled = trainer.evaluate(args.eval_episodes)
-            exact_ret, exact_success = trainer.exact_evaluation()
-            row = {"env": env_id, "algo": algo, "episodes": trainer.episodes, "env_steps": trainer.env_steps,
-                   "alpha": cfg.learning_rate, "gamma": cfg.gamma,
-                   "backend": trainer.kernel.backend_name, "train_s": train_s, "eval_return": sampled.mean,
-                   "eval_success": sampled.success_rate, "exact_return": exact_ret, "exact_success": exact_success,
-                   "target_met": _met(env_id, exact_ret, exact_success) if algo == "qlearning" else None}
+            with Trainer(algo, env_id, config=cfg, seed=args.seed) as trainer:
+                t0 = time.perf_counter()
+                trainer.train(cfg.total_steps)
+                train_s = time.perf_counter() - t0
+                sampled = trainer.evaluate(args.eval_episodes)
+                exact_ret, exact_success = trainer.exact_evaluation()
+                row = {"env": env_id, "algo": algo, "episodes": trainer.episodes, "env_steps": trainer.env_steps,
+                       "alpha": cfg.learning_rate, "gamma": cfg.gamma,
+                       "backend": trainer.kernel.backend_name, "train_s": train_s, "eval_return": sampled.mean,
+                       "eval_success": sampled.success_rate, "exact_return": exact_ret, "exact_success": exact_success,
+                       "target_met": _met(env_id, exact_ret, exact_success) if algo == "qlearning" else None}
             rows.append(row)
             log(f"  {env_id} {algo}: {trainer.episodes:,} episodes in {train_s:.1f} s, exact return {exact_ret:.3f}, "
                 f"success {exact_success:.3f}")

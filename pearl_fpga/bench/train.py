@@ -32,8 +32,6 @@ import numpy as np
 from pearl_fpga.bench.meta import LoadProbe, measured_record
 from pearl_fpga.config import TrainConfig
 
-HELP = "training throughput (env steps/s, updates/s) and final return vs Stable-Baselines3 and SBX at equal settings"
-
 
 @dataclass(frozen=True)
 class TrainBench:

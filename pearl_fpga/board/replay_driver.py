@@ -182,7 +182,7 @@ class ReplayRTLBackend(OnVerilator, ReplayBoardBackend):
     """The sum tree of `capacity` leaves and fan-out `fanout` on the replay IP's RTL, built for exactly
     this shape."""
 
-    restored = "the tree restored to its state before the call"
+    restored = "the tree restored to the host's mirror (the leaves of every chunk of the call that completed)"
 
     def __init__(self, capacity: int, fanout: int = 16, cycle_limit: int | None = None) -> None:
         if fanout not in fmt.FANOUTS:

@@ -268,7 +268,7 @@ class TabularQ:
         whose slices run one after another) and open threads are min(K, cores)."""
         cores = available_cores()
         if threads:
-            k = parts or 1
+            k = parts or threads  # an open K with given threads: one slice per thread
             return PartitionPlan(parts=k, threads=max(1, min(threads, k, cores)), how="given")
         if hasattr(self._backend, "update_partitioned"):
             return plan_threads(self.n_states, self.n_actions, self.algo, n, parts or None, cores)

@@ -77,5 +77,7 @@ class ActorLoop:
             parts.append(transitions)
             finished += ended
             done += len(actions)
+        if not parts:  # nothing asked for
+            return Transitions(0, None, [], dict(timer.seconds), dict(timer.calls))
         data = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         return Transitions(done, data, finished, dict(timer.seconds), dict(timer.calls))

@@ -406,20 +406,21 @@ length, evaluation and checkpoint intervals, where actors run, and whether the l
 hyper-parameters, the replay's kind and size, the network) is fixed by the checkpoint."""
 
 
-def resumed_config(config: TrainConfig, overrides: dict[str, Any], directory: Path) -> TrainConfig:
-    """The checkpoint's config with the resumable `overrides` applied; CheckpointError listing every
+def resumed_config(config: TrainConfig, overrides: dict[str, Any], directory: Path,
+                   resumable: tuple[str, ...] = RESUMABLE_FIELDS) -> TrainConfig:
+    """The checkpoint's config with the `resumable` `overrides` applied; CheckpointError listing every
     field whose asked value differs from the checkpoint's but may not change on resume."""
     try:
         asked = TrainConfig.from_dict({**config.to_dict(), **overrides})
     except ValueError as exc:
         raise CheckpointError(f"resuming {directory}: {exc}") from exc
     changed = [name for name in overrides if getattr(asked, name) != getattr(config, name)]
-    fixed = [name for name in changed if name not in RESUMABLE_FIELDS]
+    fixed = [name for name in changed if name not in resumable]
     if fixed:
         diffs = "; ".join(f"{name}: checkpoint {getattr(config, name)!r}, asked {getattr(asked, name)!r}" for name in fixed)
         raise CheckpointError(f"cannot resume {directory} with different settings ({diffs}). These are fixed by the "
                               "checkpoint: resume without them, or start a new run (another --logdir). A resumed run may "
-                              f"change only {', '.join(RESUMABLE_FIELDS)}")
+                              f"change only {', '.join(resumable)}")
     return asked
 
 

@@ -30,8 +30,7 @@ import warnings
 
 from dataclasses import dataclass
 
-from pearl_fpga.algos.common import BF16_SUFFIX, learn_target  # noqa: F401 - learn_target re-exported
-from pearl_fpga.host import bf16_unsupported  # noqa: F401 - re-exported for the planner and benchmarks
+from pearl_fpga.host import BF16_SUFFIX, bf16_unsupported, learn_target  # noqa: F401 - re-exported for the planner and benchmarks
 from pearl_fpga.runtime.vocabulary import ROLES
 
 DEVICES = {

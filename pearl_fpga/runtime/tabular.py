@@ -25,6 +25,7 @@ from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, run_config
 from pearl_fpga.errors import CheckpointError, TrainingInterrupted
 from pearl_fpga.kernels.tabular import TabularQ
 from pearl_fpga.limits import load_npz
+from pearl_fpga.runtime.checkpoint import resumed_config
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.stats import ClosesRun, EvalResult, Stats
 
@@ -379,7 +380,7 @@ class TabularTrainer(ClosesRun):
         for key, want in (expect or {}).items():
             if getattr(config, key) != want:
                 raise CheckpointError(f"checkpoint {path} is for {key}={getattr(config, key)!r}, not {want!r}")
-        config = _resumed_config(config, overrides or {}, path)
+        config = resumed_config(config, overrides or {}, path, RESUMABLE_FIELDS)
         counts = {key: int(data[key]) for key in ("seed", "episodes", "env_steps", "grad_steps")}
         if min(counts.values()) < 0:
             raise CheckpointError(f"checkpoint {path}: a negative seed, episode or step count")
@@ -397,19 +398,3 @@ class TabularTrainer(ClosesRun):
         trainer.episode_log = [(int(s), float(r), int(n)) for s, r, n in data["episode_log"]]
         trainer.eval_log = [(int(s), float(m), float(d)) for s, m, d in data["eval_log"]]
         return trainer
-
-
-def _resumed_config(config: TrainConfig, overrides: dict[str, Any], path: Path) -> TrainConfig:
-    """The checkpoint's config with `overrides` applied; CheckpointError naming the asked changes to fields
-    outside RESUMABLE_FIELDS."""
-    fixed = sorted(name for name, value in overrides.items()
-                   if name not in RESUMABLE_FIELDS and getattr(config, name, value) != value)
-    if fixed:
-        diffs = "; ".join(f"{name}: checkpoint {getattr(config, name)!r}, asked {overrides[name]!r}" for name in fixed)
-        raise CheckpointError(f"cannot resume {path} with different settings ({diffs}): they are fixed by the checkpoint; "
-                              f"resume without them or start a new run. A resumed run may change only "
-                              f"{', '.join(RESUMABLE_FIELDS)}")
-    try:
-        return TrainConfig.from_dict({**config.to_dict(), **overrides})
-    except ValueError as exc:
-        raise CheckpointError(f"resuming {path}: {exc}") from exc

@@ -229,7 +229,7 @@ def test_the_transport_stays_inside_pyxrt(px, card):
 
 def test_open_kernel_through_the_manifest(px, xrt_env, monkeypatch):
     """overlay.open_kernel("...", "xrt") on a build folder: manifest checked, xclbin loaded once, the
-    identity from the manifest's parameters."""
+    identity from the kernel's IDENTITY answer."""
     folder = xrt_env / "bitstreams" / BOARD
     folder.mkdir(parents=True)
     write_manifest(build_manifest(BOARD, {"xclbin": "pearl_fpga.xclbin"}, {"v++": "2024.2"}), folder / "manifest.json")

@@ -21,7 +21,7 @@ module mlp_top #(
     parameter int MAX_LAYERS = 4,        // linear layers the weight memory holds
     parameter int MAX_WIDTH = 256,       // widest layer input or output (<= 4096)
     parameter int MAX_BATCH = 4096,      // most observations per INFER (larger batches are refused)
-    parameter TANH_MEMH = "mlp_tanh.memh"  // tanh table T[0..1024] (4 hex digits a line), written by pearl_fpga.backends.mlp_rtl
+    parameter TANH_MEMH = "mlp_tanh.memh"  // tanh table T[0..1024] (4 hex digits a line), written by pearl_fpga.sim.verilator.write_tanh_memh
 ) (
     input  wire         ap_clk,
     input  wire         ap_rst_n,
