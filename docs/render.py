@@ -328,6 +328,21 @@ def benchmarks_page(records: dict[str, dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
+def _peak_share(records: dict[str, dict[str, Any]], key: str) -> str:
+    """The learner's best share of the GEMM peak of its precision (bench learner, same host) for a
+    training record's algorithm and precision, as the reason a throughput target is missed."""
+    learner = records.get("learner")
+    algo, precision = (key.split("-") + ["float32"])[1:3]
+    precision = "bfloat16" if precision == "bf16" else "float32"
+    if learner is None or algo not in learner["results"]["algos"]:
+        return ""
+    from pearl_fpga.bench.learner import learner_rows
+
+    shares = [gflops / peak for a, label, _, _, gflops, peak, _ in learner_rows(learner["results"])
+              if a == algo and label == precision]
+    return f"its learner step reaches {100 * max(shares):.0f}% of the {precision} GEMM peak (bench learner); " if shares else ""
+
+
 def headline(records: dict[str, dict[str, Any]]) -> str:
     lines = []
 
@@ -343,7 +358,8 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
                          f"(median of {len(r['results']['runs'])} seeds): {ratio:.2f}x (target {SBX_TARGETS[key]:g}x: "
                          f"{'met' if ratio >= SBX_TARGETS[key] else 'not met'}){tag(r)}")
             if ratio < SBX_TARGETS[key]:
-                lines.append("  (why a target is missed: [docs/training.md](docs/training.md#throughput-targets))")
+                lines.append(f"  (why a target is missed: {_peak_share(records, key)}"
+                             "[docs/training.md](docs/training.md#throughput-targets))")
         if r and "median_speedup" in r["results"]:
             ms = r["results"]["median_speedup"]
             goals = SPEED_TARGETS.get(key, {})
@@ -364,7 +380,8 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
                             if "median_speedup_sbx" in r["results"] else "") + tag(r))
             sbx_missed = r["results"].get("median_speedup_sbx", SBX_TARGETS.get(key, 0)) < SBX_TARGETS.get(key, 0)
             if any(k in goals and v < goals[k] for k, v in ms.items()) or sbx_missed:
-                lines.append("  (why a target is missed: [docs/training.md](docs/training.md#throughput-targets))")
+                lines.append(f"  (why a target is missed: {_peak_share(records, key)}"
+                             "[docs/training.md](docs/training.md#throughput-targets))")
     for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1"),
                       ("quality-td3", "TD3 Pendulum-v1")):
         r = records.get(key)

@@ -58,6 +58,11 @@ def learn_target(target: str) -> tuple[str, str]:
     return target, "float32"
 
 
+ONEDNN_BF16_ISAS = frozenset({"ALL", "DEFAULT", "AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX512_CORE_AMX",
+                              "AVX512_CORE_AMX_FP16", "AVX10_1_512", "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16"})
+"""Values of oneDNN's ISA cap (ONEDNN_MAX_CPU_ISA) at or above its bfloat16 GEMM kernels."""
+
+
 def bf16_unsupported(device: str) -> str | None:
     """None when `device` ("cpu" or "cuda") runs bfloat16 GEMMs in hardware, else what is missing and
     the alternative. The CPU needs AMX (amx_bf16) or AVX512_BF16 (avx512_bf16), and torch with oneDNN:
@@ -76,4 +81,9 @@ def bf16_unsupported(device: str) -> str | None:
                 "so bfloat16 GEMMs would be emulated; use learn=cpu (float32)")
     if not torch.backends.mkldnn.is_available():
         return "this torch build has no oneDNN (mkldnn), which runs its CPU bfloat16 GEMMs; use learn=cpu (float32)"
+    for variable in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        cap = os.environ.get(variable, "").strip().upper()
+        if cap and cap not in ONEDNN_BF16_ISAS:
+            return (f"{variable}={cap} caps oneDNN below its bfloat16 kernels, so bfloat16 GEMMs would be emulated; "
+                    f"unset it or use learn=cpu (float32)")
     return None

@@ -339,3 +339,15 @@ def test_bench_learner_reports_each_precision_against_its_own_peak(tmp_path, cap
     monkeypatch.setattr(placement, "bf16_unsupported", lambda device: "no AMX here; use learn=cpu")
     assert main([*argv, "--precision", "bfloat16"]) == 2
     assert "bfloat16: no AMX here" in capsys.readouterr().err
+
+
+def test_a_onednn_cap_below_its_bf16_kernels_rules_bf16_out(monkeypatch):
+    """ONEDNN_MAX_CPU_ISA=AVX2 (make test-isa's switch) leaves oneDNN only emulated bfloat16 GEMMs:
+    the bf16 learner is then unavailable, naming the variable, as on a CPU without bf16."""
+    from pearl_fpga.host import bf16_unsupported as unsupported
+
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx2")
+    reason = unsupported("cpu")
+    assert reason is not None and ("ONEDNN_MAX_CPU_ISA=AVX2" in reason or "amx_bf16" in reason)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")
+    assert unsupported("cpu") == (None if BF16_HERE else unsupported("cpu"))
