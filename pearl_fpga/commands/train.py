@@ -246,9 +246,11 @@ def _config(args: argparse.Namespace) -> Any:
     if args.per:
         overrides["per"] = True
     config = build_config(args, args.algo, args.env, **overrides)
-    if args.checkpoint_freq is not None or not config.checkpoint_freq:
-        config = build_config(args, args.algo, args.env, **overrides,
-                              checkpoint_freq=args.checkpoint_freq if args.checkpoint_freq is not None else 10_000)
+    if args.checkpoint_freq is not None:
+        config.checkpoint_freq = args.checkpoint_freq
+    elif not config.checkpoint_freq:
+        config.checkpoint_freq = 10_000  # a command-line run checkpoints unless told otherwise
+    config.validate()
     return config
 
 
