@@ -3,7 +3,7 @@
 // Engine.load() parses the SPEC.md LOAD stream with the kernel's own load_model(); inference runs
 // the kernel's forward_batch() (path "plain") or the bit-identical AVX-512/AVX2 MAC array of
 // mlp_simd.h, with or without VNNI, on the same loaded model (path "auto" picks the fastest the CPU
-// has). Batches of at least parallel_batch observations are split over threads (batch_pool.h);
+// has). Batches of at least parallel_batch observations are split over threads (worker_pool.h);
 // every observation is computed alone, so the bits do not depend on the thread count.
 // infer_float() is the fused host path MLPInfer uses: float
 // observations -> int16 (SPEC input quantization) -> all layers -> float32, in one call, without
@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "batch_pool.h"
 #include "mlp.h"
 #include "mlp_simd.h"
+#include "worker_pool.h"
 
 namespace py = pybind11;
 
@@ -298,16 +298,11 @@ class Engine {
             return;
         }
         const int threads = threads_for(l, batch);
-        batch_pool::Pool* pool = threads > 1 ? &batch_pool::instance() : nullptr;
         py::gil_scoped_release release;
-        if (pool == nullptr) {
-            forward(l, x, batch, y, argmax);
-            return;
-        }
         const int n0 = l.model->layer[0].n_in, m = l.model->layer[l.model->n_layers - 1].m_out;
         const int per_chunk = (batch + CHUNKS_PER_THREAD * threads - 1) / (CHUNKS_PER_THREAD * threads);
         const int chunk = std::max(2, (per_chunk + 1) / 2 * 2);  // even: the MAC array pairs observations
-        pool->run(batch, chunk, threads, [&](int begin, int end) {
+        pearl_pool::run_rows(batch, chunk, threads, [&](int begin, int end) {
             forward(l, x + std::size_t(begin) * n0, end - begin, y + std::size_t(begin) * m,
                     argmax ? argmax + begin : nullptr);
         });
