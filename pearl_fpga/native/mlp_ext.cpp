@@ -301,7 +301,8 @@ class Engine {
         py::gil_scoped_release release;
         const int n0 = l.model->layer[0].n_in, m = l.model->layer[l.model->n_layers - 1].m_out;
         const int per_chunk = (batch + CHUNKS_PER_THREAD * threads - 1) / (CHUNKS_PER_THREAD * threads);
-        const int chunk = std::max(2, (per_chunk + 1) / 2 * 2);  // even: the MAC array pairs observations
+        // whole blocks of the MAC array's observations
+        const int chunk = std::max(1, (per_chunk + mlp_simd::BLOCK_OBS - 1) / mlp_simd::BLOCK_OBS) * mlp_simd::BLOCK_OBS;
         pearl_pool::run_rows(batch, chunk, threads, [&](int begin, int end) {
             forward(l, x + std::size_t(begin) * n0, end - begin, y + std::size_t(begin) * m,
                     argmax ? argmax + begin : nullptr);

@@ -17,6 +17,7 @@
 // Tests check this path bit for bit against the HLS code path and the numpy reference.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +40,7 @@ namespace mlp_simd {
 constexpr int VEC = 16;         // int32 lanes per 512-bit vector
 constexpr int BLOCK_PAIRS = 128;  // input pairs per exact int32 partial sum (256 products)
 constexpr int MAX_PAIRS = mlp::MAX_WIDTH / 2;
+constexpr int BLOCK_OBS = 3;  // observations the AVX-512 MAC array computes together (mlp_simd_avx512.h)
 
 struct Layer {
     int n_in, m_out, npairs, mvec, shift;

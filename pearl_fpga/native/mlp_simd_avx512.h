@@ -31,12 +31,12 @@ struct Obs {
 // NV vectors of 16 outputs for OB observations over input pairs [p0, p1) (at most BLOCK_PAIRS, so
 // the int32 sums are exact). Weight vectors are loaded once for all OB observations. With `bias`,
 // this is the whole layer: add the bias and write int16 outputs; else add into the int64 sums.
-// Narrow blocks keep K partial sums per output over interleaved pairs, so that enough independent
+// Small blocks keep K partial sums per output over interleaved pairs, so that enough independent
 // dot products are in flight to hide their latency; the int32 sums wrap, so any order is exact.
 template <int NV, int OB>
 MLP_TARGET inline void mac_block(const int32_t* w, std::size_t row, const Obs* obs, int p0, int p1,
                                  const int64_t* bias, const Requant& rq) {
-    constexpr int K = NV >= 4 ? 1 : 4 / NV;
+    constexpr int K = NV * OB >= 8 ? 1 : std::min(4, 8 / (NV * OB));
     __m512i s_lo[K][OB][NV], s_hi[K][OB][NV];
     for (int k = 0; k < K; ++k)
         for (int o = 0; o < OB; ++o)
@@ -163,8 +163,12 @@ MLP_TARGET inline void forward_block(const SimdModel& s, const int16_t* x, int16
 
 MLP_TARGET inline void forward_batch(const SimdModel& s, const int16_t* x, int batch, int16_t* y, int32_t* argmax) {
     const int n0 = s.layer[0].n_in, m = s.layer[s.n_layers - 1].m_out;
+    // BLOCK_OBS observations share every weight load: three, whose 24 sums of a 4-vector block, a weight
+    // vector and six broadcast activations fill the 32 vector registers without spilling.
+    static_assert(BLOCK_OBS == 3, "the tail below handles blocks of 3");
     int b = 0;
-    for (; b + 2 <= batch; b += 2)  // two observations share every weight load
-        forward_block<2>(s, x + std::size_t(b) * n0, y + std::size_t(b) * m, argmax ? argmax + b : nullptr);
-    if (b < batch) forward_block<1>(s, x + std::size_t(b) * n0, y + std::size_t(b) * m, argmax ? argmax + b : nullptr);
+    for (; b + BLOCK_OBS <= batch; b += BLOCK_OBS)
+        forward_block<BLOCK_OBS>(s, x + std::size_t(b) * n0, y + std::size_t(b) * m, argmax ? argmax + b : nullptr);
+    if (batch - b == 2) forward_block<2>(s, x + std::size_t(b) * n0, y + std::size_t(b) * m, argmax ? argmax + b : nullptr);
+    if (batch - b == 1) forward_block<1>(s, x + std::size_t(b) * n0, y + std::size_t(b) * m, argmax ? argmax + b : nullptr);
 }

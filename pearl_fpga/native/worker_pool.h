@@ -74,13 +74,14 @@ class WorkerPool {
     static bool spin_until(const Done& done) {
         const auto until = std::chrono::steady_clock::now() + SPIN;
         for (;;) {
-            for (int k = 0; k < 64; ++k) {
+            for (int k = 0; k < 16; ++k) {
                 if (done()) return true;
 #if defined(__x86_64__) || defined(__i386__)
                 _mm_pause();
 #endif
             }
             if (std::chrono::steady_clock::now() >= until) return false;
+            std::this_thread::yield();  // a thread sharing this core (the one being waited for) runs first
         }
     }
 
