@@ -62,16 +62,18 @@ class WorkerPool {
         if (sleepers) wake_.notify_all();
         job(0);
         seats_.store(0);  // closed: a helper that has not taken a seat by now stays out
-        if (!spin_until([this] { return busy_.load() == 0; })) {
+        if (!spin_until([this] { return busy_.load() == 0; }, /*yield=*/false)) {
             std::unique_lock<std::mutex> lock(mutex_);
             finished_.wait(lock, [this] { return busy_.load() == 0; });
         }
     }
 
    private:
-    // Polls `done` for up to SPIN; whether it came true.
+    // Polls `done` for up to SPIN; whether it came true. With `yield`, any other thread on this core
+    // runs first. An idle helper yields (that thread may be the caller, with work to do); a caller
+    // waiting for its helpers does not (it would hand its core to another process for a time slice).
     template <typename Done>
-    static bool spin_until(const Done& done) {
+    static bool spin_until(const Done& done, bool yield) {
         const auto until = std::chrono::steady_clock::now() + SPIN;
         for (;;) {
             for (int k = 0; k < 16; ++k) {
@@ -81,14 +83,14 @@ class WorkerPool {
 #endif
             }
             if (std::chrono::steady_clock::now() >= until) return false;
-            std::this_thread::yield();  // a thread sharing this core (the one being waited for) runs first
+            if (yield) std::this_thread::yield();
         }
     }
 
     void work() {
         uint64_t seen = 0;  // the first call's generation is 1: a helper started for it joins it
         for (;;) {
-            if (!spin_until([&] { return generation_.load() != seen; })) {
+            if (!spin_until([&] { return generation_.load() != seen; }, /*yield=*/true)) {
                 std::unique_lock<std::mutex> lock(mutex_);
                 ++sleeping_;
                 wake_.wait(lock, [&] { return generation_.load() != seen; });
