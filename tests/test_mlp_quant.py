@@ -75,7 +75,9 @@ def test_numpy_and_cpu_give_identical_floats_including_rounding_corners():
     fa = cpu.formats[0].fa_in
     halfway = (rng.integers(-5000, 5000, size=(64, 5)) + 0.5) / 2.0**fa  # exact halves: round up
     huge = rng.choice([-1e9, 1e9, 1e30, -1e30, 0.0], size=(16, 5))  # saturating inputs
-    for x in (calib, halfway, huge, halfway.astype(np.float32), calib.astype(np.float64)):
+    edges = np.array([-32769.0, -32768.5, -32768.25, -32767.5, -1.5, -0.5, -0.25, 32766.5, 32767.25, 32767.5, 32768.0])
+    at_the_bounds = rng.choice(edges, size=(32, 5)) / 2.0**fa  # halves and the int16 bounds of the input quantization
+    for x in (calib, halfway, huge, at_the_bounds, halfway.astype(np.float32), calib.astype(np.float64)):
         np.testing.assert_array_equal(cpu(x), ref(x))
         np.testing.assert_array_equal(cpu.act(x), ref.act(x))
     assert cpu(calib[0]).shape == (3,) and isinstance(cpu.act(calib[0]), int)
