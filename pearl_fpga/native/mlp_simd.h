@@ -12,8 +12,10 @@
 // The heads use the kernel's own scalar code (mlp::tanh_pwl). The loops are in mlp_simd_avx512.h and
 // mlp_simd_avx2.h, each compiled twice (with and without VNNI) under the matching target attribute.
 //
-// Layout of SimdModel::w, per layer: npairs rows of mvec * 16 int32 (row p holds input pair p for
-// every output, outputs padded to a multiple of 16 with zero weights and zero bias).
+// Layout of SimdModel::w, per layer: the outputs (padded to a multiple of 16 with zero weights and
+// zero bias) in column blocks of GROUP_VECS vectors (the last block narrower), each block npairs rows
+// of its vectors' 16 int32 (row p holds input pair p), one block after the other: the MAC array reads
+// a block row by row, as one sequential stream.
 // Tests check this path bit for bit against the HLS code path and the numpy reference.
 #pragma once
 
@@ -41,12 +43,20 @@ constexpr int VEC = 16;         // int32 lanes per 512-bit vector
 constexpr int BLOCK_PAIRS = 128;  // input pairs per exact int32 partial sum (256 products)
 constexpr int MAX_PAIRS = mlp::MAX_WIDTH / 2;
 constexpr int BLOCK_OBS = 3;  // observations the AVX-512 MAC array computes together (mlp_simd_avx512.h)
+constexpr int GROUP_VECS = 4;  // output vectors per column block of the packed weights
 
 struct Layer {
     int n_in, m_out, npairs, mvec, shift;
     bool relu;
     std::size_t w_off;  // in int32 words
     std::size_t b_off;  // in int64 words
+    // The packed weights of output vector v (pair 0), from the layer's; rows of its block are
+    // group_row(v) words apart.
+    std::size_t group_at(int v) const {
+        const int first = v / GROUP_VECS * GROUP_VECS;
+        return std::size_t(first) * VEC * npairs + std::size_t(v - first) * VEC;
+    }
+    std::size_t group_row(int v) const { return std::size_t(std::min(GROUP_VECS, mvec - v / GROUP_VECS * GROUP_VECS)) * VEC; }
 };
 
 struct AlignedFree {
@@ -134,13 +144,14 @@ inline std::unique_ptr<SimdModel> pack(const mlp::Model& m) {
     for (int l = 0; l < m.n_layers; ++l) {
         const mlp::LayerDesc& d = m.layer[l];
         const Layer& L = s->layer[l];
-        for (int p = 0; p < L.npairs; ++p) {
-            int32_t* row = s->w.get() + L.w_off + std::size_t(p) * L.mvec * VEC;
-            for (int i = 0; i < d.m_out; ++i) {
-                const int16_t* wi = &m.weight[d.w_offset + i * d.stride];
+        for (int i = 0; i < d.m_out; ++i) {
+            const int16_t* wi = &m.weight[d.w_offset + i * d.stride];
+            int32_t* col = s->w.get() + L.w_off + L.group_at(i / VEC) + i % VEC;
+            const std::size_t row = L.group_row(i / VEC);
+            for (int p = 0; p < L.npairs; ++p) {
                 uint16_t w0 = uint16_t(wi[2 * p]);
                 uint16_t w1 = 2 * p + 1 < d.n_in ? uint16_t(wi[2 * p + 1]) : 0;
-                row[i] = int32_t(uint32_t(w0) | (uint32_t(w1) << 16));
+                col[std::size_t(p) * row] = int32_t(uint32_t(w0) | (uint32_t(w1) << 16));
             }
         }
         for (int i = 0; i < d.m_out; ++i) s->bias[L.b_off + i] = m.bias[d.b_offset + i];

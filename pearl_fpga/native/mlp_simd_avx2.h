@@ -70,7 +70,7 @@ MLP_TARGET inline void forward_one(const SimdModel& s, const int16_t* x, int16_t
         const int32_t* w = s.w.get() + L.w_off;
         for (int p0 = 0; p0 < L.npairs; p0 += BLOCK_PAIRS) {
             const int p1 = L.npairs - p0 < BLOCK_PAIRS ? L.npairs : p0 + BLOCK_PAIRS;
-            for (int v = 0; v < L.mvec; ++v) mac_block<2>(w + v * VEC, std::size_t(nout), lo, hi, p0, p1, acc + v * VEC);
+            for (int v = 0; v < L.mvec; ++v) mac_block<2>(w + L.group_at(v), L.group_row(v), lo, hi, p0, p1, acc + v * VEC);
         }
         for (int i = 0; i < nout; ++i) act[i] = mlp::requantize(acc[i], L.shift, L.relu);
     }

@@ -115,7 +115,6 @@ MLP_TARGET inline void forward_block(const SimdModel& s, const int16_t* x, int16
         const int nout = L.mvec * VEC;
         const int32_t* w = s.w.get() + L.w_off;
         const int64_t* bias = s.bias.get() + L.b_off;
-        const std::size_t row = std::size_t(nout);
         const Requant rq{_mm512_set1_epi64(L.shift > 0 ? int64_t(1) << (L.shift - 1) : 0), _mm_cvtsi32_si128(L.shift),
                          L.relu};
         const bool single = L.npairs <= BLOCK_PAIRS;  // n_in <= 256: one exact block, outputs straight out
@@ -128,18 +127,19 @@ MLP_TARGET inline void forward_block(const SimdModel& s, const int16_t* x, int16
                 for (int o = 0; o < OB; ++o)
                     at[o] = Obs{obs[o].lo, obs[o].hi, obs[o].acc + v * VEC, obs[o].out + v * VEC};
                 const int64_t* b = single ? bias + v * VEC : nullptr;
-                const int left = L.mvec - v;
+                const int left = L.mvec - v;  // v starts a column block of the weights
+                static_assert(GROUP_VECS == 4, "the widest block below is the weights' column block");
                 if (left >= 4) {
-                    mac_block<4, OB>(w + v * VEC, row, at, p0, p1, b, rq);
+                    mac_block<4, OB>(w + L.group_at(v), L.group_row(v), at, p0, p1, b, rq);
                     v += 4;
                 } else if (left == 3) {
-                    mac_block<3, OB>(w + v * VEC, row, at, p0, p1, b, rq);
+                    mac_block<3, OB>(w + L.group_at(v), L.group_row(v), at, p0, p1, b, rq);
                     v += 3;
                 } else if (left == 2) {
-                    mac_block<2, OB>(w + v * VEC, row, at, p0, p1, b, rq);
+                    mac_block<2, OB>(w + L.group_at(v), L.group_row(v), at, p0, p1, b, rq);
                     v += 2;
                 } else {
-                    mac_block<1, OB>(w + v * VEC, row, at, p0, p1, b, rq);
+                    mac_block<1, OB>(w + L.group_at(v), L.group_row(v), at, p0, p1, b, rq);
                     v += 1;
                 }
             }
