@@ -263,6 +263,35 @@ def test_td3_matches_stable_baselines3():
             torch.testing.assert_close(m, t.detach(), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("concurrent,weights", [(False, False), (False, True), (True, True)])
+def test_td3_critics_on_two_threads_give_the_bits_of_one(concurrent, weights):
+    """`split_critics` (the default) runs the second critic's target value, forward and backward pass on
+    the second thread: every parameter, target and Adam state after N steps (policy delay, smoothing
+    noise, IS weights) is bitwise that of the same learner on one thread."""
+    cfg = TrainConfig.preset("td3", net_arch=[48, 32], concurrent_updates=concurrent)
+    split, single = TD3(cfg, 3, 1, seed=4), TD3(cfg, 3, 1, seed=4)
+    single.split_critics = False
+    assert split.split_critics and split._grad_thread is not None
+    rng = np.random.default_rng(5)
+    for _ in range(7):
+        batch = Batch(**_batch(rng, 32, 3, False, weights=weights)).to_torch()
+        (loss_a, td_a), (loss_b, td_b) = split.learn(batch), single.learn(batch)
+        assert torch.equal(loss_a, loss_b) and torch.equal(td_a, td_b)
+    nets = ("actor", "actor_target", "critics", "critic_targets")
+    for name in nets:
+        mine, theirs = getattr(split, name), getattr(single, name)
+        for a, b in zip(mine if isinstance(mine, list) else [mine], theirs if isinstance(theirs, list) else [theirs],
+                        strict=True):
+            for p, q in zip(a.parameters(), b.parameters(), strict=True):
+                assert torch.equal(p, q), name
+    for adam in ("actor_optimizer", "critic_optimizer"):
+        mine, theirs = getattr(split, adam).state_dict()["state"], getattr(single, adam).state_dict()["state"]
+        assert mine.keys() == theirs.keys()
+        for k in mine:
+            for key in ("step", "exp_avg", "exp_avg_sq"):
+                assert torch.equal(mine[k][key], theirs[k][key]), (adam, k, key)
+
+
 def test_td3_state_round_trips_with_its_delay_phase_and_noise_generator():
     cfg = TrainConfig.preset("td3", net_arch=[8])
     rng = np.random.default_rng(1)

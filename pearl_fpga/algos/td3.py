@@ -11,7 +11,10 @@ smoothing, as `pearl_fpga.algos.ddpg.DDPG` is here). Per gradient step, counted 
   networks are Polyak-averaged with `tau`.
 
 One difference by default for DDPG (`concurrent_updates`): the actor's gradient uses the critic of the
-step's start, as in OpenAI Baselines' DDPG, so both gradients are computed at once. Actions live in
+step's start, as in OpenAI Baselines' DDPG, so both gradients are computed at once. TD3's twin critics
+run on two threads (`split_critics`, on by default): the critic loss is a sum, so each critic's gradient
+depends on its own loss alone, and the target critics' values and each critic's forward and backward
+pass are computed one critic per thread, with the same bits as on one thread. Actions live in
 the actor's [-1, 1] scale; the runtime maps them to the environment's bounds. Leaner than SB3: the
 actor step's backward pass skips the critic's weight gradients (only the input gradient is needed),
 target updates use fused foreach ops, and the update runs without nn.Module calls or torch.optim's
@@ -25,9 +28,9 @@ as one torch.compile'd unit on one thread (common.CompiledStep), the smoothing n
 from __future__ import annotations
 
 import copy
-from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Sequence
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -38,6 +41,8 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers, mlp,
                                      optimizer_state_to_device, subnormals_flushed)
+
+_T = TypeVar("_T")
 
 
 class TD3:
@@ -79,12 +84,15 @@ class TD3:
         self._noise.manual_seed(seed)
         self.gamma = float(config.gamma)
         self.updates = 0
-        # one persistent thread for the actor's half of a concurrent update (torch's intra-op threads
-        # stay as configured; this is a second caller, not a bigger pool)
-        name = f"pearl-{type(self).__name__.lower()}-actor"
+        # one persistent thread for the actor's half of a concurrent update and for the critics after Q1
+        # (torch's intra-op threads stay as configured; this is a second caller, not a bigger pool)
         compiled = bool(getattr(config, "learner_compile", False))
+        self.split_critics = self.n_critics > 1 and not compiled
+        """Each critic's target value, forward and backward pass on a thread of its own (same bits as one
+        thread); False runs them all on the calling thread (a flop counter sees the calling thread only)."""
+        name = f"pearl-{type(self).__name__.lower()}-grads"
         self._grad_thread = (ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-                             if config.concurrent_updates and not compiled else None)
+                             if (config.concurrent_updates or self.split_critics) and not compiled else None)
         self._compiled = None
         if compiled:  # one graph on one thread; concurrent_updates keeps its arithmetic (_update)
             for adam in (self.actor_adam, self.critic_adam):
@@ -108,8 +116,10 @@ class TD3:
         With `config.concurrent_updates` the actor's gradient is taken on the critic as it was at the
         start of the step, on a second thread while this one computes the critics' (as OpenAI
         Baselines' DDPG does): the two halves are about equal GEMM work and torch releases the GIL in
-        them. Otherwise the actor's gradient follows the critics' update (SB3's order). Subnormals are
-        flushed to zero on both threads during the step unless `config.flush_subnormals` is False."""
+        them. Otherwise the actor's gradient follows the critics' update (SB3's order). With
+        `split_critics` (TD3) the critics after Q1 take their target values and gradients on the second
+        thread. Subnormals are flushed to zero on both threads during the step unless
+        `config.flush_subnormals` is False."""
         with subnormals_flushed(self.config.flush_subnormals):
             return self._learn(batch)
 
@@ -118,8 +128,8 @@ class TD3:
         noise = self._smoothing_noise(batch)  # drawn outside the compiled unit (it cannot trace a generator)
         if self._compiled is not None:
             result = self._compiled(batch, update_actor, noise)
-        elif update_actor and self._grad_thread is not None:
-            actor_future = self._grad_thread.submit(self._actor_grads_flushed, batch)
+        elif update_actor and self.config.concurrent_updates and self._grad_thread is not None:
+            actor_future = self._on_grad_thread(self._actor_grads, batch)
             critic_loss, td, critic_grads = self._critic_grads(batch, noise)
             actor_grads = actor_future.result()  # re-raises an error of the actor's half
             self.critic_adam.step(critic_grads)
@@ -157,33 +167,63 @@ class TD3:
 
     def _critic_grads(self, batch: Batch,
                       noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
-        """Critic loss (sum over critics of the MSE to the TD target), Q1's |TD error| and the gradients."""
+        """Critic loss (sum over critics of the MSE to the TD target), Q1's |TD error| and the gradients.
+
+        The critics after Q1 run on the second thread when `split_critics` is set: autograd's gradient of
+        a sum is the gradient of each term, so the bits are those of one graph over all critics."""
         low = self.precision
+        split = self.split_critics and self._grad_thread is not None
         with torch.no_grad():
             next_action = forward(cast_layers(self._actor_target, low), batch.next_obs, tanh_head=True)
             if noise is not None:
                 next_action = (next_action + noise.clamp_(-self.noise_clip, self.noise_clip)).clamp_(-1.0, 1.0)
             next_in = torch.cat([batch.next_obs, next_action], dim=1)
+            later = self._critic_targets[1:]
+            pending = self._on_grad_thread(self._target_values, later, next_in) if split and later else None
             next_q = forward(cast_layers(self._critic_targets[0], low), next_in)
-            for layers in self._critic_targets[1:]:
-                next_q = torch.minimum(next_q, forward(cast_layers(layers, low), next_in))
+            for value in (pending.result() if pending is not None else self._target_values(later, next_in)):
+                next_q = torch.minimum(next_q, value)
             target = batch.reward + (1.0 - batch.done) * self.gamma * next_q
         x = torch.cat([batch.obs, batch.action], dim=1)
-        currents = [forward(cast_layers(layers, low), x) for layers in self._critics]
-        critic_loss: torch.Tensor | None = None
-        for current in currents:
-            if batch.weights is None:
+        later_critics = range(1, self.n_critics)
+        pending_grads = self._on_grad_thread(self._critics_loss_grads, later_critics, x, target, batch.weights) \
+            if split and self.n_critics > 1 else None
+        (critic_loss, current, grads), = self._critics_loss_grads(range(1), x, target, batch.weights)
+        for loss, _, more in (pending_grads.result() if pending_grads is not None
+                              else self._critics_loss_grads(later_critics, x, target, batch.weights)):
+            critic_loss, grads = critic_loss + loss, grads + more
+        return critic_loss, (current - target).abs().squeeze(1), grads
+
+    def _on_grad_thread(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
+        """`fn(*args)` on the second thread, subnormals flushed there as on this one."""
+        assert self._grad_thread is not None
+
+        def flushed() -> _T:
+            with subnormals_flushed(self.config.flush_subnormals):  # the mode is per thread
+                return fn(*args)
+
+        return self._grad_thread.submit(flushed)
+
+    def _target_values(self, targets: Sequence[Sequence[tuple[torch.Tensor, torch.Tensor]]],
+                       next_in: torch.Tensor) -> list[torch.Tensor]:
+        """Each target critic's value of (next_obs, next_action), no gradient."""
+        with torch.no_grad():
+            return [forward(cast_layers(layers, self.precision), next_in) for layers in targets]
+
+    def _critics_loss_grads(self, indices: Iterable[int], x: torch.Tensor, target: torch.Tensor,
+                            weights: torch.Tensor | None
+                            ) -> list[tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]]:
+        """(MSE loss to the target, Q value, the critic's gradients) of each critic in `indices`."""
+        out = []
+        for i in indices:
+            current = forward(cast_layers(self._critics[i], self.precision), x)
+            if weights is None:
                 loss = F.mse_loss(current, target)
             else:
-                loss = (batch.weights * (current - target).pow(2)).mean()
-            critic_loss = loss if critic_loss is None else critic_loss + loss
-        assert critic_loss is not None  # one critic at least
-        grads = torch.autograd.grad(critic_loss, self.critic_adam.params)
-        return critic_loss.detach(), (currents[0].detach() - target).abs().squeeze(1), grads
-
-    def _actor_grads_flushed(self, batch: Batch) -> tuple[torch.Tensor, ...]:
-        with subnormals_flushed(self.config.flush_subnormals):  # the mode is per thread
-            return self._actor_grads(batch)
+                loss = (weights * (current - target).pow(2)).mean()
+            params = [t for layer in self._critics[i] for t in layer]
+            out.append((loss.detach(), current.detach(), torch.autograd.grad(loss, params)))
+        return out
 
     def _actor_grads(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         """The actor's gradients of -Q1(s, pi(s)). Asking autograd for the actor's gradients only, the

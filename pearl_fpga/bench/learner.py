@@ -90,6 +90,8 @@ def step_flops(cfg: Any) -> int:
         from pearl_fpga.algos.dqn import DQN
 
         learner = DQN(learner.config, 4, 2, device="cpu", seed=0, fused=False)
+    if cfg.algo in ("ddpg", "td3"):
+        learner.split_critics = False  # the counter sees the calling thread's ops only
     learner.learn(batch)
     period = getattr(learner, "policy_delay", 1)  # TD3 updates its actor on one step in policy_delay: count a whole period
     with FlopCounterMode(display=False) as counter:
