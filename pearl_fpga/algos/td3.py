@@ -41,6 +41,9 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers, mlp,
                                      optimizer_state_to_device, subnormals_flushed)
+from pearl_fpga.algos.fused import native_learner
+from pearl_fpga.algos.fused_ac import FusedActorCriticStep
+from pearl_fpga.errors import BackendUnavailable
 
 _T = TypeVar("_T")
 
@@ -53,9 +56,11 @@ class TD3:
     n_critics = 2
 
     def __init__(self, config: TrainConfig, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0,
-                 precision: torch.dtype | None = None) -> None:
+                 precision: torch.dtype | None = None, fused: bool | None = None) -> None:
         """precision: the dtype of the wide GEMMs (torch.bfloat16), None for float32 throughout; the
-        parameters, Adam's state and the losses stay float32 either way (common.cast_layers)."""
+        parameters, Adam's state and the losses stay float32 either way (common.cast_layers).
+        fused: the fused CPU step (algos/fused_ac.py); None takes it where it runs (a CPU learner, the
+        native module built, no `learner_compile`), False runs the torch ops."""
         self.config = config
         self.precision = precision
         self.device = torch.device(device)
@@ -99,6 +104,16 @@ class TD3:
                 adam.traceable = True
                 adam.init_state()
             self._compiled = CompiledStep(self._update, f"{type(self).__name__} learner step")
+        if fused and compiled:
+            raise ValueError(f"{type(self).__name__}: fused=True and config.learner_compile are exclusive: the compiled "
+                             "step is the torch one")
+        native = native_learner() if self.device.type == "cpu" and fused is not False and not compiled else None
+        if fused and native is None:
+            raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
+                                     "rebuild the package (make native) or pass fused=False")
+        self._fused = (FusedActorCriticStep(self._actor, self._actor_target, self._critics, self._critic_targets,
+                                            self.actor_adam, self.critic_adam, self.gamma, self.noise_clip, native,
+                                            precision) if native is not None else None)
 
     @staticmethod
     def _delay_and_smoothing(config: TrainConfig) -> tuple[int, float, float]:
@@ -128,6 +143,8 @@ class TD3:
         noise = self._smoothing_noise(batch)  # drawn outside the compiled unit (it cannot trace a generator)
         if self._compiled is not None:
             result = self._compiled(batch, update_actor, noise)
+        elif self._fused is not None:
+            result = self._fused_update(batch, update_actor, noise)
         elif update_actor and self.config.concurrent_updates and self._grad_thread is not None:
             actor_future = self._on_grad_thread(self._actor_grads, batch)
             critic_loss, td, critic_grads = self._critic_grads(batch, noise)
@@ -160,6 +177,40 @@ class TD3:
             self.actor_adam.step(actor_grads if actor_grads is not None else self._actor_grads(batch))
             self._update_targets()
         return critic_loss, td
+
+    def _fused_update(self, batch: Batch, update_actor: bool,
+                      noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step of `_learn`'s torch paths (the same order, threads and arithmetic to rounding) with the
+        fused CPU pieces (algos/fused_ac.py)."""
+        fused = self._fused
+        assert fused is not None
+        buf = fused.buffers(batch)
+        fused.refresh()
+        concurrent = update_actor and self.config.concurrent_updates
+        # the actor's gradient on the step's starting critic, on the second thread
+        actor_future = self._on_grad_thread(fused.actor_grads, buf, batch, False) if concurrent else None
+        later = range(1, self.n_critics)  # the critics after Q1: on the second thread with split_critics
+        split = self.split_critics and self._grad_thread is not None and len(later) > 0
+        fused.next_input(buf, batch, noise)
+        pending = self._on_grad_thread(fused.target_values, buf, later) if split else None
+        fused.target_values(buf, range(1))
+        if pending is not None:
+            pending.result()
+        else:
+            fused.target_values(buf, later)
+        fused.td_target(buf, batch)
+        pending_losses = self._on_grad_thread(fused.critic_grads, buf, batch, later) if split else None
+        losses = fused.critic_grads(buf, batch, range(1))
+        losses += pending_losses.result() if pending_losses is not None else fused.critic_grads(buf, batch, later)
+        if actor_future is not None:
+            actor_future.result()  # re-raises an error of the actor's half
+        fused.step_critics(buf)
+        if update_actor:
+            if not concurrent:  # SB3's order: on the updated Q1
+                fused.actor_grads(buf, batch, True)
+            fused.step_actor(buf)
+            self._update_targets()
+        return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
 
     def _update_targets(self) -> None:
         with torch.no_grad():
