@@ -306,15 +306,6 @@ double mse_loss_grad(py::handle q_obj, py::handle target_obj, py::handle weights
     return loss / static_cast<double>(B);
 }
 
-// out = d (1 - y^2): the gradient before a tanh whose output is y (torch's tanh_backward); all (B, N).
-void tanh_backward(py::handle d_obj, py::handle y_obj, py::handle out_obj) {
-    FloatView d = float_view(d_obj, "d", false), y = float_view(y_obj, "y", false);
-    FloatView out = float_view(out_obj, "out", true);
-    expect_shape(y, d.rows, d.cols, "y");
-    expect_shape(out, d.rows, d.cols, "out");
-    for (py::ssize_t k = 0; k < d.rows * d.cols; ++k) out.data[k] = d.data[k] * (1.0f - y.data[k] * y.data[k]);
-}
-
 // Gradient-norm clip (as torch.nn.utils.clip_grad_norm_, skipped when max_norm <= 0) and one Adam
 // step (as torch.optim.Adam, no AMSGrad, L2 weight decay) over lists of parameters, gradients,
 // moment buffers and step counters (0-d float32, torch's format; each is incremented first, and they
@@ -365,8 +356,8 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
 }  // namespace
 
 PYBIND11_MODULE(_learner_native, m) {
-    m.doc() = "Fused element-wise pieces of a CPU learner step (TD losses, bias gradients, ReLU and tanh backward, "
-              "thin layers, clip + Adam)";
+    m.doc() = "Fused element-wise pieces of a CPU learner step (TD losses, bias gradients, ReLU masks, thin layers, "
+              "clip + Adam)";
     // an unknown PEARL_FPGA_NATIVE_ISA fails the import, naming the variable
     static const pearl_isa::Isa isa = pearl_isa::best();
     dot_select(isa);
@@ -384,7 +375,6 @@ PYBIND11_MODULE(_learner_native, m) {
     m.def("relu_backward", &relu_backward, py::arg("d"), py::arg("a"));
     m.def("mse_loss_grad", &mse_loss_grad, py::arg("q"), py::arg("target"), py::arg("weights"), py::arg("d_q"),
           py::arg("abs_td"));
-    m.def("tanh_backward", &tanh_backward, py::arg("d"), py::arg("y"), py::arg("out"));
     m.def("clip_adam", &clip_adam, py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
           py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
           py::arg("weight_decay"), py::arg("max_norm"));
