@@ -31,12 +31,14 @@ Layers = Sequence[tuple[torch.Tensor, torch.Tensor]]
 @dataclass
 class _Pass:
     """One forward pass of one network at one batch size: each layer's output, and the gradient at each
-    hidden layer's output (torch tensors and numpy views of them)."""
+    hidden layer's output (torch tensors and numpy views of them); with a precision, each wide layer's
+    input in it (cast once, for the forward and the weight gradient's GEMMs)."""
 
     outs: list[torch.Tensor]
     np_outs: list[np.ndarray]
     d_hidden: list[torch.Tensor]
     np_d_hidden: list[np.ndarray]
+    low_in: list[torch.Tensor | None]
 
 
 class FusedNet:
@@ -68,7 +70,7 @@ class FusedNet:
     def new_pass(self, rows: int) -> _Pass:
         outs = [torch.empty(rows, n) for n in self.widths]
         d_hidden = [torch.empty(rows, n) for n in self.widths[:-1]]
-        return _Pass(outs, [o.numpy() for o in outs], d_hidden, [d.numpy() for d in d_hidden])
+        return _Pass(outs, [o.numpy() for o in outs], d_hidden, [d.numpy() for d in d_hidden], [None] * len(outs))
 
     def forward(self, x: torch.Tensor, p: _Pass) -> None:
         """p.outs[-1] = the network at x (a contiguous float32 (rows, inputs) tensor); ReLU on the hidden layers."""
@@ -80,7 +82,8 @@ class FusedNet:
                 if self.precision is None:
                     torch.addmm(b, x, w.t(), out=p.outs[i])
                 else:
-                    p.outs[i].copy_(torch.addmm(b, x.to(self.precision), w.t()))
+                    p.low_in[i] = x_low = x.to(self.precision)
+                    p.outs[i].copy_(torch.addmm(b, x_low, w.t()))
                 if i < last:
                     torch.relu_(p.outs[i])
             x = p.outs[i]
@@ -90,15 +93,16 @@ class FusedNet:
         """From dLoss/d(output) `d_out` of the pass `p` at input `x`: the weight and bias gradients into
         `grads` (W0, b0, W1, ...; None skips them: only the input's gradient is wanted) and, when `d_in`
         is given, dLoss/dx into it."""
-        native = self.native
+        native, low = self.native, self.precision
         d = d_out
         for i in range(len(self._gemm) - 1, -1, -1):
             a_in = x if i == 0 else p.outs[i - 1]
+            d_gemm = d if self.thin[i] or low is None else d.to(low)  # cast once for both GEMMs
             if grads is not None:
                 if self.thin[i]:
                     native.weight_grad_thin(d.numpy(), a_in.numpy(), grads[2 * i].numpy())
                 else:
-                    self._mm(d.t(), a_in, grads[2 * i])
+                    self._mm(d_gemm.t(), a_in if low is None else p.low_in[i], grads[2 * i])
                 native.bias_grad(d.numpy(), grads[2 * i + 1].numpy())
             if i == 0 and d_in is None:
                 break
@@ -107,17 +111,19 @@ class FusedNet:
             if self.thin[i]:  # one native pass, the ReLU's mask included
                 native.input_grad_thin(d.numpy(), self._np[i][0], mask, out.numpy())
             else:
-                self._mm(d, self._gemm[i][0], out)
+                self._mm(d_gemm, self._gemm[i][0], out)
                 if mask is not None:
                     native.relu_backward(out.numpy(), mask)
             d = out
 
-    def _mm(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
-        """out = a @ b, in float32 or with the operands cast to the step's precision."""
-        if self.precision is None:
+    @staticmethod
+    def _mm(a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor) -> None:
+        """out = a @ b: float32 into `out`, or a product of two low-precision operands cast into it."""
+        assert b is not None  # a wide layer's input in the step's precision, kept by forward()
+        if a.dtype == torch.float32:
             torch.mm(a, b, out=out)
         else:
-            out.copy_(torch.mm(a.to(self.precision), b.to(self.precision)))
+            out.copy_(torch.mm(a, b))
 
 
 @dataclass

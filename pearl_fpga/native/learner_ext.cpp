@@ -208,14 +208,16 @@ void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handl
             float* o = out.data + i * N;
             std::copy(b.data, b.data + N, o);
             for (py::ssize_t k = 0; k < K; ++k) axpy(o, x.data[i * K + k], wt.data() + k * N, N);
+            if (relu)  // while the row is in L1
+                for (py::ssize_t n = 0; n < N; ++n) o[n] = o[n] > 0.0f ? o[n] : 0.0f;
         }
     } else {  // long inputs: one dot product per output
         for (py::ssize_t i = 0; i < R; ++i)
-            for (py::ssize_t n = 0; n < N; ++n)
-                out.data[i * N + n] = b.data[n] + dot(x.data + i * K, w.data + n * K, K);
+            for (py::ssize_t n = 0; n < N; ++n) {
+                const float v = b.data[n] + dot(x.data + i * K, w.data + n * K, K);
+                out.data[i * N + n] = relu && !(v > 0.0f) ? 0.0f : v;
+            }
     }
-    if (relu)
-        for (py::ssize_t k = 0; k < R * N; ++k) out.data[k] = out.data[k] > 0.0f ? out.data[k] : 0.0f;
 }
 
 // dW = d^T a: d (B, N), a (B, K), dw (N, K).
