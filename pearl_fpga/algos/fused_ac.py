@@ -160,7 +160,8 @@ class FusedActorCriticStep:
         self.actor_target = FusedNet(actor_target, native, precision)
         self.critics = [FusedNet(c, native, precision) for c in critics]
         self.critic_targets = [FusedNet(c, native, precision) for c in critic_targets]
-        self._params_per_critic = [2 * len(c) for c in critics]
+        sizes = [2 * len(c) for c in critics]  # each critic's slice of the critic Adam's parameters
+        self._critic_parts = [slice(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
         self._obs_dim = int(critics[0][0][0].shape[1]) - int(actor[-1][0].shape[0])
         self._buffers: dict[int, ActorCriticBuffers] = {}
 
@@ -184,9 +185,12 @@ class FusedActorCriticStep:
         return buf
 
     def refresh(self) -> None:
-        """The low-precision weight copies from the masters, at the start of a step (no-op in float32)."""
+        """At the start of a step, on the calling thread: the low-precision weight copies from the masters
+        (no-op in float32), and the Adams' native views (their state made if new)."""
         for net in (self.actor, self.actor_target, *self.critics, *self.critic_targets):
             net.refresh()
+        self.actor_adam.native_views()
+        self.critic_adam.native_views()
 
     def next_input(self, buf: ActorCriticBuffers, batch: Batch, noise: torch.Tensor | None) -> None:
         """buf.next_in = [next_obs, target actor's action (+ clipped smoothing noise, clipped to [-1, 1])]."""
@@ -220,8 +224,7 @@ class FusedActorCriticStep:
             net.forward(buf.x, p)
             losses.append(self.native.mse_loss_grad(p.np_outs[-1], buf.target.numpy(), weights, buf.d_q[i].numpy(),
                                                     buf.abs_td.numpy() if i == 0 else None))
-            start = sum(self._params_per_critic[:i])
-            net.backward(buf.d_q[i], buf.x, p, buf.critic_grads[start:start + self._params_per_critic[i]])
+            net.backward(buf.d_q[i], buf.x, p, buf.critic_grads[self._critic_parts[i]])
         return losses
 
     def actor_grads(self, buf: ActorCriticBuffers, batch: Batch, refresh_q1: bool) -> None:
@@ -238,9 +241,11 @@ class FusedActorCriticStep:
         d_pre = torch.ops.aten.tanh_backward(buf.d_x_pi[:, self._obs_dim:], action).contiguous()
         self.actor.backward(d_pre, batch.obs, p, buf.actor_grads)
 
-    def step_critics(self, buf: ActorCriticBuffers) -> None:
-        """One Adam step of every critic (no clipping: DDPG and TD3 do not clip)."""
-        self.critic_adam.native_step(self.native, [g.numpy() for g in buf.critic_grads], 0.0)
+    def step_critics(self, buf: ActorCriticBuffers, indices: Iterable[int]) -> None:
+        """One Adam step of the critics `indices` (no clipping: DDPG and TD3 do not clip)."""
+        for i in indices:
+            part = self._critic_parts[i]
+            self.critic_adam.native_step(self.native, [g.numpy() for g in buf.critic_grads[part]], 0.0, part)
 
     def step_actor(self, buf: ActorCriticBuffers) -> None:
         self.actor_adam.native_step(self.native, [g.numpy() for g in buf.actor_grads], 0.0)

@@ -79,6 +79,8 @@ class TD3:
         self.critic_optimizer = self.critic_adam.optimizer
         self._targets = list(self.actor_target.parameters()) + [p for c in self.critic_targets for p in c.parameters()]
         self._online = self.actor_adam.params + self.critic_adam.params
+        self._actor_part = slice(0, len(self.actor_adam.params))  # of _targets and _online; the critics' after it
+        self._critics_part = slice(len(self.actor_adam.params), None)
         self._actor, self._actor_target = linear_layers(self.actor), linear_layers(self.actor_target)
         self._critics = [linear_layers(c) for c in self.critics]
         self._critic_targets = [linear_layers(c) for c in self.critic_targets]
@@ -180,15 +182,22 @@ class TD3:
 
     def _fused_update(self, batch: Batch, update_actor: bool,
                       noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The step of `_learn`'s torch paths (the same order, threads and arithmetic to rounding) with the
-        fused CPU pieces (algos/fused_ac.py)."""
+        """The step of `_learn`'s torch paths (the same order and arithmetic, to rounding) with the fused
+        CPU pieces (algos/fused_ac.py), and more of it on the second thread: with a concurrent update the
+        actor's Adam step follows its gradient there; with `split_critics` each critic's Adam step runs on
+        its critic's thread, and in SB3's order the critics' targets are averaged there while this thread
+        takes the actor's step (Adam and the averages are element-wise: the bits of one thread)."""
         fused = self._fused
         assert fused is not None
         buf = fused.buffers(batch)
         fused.refresh()
         concurrent = update_actor and self.config.concurrent_updates
-        # the actor's gradient on the step's starting critic, on the second thread
-        actor_future = self._on_grad_thread(fused.actor_grads, buf, batch, False) if concurrent else None
+
+        def actor_half() -> None:  # on the step's starting Q1; its Adam step touches no critic
+            fused.actor_grads(buf, batch, False)
+            fused.step_actor(buf)
+
+        actor_future = self._on_grad_thread(actor_half) if concurrent else None
         later = range(1, self.n_critics)  # the critics after Q1: on the second thread with split_critics
         split = self.split_critics and self._grad_thread is not None and len(later) > 0
         fused.next_input(buf, batch, noise)
@@ -203,18 +212,30 @@ class TD3:
         losses = fused.critic_grads(buf, batch, range(1))
         losses += pending_losses.result() if pending_losses is not None else fused.critic_grads(buf, batch, later)
         if actor_future is not None:
-            actor_future.result()  # re-raises an error of the actor's half
-        fused.step_critics(buf)
+            actor_future.result()  # re-raises an error of the actor's half; Q1 may change from here
+        pending = self._on_grad_thread(fused.step_critics, buf, later) if split else None
+        fused.step_critics(buf, range(1) if split else range(self.n_critics))
+        if pending is not None:
+            pending.result()
         if update_actor:
-            if not concurrent:  # SB3's order: on the updated Q1
+            if concurrent:
+                self._update_targets()
+            else:  # SB3's order: the actor's gradient on the updated Q1
+                averaging = self._on_grad_thread(self._update_targets, self._critics_part) if split else None
                 fused.actor_grads(buf, batch, True)
-            fused.step_actor(buf)
-            self._update_targets()
+                fused.step_actor(buf)
+                self._update_targets(self._actor_part)
+                if averaging is not None:
+                    averaging.result()
+                else:
+                    self._update_targets(self._critics_part)
         return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
 
-    def _update_targets(self) -> None:
+    def _update_targets(self, part: slice = slice(None)) -> None:
+        """Polyak-average the targets toward the online networks: all, or `part` of them (_actor_part,
+        _critics_part: element-wise, so parts give the bits of the whole)."""
         with torch.no_grad():
-            torch_ops.foreach_lerp_(self._targets, self._online, self.config.tau)
+            torch_ops.foreach_lerp_(self._targets[part], self._online[part], self.config.tau)
 
     def _critic_grads(self, batch: Batch,
                       noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:

@@ -340,6 +340,7 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
         sq += dot(s.g.data, s.g.data, size);
         slots.push_back(s);
     }
+    py::gil_scoped_release release;  // the arrays stay referenced by the caller's lists
     for (float* c : counters) *c += 1.0f;
     const double step = counters.empty() ? 1.0 : *counters[0];
     const double norm = std::sqrt(sq);
