@@ -48,6 +48,14 @@ void expect_shape(const FloatView& v, py::ssize_t rows, py::ssize_t cols, const 
                               std::to_string(cols) + ")");
 }
 
+// A (B,) or (B, 1) float32 array, or nullptr for None (optional per-sample inputs and outputs).
+float* optional_column(const py::handle& obj, py::ssize_t B, const char* name, bool writable) {
+    if (obj.is_none()) return nullptr;
+    FloatView v = float_view(obj, name, writable);
+    expect_shape(v, B, 1, name);
+    return v.data;
+}
+
 // Double-DQN (or max) TD target, smooth-L1 loss and dLoss/dQ in one pass over the batch.
 // q: (B, A) online Q of the sampled states; q_next_online: (B, A) online Q of the next states (only
 // read when double_q); q_next_target: (B, A); action: (B,) int64; reward, done: (B,); weights:
@@ -68,12 +76,7 @@ double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle 
     FloatView reward = float_view(reward_obj, "reward", false), done = float_view(done_obj, "done", false);
     expect_shape(reward, B, 1, "reward");
     expect_shape(done, B, 1, "done");
-    const float* w = nullptr;
-    if (!weights_obj.is_none()) {
-        FloatView wv = float_view(weights_obj, "weights", false);
-        expect_shape(wv, B, 1, "weights");
-        w = wv.data;
-    }
+    const float* w = optional_column(weights_obj, B, "weights", false);
     FloatView d_q = float_view(d_q_obj, "d_q", true), abs_td = float_view(abs_td_obj, "abs_td", true);
     expect_shape(d_q, B, A, "d_q");
     expect_shape(abs_td, B, 1, "abs_td");
@@ -282,20 +285,10 @@ double mse_loss_grad(py::handle q_obj, py::handle target_obj, py::handle weights
     const py::ssize_t B = q.rows;
     expect_shape(q, B, 1, "q");
     expect_shape(target, B, 1, "target");
-    const float* w = nullptr;
-    if (!weights_obj.is_none()) {
-        FloatView wv = float_view(weights_obj, "weights", false);
-        expect_shape(wv, B, 1, "weights");
-        w = wv.data;
-    }
+    const float* w = optional_column(weights_obj, B, "weights", false);
     FloatView d_q = float_view(d_q_obj, "d_q", true);
     expect_shape(d_q, B, 1, "d_q");
-    float* abs_td = nullptr;
-    if (!abs_td_obj.is_none()) {
-        FloatView a = float_view(abs_td_obj, "abs_td", true);
-        expect_shape(a, B, 1, "abs_td");
-        abs_td = a.data;
-    }
+    float* abs_td = optional_column(abs_td_obj, B, "abs_td", true);
     const float norm = 2.0f / static_cast<float>(B);
     double loss = 0.0;
     for (py::ssize_t i = 0; i < B; ++i) {
