@@ -20,9 +20,14 @@ actor step's backward pass skips the critic's weight gradients (only the input g
 target updates use fused foreach ops, and the update runs without nn.Module calls or torch.optim's
 Python wrapper (pearl_fpga.algos.common).
 
+On a CPU with the native module built, the step runs fused (algos/fused_ac.py: the wide GEMMs in
+torch, the thin layers, masks, loss gradient and Adam native, no autograd graph; `fused=False` runs
+the torch ops above, which agree with it to float rounding).
+
 Options (off by default): `precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in
 bfloat16 on float32 master weights (common.cast_layers); `config.learner_compile` runs the whole step
-as one torch.compile'd unit on one thread (common.CompiledStep), the smoothing noise drawn before it.
+as one torch.compile'd unit on one thread (common.CompiledStep, the torch path), the smoothing noise
+drawn before it.
 """
 
 from __future__ import annotations
