@@ -50,17 +50,17 @@ class FusedNet:
         self.thin = [is_thin(w) for w, _ in layers]
         self.widths = [int(w.shape[0]) for w, _ in layers]
         self._np = [(w.detach().numpy(), b.detach().numpy()) for w, b in layers]
-        # the GEMMs' operands: the live weights, or their `precision` copies refreshed per step
-        self._gemm = [(w.detach(), b.detach()) for w, b in layers]
+        # the GEMMs' weights: the live ones, or their `precision` copies refreshed per step (the bias is
+        # added natively, in float32)
+        self._gemm = [w.detach() for w, _ in layers]
         self._masters: list[torch.Tensor] = []
         self._low: list[torch.Tensor] = []
         if precision is not None:
-            for i, (w, b) in enumerate(self._gemm):
+            for i, w in enumerate(self._gemm):
                 if not self.thin[i]:
-                    low = (w.to(precision), b.to(precision))
-                    self._masters += [w, b]
-                    self._low += list(low)
-                    self._gemm[i] = low
+                    self._masters.append(w)
+                    self._gemm[i] = w.to(precision)
+                    self._low.append(self._gemm[i])
 
     def refresh(self) -> None:
         """Copy the master weights into the low-precision copies (no-op in float32)."""
@@ -75,17 +75,16 @@ class FusedNet:
     def forward(self, x: torch.Tensor, p: _Pass) -> None:
         """p.outs[-1] = the network at x (a contiguous float32 (rows, inputs) tensor); ReLU on the hidden layers."""
         last = len(self._gemm) - 1
-        for i, (w, b) in enumerate(self._gemm):
+        for i, w in enumerate(self._gemm):
             if self.thin[i]:
                 self.native.linear_thin(x.numpy(), *self._np[i], p.np_outs[i], i < last)
             else:
                 if self.precision is None:
-                    torch.addmm(b, x, w.t(), out=p.outs[i])
+                    torch.mm(x, w.t(), out=p.outs[i])
                 else:
                     p.low_in[i] = x_low = x.to(self.precision)
-                    p.outs[i].copy_(torch.addmm(b, x_low, w.t()))
-                if i < last:
-                    torch.relu_(p.outs[i])
+                    p.outs[i].copy_(torch.mm(x_low, w.t()))
+                self.native.bias_relu(p.np_outs[i], self._np[i][1], i < last)
             x = p.outs[i]
 
     def backward(self, d_out: torch.Tensor, x: torch.Tensor, p: _Pass, grads: Sequence[torch.Tensor] | None,
@@ -111,7 +110,7 @@ class FusedNet:
             if self.thin[i]:  # one native pass, the ReLU's mask included
                 native.input_grad_thin(d.numpy(), self._np[i][0], mask, out.numpy())
             else:
-                self._mm(d_gemm, self._gemm[i][0], out)
+                self._mm(d_gemm, self._gemm[i], out)
                 if mask is not None:
                     native.relu_backward(out.numpy(), mask)
             d = out

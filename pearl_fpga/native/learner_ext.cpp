@@ -128,6 +128,21 @@ void bias_grad(py::handle d_obj, py::handle db_obj) {
     }
 }
 
+// out += b per row (then ReLU when relu): the bias and activation after a GEMM that wrote out = x W^T, in one
+// pass instead of a bias copy before the GEMM and a ReLU after it. out (R, N), b (N,).
+void bias_relu(py::handle out_obj, py::handle b_obj, bool relu) {
+    FloatView out = float_view(out_obj, "out", true), b = float_view(b_obj, "b", false);
+    expect_shape(b, out.cols, 1, "b");
+    py::gil_scoped_release release;
+    for (py::ssize_t i = 0; i < out.rows; ++i) {
+        float* o = out.data + i * out.cols;
+        for (py::ssize_t n = 0; n < out.cols; ++n) {
+            const float v = o[n] + b.data[n];
+            o[n] = relu && !(v > 0.0f) ? 0.0f : v;
+        }
+    }
+}
+
 // d *= (a > 0): the ReLU's backward pass, a being the ReLU's output.
 void relu_backward(py::handle d_obj, py::handle a_obj) {
     FloatView d = float_view(d_obj, "d", true), a = float_view(a_obj, "a", false);
@@ -369,6 +384,7 @@ PYBIND11_MODULE(_learner_native, m) {
     m.def("weight_grad_thin", &weight_grad_thin, py::arg("d"), py::arg("a"), py::arg("dw"));
     m.def("input_grad_thin", &input_grad_thin, py::arg("d"), py::arg("w"), py::arg("a"), py::arg("out"));
     m.def("relu_backward", &relu_backward, py::arg("d"), py::arg("a"));
+    m.def("bias_relu", &bias_relu, py::arg("out"), py::arg("b"), py::arg("relu"));
     m.def("mse_loss_grad", &mse_loss_grad, py::arg("q"), py::arg("target"), py::arg("weights"), py::arg("d_q"),
           py::arg("abs_td"));
     m.def("clip_adam", &clip_adam, py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
