@@ -93,6 +93,13 @@ def test_native_pieces_against_numpy():
     masked = d.copy()
     native.relu_backward(masked, a)
     np.testing.assert_array_equal(masked, np.where(a > 0, d, 0))
+    b = rng.normal(size=9).astype(np.float32)
+    for relu in (False, True):
+        out = d.copy()
+        native.bias_relu(out, b, relu)
+        np.testing.assert_array_equal(out, np.maximum(d + b, 0) if relu else d + b)
+    with pytest.raises(ValueError, match="b has shape"):
+        native.bias_relu(d.copy(), np.zeros(8, np.float32), True)
 
 
 @pytest.mark.parametrize("net_arch", [[5], [16, 8, 4], [24, 40]])
