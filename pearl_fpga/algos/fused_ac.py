@@ -15,7 +15,8 @@ against autograd and torch.optim.Adam).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import Batch, LeanAdam, is_thin
 
 Layers = Sequence[tuple[torch.Tensor, torch.Tensor]]
+Beside = Callable[..., "Future[None]"]  # beside(fn, *args): fn(*args) on another thread
 
 
 @dataclass
@@ -88,12 +90,14 @@ class FusedNet:
             x = p.outs[i]
 
     def backward(self, d_out: torch.Tensor, x: torch.Tensor, p: _Pass, grads: Sequence[torch.Tensor] | None,
-                 d_in: torch.Tensor | None = None) -> None:
+                 d_in: torch.Tensor | None = None, beside: Beside | None = None) -> None:
         """From dLoss/d(output) `d_out` of the pass `p` at input `x`: the weight and bias gradients into
         `grads` (W0, b0, W1, ...; None skips them: only the input's gradient is wanted) and, when `d_in`
-        is given, dLoss/dx into it."""
+        is given, dLoss/dx into it. `beside(fn, *args)`: runs fn on another thread (a Future), there
+        each wide hidden layer's weight-gradient GEMM while this thread takes its input gradient."""
         native, low = self.native, self.precision
         d = d_out
+        pending: list[Future[None]] = []
         for i in range(len(self._gemm) - 1, -1, -1):
             a_in = x if i == 0 else p.outs[i - 1]
             d_gemm = d if self.thin[i] or low is None else d.to(low)  # cast once for both GEMMs
@@ -101,7 +105,11 @@ class FusedNet:
                 if self.thin[i]:
                     native.weight_grad_thin(d.numpy(), a_in.numpy(), grads[2 * i].numpy())
                 else:
-                    self._mm(d_gemm.t(), a_in if low is None else p.low_in[i], grads[2 * i])
+                    args = (d_gemm.t(), a_in if low is None else p.low_in[i], grads[2 * i])
+                    if beside is not None and i > 0:  # reads d and a_in, which this thread does not write
+                        pending.append(beside(self._mm, *args))
+                    else:
+                        self._mm(*args)
                 native.bias_grad(d.numpy(), grads[2 * i + 1].numpy())
             if i == 0 and d_in is None:
                 break
@@ -114,6 +122,8 @@ class FusedNet:
                 if mask is not None:
                     native.relu_backward(out.numpy(), mask)
             d = out
+        for future in pending:
+            future.result()
 
     @staticmethod
     def _mm(a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor) -> None:
@@ -227,18 +237,28 @@ class FusedActorCriticStep:
         return losses
 
     def actor_grads(self, buf: ActorCriticBuffers, batch: Batch, refresh_q1: bool) -> None:
-        """The actor's gradients of -mean Q1(s, pi(s)) into buf.actor_grads, through Q1's input gradient
-        (Q1's own weight gradients are not computed). refresh_q1: Q1 changed since refresh() (SB3's order)."""
+        """The actor's gradients of -mean Q1(s, pi(s)) into buf.actor_grads (actor_forward, then
+        actor_backward)."""
+        self.actor_forward(buf, batch)
+        self.actor_backward(buf, batch, refresh_q1)
+
+    def actor_forward(self, buf: ActorCriticBuffers, batch: Batch) -> None:
+        """pi(s) and buf.x_pi = [obs, pi(s)]: the actor's part that no critic update changes."""
+        self.actor.forward(batch.obs, buf.actor_pass)
+        torch.cat([batch.obs, torch.tanh_(buf.actor_pass.outs[-1])], dim=1, out=buf.x_pi)
+
+    def actor_backward(self, buf: ActorCriticBuffers, batch: Batch, refresh_q1: bool,
+                       beside: Beside | None = None) -> None:
+        """After actor_forward: the actor's gradients through Q1's input gradient (Q1's own weight
+        gradients are not computed). refresh_q1: Q1 changed since refresh() (SB3's order). beside: as
+        FusedNet.backward's, for the actor's wide layers."""
         if refresh_q1:
             self.critics[0].refresh()
-        p = buf.actor_pass
-        self.actor.forward(batch.obs, p)
-        action = torch.tanh_(p.outs[-1])
-        torch.cat([batch.obs, action], dim=1, out=buf.x_pi)
         self.critics[0].forward(buf.x_pi, buf.q1_pass)
         self.critics[0].backward(buf.d_q_pi, buf.x_pi, buf.q1_pass, None, buf.d_x_pi)
+        action = buf.actor_pass.outs[-1]
         d_pre = torch.ops.aten.tanh_backward(buf.d_x_pi[:, self._obs_dim:], action).contiguous()
-        self.actor.backward(d_pre, batch.obs, p, buf.actor_grads)
+        self.actor.backward(d_pre, batch.obs, buf.actor_pass, buf.actor_grads, beside=beside)
 
     def step_critics(self, buf: ActorCriticBuffers, indices: Iterable[int]) -> None:
         """One Adam step of the critics `indices` (no clipping: DDPG and TD3 do not clip)."""

@@ -213,9 +213,20 @@ class TD3:
         else:
             fused.target_values(buf, later)
         fused.td_target(buf, batch)
-        pending_losses = self._on_grad_thread(fused.critic_grads, buf, batch, later) if split else None
+        # SB3's order with split critics: the actor's forward pass (which no critic update changes) after
+        # the later critics', on their thread; its backward pass then on this one, its weight-gradient
+        # GEMMs beside it (the second thread is otherwise idle in the actor's step)
+        actor_early = update_actor and not concurrent and split
+
+        def later_critics() -> list[float]:
+            losses = fused.critic_grads(buf, batch, later)
+            if actor_early:
+                fused.actor_forward(buf, batch)
+            return losses
+
+        pending_losses = self._on_grad_thread(later_critics) if split else None
         losses = fused.critic_grads(buf, batch, range(1))
-        losses += pending_losses.result() if pending_losses is not None else fused.critic_grads(buf, batch, later)
+        losses += pending_losses.result() if pending_losses is not None else later_critics()
         if actor_future is not None:
             actor_future.result()  # re-raises an error of the actor's half; Q1 may change from here
         pending = self._on_grad_thread(fused.step_critics, buf, later) if split else None
@@ -227,7 +238,10 @@ class TD3:
                 self._update_targets()
             else:  # SB3's order: the actor's gradient on the updated Q1
                 averaging = self._on_grad_thread(self._update_targets, self._critics_part) if split else None
-                fused.actor_grads(buf, batch, True)
+                if actor_early:
+                    fused.actor_backward(buf, batch, True, beside=self._on_grad_thread)
+                else:
+                    fused.actor_grads(buf, batch, True)
                 fused.step_actor(buf)
                 self._update_targets(self._actor_part)
                 if averaging is not None:
