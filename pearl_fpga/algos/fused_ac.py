@@ -2,8 +2,9 @@
 
 Each network's wide layers stay torch GEMMs (MKL; bfloat16 on copies of the weights with a
 `precision`) writing into buffers allocated once per batch size; the thin layers (the (obs, action)
--> 400 input layer, the 300 -> 1 critic head, the actor's 300 -> action head), bias gradients, ReLU
-masks, the critics' MSE gradient (IS weights included) and Adam run as native calls over numpy views
+-> 400 input layer, the 300 -> 1 critic head, the actor's 300 -> action head), the bias and ReLU after
+each wide GEMM, bias gradients, ReLU masks, the critics' MSE gradient (IS weights included) and Adam
+run as native calls over numpy views
 of the same memory (pearl_fpga._learner_native), and nothing builds an autograd graph. The small
 (B, action) and (B, 1) pieces (tanh, smoothing noise, TD target) are the torch path's own ops.
 
