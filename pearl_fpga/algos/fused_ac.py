@@ -4,9 +4,9 @@ Each network's wide layers stay torch GEMMs (MKL; bfloat16 on copies of the weig
 `precision`) writing into buffers allocated once per batch size; the thin layers (the (obs, action)
 -> 400 input layer, the 300 -> 1 critic head, the actor's 300 -> action head), the bias and ReLU after
 each wide GEMM, bias gradients, ReLU masks, the critics' MSE gradient (IS weights included) and Adam
-run as native calls over numpy views
-of the same memory (pearl_fpga._learner_native), and nothing builds an autograd graph. The small
-(B, action) and (B, 1) pieces (tanh, smoothing noise, TD target) are the torch path's own ops.
+run as native calls over numpy views of the same memory (pearl_fpga._learner_native), and nothing
+builds an autograd graph. The small (B, action) and (B, 1) pieces (tanh, smoothing noise, TD target)
+are the torch path's own ops.
 
 The order of the step is TD3's (pearl_fpga.algos.td3), which drives these pieces and its threads (the
 critics one per thread, DDPG's concurrent actor gradient); the arithmetic is the torch path's, with
