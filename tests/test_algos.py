@@ -113,12 +113,21 @@ def test_dqn_target_copy_and_state_dict_round_trip():
     assert other.updates == 1
 
 
+# [16, 16]: every layer thin (native loops on the fused path); [40, 24]: the middle one a torch GEMM
+NETS = pytest.mark.parametrize("net_arch", [[16, 16], [40, 24]], ids=["thin", "wide"])
+FUSED = pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
+
+
+@NETS
+@FUSED
 @pytest.mark.parametrize("concurrent", [False, True], ids=["sb3-order", "concurrent"])
-def test_ddpg_step_matches_reference(concurrent):
+def test_ddpg_step_matches_reference(concurrent, fused, net_arch):
     """Sequential: SB3's order (critic step, then the actor's gradient on the updated critic).
-    Concurrent: both gradients on the step's starting networks (OpenAI Baselines' order), then both steps."""
-    cfg = TrainConfig.preset("ddpg", net_arch=[16, 16], tau=0.1, concurrent_updates=concurrent)
-    algo = DDPG(cfg, 3, 1, seed=2)
+    Concurrent: both gradients on the step's starting networks (OpenAI Baselines' order), then both steps.
+    The fused CPU step (algos/fused_ac.py) and the torch ops, each against autograd + torch.optim."""
+    cfg = TrainConfig.preset("ddpg", net_arch=net_arch, tau=0.1, concurrent_updates=concurrent)
+    algo = DDPG(cfg, 3, 1, seed=2, fused=fused)
+    assert (algo._fused is not None) == fused
     actor, critic = copy.deepcopy(algo.actor), copy.deepcopy(algo.critic)
     actor_t, critic_t = copy.deepcopy(algo.actor_target), copy.deepcopy(algo.critic_target)
     opt_a = torch.optim.Adam(actor.parameters(), lr=cfg.learning_rate)
@@ -167,14 +176,19 @@ def test_ddpg_actor_output_is_bounded_and_state_round_trips():
         assert torch.equal(p, q)
 
 
-@pytest.mark.parametrize("concurrent", [False, True], ids=["sb3-order", "concurrent"])
-def test_td3_step_matches_reference(concurrent):
+@NETS
+@FUSED
+@pytest.mark.parametrize("concurrent,weights", [(False, False), (True, False), (False, True)],
+                         ids=["sb3-order", "concurrent", "sb3-order-is-weights"])
+def test_td3_step_matches_reference(concurrent, weights, fused, net_arch):
     """SB3's TD3, written out: twin critics on the smaller target value, the target actor's action plus
     clipped noise (drawn from a generator seeded like the learner's); the actor (on Q1) and the targets
-    move only on every second step, counted from 1."""
-    cfg = TrainConfig.preset("td3", net_arch=[16, 16], tau=0.1, target_policy_noise=0.4, target_noise_clip=0.3,
+    move only on every second step, counted from 1; PER's weights on each squared error. The fused CPU
+    step and the torch ops, the critics one per thread (the default), against autograd + torch.optim."""
+    cfg = TrainConfig.preset("td3", net_arch=net_arch, tau=0.1, target_policy_noise=0.4, target_noise_clip=0.3,
                              concurrent_updates=concurrent)
-    algo = TD3(cfg, 3, 2, seed=2)
+    algo = TD3(cfg, 3, 2, seed=2, fused=fused)
+    assert (algo._fused is not None) == fused and algo.split_critics
     actor, q1, q2 = copy.deepcopy(algo.actor), copy.deepcopy(algo.critics[0]), copy.deepcopy(algo.critics[1])
     actor_t, q1_t, q2_t = (copy.deepcopy(algo.actor_target), copy.deepcopy(algo.critic_targets[0]),
                            copy.deepcopy(algo.critic_targets[1]))
@@ -184,7 +198,7 @@ def test_td3_step_matches_reference(concurrent):
     noise_rng = torch.Generator().manual_seed(2)
     rng = np.random.default_rng(0)
     for step in range(1, 5):
-        data = _batch(rng, 32, 3, False)
+        data = _batch(rng, 32, 3, False, weights=weights)
         data["action"] = rng.uniform(-1, 1, (32, 2)).astype(np.float32)
         b = Batch(**data).to_torch()
         actor_before = [p.clone() for p in algo.actor.parameters()]
@@ -196,7 +210,10 @@ def test_td3_step_matches_reference(concurrent):
             x_next = torch.cat([b.next_obs, next_a], 1)
             target = b.reward + (1 - b.done) * cfg.gamma * torch.min(q1_t(x_next), q2_t(x_next))
         x = torch.cat([b.obs, b.action], 1)
-        c_loss = F.mse_loss(q1(x), target) + F.mse_loss(q2(x), target)
+        if weights:
+            c_loss = (b.weights * (q1(x) - target) ** 2).mean() + (b.weights * (q2(x) - target) ** 2).mean()
+        else:
+            c_loss = F.mse_loss(q1(x), target) + F.mse_loss(q2(x), target)
         td_ref = (q1(x) - target).abs().squeeze(1).detach()
         opt_c.zero_grad()
         c_loss.backward()
@@ -261,6 +278,36 @@ def test_td3_matches_stable_baselines3():
     for theirs, mine in pairs:
         for t, m in zip(theirs.parameters(), mine.parameters(), strict=True):
             torch.testing.assert_close(m, t.detach(), rtol=1e-4, atol=1e-6)
+
+
+@FUSED
+@pytest.mark.parametrize("concurrent,weights", [(False, False), (False, True), (True, True)])
+def test_td3_critics_on_two_threads_give_the_bits_of_one(concurrent, weights, fused):
+    """`split_critics` (the default) runs the second critic's target value, forward and backward pass on
+    the second thread: every parameter, target and Adam state after N steps (policy delay, smoothing
+    noise, IS weights) is bitwise that of the same learner on one thread."""
+    cfg = TrainConfig.preset("td3", net_arch=[48, 32], concurrent_updates=concurrent)
+    split, single = TD3(cfg, 3, 1, seed=4, fused=fused), TD3(cfg, 3, 1, seed=4, fused=fused)
+    single.split_critics = False
+    assert split.split_critics and split._grad_thread is not None
+    rng = np.random.default_rng(5)
+    for _ in range(7):
+        batch = Batch(**_batch(rng, 32, 3, False, weights=weights)).to_torch()
+        (loss_a, td_a), (loss_b, td_b) = split.learn(batch), single.learn(batch)
+        assert torch.equal(loss_a, loss_b) and torch.equal(td_a, td_b)
+    nets = ("actor", "actor_target", "critics", "critic_targets")
+    for name in nets:
+        mine, theirs = getattr(split, name), getattr(single, name)
+        for a, b in zip(mine if isinstance(mine, list) else [mine], theirs if isinstance(theirs, list) else [theirs],
+                        strict=True):
+            for p, q in zip(a.parameters(), b.parameters(), strict=True):
+                assert torch.equal(p, q), name
+    for adam in ("actor_optimizer", "critic_optimizer"):
+        mine, theirs = getattr(split, adam).state_dict()["state"], getattr(single, adam).state_dict()["state"]
+        assert mine.keys() == theirs.keys()
+        for k in mine:
+            for key in ("step", "exp_avg", "exp_avg_sq"):
+                assert torch.equal(mine[k][key], theirs[k][key]), (adam, k, key)
 
 
 def test_td3_state_round_trips_with_its_delay_phase_and_noise_generator():
@@ -375,9 +422,10 @@ def test_subnormals_are_flushed_during_a_step_and_the_mode_is_restored():
         algo.learn(Batch(**data).to_torch(discrete=discrete))
         opts = [algo.optimizer] if discrete else [algo.actor_optimizer, algo.critic_optimizer]
         seen_threads: list[bool] = []
-        if not discrete:
-            inner = algo._actor_grads
-            algo._actor_grads = lambda b, inner=inner: (seen_threads.append(flushing()), inner(b))[1]
+        if not discrete:  # the actor's half: the fused step's (a CPU learner, the native module built) or torch's
+            owner, name = (algo._fused, "actor_grads") if algo._fused is not None else (algo, "_actor_grads")
+            inner = getattr(owner, name)
+            setattr(owner, name, lambda *args, inner=inner: (seen_threads.append(flushing()), inner(*args))[1])
         for opt in opts:
             for state in opt.state.values():
                 state["exp_avg_sq"].fill_(sub)

@@ -93,6 +93,13 @@ def test_native_pieces_against_numpy():
     masked = d.copy()
     native.relu_backward(masked, a)
     np.testing.assert_array_equal(masked, np.where(a > 0, d, 0))
+    b = rng.normal(size=9).astype(np.float32)
+    for relu in (False, True):
+        out = d.copy()
+        native.bias_relu(out, b, relu)
+        np.testing.assert_array_equal(out, np.maximum(d + b, 0) if relu else d + b)
+    with pytest.raises(ValueError, match="b has shape"):
+        native.bias_relu(d.copy(), np.zeros(8, np.float32), True)
 
 
 @pytest.mark.parametrize("net_arch", [[5], [16, 8, 4], [24, 40]])
@@ -186,3 +193,101 @@ def test_cpu_dqn_uses_the_fused_step_by_default():
         algo.learn(Batch(obs=batch.obs, action=batch.action + 5, reward=batch.reward, next_obs=batch.next_obs,
                          done=batch.done))
     assert algo.updates == 1
+
+
+def test_native_actor_critic_pieces_against_numpy():
+    """The critics' MSE gradient (with and without IS weights) and the unmasked input gradient in both
+    loop orientations (a network's input layer: many outputs; an output layer: few)."""
+    rng = np.random.default_rng(7)
+    q, target = rng.normal(size=(11, 1)).astype(np.float32), rng.normal(size=(11, 1)).astype(np.float32)
+    d_q, abs_td = np.empty((11, 1), np.float32), np.empty(11, np.float32)
+    for weights in (None, rng.uniform(0.1, 1.0, 11).astype(np.float32)):
+        w = np.ones(11) if weights is None else weights.astype(np.float64)
+        td = q[:, 0].astype(np.float64) - target[:, 0]
+        loss = native.mse_loss_grad(q, target, weights, d_q, abs_td)
+        assert loss == pytest.approx(float((w * td**2).mean()), rel=1e-6)
+        np.testing.assert_allclose(d_q[:, 0], 2 * w * td / 11, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(abs_td, np.abs(td), rtol=1e-6)
+    native.mse_loss_grad(q, target, None, d_q, None)  # no |TD error| wanted: Q2's
+    for n_out, n_in in ((40, 4), (1, 30), (6, 6)):
+        d = rng.normal(size=(9, n_out)).astype(np.float32)
+        w = rng.normal(size=(n_out, n_in)).astype(np.float32)
+        dx = np.empty((9, n_in), np.float32)
+        native.input_grad_thin(d, w, None, dx)
+        np.testing.assert_allclose(dx, d.astype(np.float64) @ w, rtol=1e-5, atol=1e-5)
+        a = np.maximum(rng.normal(size=(9, n_in)), 0).astype(np.float32)
+        native.input_grad_thin(d, w, a, dx)
+        np.testing.assert_allclose(dx, np.where(a > 0, d.astype(np.float64) @ w, 0), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="target has shape"):
+        native.mse_loss_grad(q, np.zeros((10, 1), np.float32), None, d_q, None)
+    with pytest.raises(ValueError, match="weights has shape"):
+        native.mse_loss_grad(q, target, np.ones(3, np.float32), d_q, None)
+
+
+def _ac_batch(rng: np.random.Generator, n: int, obs_dim: int, action_dim: int, weights: bool) -> Batch:
+    data = {"obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+            "action": rng.uniform(-1, 1, (n, action_dim)).astype(np.float32),
+            "reward": (3 * rng.normal(size=n)).astype(np.float32),
+            "next_obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+            "done": (rng.random(n) < 0.3).astype(np.float32)}
+    if weights:
+        data["weights"] = rng.uniform(0.1, 1.0, n).astype(np.float32)
+    return Batch(**data).to_torch()
+
+
+def _ac_networks(algo):
+    return [algo.actor, algo.actor_target, *algo.critics, *algo.critic_targets]
+
+
+@pytest.mark.parametrize("net_arch", [[5], [16, 8, 4], [24, 40]])
+@pytest.mark.parametrize("algo_name,concurrent", [("ddpg", True), ("ddpg", False), ("td3", False), ("td3", True)])
+def test_fused_actor_critic_step_equals_torch_step_on_other_shapes(algo_name, concurrent, net_arch):
+    """DDPG and TD3 (policy delay, smoothing noise): depths 1 to 3, thin (native) and wide (torch GEMM)
+    layers, two actions, batch sizes that change between calls, PER weights, the torch step's checkpoint
+    loaded into the fused one: each step agrees with the torch step from the same state."""
+    from pearl_fpga.algos import make_algo
+
+    cfg = TrainConfig.preset(algo_name, net_arch=net_arch, learning_rate=1e-2, concurrent_updates=concurrent)
+    cls = type(make_algo(cfg, 3, 2))
+    fused, plain = cls(cfg, 3, 2, seed=2, fused=True), cls(cfg, 3, 2, seed=2, fused=False)
+    rng = np.random.default_rng(2)
+    tds = []
+    for step, (n, weights) in enumerate(((17, False), (5, True), (17, True), (17, False))):
+        batch = _ac_batch(rng, n, 3, 2, weights)
+        # single steps from the same state (a deep copy: torch's load_state_dict would share the optimizer's
+        # step tensors between the two); the fused learner takes the torch one's state every other step
+        source, dest = (plain, fused) if step % 2 else (fused, plain)
+        dest.load_state_dict(copy.deepcopy(source.state_dict()))
+        loss_f, td_f = fused.learn(batch)
+        loss_p, td_p = plain.learn(batch)
+        tds.append((td_f, td_f.clone()))
+        assert float(loss_f) == pytest.approx(float(loss_p), rel=1e-5)
+        torch.testing.assert_close(td_f, td_p, rtol=1e-5, atol=1e-5)
+        for a, b in zip(_ac_networks(fused), _ac_networks(plain), strict=True):
+            for p, q in zip(a.parameters(), b.parameters(), strict=True):
+                torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    assert fused.updates == plain.updates == 4
+    assert all(torch.equal(td, kept) for td, kept in tds)  # the returned TD errors are not a reused buffer
+
+
+def test_fused_actor_critic_learns_and_falls_back(monkeypatch):
+    """On a CPU the fused step is the default; without the native module it is a clear error when asked
+    for and the torch ops otherwise; a compiled step excludes it."""
+    from pearl_fpga.algos import DDPG, TD3
+    from pearl_fpga.algos import td3 as td3_module
+    from pearl_fpga.errors import BackendUnavailable
+
+    cfg = TrainConfig.preset("td3", net_arch=[32, 32], gamma=0.0, learning_rate=3e-3)
+    algo = TD3(cfg, 3, 1, seed=0)
+    assert algo._fused is not None
+    batch = _ac_batch(np.random.default_rng(4), 64, 3, 1, False)
+    first, _ = algo.learn(batch)
+    for _ in range(200):
+        loss, _ = algo.learn(batch)
+    assert float(loss) < 0.1 * float(first)  # the critics fit the rewards (gamma 0)
+    with pytest.raises(ValueError, match="exclusive"):
+        DDPG(TrainConfig.preset("ddpg", net_arch=[4], learner_compile=True), 3, 1, fused=True)
+    monkeypatch.setattr(td3_module, "native_learner", lambda: None)
+    with pytest.raises(BackendUnavailable, match="make native"):
+        DDPG(TrainConfig.preset("ddpg", net_arch=[4]), 3, 1, fused=True)
+    assert DDPG(TrainConfig.preset("ddpg", net_arch=[4]), 3, 1)._fused is None

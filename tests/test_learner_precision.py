@@ -77,7 +77,8 @@ def test_bf16_forward_is_within_the_rounding_bound_of_float32():
 
 
 @needs_bf16
-@pytest.mark.parametrize("algo_name,fused", [("dqn", True), ("dqn", False), ("ddpg", None), ("td3", None)])
+@pytest.mark.parametrize("algo_name,fused", [("dqn", True), ("dqn", False), ("ddpg", True), ("ddpg", False),
+                                             ("td3", True), ("td3", False)])
 def test_bf16_step_is_close_to_float32(algo_name, fused):
     """Same start, same batch: the TD errors differ by at most the rounding bound of the Q-values they
     subtract (online Q at the taken action, gamma times the target's), and the parameters after the step

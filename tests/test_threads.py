@@ -294,7 +294,7 @@ def test_concurrent_actor_and_critic_gradients_count_as_two_callers():
     from pearl_fpga.runtime.threads import learner_callers
 
     assert learner_callers(TrainConfig.preset("ddpg")) == 2
-    assert learner_callers(TrainConfig.preset("td3")) == 1  # SB3's order: one caller
+    assert learner_callers(TrainConfig.preset("td3")) == 2  # SB3's order, the twin critics one per thread
     assert learner_callers(TrainConfig.preset("td3", concurrent_updates=True)) == 2
     assert learner_callers(TrainConfig.preset("dqn")) == 1
 

@@ -158,15 +158,25 @@ class LeanAdam:
         adam(self.params, grads, exp_avgs, exp_avg_sqs, steps, lr=group["lr"], beta1=beta1, beta2=beta2,
                         weight_decay=group["weight_decay"], eps=group["eps"])
 
-    def native_step(self, native: Any, grads: Sequence[np.ndarray], max_grad_norm: float) -> float:
-        """Clip `grads` (numpy, in place; max_grad_norm <= 0 skips it) and take one Adam step with the
-        native learner module (CPU parameters only), on the same parameter and state memory as step().
-        Returns the gradient norm before clipping."""
+    def native_views(self) -> tuple[list[np.ndarray], ...]:
+        """numpy views of the parameters, moments and step counters (Adam's state made first if new), cached
+        until reset_cache(). Call it on one thread before native steps of parts run on several."""
         if self._views is None:
             exp_avgs, exp_avg_sqs, step_counts = self._state_lists()
             self._views = ([p.detach().numpy() for p in self.params], [m.numpy() for m in exp_avgs],
                            [v.numpy() for v in exp_avg_sqs], [s.numpy() for s in step_counts])
-        params, ms, vs, steps = self._views
+        return self._views
+
+    def native_step(self, native: Any, grads: Sequence[np.ndarray], max_grad_norm: float,
+                    part: slice | None = None) -> float:
+        """Clip `grads` (numpy, in place; max_grad_norm <= 0 skips it) and take one Adam step with the
+        native learner module (CPU parameters only), on the same parameter and state memory as step().
+        `part`: step only these parameters (`grads` holds theirs), without clipping (a norm is over all);
+        Adam is per parameter, so parts stepped one by one, or at once on several threads, give the bits
+        of one step. Returns the gradient norm (of the part) before clipping."""
+        if part is not None and max_grad_norm > 0:
+            raise ValueError("LeanAdam.native_step: a part of the parameters cannot be clipped by the norm of all")
+        params, ms, vs, steps = (view[part or slice(None)] for view in self.native_views())
         group = self.optimizer.param_groups[0]
         beta1, beta2 = group["betas"]
         return native.clip_adam(params, list(grads), ms, vs, steps, float(group["lr"]), beta1, beta2,

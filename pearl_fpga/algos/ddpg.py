@@ -3,7 +3,7 @@
 Matches Stable-Baselines3's DDPG, which is its TD3 with one critic, no target policy smoothing and
 policy delay 1: MSE critic loss, actor loss -Q(s, pi(s)), both target networks Polyak-averaged with
 `tau` after every gradient step. The update code is TD3's (pearl_fpga.algos.td3), including the
-default difference `concurrent_updates` and the lean update path.
+default difference `concurrent_updates`, the lean update path and the fused CPU step.
 """
 
 from __future__ import annotations

@@ -11,23 +11,31 @@ smoothing, as `pearl_fpga.algos.ddpg.DDPG` is here). Per gradient step, counted 
   networks are Polyak-averaged with `tau`.
 
 One difference by default for DDPG (`concurrent_updates`): the actor's gradient uses the critic of the
-step's start, as in OpenAI Baselines' DDPG, so both gradients are computed at once. Actions live in
+step's start, as in OpenAI Baselines' DDPG, so both gradients are computed at once. TD3's twin critics
+run on two threads (`split_critics`, on by default): the critic loss is a sum, so each critic's gradient
+depends on its own loss alone, and the target critics' values and each critic's forward and backward
+pass are computed one critic per thread, with the same bits as on one thread. Actions live in
 the actor's [-1, 1] scale; the runtime maps them to the environment's bounds. Leaner than SB3: the
 actor step's backward pass skips the critic's weight gradients (only the input gradient is needed),
 target updates use fused foreach ops, and the update runs without nn.Module calls or torch.optim's
 Python wrapper (pearl_fpga.algos.common).
 
+On a CPU with the native module built, the step runs fused (algos/fused_ac.py: the wide GEMMs in
+torch, the thin layers, masks, loss gradient and Adam native, no autograd graph; `fused=False` runs
+the torch ops above, which agree with it to float rounding).
+
 Options (off by default): `precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in
 bfloat16 on float32 master weights (common.cast_layers); `config.learner_compile` runs the whole step
-as one torch.compile'd unit on one thread (common.CompiledStep), the smoothing noise drawn before it.
+as one torch.compile'd unit on one thread (common.CompiledStep, the torch path), the smoothing noise
+drawn before it.
 """
 
 from __future__ import annotations
 
 import copy
-from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Sequence
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -38,6 +46,11 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers, mlp,
                                      optimizer_state_to_device, subnormals_flushed)
+from pearl_fpga.algos.fused import native_learner
+from pearl_fpga.algos.fused_ac import FusedActorCriticStep
+from pearl_fpga.errors import BackendUnavailable
+
+_T = TypeVar("_T")
 
 
 class TD3:
@@ -48,9 +61,11 @@ class TD3:
     n_critics = 2
 
     def __init__(self, config: TrainConfig, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0,
-                 precision: torch.dtype | None = None) -> None:
+                 precision: torch.dtype | None = None, fused: bool | None = None) -> None:
         """precision: the dtype of the wide GEMMs (torch.bfloat16), None for float32 throughout; the
-        parameters, Adam's state and the losses stay float32 either way (common.cast_layers)."""
+        parameters, Adam's state and the losses stay float32 either way (common.cast_layers).
+        fused: the fused CPU step (algos/fused_ac.py); None takes it where it runs (a CPU learner, the
+        native module built, no `learner_compile`), False runs the torch ops."""
         self.config = config
         self.precision = precision
         self.device = torch.device(device)
@@ -69,6 +84,8 @@ class TD3:
         self.critic_optimizer = self.critic_adam.optimizer
         self._targets = list(self.actor_target.parameters()) + [p for c in self.critic_targets for p in c.parameters()]
         self._online = self.actor_adam.params + self.critic_adam.params
+        self._actor_part = slice(0, len(self.actor_adam.params))  # of _targets and _online; the critics' after it
+        self._critics_part = slice(len(self.actor_adam.params), None)
         self._actor, self._actor_target = linear_layers(self.actor), linear_layers(self.actor_target)
         self._critics = [linear_layers(c) for c in self.critics]
         self._critic_targets = [linear_layers(c) for c in self.critic_targets]
@@ -79,18 +96,31 @@ class TD3:
         self._noise.manual_seed(seed)
         self.gamma = float(config.gamma)
         self.updates = 0
-        # one persistent thread for the actor's half of a concurrent update (torch's intra-op threads
-        # stay as configured; this is a second caller, not a bigger pool)
-        name = f"pearl-{type(self).__name__.lower()}-actor"
+        # one persistent thread for the actor's half of a concurrent update and for the critics after Q1
+        # (torch's intra-op threads stay as configured; this is a second caller, not a bigger pool)
         compiled = bool(getattr(config, "learner_compile", False))
+        self.split_critics = self.n_critics > 1 and not compiled
+        """Each critic's target value, forward and backward pass on a thread of its own (same bits as one
+        thread); False runs them all on the calling thread (a flop counter sees the calling thread only)."""
+        name = f"pearl-{type(self).__name__.lower()}-grads"
         self._grad_thread = (ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-                             if config.concurrent_updates and not compiled else None)
+                             if (config.concurrent_updates or self.split_critics) and not compiled else None)
         self._compiled = None
         if compiled:  # one graph on one thread; concurrent_updates keeps its arithmetic (_update)
             for adam in (self.actor_adam, self.critic_adam):
                 adam.traceable = True
                 adam.init_state()
             self._compiled = CompiledStep(self._update, f"{type(self).__name__} learner step")
+        if fused and compiled:
+            raise ValueError(f"{type(self).__name__}: fused=True and config.learner_compile are exclusive: the compiled "
+                             "step is the torch one")
+        native = native_learner() if self.device.type == "cpu" and fused is not False and not compiled else None
+        if fused and native is None:
+            raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
+                                     "rebuild the package (make native) or pass fused=False")
+        self._fused = (FusedActorCriticStep(self._actor, self._actor_target, self._critics, self._critic_targets,
+                                            self.actor_adam, self.critic_adam, self.gamma, self.noise_clip, native,
+                                            precision) if native is not None else None)
 
     @staticmethod
     def _delay_and_smoothing(config: TrainConfig) -> tuple[int, float, float]:
@@ -108,8 +138,10 @@ class TD3:
         With `config.concurrent_updates` the actor's gradient is taken on the critic as it was at the
         start of the step, on a second thread while this one computes the critics' (as OpenAI
         Baselines' DDPG does): the two halves are about equal GEMM work and torch releases the GIL in
-        them. Otherwise the actor's gradient follows the critics' update (SB3's order). Subnormals are
-        flushed to zero on both threads during the step unless `config.flush_subnormals` is False."""
+        them. Otherwise the actor's gradient follows the critics' update (SB3's order). With
+        `split_critics` (TD3) the critics after Q1 take their target values and gradients on the second
+        thread. Subnormals are flushed to zero on both threads during the step unless
+        `config.flush_subnormals` is False."""
         with subnormals_flushed(self.config.flush_subnormals):
             return self._learn(batch)
 
@@ -118,8 +150,10 @@ class TD3:
         noise = self._smoothing_noise(batch)  # drawn outside the compiled unit (it cannot trace a generator)
         if self._compiled is not None:
             result = self._compiled(batch, update_actor, noise)
-        elif update_actor and self._grad_thread is not None:
-            actor_future = self._grad_thread.submit(self._actor_grads_flushed, batch)
+        elif self._fused is not None:
+            result = self._fused_update(batch, update_actor, noise)
+        elif update_actor and self.config.concurrent_updates and self._grad_thread is not None:
+            actor_future = self._on_grad_thread(self._actor_grads, batch)
             critic_loss, td, critic_grads = self._critic_grads(batch, noise)
             actor_grads = actor_future.result()  # re-raises an error of the actor's half
             self.critic_adam.step(critic_grads)
@@ -151,39 +185,136 @@ class TD3:
             self._update_targets()
         return critic_loss, td
 
-    def _update_targets(self) -> None:
+    def _fused_update(self, batch: Batch, update_actor: bool,
+                      noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step of `_learn`'s torch paths (the same order and arithmetic, to rounding) with the fused
+        CPU pieces (algos/fused_ac.py), and more of it on the second thread: with a concurrent update the
+        actor's Adam step follows its gradient there; with `split_critics` each critic's Adam step runs on
+        its critic's thread, and in SB3's order the critics' targets are averaged there while this thread
+        takes the actor's step (Adam and the averages are element-wise: the bits of one thread)."""
+        fused = self._fused
+        assert fused is not None
+        buf = fused.buffers(batch)
+        fused.refresh()
+        concurrent = update_actor and self.config.concurrent_updates
+
+        def actor_half() -> None:  # on the step's starting Q1; its Adam step touches no critic
+            fused.actor_grads(buf, batch, False)
+            fused.step_actor(buf)
+
+        actor_future = self._on_grad_thread(actor_half) if concurrent else None
+        later = range(1, self.n_critics)  # the critics after Q1: on the second thread with split_critics
+        split = self.split_critics and self._grad_thread is not None and len(later) > 0
+        fused.next_input(buf, batch, noise)
+        pending = self._on_grad_thread(fused.target_values, buf, later) if split else None
+        fused.target_values(buf, range(1))
+        if pending is not None:
+            pending.result()
+        else:
+            fused.target_values(buf, later)
+        fused.td_target(buf, batch)
+        # SB3's order with split critics: the actor's forward pass (which no critic update changes) after
+        # the later critics', on their thread; its backward pass then on this one, its weight-gradient
+        # GEMMs beside it (the second thread is otherwise idle in the actor's step)
+        actor_early = update_actor and not concurrent and split
+
+        def later_critics() -> list[float]:
+            losses = fused.critic_grads(buf, batch, later)
+            if actor_early:
+                fused.actor_forward(buf, batch)
+            return losses
+
+        pending_losses = self._on_grad_thread(later_critics) if split else None
+        losses = fused.critic_grads(buf, batch, range(1))
+        losses += pending_losses.result() if pending_losses is not None else later_critics()
+        if actor_future is not None:
+            actor_future.result()  # re-raises an error of the actor's half; Q1 may change from here
+        pending = self._on_grad_thread(fused.step_critics, buf, later) if split else None
+        fused.step_critics(buf, range(1) if split else range(self.n_critics))
+        if pending is not None:
+            pending.result()
+        if update_actor:
+            if concurrent:
+                self._update_targets()
+            else:  # SB3's order: the actor's gradient on the updated Q1
+                averaging = self._on_grad_thread(self._update_targets, self._critics_part) if split else None
+                if actor_early:
+                    fused.actor_backward(buf, batch, True, beside=self._on_grad_thread)
+                else:
+                    fused.actor_grads(buf, batch, True)
+                fused.step_actor(buf)
+                self._update_targets(self._actor_part)
+                if averaging is not None:
+                    averaging.result()
+                else:
+                    self._update_targets(self._critics_part)
+        return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
+
+    def _update_targets(self, part: slice = slice(None)) -> None:
+        """Polyak-average the targets toward the online networks: all, or `part` of them (_actor_part,
+        _critics_part: element-wise, so parts give the bits of the whole)."""
         with torch.no_grad():
-            torch_ops.foreach_lerp_(self._targets, self._online, self.config.tau)
+            torch_ops.foreach_lerp_(self._targets[part], self._online[part], self.config.tau)
 
     def _critic_grads(self, batch: Batch,
                       noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
-        """Critic loss (sum over critics of the MSE to the TD target), Q1's |TD error| and the gradients."""
+        """Critic loss (sum over critics of the MSE to the TD target), Q1's |TD error| and the gradients.
+
+        The critics after Q1 run on the second thread when `split_critics` is set: autograd's gradient of
+        a sum is the gradient of each term, so the bits are those of one graph over all critics."""
         low = self.precision
+        split = self.split_critics and self._grad_thread is not None
         with torch.no_grad():
             next_action = forward(cast_layers(self._actor_target, low), batch.next_obs, tanh_head=True)
             if noise is not None:
                 next_action = (next_action + noise.clamp_(-self.noise_clip, self.noise_clip)).clamp_(-1.0, 1.0)
             next_in = torch.cat([batch.next_obs, next_action], dim=1)
+            later = self._critic_targets[1:]
+            pending = self._on_grad_thread(self._target_values, later, next_in) if split and later else None
             next_q = forward(cast_layers(self._critic_targets[0], low), next_in)
-            for layers in self._critic_targets[1:]:
-                next_q = torch.minimum(next_q, forward(cast_layers(layers, low), next_in))
+            for value in (pending.result() if pending is not None else self._target_values(later, next_in)):
+                next_q = torch.minimum(next_q, value)
             target = batch.reward + (1.0 - batch.done) * self.gamma * next_q
         x = torch.cat([batch.obs, batch.action], dim=1)
-        currents = [forward(cast_layers(layers, low), x) for layers in self._critics]
-        critic_loss: torch.Tensor | None = None
-        for current in currents:
-            if batch.weights is None:
+        later_critics = range(1, self.n_critics)
+        pending_grads = self._on_grad_thread(self._critics_loss_grads, later_critics, x, target, batch.weights) \
+            if split and self.n_critics > 1 else None
+        (critic_loss, current, grads), = self._critics_loss_grads(range(1), x, target, batch.weights)
+        for loss, _, more in (pending_grads.result() if pending_grads is not None
+                              else self._critics_loss_grads(later_critics, x, target, batch.weights)):
+            critic_loss, grads = critic_loss + loss, grads + more
+        return critic_loss, (current - target).abs().squeeze(1), grads
+
+    def _on_grad_thread(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
+        """`fn(*args)` on the second thread, subnormals flushed there as on this one."""
+        assert self._grad_thread is not None
+
+        def flushed() -> _T:
+            with subnormals_flushed(self.config.flush_subnormals):  # the mode is per thread
+                return fn(*args)
+
+        return self._grad_thread.submit(flushed)
+
+    def _target_values(self, targets: Sequence[Sequence[tuple[torch.Tensor, torch.Tensor]]],
+                       next_in: torch.Tensor) -> list[torch.Tensor]:
+        """Each target critic's value of (next_obs, next_action), no gradient."""
+        with torch.no_grad():
+            return [forward(cast_layers(layers, self.precision), next_in) for layers in targets]
+
+    def _critics_loss_grads(self, indices: Iterable[int], x: torch.Tensor, target: torch.Tensor,
+                            weights: torch.Tensor | None
+                            ) -> list[tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]]:
+        """(MSE loss to the target, Q value, the critic's gradients) of each critic in `indices`."""
+        out = []
+        for i in indices:
+            current = forward(cast_layers(self._critics[i], self.precision), x)
+            if weights is None:
                 loss = F.mse_loss(current, target)
             else:
-                loss = (batch.weights * (current - target).pow(2)).mean()
-            critic_loss = loss if critic_loss is None else critic_loss + loss
-        assert critic_loss is not None  # one critic at least
-        grads = torch.autograd.grad(critic_loss, self.critic_adam.params)
-        return critic_loss.detach(), (currents[0].detach() - target).abs().squeeze(1), grads
-
-    def _actor_grads_flushed(self, batch: Batch) -> tuple[torch.Tensor, ...]:
-        with subnormals_flushed(self.config.flush_subnormals):  # the mode is per thread
-            return self._actor_grads(batch)
+                loss = (weights * (current - target).pow(2)).mean()
+            params = [t for layer in self._critics[i] for t in layer]
+            out.append((loss.detach(), current.detach(), torch.autograd.grad(loss, params)))
+        return out
 
     def _actor_grads(self, batch: Batch) -> tuple[torch.Tensor, ...]:
         """The actor's gradients of -Q1(s, pi(s)). Asking autograd for the actor's gradients only, the

@@ -4,9 +4,10 @@ where the CPU has AMX or AVX512_BF16: placement learn=cpu-bf16) and, with compil
 torch.compile'd unit; side by side in one run, with the achieved GFLOP/s against the peak of the
 precision the step's GEMMs run in.
 
-The step is the preset's (DQN CartPole-v1: batch 64, 256x256, double-DQN, fused CPU step; DDPG
-Pendulum-v1: batch 256, 400x300, actor and critic gradients on two threads) on a fixed batch, so it
-times the learner alone. Rounds interleave the thread counts, so a change of load hits all of them;
+The step is the preset's (DQN CartPole-v1: batch 64, 256x256, double-DQN; DDPG Pendulum-v1: batch
+256, 400x300, actor and critic gradients on two threads; TD3 Pendulum-v1: DDPG's shapes, the twin
+critics one per thread; each the fused CPU step where the native module is built) on a fixed batch,
+so it times the learner alone. Rounds interleave the thread counts, so a change of load hits all of them;
 the table shows the median round.
 
 Work per step: the floating-point operations of one step of the torch path, counted by
@@ -90,6 +91,8 @@ def step_flops(cfg: Any) -> int:
         from pearl_fpga.algos.dqn import DQN
 
         learner = DQN(learner.config, 4, 2, device="cpu", seed=0, fused=False)
+    if cfg.algo in ("ddpg", "td3"):
+        learner.split_critics = False  # the counter sees the calling thread's ops only
     learner.learn(batch)
     period = getattr(learner, "policy_delay", 1)  # TD3 updates its actor on one step in policy_delay: count a whole period
     with FlopCounterMode(display=False) as counter:

@@ -5,8 +5,9 @@
 // bias gradients, ReLU masks, gradient clipping, Adam). Run as separate torch ops, each of those
 // costs more in dispatch and allocation than in arithmetic; here each group is one pass over
 // caller-owned float32 buffers (numpy views of the learner's torch tensors, nothing allocated).
-// pearl_fpga/algos/fused.py drives it; tests/test_fused_learner.py checks it against autograd and
-// torch.optim.Adam.
+// pearl_fpga/algos/fused.py drives it for DQN, DDPG and TD3; tests/test_fused_learner.py checks it
+// against autograd and torch.optim.Adam. The loops over layer-sized arrays release the GIL, so that
+// TD3's two critics (or DDPG's actor and critic) run them on two threads at once.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -47,6 +48,14 @@ void expect_shape(const FloatView& v, py::ssize_t rows, py::ssize_t cols, const 
                               std::to_string(cols) + ")");
 }
 
+// A (B,) or (B, 1) float32 array, or nullptr for None (optional per-sample inputs and outputs).
+float* optional_column(const py::handle& obj, py::ssize_t B, const char* name, bool writable) {
+    if (obj.is_none()) return nullptr;
+    FloatView v = float_view(obj, name, writable);
+    expect_shape(v, B, 1, name);
+    return v.data;
+}
+
 // Double-DQN (or max) TD target, smooth-L1 loss and dLoss/dQ in one pass over the batch.
 // q: (B, A) online Q of the sampled states; q_next_online: (B, A) online Q of the next states (only
 // read when double_q); q_next_target: (B, A); action: (B,) int64; reward, done: (B,); weights:
@@ -67,12 +76,7 @@ double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle 
     FloatView reward = float_view(reward_obj, "reward", false), done = float_view(done_obj, "done", false);
     expect_shape(reward, B, 1, "reward");
     expect_shape(done, B, 1, "done");
-    const float* w = nullptr;
-    if (!weights_obj.is_none()) {
-        FloatView wv = float_view(weights_obj, "weights", false);
-        expect_shape(wv, B, 1, "weights");
-        w = wv.data;
-    }
+    const float* w = optional_column(weights_obj, B, "weights", false);
     FloatView d_q = float_view(d_q_obj, "d_q", true), abs_td = float_view(abs_td_obj, "abs_td", true);
     expect_shape(d_q, B, A, "d_q");
     expect_shape(abs_td, B, 1, "abs_td");
@@ -116,6 +120,7 @@ double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle 
 void bias_grad(py::handle d_obj, py::handle db_obj) {
     FloatView d = float_view(d_obj, "d", false), db = float_view(db_obj, "db", true);
     expect_shape(db, d.cols, 1, "db");
+    py::gil_scoped_release release;
     std::fill(db.data, db.data + d.cols, 0.0f);
     for (py::ssize_t i = 0; i < d.rows; ++i) {
         const float* row = d.data + i * d.cols;
@@ -123,10 +128,26 @@ void bias_grad(py::handle d_obj, py::handle db_obj) {
     }
 }
 
+// out += b per row (then ReLU when relu): the bias and activation after a GEMM that wrote out = x W^T, in one
+// pass instead of a bias copy before the GEMM and a ReLU after it. out (R, N), b (N,).
+void bias_relu(py::handle out_obj, py::handle b_obj, bool relu) {
+    FloatView out = float_view(out_obj, "out", true), b = float_view(b_obj, "b", false);
+    expect_shape(b, out.cols, 1, "b");
+    py::gil_scoped_release release;
+    for (py::ssize_t i = 0; i < out.rows; ++i) {
+        float* o = out.data + i * out.cols;
+        for (py::ssize_t n = 0; n < out.cols; ++n) {
+            const float v = o[n] + b.data[n];
+            o[n] = relu && !(v > 0.0f) ? 0.0f : v;
+        }
+    }
+}
+
 // d *= (a > 0): the ReLU's backward pass, a being the ReLU's output.
 void relu_backward(py::handle d_obj, py::handle a_obj) {
     FloatView d = float_view(d_obj, "d", true), a = float_view(a_obj, "a", false);
     expect_shape(a, d.rows, d.cols, "a");
+    py::gil_scoped_release release;
     const py::ssize_t n = d.rows * d.cols;
     for (py::ssize_t k = 0; k < n; ++k) d.data[k] = a.data[k] > 0.0f ? d.data[k] : 0.0f;
 }
@@ -196,6 +217,7 @@ void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handl
     expect_shape(w, N, K, "w");
     expect_shape(b, N, 1, "b");
     expect_shape(out, R, N, "out");
+    py::gil_scoped_release release;
     if (N >= K) {  // long outputs: out row += x[i, k] * (row k of W^T)
         std::vector<float> wt(static_cast<size_t>(K * N));
         for (py::ssize_t n = 0; n < N; ++n)
@@ -204,14 +226,16 @@ void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handl
             float* o = out.data + i * N;
             std::copy(b.data, b.data + N, o);
             for (py::ssize_t k = 0; k < K; ++k) axpy(o, x.data[i * K + k], wt.data() + k * N, N);
+            if (relu)  // while the row is in L1
+                for (py::ssize_t n = 0; n < N; ++n) o[n] = o[n] > 0.0f ? o[n] : 0.0f;
         }
     } else {  // long inputs: one dot product per output
         for (py::ssize_t i = 0; i < R; ++i)
-            for (py::ssize_t n = 0; n < N; ++n)
-                out.data[i * N + n] = b.data[n] + dot(x.data + i * K, w.data + n * K, K);
+            for (py::ssize_t n = 0; n < N; ++n) {
+                const float v = b.data[n] + dot(x.data + i * K, w.data + n * K, K);
+                out.data[i * N + n] = relu && !(v > 0.0f) ? 0.0f : v;
+            }
     }
-    if (relu)
-        for (py::ssize_t k = 0; k < R * N; ++k) out.data[k] = out.data[k] > 0.0f ? out.data[k] : 0.0f;
 }
 
 // dW = d^T a: d (B, N), a (B, K), dw (N, K).
@@ -221,6 +245,7 @@ void weight_grad_thin(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
     const py::ssize_t B = d.rows, N = d.cols, K = a.cols;
     expect_shape(a, B, K, "a");
     expect_shape(dw, N, K, "dw");
+    py::gil_scoped_release release;
     if (K >= N) {  // dw row n += d[i, n] * a row i
         std::fill(dw.data, dw.data + N * K, 0.0f);
         for (py::ssize_t i = 0; i < B; ++i)
@@ -234,21 +259,61 @@ void weight_grad_thin(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
     }
 }
 
-// out = (d W) * (a > 0), the gradient at a ReLU layer's output a: d (B, N), W (N, K), a and out (B, K).
+// out = (d W) * (a > 0), the gradient at a ReLU layer's output a: d (B, N), W (N, K), a and out (B, K);
+// a None: out = d W, the gradient at the network's input (no mask).
 void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::handle out_obj) {
     FloatView d = float_view(d_obj, "d", false), w = float_view(w_obj, "w", false);
-    FloatView a = float_view(a_obj, "a", false), out = float_view(out_obj, "out", true);
+    FloatView out = float_view(out_obj, "out", true);
     const py::ssize_t B = d.rows, N = d.cols, K = w.cols;
     expect_shape(w, N, K, "w");
-    expect_shape(a, B, K, "a");
     expect_shape(out, B, K, "out");
-    for (py::ssize_t i = 0; i < B; ++i) {
-        float* o = out.data + i * K;
-        std::fill(o, o + K, 0.0f);
-        for (py::ssize_t n = 0; n < N; ++n) axpy(o, d.data[i * N + n], w.data + n * K, K);
-        const float* ai = a.data + i * K;
-        for (py::ssize_t k = 0; k < K; ++k) o[k] = ai[k] > 0.0f ? o[k] : 0.0f;
+    const float* mask = nullptr;
+    if (!a_obj.is_none()) {
+        FloatView a = float_view(a_obj, "a", false);
+        expect_shape(a, B, K, "a");
+        mask = a.data;
     }
+    py::gil_scoped_release release;
+    if (N > K) {  // many outputs, few inputs (an input layer): one dot product per input, along N
+        std::vector<float> wt(static_cast<size_t>(K * N));
+        for (py::ssize_t n = 0; n < N; ++n)
+            for (py::ssize_t k = 0; k < K; ++k) wt[k * N + n] = w.data[n * K + k];
+        for (py::ssize_t i = 0; i < B; ++i)
+            for (py::ssize_t k = 0; k < K; ++k) out.data[i * K + k] = dot(d.data + i * N, wt.data() + k * N, N);
+    } else {  // few outputs (an output layer): out row += d[i, n] * (row n of W)
+        for (py::ssize_t i = 0; i < B; ++i) {
+            float* o = out.data + i * K;
+            std::fill(o, o + K, 0.0f);
+            for (py::ssize_t n = 0; n < N; ++n) axpy(o, d.data[i * N + n], w.data + n * K, K);
+        }
+    }
+    if (mask)
+        for (py::ssize_t k = 0; k < B * K; ++k) out.data[k] = mask[k] > 0.0f ? out.data[k] : 0.0f;
+}
+
+// The MSE to a TD target and its gradient, one critic: q, target (B, 1); weights (B,) importance
+// weights or None. Writes d_q = 2 w (q - target) / B (B, 1) and, when abs_td is not None, |q - target|
+// (B,); returns the loss, mean over the batch of w (q - target)^2 (torch's F.mse_loss without weights).
+double mse_loss_grad(py::handle q_obj, py::handle target_obj, py::handle weights_obj, py::handle d_q_obj,
+                     py::handle abs_td_obj) {
+    FloatView q = float_view(q_obj, "q", false), target = float_view(target_obj, "target", false);
+    const py::ssize_t B = q.rows;
+    expect_shape(q, B, 1, "q");
+    expect_shape(target, B, 1, "target");
+    const float* w = optional_column(weights_obj, B, "weights", false);
+    FloatView d_q = float_view(d_q_obj, "d_q", true);
+    expect_shape(d_q, B, 1, "d_q");
+    float* abs_td = optional_column(abs_td_obj, B, "abs_td", true);
+    const float norm = 2.0f / static_cast<float>(B);
+    double loss = 0.0;
+    for (py::ssize_t i = 0; i < B; ++i) {
+        const float td = q.data[i] - target.data[i];
+        const float wi = w ? w[i] : 1.0f;
+        loss += static_cast<double>(wi * (td * td));
+        d_q.data[i] = norm * td * wi;
+        if (abs_td) abs_td[i] = std::fabs(td);
+    }
+    return loss / static_cast<double>(B);
 }
 
 // Gradient-norm clip (as torch.nn.utils.clip_grad_norm_, skipped when max_norm <= 0) and one Adam
@@ -283,6 +348,7 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
         sq += dot(s.g.data, s.g.data, size);
         slots.push_back(s);
     }
+    py::gil_scoped_release release;  // the arrays stay referenced by the caller's lists
     for (float* c : counters) *c += 1.0f;
     const double step = counters.empty() ? 1.0 : *counters[0];
     const double norm = std::sqrt(sq);
@@ -301,7 +367,8 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
 }  // namespace
 
 PYBIND11_MODULE(_learner_native, m) {
-    m.doc() = "Fused element-wise pieces of a CPU learner step (TD loss, bias gradients, ReLU masks, clip + Adam)";
+    m.doc() = "Fused element-wise pieces of a CPU learner step (TD losses, bias gradients, ReLU masks, thin layers, "
+              "clip + Adam)";
     // an unknown PEARL_FPGA_NATIVE_ISA fails the import, naming the variable
     static const pearl_isa::Isa isa = pearl_isa::best();
     dot_select(isa);
@@ -317,6 +384,9 @@ PYBIND11_MODULE(_learner_native, m) {
     m.def("weight_grad_thin", &weight_grad_thin, py::arg("d"), py::arg("a"), py::arg("dw"));
     m.def("input_grad_thin", &input_grad_thin, py::arg("d"), py::arg("w"), py::arg("a"), py::arg("out"));
     m.def("relu_backward", &relu_backward, py::arg("d"), py::arg("a"));
+    m.def("bias_relu", &bias_relu, py::arg("out"), py::arg("b"), py::arg("relu"));
+    m.def("mse_loss_grad", &mse_loss_grad, py::arg("q"), py::arg("target"), py::arg("weights"), py::arg("d_q"),
+          py::arg("abs_td"));
     m.def("clip_adam", &clip_adam, py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
           py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
           py::arg("weight_decay"), py::arg("max_norm"));

@@ -230,10 +230,11 @@ CUT_AFTER = 2  # counted steps a probe needs before it may be cut short (one slo
 
 def learner_callers(config: object) -> int:
     """Threads that call the learner's ops at once: 2 for DDPG's and TD3's concurrent actor and critic gradients
-    (a compiled step runs them in one graph, on one caller)."""
+    and for TD3's twin critics, one per thread (a compiled step runs them in one graph, on one caller)."""
     if getattr(config, "learner_compile", False):
         return 1
-    return 2 if getattr(config, "algo", None) in ("ddpg", "td3") and getattr(config, "concurrent_updates", False) else 1
+    algo = getattr(config, "algo", None)
+    return 2 if algo == "td3" or (algo == "ddpg" and getattr(config, "concurrent_updates", False)) else 1
 
 
 def measured_thread_count(step: Callable[[], object], cores: int | None = None, callers: int = 1,

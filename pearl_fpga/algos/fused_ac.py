@@ -1,0 +1,271 @@
+"""DDPG's and TD3's CPU learner step with its small ops fused, as DQN's (pearl_fpga.algos.fused).
+
+Each network's wide layers stay torch GEMMs (MKL; bfloat16 on copies of the weights with a
+`precision`) writing into buffers allocated once per batch size; the thin layers (the (obs, action)
+-> 400 input layer, the 300 -> 1 critic head, the actor's 300 -> action head), the bias and ReLU after
+each wide GEMM, bias gradients, ReLU masks, the critics' MSE gradient (IS weights included) and Adam
+run as native calls over numpy views of the same memory (pearl_fpga._learner_native), and nothing
+builds an autograd graph. The small (B, action) and (B, 1) pieces (tanh, smoothing noise, TD target)
+are the torch path's own ops.
+
+The order of the step is TD3's (pearl_fpga.algos.td3), which drives these pieces and its threads (the
+critics one per thread, DDPG's concurrent actor gradient); the arithmetic is the torch path's, with
+sums in another order, so the two agree to float rounding (tests/test_fused_learner.py checks both
+against autograd and torch.optim.Adam).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from pearl_fpga.algos import torch_ops
+from pearl_fpga.algos.common import Batch, LeanAdam, is_thin
+
+Layers = Sequence[tuple[torch.Tensor, torch.Tensor]]
+Beside = Callable[..., "Future[None]"]  # beside(fn, *args): fn(*args) on another thread
+
+
+@dataclass
+class _Pass:
+    """One forward pass of one network at one batch size: each layer's output, and the gradient at each
+    hidden layer's output (torch tensors and numpy views of them); with a precision, each wide layer's
+    input in it (cast once, for the forward and the weight gradient's GEMMs)."""
+
+    outs: list[torch.Tensor]
+    np_outs: list[np.ndarray]
+    d_hidden: list[torch.Tensor]
+    np_d_hidden: list[np.ndarray]
+    low_in: list[torch.Tensor | None]
+
+
+class FusedNet:
+    """An `mlp()` network's forward and backward passes into caller-held buffers (`new_pass`): the wide
+    layers as torch GEMMs, the thin ones (a side <= THIN) as native loops, ReLU after each hidden layer."""
+
+    def __init__(self, layers: Layers, native: Any, precision: torch.dtype | None) -> None:
+        self.native, self.precision = native, precision
+        self.thin = [is_thin(w) for w, _ in layers]
+        self.widths = [int(w.shape[0]) for w, _ in layers]
+        self._np = [(w.detach().numpy(), b.detach().numpy()) for w, b in layers]
+        # the GEMMs' weights: the live ones, or their `precision` copies refreshed per step (the bias is
+        # added natively, in float32)
+        self._gemm = [w.detach() for w, _ in layers]
+        self._masters: list[torch.Tensor] = []
+        self._low: list[torch.Tensor] = []
+        if precision is not None:
+            for i, w in enumerate(self._gemm):
+                if not self.thin[i]:
+                    self._masters.append(w)
+                    self._gemm[i] = w.to(precision)
+                    self._low.append(self._gemm[i])
+
+    def refresh(self) -> None:
+        """Copy the master weights into the low-precision copies (no-op in float32)."""
+        if self._low:
+            torch_ops.foreach_copy_(self._low, self._masters)
+
+    def new_pass(self, rows: int) -> _Pass:
+        outs = [torch.empty(rows, n) for n in self.widths]
+        d_hidden = [torch.empty(rows, n) for n in self.widths[:-1]]
+        return _Pass(outs, [o.numpy() for o in outs], d_hidden, [d.numpy() for d in d_hidden], [None] * len(outs))
+
+    def forward(self, x: torch.Tensor, p: _Pass) -> None:
+        """p.outs[-1] = the network at x (a contiguous float32 (rows, inputs) tensor); ReLU on the hidden layers."""
+        last = len(self._gemm) - 1
+        for i, w in enumerate(self._gemm):
+            if self.thin[i]:
+                self.native.linear_thin(x.numpy(), *self._np[i], p.np_outs[i], i < last)
+            else:
+                if self.precision is None:
+                    torch.mm(x, w.t(), out=p.outs[i])
+                else:
+                    p.low_in[i] = x_low = x.to(self.precision)
+                    p.outs[i].copy_(torch.mm(x_low, w.t()))
+                self.native.bias_relu(p.np_outs[i], self._np[i][1], i < last)
+            x = p.outs[i]
+
+    def backward(self, d_out: torch.Tensor, x: torch.Tensor, p: _Pass, grads: Sequence[torch.Tensor] | None,
+                 d_in: torch.Tensor | None = None, beside: Beside | None = None) -> None:
+        """From dLoss/d(output) `d_out` of the pass `p` at input `x`: the weight and bias gradients into
+        `grads` (W0, b0, W1, ...; None skips them: only the input's gradient is wanted) and, when `d_in`
+        is given, dLoss/dx into it. `beside(fn, *args)`: runs fn on another thread (a Future), there
+        each wide hidden layer's weight-gradient GEMM while this thread takes its input gradient."""
+        native, low = self.native, self.precision
+        d = d_out
+        pending: list[Future[None]] = []
+        for i in range(len(self._gemm) - 1, -1, -1):
+            a_in = x if i == 0 else p.outs[i - 1]
+            d_gemm = d if self.thin[i] or low is None else d.to(low)  # cast once for both GEMMs
+            if grads is not None:
+                if self.thin[i]:
+                    native.weight_grad_thin(d.numpy(), a_in.numpy(), grads[2 * i].numpy())
+                else:
+                    args = (d_gemm.t(), a_in if low is None else p.low_in[i], grads[2 * i])
+                    if beside is not None and i > 0:  # reads d and a_in, which this thread does not write
+                        pending.append(beside(self._mm, *args))
+                    else:
+                        self._mm(*args)
+                native.bias_grad(d.numpy(), grads[2 * i + 1].numpy())
+            if i == 0 and d_in is None:
+                break
+            out, mask = (p.d_hidden[i - 1], p.np_outs[i - 1]) if i > 0 else (d_in, None)
+            assert out is not None
+            if self.thin[i]:  # one native pass, the ReLU's mask included
+                native.input_grad_thin(d.numpy(), self._np[i][0], mask, out.numpy())
+            else:
+                self._mm(d_gemm, self._gemm[i], out)
+                if mask is not None:
+                    native.relu_backward(out.numpy(), mask)
+            d = out
+        for future in pending:
+            future.result()
+
+    @staticmethod
+    def _mm(a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor) -> None:
+        """out = a @ b: float32 into `out`, or a product of two low-precision operands cast into it."""
+        assert b is not None  # a wide layer's input in the step's precision, kept by forward()
+        if a.dtype == torch.float32:
+            torch.mm(a, b, out=out)
+        else:
+            out.copy_(torch.mm(a, b))
+
+
+@dataclass
+class ActorCriticBuffers:
+    """Every tensor one DDPG/TD3 step writes, for one batch size."""
+
+    next_in: torch.Tensor  # (B, obs + action): next_obs and the smoothed target action
+    x: torch.Tensor  # (B, obs + action): obs and the batch's action
+    x_pi: torch.Tensor  # (B, obs + action): obs and the actor's action
+    target_passes: list[_Pass]  # actor target, then each critic target
+    critic_passes: list[_Pass]
+    actor_pass: _Pass
+    q1_pass: _Pass  # Q1 on the actor's action (its own: the concurrent update runs it beside the critics')
+    target: torch.Tensor  # (B, 1) TD target
+    d_q: list[torch.Tensor]  # (B, 1) dLoss/dQ of each critic
+    d_q_pi: torch.Tensor  # (B, 1) dLoss/dQ1 of the actor's loss: -1/B
+    d_x_pi: torch.Tensor  # (B, obs + action) dLoss/d(Q1's input)
+    abs_td: torch.Tensor  # (B,) Q1's |TD error|
+    critic_grads: list[torch.Tensor]  # every critic's W0, b0, W1, ..., in the critic Adam's order
+    actor_grads: list[torch.Tensor]
+
+
+class FusedActorCriticStep:
+    """The pieces of one DDPG/TD3 step on the given networks ((weight, bias) layers of `mlp()` networks,
+    their targets, and the LeanAdams over the actor's and over all critics' parameters in layer order)."""
+
+    def __init__(self, actor: Layers, actor_target: Layers, critics: Sequence[Layers], critic_targets: Sequence[Layers],
+                 actor_adam: LeanAdam, critic_adam: LeanAdam, gamma: float, noise_clip: float, native: Any,
+                 precision: torch.dtype | None = None) -> None:
+        self.native = native
+        self.gamma, self.noise_clip = gamma, noise_clip
+        self.actor_adam, self.critic_adam = actor_adam, critic_adam
+        self.actor = FusedNet(actor, native, precision)
+        self.actor_target = FusedNet(actor_target, native, precision)
+        self.critics = [FusedNet(c, native, precision) for c in critics]
+        self.critic_targets = [FusedNet(c, native, precision) for c in critic_targets]
+        sizes = [2 * len(c) for c in critics]  # each critic's slice of the critic Adam's parameters
+        self._critic_parts = [slice(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
+        self._obs_dim = int(critics[0][0][0].shape[1]) - int(actor[-1][0].shape[0])
+        self._buffers: dict[int, ActorCriticBuffers] = {}
+
+    def buffers(self, batch: Batch) -> ActorCriticBuffers:
+        """The step's buffers for this batch size (made at the first batch of that size)."""
+        n = len(batch.reward)
+        buf = self._buffers.get(n)
+        if buf is None:
+            width = self._obs_dim + self.actor.widths[-1]
+            if batch.obs.shape[1] != self._obs_dim:
+                raise ValueError(f"batch obs has {batch.obs.shape[1]} features, the networks take {self._obs_dim}")
+            buf = self._buffers[n] = ActorCriticBuffers(
+                next_in=torch.empty(n, width), x=torch.empty(n, width), x_pi=torch.empty(n, width),
+                target_passes=[net.new_pass(n) for net in (self.actor_target, *self.critic_targets)],
+                critic_passes=[c.new_pass(n) for c in self.critics], actor_pass=self.actor.new_pass(n),
+                q1_pass=self.critics[0].new_pass(n), target=torch.empty(n, 1),
+                d_q=[torch.empty(n, 1) for _ in self.critics], d_q_pi=torch.full((n, 1), -1.0 / n),
+                d_x_pi=torch.empty(n, width), abs_td=torch.empty(n),
+                critic_grads=[torch.empty_like(p) for p in self.critic_adam.params],
+                actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
+        return buf
+
+    def refresh(self) -> None:
+        """At the start of a step, on the calling thread: the low-precision weight copies from the masters
+        (no-op in float32), and the Adams' native views (their state made if new)."""
+        for net in (self.actor, self.actor_target, *self.critics, *self.critic_targets):
+            net.refresh()
+        self.actor_adam.native_views()
+        self.critic_adam.native_views()
+
+    def next_input(self, buf: ActorCriticBuffers, batch: Batch, noise: torch.Tensor | None) -> None:
+        """buf.next_in = [next_obs, target actor's action (+ clipped smoothing noise, clipped to [-1, 1])]."""
+        p = buf.target_passes[0]
+        self.actor_target.forward(batch.next_obs, p)
+        action = torch.tanh_(p.outs[-1])
+        if noise is not None:
+            action.add_(noise.clamp_(-self.noise_clip, self.noise_clip)).clamp_(-1.0, 1.0)
+        torch.cat([batch.next_obs, action], dim=1, out=buf.next_in)
+
+    def target_values(self, buf: ActorCriticBuffers, indices: Iterable[int]) -> None:
+        """The target critics `indices` at buf.next_in (into their passes' outputs)."""
+        for i in indices:
+            self.critic_targets[i].forward(buf.next_in, buf.target_passes[1 + i])
+
+    def td_target(self, buf: ActorCriticBuffers, batch: Batch) -> None:
+        """buf.target = reward + (1 - done) gamma min_i Q'_i, and buf.x = [obs, action]."""
+        values = [p.outs[-1] for p in buf.target_passes[1:]]
+        next_q = values[0]
+        for value in values[1:]:
+            next_q = torch.minimum(next_q, value)
+        torch.add(batch.reward, (1.0 - batch.done) * self.gamma * next_q, out=buf.target)
+        torch.cat([batch.obs, batch.action], dim=1, out=buf.x)
+
+    def critic_grads(self, buf: ActorCriticBuffers, batch: Batch, indices: Iterable[int]) -> list[float]:
+        """Each critic's MSE to buf.target (its loss, returned) and its gradients into buf.critic_grads."""
+        weights = None if batch.weights is None else batch.weights.numpy()
+        losses = []
+        for i in indices:
+            net, p = self.critics[i], buf.critic_passes[i]
+            net.forward(buf.x, p)
+            losses.append(self.native.mse_loss_grad(p.np_outs[-1], buf.target.numpy(), weights, buf.d_q[i].numpy(),
+                                                    buf.abs_td.numpy() if i == 0 else None))
+            net.backward(buf.d_q[i], buf.x, p, buf.critic_grads[self._critic_parts[i]])
+        return losses
+
+    def actor_grads(self, buf: ActorCriticBuffers, batch: Batch, refresh_q1: bool) -> None:
+        """The actor's gradients of -mean Q1(s, pi(s)) into buf.actor_grads (actor_forward, then
+        actor_backward)."""
+        self.actor_forward(buf, batch)
+        self.actor_backward(buf, batch, refresh_q1)
+
+    def actor_forward(self, buf: ActorCriticBuffers, batch: Batch) -> None:
+        """pi(s) and buf.x_pi = [obs, pi(s)]: the actor's part that no critic update changes."""
+        self.actor.forward(batch.obs, buf.actor_pass)
+        torch.cat([batch.obs, torch.tanh_(buf.actor_pass.outs[-1])], dim=1, out=buf.x_pi)
+
+    def actor_backward(self, buf: ActorCriticBuffers, batch: Batch, refresh_q1: bool,
+                       beside: Beside | None = None) -> None:
+        """After actor_forward: the actor's gradients through Q1's input gradient (Q1's own weight
+        gradients are not computed). refresh_q1: Q1 changed since refresh() (SB3's order). beside: as
+        FusedNet.backward's, for the actor's wide layers."""
+        if refresh_q1:
+            self.critics[0].refresh()
+        self.critics[0].forward(buf.x_pi, buf.q1_pass)
+        self.critics[0].backward(buf.d_q_pi, buf.x_pi, buf.q1_pass, None, buf.d_x_pi)
+        action = buf.actor_pass.outs[-1]
+        d_pre = torch.ops.aten.tanh_backward(buf.d_x_pi[:, self._obs_dim:], action).contiguous()
+        self.actor.backward(d_pre, batch.obs, buf.actor_pass, buf.actor_grads, beside=beside)
+
+    def step_critics(self, buf: ActorCriticBuffers, indices: Iterable[int]) -> None:
+        """One Adam step of the critics `indices` (no clipping: DDPG and TD3 do not clip)."""
+        for i in indices:
+            part = self._critic_parts[i]
+            self.critic_adam.native_step(self.native, [g.numpy() for g in buf.critic_grads[part]], 0.0, part)
+
+    def step_actor(self, buf: ActorCriticBuffers) -> None:
+        self.actor_adam.native_step(self.native, [g.numpy() for g in buf.actor_grads], 0.0)
