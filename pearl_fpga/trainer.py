@@ -40,6 +40,7 @@ from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollo
 from pearl_fpga.runtime.logger import logger_for
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
+from pearl_fpga.replay.batch import Batch
 from pearl_fpga.runtime.replay import Replay, ReplayEmpty
 from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_limit, needed_env_steps, target_copy_due
 from pearl_fpga.runtime.signals import StopRequest
@@ -50,6 +51,7 @@ from pearl_fpga.runtime.timers import TaskTimer
 from pearl_fpga.runtime.vocabulary import TASKS
 
 ProgressFn = Callable[[Stats], None]
+BULK_SAMPLE_ROWS = 16_384  # most replay rows drawn at once for the coming gradient steps (uniform replay)
 
 __all__ = ["RESUMABLE_FIELDS", "Trainer"]
 
@@ -405,6 +407,11 @@ class Trainer(ClosesRun):
         priorities are written back (relaxed sample/update dependency, fixed order: deterministic)."""
         cfg, timer = self.config, self.timer
         next_batch = None
+        # Uniform replay on a lockstep engine does not change while the learner runs: the batches of the
+        # next steps are drawn and converted at once (the same draws, in order), each step a slice of them.
+        bulk = self.engine.lockstep and not self.replay.prioritized
+        drawn: Batch[torch.Tensor] | None = None
+        row = 0
         try:
             while self.grad_steps < allowed:
                 g = self.grad_steps
@@ -416,10 +423,22 @@ class Trainer(ClosesRun):
                         self.algo.update_target()
                     self.target_checked = max(self.target_checked, n_g)
                 with timer.time("replay_sample"):
-                    batch = next_batch if next_batch is not None else self.replay.sample(cfg.batch_size)
-                    next_batch = self.replay.sample(cfg.batch_size) if g + 1 < allowed else None
+                    if bulk:
+                        if drawn is None or row == len(drawn):
+                            count = min(allowed - g, max(1, BULK_SAMPLE_ROWS // cfg.batch_size))
+                            drawn = self.replay.sample_many(cfg.batch_size, count).to_torch(
+                                self.algo.device, discrete=self.spec.discrete)
+                            row = 0
+                        learner_batch: Batch[torch.Tensor] | None = drawn.rows(row, row + cfg.batch_size)
+                        row += cfg.batch_size
+                    else:
+                        batch = next_batch if next_batch is not None else self.replay.sample(cfg.batch_size)
+                        next_batch = self.replay.sample(cfg.batch_size) if g + 1 < allowed else None
+                        learner_batch = None
                 with timer.time("learn"), self._timed_step():
-                    loss, td = self.algo.learn(batch.to_torch(self.algo.device, discrete=self.spec.discrete))
+                    if learner_batch is None:
+                        learner_batch = batch.to_torch(self.algo.device, discrete=self.spec.discrete)
+                    loss, td = self.algo.learn(learner_batch)
                     if isinstance(loss, float) and not math.isfinite(loss):  # the fused CPU step: no sync needed
                         self._diverged(f"the loss of gradient step {g + 1:,} is {loss}")
                     self.losses.add(loss)

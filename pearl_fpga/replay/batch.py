@@ -36,6 +36,14 @@ class Batch(Generic[Array]):
     def __len__(self) -> int:
         return len(self.reward)  # type: ignore[arg-type]
 
+    def rows(self, start: int, stop: int) -> Batch[Array]:
+        """Rows start..stop-1 of every array, as views (numpy or torch slices, no copy)."""
+        def cut(x: Any) -> Any:
+            return None if x is None else x[start:stop]
+
+        return Batch(obs=cut(self.obs), action=cut(self.action), reward=cut(self.reward), next_obs=cut(self.next_obs),
+                     done=cut(self.done), weights=cut(self.weights), indices=cut(self.indices))
+
     def to_torch(self, device: Any = "cpu", discrete: bool = False) -> Batch[torch.Tensor]:
         """The learner's view: float32 tensors on `device` (int64 actions when `discrete`)."""
         import torch
