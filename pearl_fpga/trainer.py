@@ -408,10 +408,10 @@ class Trainer(ClosesRun):
         cfg, timer = self.config, self.timer
         next_batch = None
         # Uniform replay on a lockstep engine does not change while the learner runs: the batches of the
-        # next steps are drawn and converted at once (the same draws, in order), each step a slice of them.
+        # next steps are drawn, converted and sliced at once (the same draws, in order), so that a step
+        # adds little to the learner's own code between two learner calls.
         bulk = self.engine.lockstep and not self.replay.prioritized
-        drawn: Batch[torch.Tensor] | None = None
-        row = 0
+        drawn: list[Batch[torch.Tensor]] = []
         try:
             while self.grad_steps < allowed:
                 g = self.grad_steps
@@ -424,13 +424,11 @@ class Trainer(ClosesRun):
                     self.target_checked = max(self.target_checked, n_g)
                 with timer.time("replay_sample"):
                     if bulk:
-                        if drawn is None or row == len(drawn):
+                        if not drawn:  # reversed: each step pops its batch off the end
                             count = min(allowed - g, max(1, BULK_SAMPLE_ROWS // cfg.batch_size))
                             drawn = self.replay.sample_many(cfg.batch_size, count).to_torch(
-                                self.algo.device, discrete=self.spec.discrete)
-                            row = 0
-                        learner_batch: Batch[torch.Tensor] | None = drawn.rows(row, row + cfg.batch_size)
-                        row += cfg.batch_size
+                                self.algo.device, discrete=self.spec.discrete).split(cfg.batch_size)[::-1]
+                        learner_batch: Batch[torch.Tensor] | None = drawn.pop()
                     else:
                         batch = next_batch if next_batch is not None else self.replay.sample(cfg.batch_size)
                         next_batch = self.replay.sample(cfg.batch_size) if g + 1 < allowed else None
