@@ -405,6 +405,8 @@ class Trainer(ClosesRun):
     def _learn_until(self, allowed: int) -> None:
         """Run gradient steps up to `allowed`; the next batch is sampled before the current step's
         priorities are written back (relaxed sample/update dependency, fixed order: deterministic)."""
+        if self.grad_steps >= allowed:  # the usual case between two rounds of gradient steps
+            return
         cfg, timer = self.config, self.timer
         next_batch = None
         # Uniform replay on a lockstep engine does not change while the learner runs: the batches of the

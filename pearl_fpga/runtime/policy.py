@@ -64,6 +64,12 @@ class ActorPolicy:
         """Exploration action at env step `step` (SB3's schedule)."""
         n = len(obs)
         if self.discrete:
+            if n == 1:  # one env: scalar draws, the same stream as arrays of one without their per-call cost
+                if step < config.learning_starts:
+                    return np.array([rng.integers(0, n_actions_or_dim)])
+                explore = rng.random() < config.epsilon(step)
+                action = rng.integers(0, n_actions_or_dim)
+                return np.array([action], dtype=np.int64) if explore else self.deterministic(obs).astype(np.int64, copy=False)
             if step < config.learning_starts:
                 return rng.integers(0, n_actions_or_dim, size=n)
             eps = config.epsilon(step)

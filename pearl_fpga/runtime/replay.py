@@ -80,7 +80,9 @@ class Replay:
         # (or when finite values overflow the sum) is each row examined.
         total = 0.0
         for f in _SUMMED:
-            total += np.add.reduce(t[f], axis=None, dtype=np.float64)
+            a = t[f]
+            if getattr(a, "dtype", None) is None or a.dtype.kind in "fc":  # integers (discrete actions) are finite
+                total += np.add.reduce(a, axis=None, dtype=np.float64)
         if "td_errors" in t:
             total += np.add.reduce(t["td_errors"], axis=None, dtype=np.float64)
         if math.isfinite(total):
@@ -145,7 +147,8 @@ class UniformReplay(Replay):
         n = len(t["reward"])
         if n == 0:
             return
-        idx = (self.pos + np.arange(n)) % self.capacity
+        # a slice while the rows do not wrap around the ring (the usual case): cheaper than an index array
+        idx = slice(self.pos, self.pos + n) if self.pos + n <= self.capacity else (self.pos + np.arange(n)) % self.capacity
         self.obs[idx] = t["obs"]
         self.next_obs[idx] = t["next_obs"]
         self.action[idx] = np.asarray(t["action"]).reshape((n, *self.action.shape[1:]))
