@@ -412,37 +412,47 @@ class Trainer(ClosesRun):
         # Uniform replay on a lockstep engine does not change while the learner runs: the batches of the
         # next steps are drawn, converted and sliced at once (the same draws, in order), so that a step
         # adds little to the learner's own code between two learner calls.
-        bulk = self.engine.lockstep and not self.replay.prioritized
+        prioritized, dqn, sync_interval = self.replay.prioritized, cfg.algo == "dqn", cfg.sync_interval
+        bulk = self.engine.lockstep and not prioritized
         drawn: list[Batch[torch.Tensor]] = []
+        # the learner's time summed here and added once: a timer block per step costs more between two
+        # learner calls (cold caches) than the sum
+        stepping = self.learner_threads.step() if self.learner_threads is not None else contextlib.nullcontext()
+        learn_s, learned = 0.0, 0
         try:
             while self.grad_steps < allowed:
                 g = self.grad_steps
-                if cfg.algo == "dqn":
+                if dqn:
                     n_g = needed_env_steps(cfg, g)
                     # SB3 copies the target every target_update_interval env steps during collection,
                     # while the online net is frozen: one copy before the first step of such a round.
                     if target_copy_due(cfg, n_g, self.target_checked):
                         self.algo.update_target()
                     self.target_checked = max(self.target_checked, n_g)
-                with timer.time("replay_sample"):
-                    if bulk:
-                        if not drawn:  # reversed: each step pops its batch off the end
-                            count = min(allowed - g, max(1, BULK_SAMPLE_ROWS // cfg.batch_size))
-                            drawn = self.replay.sample_many(cfg.batch_size, count).to_torch(
-                                self.algo.device, discrete=self.spec.discrete).split(cfg.batch_size)[::-1]
-                        learner_batch: Batch[torch.Tensor] | None = drawn.pop()
-                    else:
+                learner_batch: Batch[torch.Tensor] | None = None
+                if bulk:
+                    if not drawn:  # reversed: each step pops its batch off the end
+                        start = time.perf_counter()
+                        count = min(allowed - g, max(1, BULK_SAMPLE_ROWS // cfg.batch_size))
+                        drawn = self.replay.sample_many(cfg.batch_size, count).to_torch(
+                            self.algo.device, discrete=self.spec.discrete).split(cfg.batch_size)[::-1]
+                        timer.add("replay_sample", time.perf_counter() - start, calls=count)
+                    learner_batch = drawn.pop()
+                else:
+                    with timer.time("replay_sample"):
                         batch = next_batch if next_batch is not None else self.replay.sample(cfg.batch_size)
                         next_batch = self.replay.sample(cfg.batch_size) if g + 1 < allowed else None
-                        learner_batch = None
-                with timer.time("learn"), self._timed_step():
+                start = time.perf_counter()
+                with stepping:
                     if learner_batch is None:
                         learner_batch = batch.to_torch(self.algo.device, discrete=self.spec.discrete)
                     loss, td = self.algo.learn(learner_batch)
-                    if isinstance(loss, float) and not math.isfinite(loss):  # the fused CPU step: no sync needed
-                        self._diverged(f"the loss of gradient step {g + 1:,} is {loss}")
-                    self.losses.add(loss)
-                if self.replay.prioritized:
+                learn_s += time.perf_counter() - start
+                learned += 1
+                if isinstance(loss, float) and not math.isfinite(loss):  # the fused CPU step: no sync needed
+                    self._diverged(f"the loss of gradient step {g + 1:,} is {loss}")
+                self.losses.add(loss)
+                if prioritized:
                     with timer.time("replay_update"):
                         td_np = td.cpu().numpy()
                         if not np.isfinite(td_np).all():
@@ -450,13 +460,12 @@ class Trainer(ClosesRun):
                         assert batch.indices is not None  # a replay's sample always has them
                         self.replay.update_priorities(batch.indices, td_np)
                 self.grad_steps += 1
-                if self.grad_steps % cfg.sync_interval == 0:
+                if self.grad_steps % sync_interval == 0:
                     self._sync_weights()
         except ReplayEmpty:
             self.setup.note("every replay shard is empty (restarted); the learner waits for the actors")
-
-    def _timed_step(self) -> Any:
-        return self.learner_threads.step() if self.learner_threads is not None else contextlib.nullcontext()
+        finally:
+            timer.add("learn", learn_s, learned)
 
     def _sync_weights(self) -> None:
         self._check_finite(full=False)  # before actors (a kernel actor quantizes them) see the weights
