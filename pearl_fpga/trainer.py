@@ -52,6 +52,7 @@ from pearl_fpga.runtime.vocabulary import TASKS
 
 ProgressFn = Callable[[Stats], None]
 BULK_SAMPLE_ROWS = 16_384  # most replay rows drawn at once for the coming gradient steps (uniform replay)
+BULK_ACT_STEPS = 1_024  # most env steps a lockstep engine acts (and inserts) at once between two events
 
 __all__ = ["RESUMABLE_FIELDS", "Trainer"]
 
@@ -339,7 +340,7 @@ class Trainer(ClosesRun):
         the actors, granted at most actor_lag env steps ahead, keep stepping."""
         cfg, engine = self.config, self.engine
         while self.env_steps < end:
-            limit = credit_limit(cfg, self.grad_steps, end)
+            limit = self._lockstep_limit(end) if engine.lockstep else credit_limit(cfg, self.grad_steps, end)
             if engine.refill_steps and not self.replay.can_sample():  # e.g. every Ray shard restarted empty
                 limit = min(end, max(limit, self.env_steps + engine.refill_steps))
             can_learn = allowed_gradient_steps(cfg, self.env_steps) > self.grad_steps
@@ -353,18 +354,35 @@ class Trainer(ClosesRun):
                 self._learn_until(self.grad_steps + 1)
         self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
 
+    def _lockstep_limit(self, end: int) -> int:
+        """The env step a lockstep engine may act up to before the loop has something to do: where the
+        next gradient step, evaluation or checkpoint is due, at most BULK_ACT_STEPS ahead (and no more
+        than the replay holds, so one insert equals the per-step ones), at most `end`."""
+        cfg, n = self.config, self.env_steps
+        limit = min(end, n + max(1, min(BULK_ACT_STEPS, cfg.buffer_size)))
+        due = needed_env_steps(cfg, self.grad_steps) if cfg.gradient_steps > 0 else end
+        if due > n:
+            limit = min(limit, due)
+        for every in (cfg.eval_freq, cfg.checkpoint_freq if self.checkpoint_dir is not None else 0):
+            if every:
+                limit = min(limit, (n // every + 1) * every)
+        return limit
+
     def _add(self, transitions: Transitions) -> None:
         """Store collected transitions (unless an actor stored them in its shard) and count them."""
         if transitions.data is not None:
             with self.timer.time("replay_insert"):
                 self.replay.add(transitions.data)
         self.timer.merge(transitions.seconds, transitions.calls)
+        start = self.env_steps
         self.env_steps += transitions.n
-        for ret, length in transitions.finished:
+        for i, (ret, length) in enumerate(transitions.finished):
+            # an episode is logged at the env step its group ended at, where the actor says (inline)
+            step = start + transitions.ended_at[i] if transitions.ended_at else self.env_steps
             self.episodes += 1
-            self.episode_log.append((self.env_steps, ret, length))
+            self.episode_log.append((step, ret, length))
             if self.logger is not None:
-                self.logger.episode(self.env_steps, ret, length)
+                self.logger.episode(step, ret, length)
 
     def _periodic(self, n: int) -> None:
         """Evaluation, checkpoint and progress when their interval was crossed by the last n steps."""

@@ -25,13 +25,15 @@ from pearl_fpga.runtime.timers import TaskTimer
 class Transitions:
     """What actors hand the learner for `n` env steps: the transitions (obs, action, reward, next_obs,
     done, leading axis n; None when the actor already stored them in its replay shard), the episodes
-    that ended in them as (return, length), and the actor's task times."""
+    that ended in them as (return, length), the actor's task times, and (from ActorLoop.run) for each
+    finished episode the env steps of these n counted up to the end of its env group."""
 
     n: int
     data: dict[str, np.ndarray] | None
     finished: list[tuple[float, int]]
     seconds: dict[str, float] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
+    ended_at: list[int] = field(default_factory=list)
 
 
 class ActorLoop:
@@ -67,6 +69,7 @@ class ActorLoop:
         timer = timer if timer is not None else TaskTimer()
         parts: list[dict[str, np.ndarray]] = []  # EnvGroup.step returns fresh arrays: kept without a copy
         finished: list[tuple[float, int]] = []
+        ended_at: list[int] = []
         done = 0
         while done < n_steps:
             with timer.time("act"):
@@ -75,9 +78,11 @@ class ActorLoop:
             with timer.time("env_step"):
                 transitions, ended = self.envs.step(actions)
             parts.append(transitions)
-            finished += ended
             done += len(actions)
+            if ended:
+                finished += ended
+                ended_at += [done] * len(ended)
         if not parts:  # nothing asked for
             return Transitions(0, None, [], dict(timer.seconds), dict(timer.calls))
         data = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        return Transitions(done, data, finished, dict(timer.seconds), dict(timer.calls))
+        return Transitions(done, data, finished, dict(timer.seconds), dict(timer.calls), ended_at)
