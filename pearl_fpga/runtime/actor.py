@@ -9,6 +9,7 @@ as the sequential loop would at those steps.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,17 +72,25 @@ class ActorLoop:
         finished: list[tuple[float, int]] = []
         ended_at: list[int] = []
         done = 0
-        while done < n_steps:
-            with timer.time("act"):
+        clock = time.perf_counter
+        act_s = env_s = 0.0  # summed here and added once: cheaper per step than a timer block each
+        try:
+            while done < n_steps:
+                start = clock()
                 actions = self.policy.explore(self.envs.obs, start_step + done, self.config, self.rng,
                                               self.envs.spec.action_dim)
-            with timer.time("env_step"):
+                stepped = clock()
+                act_s += stepped - start
                 transitions, ended = self.envs.step(actions)
-            parts.append(transitions)
-            done += len(actions)
-            if ended:
-                finished += ended
-                ended_at += [done] * len(ended)
+                env_s += clock() - stepped
+                parts.append(transitions)
+                done += len(actions)
+                if ended:
+                    finished += ended
+                    ended_at += [done] * len(ended)
+        finally:
+            timer.add("act", act_s, len(parts))
+            timer.add("env_step", env_s, len(parts))
         if not parts:  # nothing asked for
             return Transitions(0, None, [], dict(timer.seconds), dict(timer.calls))
         data = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
