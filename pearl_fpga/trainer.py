@@ -452,8 +452,9 @@ class Trainer(ClosesRun):
                     if not drawn:  # reversed: each step pops its batch off the end
                         start = time.perf_counter()
                         count = min(allowed - g, max(1, BULK_SAMPLE_ROWS // cfg.batch_size))
-                        drawn = self.replay.sample_many(cfg.batch_size, count).to_torch(
-                            self.algo.device, discrete=self.spec.discrete).split(cfg.batch_size)[::-1]
+                        stacked = self.replay.sample_many(cfg.batch_size, count).to_torch(
+                            self.algo.device, discrete=self.spec.discrete)
+                        drawn = stacked.split(cfg.batch_size)[::-1] if count > 1 else [stacked]
                         timer.add("replay_sample", time.perf_counter() - start, calls=count)
                     learner_batch = drawn.pop()
                 else:
