@@ -69,8 +69,8 @@ class ActorPolicy:
                 if step < config.learning_starts:
                     return np.array([rng.integers(0, n_actions_or_dim)])
                 explore = rng.random() < config.epsilon(step)
-                action = rng.integers(0, n_actions_or_dim)
-                return np.array([action], dtype=np.int64) if explore else self.deterministic(obs).astype(np.int64, copy=False)
+                drawn = rng.integers(0, n_actions_or_dim)
+                return np.array([drawn], dtype=np.int64) if explore else self.deterministic(obs).astype(np.int64, copy=False)
             if step < config.learning_starts:
                 return rng.integers(0, n_actions_or_dim, size=n)
             eps = config.epsilon(step)

@@ -80,9 +80,9 @@ class Replay:
         # (or when finite values overflow the sum) is each row examined.
         total = 0.0
         for f in _SUMMED:
-            a = t[f]
-            if getattr(a, "dtype", None) is None or a.dtype.kind in "fc":  # integers (discrete actions) are finite
-                total += np.add.reduce(a, axis=None, dtype=np.float64)
+            values = t[f]
+            if getattr(values, "dtype", None) is None or values.dtype.kind in "fc":  # integer actions are finite
+                total += np.add.reduce(values, axis=None, dtype=np.float64)
         if "td_errors" in t:
             total += np.add.reduce(t["td_errors"], axis=None, dtype=np.float64)
         if math.isfinite(total):
