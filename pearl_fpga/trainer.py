@@ -30,6 +30,7 @@ import torch
 from pearl_fpga.algos import make_algo
 from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, run_config
 from pearl_fpga.errors import CheckpointError, DivergenceError, EngineError, TrainingInterrupted
+from pearl_fpga.replay.batch import Batch
 from pearl_fpga.runtime.actor import ActorLoop, Transitions
 from pearl_fpga.runtime.checkpoint import (RESUMABLE_FIELDS, check_writable, checkpoint_lock, first_nonfinite,
                                          global_rng_state, read_newest, recover_checkpoint, restore_run_state,
@@ -40,7 +41,6 @@ from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollo
 from pearl_fpga.runtime.logger import logger_for
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
-from pearl_fpga.replay.batch import Batch
 from pearl_fpga.runtime.replay import Replay, ReplayEmpty
 from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_limit, needed_env_steps, target_copy_due
 from pearl_fpga.runtime.signals import StopRequest

@@ -75,7 +75,8 @@ def test_uniform_replay_sample_many_draws_what_sample_calls_draw(size):
     rng = np.random.default_rng(1)
     one, many = (UniformReplay(8192, 3, (), True, seed=4) for _ in range(2))
     data = {"obs": rng.normal(size=(size, 3)).astype(np.float32), "action": rng.integers(0, 2, size),
-            "reward": rng.normal(size=size).astype(np.float32), "next_obs": rng.normal(size=(size, 3)).astype(np.float32),
+            "reward": rng.normal(size=size).astype(np.float32),
+            "next_obs": rng.normal(size=(size, 3)).astype(np.float32),
             "done": (rng.random(size) < 0.1).astype(np.float32)}
     for r in (one, many):
         r.add(data)

@@ -70,7 +70,9 @@ class ActorPolicy:
                     return np.array([rng.integers(0, n_actions_or_dim)])
                 explore = rng.random() < config.epsilon(step)
                 drawn = rng.integers(0, n_actions_or_dim)
-                return np.array([drawn], dtype=np.int64) if explore else self.deterministic(obs).astype(np.int64, copy=False)
+                if explore:
+                    return np.array([drawn], dtype=np.int64)
+                return self.deterministic(obs).astype(np.int64, copy=False)
             if step < config.learning_starts:
                 return rng.integers(0, n_actions_or_dim, size=n)
             eps = config.epsilon(step)

@@ -148,7 +148,9 @@ class UniformReplay(Replay):
         if n == 0:
             return
         # a slice while the rows do not wrap around the ring (the usual case): cheaper than an index array
-        idx = slice(self.pos, self.pos + n) if self.pos + n <= self.capacity else (self.pos + np.arange(n)) % self.capacity
+        idx: slice | np.ndarray = slice(self.pos, self.pos + n)
+        if self.pos + n > self.capacity:
+            idx = (self.pos + np.arange(n)) % self.capacity
         self.obs[idx] = t["obs"]
         self.next_obs[idx] = t["next_obs"]
         self.action[idx] = np.asarray(t["action"]).reshape((n, *self.action.shape[1:]))
