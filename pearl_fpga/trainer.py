@@ -30,6 +30,7 @@ import torch
 from pearl_fpga.algos import make_algo
 from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, run_config
 from pearl_fpga.errors import CheckpointError, DivergenceError, EngineError, TrainingInterrupted
+from pearl_fpga.replay.batch import Batch
 from pearl_fpga.runtime.actor import ActorLoop, Transitions
 from pearl_fpga.runtime.checkpoint import (RESUMABLE_FIELDS, check_writable, checkpoint_lock, first_nonfinite,
                                          global_rng_state, read_newest, recover_checkpoint, restore_run_state,
@@ -50,6 +51,8 @@ from pearl_fpga.runtime.timers import TaskTimer
 from pearl_fpga.runtime.vocabulary import TASKS
 
 ProgressFn = Callable[[Stats], None]
+BULK_SAMPLE_ROWS = 16_384  # most replay rows drawn at once for the coming gradient steps (uniform replay)
+BULK_ACT_STEPS = 1_024  # most env steps a lockstep engine acts (and inserts) at once between two events
 
 __all__ = ["RESUMABLE_FIELDS", "Trainer"]
 
@@ -337,7 +340,7 @@ class Trainer(ClosesRun):
         the actors, granted at most actor_lag env steps ahead, keep stepping."""
         cfg, engine = self.config, self.engine
         while self.env_steps < end:
-            limit = credit_limit(cfg, self.grad_steps, end)
+            limit = self._lockstep_limit(end) if engine.lockstep else credit_limit(cfg, self.grad_steps, end)
             if engine.refill_steps and not self.replay.can_sample():  # e.g. every Ray shard restarted empty
                 limit = min(end, max(limit, self.env_steps + engine.refill_steps))
             can_learn = allowed_gradient_steps(cfg, self.env_steps) > self.grad_steps
@@ -351,18 +354,35 @@ class Trainer(ClosesRun):
                 self._learn_until(self.grad_steps + 1)
         self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
 
+    def _lockstep_limit(self, end: int) -> int:
+        """The env step a lockstep engine may act up to before the loop has something to do: where the
+        next gradient step, evaluation or checkpoint is due, at most BULK_ACT_STEPS ahead (and no more
+        than the replay holds, so one insert equals the per-step ones), at most `end`."""
+        cfg, n = self.config, self.env_steps
+        limit = min(end, n + max(1, min(BULK_ACT_STEPS, cfg.buffer_size)))
+        due = needed_env_steps(cfg, self.grad_steps) if cfg.gradient_steps > 0 else end
+        if due > n:
+            limit = min(limit, due)
+        for every in (cfg.eval_freq, cfg.checkpoint_freq if self.checkpoint_dir is not None else 0):
+            if every:
+                limit = min(limit, (n // every + 1) * every)
+        return limit
+
     def _add(self, transitions: Transitions) -> None:
         """Store collected transitions (unless an actor stored them in its shard) and count them."""
         if transitions.data is not None:
             with self.timer.time("replay_insert"):
                 self.replay.add(transitions.data)
         self.timer.merge(transitions.seconds, transitions.calls)
+        start = self.env_steps
         self.env_steps += transitions.n
-        for ret, length in transitions.finished:
+        for i, (ret, length) in enumerate(transitions.finished):
+            # an episode is logged at the env step its group ended at, where the actor says (inline)
+            step = start + transitions.ended_at[i] if transitions.ended_at else self.env_steps
             self.episodes += 1
-            self.episode_log.append((self.env_steps, ret, length))
+            self.episode_log.append((step, ret, length))
             if self.logger is not None:
-                self.logger.episode(self.env_steps, ret, length)
+                self.logger.episode(step, ret, length)
 
     def _periodic(self, n: int) -> None:
         """Evaluation, checkpoint and progress when their interval was crossed by the last n steps."""
@@ -403,27 +423,55 @@ class Trainer(ClosesRun):
     def _learn_until(self, allowed: int) -> None:
         """Run gradient steps up to `allowed`; the next batch is sampled before the current step's
         priorities are written back (relaxed sample/update dependency, fixed order: deterministic)."""
+        if self.grad_steps >= allowed:  # the usual case between two rounds of gradient steps
+            return
         cfg, timer = self.config, self.timer
         next_batch = None
+        # Uniform replay on a lockstep engine does not change while the learner runs: the batches of the
+        # next steps are drawn, converted and sliced at once (the same draws, in order), so that a step
+        # adds little to the learner's own code between two learner calls.
+        prioritized, dqn, sync_interval = self.replay.prioritized, cfg.algo == "dqn", cfg.sync_interval
+        bulk = self.engine.lockstep and not prioritized
+        drawn: list[Batch[torch.Tensor]] = []
+        # the learner's time summed here and added once: a timer block per step costs more between two
+        # learner calls (cold caches) than the sum
+        stepping = self.learner_threads.step() if self.learner_threads is not None else contextlib.nullcontext()
+        learn_s, learned = 0.0, 0
         try:
             while self.grad_steps < allowed:
                 g = self.grad_steps
-                if cfg.algo == "dqn":
+                if dqn:
                     n_g = needed_env_steps(cfg, g)
                     # SB3 copies the target every target_update_interval env steps during collection,
                     # while the online net is frozen: one copy before the first step of such a round.
                     if target_copy_due(cfg, n_g, self.target_checked):
                         self.algo.update_target()
                     self.target_checked = max(self.target_checked, n_g)
-                with timer.time("replay_sample"):
-                    batch = next_batch if next_batch is not None else self.replay.sample(cfg.batch_size)
-                    next_batch = self.replay.sample(cfg.batch_size) if g + 1 < allowed else None
-                with timer.time("learn"), self._timed_step():
-                    loss, td = self.algo.learn(batch.to_torch(self.algo.device, discrete=self.spec.discrete))
-                    if isinstance(loss, float) and not math.isfinite(loss):  # the fused CPU step: no sync needed
-                        self._diverged(f"the loss of gradient step {g + 1:,} is {loss}")
-                    self.losses.add(loss)
-                if self.replay.prioritized:
+                learner_batch: Batch[torch.Tensor] | None = None
+                if bulk:
+                    if not drawn:  # reversed: each step pops its batch off the end
+                        start = time.perf_counter()
+                        count = min(allowed - g, max(1, BULK_SAMPLE_ROWS // cfg.batch_size))
+                        stacked = self.replay.sample_many(cfg.batch_size, count).to_torch(
+                            self.algo.device, discrete=self.spec.discrete)
+                        drawn = stacked.split(cfg.batch_size)[::-1] if count > 1 else [stacked]
+                        timer.add("replay_sample", time.perf_counter() - start, calls=count)
+                    learner_batch = drawn.pop()
+                else:
+                    with timer.time("replay_sample"):
+                        batch = next_batch if next_batch is not None else self.replay.sample(cfg.batch_size)
+                        next_batch = self.replay.sample(cfg.batch_size) if g + 1 < allowed else None
+                start = time.perf_counter()
+                with stepping:
+                    if learner_batch is None:
+                        learner_batch = batch.to_torch(self.algo.device, discrete=self.spec.discrete)
+                    loss, td = self.algo.learn(learner_batch)
+                learn_s += time.perf_counter() - start
+                learned += 1
+                if isinstance(loss, float) and not math.isfinite(loss):  # the fused CPU step: no sync needed
+                    self._diverged(f"the loss of gradient step {g + 1:,} is {loss}")
+                self.losses.add(loss)
+                if prioritized:
                     with timer.time("replay_update"):
                         td_np = td.cpu().numpy()
                         if not np.isfinite(td_np).all():
@@ -431,13 +479,12 @@ class Trainer(ClosesRun):
                         assert batch.indices is not None  # a replay's sample always has them
                         self.replay.update_priorities(batch.indices, td_np)
                 self.grad_steps += 1
-                if self.grad_steps % cfg.sync_interval == 0:
+                if self.grad_steps % sync_interval == 0:
                     self._sync_weights()
         except ReplayEmpty:
             self.setup.note("every replay shard is empty (restarted); the learner waits for the actors")
-
-    def _timed_step(self) -> Any:
-        return self.learner_threads.step() if self.learner_threads is not None else contextlib.nullcontext()
+        finally:
+            timer.add("learn", learn_s, learned)
 
     def _sync_weights(self) -> None:
         self._check_finite(full=False)  # before actors (a kernel actor quantizes them) see the weights

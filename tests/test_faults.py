@@ -117,7 +117,8 @@ def _arm(monkeypatch, trainer, point, calls, signals):
         wrap(target, "update" if trainer.replay.prioritized else "add")
     elif point == "sum_tree":
         target = trainer.replay.buffer._sampler if trainer.replay.prioritized else trainer.replay
-        wrap(target, "update" if trainer.replay.prioritized else "sample")
+        # uniform replay: the inline trainer draws a round's batches in one sample_many call
+        wrap(target, "update" if trainer.replay.prioritized else "sample_many")
     elif point == "env_step":
         wrap(trainer.actor.envs, "step", before=False)
     else:

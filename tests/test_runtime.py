@@ -69,6 +69,39 @@ def test_uniform_replay_wraps_and_round_trips():
     assert np.array_equal(other.obs, before)
 
 
+@pytest.mark.parametrize("size", [7, 5000])
+def test_uniform_replay_sample_many_draws_what_sample_calls_draw(size):
+    """A round's batches drawn at once are the batches (and leave the generator where) sample() calls do."""
+    rng = np.random.default_rng(1)
+    one, many = (UniformReplay(8192, 3, (), True, seed=4) for _ in range(2))
+    data = {"obs": rng.normal(size=(size, 3)).astype(np.float32), "action": rng.integers(0, 2, size),
+            "reward": rng.normal(size=size).astype(np.float32),
+            "next_obs": rng.normal(size=(size, 3)).astype(np.float32),
+            "done": (rng.random(size) < 0.1).astype(np.float32)}
+    for r in (one, many):
+        r.add(data)
+    stacked = many.sample_many(16, 5)
+    parts = stacked.split(16)
+    assert len(parts) == 5
+    for part in parts:
+        expected = one.sample(16)
+        for name in ("obs", "action", "reward", "next_obs", "done", "indices"):
+            assert np.array_equal(getattr(part, name), getattr(expected, name)), name
+    assert one.rng.bit_generator.state == many.rng.bit_generator.state
+
+
+def test_batch_split_views_torch_and_numpy():
+    from pearl_fpga.replay import Batch
+
+    b = Batch(obs=np.arange(20, dtype=np.float32).reshape(10, 2), action=np.arange(10), reward=np.arange(10.0),
+              next_obs=np.zeros((10, 2), np.float32), done=np.zeros(10, np.float32), indices=np.arange(10) * 3)
+    for batch in (b, b.to_torch(discrete=True)):
+        parts = batch.split(4)
+        assert [len(p) for p in parts] == [4, 4, 2] and all(p.weights is None for p in parts)
+        assert np.asarray(parts[1].obs).tolist() == [[8, 9], [10, 11], [12, 13], [14, 15]]
+        assert parts[2].indices.tolist() == [24, 27]
+
+
 # ---------------------------------------------------------------- envs
 def test_env_group_stores_true_final_obs_and_terminated_only():
     g = EnvGroup("CartPole-v1", 2, seed=0)

@@ -10,6 +10,7 @@ in both: they go back, with the learner's |TD errors| as numpy, to the buffer's 
 from __future__ import annotations
 
 from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -35,6 +36,20 @@ class Batch(Generic[Array]):
 
     def __len__(self) -> int:
         return len(self.reward)  # type: ignore[arg-type]
+
+    def split(self, size: int) -> list[Batch[Array]]:
+        """Consecutive batches of `size` rows (the last may be shorter), as views (numpy or torch slices)."""
+        starts = range(0, len(self), size)
+
+        def parts(x: Any) -> Any:
+            if x is None:
+                return [None] * len(starts)
+            if isinstance(x, np.ndarray):
+                return [x[i : i + size] for i in starts]
+            return x.split(size)  # a torch tensor: all the views in one call
+
+        return [Batch(*fields) for fields in zip(*(parts(getattr(self, f.name)) for f in dataclasses.fields(self)),
+                                                 strict=True)]
 
     def to_torch(self, device: Any = "cpu", discrete: bool = False) -> Batch[torch.Tensor]:
         """The learner's view: float32 tensors on `device` (int64 actions when `discrete`)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
 import random
 import shutil
@@ -461,10 +462,16 @@ def set_global_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def all_finite(tensor: torch.Tensor) -> bool:
+    """No NaN or inf in a floating tensor. One sum is the cheap test (a NaN or inf anywhere makes it
+    non-finite); only then, or when finite values overflow it, is each element examined."""
+    return math.isfinite(float(tensor.sum())) or bool(torch.isfinite(tensor).all())
+
+
 def first_nonfinite(obj: Any, prefix: str = "") -> str | None:
     """Name and value of the first floating tensor in `obj` (nested dicts/lists) holding NaN or inf."""
     if isinstance(obj, torch.Tensor):
-        if obj.is_floating_point() and not bool(torch.isfinite(obj).all()):
+        if obj.is_floating_point() and not all_finite(obj):
             bad = obj[~torch.isfinite(obj)].flatten()[0].item()
             return f"{prefix.rstrip('.')} holds {bad}"
         return None

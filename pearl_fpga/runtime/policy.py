@@ -15,6 +15,7 @@ from torch import nn
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import BackendUnavailable, DivergenceError
+from pearl_fpga.runtime.checkpoint import all_finite
 from pearl_fpga.runtime.placement import Placement
 
 
@@ -41,7 +42,7 @@ class ActorPolicy:
         self.module.load_state_dict(state_dict)
         if self.kernel is not None:
             for name, tensor in self.module.state_dict().items():
-                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                if tensor.is_floating_point() and not all_finite(tensor):
                     # say why, rather than the quantizer's "cannot choose a fixed-point format"
                     raise DivergenceError(f"the policy weights are not finite ({name} holds NaN or inf): training "
                                           "diverged; lower learning_rate or clip the gradients (max_grad_norm), then "
@@ -64,6 +65,14 @@ class ActorPolicy:
         """Exploration action at env step `step` (SB3's schedule)."""
         n = len(obs)
         if self.discrete:
+            if n == 1:  # one env: scalar draws, the same stream as arrays of one without their per-call cost
+                if step < config.learning_starts:
+                    return np.array([rng.integers(0, n_actions_or_dim)])
+                explore = rng.random() < config.epsilon(step)
+                drawn = rng.integers(0, n_actions_or_dim)
+                if explore:
+                    return np.array([drawn], dtype=np.int64)
+                return self.deterministic(obs).astype(np.int64, copy=False)
             if step < config.learning_starts:
                 return rng.integers(0, n_actions_or_dim, size=n)
             eps = config.epsilon(step)

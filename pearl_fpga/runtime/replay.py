@@ -57,6 +57,11 @@ class Replay:
     def sample(self, batch_size: int) -> Batch[np.ndarray]:
         raise NotImplementedError
 
+    def sample_many(self, batch_size: int, count: int) -> Batch[np.ndarray]:
+        """`count` batches as `count` sample() calls would draw them from the unchanged buffer, stacked:
+        batch k is rows k * batch_size .. (k + 1) * batch_size - 1."""
+        return Batch.concatenate([self.sample(batch_size) for _ in range(count)])
+
     def sample_with_priorities(self, batch_size: int) -> tuple[Batch[np.ndarray], np.ndarray, float]:
         """sample(), plus each drawn transition's priority and the total (for sharded replay)."""
         raise NotImplementedError
@@ -75,7 +80,9 @@ class Replay:
         # (or when finite values overflow the sum) is each row examined.
         total = 0.0
         for f in _SUMMED:
-            total += np.add.reduce(t[f], axis=None, dtype=np.float64)
+            values = t[f]
+            if getattr(values, "dtype", None) is None or values.dtype.kind in "fc":  # integer actions are finite
+                total += np.add.reduce(values, axis=None, dtype=np.float64)
         if "td_errors" in t:
             total += np.add.reduce(t["td_errors"], axis=None, dtype=np.float64)
         if math.isfinite(total):
@@ -140,7 +147,10 @@ class UniformReplay(Replay):
         n = len(t["reward"])
         if n == 0:
             return
-        idx = (self.pos + np.arange(n)) % self.capacity
+        # a slice while the rows do not wrap around the ring (the usual case): cheaper than an index array
+        idx: slice | np.ndarray = slice(self.pos, self.pos + n)
+        if self.pos + n > self.capacity:
+            idx = (self.pos + np.arange(n)) % self.capacity
         self.obs[idx] = t["obs"]
         self.next_obs[idx] = t["next_obs"]
         self.action[idx] = np.asarray(t["action"]).reshape((n, *self.action.shape[1:]))
@@ -154,9 +164,16 @@ class UniformReplay(Replay):
         return self.sample(batch_size), np.ones(batch_size), float(self.size)
 
     def sample(self, batch_size: int) -> Batch[np.ndarray]:
-        idx = self.rng.integers(0, self.size, size=batch_size)
-        return Batch(obs=self.obs[idx], action=self.action[idx], reward=self.reward[idx], next_obs=self.next_obs[idx],
-                     done=self.done[idx], indices=idx)
+        return self._gather(self.rng.integers(0, self.size, size=batch_size))
+
+    def sample_many(self, batch_size: int, count: int) -> Batch[np.ndarray]:
+        # one draw of count * batch_size indices is the same stream as count draws of batch_size (numpy
+        # draws bounded integers one at a time), and one gather per field replaces count of them
+        return self._gather(self.rng.integers(0, self.size, size=batch_size * count))
+
+    def _gather(self, idx: np.ndarray) -> Batch[np.ndarray]:
+        return Batch(obs=self.obs.take(idx, axis=0), action=self.action.take(idx, axis=0), reward=self.reward.take(idx),
+                     next_obs=self.next_obs.take(idx, axis=0), done=self.done.take(idx), indices=idx)
 
     def state_dict(self) -> dict[str, Any]:
         return {"kind": "uniform", "capacity": self.capacity, "pos": self.pos, "size": self.size,

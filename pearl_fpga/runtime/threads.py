@@ -25,8 +25,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +68,24 @@ def limit_blas_threads() -> None:
     except ImportError:
         return
     threadpool_limits(1, user_api="blas")
+
+
+class _Step:
+    """AdaptiveThreads.step()'s context, one per controller (a plain class: a learner step pays little for it)."""
+
+    __slots__ = ("controller", "start")
+
+    def __init__(self, controller: AdaptiveThreads) -> None:
+        self.controller = controller
+        self.start = 0.0
+
+    def __enter__(self) -> None:
+        self.controller._before_step()
+        self.start = self.controller._clock()
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.controller._record(self.controller._clock() - self.start)
 
 
 class AdaptiveThreads:
@@ -119,6 +136,7 @@ class AdaptiveThreads:
         self._since_round = period  # the first step starts a round
         self._round_times: dict[int, float] = {}
         self._recent: list[float] = []  # step times at the current count since the last round or check
+        self._step = _Step(self)
         set_threads(self._active)
 
     @property
@@ -126,14 +144,13 @@ class AdaptiveThreads:
         """The count the next step runs at."""
         return self._active
 
-    @contextmanager
-    def step(self) -> Iterator[None]:
-        """Time one learner step (an exception is not a sample)."""
+    def step(self) -> _Step:
+        """`with controller.step():` times one learner step (an exception is not a sample)."""
+        return self._step
+
+    def _before_step(self) -> None:
         if not self._queue and self._since_round >= self.period and len(self.choice.candidates) > 1:
             self._start_round()
-        t0 = self._clock()
-        yield
-        self._record(self._clock() - t0)
 
     # ------------------------------------------------------------------ internals
     def _use(self, n: int) -> None:

@@ -1,6 +1,7 @@
 """The `inline` engine: acting and learning alternate in the learner's process, in Stable-Baselines3's
-exact order (deterministic for a seed): each sample() is one step of the env group, after which the
-Trainer runs the gradient steps the schedule allows."""
+exact order (deterministic for a seed): each sample() steps the env group up to the step the Trainer
+names (where the next gradient step, evaluation or checkpoint is due), after which the Trainer runs
+the gradient steps the schedule allows."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class InlineEngine:
     def sample(self, upto: int, wait: bool) -> list[Transitions]:
         if self.granted >= upto:
             return []
-        out = self.actor.run(self.actor.envs.n, self.granted)
+        group = self.actor.envs.n  # whole env groups, at least one, none past `upto` but the first
+        out = self.actor.run(max(group, (upto - self.granted) // group * group), self.granted)
         self.granted += out.n
         return [out]
 
