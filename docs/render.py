@@ -31,6 +31,8 @@ SECTIONS = {
     "quality-dqn": "Learning quality: DQN on CartPole-v1",
     "quality-ddpg": "Learning quality: DDPG on Pendulum-v1",
     "quality-td3": "Learning quality: TD3 on Pendulum-v1",
+    "quality-ddpg-bf16": "Learning quality: DDPG on Pendulum-v1 with the bfloat16 learner",
+    "quality-td3-bf16": "Learning quality: TD3 on Pendulum-v1 with the bfloat16 learner",
     "learner": "The learner step by precision and thread count",
     "replay": "Replay kernel: prioritized buffer against cpprb and TorchRL",
     "mlp": "MLP kernel: inference against torch eager",
@@ -383,7 +385,8 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
                 lines.append(f"  (why a target is missed: {_peak_share(records, key)}"
                              "[docs/training.md](docs/training.md#throughput-targets))")
     for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1"),
-                      ("quality-td3", "TD3 Pendulum-v1")):
+                      ("quality-td3", "TD3 Pendulum-v1"), ("quality-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner"),
+                      ("quality-td3-bf16", "TD3 Pendulum-v1, bfloat16 learner")):
         r = records.get(key)
         if r:
             res = r["results"]
