@@ -114,8 +114,8 @@ def _ray_config(args: argparse.Namespace) -> Any:
 
 # ----------------------------------------------------------------------- benches that take a TrainConfig
 def _learner_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", choices=("dqn", "ddpg", "td3", "both"), default="both",
-                        help="learner to time; both: dqn and ddpg (default)")
+    parser.add_argument("--algo", choices=("dqn", "ddpg", "td3", "all"), default="all",
+                        help="learner to time; all: dqn, ddpg and td3 (default)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     parser.add_argument("--seconds", type=float, default=0.5, help="length of one round per setting (default 0.5)")
     parser.add_argument("--precision", choices=("float32", "bfloat16", "both"), default="both",
@@ -129,7 +129,7 @@ def _learner_options(parser: argparse.ArgumentParser) -> None:
 def _learner_config(args: argparse.Namespace) -> Any:
     from pearl_fpga.bench.learner import LearnerBench
 
-    algos = ("dqn", "ddpg") if args.algo == "both" else (args.algo,)
+    algos = ("dqn", "ddpg", "td3") if args.algo == "all" else (args.algo,)
     return LearnerBench(configs=tuple(build_config(args, algo) for algo in algos), rounds=args.rounds,
                         seconds=args.seconds, precision=args.precision, compile=args.compile)
 
