@@ -226,6 +226,33 @@ def test_a_step_that_cannot_compile_runs_uncompiled_after_one_line():
         compiled(torch.ones(3))
 
 
+def test_a_compiled_step_keeps_a_graph_per_thread_count_and_flag_past_dynamo_s_default_limit():
+    """The adaptive threads switch torch's count and TD3 alternates actor steps: each is a guard of its own,
+    and past dynamo's default limit of 8 graphs the step would silently run uncompiled."""
+    from pearl_fpga.algos.common import RECOMPILE_LIMIT
+
+    graphs = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def step(x, flag):
+        return x * 2 if flag else x + 1
+
+    compiled = CompiledStep(step, "test step", backend=counting_backend)
+    old = torch.get_num_threads()
+    try:
+        for _ in range(2):  # the second pass finds every graph cached
+            for threads in range(1, 7):
+                torch.set_num_threads(threads)
+                for flag in (False, True):
+                    assert torch.equal(compiled(torch.ones(3), flag), torch.full((3,), 2.0))
+    finally:
+        torch.set_num_threads(old)
+    assert 8 < len(graphs) == 12 <= RECOMPILE_LIMIT and compiled.compiled
+
+
 @pytest.mark.parametrize("algo_name", ["dqn", "ddpg", "td3"])
 def test_learner_compile_falls_back_to_the_same_step(monkeypatch, algo_name):
     """learner_compile on a machine where compiling fails: the same arithmetic as the uncompiled torch

@@ -183,6 +183,10 @@ class LeanAdam:
                                 group["eps"], group["weight_decay"], max_grad_norm)
 
 
+RECOMPILE_LIMIT = 64
+"""Graphs a CompiledStep may hold for one learner step function (dynamo's `recompile_limit`)."""
+
+
 class CompiledStep:
     """A learner's whole gradient step (forward, backward, clip, optimizer, target update) as one
     torch.compile'd unit (inductor on the CPU), `torch.autograd.grad` traced into the graph.
@@ -207,7 +211,10 @@ class CompiledStep:
             import torch._dynamo
 
             try:
-                with torch._dynamo.config.patch(trace_autograd_ops=True):
+                # one graph per guard set: per batch shape, torch thread count (the adaptive threads switch
+                # it) and TD3's actor/critic-only steps; dynamo's default limit of 8 would send the rest to
+                # the uncompiled step
+                with torch._dynamo.config.patch(trace_autograd_ops=True, recompile_limit=RECOMPILE_LIMIT):
                     return self._compiled(*args)
             except torch._dynamo.exc.TorchDynamoException as exc:
                 cause = getattr(exc, "inner_exception", None) or exc  # the backend's own error
