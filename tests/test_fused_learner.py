@@ -291,3 +291,7 @@ def test_fused_actor_critic_learns_and_falls_back(monkeypatch):
     with pytest.raises(BackendUnavailable, match="make native"):
         DDPG(TrainConfig.preset("ddpg", net_arch=[4]), 3, 1, fused=True)
     assert DDPG(TrainConfig.preset("ddpg", net_arch=[4]), 3, 1)._fused is None
+    monkeypatch.undo()
+    # auto: the concurrent update (DDPG's default) runs the torch ops, SB3's order the fused step
+    assert DDPG(TrainConfig.preset("ddpg", net_arch=[32, 32]), 3, 1)._fused is None
+    assert DDPG(TrainConfig.preset("ddpg", net_arch=[32, 32], concurrent_updates=False), 3, 1)._fused is not None

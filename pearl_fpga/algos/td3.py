@@ -20,7 +20,8 @@ actor step's backward pass skips the critic's weight gradients (only the input g
 target updates use fused foreach ops, and the update runs without nn.Module calls or torch.optim's
 Python wrapper (pearl_fpga.algos.common).
 
-On a CPU with the native module built, the step runs fused (algos/fused_ac.py: the wide GEMMs in
+On a CPU with the native module built, the step runs fused (except DDPG's default concurrent update,
+whose two halves on two threads run faster as the torch ops) (algos/fused_ac.py: the wide GEMMs in
 torch, the thin layers, masks, loss gradient and Adam native, no autograd graph; `fused=False` runs
 the torch ops above, which agree with it to float rounding).
 
@@ -65,7 +66,7 @@ class TD3:
         """precision: the dtype of the wide GEMMs (torch.bfloat16), None for float32 throughout; the
         parameters, Adam's state and the losses stay float32 either way (common.cast_layers).
         fused: the fused CPU step (algos/fused_ac.py); None takes it where it runs (a CPU learner, the
-        native module built, no `learner_compile`), False runs the torch ops."""
+        native module built, no `learner_compile`) unless `concurrent_updates` is set, False runs the torch ops."""
         self.config = config
         self.precision = precision
         self.device = torch.device(device)
@@ -114,7 +115,10 @@ class TD3:
         if fused and compiled:
             raise ValueError(f"{type(self).__name__}: fused=True and config.learner_compile are exclusive: the compiled "
                              "step is the torch one")
-        native = native_learner() if self.device.type == "cpu" and fused is not False and not compiled else None
+        # auto (None): fused, except for the concurrent update, whose two halves, each on its own thread, run
+        # faster as torch ops than as the fused step's many short native calls (measured by A/B on one host)
+        wanted = fused if fused is not None else not config.concurrent_updates
+        native = native_learner() if self.device.type == "cpu" and wanted and not compiled else None
         if fused and native is None:
             raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
                                      "rebuild the package (make native) or pass fused=False")
