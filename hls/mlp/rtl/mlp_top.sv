@@ -147,7 +147,15 @@ module mlp_top #(
     wire [15:0] in_word = s_axis_in_tdata;
 
     // ---------------------------------------------------------------- LOAD: header, configuration, placement
-    wire load_start = op_state == OP_IDLE && op_start && op_mode == 0;
+    // What an ap_start would start, decided a cycle ahead (mode, batch and `loaded` were set by
+    // earlier register writes or operations), so that the start fans out from a few registers.
+    logic mode_load, mode_infer, mode_ident;
+    always_ff @(posedge ap_clk) begin
+        mode_load <= op_mode == 0;
+        mode_infer <= op_mode == 1 && loaded && op_batch <= 32'(MAX_BATCH);
+        mode_ident <= op_mode == 2;
+    end
+    wire load_start = op_state == OP_IDLE && op_start && mode_load;
     logic ld_reject, ld_fail, ld_complete, ld_overrun, ld_skipped;  // what this cycle's LOAD word did
     logic             ld_w_we, ld_b_we;
     logic [WAW-1:0]   ld_w_addr;
@@ -409,7 +417,7 @@ module mlp_top #(
 
     wire o_busy = |o_valid;
     assign o_adv = !o_valid[7] || m_axis_out_tready;
-    wire ident_start = op_state == OP_IDLE && op_start && op_mode == 2;
+    wire ident_start = op_state == OP_IDLE && op_start && mode_ident;
     wire o_req  = ob_ready && o_adv;                                  // a word of an INFER's results
     wire id_req = op_state == OP_IDENT && id_idx < 3'd4 && o_adv;     // an IDENTITY word
     wire o_req_last = o_idx == o_last_idx;
@@ -451,8 +459,6 @@ module mlp_top #(
             o_lastq[4] <= o_last[3];
             o_tanh[4] <= cfg_tanh && o_kind[3] == K_VALUE;
             o_word[4] <= o3_word;
-            t0_mem <= tanh_lut[{1'b0, ~o3_word[15], o3_word[14:6]}];
-            t1_mem <= tanh_lut[{1'b0, ~o3_word[15], o3_word[14:6]} + 11'd1];
             // o5
             o_lastq[5] <= o_lastq[4];
             o_tanh[5] <= o_tanh[4];
@@ -471,6 +477,12 @@ module mlp_top #(
             o_word[7] <= o_tanh[6] ? 16'(t0_p + 17'((o6_prod + 24'sd32) >>> 6)) : o_word[6];
         end
     end
+    always_ff @(posedge ap_clk) begin : tanh_table_read  // o4, a read-enabled block RAM
+        if (o_adv) begin
+            t0_mem <= tanh_lut[{1'b0, ~o3_word[15], o3_word[14:6]}];
+            t1_mem <= tanh_lut[{1'b0, ~o3_word[15], o3_word[14:6]} + 11'd1];
+        end
+    end
     assign m_axis_out_tvalid = o_valid[7];
     assign m_axis_out_tlast  = o_lastq[7];
     assign m_axis_out_tdata  = o_word[7];
@@ -479,7 +491,7 @@ module mlp_top #(
     // Blocks that are each the only writer of their registers: the operation FSM (op_state,
     // done/error, `loaded`), the LOAD FSM (mlp_loader), the receiver and the layer engine of an
     // INFER, and the output stream. They talk through the one-cycle events below and mlp_loader's.
-    wire infer_start = op_state == OP_IDLE && op_start && op_mode == 1 && loaded && op_batch <= 32'(MAX_BATCH);
+    wire infer_start = op_state == OP_IDLE && op_start && mode_infer;
     wire infer_end   = op_state == OP_INFER && out_left == 0 && !o_busy;  // the last word left the pipeline
 
     logic op_loaded_before;  // `loaded` when the current LOAD began
