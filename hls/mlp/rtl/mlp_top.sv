@@ -15,7 +15,7 @@
 //   last layer writes an output buffer that streams out on m_axis_out while the next observation
 //   computes. Every memory is a plain array with one write port and a synchronous read port, so
 //   synthesis maps it onto block RAM (or LUT RAM when small); a fabric register follows each read.
-// - Pipeline per step, one register between stages (the read latency is MEM_LATENCY = 2):
+// - Pipeline per step, one register between stages (shown for the read latency MEM_LATENCY = 2):
 //   issue (0) -> memory (1) -> read register (2) -> activation select (3) -> multiply (4) ->
 //   adder tree, TREE_PER_STAGE levels a stage -> accumulate with the bias (and the rounding
 //   constant) on a group's first step -> shift by 8*s[5:3] -> shift by s[2:0] -> saturate and ReLU
@@ -32,6 +32,10 @@ module mlp_top #(
     parameter int MAX_LAYERS = 4,        // linear layers the weight memory holds
     parameter int MAX_WIDTH = 256,       // widest layer input or output (<= 4096)
     parameter int MAX_BATCH = 4096,      // most observations per INFER (larger batches are refused)
+    // Cycles from a read address to the data in a register of the fabric, for the engine's memories
+    // (weights, biases, activations): the memory's own read register, then MEM_LATENCY - 1 more
+    // (>= 1; 2 keeps a block RAM's clock-to-output away from logic). The step pipeline grows with it.
+    parameter int MEM_LATENCY = 2,
     parameter TANH_MEMH = "mlp_tanh.memh"  // tanh table T[0..1024] (4 hex digits a line), written by pearl_fpga.sim.verilator.write_tanh_memh
 ) (
     input  wire         ap_clk,
@@ -83,14 +87,13 @@ module mlp_top #(
     localparam int ACC_W = (($clog2(MAX_WIDTH) + 30 > 39) ? $clog2(MAX_WIDTH) + 30 : 39) + 2;
 
     // Pipeline of a step: stage s is the cycle s clocks after its issue (see the header comment).
-    localparam int MEM_LATENCY = 2;    // read address register -> memory -> fabric read register
     localparam int TREE_PER_STAGE = 2;
     localparam int TREE_STAGES = (LOG2P + TREE_PER_STAGE - 1) / TREE_PER_STAGE;
-    localparam int P_LANE = 1;                     // per-lane bank and mask of the activation select
+    localparam int P_LANE = MEM_LATENCY - 1;       // per-lane bank and mask of the activation select
     localparam int P_SEL = MEM_LATENCY;            // the activation select (read data registered)
     localparam int P_MUL = P_SEL + 1;              // operands into the MAC array
     localparam int P_ACC = P_MUL + 1 + TREE_STAGES;  // row sums out of the array, accumulated
-    localparam int P_BIAS = P_ACC - 3;             // bias read address (memory, register, + rounding)
+    localparam int P_BIAS = P_ACC - 1 - MEM_LATENCY;  // bias read address (memory, registers, + rounding)
     localparam int P_SH1 = P_ACC + 1;              // shift right by 8 * s[5:3]
     localparam int P_SH2 = P_SH1 + 1;              // shift right by s[2:0]
     localparam int P_SAT = P_SH2 + 1;              // saturate, ReLU
@@ -101,6 +104,7 @@ module mlp_top #(
     initial begin
         if (LANES < 2 || (1 << LOG2P) != LANES) $fatal(1, "LANES must be a power of two >= 2");
         if (MAX_WIDTH > 4096 || MAX_WIDTH < 1) $fatal(1, "MAX_WIDTH must be in 1..4096");
+        if (MEM_LATENCY < 1 || P_BIAS < 0) $fatal(1, "MEM_LATENCY must be >= 1");
     end
 `endif
 
@@ -277,8 +281,11 @@ module mlp_top #(
     logic             o_adv;                  // the output stream advances
     logic [IAW-1:0]   o_raddr;                // output buffer word the stream reads
 
-    logic [LANES*16-1:0] w_mem, x_mem, i_mem, o_mem;  // memory read data (stage 1)
-    logic [LANES*32-1:0] b_mem;                       // bias read data (stage P_BIAS + 1)
+    // Read data: [0] the memory's read register (stage 1; the bias's stage P_BIAS + 1), [d] d
+    // fabric registers later.
+    logic [MEM_LATENCY-1:0][LANES*16-1:0] w_rd, x_rd, i_rd;
+    logic [MEM_LATENCY-1:0][LANES*32-1:0] b_rd;
+    logic [LANES*16-1:0] o_mem;                       // output buffer read data (o1)
     wire  [IAW:0]   x_raddr = {~e_l[0], IAW'(e_col >> LOG2P)};
     wire  [IAW-1:0] i_raddr = IAW'(e_col >> LOG2P);
     for (genvar b = 0; b < LANES; b++) begin : g_bank
@@ -289,19 +296,19 @@ module mlp_top #(
         logic [15:0] omem [1 << IAW];         // the last layer's results
         always_ff @(posedge ap_clk) begin
             if (ww_we && ww_bank == LOG2P'(b)) wmem[ww_addr] <= ww_data;
-            w_mem[16*b +: 16] <= wmem[e_waddr];
+            w_rd[0][16*b +: 16] <= wmem[e_waddr];
         end
         always_ff @(posedge ap_clk) begin
             if (bw_we && bw_bank == LOG2P'(b)) bmem[bw_addr] <= bw_data;
-            b_mem[32*b +: 32] <= bmem[p_baddr[P_BIAS]];
+            b_rd[0][32*b +: 32] <= bmem[p_baddr[P_BIAS]];
         end
         always_ff @(posedge ap_clk) begin
             if (xw_we[b]) xmem[xw_addr] <= xw_data[16*b +: 16];
-            x_mem[16*b +: 16] <= xmem[x_raddr];
+            x_rd[0][16*b +: 16] <= xmem[x_raddr];
         end
         always_ff @(posedge ap_clk) begin
             if (iw_we && iw_bank == LOG2P'(b)) imem[iw_addr] <= iw_data;
-            i_mem[16*b +: 16] <= imem[i_raddr];
+            i_rd[0][16*b +: 16] <= imem[i_raddr];
         end
         always_ff @(posedge ap_clk) begin
             if (obw_we[b]) omem[xw_addr[IAW-1:0]] <= xw_data[16*b +: 16];
@@ -309,10 +316,21 @@ module mlp_top #(
         end
     end
 
+    for (genvar d = 1; d < MEM_LATENCY; d++) begin : g_read_delay
+        always_ff @(posedge ap_clk) begin
+            w_rd[d] <= w_rd[d-1];
+            x_rd[d] <= x_rd[d-1];
+            i_rd[d] <= i_rd[d-1];
+            b_rd[d] <= b_rd[d-1];
+        end
+    end
+    wire [LANES*16-1:0] w_q = w_rd[MEM_LATENCY-1], x_q = x_rd[MEM_LATENCY-1], i_q = i_rd[MEM_LATENCY-1];
+    wire [LANES*32-1:0] b_q = b_rd[MEM_LATENCY-1];  // stage P_ACC - 1
+
     // ---------------------------------------------------------------- stages 1..P_MUL: operands
     logic [LANES-1:0][LOG2P-1:0] sel_bank;  // stage P_SEL: the bank each lane's input comes from
     logic [LANES-1:0]            sel_on;    // ... and whether that input exists
-    logic [LANES*16-1:0]         w_q, x_q, i_q, w_op, a_op;
+    logic [LANES*16-1:0]         w_op, a_op;
     always_ff @(posedge ap_clk) begin : operands
         logic [LOG2P-1:0] col;
         for (int l = 0; l < LANES; l++) begin  // stage P_LANE: lane l takes column l / R of the step
@@ -320,9 +338,6 @@ module mlp_top #(
             sel_bank[l] <= p_abase[P_LANE] + col;
             sel_on[l] <= (LOG2P+1)'(col) < p_rem[P_LANE];
         end
-        w_q <= w_mem;  // stage P_SEL - 1 = 1: the memories' outputs into fabric registers
-        x_q <= x_mem;
-        i_q <= i_mem;
         w_op <= w_q;   // stage P_SEL: select each lane's input
         for (int l = 0; l < LANES; l++)
             a_op[16*l +: 16] <= !sel_on[l] ? 16'd0 : p_src_ib[P_SEL] ? i_q[16*sel_bank[l] +: 16] : x_q[16*sel_bank[l] +: 16];
@@ -335,11 +350,9 @@ module mlp_top #(
 
     // ---------------------------------------------------------------- stage P_ACC: accumulate
     // The bias and the rounding term 2^(s-1) start a group's accumulator.
-    logic [LANES*32-1:0]    b_q;
     logic [LANES*ACC_W-1:0] bias_round, acc;
     always_ff @(posedge ap_clk) begin : accumulate
         logic [ACC_W-1:0] round;
-        b_q <= b_mem;  // stage P_ACC - 2
         round = p_shift[P_ACC-1] == 0 ? '0 : ACC_W'(1) << (p_shift[P_ACC-1] - 1);
         for (int r = 0; r < LANES; r++)  // stage P_ACC - 1
             bias_round[ACC_W*r +: ACC_W] <= ACC_W'($signed(b_q[32*r +: 32])) + round;
