@@ -20,7 +20,8 @@ module mlp_loader #(
     localparam int AW = (MAX_WIDTH + LANES - 1) / LANES,   // words of one activation buffer
     localparam int REGION = AW * MAX_WIDTH,                // weight words of one layer (worst split)
     localparam int WAW = $clog2(MAX_LAYERS * REGION),      // weight address bits
-    localparam int BAW = $clog2(MAX_LAYERS * MAX_WIDTH)    // bias address bits
+    localparam int BAW = $clog2(MAX_LAYERS * MAX_WIDTH),   // bias address bits
+    localparam int LW = MAX_LAYERS > 1 ? $clog2(MAX_LAYERS) : 1
 ) (
     input  wire                ap_clk,
     input  wire                ap_rst_n,
@@ -61,39 +62,36 @@ module mlp_loader #(
     localparam int MAX_SHIFT = 40;
     localparam logic [2:0] FLAG_TANH = 3'b010, FLAG_RAW = 3'b100;
 
-    typedef enum logic [2:0] {LD_HDR, LD_CFG, LD_FIRST, LD_W, LD_BLO, LD_BHI, LD_SKIP} ld_state_t;
+    typedef enum logic [2:0] {LD_HDR, LD_COMMIT, LD_CFG, LD_FIRST, LD_W, LD_BLO, LD_BHI, LD_SKIP} ld_state_t;
     ld_state_t ld_state;
-    assign ready = ld_state != LD_CFG && ld_state != LD_FIRST;  // pricing the splits
+    assign ready = ld_state != LD_COMMIT && ld_state != LD_CFG && ld_state != LD_FIRST;  // committing, pricing the splits
 
-    // LOAD header being received
-    logic [15:0] hdr_nl, hdr_count;
+    // LOAD header being received: n_layers, then n, m, shift, flags per layer. Each word is checked
+    // against the LOAD rules of SPEC.md (and of the HLS C++) as it arrives, into a sticky `hdr_bad`;
+    // the verdict is taken on the last header word, before any weight is written.
+    logic        hdr_first;   // the next header word is n_layers
+    logic [15:0] hdr_nl, hdr_left;  // layers; header words still to come after n_layers
+    logic [1:0]  hdr_field;   // 0 n, 1 m, 2 shift, 3 flags
+    logic [LW-1:0] hdr_l;     // the layer the next word describes
+    logic        hdr_on_last; // ... is the last layer
+    logic        hdr_bad;
     logic [15:0] hdr_n [MAX_LAYERS];
     logic [15:0] hdr_m [MAX_LAYERS];
     logic [15:0] hdr_shift [MAX_LAYERS];
     logic [15:0] hdr_flags [MAX_LAYERS];
 
     wire take = active && in_fire;
-    wire last_hdr_word = (hdr_count == 16'(4 * hdr_nl));
-    // The LOAD rules of SPEC.md (and of the HLS C++), checked on the last header word, which is
-    // the flags word of the last layer.
-    logic header_ok;
-    always_comb begin : header_check
-        logic [15:0] flags;
-        logic last;
-        header_ok = 1'b1;
-        for (int l = 0; l < MAX_LAYERS; l++) begin
-            last = (16'(l) == hdr_nl - 1);
-            flags = last ? in_word : hdr_flags[l];
-            if (16'(l) < hdr_nl) begin
-                if (hdr_n[l] == 0 || hdr_n[l] > 16'(MAX_WIDTH)) header_ok = 1'b0;
-                if (hdr_m[l] == 0 || hdr_m[l] > 16'(MAX_WIDTH)) header_ok = 1'b0;
-                if (hdr_shift[l] > 16'(MAX_SHIFT)) header_ok = 1'b0;
-                if (l > 0 && hdr_n[l] != hdr_m[(l > 0) ? l - 1 : 0]) header_ok = 1'b0;
-                if (flags[15:3] != 0) header_ok = 1'b0;                        // unknown flag
-                if (!last && flags[2:1] != 0) header_ok = 1'b0;                // a head on a hidden layer
-                if (last && flags[2:0] != FLAG_TANH && flags[2:0] != FLAG_RAW) header_ok = 1'b0;  // one head, no ReLU
-            end
-        end
+    wire last_hdr_word = !hdr_first && hdr_left == 1;  // the flags word of the last layer
+    logic word_bad;
+    always_comb begin : header_word_check
+        case (hdr_field)
+            2'd0: word_bad = in_word == 0 || in_word > 16'(MAX_WIDTH) || (hdr_l != 0 && in_word != hdr_m[hdr_l - 1]);
+            2'd1: word_bad = in_word == 0 || in_word > 16'(MAX_WIDTH);
+            2'd2: word_bad = in_word > 16'(MAX_SHIFT);
+            default: word_bad = in_word[15:3] != 0                                                    // unknown flag
+                             || (!hdr_on_last && in_word[2:1] != 0)                                    // a head on a hidden layer
+                             || (hdr_on_last && in_word[2:0] != FLAG_TANH && in_word[2:0] != FLAG_RAW);  // one head, no ReLU
+        endcase
     end
 
     // ---------------------------------------------------------------- the split of each layer
@@ -111,7 +109,9 @@ module mlp_loader #(
     logic [15:0]      ld_l, ld_i, ld_j;
     logic [15:0]      ld_bias_lo;
     logic [KW-1:0]    cur_k;           // the layer being loaded: its split and sizes
-    logic [15:0]      cur_n, cur_m, cur_h;
+    logic [15:0]      cur_h;
+    logic [15:0]      cur_j_last, cur_i_last;  // n - 1, m - 1
+    logic             cur_net_last;    // the layer being loaded is the network's last
     logic [WAW-1:0]   w_layer_base;    // l * REGION
     logic [WAW-1:0]   w_row_base;      // l * REGION + (i / R) * H
     logic [BAW-1:0]   b_layer_base;    // l * MAX_WIDTH
@@ -131,13 +131,13 @@ module mlp_loader #(
 
     always_comb begin : load_outcome
         logic net_last;
-        net_last = ld_i == cur_m - 1 && ld_l == cfg_nl - 1;
+        net_last = ld_i == cur_i_last && cur_net_last;
         {ld_reject, ld_fail, ld_complete, ld_overrun, ld_skipped} = '0;
         if (take) begin
             case (ld_state)
                 LD_HDR: begin
-                    if (hdr_count == 0) ld_reject = in_word == 0 || in_word > 16'(MAX_LAYERS);
-                    else if (last_hdr_word) ld_reject = !header_ok || in_last;
+                    if (hdr_first) ld_reject = in_word == 0 || in_word > 16'(MAX_LAYERS);
+                    else if (last_hdr_word) ld_reject = hdr_bad || word_bad || in_last;
                     else ld_reject = in_last;  // the frame ended inside the header
                 end
                 LD_W, LD_BLO: ld_fail = in_last;
@@ -146,7 +146,7 @@ module mlp_loader #(
                     ld_overrun = net_last && !in_last;
                     ld_fail = !net_last && in_last;
                 end
-                default: ld_skipped = in_last;  // LD_SKIP (LD_CFG takes no word)
+                default: ld_skipped = in_last;  // LD_SKIP (LD_COMMIT, LD_CFG, LD_FIRST take no word)
             endcase
         end
     end
@@ -156,9 +156,10 @@ module mlp_loader #(
         logic [$clog2(MAX_LAYERS + 1)-1:0] li;
         li = l < 16'(MAX_LAYERS) ? $bits(li)'(l) : '0;  // past the last layer only an overrun follows
         cur_k <= cfg_k[li];
-        cur_n <= cfg_n[li];
-        cur_m <= cfg_m[li];
         cur_h <= cfg_h[li];
+        cur_j_last <= cfg_n[li] - 1;
+        cur_i_last <= cfg_m[li] - 1;
+        cur_net_last <= l + 1 == cfg_nl;
         ld_i <= '0;
         ld_j <= '0;
     endtask
@@ -170,7 +171,20 @@ module mlp_loader #(
             cfg_tanh <= 1'b0;
         end else if (load_start) begin
             ld_state <= LD_HDR;
-            hdr_count <= '0;
+            hdr_first <= 1'b1;
+        end else if (ld_state == LD_COMMIT) begin  // the header passed: it becomes the network
+            cfg_nl <= hdr_nl;
+            for (int l = 0; l < MAX_LAYERS; l++) begin
+                cfg_n[l] <= hdr_n[l];
+                cfg_m[l] <= hdr_m[l];
+                cfg_shift[l] <= 6'(hdr_shift[l]);
+                cfg_relu[l] <= hdr_flags[l][0];
+            end
+            cfg_tanh <= hdr_flags[LW'(hdr_nl - 1)][1];
+            ld_state <= LD_CFG;
+            cf_phase <= CF_DIV;
+            cf_l <= '0;
+            cf_k <= '0;
         end else if (ld_state == LD_CFG) begin
             case (cf_phase)
                 CF_DIV: begin
@@ -210,38 +224,37 @@ module mlp_loader #(
         end else if (take) begin
             case (ld_state)
                 LD_HDR: begin
-                    hdr_count <= hdr_count + 1;
-                    if (hdr_count == 0) begin
+                    hdr_first <= 1'b0;
+                    if (hdr_first) begin
                         hdr_nl <= in_word;
+                        hdr_left <= in_word << 2;
+                        hdr_field <= '0;
+                        hdr_l <= '0;
+                        hdr_on_last <= in_word == 1;
+                        hdr_bad <= 1'b0;
                     end else begin
-                        case ((hdr_count - 1) & 3)
-                            0: hdr_n[(hdr_count - 1) >> 2] <= in_word;
-                            1: hdr_m[(hdr_count - 1) >> 2] <= in_word;
-                            2: hdr_shift[(hdr_count - 1) >> 2] <= in_word;
-                            default: hdr_flags[(hdr_count - 1) >> 2] <= in_word;
-                        endcase
-                        if (last_hdr_word && !ld_reject) begin
-                            cfg_nl <= hdr_nl;
-                            for (int l = 0; l < MAX_LAYERS; l++) begin
-                                cfg_n[l] <= hdr_n[l];
-                                cfg_m[l] <= hdr_m[l];
-                                cfg_shift[l] <= 6'(hdr_shift[l]);
-                                cfg_relu[l] <= (16'(l) == hdr_nl - 1) ? in_word[0] : hdr_flags[l][0];
+                        hdr_left <= hdr_left - 1;
+                        hdr_field <= hdr_field + 1;
+                        if (word_bad) hdr_bad <= 1'b1;
+                        case (hdr_field)
+                            2'd0: hdr_n[hdr_l] <= in_word;
+                            2'd1: hdr_m[hdr_l] <= in_word;
+                            2'd2: hdr_shift[hdr_l] <= in_word;
+                            default: begin
+                                hdr_flags[hdr_l] <= in_word;
+                                hdr_l <= hdr_l + 1;
+                                hdr_on_last <= 16'(hdr_l) + 2 == hdr_nl;
                             end
-                            cfg_tanh <= in_word[1];
-                            ld_state <= LD_CFG;
-                            cf_phase <= CF_DIV;
-                            cf_l <= '0;
-                            cf_k <= '0;
-                        end
+                        endcase
+                        if (last_hdr_word && !ld_reject) ld_state <= LD_COMMIT;
                     end
                     if (ld_reject && !in_last) ld_state <= LD_SKIP;  // drop the rest of the frame
                 end
                 LD_W: begin
-                    if (ld_j == cur_n - 1) begin
+                    if (ld_j == cur_j_last) begin
                         ld_j <= '0;
                         if (row_group_end) w_row_base <= w_row_base + WAW'(cur_h);
-                        if (ld_i == cur_m - 1) begin
+                        if (ld_i == cur_i_last) begin
                             ld_i <= '0;
                             ld_state <= LD_BLO;
                         end else ld_i <= ld_i + 1;
@@ -252,7 +265,7 @@ module mlp_loader #(
                     ld_state <= LD_BHI;
                 end
                 LD_BHI: begin
-                    if (ld_i == cur_m - 1) begin
+                    if (ld_i == cur_i_last) begin
                         ld_l <= ld_l + 1;
                         begin_layer(ld_l + 1);
                         w_layer_base <= w_layer_base + WAW'(REGION);

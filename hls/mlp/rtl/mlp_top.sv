@@ -211,11 +211,12 @@ module mlp_top #(
     logic           ib_ready;   // the observation in the input buffer has landed
 
     wire [15:0] x_count_prev = x_count[~e_l[0]];  // what layer l reads: X[(l-1) % 2]
-    wire  step_ready = c_first_layer || x_count_prev >= e_col_end || x_count_prev >= c_n;
+    logic step_ready;  // the current step's inputs are written (registered: see engine_fsm)
     wire  fire = e_state == E_RUN && step_ready;
     wire  step_last = e_h == c_h_last;  // the group's last step
     wire  layer_last = step_last && e_g == c_g_last;
-    wire  is_last_layer = 16'(e_l) == cfg_nl - 1;
+    logic [LW-1:0] l_last;  // the network's last layer (cfg_nl - 1), set at the INFER's start
+    wire  is_last_layer = e_l == l_last;
     wire  layer_go = e_state == E_LAYER && (e_l != 0 || ib_ready) && (!is_last_layer || !ob_busy);
     wire  ib_drain = fire && layer_last && c_first_layer;  // layer 0 issued its last read
 
@@ -400,7 +401,8 @@ module mlp_top #(
     //   o1: the output buffer's banks read at the word's address (block or LUT RAM);
     //   o2: that read registered;  o3: the word (a value, the argmax after a RAW head's values, or an
     //   IDENTITY word);  o4: the two tanh table entries around it (block RAM);  o5: those registered;
-    //   o6: the interpolation product;  o7: the word on the stream (tdata/tlast).
+    //   o6: the slope T[k+1] - T[k];  o7: the interpolation product;  o8: the word on the stream
+    //   (tdata/tlast).
     logic [15:0] tanh_lut [1025];
     initial $readmemh(TANH_MEMH, tanh_lut);
 
@@ -413,23 +415,25 @@ module mlp_top #(
     logic [15:0]        o_arg;
     logic [2:0]         id_idx;      // IDENTITY (mode 2): lanes, max_width, max_layers, status
 
-    logic [7:1]         o_valid;
+    logic [8:1]         o_valid;
     logic [3:1]         o_last;
     logic [3:1][1:0]    o_kind;
     logic [3:1][15:0]   o_pos;       // value index (o1..o3), or the IDENTITY word
     logic [3:1][LOG2P-1:0] o_bank;
     logic [LANES*16-1:0] o_vec;      // o2
-    logic [7:4]         o_lastq, o_tanh;
+    logic [8:4]         o_lastq;
+    logic [7:4]         o_tanh;
     logic signed [15:0] o3_word;
-    logic [7:4][15:0]   o_word;
+    logic [8:4][15:0]   o_word;
     logic [15:0]        t0_mem, t1_mem;  // o4: table entries (memory outputs)
     logic signed [16:0] t0_q, t1_q;      // o5
-    logic [5:0]         o5_frac;
-    logic signed [16:0] t0_p;            // o6
-    logic signed [23:0] o6_prod;
+    logic [6:5][5:0]    o_frac;
+    logic [7:6][16:0]   o_t0;            // T[k], o6 and o7
+    logic signed [16:0] o6_slope;
+    logic signed [23:0] o7_prod;
 
     wire o_busy = |o_valid;
-    assign o_adv = !o_valid[7] || m_axis_out_tready;
+    assign o_adv = !o_valid[8] || m_axis_out_tready;
     wire ident_start = op_state == OP_IDLE && op_start && mode_ident;
     wire o_req  = ob_ready && o_adv;                                  // a word of an INFER's results
     wire id_req = op_state == OP_IDENT && id_idx < 3'd4 && o_adv;     // an IDENTITY word
@@ -446,7 +450,7 @@ module mlp_top #(
         if (!ap_rst_n || infer_start || ident_start) begin
             o_valid <= '0;
         end else if (o_adv) begin
-            o_valid <= {o_valid[6:1], o_req || id_req};
+            o_valid <= {o_valid[7:1], o_req || id_req};
             // o1
             o_last[1] <= id_req ? id_idx == 3'd3 : o_req_last && out_left == 1;
             o_kind[1] <= id_req ? K_WORD : o_idx < o_m ? K_VALUE : K_ARGMAX;
@@ -478,16 +482,23 @@ module mlp_top #(
             o_word[5] <= o_word[4];
             t0_q <= 17'($signed(t0_mem));
             t1_q <= 17'($signed(t1_mem));
-            o5_frac <= o_word[4][5:0];
+            o_frac[5] <= o_word[4][5:0];
             // o6
             o_lastq[6] <= o_lastq[5];
             o_tanh[6] <= o_tanh[5];
             o_word[6] <= o_word[5];
-            t0_p <= t0_q;
-            o6_prod <= 24'(t1_q - t0_q) * $signed({18'd0, o5_frac});
-            // o7: t = T[k] + (((T[k+1] - T[k]) * r + 32) >> 6)
+            o_frac[6] <= o_frac[5];
+            o_t0[6] <= t0_q;
+            o6_slope <= t1_q - t0_q;
+            // o7
             o_lastq[7] <= o_lastq[6];
-            o_word[7] <= o_tanh[6] ? 16'(t0_p + 17'((o6_prod + 24'sd32) >>> 6)) : o_word[6];
+            o_tanh[7] <= o_tanh[6];
+            o_word[7] <= o_word[6];
+            o_t0[7] <= o_t0[6];
+            o7_prod <= 24'(o6_slope) * $signed({18'd0, o_frac[6]});
+            // o8: t = T[k] + (((T[k+1] - T[k]) * r + 32) >> 6)
+            o_lastq[8] <= o_lastq[7];
+            o_word[8] <= o_tanh[7] ? 16'($signed(o_t0[7]) + 17'((o7_prod + 24'sd32) >>> 6)) : o_word[7];
         end
     end
     always_ff @(posedge ap_clk) begin : tanh_table_read  // o4, a read-enabled block RAM
@@ -496,9 +507,9 @@ module mlp_top #(
             t1_mem <= tanh_lut[{1'b0, ~o3_word[15], o3_word[14:6]} + 11'd1];
         end
     end
-    assign m_axis_out_tvalid = o_valid[7];
-    assign m_axis_out_tlast  = o_lastq[7];
-    assign m_axis_out_tdata  = o_word[7];
+    assign m_axis_out_tvalid = o_valid[8];
+    assign m_axis_out_tlast  = o_lastq[8];
+    assign m_axis_out_tdata  = o_word[8];
 
     // ---------------------------------------------------------------- sequencing
     // Blocks that are each the only writer of their registers: the operation FSM (op_state,
@@ -560,6 +571,7 @@ module mlp_top #(
 
     // receive observations into the input buffer (bank e % LANES, word e / LANES of element e)
     logic [15:0] rx_elem;   // next element of the observation being received
+    logic [15:0] rx_elem_last;  // n_0 - 1
     logic [31:0] rx_left;   // observations still to be received
     always_ff @(posedge ap_clk) begin : receiver
         iw_we <= 1'b0;
@@ -569,6 +581,7 @@ module mlp_top #(
         end else if (infer_start) begin
             rx_left <= op_batch;
             rx_more <= op_batch != 0;
+            rx_elem_last <= cfg_n[0] - 1;
             rx_elem <= '0;
             rx_full <= 1'b0;
         end else if (op_state == OP_INFER) begin
@@ -577,7 +590,7 @@ module mlp_top #(
                 iw_bank <= LOG2P'(rx_elem);
                 iw_addr <= IAW'(rx_elem >> LOG2P);
                 iw_data <= in_word;
-                if (rx_elem == cfg_n[0] - 1) begin
+                if (rx_elem == rx_elem_last) begin
                     rx_elem <= '0;
                     rx_left <= rx_left - 1;
                     rx_more <= rx_left != 1;
@@ -589,6 +602,19 @@ module mlp_top #(
     end
     assign ib_ready = rx_full && !iw_we;  // the observation's last word has landed too
 
+    // Whether the step of the next cycle may issue: the neurons it reads, up to e_col_end, are
+    // written. Judged on this cycle's count, which only grows while a layer reads it (a buffer's
+    // count restarts when the layer after next begins), so a write landing now costs at most one
+    // cycle, and `fire` comes straight from registers.
+    always_ff @(posedge ap_clk) begin : readiness
+        logic [15:0] col_end_next;
+        col_end_next = !fire ? e_col_end : step_last ? c_cols : e_col_end + c_cols;
+        if (e_state == E_LAYER)
+            step_ready <= e_l == 0 || x_count_prev >= (16'd1 << cfg_k[e_l]) || x_count_prev >= cfg_n[e_l];
+        else
+            step_ready <= c_first_layer || x_count_prev >= col_end_next || x_count_prev >= c_n;
+    end
+
     // the engine walks layer by layer, observation after observation
     always_ff @(posedge ap_clk) begin : engine_fsm
         if (!ap_rst_n) begin
@@ -596,6 +622,7 @@ module mlp_top #(
             ob_busy <= 1'b0;
         end else if (infer_start) begin
             e_l <= '0;
+            l_last <= LW'(cfg_nl - 1);
             e_wbase <= '0;
             e_bbase <= '0;
             e_obs_left <= op_batch;
