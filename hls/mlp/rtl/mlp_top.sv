@@ -213,8 +213,9 @@ module mlp_top #(
     wire [15:0] x_count_prev = x_count[~e_l[0]];  // what layer l reads: X[(l-1) % 2]
     logic step_ready;  // the current step's inputs are written (registered: see engine_fsm)
     wire  fire = e_state == E_RUN && step_ready;
-    wire  step_last = e_h == c_h_last;  // the group's last step
-    wire  layer_last = step_last && e_g == c_g_last;
+    logic step_first, step_last, group_last;  // the step is its group's first / last; the group the layer's last
+    logic obs_last;                           // the observation is the INFER's last to issue
+    wire  layer_last = step_last && group_last;
     logic [LW-1:0] l_last;  // the network's last layer (cfg_nl - 1), set at the INFER's start
     wire  is_last_layer = e_l == l_last;
     wire  layer_go = e_state == E_LAYER && (e_l != 0 || ib_ready) && (!is_last_layer || !ob_busy);
@@ -234,7 +235,7 @@ module mlp_top #(
     always_comb begin : stage0
         logic [15:0] left;
         p_valid[0] = fire;
-        p_first[0] = e_h == 0;
+        p_first[0] = step_first;
         p_last[0] = step_last;
         p_lend[0] = layer_last;
         p_src_ib[0] = c_first_layer;
@@ -626,6 +627,7 @@ module mlp_top #(
             e_wbase <= '0;
             e_bbase <= '0;
             e_obs_left <= op_batch;
+            obs_last <= op_batch == 1;
             e_state <= op_batch == 0 ? E_IDLE : E_LAYER;
             ob_busy <= 1'b0;
         end else if (op_state == OP_INFER) begin
@@ -644,6 +646,9 @@ module mlp_top #(
                     c_last_layer <= is_last_layer;
                     e_g <= '0;
                     e_h <= '0;
+                    step_first <= 1'b1;
+                    step_last <= cfg_h[e_l] == 1;
+                    group_last <= cfg_g[e_l] == 1;
                     e_col <= '0;
                     e_col_end <= 16'd1 << cfg_k[e_l];
                     e_row <= '0;
@@ -656,8 +661,12 @@ module mlp_top #(
                 end
                 E_RUN: if (fire) begin
                     e_waddr <= e_waddr + 1;
+                    // the flags of the next step, from the counters' next values
                     if (step_last) begin
                         e_h <= '0;
+                        step_first <= 1'b1;
+                        step_last <= c_h_last == 0;
+                        group_last <= e_g + 1 == c_g_last;
                         e_col <= '0;
                         e_col_end <= c_cols;
                         e_g <= e_g + 1;
@@ -665,6 +674,8 @@ module mlp_top #(
                         e_baddr <= e_baddr + 1;
                     end else begin
                         e_h <= e_h + 1;
+                        step_first <= 1'b0;
+                        step_last <= e_h + 1 == c_h_last;
                         e_col <= e_col_end;
                         e_col_end <= e_col_end + c_cols;
                     end
@@ -674,7 +685,8 @@ module mlp_top #(
                             e_wbase <= '0;
                             e_bbase <= '0;
                             e_obs_left <= e_obs_left - 1;
-                            e_state <= e_obs_left == 1 ? E_IDLE : E_LAYER;
+                            obs_last <= e_obs_left == 2;
+                            e_state <= obs_last ? E_IDLE : E_LAYER;
                         end else begin
                             e_l <= e_l + 1;
                             e_wbase <= e_wbase + WAW'(REGION);
