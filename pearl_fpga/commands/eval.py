@@ -27,7 +27,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def checkpoint_of(path: Path) -> Path:
     """The checkpoint directory of a run directory or of a checkpoint directory itself (a deep run's
     manifest.json or a tabular run's tabular.npz)."""
-    from pearl_fpga.runtime.tabular import CHECKPOINT_FILE
+    from pearl_fpga.runtime.tabular_trainer import CHECKPOINT_FILE
 
     for candidate in (path, path / "checkpoint"):
         if (candidate / "manifest.json").is_file() or (candidate / CHECKPOINT_FILE).is_file():
