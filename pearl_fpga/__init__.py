@@ -13,8 +13,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "PrioritizedReplayBuffer": "pearl_fpga.replay",
     "Trainer": "pearl_fpga.trainer",
-    "make_trainer": "pearl_fpga.trainer",
-    "load_trainer": "pearl_fpga.trainer",
+    "make_trainer": "pearl_fpga.trainers",
+    "load_trainer": "pearl_fpga.trainers",
     "TabularTrainer": "pearl_fpga.runtime.tabular_trainer",
     "TrainerProtocol": "pearl_fpga.runtime.run_protocol",
     "Callback": "pearl_fpga.runtime.callbacks",

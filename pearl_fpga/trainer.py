@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import random
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -30,36 +29,32 @@ from typing import Any
 import numpy as np
 import torch
 
-from pearl_fpga import presets as registry
 from pearl_fpga.algos import Learner, make_learner
-from pearl_fpga.config import TrainConfig, run_config
-from pearl_fpga.errors import DivergenceError, EngineError, TrainingInterrupted
-from pearl_fpga.replay.batch import Batch
+from pearl_fpga.config import TrainConfig
+from pearl_fpga.errors import EngineError, TrainingInterrupted
 from pearl_fpga.runtime.actor import ActorLoop, Transitions
 from pearl_fpga.runtime.callbacks import (Callback, CallbackList, CheckpointCallback, EvalCallback, ProgressCallback,
                                         as_callback)
-from pearl_fpga.runtime.checkpoint import RESUMABLE_FIELDS, first_nonfinite
-from pearl_fpga.runtime.emulation import board_preset, check_fits
-from pearl_fpga.runtime.engines import Engine, RunSetup, make_engine, resolve_engine
-from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, check_action_space, env_spec
+from pearl_fpga.runtime.checkpoint import RESUMABLE_FIELDS
+from pearl_fpga.runtime.engines import Engine, RunSetup, make_engine
+from pearl_fpga.runtime.envs import EnvGroup, calibration_batch
+from pearl_fpga.runtime.learner_batches import LearnerBatches
 from pearl_fpga.runtime.logger import logger_for
-from pearl_fpga.runtime.placement import Placement, parse_placement
+from pearl_fpga.runtime.placement import Placement
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import Replay, ReplayEmpty
 from pearl_fpga.runtime.run_checkpoints import CheckpointedRun
-from pearl_fpga.runtime.run_protocol import TrainerProtocol
 from pearl_fpga.runtime.run_reports import RunReports
+from pearl_fpga.runtime.run_setup import plan_run
 from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_limit, needed_env_steps
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.stats import ClosesRun, LossMeter, Stats
-from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads, reproducible_controller
 from pearl_fpga.runtime.timers import TaskTimer
 
 ProgressFn = Callable[[Stats], None]
-BULK_SAMPLE_ROWS = 16_384  # most replay rows drawn at once for the coming gradient steps (uniform replay)
 BULK_ACT_STEPS = 1_024  # most env steps a lockstep engine acts (and inserts) at once between two events
 
-__all__ = ["RESUMABLE_FIELDS", "Trainer", "make_trainer", "load_trainer"]
+__all__ = ["RESUMABLE_FIELDS", "Trainer"]
 
 
 class Trainer(RunReports, CheckpointedRun, ClosesRun):
@@ -72,69 +67,25 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         """`logger`: an object with RunLogger's methods (episode, evaluation, progress, message); or
         `logdir`: the Trainer logs there as `pearl-fpga train` does (CSV files, TensorBoard events when
         tensorboard is installed, learning_curve.png after each train())."""
-        algo = str(algo).lower()
-        if registry.get(algo).family != "deep":
-            raise ValueError(f"{algo} is a tabular algorithm: use pearl_fpga.TabularTrainer({algo!r}, ...) or "
-                             f"pearl_fpga.make_trainer({algo!r}, ...), which takes every algorithm")
-        preset = config is None
-        config = run_config(algo, env, config, stacklevel=2)
-        if workers is not None:
-            config.workers = int(workers)
-        if engine is not None:
-            config.engine = str(engine).lower()
-        if ray_address is not None:
-            config.ray_address = str(ray_address)
-        config.validate()
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        self.config = config
-        self.seed = seed
-        self.placement = parse_placement(placement)
+        plan = plan_run(algo, env, placement, config, seed, workers, engine, ray_address)
+        self.config, self.placement, self.spec = config, placement, spec = plan.config, plan.placement, plan.spec
+        self.preset_note, self.learner_threads, self.seed = plan.preset_note, plan.learner_threads, seed
         self.logdir = Path(logdir) if logdir is not None else None
         self.logger = logger_for(logger, self.logdir)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
-        self.spec = env_spec(config.env_id)
-        check_action_space(algo, config.env_id, self.spec.discrete)
-        # an emulated board holds the sizes it was synthesized for: a preset is fitted, a given config checked
-        self.preset_note = None
-        if preset:
-            config, self.preset_note = board_preset(config, self.placement, self.spec.obs_dim, self.spec.action_dim)
-            self.config = config
-        check_fits(config, self.spec.obs_dim, self.spec.action_dim, self.placement)
-        if self.placement.learn_device == "cuda" and not torch.cuda.is_available():
-            from pearl_fpga.errors import BackendUnavailable
-
-            raise BackendUnavailable(f"placement learn={self.placement.learn}, but torch sees no CUDA device; use learn=cpu")
-        # learner_threads 0: the count is measured and re-measured while training (runtime.threads); an
-        # inline float32 run promises the same bits for a seed, so it uses only the counts that give them
-        # here (a bf16 or compiled learner makes no such promise: the probe would time another step)
-        self.learner_threads: AdaptiveThreads | None = None
-        if config.learner_threads == 0:
-            reproducible = (resolve_engine(config) == "inline" and self.placement.learn == "cpu"
-                            and not config.learner_compile)
-            self.learner_threads = (reproducible_controller(config, self.spec.obs_dim, self.spec.action_dim)
-                                    if reproducible else AdaptiveThreads(callers=learner_callers(config)))
-        if self.learner_threads is None:
-            torch.set_num_threads(config.learner_threads)
-        limit_blas_threads()
-        random.seed(seed)
-        np.random.seed(seed)
-        torch.manual_seed(seed)
-
-        self.algo: Learner = make_learner(config, self.spec.obs_dim, self.spec.action_dim, device=self.placement.learn,
-                                          seed=seed)
+        self.algo: Learner = make_learner(config, spec.obs_dim, spec.action_dim, device=placement.learn, seed=seed)
         self.calibration = calibration_batch(config.env_id, seed)
-        head = self.algo.actor_head(config, self.spec.action_dim)
+        head = self.algo.actor_head(config, spec.action_dim)
         # this process's actor: the inline engine acts with it; its envs, policy copy and exploration
         # draws (seed + 2) are part of every checkpoint
         self.actor = ActorLoop(config, EnvGroup(config.env_id, config.n_envs, seed),
-                               ActorPolicy(self.algo.policy_module, self.placement, head, self.calibration),
+                               ActorPolicy(self.algo.policy_module, placement, head, self.calibration),
                                np.random.default_rng(seed + 2))
-        self.setup = RunSetup(config, self.placement, self.spec, seed, self.calibration, logger)
+        self.setup = RunSetup(config, placement, spec, seed, self.calibration, logger)
         self.engine: Engine = make_engine(self.setup, self.actor)
         self.replay: Replay = self.engine.replay
         self.predict_rng = np.random.default_rng(seed + 3)  # predict(): leaves training's draws as they are
-        self.eval_policy = ActorPolicy(self.algo.policy_module, self.placement, head, self.calibration)
+        self.eval_policy = ActorPolicy(self.algo.policy_module, placement, head, self.calibration)
 
         self.env_steps = 0
         self.grad_steps = 0
@@ -292,14 +243,9 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         priorities are written back (relaxed sample/update dependency, fixed order: deterministic)."""
         if self.grad_steps >= allowed:  # the usual case between two rounds of gradient steps
             return
-        cfg, timer = self.config, self.timer
-        next_batch = None
-        # Uniform replay on a lockstep engine does not change while the learner runs: the batches of the
-        # next steps are drawn, converted and sliced at once (the same draws, in order), so that a step
-        # adds little to the learner's own code between two learner calls.
-        prioritized, sync_interval, learner = self.replay.prioritized, cfg.sync_interval, self.algo
-        bulk = self.engine.lockstep and not prioritized
-        drawn: list[Batch[torch.Tensor]] = []
+        cfg, timer, learner, prioritized = self.config, self.timer, self.algo, self.replay.prioritized
+        batches = LearnerBatches(self.replay, self.engine.lockstep and not prioritized, cfg.batch_size,
+                                 learner.device, self.spec.discrete, timer)
         # the learner's time summed here and added once: a timer block per step costs more between two
         # learner calls (cold caches) than the sum
         stepping = self.learner_threads.step() if self.learner_threads is not None else contextlib.nullcontext()
@@ -308,39 +254,24 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
             while self.grad_steps < allowed:
                 g = self.grad_steps
                 learner.before_update(needed_env_steps(cfg, g))  # e.g. DQN's target copy
-                learner_batch: Batch[torch.Tensor] | None = None
-                if bulk:
-                    if not drawn:  # reversed: each step pops its batch off the end
-                        start = time.perf_counter()
-                        count = min(allowed - g, max(1, BULK_SAMPLE_ROWS // cfg.batch_size))
-                        stacked = self.replay.sample_many(cfg.batch_size, count).to_torch(
-                            self.algo.device, discrete=self.spec.discrete)
-                        drawn = stacked.split(cfg.batch_size)[::-1] if count > 1 else [stacked]
-                        timer.add("replay_sample", time.perf_counter() - start, calls=count)
-                    learner_batch = drawn.pop()
-                else:
-                    with timer.time("replay_sample"):
-                        batch = next_batch if next_batch is not None else self.replay.sample(cfg.batch_size)
-                        next_batch = self.replay.sample(cfg.batch_size) if g + 1 < allowed else None
+                batch, learner_batch = batches.take(g, allowed)
                 start = time.perf_counter()
                 with stepping:
-                    if learner_batch is None:
-                        learner_batch = batch.to_torch(self.algo.device, discrete=self.spec.discrete)
-                    loss, td = learner.update(learner_batch)
+                    loss, td = learner.update(learner_batch if learner_batch is not None else batches.to_learner(batch))
                 learn_s += time.perf_counter() - start
                 learned += 1
                 if isinstance(loss, float) and not math.isfinite(loss):  # the fused CPU step: no sync needed
                     self._diverged(f"the loss of gradient step {g + 1:,} is {loss}")
                 self.losses.add(loss)
                 if prioritized:
+                    assert batch is not None and batch.indices is not None  # a replay's sample has them
                     with timer.time("replay_update"):
                         td_np = td.cpu().numpy()
                         if not np.isfinite(td_np).all():
                             self._diverged(f"the TD errors of gradient step {g + 1:,} are not finite")
-                        assert batch.indices is not None  # a replay's sample always has them
                         self.replay.update_priorities(batch.indices, td_np)
                 self.grad_steps += 1
-                if self.grad_steps % sync_interval == 0:
+                if self.grad_steps % cfg.sync_interval == 0:
                     self._sync_weights()
         except ReplayEmpty:
             self.setup.note("every replay shard is empty (restarted); the learner waits for the actors")
@@ -352,49 +283,8 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         with self.timer.time("weight_sync"):
             self.engine.set_weights(self.algo.policy_module.state_dict())
 
-    def check_finite(self, full: bool) -> None:
-        """DivergenceError when the losses since the last report, or the policy's weights (full: every
-        tensor of the algorithm, optimizer moments included), hold a NaN or an infinity."""
-        problem = self.losses.problem()
-        if problem is not None:
-            self._diverged(problem)
-        where = first_nonfinite(self.algo.state_dict() if full else self.algo.policy_module.state_dict(),
-                                "" if full else "policy.")
-        if where is not None:
-            self._diverged(f"the weights are not finite ({where})")
-
-    def _diverged(self, cause: str) -> None:
-        cfg = self.config
-        if self._last_checkpoint is not None:
-            path, step = self._last_checkpoint
-            kept = f"the last checkpoint, {path} (env step {step:,}), is intact"
-        else:
-            kept = "no checkpoint of this run was written before"
-        raise DivergenceError(f"training diverged at env step {self.env_steps:,}, after {self.grad_steps:,} gradient steps: "
-                              f"{cause}. Lower learning_rate (now {cfg.learning_rate:g}) or clip the gradients "
-                              f"(max_grad_norm, now {cfg.max_grad_norm:g}) and start again or resume; {kept}, "
-                              "nothing non-finite was saved")
-
     def policy_weights(self) -> dict[str, torch.Tensor]:
         """A CPU copy of the current policy network's weights (for actors)."""
         return {k: v.detach().cpu().clone() for k, v in self.algo.policy_module.state_dict().items()}
 
 
-
-def make_trainer(algo: str = "dqn", env: str | None = None, **kwargs: Any) -> TrainerProtocol:
-    """A trainer of any registered algorithm: pearl_fpga.Trainer for the deep ones, pearl_fpga.TabularTrainer
-    for qlearning and sarsa (the arguments are theirs)."""
-    if registry.get(algo).family == "tabular":
-        from pearl_fpga.runtime.tabular_trainer import TabularTrainer
-
-        return TabularTrainer(algo, env, **kwargs)
-    return Trainer(algo, env, **kwargs)
-
-
-def load_trainer(directory: str | Path, **kwargs: Any) -> TrainerProtocol:
-    """The trainer a checkpoint directory holds, deep or tabular (Trainer.load's arguments)."""
-    from pearl_fpga.runtime.tabular_trainer import CHECKPOINT_FILE, TabularTrainer
-
-    if (Path(directory) / CHECKPOINT_FILE).is_file():
-        return TabularTrainer.load(directory, **kwargs)
-    return Trainer.load(directory, **kwargs)

@@ -64,6 +64,13 @@ class Learner(ABC):
     def update(self, batch: Batch) -> UpdateResult:
         """One gradient update on `batch`."""
 
+    @classmethod
+    def baseline_kwargs(cls, config: TrainConfig, action_space: Any, jax: bool) -> dict[str, Any]:
+        """Stable-Baselines3's (or SBX's, `jax`) constructor arguments of its class of this algorithm's name
+        beyond the shared ones (learning rate, buffer, batch, gamma, schedule, net_arch), for `bench train`
+        to run the same algorithm at the same settings."""
+        return {}
+
     def before_update(self, env_steps: int) -> None:
         """Work due on the env-step clock before an update SB3 runs after `env_steps` collected steps."""
 

@@ -97,6 +97,13 @@ class DQN(Learner):
         """The network the actors run (argmax of its outputs is the greedy action)."""
         return self.q
 
+    @classmethod
+    def baseline_kwargs(cls, config: TrainConfig, action_space: Any, jax: bool) -> dict[str, Any]:
+        clip = {} if jax else {"max_grad_norm": config.max_grad_norm}  # SBX's DQN does not clip gradients
+        return dict(target_update_interval=config.target_update_interval, exploration_fraction=config.exploration_fraction,
+                    exploration_initial_eps=config.exploration_initial_eps,
+                    exploration_final_eps=config.exploration_final_eps, tau=config.tau, **clip)
+
     def before_update(self, env_steps: int) -> None:
         """SB3 copies the target every target_update_interval env steps during collection, while the online
         net is frozen: one copy before the first gradient step of such a round."""

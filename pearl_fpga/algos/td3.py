@@ -143,6 +143,17 @@ class TD3(Learner):
         """The actor's output, plus Gaussian noise while exploring."""
         return GaussianNoise(config, action_dim)
 
+    @classmethod
+    def baseline_kwargs(cls, config: TrainConfig, action_space: Any, jax: bool) -> dict[str, Any]:
+        from stable_baselines3.common.noise import NormalActionNoise
+
+        dim = action_space.shape[0]
+        noise = NormalActionNoise(np.zeros(dim), config.action_noise_std * np.ones(dim))
+        smoothing = cls._delay_and_smoothing(config)
+        extra = (dict(policy_delay=smoothing[0], target_policy_noise=smoothing[1], target_noise_clip=smoothing[2])
+                 if cls.n_critics > 1 else {})
+        return dict(action_noise=noise, tau=config.tau, **extra)
+
     @property
     def policy_module(self) -> nn.Sequential:
         """The network the actors run (tanh output in [-1, 1])."""

@@ -92,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     from pearl_fpga.errors import PearlError, TrainingInterrupted
     from pearl_fpga.runtime.checkpoint import DirLock
     from pearl_fpga.runtime.tabular_trainer import TabularTrainer
-    from pearl_fpga.trainer import Trainer, TrainerProtocol, load_trainer
+    from pearl_fpga.trainer import Trainer
+    from pearl_fpga.trainers import TrainerProtocol, load_trainer
 
     console = Console(stderr=args.json)
     tabular = args.algo in registry.tabular_names()

@@ -1,5 +1,6 @@
 """A deep training run's checkpoints (the Trainer's save/load, apart from its loop): written crash-
-consistently and locked (runtime.checkpoint), read back validated, resumed exactly."""
+consistently and locked (runtime.checkpoint), read back validated, resumed exactly; and the guard that
+keeps anything non-finite out of them and out of the actors (check_finite: DivergenceError)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from pearl_fpga.config import TrainConfig
-from pearl_fpga.errors import CheckpointError
-from pearl_fpga.runtime.checkpoint import (check_writable, checkpoint_lock, global_rng_state, read_newest,
+from pearl_fpga.errors import CheckpointError, DivergenceError
+from pearl_fpga.runtime.checkpoint import (check_writable, checkpoint_lock, first_nonfinite, global_rng_state, read_newest,
                                          recover_checkpoint, restore_run_state, resumed_config, run_state,
                                          set_global_rng_state, write_checkpoint)
 from pearl_fpga.runtime.placement import Placement
@@ -36,12 +37,33 @@ class CheckpointedRun:
     _stop: Any
     _faults_before: dict[str, int]
     _last_checkpoint: tuple[Path, int] | None
-
-    def check_finite(self, full: bool) -> None:  # the loop's (pearl_fpga.Trainer)
-        raise NotImplementedError
+    losses: Any
 
     def faults(self) -> dict[str, int]:  # RunReports'
         raise NotImplementedError
+
+    def check_finite(self, full: bool) -> None:
+        """DivergenceError when the losses since the last report, or the policy's weights (full: every
+        tensor of the algorithm, optimizer moments included), hold a NaN or an infinity."""
+        problem = self.losses.problem()
+        if problem is not None:
+            self._diverged(problem)
+        where = first_nonfinite(self.algo.state_dict() if full else self.algo.policy_module.state_dict(),
+                                "" if full else "policy.")
+        if where is not None:
+            self._diverged(f"the weights are not finite ({where})")
+
+    def _diverged(self, cause: str) -> None:
+        cfg = self.config
+        if self._last_checkpoint is not None:
+            path, step = self._last_checkpoint
+            kept = f"the last checkpoint, {path} (env step {step:,}), is intact"
+        else:
+            kept = "no checkpoint of this run was written before"
+        raise DivergenceError(f"training diverged at env step {self.env_steps:,}, after {self.grad_steps:,} gradient steps: "
+                              f"{cause}. Lower learning_rate (now {cfg.learning_rate:g}) or clip the gradients "
+                              f"(max_grad_norm, now {cfg.max_grad_norm:g}) and start again or resume; {kept}, "
+                              "nothing non-finite was saved")
 
     def save(self, directory: str | Path) -> Path:
         """Write a checkpoint (state.pt + manifest.json) crash-consistently: to a temporary directory,
