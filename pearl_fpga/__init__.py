@@ -1,4 +1,4 @@
-"""pearl_fpga: FPGA-accelerated kernels for off-policy deep RL and a parallel training runtime (DQN, DDPG, TD3, SAC, tabular).
+"""pearl_fpga: FPGA-accelerated kernels for off-policy deep RL and a parallel training runtime (the algorithms of pearl_fpga.presets).
 
 Heavy modules (torch, the native extensions) load on first use of the names below.
 """

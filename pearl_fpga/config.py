@@ -247,8 +247,8 @@ class TrainConfig:
     ray_address: str = ""
     """Ray engine: "" starts a local Ray instance, "auto" joins the cluster of `ray start`, or host:port."""
     params: dict[str, Any] = field(default_factory=dict)
-    """The parameters the algorithm declares for itself in the registry (pearl_fpga.presets: e.g. SAC's
-    ent_coef), read as attributes (config.ent_coef) and written flat beside the fields in to_dict()/JSON;
+    """The parameters the algorithm declares for itself in the registry (pearl_fpga.presets: e.g. an entropy
+    coefficient), read as attributes (config.ent_coef) and written flat beside the fields in to_dict()/JSON;
     missing ones take the registry's defaults."""
 
     def __post_init__(self) -> None:

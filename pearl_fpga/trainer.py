@@ -1,5 +1,5 @@
-"""`pearl_fpga.Trainer`: the training loop of the deep algorithms (DQN, DDPG, TD3, SAC and any other the
-registry holds), with the kernels in the loop.
+"""`pearl_fpga.Trainer`: the training loop of the deep algorithms (every deep algorithm the registry,
+pearl_fpga.presets, holds), with the kernels in the loop.
 
     trainer = Trainer(algo="dqn", env="CartPole-v1", placement="fpga-emu", seed=0)
     trainer.train(50_000)

@@ -1,4 +1,4 @@
-"""The learners of the deep algorithms, one module each (dqn, ddpg, td3, sac), behind one interface
+"""The learners of the deep algorithms, one module each, behind one interface
 (algos/api.py: Learner, UpdateResult) and their actor heads (algos/heads.py). `make_learner` builds the
 one the registry (pearl_fpga.presets) names for a config."""
 

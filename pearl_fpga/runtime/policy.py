@@ -59,7 +59,7 @@ class ActorPolicy:
             return self.module(torch.as_tensor(obs, device=self.torch_device)).cpu().numpy()
 
     def deterministic(self, obs: np.ndarray) -> np.ndarray:
-        """The head's greedy action per observation (DQN: int64 argmax; DDPG, TD3, SAC: float32 in [-1, 1])."""
+        """The head's greedy action per observation (int64 for discrete actions, float32 in [-1, 1] for continuous ones)."""
         obs = np.asarray(obs, dtype=np.float32)
         if self.kernel is not None:
             return self.head.greedy_kernel(self.kernel, obs)

@@ -44,8 +44,8 @@ class RunReports:
         """Stable-Baselines3's `predict`: the current policy's action(s) for one observation or a batch,
         in the env's action space (a batch in, a batch out), and the recurrent state (always None here).
         On the act device: the quantized kernel for kernel placements. deterministic=False acts as SB3's
-        predict does (the actor head's `stochastic`: DQN epsilon-greedy at the current epsilon, DDPG and
-        TD3 deterministic, SAC a sample of its policy), from a generator of predict()'s own."""
+        predict does (the actor head's `stochastic`: e.g. DQN epsilon-greedy at the current epsilon, DDPG
+        and TD3 deterministic, a stochastic policy a sample of itself), from a generator of predict()'s own."""
         del episode_start  # SB3's argument for recurrent policies; these are not
         obs = np.asarray(observation, dtype=np.float32)
         single = obs.ndim == 1
