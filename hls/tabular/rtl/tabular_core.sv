@@ -36,33 +36,41 @@ module tabular_core #(
     parameter int N_STATES      = 16,
     parameter int N_ACTIONS     = 4,
     parameter int HAZARD_WINDOW = 16,
+    parameter int TAG_W         = 1,   // bits a command carries to its answer
     parameter int SW = (N_STATES > 1) ? $clog2(N_STATES) : 1,
     parameter int AW = (N_ACTIONS > 1) ? $clog2(N_ACTIONS) : 1
 ) (
     input  wire                  clk,
-    input  wire                  rst_n,       // reset zeroes the table (N_STATES clocks, in_ready low)
+    input  wire                  rst_n,       // reset zeroes the table (N_STATES clocks)
     input  wire  [16:0]          alpha,       // 1 .. 65536 (65536 = 1.0)
     input  wire  [16:0]          gamma,       // 0 .. 65536
     input  wire                  sarsa,       // 0: max over row s2, 1: Q[s2][a2]
     input  wire  [AW:0]          n_actions,   // actions in use, 1 .. N_ACTIONS (the max runs over these)
+    // commands, in order, into the issue register (valid/ready)
     input  wire                  in_valid,
     output logic                 in_ready,
-    input  wire  [1:0]           in_op,       // OP_UPDATE, OP_WRITE, OP_READ, OP_CLEAR below
+    input  wire  [2:0]           in_op,       // OP_UPDATE, OP_WRITE, OP_READ, OP_CLEAR, OP_PASS below
+    input  wire                  in_answer,   // the command answers: ans_valid READ_LATENCY clocks after its issue
+    input  wire  [TAG_W-1:0]     in_tag,      // carried to the answer
     input  wire  [SW-1:0]        in_s,
     input  wire  [AW-1:0]        in_a,
     input  wire  [31:0]          in_value,    // the reward (UPDATE) or the word (WRITE)
     input  wire  [SW-1:0]        in_s2,
     input  wire  [AW-1:0]        in_a2,
     input  wire                  in_done,
-    output logic                 rd_valid,    // a READ's word, READ_LATENCY clocks after its issue
+    output logic                 issued,      // a command left the issue register this clock
+    output logic                 ans_valid,   // an answer: its tag, and Q[s][a] for a READ
+    output logic [TAG_W-1:0]     ans_tag,
     output logic [31:0]          rd_data,
-    output logic                 busy         // a command in the pipeline, or a clear running
+    output logic                 busy         // a command waiting or in the pipeline, or a clear running
 );
-    localparam logic [1:0] OP_UPDATE = 2'd0, OP_WRITE = 2'd1, OP_READ = 2'd2, OP_CLEAR = 2'd3;
+    localparam logic [2:0] OP_UPDATE = 3'd0, OP_WRITE = 3'd1, OP_READ = 3'd2, OP_CLEAR = 3'd3,
+                           OP_PASS = 3'd4;   // no table access (an answer only, or nothing), in order
     localparam int WIDTH = (N_ACTIONS > 1) ? (1 << AW) : 1;  // the row-max tree's leaves
     localparam int LEVELS = (N_ACTIONS > 1) ? AW : 1;         // one pass-through stage for one column
     localparam int BOOT = LEVELS + 3;                         // clock of the bootstrap (header)
     localparam int LATENCY = LEVELS + 9;
+    localparam int READ_LATENCY = 3;
     localparam int IN_FLIGHT = HAZARD_WINDOW - 1;
 
     generate
@@ -70,6 +78,70 @@ module tabular_core #(
             $error("tabular_core: the pipeline (LATENCY) is longer than HAZARD_WINDOW - 1 slots");
         end
     endgenerate
+
+    // ------------------------------------------------------------------ the issue register
+    // The command next to issue, and which of the rows in flight (the window below) it reads: h_hit[k]
+    // when the row written k + 1 slots ago is row s (UPDATE, READ) or row s2 (UPDATE). Kept in
+    // registers and shifted with the window, so the issue decision is an OR of registers.
+    logic                 h_valid, h_answer, h_done;
+    logic [2:0]           h_op;
+    logic [TAG_W-1:0]     h_tag;
+    logic [SW-1:0]        h_s, h_s2;
+    logic [AW-1:0]        h_a, h_a2;
+    logic [31:0]          h_value;
+    logic [IN_FLIGHT-1:0] h_hit;
+
+    logic                         clearing;
+    logic [SW-1:0]                clear_row;
+    logic [IN_FLIGHT-1:0]         fl_valid;  // the rows written by the last IN_FLIGHT slots, newest first
+    logic [IN_FLIGHT-1:0][SW-1:0] fl_row;
+    logic [LATENCY:1]             p_valid;   // p_*[k]: the command issued k clocks ago
+
+    wire issue = h_valid && !clearing && h_hit == '0 && (h_op != OP_CLEAR || p_valid == '0);
+    wire issue_write = issue && (h_op == OP_UPDATE || h_op == OP_WRITE);
+    assign in_ready = !h_valid || issue;
+    wire load = in_valid && in_ready;
+    assign issued = issue;
+    assign busy = h_valid || clearing || p_valid != '0;
+
+    // The window as the loaded command will see it: the head's row if it writes now, then the rest.
+    wire in_reads_s = in_op == OP_UPDATE || in_op == OP_READ;
+    wire in_reads_s2 = in_op == OP_UPDATE;
+    logic [IN_FLIGHT-1:0] in_hit;
+    always_comb begin
+        in_hit[0] = issue_write && ((in_reads_s && h_s == in_s) || (in_reads_s2 && h_s == in_s2));
+        for (int k = 1; k < IN_FLIGHT; k++)
+            in_hit[k] = fl_valid[k-1] && ((in_reads_s && fl_row[k-1] == in_s) || (in_reads_s2 && fl_row[k-1] == in_s2));
+    end
+
+    always_ff @(posedge clk) begin
+        if (!rst_n) begin
+            h_valid   <= 1'b0;
+            fl_valid  <= '0;
+            clearing  <= 1'b1;
+            clear_row <= '0;
+        end else begin
+            if (load) h_valid <= 1'b1;
+            else if (issue) h_valid <= 1'b0;
+            fl_valid <= {fl_valid[IN_FLIGHT-2:0], issue_write};
+            if (issue && h_op == OP_CLEAR) begin
+                fl_valid  <= '0;  // drained: nothing in flight (as the HLS top after a clear)
+                clearing  <= 1'b1;
+                clear_row <= '0;
+            end else if (clearing) begin
+                clearing  <= clear_row != SW'(N_STATES - 1);
+                clear_row <= clear_row + 1'b1;
+            end
+        end
+        fl_row <= {fl_row[IN_FLIGHT-2:0], h_s};
+        if (load) begin
+            h_op <= in_op; h_answer <= in_answer; h_tag <= in_tag; h_s <= in_s; h_a <= in_a;
+            h_value <= in_value; h_s2 <= in_s2; h_a2 <= in_a2; h_done <= in_done;
+            h_hit <= (issue && h_op == OP_CLEAR) ? '0 : in_hit;
+        end else begin
+            h_hit <= {h_hit[IN_FLIGHT-2:0], 1'b0};  // nothing issued: the window only ages
+        end
+    end
 
     // ------------------------------------------------------------------ the table
     wire  [N_ACTIONS-1:0][31:0] row_q;        // row s2 of row_mem (the memories' read registers)
@@ -92,64 +164,19 @@ module tabular_core #(
                     row_mem[mem_waddr] <= mem_wdata;
                     word_mem[mem_waddr] <= mem_wdata;
                 end
-                row_rd <= row_mem[in_s2];
-                word_rd <= word_mem[in_s];
+                row_rd <= row_mem[h_s2];
+                word_rd <= word_mem[h_s];
             end
             assign row_q[col] = row_rd;
             assign word_q[col] = word_rd;
         end
     endgenerate
 
-    // ------------------------------------------------------------------ issue and the hazard window
-    logic                         clearing;
-    logic [SW-1:0]                clear_row;
-    logic [IN_FLIGHT-1:0]         fl_valid;  // the rows written by the last IN_FLIGHT slots, newest first
-    logic [IN_FLIGHT-1:0][SW-1:0] fl_row;
-    logic [LATENCY:1]             p_valid;   // p_*[k]: the command issued k clocks ago
-
-    logic hit_s, hit_s2;
-    always_comb begin
-        hit_s = 1'b0;
-        hit_s2 = 1'b0;
-        for (int k = 0; k < IN_FLIGHT; k++) begin
-            hit_s  = hit_s  || (fl_valid[k] && fl_row[k] == in_s);
-            hit_s2 = hit_s2 || (fl_valid[k] && fl_row[k] == in_s2);
-        end
-        case (in_op)
-            OP_UPDATE: in_ready = !clearing && !hit_s && !hit_s2;
-            OP_WRITE:  in_ready = !clearing;
-            OP_READ:   in_ready = !clearing && !hit_s;
-            default:   in_ready = !clearing && p_valid == '0;  // OP_CLEAR: after the drain
-        endcase
-    end
-
-    wire issue = in_valid && in_ready;
-    wire issue_write = issue && (in_op == OP_UPDATE || in_op == OP_WRITE);
-    assign busy = clearing || p_valid != '0;
-
-    always_ff @(posedge clk) begin
-        if (!rst_n) begin
-            fl_valid  <= '0;
-            clearing  <= 1'b1;
-            clear_row <= '0;
-        end else begin
-            fl_valid <= {fl_valid[IN_FLIGHT-2:0], issue_write};
-            if (issue && in_op == OP_CLEAR) begin
-                fl_valid  <= '0;  // drained: nothing in flight (as the HLS top after a clear)
-                clearing  <= 1'b1;
-                clear_row <= '0;
-            end else if (clearing) begin
-                clearing  <= clear_row != SW'(N_STATES - 1);
-                clear_row <= clear_row + 1'b1;
-            end
-        end
-        fl_row <= {fl_row[IN_FLIGHT-2:0], in_s};
-    end
-
     // ------------------------------------------------------------------ the commands through the pipeline
     logic [LATENCY:1]          p_write;    // the command writes (UPDATE or WRITE)
     logic [LATENCY:1]          p_update;   // ... and computes (UPDATE)
-    logic [3:1]                p_read;
+    logic [READ_LATENCY:1]     p_answer;
+    logic [READ_LATENCY:1][TAG_W-1:0] p_tag;
     logic [LATENCY:1][SW-1:0]  p_s;
     logic [LATENCY:1][AW-1:0]  p_a;
     logic [2:1][AW-1:0]        p_a2;
@@ -158,19 +185,23 @@ module tabular_core #(
 
     always_ff @(posedge clk) begin
         if (!rst_n) begin
-            p_valid <= '0;
+            p_valid  <= '0;
+            p_answer <= '0;
         end else begin
-            p_valid <= {p_valid[LATENCY-1:1], issue && in_op != OP_CLEAR};
+            p_valid  <= {p_valid[LATENCY-1:1], issue && h_op != OP_CLEAR && h_op != OP_PASS};
+            p_answer <= {p_answer[READ_LATENCY-1:1], issue && h_answer};
         end
         p_write  <= {p_write[LATENCY-1:1], issue_write};
-        p_update <= {p_update[LATENCY-1:1], issue && in_op == OP_UPDATE};
-        p_read   <= {p_read[2:1], issue && in_op == OP_READ};
-        p_s      <= {p_s[LATENCY-1:1], in_s};
-        p_a      <= {p_a[LATENCY-1:1], in_a};
-        p_a2     <= {p_a2[1], in_a2};
-        p_done   <= {p_done[BOOT-1:1], in_done};
-        p_value  <= {p_value[LATENCY-1:1], in_value};
+        p_update <= {p_update[LATENCY-1:1], issue && h_op == OP_UPDATE};
+        p_tag    <= {p_tag[READ_LATENCY-1:1], h_tag};
+        p_s      <= {p_s[LATENCY-1:1], h_s};
+        p_a      <= {p_a[LATENCY-1:1], h_a};
+        p_a2     <= {p_a2[1], h_a2};
+        p_done   <= {p_done[BOOT-1:1], h_done};
+        p_value  <= {p_value[LATENCY-1:1], h_value};
     end
+    assign ans_valid = p_answer[READ_LATENCY];
+    assign ans_tag = p_tag[READ_LATENCY];
 
     // ------------------------------------------------------------------ clock 2: the rows, registered
     logic [N_ACTIONS-1:0][31:0] row1, word1;
@@ -181,10 +212,15 @@ module tabular_core #(
 
     // ------------------------------------------------------------------ clocks 3 .. LEVELS+2: the row max
     // A column past n_actions takes the value of column 0, so it never wins (as the HLS top's tree).
+    // The columns in use, registered (n_actions changes only between calls).
+    logic [WIDTH-1:0] in_use;
+    always_ff @(posedge clk) begin
+        for (int b = 0; b < WIDTH; b++) in_use[b] <= b < N_ACTIONS && b < int'(n_actions);
+    end
     logic [WIDTH-1:0][31:0] leaf;
     always_comb begin
         for (int b = 0; b < WIDTH; b++)
-            leaf[b] = (b < N_ACTIONS && b < int'(n_actions)) ? row1[b % N_ACTIONS] : row1[0];
+            leaf[b] = in_use[b] ? row1[b % N_ACTIONS] : row1[0];
     end
 
     // tree[d] holds level d (WIDTH >> d values; one for a single column), at clock d + 2
@@ -211,7 +247,6 @@ module tabular_core #(
         for (int k = 4; k <= LATENCY - 1; k++) old_q[k] <= old_q[k-1];
         for (int k = 4; k <= BOOT - 1; k++) pick2[k] <= pick2[k-1];
     end
-    assign rd_valid = p_read[3];
     assign rd_data = old_q[3];
 
     // ------------------------------------------------------------------ BOOT: the bootstrap, r - Q[s][a]

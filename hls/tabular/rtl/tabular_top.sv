@@ -77,89 +77,90 @@ module tabular_top #(
     );
 
     // ------------------------------------------------------------------ command head
-    logic        head_valid, head_last, head_done;
-    logic [7:0]  head_op;
+    // A command word, decoded as it is taken from the stream (range checks, the core's operation).
+    localparam logic [2:0] CORE_UPDATE = 3'd0, CORE_WRITE = 3'd1, CORE_READ = 3'd2, CORE_CLEAR = 3'd3,
+                           CORE_PASS = 3'd4;
+    localparam int RESP_DEPTH = 8;  // answers accepted and not yet taken: one READ per clock with tready high
+    localparam int TAG_W = 1 + 8 + 8 + 32 + 32 + 1;  // tlast, opcode, a, s, value, "the word is the READ's"
+
+    logic        head_valid, head_last, head_done, head_answer, head_read_ok;
+    logic [2:0]  head_core_op;
+    logic [7:0]  head_op, head_a, head_a2;
     logic [31:0] head_s, head_s2, head_value;
-    logic [7:0]  head_a, head_a2;
 
     wire sarsa = ctrl_sarsa[0];
-    wire sa_ok = head_s < 32'(N_STATES) && 32'(head_a) < 32'(N_ACTIONS);
-    wire update_ok = sa_ok && head_s2 < 32'(N_STATES) && (!sarsa || 32'(head_a2) < 32'(N_ACTIONS));
-
-    // ------------------------------------------------------------------ the core
-    localparam logic [1:0] CORE_UPDATE = 2'd0, CORE_WRITE = 2'd1, CORE_READ = 2'd2, CORE_CLEAR = 2'd3;
-    localparam int READ_LATENCY = 3;  // tabular_core: a READ's word READ_LATENCY clocks after its issue
-    localparam int RESP_DEPTH = 8;    // answers in flight or queued: one READ per clock with tready high
-
-    logic        core_in_ready, core_busy, core_rd_valid;
-    logic [31:0] core_rd_data;
-    logic [1:0]  core_op;
-    logic        core_cmd;   // the head goes to the core
+    wire [7:0]  cmd_op = s_axis_cmd_tdata[127:120];
+    wire [31:0] cmd_s = s_axis_cmd_tdata[63:32], cmd_s2 = s_axis_cmd_tdata[95:64];
+    wire [7:0]  cmd_a = s_axis_cmd_tdata[103:96], cmd_a2 = s_axis_cmd_tdata[111:104];
+    wire cmd_sa_ok = cmd_s < 32'(N_STATES) && 32'(cmd_a) < 32'(N_ACTIONS);
+    wire cmd_update_ok = cmd_sa_ok && cmd_s2 < 32'(N_STATES) && (!sarsa || 32'(cmd_a2) < 32'(N_ACTIONS));
+    logic [2:0] cmd_core_op;
     always_comb begin
-        core_cmd = 1'b0;
-        core_op = CORE_UPDATE;
-        case (head_op)
-            OP_UPDATE: begin core_cmd = update_ok; core_op = CORE_UPDATE; end
-            OP_WRITE:  begin core_cmd = sa_ok; core_op = CORE_WRITE; end
-            OP_READ:   begin core_cmd = sa_ok; core_op = CORE_READ; end
-            OP_CLEAR:  begin core_cmd = 1'b1; core_op = CORE_CLEAR; end
-            default: ;
+        case (cmd_op)
+            OP_UPDATE: cmd_core_op = cmd_update_ok ? CORE_UPDATE : CORE_PASS;
+            OP_WRITE:  cmd_core_op = cmd_sa_ok ? CORE_WRITE : CORE_PASS;
+            OP_READ:   cmd_core_op = cmd_sa_ok ? CORE_READ : CORE_PASS;  // outside the table: answers 0
+            OP_CLEAR:  cmd_core_op = CORE_CLEAR;
+            default:   cmd_core_op = CORE_PASS;                          // IDENTITY, unknown opcodes
         endcase
     end
 
-    // ------------------------------------------------------------------ responses
-    logic [3:0]  resp_pending;   // answers issued and not yet taken from m_axis_resp
-    wire answers   = head_op == OP_READ || head_op == OP_IDENTITY;
+    // ------------------------------------------------------------------ the core
+    logic        core_in_ready, core_busy, core_ans_valid;
+    logic [TAG_W-1:0] core_ans_tag;
+    logic [31:0] core_rd_data;
+    logic [AW:0] n_actions_used;   // the register, clamped to the table (registered: it changes between calls)
+    logic [3:0]  resp_pending;
     wire resp_room = resp_pending < 4'(RESP_DEPTH);
-    wire head_fire = head_valid && (!answers || resp_room) && (!core_cmd || core_in_ready);
+    wire head_go = head_valid && (!head_answer || resp_room);
+    wire head_fire = head_go && core_in_ready;
+    // IDENTITY answers the UPDATEs handed to the core before it, with the table's shape
+    wire [TAG_W-1:0] head_tag = {head_last, head_op, head_op == OP_IDENTITY ? 8'(N_ACTIONS) : head_a,
+                                 head_op == OP_IDENTITY ? 32'(N_STATES) : head_s,
+                                 head_op == OP_IDENTITY ? updates_run : 32'd0, head_read_ok};
 
-    tabular_core #(.N_STATES(N_STATES), .N_ACTIONS(N_ACTIONS), .HAZARD_WINDOW(HAZARD_WINDOW)) u_core (
+    tabular_core #(.N_STATES(N_STATES), .N_ACTIONS(N_ACTIONS), .HAZARD_WINDOW(HAZARD_WINDOW), .TAG_W(TAG_W)) u_core (
         .clk(ap_clk),
         .rst_n(ap_rst_n),
         .alpha(ctrl_alpha[16:0]),
         .gamma(ctrl_gamma[16:0]),
         .sarsa(sarsa),
-        .n_actions(ctrl_n_actions > 32'(N_ACTIONS) ? (AW+1)'(N_ACTIONS) : ctrl_n_actions[AW:0]),
-        .in_valid(head_valid && core_cmd && (!answers || resp_room)),
+        .n_actions(n_actions_used),
+        .in_valid(head_go),
         .in_ready(core_in_ready),
-        .in_op(core_op),
+        .in_op(head_core_op),
+        .in_answer(head_answer),
+        .in_tag(head_tag),
         .in_s(head_s[SW-1:0]),
         .in_a(head_a[AW-1:0]),
         .in_value(head_value),
         .in_s2(head_s2[SW-1:0]),
         .in_a2(head_a2[AW-1:0]),
         .in_done(head_done),
-        .rd_valid(core_rd_valid),
+        .issued(),
+        .ans_valid(core_ans_valid),
+        .ans_tag(core_ans_tag),
         .rd_data(core_rd_data),
         .busy(core_busy)
     );
 
-    // An answer's fields wait READ_LATENCY clocks beside the core's read, then join the queue.
-    logic [READ_LATENCY:1]        ans_valid, ans_read, ans_last;
-    logic [READ_LATENCY:1][7:0]   ans_op, ans_a;
-    logic [READ_LATENCY:1][31:0]  ans_s, ans_value;
-    always_ff @(posedge ap_clk) begin
-        if (!ap_rst_n) ans_valid <= '0;
-        else ans_valid <= {ans_valid[READ_LATENCY-1:1], head_fire && answers};
-        ans_read  <= {ans_read[READ_LATENCY-1:1], head_op == OP_READ && sa_ok};
-        ans_last  <= {ans_last[READ_LATENCY-1:1], head_last};
-        ans_op    <= {ans_op[READ_LATENCY-1:1], head_op};
-        ans_a     <= {ans_a[READ_LATENCY-1:1], head_a};
-        ans_s     <= {ans_s[READ_LATENCY-1:1], head_op == OP_IDENTITY ? 32'(N_STATES) : head_s};
-        // IDENTITY: the UPDATEs issued before it; a READ outside the table: 0
-        ans_value <= {ans_value[READ_LATENCY-1:1], head_op == OP_IDENTITY ? updates_run : 32'd0};
-    end
-    wire [127:0] ans_word = ans_op[READ_LATENCY] == OP_IDENTITY
-        ? {ans_op[READ_LATENCY], 24'b0, 32'(N_ACTIONS), ans_s[READ_LATENCY], ans_value[READ_LATENCY]}
-        : {ans_op[READ_LATENCY], 16'b0, ans_a[READ_LATENCY], 32'b0, ans_s[READ_LATENCY],
-           ans_read[READ_LATENCY] ? core_rd_data : ans_value[READ_LATENCY]};
+    always_ff @(posedge ap_clk)
+        n_actions_used <= ctrl_n_actions > 32'(N_ACTIONS) ? (AW+1)'(N_ACTIONS) : ctrl_n_actions[AW:0];
 
-    // The queue (RESP_DEPTH words): written when an answer arrives, read by m_axis_resp.
+    // ------------------------------------------------------------------ responses
+    // The answers, in order, into a queue of RESP_DEPTH words that m_axis_resp reads.
+    wire [7:0]  ans_op = core_ans_tag[TAG_W-2 -: 8];
+    wire [7:0]  ans_a = core_ans_tag[TAG_W-10 -: 8];
+    wire [31:0] ans_s = core_ans_tag[TAG_W-18 -: 32];
+    wire [31:0] ans_value = core_ans_tag[32:1];
+    wire [127:0] ans_word = ans_op == OP_IDENTITY ? {ans_op, 24'b0, 24'b0, ans_a, ans_s, ans_value}
+                                                  : {ans_op, 16'b0, ans_a, 32'b0, ans_s,
+                                                     core_ans_tag[0] ? core_rd_data : ans_value};
     logic [RESP_DEPTH-1:0][128:0] queue;
     logic [2:0]  q_head, q_tail;
     logic [3:0]  q_count;
     wire         q_pop = q_count != 0 && m_axis_resp_tready;
-    wire         q_push = ans_valid[READ_LATENCY];
+    wire         q_push = core_ans_valid;
     assign m_axis_resp_tvalid = q_count != 0;
     assign {m_axis_resp_tlast, m_axis_resp_tdata} = queue[q_head];
 
@@ -173,11 +174,10 @@ module tabular_top #(
             if (q_push) q_tail <= q_tail + 1'b1;
             if (q_pop) q_head <= q_head + 1'b1;
             q_count <= q_count + 4'(q_push) - 4'(q_pop);
-            resp_pending <= resp_pending + 4'(head_fire && answers) - 4'(q_pop);
+            resp_pending <= resp_pending + 4'(head_fire && head_answer) - 4'(q_pop);
         end
-        if (q_push) queue[q_tail] <= {ans_last[READ_LATENCY], ans_word};
+        if (q_push) queue[q_tail] <= {core_ans_tag[TAG_W-1], ans_word};
     end
-    wire unused_rd = &{1'b0, core_rd_valid};
 
     // ------------------------------------------------------------------ streams and control
     wire accept_ok = running && cmds_left != 0;
@@ -196,31 +196,33 @@ module tabular_top #(
             updates_run   <= '0;
             updates_shown <= '0;
         end else begin
-            if (cmd_fire) begin
-                head_valid <= 1'b1;
-                head_value <= s_axis_cmd_tdata[31:0];
-                head_s     <= s_axis_cmd_tdata[63:32];
-                head_s2    <= s_axis_cmd_tdata[95:64];
-                head_a     <= s_axis_cmd_tdata[103:96];
-                head_a2    <= s_axis_cmd_tdata[111:104];
-                head_done  <= s_axis_cmd_tdata[112];
-                head_op    <= s_axis_cmd_tdata[127:120];
-                head_last  <= s_axis_cmd_tlast;
-            end else if (head_fire) begin
-                head_valid <= 1'b0;
-            end
+            if (cmd_fire) head_valid <= 1'b1;
+            else if (head_fire) head_valid <= 1'b0;
 
             if (ctrl_done) begin
                 running       <= 1'b0;
                 updates_shown <= updates_run;
             end else if (running) begin
                 if (cmd_fire) cmds_left <= cmds_left - 1;
-                if (head_fire && head_op == OP_UPDATE && update_ok) updates_run <= updates_run + 1;
+                if (head_fire && head_core_op == CORE_UPDATE) updates_run <= updates_run + 1;
             end else if (ctrl_start) begin
                 running     <= 1'b1;
                 cmds_left   <= ctrl_n_cmds;
                 updates_run <= '0;
             end
+        end
+        if (cmd_fire) begin
+            head_value   <= s_axis_cmd_tdata[31:0];
+            head_s       <= cmd_s;
+            head_s2      <= cmd_s2;
+            head_a       <= cmd_a;
+            head_a2      <= cmd_a2;
+            head_done    <= s_axis_cmd_tdata[112];
+            head_op      <= cmd_op;
+            head_last    <= s_axis_cmd_tlast;
+            head_core_op <= cmd_core_op;
+            head_answer  <= cmd_op == OP_READ || cmd_op == OP_IDENTITY;
+            head_read_ok <= cmd_op == OP_READ && cmd_sa_ok;
         end
     end
 endmodule
