@@ -202,6 +202,30 @@ async def same_entry_many_times_and_self_loops(dut):
 
 
 @cocotb.test()
+async def a_row_read_again_at_every_distance(dut):
+    """Row 0 written, then d - 1 updates of other rows, then row 0 read again (as s, then as s2 only),
+    for every d up to the table's rows and HAZARD_WINDOW: a read at any distance inside the window
+    waits for the write (a stale read would change the table), and one outside it does not."""
+    start_clock(dut)
+    rng = np.random.default_rng(SEED + 7)
+    s_list: list[int] = []
+    s2_list: list[int] = []
+    for d in range(1, min(S, HAZARD_WINDOW + 1)):
+        rows = list(range(d))                      # distinct rows, each bootstrapping on itself
+        s_list += rows + [0]
+        s2_list += rows + [0]
+        if d < S:
+            s_list += list(range(1, d)) + [d]      # row 0 again, as the bootstrap row only
+            s2_list += list(range(1, d)) + [0]
+    n = len(s_list)
+    t = {"s": np.array(s_list), "a": rng.integers(0, A, n), "r": rng.integers(-(1 << 24), 1 << 24, n),
+         "s2": np.array(s2_list), "done": np.zeros(n, bool), "a2": rng.integers(0, A, n)}
+    for sarsa in (False, True):
+        out = (await check(dut, alpha=50000, gamma=60000, sarsa=sarsa, batches=[t]))[0]
+        assert_schedule(t, out)
+
+
+@cocotb.test()
 async def saturation_both_ways(dut):
     start_clock(dut)
     n = 40
