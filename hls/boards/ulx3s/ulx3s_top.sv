@@ -20,7 +20,7 @@ module ulx3s_top #(
     parameter int MLP_MAX_WIDTH    = 64,
     parameter int MLP_MAX_LAYERS   = 4,
     parameter int MLP_MAX_BATCH    = 1024,
-    parameter MLP_TANH_MEMH        = "mlp_tanh.memh",
+    parameter MLP_TANH_MEMH        = "build/hw/mlp_tanh.memh",  // written by the build, read from the repository root
     parameter int TABULAR_STATES   = 64,
     parameter int TABULAR_ACTIONS  = 4
 ) (
