@@ -87,14 +87,16 @@ def synthesizable(kernels: list[str], build: Path) -> dict[str, str | None]:
     return verdict
 
 
-def build(spec: BoardSpec, build_dir: Path, out_dir: Path, sizes: dict[str, dict[str, int]], seed: int = 1) -> Manifest:
+def build(spec: BoardSpec, build_dir: Path, out_dir: Path, sizes: dict[str, dict[str, int]], seed: int = 1,
+          only: list[str] | None = None) -> Manifest:
+    """The flow above; `only`: build just these kernels (of those that parse; [] builds the bridge alone)."""
     if spec.ecp5 is None:
         raise BuildError(f"{spec.name} is a {spec.kind} board: make bitstream BOARD={spec.name} runs the Vivado flow")
     e = spec.ecp5
     build_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     print(f"make bitstream BOARD={spec.name}: {spec.part} at {spec.clock_mhz:g} MHz", flush=True)
-    parsed = synthesizable(list(KERNELS), build_dir)
+    parsed = synthesizable([k for k in KERNELS if only is None or k in only], build_dir)
     kernels = [k for k, err in parsed.items() if err is None]
     for k, err in parsed.items():
         if err is not None:
@@ -173,12 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, help="default bitstreams/<board>")
     parser.add_argument("--set", action="append", default=[], metavar="KERNEL.PARAM=N", help="override a kernel size")
     parser.add_argument("--seed", type=int, default=1, help="nextpnr's placement seed")
+    parser.add_argument("--kernels", help="comma-separated kernels to build (default: every kernel whose RTL parses; "
+                                          "'none': the bridge alone)")
     args = parser.parse_args(argv)
     try:
         spec = get_board(args.board)
         root = data_root()
         build(spec, args.build_dir or root / "build" / "hw" / spec.name, args.out_dir or root / "bitstreams" / spec.name,
-              parse_sets(spec, args.set), args.seed)
+              parse_sets(spec, args.set), args.seed, None if args.kernels is None else
+              [k for k in args.kernels.split(",") if k in KERNELS])
     except (BuildError, CatalogError, Ecp5Error) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
