@@ -93,11 +93,13 @@ class BoardSpec:
         k = self.kernels
         r, m, t = k["replay"], k["mlp"], k["tabular"]
         copies = f"{t['instances']} instance{'s' if t['instances'] > 1 else ''}"
+        table = ("in the reference RTL behind the UART bridge (hls/bridge)" if self.kind == "ecp5" else
+                 "kept twice (row copy and update copy, hls/tabular/tabular.h)")
         sizes = (f"replay: {r['capacity']} leaves, fan-out {r['fanout']}, batches of up to {r['max_batch']}; "
                  f"mlp: {m['lanes']} MAC lanes, up to {m['max_layers']} layers of width {m['max_width']}, batches of up to "
-                 f"{m['max_batch']}; tabular: {copies}, each a {t['states']} x {t['actions']} Q table kept twice (row copy "
-                 f"and update copy, hls/tabular/tabular.h), batches of up to {t['max_batch']}, one command per clock "
-                 f"at {self.clock_mhz:g} MHz (II = 1) except while a write to a row it reads is in flight")
+                 f"{m['max_batch']}; tabular: {copies}, each a {t['states']} x {t['actions']} Q table {table}, batches of "
+                 f"up to {t['max_batch']}, one command per clock at {self.clock_mhz:g} MHz (II = 1) except while a "
+                 "write to a row it reads is in flight")
         return f"{self.notes} Kernels: {sizes}."
 
 
