@@ -13,18 +13,13 @@ import time
 
 import numpy as np
 import pytest
-from mlp_cases import random_inputs, random_layers
+from driver_cases import mlp_networks, replay_rounds, tabular_updates
 
-from pearl_fpga.backends.mlp_numpy import NumpyMLPBackend
-from pearl_fpga.backends.replay_numpy import ReplayNumpyBackend
-from pearl_fpga.backends.tabular_numpy import TabularNumpyBackend
 from pearl_fpga.board.mlp_driver import MLPBoardBackend
 from pearl_fpga.board.replay_driver import ReplayBoardBackend, ReplayDriver
 from pearl_fpga.board.tabular_driver import TabularBoardBackend
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout, LinkError
-from pearl_fpga.spec import mlp as mfmt
 from pearl_fpga.spec import replay as rfmt
-from pearl_fpga.spec import tabular as tfmt
 
 serial = pytest.importorskip("serial", reason="the serial transport needs pyserial (the test extra)")
 from pearl_fpga.board import serial_transport as st  # noqa: E402
@@ -42,89 +37,38 @@ def board():
 
 
 def test_replay_driver_over_the_serial_link(board):
-    """Updates (repeated indices, zeros, saturating values), samples and clear, in batches split to
-    max_batch and in STREAM frames split to the bridge's slots, equal to the numpy reference; a smaller
-    tree and another fan-out than synthesized."""
-    rng = np.random.default_rng(7)
+    """driver_cases.replay_rounds in batches split to max_batch and in STREAM frames split to the bridge's
+    slots, equal to the numpy reference; a smaller tree and another fan-out than synthesized."""
     t = SerialTransport(board.port, "replay")
     try:
         for cap, k in ((100, 4), (60, 2)):
             b = ReplayBoardBackend(cap, k, transport=t, max_batch=80, timeout_s=TIMEOUT_S)
-            ref = ReplayNumpyBackend(cap, k)
-            for round_ in range(3):
-                n = int(rng.integers(1, 120))
-                idx = rng.integers(0, cap, n).astype(np.uint32)
-                idx[: n // 4] = idx[0]
-                prio = rng.exponential(1.0, n) * (rng.random(n) > 0.2)
-                if round_ == 2:
-                    prio[::3] = 1e9
-                words, _ = rfmt.priorities_to_fixed(prio)
-                b.update(idx, words)
-                ref.update(idx, words)
-                assert b.total() == ref.total()
-                targets = rfmt.stratified_targets(ref.total(), int(rng.integers(1, 90)), rng)
-                got, want = b.sample(targets), ref.sample(targets)
-                assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-            b.clear()
-            assert b.total() == 0
+            replay_rounds(b, cap, k, np.random.default_rng(cap), rounds=3, max_n=120, max_targets=90)
     finally:
         t.close()
 
 
 def test_mlp_driver_over_the_serial_link(board):
-    """LOAD and INFER on 16-bit words (raw and tanh heads, a full-width layer, saturating shifts), equal to
-    the numpy reference; a network over the synthesized size is refused."""
+    """driver_cases.mlp_networks on 16-bit words, equal to the numpy reference."""
     t = SerialTransport(board.port, "mlp")
     try:
         b = MLPBoardBackend(transport=t, max_batch=9, timeout_s=TIMEOUT_S)
         width = SMALL_SIZES["MLP_MAX_WIDTH"]
         assert (b.lanes, b.max_width, b.max_layers) == (SMALL_SIZES["MLP_LANES"], width, SMALL_SIZES["MLP_MAX_LAYERS"])
-        rng = np.random.default_rng(1)
-        for widths, head, kw in (([3, width, 5, 2], mfmt.HEAD_RAW, {}), ([width, 7, 3], mfmt.HEAD_TANH, {}),
-                                 ([4, 6, 6, 6, 3], mfmt.HEAD_RAW, {"shifts": (0, 3)})):
-            layers = random_layers(rng, widths, head, **kw)
-            b.load(layers, head)
-            ref = NumpyMLPBackend()
-            ref.load(layers, head)
-            for batch in (1, 12):
-                x = random_inputs(rng, batch, widths[0])
-                (out, argmax), (want, want_argmax) = b.infer(x), ref.infer(x)
-                assert np.array_equal(out, want)
-                assert (argmax is None and want_argmax is None) or np.array_equal(argmax, want_argmax)
-        with pytest.raises(ValueError, match="max_width"):
-            b.load(random_layers(rng, [3, width + 1, 2], mfmt.HEAD_RAW), mfmt.HEAD_RAW)
+        mlp_networks(b, width, np.random.default_rng(1), batches=(1, 12))
     finally:
         t.close()
 
 
 @pytest.mark.parametrize("sarsa", [False, True])
 def test_tabular_driver_over_the_serial_link(board, sarsa):
-    """Updates (random walks, the same (s, a) over and over, saturation), host loads, read-back and
-    clear, calls split to max_batch, a smaller table than synthesized: equal to numpy."""
+    """driver_cases.tabular_updates, calls split to max_batch, a smaller table than synthesized: equal to numpy."""
     t = SerialTransport(board.port, "tabular")
     rng = np.random.default_rng(int(sarsa))
-    states, actions = SMALL_SIZES["TABULAR_STATES"], SMALL_SIZES["TABULAR_ACTIONS"]
     try:
-        for n_states, n_actions in ((states, actions), (20, 3)):
+        for n_states, n_actions in ((SMALL_SIZES["TABULAR_STATES"], SMALL_SIZES["TABULAR_ACTIONS"]), (20, 3)):
             b = TabularBoardBackend(n_states, n_actions, transport=t, max_batch=40, timeout_s=TIMEOUT_S)
-            ref = TabularNumpyBackend(n_states, n_actions)
-            for alpha, gamma in ((19661, 62259), (65536, 65536)):
-                b.configure(alpha, gamma, sarsa)
-                ref.configure(alpha, gamma, sarsa)
-                start = rng.integers(tfmt.INT32_MIN, tfmt.INT32_MAX, (n_states, n_actions), dtype=np.int64).astype(np.int32)
-                b.load(start)
-                ref.load(start)
-                n = 100
-                s = np.where(rng.random(n) < 0.5, 0, rng.integers(0, n_states, n)).astype(np.uint32)
-                s2 = np.where(rng.random(n) < 0.5, s, rng.integers(0, n_states, n)).astype(np.uint32)
-                batch = (s, rng.integers(0, n_actions, n).astype(np.uint32),
-                         rng.integers(tfmt.INT32_MIN, tfmt.INT32_MAX, n, dtype=np.int64).astype(np.int32), s2,
-                         rng.integers(0, n_actions, n).astype(np.uint32), (rng.random(n) < 0.2).astype(np.uint8))
-                b.update(*batch)
-                ref.update(*batch)
-                assert np.array_equal(b.table(), ref.table())
-            b.clear()
-            assert not b.table().any()
+            tabular_updates(b, n_states, n_actions, sarsa, rng, configs=((19661, 62259), (65536, 65536)), n=100)
     finally:
         t.close()
 
