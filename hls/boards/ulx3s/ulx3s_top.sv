@@ -40,14 +40,19 @@ module ulx3s_top #(
         .CLKI_DIV(PLL_CLKI_DIV), .CLKOP_ENABLE("ENABLED"), .CLKOP_DIV(PLL_CLKOP_DIV),
         .CLKOP_CPHASE(PLL_CLKOP_CPHASE), .CLKOP_FPHASE(0), .FEEDBK_PATH("CLKOP"), .CLKFB_DIV(PLL_CLKFB_DIV)
     ) u_pll (
-        .RST(1'b0), .STDBY(1'b0), .CLKI(clk_25mhz), .CLKOP(clk), .CLKFB(clk), .CLKINTFB(),
+        .RST(1'b0), .STDBY(1'b0), .CLKI(clk_25mhz), .CLKOP(clk), .CLKFB(clk),
         .PHASESEL0(1'b0), .PHASESEL1(1'b0), .PHASEDIR(1'b1), .PHASESTEP(1'b1), .PHASELOADREG(1'b1),
-        .PLLWAKESYNC(1'b0), .ENCLKOP(1'b0), .LOCK(locked)
+        .PLLWAKESYNC(1'b0), .ENCLKOP(1'b0), .ENCLKOS(1'b0), .ENCLKOS2(1'b0), .ENCLKOS3(1'b0), .LOCK(locked),
+        /* verilator lint_off PINCONNECTEMPTY */
+        .CLKOS(), .CLKOS2(), .CLKOS3(), .CLKINTFB(), .INTLOCK(), .REFCLK()
+        /* verilator lint_on PINCONNECTEMPTY */
     );
 
     // reset: held for 2^16 clocks after the PLL locks (and again whenever it loses lock)
     logic [1:0]  lock_sync;
-    logic [16:0] por = '0;
+    /* verilator lint_off PROCASSINIT */
+    logic [16:0] por = '0;  // ECP5 flip-flops start at their initial value after configuration
+    /* verilator lint_on PROCASSINIT */
     wire         rst_n = por[16];
     always_ff @(posedge clk) begin
         lock_sync <= {lock_sync[0], locked};

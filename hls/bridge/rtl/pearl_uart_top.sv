@@ -62,8 +62,10 @@ module pearl_uart_top #(
 
     // ------------------------------------------------------------------ channel 0: replay
     if (HAS_REPLAY != 0) begin : g_replay
+        /* verilator lint_off UNUSEDSIGNAL */  // the bridge acknowledges every access; tlast and irq unneeded
         logic [1:0] bresp, rresp;
         logic       tlast, irq;
+        /* verilator lint_on UNUSEDSIGNAL */
         replay_top #(.CAPACITY(REPLAY_CAPACITY), .FANOUT(REPLAY_FANOUT), .FREE_RUN(0)) u_replay (
             .ap_clk(clk), .ap_rst_n(ch_rst_n[0]),
             .s_axis_cmd_tdata(in_tdata), .s_axis_cmd_tvalid(in_tvalid[0]), .s_axis_cmd_tready(in_tready[0]),
@@ -85,8 +87,10 @@ module pearl_uart_top #(
 
     // ------------------------------------------------------------------ channel 1: MLP (16-bit words)
     if (HAS_MLP != 0) begin : g_mlp
+        /* verilator lint_off UNUSEDSIGNAL */
         logic [1:0]  bresp, rresp;
         logic        tlast, irq;
+        /* verilator lint_on UNUSEDSIGNAL */
         logic [15:0] out_word;
         mlp_top #(.LANES(MLP_LANES), .MAX_LAYERS(MLP_MAX_LAYERS), .MAX_WIDTH(MLP_MAX_WIDTH),
                   .MAX_BATCH(MLP_MAX_BATCH), .TANH_MEMH(MLP_TANH_MEMH)) u_mlp (
@@ -111,8 +115,10 @@ module pearl_uart_top #(
 
     // ------------------------------------------------------------------ channel 2: tabular
     if (HAS_TABULAR != 0) begin : g_tabular
+        /* verilator lint_off UNUSEDSIGNAL */  // the bridge acknowledges every access; tlast and irq unneeded
         logic [1:0] bresp, rresp;
         logic       tlast, irq;
+        /* verilator lint_on UNUSEDSIGNAL */
         tabular_top #(.N_STATES(TABULAR_STATES), .N_ACTIONS(TABULAR_ACTIONS)) u_tabular (
             .ap_clk(clk), .ap_rst_n(ch_rst_n[2]),
             .s_axis_cmd_tdata(in_tdata), .s_axis_cmd_tvalid(in_tvalid[2]), .s_axis_cmd_tready(in_tready[2]),

@@ -287,7 +287,8 @@ module uart_bridge #(
     xstate_t     x;
     logic        exec_pop;
     logic [15:0] x_idx;
-    logic [7:0]  x_addr, x_flags;
+    logic [7:0]  x_addr;
+    logic        x_tlast;    // the STREAM's flags bit 0: tlast on its last word
     logic [31:0] x_data;
     logic [127:0] x_word;
     logic [3:0]  x_byte;     // byte of the input word being assembled
@@ -308,7 +309,7 @@ module uart_bridge #(
         m_axil_wdata   = x_data;
         m_axil_wstrb   = 4'hf;
         m_axis_tdata   = x_word;
-        m_axis_tlast   = x_last && x_flags[0];
+        m_axis_tlast   = x_last && x_tlast;
         m_axil_awvalid = '0;
         m_axil_wvalid  = '0;
         m_axil_bready  = '0;
@@ -351,7 +352,7 @@ module uart_bridge #(
                         x <= X_FETCH;
                         if (x_idx == 16'd2) begin
                             x_addr  <= rd_byte;
-                            x_flags <= rd_byte;
+                            x_tlast <= rd_byte[0];
                         end else if (x_op == OP_WRITE) begin
                             x_data <= {rd_byte, x_data[31:8]};
                         end else if (x_op == OP_STREAM) begin

@@ -16,7 +16,7 @@ module uart_tx #(
 
     logic [ACC_W-1:0] acc;
     logic [3:0]       bits_left;  // bits still to send, the current one included
-    logic [9:0]       shift;      // stop bit, data, start bit (sent from bit 0)
+    logic [8:0]       shift;      // stop bit and data, sent from bit 0 after the start bit
 
     wire tick = acc + ACC_W'(BAUD) >= ACC_W'(CLK_HZ);
     assign ready = bits_left == 4'd0;
@@ -28,7 +28,7 @@ module uart_tx #(
             acc       <= '0;
         end else if (ready) begin
             if (valid) begin
-                shift     <= {1'b1, data, 1'b0};
+                shift     <= {1'b1, data};
                 tx        <= 1'b0;
                 bits_left <= 4'd10;
                 acc       <= '0;
@@ -37,8 +37,8 @@ module uart_tx #(
             acc <= tick ? acc + ACC_W'(BAUD) - ACC_W'(CLK_HZ) : acc + ACC_W'(BAUD);
             if (tick) begin
                 bits_left <= bits_left - 4'd1;
-                shift     <= {1'b1, shift[9:1]};
-                tx        <= bits_left == 4'd1 ? 1'b1 : shift[1];
+                shift     <= {1'b1, shift[8:1]};
+                tx        <= bits_left == 4'd1 ? 1'b1 : shift[0];
             end
         end
     end
