@@ -34,13 +34,14 @@ help:
 	@sed -n '2,10p' Makefile
 
 # The virtual environment: the CPU build of torch first (an unpinned torch would pull a CUDA build),
-# then the package with its test and simulation extras, installed editable.
+# then the package with its training, export, test and simulation extras, installed editable (a
+# board installs the package alone, without torch: docs/hardware.md).
 $(VENV)/.stamp-deps: pyproject.toml setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python >= 3.10 or run make PYTHON=/path/to/python3"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel "pybind11>=2.12"
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q --no-build-isolation -e ".[test,sim,synth,ray]"
+	$(PIP) install -q --no-build-isolation -e ".[train,export,test,sim,synth,ray]"
 	touch $@
 
 venv: $(VENV)/.stamp-deps
@@ -154,7 +155,7 @@ train: native
 
 # The baselines the benchmarks compare against (cpprb, TorchRL, Stable-Baselines3).
 $(VENV)/.stamp-bench: $(VENV)/.stamp-deps
-	$(PIP) install -q --no-build-isolation -e ".[test,sim,synth,ray,bench]"
+	$(PIP) install -q --no-build-isolation -e ".[train,export,test,sim,synth,ray,bench]"
 	touch $@
 
 bench: native $(VENV)/.stamp-bench

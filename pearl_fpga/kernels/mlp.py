@@ -5,6 +5,8 @@
     q_values = policy(obs)          # float32 (B, m), like q_net(obs)
     actions = policy.act(obs)       # greedy actions (RAW head) or scaled actions (TANH head)
     policy.load_weights(q_net)      # re-quantize after a learner update
+    policy.save("policy/")          # the quantized policy as files that need no torch (kernels.mlp_artifact)
+    board = MLPInfer.load("policy/", backend="pynq")  # on a board: bit for bit the same outputs
 
 Which networks: an `nn.Sequential` of Linear layers with ReLU between them (a hidden Linear may
 also go without activation) and optionally one final Tanh (the tanh head; otherwise the raw head with
@@ -30,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.backends import registry
+from pearl_fpga.errors import missing_dependency
+from pearl_fpga.kernels.mlp_artifact import PolicyArtifact, read_artifact, write_artifact
 from pearl_fpga.kernels.mlp_torch import (INT32_MAX, LayerFormat, Net, check_wrapper, choose_formats, describe,
                                          find_sequential, parse, quantize, torch_forward)
 from pearl_fpga.spec.mlp import (
@@ -117,6 +121,7 @@ class MLPInfer:
         self._calibration = np.zeros((0, 0))
         self._low = np.zeros(0)
         self._high = np.zeros(0)
+        self.info: dict[str, Any] = {}  # what a policy read by `load` says of where it came from
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -138,6 +143,7 @@ class MLPInfer:
         """
         if head not in ("auto", HEAD_RAW, HEAD_TANH):
             raise ValueError(f"head must be 'auto', 'raw' or 'tanh', not {head!r}")
+        _require_torch("MLPInfer.from_torch")
         seq = find_sequential(module)
         net = parse(seq)
         if head != "auto" and head != net.head:
@@ -171,7 +177,9 @@ class MLPInfer:
         Raises ValueError (nothing changes) when the architecture differs or the kernel rejects it.
         """
         if self._net is None:
-            raise ValueError("MLPInfer is not initialized: build it with MLPInfer.from_torch")
+            raise ValueError("MLPInfer is not initialized from a torch network: build it with MLPInfer.from_torch "
+                             "(a policy read by MLPInfer.load holds no float network to re-quantize from)")
+        _require_torch("MLPInfer.load_weights")
         seq = find_sequential(module)
         net = parse(seq)
         if net.shapes() != self._net.shapes() or net.head != self._net.head:
@@ -189,17 +197,9 @@ class MLPInfer:
             wq = quantize(w, f.fw, INT16_MIN, INT16_MAX).astype(np.int16)
             bq = quantize(b, f.fw + f.fa_in, -INT32_MAX - 1, INT32_MAX).astype(np.int32)
             layers.append(QuantizedLayer(wq, bq, f.shift, net.relu[i]))
-        self.backend.load(layers, net.head)
-        self.layers, self.formats, self._net, self.head = layers, formats, net, net.head
+        self._load_layers(layers, formats, net.head)
+        self._net = net
         self._calibration = calib
-        fa_in = formats[0].fa_in
-        fa_out = formats[-1].fa_out if net.head == HEAD_RAW else 15
-        self._out_scale = 2.0**-fa_out
-        if hasattr(self.backend, "infer_float"):
-            self.backend.set_io_format(fa_in, fa_out)
-            self._forward = self.backend.infer_float
-        else:
-            self._forward = self._forward_generic
         # max_error is measured when first read (learner syncs reload often and rarely read it),
         # against a snapshot of the float network loaded now
         reference = self._error_reference
@@ -211,12 +211,62 @@ class MLPInfer:
         self._error_reference = reference if reference is not None else copy.deepcopy(module)
         self._max_error = None
 
+    def _load_layers(self, layers: list[QuantizedLayer], formats: list[LayerFormat], head: str) -> None:
+        """Load quantized layers on the backend (which validates), then take them as this object's."""
+        self.backend.load(layers, head)
+        self.layers, self.formats, self.head = layers, formats, head
+        fa_in = formats[0].fa_in
+        fa_out = formats[-1].fa_out if head == HEAD_RAW else 15
+        self._out_scale = 2.0**-fa_out
+        if hasattr(self.backend, "infer_float"):
+            self.backend.set_io_format(fa_in, fa_out)
+            self._forward = self.backend.infer_float
+        else:
+            self._forward = self._forward_generic
+
+    # ------------------------------------------------------------------ files (no torch)
+    def save(self, directory: Any, action_low: Any = None, action_high: Any = None,
+             info: dict[str, Any] | None = None) -> Any:
+        """Write the quantized policy (integers, formats, head, action bounds) to `directory` as
+        policy.npz and policy.json (pearl_fpga.kernels.mlp_artifact), which `MLPInfer.load` reads
+        without torch on any backend, giving the same bits. action_low/high: bounds that the loaded
+        policy's `.act` maps a tanh head to (default: this object's). `info`: JSON-able facts to keep
+        (where the policy came from); `max_error` is added when known. Returns the directory."""
+        if not self.layers:
+            raise ValueError("MLPInfer holds no policy yet: build it with from_torch or load")
+        m = self.n_out
+        low, high = (self._low, self._high) if action_low is None and action_high is None else \
+            _bounds(action_low, action_high, m)
+        info = dict(info or {})
+        error = self.max_error
+        if error == error:  # not NaN
+            info.setdefault("max_error", error)
+        return write_artifact(directory, PolicyArtifact(self.layers, self.formats, self.head, low, high, info))
+
+    @classmethod
+    def load(cls, directory: Any, backend: Any = "cpu") -> MLPInfer:
+        """The policy that `save` (or `pearl-fpga export`) wrote, on `backend`; needs no torch. Raises
+        ArtifactError for a missing, changed or corrupt file, ValueError when the network is larger than
+        the backend holds (e.g. a board synthesized with a smaller MAX_WIDTH)."""
+        artifact = read_artifact(directory)
+        self = cls()
+        self.backend = make_backend(backend)
+        _check_limits(Net([layer.weight for layer in artifact.layers], [layer.bias for layer in artifact.layers],
+                          [layer.relu for layer in artifact.layers], artifact.head), self.backend)
+        self._load_layers(artifact.layers, artifact.formats, artifact.head)
+        self._low, self._high = artifact.action_low.copy(), artifact.action_high.copy()
+        error = artifact.info.get("max_error")
+        self._max_error = float(error) if isinstance(error, (int, float)) else float("nan")
+        self.info = artifact.info
+        return self
+
     @property
     def max_error(self) -> float:
         """Largest absolute difference from the float network on the calibration batch (NaN before
-        from_torch); measured on first read after each load."""
+        from_torch); measured on first read after each load. A policy read by `load` reports what its
+        file says (NaN if nothing)."""
         if self._net is None:
-            return float("nan")
+            return self._max_error if self._max_error is not None else float("nan")
         if self._max_error is None:
             self._max_error = self._measure_error(self._error_reference, self._calibration)
         return self._max_error
@@ -282,10 +332,11 @@ class MLPInfer:
         return y[0] if one_d else y
 
     def __repr__(self) -> str:
-        if self._net is None:
+        if not self.layers:
             return "MLPInfer(uninitialized)"
+        widths = "-".join(str(w) for w in [self.n_in] + [layer.m_out for layer in self.layers])
         return (
-            f"MLPInfer({describe(self._net)}, backend={getattr(self.backend, 'name', '?')!r}, "
+            f"MLPInfer({widths} {self.head} head, backend={getattr(self.backend, 'name', '?')!r}, "
             f"max_error={self.max_error:.3g})"
         )
 
@@ -298,3 +349,8 @@ def _bounds(low: Any, high: Any, m: int) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+def _require_torch(what: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise (missing_dependency(exc, what) or exc) from None
