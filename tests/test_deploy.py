@@ -94,16 +94,22 @@ def test_the_board_example_acts_as_the_training_side_kernel(exported, tmp_path):
     """examples/deploy_on_board.py in an interpreter without torch takes the actions the training-side
     kernel takes in the same episodes (the pynq backend on the mock Zynq: tests/pynq_stack)."""
     algo, trainer, result = exported
-    reference = _example().run_episodes(trainer.eval_policy.kernel, trainer.config.env_id, 1, seed=5)
-    out = run_without_torch([str(EXAMPLE), str(result.files["kernel"]), "--backend", "cpu", "--episodes", "1",
+    kernel = trainer.eval_policy.kernel
+
+    class TrainingSide:  # the actions trainer.predict() takes: the kernel's, in the env's bounds
+        n_in = kernel.n_in
+
+        @staticmethod
+        def act(obs):
+            return kernel.act(obs) if algo == "dqn" else trainer.actor.envs.to_env_action(kernel.act(obs))
+
+    reference = _example().run_episodes(TrainingSide(), trainer.config.env_id, 2, seed=5)
+    out = run_without_torch([str(EXAMPLE), str(result.files["kernel"]), "--backend", "cpu", "--episodes", "2",
                              "--seed", "5", "--json"])
     assert out.returncode == 0, out.stderr[-3000:]
     board = json.loads(out.stdout.strip().splitlines()[-1])
-    if algo == "dqn":
-        assert board["actions"] == reference["actions"] and board["returns"] == reference["returns"]
-    else:  # env-scaled there, actor-scale in the reference
-        scaled = [trainer.actor.envs.to_env_action(np.asarray(a)).tolist() for a in reference["actions"]]
-        np.testing.assert_allclose(board["actions"], scaled, rtol=0, atol=4e-7)
+    assert board["env_id"] == trainer.config.env_id  # from the policy's manifest
+    assert board["actions"] == reference["actions"] and board["returns"] == reference["returns"]
 
 
 def _float_bound(module, obs: np.ndarray) -> np.ndarray:
@@ -137,14 +143,24 @@ def test_the_float_onnx_matches_torch(exported):
 
 
 def test_the_qonnx_gives_the_kernel_bits(exported):
+    """The file (one observation per call, as FINN takes it) on a few observations, the same graph at a
+    batch of all of them (calibration-like, rounding ties, saturating) on the rest."""
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
+    from qonnx.transformation.infer_shapes import InferShapes
+
+    from pearl_fpga.export.onnx_files import qonnx_model
 
     _, trainer, result = exported
     kernel = trainer.eval_policy.kernel
     obs = _observations(trainer)
     model = ModelWrapper(str(result.files["qonnx"]))
-    got = execute_onnx(model, {"obs": obs.astype(np.float64)})["out"]
+    assert {n.op_type for n in model.graph.node} >= {"Quant", "MatMul"}
+    for row in (0, 1, len(obs) - 1, len(obs) - 5):
+        got = execute_onnx(model, {"obs": obs[row:row + 1].astype(np.float64)})["out"]
+        assert np.array_equal(got.astype(np.float32), kernel(obs[row:row + 1])), row
+    batched = ModelWrapper(qonnx_model(kernel, batch=len(obs))).transform(InferShapes())
+    got = execute_onnx(batched, {"obs": obs.astype(np.float64)})["out"]
     fa_out = 15 if kernel.head == HEAD_TANH else kernel.formats[-1].fa_out
     ints = got * 2.0**fa_out
     assert np.array_equal(ints, np.round(ints)) and np.all(np.abs(ints) <= 32768)

@@ -1,11 +1,13 @@
 """The policy as ONNX files: the float network (torch.onnx) and the quantized kernel network in QONNX.
 
 QONNX (the ONNX dialect of hls4ml and FINN) marks each quantized tensor with a `Quant` node (scale 2^-f,
-zero point 0, bit width, signed): the inputs (16 bits), each layer's weights (16) and bias (32) and
-each layer's output (16), ReLU after it, as the MLP kernel computes (hls/mlp/SPEC.md). The arithmetic is
-in double precision, which holds every accumulator of the kernel exactly (int16 x int16 products summed
-over at most 256 inputs), so that executing the graph (qonnx's executor) gives the kernel's bits. The
-kernel rounds half up (floor(v + 0.5)): each Quant's input gets half a step added and rounds with FLOOR.
+zero point 0, 16 bits, signed): the inputs, each layer's weights and each layer's output, ReLU after
+it, as the MLP kernel computes (hls/mlp/SPEC.md); each bias is its int32 value times 2^-(fw + fa_in).
+The arithmetic between Quant nodes is in double precision (a Cast after each Quant, whose output qonnx
+keeps in float32), which holds every accumulator of the kernel exactly (int16 x int16 products summed
+over at most 512 inputs, plus the bias), so that executing the graph (qonnx's executor) gives the
+kernel's bits. The kernel rounds half up (floor(v + 0.5)): each Quant's input gets half a step added
+and rounds with FLOOR (qonnx's HALF_UP rounds half away from zero).
 A tanh head's piecewise-linear tanh (1025 table entries, 64-step segments) is written out with standard
 ONNX ops (Gather on the table, Floor), the same integers as the kernel's.
 """
@@ -54,9 +56,10 @@ def write_onnx(module: Any, calibration: np.ndarray, path: Path) -> Path:
     return path
 
 
-def qonnx_model(kernel: Any) -> Any:
+def qonnx_model(kernel: Any, batch: int = 1) -> Any:
     """The QONNX ModelProto of `kernel` (an MLPInfer): input "obs" (batch, n_0) double, output "out"
-    (batch, m) double, equal to float64 of kernel(obs) (the dequantized kernel outputs)."""
+    (batch, m) double, equal to float64 of kernel(obs) (the dequantized kernel outputs). The batch is
+    fixed (qonnx's executor and FINN take static shapes); 1 is one observation per call, as on a board."""
     onnx = _onnx()
     from onnx import TensorProto, helper, numpy_helper
 
@@ -68,15 +71,18 @@ def qonnx_model(kernel: Any) -> Any:
         return name
 
     zero = const("zero", 0.0)
-    bits = {16: const("bits16", 16.0), 32: const("bits32", 32.0)}
+    bits = {16: const("bits16", 16.0)}
 
     def quant(x: str, frac: int, width: int, name: str, half_up: bool = True) -> str:
-        """x rounded half up to multiples of 2^-frac and saturated to `width` signed bits."""
+        """x (double) rounded half up to multiples of 2^-frac and saturated to `width` signed bits: a Quant
+        node, whose output qonnx's executor keeps in float32 (exact for 16 bits), cast back to double for
+        the arithmetic after it."""
         if half_up:
             nodes.append(helper.make_node("Add", [x, const(f"{name}_half", 0.5 * 2.0**-frac)], [f"{name}_h"]))
             x = f"{name}_h"
-        nodes.append(helper.make_node("Quant", [x, const(f"{name}_scale", 2.0**-frac), zero, bits[width]], [name],
-                                      domain=QONNX_DOMAIN, signed=1, narrow=0, rounding_mode="FLOOR"))
+        nodes.append(helper.make_node("Quant", [x, const(f"{name}_scale", 2.0**-frac), zero, bits[width]],
+                                      [f"{name}_f"], domain=QONNX_DOMAIN, signed=1, narrow=0, rounding_mode="FLOOR"))
+        nodes.append(helper.make_node("Cast", [f"{name}_f"], [name], to=TensorProto.DOUBLE))
         return name
 
     x = quant("obs", kernel.formats[0].fa_in, 16, "obs_q")
@@ -84,9 +90,8 @@ def qonnx_model(kernel: Any) -> Any:
         w = const(f"w{i}", layer.weight.astype(np.float64).T * 2.0**-fmt.fw)
         b = const(f"b{i}", layer.bias.astype(np.float64) * 2.0**-(fmt.fw + fmt.fa_in))
         wq = quant(w, fmt.fw, 16, f"w{i}_q", half_up=False)
-        bq = quant(b, fmt.fw + fmt.fa_in, 32, f"b{i}_q", half_up=False)
         nodes.append(helper.make_node("MatMul", [x, wq], [f"mm{i}"]))
-        nodes.append(helper.make_node("Add", [f"mm{i}", bq], [f"acc{i}"]))
+        nodes.append(helper.make_node("Add", [f"mm{i}", b], [f"acc{i}"]))  # int32 bias: exact in double
         x = quant(f"acc{i}", fmt.fa_out, 16, f"a{i}")
         if layer.relu:
             nodes.append(helper.make_node("Relu", [x], [f"relu{i}"]))
@@ -96,8 +101,8 @@ def qonnx_model(kernel: Any) -> Any:
     nodes.append(helper.make_node("Identity", [x], ["out"]))
     graph = helper.make_graph(
         nodes, "pearl_fpga_mlp",
-        [helper.make_tensor_value_info("obs", TensorProto.DOUBLE, ["batch", kernel.n_in])],
-        [helper.make_tensor_value_info("out", TensorProto.DOUBLE, ["batch", kernel.n_out])],
+        [helper.make_tensor_value_info("obs", TensorProto.DOUBLE, [batch, kernel.n_in])],
+        [helper.make_tensor_value_info("out", TensorProto.DOUBLE, [batch, kernel.n_out])],
         initializer=inits)
     model = helper.make_model(graph, producer_name="pearl_fpga",
                               opset_imports=[helper.make_opsetid("", ONNX_OPSET), helper.make_opsetid(QONNX_DOMAIN, 1)])
@@ -135,9 +140,15 @@ def _tanh_pwl(x: str, nodes: list[Any], const: Any, helper: Any, tensor_proto: A
     return "tanh_out"
 
 
-def write_qonnx(kernel: Any, path: Path) -> Path:
-    """`qonnx_model(kernel)` saved at `path`."""
-    onnx = _onnx()
+def write_qonnx(kernel: Any, path: Path, batch: int = 1) -> Path:
+    """`qonnx_model(kernel, batch)` with every tensor's shape annotated (qonnx's InferShapes, which its
+    executor and FINN's and hls4ml's readers expect), saved at `path`."""
+    model = qonnx_model(kernel, batch)
+    try:
+        from qonnx.core.modelwrapper import ModelWrapper
+        from qonnx.transformation.infer_shapes import InferShapes
+    except ImportError as exc:
+        raise (missing_dependency(exc, "writing the QONNX policy") or exc) from None
     path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(qonnx_model(kernel), str(path))
+    ModelWrapper(model).transform(InferShapes()).save(str(path))
     return path
