@@ -70,7 +70,7 @@ def write_artifact(directory: str | os.PathLike[str], artifact: PolicyArtifact) 
     directory = Path(directory)
     _check(artifact, f"the policy for {directory}")
     directory.mkdir(parents=True, exist_ok=True)
-    arrays = {}
+    arrays: dict[str, Any] = {}
     for i, layer in enumerate(artifact.layers):
         arrays[f"w{i}"] = np.ascontiguousarray(layer.weight, dtype=np.int16)
         arrays[f"b{i}"] = np.ascontiguousarray(layer.bias, dtype=np.int32)
@@ -140,7 +140,8 @@ def read_artifact(directory: str | os.PathLike[str]) -> PolicyArtifact:
     if weights_info.get("file", str) != WEIGHTS_FILE:
         raise ArtifactError(f"{where}: weights.file must be {WEIGHTS_FILE!r}")
     arrays = _read_weights(path / WEIGHTS_FILE, weights_info, shapes)
-    layers, formats = [], []
+    layers: list[QuantizedLayer] = []
+    formats: list[LayerFormat] = []
     for i, s in enumerate(specs):
         fw, fa_in, fa_out, shift = (s.get(k, int) for k in ("fw", "fa_in", "fa_out", "shift"))
         if not all(FRAC_RANGE[0] <= v <= FRAC_RANGE[1] for v in (fw, fa_in, fa_out)):
