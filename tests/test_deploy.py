@@ -26,7 +26,17 @@ EXAMPLE = ROOT / "examples" / "deploy_on_board.py"
 RUNS = {"dqn": ("CartPole-v1", dict(learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 16],
                                     buffer_size=2000, batch_size=32, eval_freq=0), 600),
         "ddpg": ("Pendulum-v1", dict(learning_starts=100, net_arch=[16, 16], batch_size=32, buffer_size=2000,
-                                     eval_freq=0), 300)}
+                                     eval_freq=0), 300),
+        "sac": ("Pendulum-v1", dict(learning_starts=100, net_arch=[16, 16], batch_size=32, buffer_size=2000,
+                                    eval_freq=0), 300)}
+
+
+def _greedy(trainer, obs: np.ndarray) -> np.ndarray:
+    """What trainer.predict() acts: the run's kernel through the algorithm's actor head, in the env's bounds."""
+    actions = trainer.eval_policy.deterministic(obs)
+    if trainer.spec.discrete:
+        return actions
+    return np.stack([trainer.actor.envs.to_env_action(a) for a in actions])
 
 
 def _example():
@@ -78,11 +88,7 @@ def test_the_kernel_policy_loads_on_every_backend_bit_for_bit(exported):
         policy = MLPInfer.load(result.files["kernel"], backend=backend)
         assert policy.formats == kernel.formats and policy.head == kernel.head
         assert np.array_equal(policy(obs), expected), backend
-        if algo == "dqn":
-            assert np.array_equal(policy.act(obs), kernel.act(obs))
-        else:  # the env's bounds: what the trainer's predict() maps the actor's [-1, 1] to
-            env_actions = np.stack([trainer.actor.envs.to_env_action(a) for a in kernel.act(obs)])
-            np.testing.assert_allclose(policy.act(obs), env_actions, rtol=0, atol=4e-7)
+        assert np.array_equal(policy.act(obs), _greedy(trainer, obs)), backend
     info = read_artifact(result.files["kernel"]).info
     assert info["algo"] == algo and info["env_id"] == trainer.config.env_id and info["policy"] == "last"
     assert info["max_error"] == pytest.approx(kernel.max_error)
@@ -101,7 +107,8 @@ def test_the_board_example_acts_as_the_training_side_kernel(exported, tmp_path):
 
         @staticmethod
         def act(obs):
-            return kernel.act(obs) if algo == "dqn" else trainer.actor.envs.to_env_action(kernel.act(obs))
+            action = _greedy(trainer, obs[None])[0]
+            return int(action) if trainer.spec.discrete else action
 
     reference = _example().run_episodes(TrainingSide(), trainer.config.env_id, 2, seed=5)
     out = run_without_torch([str(EXAMPLE), str(result.files["kernel"]), "--backend", "cpu", "--episodes", "2",
@@ -230,6 +237,11 @@ CORRUPTIONS = {
     "huge size claimed": (lambda d: _rewrite_manifest(d, lambda m: m["weights"].update(bytes=1 << 40)), "at most"),
     "bounds not finite": (lambda d: _rewrite_manifest(d, lambda m: m.update(action_low=[-1e400, -1])), "finite"),
     "bounds reversed": (lambda d: _rewrite_manifest(d, lambda m: m.update(action_low=[2, 2])), "below"),
+    "unknown action rule": (lambda d: _rewrite_manifest(d, lambda m: m.update(action="sample")), "is not one of"),
+    "action rule of another head": (lambda d: _rewrite_manifest(d, lambda m: m.update(action="scaled-tanh")),
+                                    "needs a tanh head"),
+    "tanh-mean with one bound per output": (lambda d: _rewrite_manifest(d, lambda m: m.update(action="tanh-mean")),
+                                            "must be 1 finite numbers"),
     "pickled member": (lambda d: _rewrite_weights(d, {}, pickle=True), "corrupt"),
     "unknown member": (lambda d: _rewrite_weights(d, {**dict(np.load(d / WEIGHTS_FILE)), "extra": np.zeros(2)}),
                        "never writes"),

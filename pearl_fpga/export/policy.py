@@ -31,6 +31,8 @@ KERNEL_DIR = "kernel"
 ONNX_FILE = "policy.onnx"
 QONNX_FILE = "policy.qonnx.onnx"
 SUMMARY_FILE = "export.json"
+ACTION_RULE_OF_HEAD = {"EpsilonGreedy": "argmax", "GaussianNoise": "scaled-tanh", "SquashedGaussian": "tanh-mean"}
+"""The algorithms' actor heads (pearl_fpga.algos.heads, algos.sac) -> MLPInfer.act's rule for their outputs."""
 
 
 @dataclass
@@ -51,7 +53,7 @@ class RunPolicy:
 
     kernel: Any  # MLPInfer: the quantized policy evaluate() acts with
     module: Any  # torch nn.Sequential: the float policy with the same weights
-    discrete: bool
+    action: str  # how act() makes actions from the outputs (kernels.mlp_artifact.ACTION_RULES)
     action_low: np.ndarray  # env bounds (continuous) or the kernel's (-1, 1) (discrete)
     action_high: np.ndarray
     calibration: np.ndarray
@@ -106,6 +108,11 @@ def run_policy(run: str | Path, which: str = "best") -> RunPolicy:
         policy = trainer.eval_policy  # the ActorPolicy evaluate() acts with, its kernel's formats included
         policy.load_weights(weights)
         spec = trainer.spec
+        head = type(policy.head).__name__
+        if head not in ACTION_RULE_OF_HEAD:
+            raise ArtifactError(f"export does not know how the actor head {head} of {trainer.config.algo} makes actions "
+                                f"from the network's outputs (it knows {', '.join(ACTION_RULE_OF_HEAD)}): add it to "
+                                "pearl_fpga.export.policy.ACTION_RULE_OF_HEAD and MLPInfer.act")
         if spec.discrete:
             low, high = np.full(spec.action_dim, -1.0), np.full(spec.action_dim, 1.0)
         else:
@@ -120,7 +127,8 @@ def run_policy(run: str | Path, which: str = "best") -> RunPolicy:
         }
         if trainer.placement.board:
             info["board"] = trainer.placement.board
-        return RunPolicy(policy.kernel, policy.module, spec.discrete, low, high, trainer.calibration, info, trainer)
+        return RunPolicy(policy.kernel, policy.module, ACTION_RULE_OF_HEAD[head], low, high, trainer.calibration, info,
+                         trainer)
     except BaseException:
         trainer.close()
         raise
@@ -141,7 +149,8 @@ def export_run(run: str | Path, out: str | Path, kinds: tuple[str, ...] = KINDS,
         result.info["max_error"] = kernel_info["max_error"]
         if "kernel" in kinds:
             result.files["kernel"] = policy.kernel.save(out / KERNEL_DIR, action_low=policy.action_low,
-                                                        action_high=policy.action_high, info=kernel_info)
+                                                        action_high=policy.action_high, info=kernel_info,
+                                                        action=policy.action)
         if "onnx" in kinds or "qonnx" in kinds:
             from pearl_fpga.export import onnx_files
 

@@ -33,7 +33,8 @@ import numpy as np
 
 from pearl_fpga.backends import registry
 from pearl_fpga.errors import missing_dependency
-from pearl_fpga.kernels.mlp_artifact import PolicyArtifact, read_artifact, write_artifact
+from pearl_fpga.kernels.mlp_artifact import (PolicyArtifact, action_size, default_action, read_artifact,
+                                             write_artifact)
 from pearl_fpga.kernels.mlp_torch import (INT32_MAX, LayerFormat, Net, check_wrapper, choose_formats, describe,
                                          find_sequential, parse, quantize, torch_forward)
 from pearl_fpga.spec.mlp import (
@@ -122,6 +123,7 @@ class MLPInfer:
         self._low = np.zeros(0)
         self._high = np.zeros(0)
         self.info: dict[str, Any] = {}  # what a policy read by `load` says of where it came from
+        self._action = ""  # a loaded policy's action rule (mlp_artifact.ACTION_RULES); "" = the head's own
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -226,22 +228,27 @@ class MLPInfer:
 
     # ------------------------------------------------------------------ files (no torch)
     def save(self, directory: Any, action_low: Any = None, action_high: Any = None,
-             info: dict[str, Any] | None = None) -> Any:
-        """Write the quantized policy (integers, formats, head, action bounds) to `directory` as
+             info: dict[str, Any] | None = None, action: str | None = None) -> Any:
+        """Write the quantized policy (integers, formats, head, action rule and bounds) to `directory` as
         policy.npz and policy.json (pearl_fpga.kernels.mlp_artifact), which `MLPInfer.load` reads
-        without torch on any backend, giving the same bits. action_low/high: bounds that the loaded
-        policy's `.act` maps a tanh head to (default: this object's). `info`: JSON-able facts to keep
-        (where the policy came from); `max_error` is added when known. Returns the directory."""
+        without torch on any backend, giving the same bits. action: how the loaded policy's `.act` makes
+        actions (mlp_artifact.ACTION_RULES; default this object's: argmax for a raw head, scaled-tanh for
+        a tanh head; "tanh-mean" for SAC's (mean, log std) outputs). action_low/high: the bounds it
+        scales to (default: this object's). `info`: JSON-able facts to keep (where the policy came
+        from); `max_error` is added when known. Returns the directory."""
         if not self.layers:
             raise ValueError("MLPInfer holds no policy yet: build it with from_torch or load")
-        m = self.n_out
-        low, high = (self._low, self._high) if action_low is None and action_high is None else \
-            _bounds(action_low, action_high, m)
+        rule = action or self.action_rule
+        size = action_size(rule, self.n_out)
+        if action_low is None and action_high is None and len(self._low) == size:
+            low, high = self._low, self._high
+        else:
+            low, high = _bounds(action_low, action_high, size)
         info = dict(info or {})
         error = self.max_error
         if error == error:  # not NaN
             info.setdefault("max_error", error)
-        return write_artifact(directory, PolicyArtifact(self.layers, self.formats, self.head, low, high, info))
+        return write_artifact(directory, PolicyArtifact(self.layers, self.formats, self.head, low, high, info, rule))
 
     @classmethod
     def load(cls, directory: Any, backend: Any = "cpu") -> MLPInfer:
@@ -255,6 +262,7 @@ class MLPInfer:
                           [layer.relu for layer in artifact.layers], artifact.head), self.backend)
         self._load_layers(artifact.layers, artifact.formats, artifact.head)
         self._low, self._high = artifact.action_low.copy(), artifact.action_high.copy()
+        self._action = artifact.action_rule
         error = artifact.info.get("max_error")
         self._max_error = float(error) if isinstance(error, (int, float)) else float("nan")
         self.info = artifact.info
@@ -307,18 +315,31 @@ class MLPInfer:
         """
         return self._forward(obs)
 
+    @property
+    def action_rule(self) -> str:
+        """How `act` makes actions (mlp_artifact.ACTION_RULES): argmax, scaled-tanh, or tanh-mean (SAC)."""
+        return self._action or default_action(self.head)
+
     def act(self, obs: Any) -> Any:
         """Greedy actions (RAW head: argmax, int64 (B,) or an int for one observation) or actions scaled
-        to [action_low, action_high] (TANH head: float32 (B, m) or (m,))."""
+        to [action_low, action_high] (TANH head: float32 (B, m) or (m,); a loaded SAC policy, rule
+        tanh-mean: tanh of the first half of the outputs, scaled likewise)."""
+        if self.action_rule == "tanh-mean":
+            m = len(self._low)
+            return self._scale(np.tanh(np.asarray(self._forward(obs), dtype=np.float32)[..., :m]))
         if self.head == HEAD_RAW:
             if hasattr(self.backend, "act_argmax"):
                 return self.backend.act_argmax(obs)
             x_q, one_d = self._quantize(obs)
             _, argmax = self.backend.infer(x_q)
             return int(argmax[0]) if one_d else argmax
-        t = self._forward(obs).astype(np.float64)
-        mid, half = (self._high + self._low) / 2.0, (self._high - self._low) / 2.0
-        return (mid + half * t).astype(np.float32)
+        return self._scale(self._forward(obs))
+
+    def _scale(self, t: np.ndarray) -> np.ndarray:
+        """[-1, 1] -> [action_low, action_high], as Stable-Baselines3's unscale_action (and the Trainer's
+        to_env_action), so that an exported policy's actions are the trainer's bit for bit."""
+        t = np.asarray(t, dtype=np.float64)
+        return (self._low + 0.5 * (t + 1.0) * (self._high - self._low)).astype(np.float32)
 
     def _quantize(self, obs: Any) -> tuple[np.ndarray, bool]:
         x, one_d = _as_obs(obs, self.n_in, self.max_batch)

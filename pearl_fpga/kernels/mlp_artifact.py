@@ -7,7 +7,8 @@ A policy directory holds two files:
   per linear layer, saved without pickle;
 - `policy.json`: the manifest: format and version, the MLP kernel's interface version, the head, per
   layer its shape, ReLU flag and fixed-point formats (fractional bits of weights, inputs and outputs,
-  and the accumulator's shift), the action bounds `act()` scales a tanh head to, the SHA-256 and size
+  and the accumulator's shift), the action rule of `act()` (ACTION_RULES) and the bounds it scales
+  to, the SHA-256 and size
   of policy.npz, and `info` (where the policy came from: run, algorithm, env, steps, its error against
   the float network).
 
@@ -43,6 +44,12 @@ MANIFEST_FILE = "policy.json"
 WEIGHTS_FILE = "policy.npz"
 FRAC_RANGE = (-64, 64)
 """Fractional bits a format may carry in a manifest (the quantizer chooses within -16..30, shifted by at most MAX_SHIFT)."""
+ACTION_RULES = {
+    "argmax": "the index of the largest output (DQN's greedy action; a raw head)",
+    "scaled-tanh": "the tanh head's outputs scaled to the action bounds (DDPG, TD3)",
+    "tanh-mean": "tanh of the first half of the raw outputs (a Gaussian's mean), scaled to the bounds (SAC)",
+}
+"""How `MLPInfer.act` turns a loaded policy's outputs into actions."""
 MAX_WEIGHTS_BYTES = MAX_LAYERS * (CPU_MAX_WIDTH * CPU_MAX_WIDTH * 2 + CPU_MAX_WIDTH * 4) + (1 << 20)
 """Largest policy.npz a kernel-sized network gives (int16 weights, int32 biases, zip headers)."""
 
@@ -54,9 +61,24 @@ class PolicyArtifact:
     layers: list[QuantizedLayer]
     formats: list[LayerFormat]
     head: str
-    action_low: np.ndarray  # float64 (m,): what act() maps a tanh head's -1 to
+    action_low: np.ndarray  # float64 (action size,): what act() maps -1 to (rules scaled-tanh, tanh-mean)
     action_high: np.ndarray
     info: dict[str, Any] = field(default_factory=dict)
+    action: str = ""  # one of ACTION_RULES; "" = the head's own (raw: argmax, tanh: scaled-tanh)
+
+    @property
+    def action_rule(self) -> str:
+        return self.action or default_action(self.head)
+
+
+def default_action(head: str) -> str:
+    """The action rule of a kernel head when none is given: argmax for raw, scaled-tanh for tanh."""
+    return "argmax" if head == HEAD_RAW else "scaled-tanh"
+
+
+def action_size(rule: str, n_out: int) -> int:
+    """How many action dimensions (bounds) a rule gives from `n_out` outputs."""
+    return n_out // 2 if rule == "tanh-mean" else n_out
 
 
 def interface_version() -> int:
@@ -80,7 +102,7 @@ def write_artifact(directory: str | os.PathLike[str], artifact: PolicyArtifact) 
     data = weights.read_bytes()
     manifest = {
         "format": ARTIFACT_FORMAT, "version": ARTIFACT_VERSION, "kernel": "mlp",
-        "interface_version": interface_version(), "head": artifact.head,
+        "interface_version": interface_version(), "head": artifact.head, "action": artifact.action_rule,
         "layers": [{"n_in": layer.n_in, "m_out": layer.m_out, "relu": bool(layer.relu), "fw": f.fw,
                     "fa_in": f.fa_in, "fa_out": f.fa_out, "shift": int(layer.shift)}
                    for layer, f in zip(artifact.layers, artifact.formats, strict=True)],
@@ -161,11 +183,23 @@ def read_artifact(directory: str | os.PathLike[str]) -> PolicyArtifact:
     except ValueError as exc:
         raise ArtifactError(f"{where}: {exc}") from None
     n_out = shapes[-1][1]
-    low = _bounds(m.get("action_low", list), n_out, f"{where}, action_low")
-    high = _bounds(m.get("action_high", list), n_out, f"{where}, action_high")
+    rule = m.get("action", str)
+    _check_rule(rule, head, n_out, where)
+    low = _bounds(m.get("action_low", list), action_size(rule, n_out), f"{where}, action_low")
+    high = _bounds(m.get("action_high", list), action_size(rule, n_out), f"{where}, action_high")
     if not np.all(low < high):
         raise ArtifactError(f"{where}: action_low must be below action_high in every dimension")
-    return PolicyArtifact(layers, formats, head, low, high, m.get("info", dict))
+    return PolicyArtifact(layers, formats, head, low, high, m.get("info", dict), rule)
+
+
+def _check_rule(rule: str, head: str, n_out: int, where: str) -> None:
+    if rule not in ACTION_RULES:
+        raise ArtifactError(f"{where}: action rule {rule!r} is not one of {', '.join(ACTION_RULES)}")
+    need = HEAD_TANH if rule == "scaled-tanh" else HEAD_RAW
+    if head != need or (rule == "tanh-mean" and n_out % 2):
+        raise ArtifactError(f"{where}: action rule {rule!r} needs a {need} head"
+                            + (" with an even number of outputs (mean, log std)" if rule == "tanh-mean" else "")
+                            + f", the policy has a {head} head with {n_out} outputs")
 
 
 def _read_weights(path: Path, info: _Fields, shapes: list[tuple[int, int]]) -> dict[str, np.ndarray]:
@@ -207,6 +241,11 @@ def _bounds(values: list[Any], n: int, where: str) -> np.ndarray:
 def _check(artifact: PolicyArtifact, where: str) -> None:
     if len(artifact.formats) != len(artifact.layers):
         raise ArtifactError(f"{where}: {len(artifact.formats)} formats for {len(artifact.layers)} layers")
+    n_out = int(artifact.layers[-1].weight.shape[0]) if artifact.layers else 0
+    _check_rule(artifact.action_rule, artifact.head, n_out, where)
+    size = action_size(artifact.action_rule, n_out)
+    if artifact.action_low.shape != (size,) or artifact.action_high.shape != (size,):
+        raise ArtifactError(f"{where}: action bounds must have {size} values for the rule {artifact.action_rule!r}")
     try:
         check_layers(artifact.layers, artifact.head, MAX_LAYERS, CPU_MAX_WIDTH)
         json.dumps(artifact.info, allow_nan=False)
