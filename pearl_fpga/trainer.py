@@ -257,7 +257,10 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
                 batch, learner_batch = batches.take(g, allowed)
                 start = time.perf_counter()
                 with stepping:
-                    loss, td = learner.update(learner_batch if learner_batch is not None else batches.to_learner(batch))
+                    if learner_batch is None:
+                        assert batch is not None  # take() returns one of the two
+                        learner_batch = batches.to_learner(batch)
+                    loss, td = learner.update(learner_batch)
                 learn_s += time.perf_counter() - start
                 learned += 1
                 if isinstance(loss, float) and not math.isfinite(loss):  # the fused CPU step: no sync needed

@@ -1,5 +1,6 @@
 """Every trainer behind one protocol (pearl_fpga.TrainerProtocol): `make_trainer` builds the one of any
-registered algorithm, `load_trainer` restores whichever a checkpoint directory holds."""
+registered algorithm, `load_trainer` restores whichever a checkpoint directory holds. Both trainers
+implement TrainerProtocol (tests/test_registry.py checks it)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pearl_fpga.trainer import Trainer
 __all__ = ["TrainerProtocol", "load_trainer", "make_trainer"]
 
 
-def make_trainer(algo: str = "dqn", env: str | None = None, **kwargs: Any) -> TrainerProtocol:
+def make_trainer(algo: str = "dqn", env: str | None = None, **kwargs: Any) -> Trainer | TabularTrainer:
     """A trainer of any registered algorithm: pearl_fpga.Trainer for the deep ones, pearl_fpga.TabularTrainer
     for qlearning and sarsa (the arguments are theirs)."""
     if registry.get(algo).family == "tabular":
@@ -22,7 +23,7 @@ def make_trainer(algo: str = "dqn", env: str | None = None, **kwargs: Any) -> Tr
     return Trainer(algo, env, **kwargs)
 
 
-def load_trainer(directory: str | Path, **kwargs: Any) -> TrainerProtocol:
+def load_trainer(directory: str | Path, **kwargs: Any) -> Trainer | TabularTrainer:
     """The trainer a checkpoint directory holds, deep or tabular (Trainer.load's arguments)."""
     if (Path(directory) / CHECKPOINT_FILE).is_file():
         return TabularTrainer.load(directory, **kwargs)

@@ -77,3 +77,14 @@ def test_an_added_algorithm_is_named_only_in_its_two_modules(name):
                  if p not in own and pattern.search(p.read_text())]
     assert not elsewhere, f"{name} is named outside its learner and registry modules: {elsewhere}"
     assert own <= set(PACKAGE.rglob("*.py"))
+
+
+def test_deep_and_tabular_trainers_share_one_protocol():
+    from pearl_fpga import TabularTrainer, Trainer, TrainerProtocol, make_trainer
+
+    with make_trainer("qlearning", "CliffWalking-v1") as tabular:
+        assert isinstance(tabular, TabularTrainer) and isinstance(tabular, TrainerProtocol)
+    with make_trainer("dqn", "CartPole-v1", placement="cpu") as deep:
+        assert isinstance(deep, Trainer) and isinstance(deep, TrainerProtocol)
+    with pytest.raises(ValueError, match=r"qlearning is a tabular algorithm: use pearl_fpga.TabularTrainer"):
+        Trainer("qlearning", "CliffWalking-v1")

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from pearl_fpga.runtime.checkpoint import DirLock
     from pearl_fpga.runtime.tabular_trainer import TabularTrainer
     from pearl_fpga.trainer import Trainer
-    from pearl_fpga.trainers import TrainerProtocol, load_trainer
+    from pearl_fpga.trainers import load_trainer
 
     console = Console(stderr=args.json)
     tabular = args.algo in registry.tabular_names()
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
                                            args.resume)
     ckpt = args.checkpoint_dir or logdir / "checkpoint"
     logger = None
-    trainer: TrainerProtocol | None = None  # a Trainer or a TabularTrainer
+    trainer: Trainer | TabularTrainer | None = None
     new_logdir = not logdir.exists()  # removed again if the run fails before its first env step
     lock = DirLock(logdir / ".lock", "log directory")
     old_term = _terminate_as_interrupt()
@@ -135,10 +135,10 @@ def run(args: argparse.Namespace) -> int:
         total = trainer.config.total_steps
         remaining = total - trainer.env_steps
         console.print(escape(_header(trainer, args.dataset if offline else remaining, logdir)))
-        if not tabular and trainer.placement.board:
+        if isinstance(trainer, Trainer) and trainer.placement.board:
             console.print(escape(_board_header(trainer.placement.board)))
         t0 = time.perf_counter()
-        if offline:
+        if offline and isinstance(trainer, TabularTrainer):
             data = trainer.train_offline(args.dataset, progress=lambda e, n: console.print(f"epoch {e}/{n}", markup=False))
             console.print(f"{data['n']:,} transitions x {trainer.config.epochs} epoch(s), parts {trainer.config.parts}",
                           markup=False)
@@ -150,11 +150,11 @@ def run(args: argparse.Namespace) -> int:
             console.print(escape(f"{why} the checkpoint's {trainer.env_steps:,} env steps: nothing to train; evaluating "
                                  f"it (pearl-fpga eval {ckpt} does only that; --steps N above it trains on)"))
         seconds = time.perf_counter() - t0
-        if args.save_dataset is not None:
+        if args.save_dataset is not None and isinstance(trainer, TabularTrainer):
             console.print(f"dataset of {trainer.env_steps:,} transitions written to {trainer.save_dataset(args.save_dataset)}",
                           markup=False)
         result = trainer.evaluate(trainer.config.eval_episodes)
-        if tabular:
+        if isinstance(trainer, TabularTrainer):
             trainer.log_evaluation(result)
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, TrainingInterrupted) and exc.signum else signal.SIGINT
@@ -181,8 +181,9 @@ def run(args: argparse.Namespace) -> int:
             # nothing of this run is worth keeping, and a leftover folder would push the next run to "-N+1"
             shutil.rmtree(logdir, ignore_errors=True)
 
-    if tabular:
+    if isinstance(trainer, TabularTrainer):
         return _report_tabular(args, console, trainer, result, logdir, "offline" if offline else "online", seconds)
+    assert isinstance(trainer, Trainer)
     from pearl_fpga.runtime.logger import plot_learning_curve
 
     png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
