@@ -53,6 +53,33 @@ def test_torch_is_blocked_in_the_board_interpreter():
     assert out.returncode != 0 and "No module named 'torch'" in out.stderr
 
 
+IMPORT_SCRIPT = r"""
+import importlib, json, pkgutil, sys
+failed = {}
+names = ["pearl_fpga", "pearl_fpga.cli", "pearl_fpga.limits", "pearl_fpga.data", "pearl_fpga.host", "pearl_fpga.errors",
+         "pearl_fpga.config", "pearl_fpga.planner.devices"]
+for package in ("kernels", "backends", "board", "spec", "sim", "commands", "export", "presets"):
+    module = importlib.import_module(f"pearl_fpga.{package}")
+    names += [info.name for info in pkgutil.walk_packages(module.__path__, module.__name__ + ".")]
+for name in names:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        failed[name] = f"{type(exc).__name__}: {exc}"
+print(json.dumps({"modules": len(names), "failed": failed, "torch_loaded": "torch" in sys.modules}))
+"""
+
+
+def test_every_module_a_board_uses_imports_without_torch():
+    """The kernels, backends, drivers, specs, the simulation helpers, the command modules (each imports what
+    it runs inside its run()), the export package and the presets: a new top-level `import torch` fails here."""
+    out = run_without_torch(["-c", IMPORT_SCRIPT])
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["modules"] > 60 and not result["failed"], result["failed"]
+    assert result["torch_loaded"] is False
+
+
 BOARD_SCRIPT = r"""
 import json, sys
 import numpy as np
