@@ -27,6 +27,14 @@ NETLIST_CASES: dict[str, dict[str, Any]] = {
         "test_dir": COCOTB / "replay", "test_module": "test_replay_top",
         "env": {"REPLAY_CAPACITY": "13", "REPLAY_FANOUT": "2", "REPLAY_FREE_RUN": "1", "REPLAY_SEED": "15"},
     },
+    # a two-level adder tree, two layers of up to 8 neurons: every block of mlp_top, the tanh table's
+    # block RAM initialisation included, at a size whose gate-level simulation takes seconds
+    "mlp": {
+        "parameters": {"LANES": 4, "MAX_WIDTH": 8, "MAX_LAYERS": 2},
+        "test_dir": COCOTB / "mlp", "test_module": "test_mlp_top",
+        "env": {"MLP_LANES": "4", "MLP_MAX_WIDTH": "8", "MLP_MAX_LAYERS": "2", "MLP_SEED": "7",
+                "MLP_TB_RESULTS": str(REPO / "build" / "netlist" / "mlp_cycles.json")},
+    },
 }
 
 

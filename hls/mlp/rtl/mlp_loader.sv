@@ -99,14 +99,15 @@ module mlp_loader #(
     // then keep the cheapest (cycle 3; ties keep the smaller k, i.e. fewer columns).
     typedef enum logic [1:0] {CF_DIV, CF_MUL, CF_PICK} cf_phase_t;
     cf_phase_t   cf_phase;
-    logic [15:0] cf_l;
+    logic [LW-1:0] cf_l;
     logic [KW-1:0] cf_k, cf_best_k;
     logic [15:0] cf_h, cf_g, cf_best_h, cf_best_g;
     logic [31:0] cf_cost, cf_best_cost;
     wire         cf_better = cf_k == 0 || cf_cost < cf_best_cost;
 
     // ---------------------------------------------------------------- placement counters
-    logic [15:0]      ld_l, ld_i, ld_j;
+    logic [LW:0]      ld_l;            // the layer being loaded (MAX_LAYERS after the last)
+    logic [15:0]      ld_i, ld_j;
     logic [15:0]      ld_bias_lo;
     logic [KW-1:0]    cur_k;           // the layer being loaded: its split and sizes
     logic [15:0]      cur_h;
@@ -152,14 +153,14 @@ module mlp_loader #(
     end
 
     // start placing layer l (its configuration is committed)
-    task automatic begin_layer(input logic [15:0] l);
-        logic [$clog2(MAX_LAYERS + 1)-1:0] li;
-        li = l < 16'(MAX_LAYERS) ? $bits(li)'(l) : '0;  // past the last layer only an overrun follows
+    task automatic begin_layer(input logic [LW:0] l);
+        logic [LW-1:0] li;
+        li = l < (LW+1)'(MAX_LAYERS) ? LW'(l) : '0;  // past the last layer only an overrun follows
         cur_k <= cfg_k[li];
         cur_h <= cfg_h[li];
         cur_j_last <= cfg_n[li] - 1;
         cur_i_last <= cfg_m[li] - 1;
-        cur_net_last <= l + 1 == cfg_nl;
+        cur_net_last <= 16'(l) + 1 == cfg_nl;
         ld_i <= '0;
         ld_j <= '0;
     endtask
@@ -210,12 +211,12 @@ module mlp_loader #(
                         cfg_g[cf_l] <= cf_better ? cf_g : cf_best_g;
                         cf_k <= '0;
                         cf_l <= cf_l + 1;
-                        if (cf_l == cfg_nl - 1) ld_state <= LD_FIRST;
+                        if (16'(cf_l) + 1 == cfg_nl) ld_state <= LD_FIRST;
                     end else cf_k <= cf_k + 1;
                 end
             endcase
         end else if (ld_state == LD_FIRST) begin
-            begin_layer(16'd0);
+            begin_layer('0);
             ld_l <= '0;
             w_layer_base <= '0;
             w_row_base <= '0;
