@@ -23,7 +23,7 @@ from pearl_fpga.sim.verilator import kernel_rtl
 REPO = Path(__file__).resolve().parents[1]
 PART = ecp5.parse_part("LFE5U-85F-6BG381C")
 # kernel -> small RTL parameters for the real run in make test
-SMALL = {"replay": {"CAPACITY": 300, "FANOUT": 16}}
+SMALL = {"replay": {"CAPACITY": 300, "FANOUT": 16}, "mlp": {"LANES": 2, "MAX_WIDTH": 8, "MAX_LAYERS": 2}}
 
 
 @pytest.mark.parametrize("kernel", sorted(CATALOG_SIZES))
@@ -131,6 +131,18 @@ def test_gate_fails_a_missed_clock(small_replay: dict[str, Any], tmp_path: Path,
     assert "| replay | CAPACITY=300, FANOUT=16 | LFE5U-85F-6BG381C | 1000 MHz" in section and "**missed**" in section
     assert "<!-- implementation:start -->\nX\n<!-- implementation:end -->" in with_section(
         "a\n<!-- implementation:start -->\nold\n<!-- implementation:end -->\nb", "X")
+
+
+@pytest.mark.sim
+def test_small_mlp_closes_timing(tmp_path: Path) -> None:
+    """One real run of the MLP at 2 lanes, width 8, 2 layers: 100 MHz met, the multipliers on
+    MULT18X18D and the tanh table in block RAM (the mapping the catalog sizes rely on)."""
+    r = implement_kernel("mlp", SMALL["mlp"], PART, 100.0, tmp_path)
+    assert r["timing"]["met"], ecp5.gate_message("mlp", PART.name, r["timing"])
+    util = r["utilization"]
+    assert util["dsp"]["used"] >= SMALL["mlp"]["LANES"], "one hard multiplier per lane"
+    assert r["synth_cells"].get("DP16KD", 0) == util["bram"]["used"] >= 2, "the tanh table in block RAM"
+    assert r["synth_cells"].get("L6MUX21", 0) < 100, "a memory became logic"
 
 
 def test_bad_sizes_are_refused(capsys: pytest.CaptureFixture[str]) -> None:

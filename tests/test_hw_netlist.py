@@ -27,12 +27,12 @@ NETLIST_CASES: dict[str, dict[str, Any]] = {
         "test_dir": COCOTB / "replay", "test_module": "test_replay_top",
         "env": {"REPLAY_CAPACITY": "13", "REPLAY_FANOUT": "2", "REPLAY_FREE_RUN": "1", "REPLAY_SEED": "15"},
     },
-    # a two-level adder tree, two layers of up to 8 neurons: every block of mlp_top, the tanh table's
-    # block RAM initialisation included, at a size whose gate-level simulation takes seconds
+    # two lanes, two layers of up to 4 neurons: every block of mlp_top, the tanh table's block RAM
+    # initialisation included; the multipliers are LUT logic here (-nodsp), so the lanes stay few
     "mlp": {
-        "parameters": {"LANES": 4, "MAX_WIDTH": 8, "MAX_LAYERS": 2},
+        "parameters": {"LANES": 2, "MAX_WIDTH": 4, "MAX_LAYERS": 2},
         "test_dir": COCOTB / "mlp", "test_module": "test_mlp_top",
-        "env": {"MLP_LANES": "4", "MLP_MAX_WIDTH": "8", "MLP_MAX_LAYERS": "2", "MLP_SEED": "7",
+        "env": {"MLP_LANES": "2", "MLP_MAX_WIDTH": "4", "MLP_MAX_LAYERS": "2", "MLP_SEED": "7",
                 "MLP_TB_RESULTS": str(REPO / "build" / "netlist" / "mlp_cycles.json")},
     },
 }
