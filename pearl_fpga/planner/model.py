@@ -349,3 +349,11 @@ def placements(tables: Tables, targets: Sequence[str]) -> list[dict[str, str]]:
     for role in ROLES:
         out = [dict(p, **{role: t}) for p in out for t in targets if tables.can_run(role, t)]
     return out
+
+
+def act_fraction(config: Any) -> float:
+    """Share of the env steps after learning starts that run the policy network: the algorithm's actor
+    head says (DQN explores with probability epsilon, no inference then; DDPG, TD3 and the rest always infer)."""
+    from pearl_fpga.algos.registry import learner_class
+
+    return learner_class(config.algo).actor_head(config, 1).inference_share()
