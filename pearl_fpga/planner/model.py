@@ -40,6 +40,7 @@ never allows more than the stage limits do. The actors' factor is measured per a
 from __future__ import annotations
 
 import math
+from typing import Any
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
