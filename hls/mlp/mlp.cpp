@@ -23,6 +23,7 @@ constexpr int MAX_LAYER_CHUNKS = MAX_WIDTH * (MAX_WIDTH / LANES);  // for LOOP_T
 // lane u always reads bank u.
 MLP_INLINE void layer_forward(const LayerDesc& d, const int16_t weight[WEIGHT_WORDS], const int32_t bias[BIAS_WORDS],
                               const int16_t in[MAX_WIDTH], int16_t out[MAX_WIDTH]) {
+#pragma HLS INLINE  // in and out are halves of forward_core's act: inlined, the DEPENDENCE pragmas below bind to act
     const bool relu = (d.flags & FLAG_RELU) != 0;
     const int row_chunks = d.stride / LANES;  // exact: stride is a multiple of ROW_ALIGN >= LANES
     const int base = d.w_offset / LANES;      // exact: offsets are multiples of LANES
@@ -62,6 +63,7 @@ LAYER_PAD:
 }
 
 MLP_INLINE int16_t tanh_lookup(int16_t y) {
+#pragma HLS INLINE  // a ROM read and one multiply-add inside FORWARD_HEAD
     int u = int(y) + 32768;
     int k = u >> TANH_SEGMENT_BITS;
     int r = u & ((1 << TANH_SEGMENT_BITS) - 1);
@@ -71,6 +73,7 @@ MLP_INLINE int16_t tanh_lookup(int16_t y) {
 
 MLP_INLINE int32_t forward_core(int n_layers, const LayerDesc layer[MAX_LAYERS], const int16_t weight[WEIGHT_WORDS],
                                 const int32_t bias[BIAS_WORDS], const int16_t* x, int16_t* y) {
+#pragma HLS INLINE  // into mlp_top's datapath (through forward_one): its arrays keep their partitions
     // Ping-pong activations as one array indexed by layer parity: no pointer swapping, which Vitis
     // would have to turn into a multiplexer between two memories. HLS sees one memory read and written
     // by LAYER_MACS, hence the DEPENDENCE pragmas there.

@@ -163,12 +163,27 @@ constexpr uint32_t LEAVES = SHAPE.level_size[DEPTH];
 // Pragma values are evaluated where the pragma stands (UG1399): replay_top, in the global namespace,
 // sees these, not replay::MAX_BATCH.
 constexpr uint32_t MAX_BATCH = replay::MAX_BATCH;
+// The leaf words' memories (leaf_level, front_leaves): block RAM read in 1 cycle, or, on an Alveo card
+// (hls/build.mk defines REPLAY_LEAVES_URAM from the catalog), UltraRAM read through its output and
+// cascade registers in URAM_READ_LATENCY cycles, so that a cascade of up to URAM_CASCADE_BLOCKS blocks
+// closes timing at the card's clock (UG573, "UltraRAM cascade" REG_CAS; UG949, the cascade height).
+#ifdef REPLAY_LEAVES_URAM
+constexpr uint32_t LEAF_LATENCY = replay::config::URAM_READ_LATENCY;
+#else
+constexpr uint32_t LEAF_LATENCY = 1;
+#endif
 // Hazard forwarding (SPEC.md, "Pipeline hazards"): at II = 1 a level's write lands up to FWD_DEPTH
-// cycles after the read of the same command (read, 1-cycle ram_s2p latency, add or compare, write),
-// so the next FWD_DEPTH commands can read before it; each level keeps its last FWD_DEPTH writes, and
-// the DEPENDENCE pragmas of COMMANDS (distance RAW_DISTANCE) make HLS land every write within that.
-constexpr uint32_t FWD_DEPTH = 2;
+// cycles after the read of the same command (read, LEAF_LATENCY cycles of the slowest memory, add or
+// compare, write), so the next FWD_DEPTH commands can read before it; each level keeps its last
+// FWD_DEPTH writes, and the DEPENDENCE pragmas of COMMANDS (distance RAW_DISTANCE) make HLS land every
+// write within that.
+constexpr uint32_t FWD_DEPTH = LEAF_LATENCY + 1;
 constexpr uint32_t RAW_DISTANCE = FWD_DEPTH + 1;
+// COMMANDS' initiation interval: 1 up to the descriptor's II1_MAX_MHZ, 2 above it (SPEC.md, "Initiation
+// interval"; the catalog's hls_defines set REPLAY_COMMANDS_II for a faster clock).
+#ifndef REPLAY_COMMANDS_II
+#define REPLAY_COMMANDS_II 1
+#endif
 
 // The K children of one node, as one value (K registers in hardware).
 template <typename Word>
@@ -235,6 +250,10 @@ pearl::WriteWindow<uint32_t, Group<typename Level<D>::Word>, FWD_DEPTH> Level<D>
 // pipeline: an UPDATE needs the old word (for its delta) before it reaches the sums, while SAMPLE
 // reads the leaves last. It has its own write window (leaf index -> word), as the levels do.
 using FrontLeaves = uint32_t[LEAVES];
+// In UltraRAM the front copy is banked like the leaf level (whose K lane memories are LEAVES / K deep):
+// banks of at most URAM_CASCADE_BLOCKS blocks of 4K words each, rather than one cascade of all of them.
+constexpr uint32_t URAM_BANK_WORDS = 4096 * replay::config::URAM_CASCADE_BLOCKS;
+constexpr uint32_t FRONT_BANKS = (LEAVES + URAM_BANK_WORDS - 1) / URAM_BANK_WORDS;
 pearl::WriteWindow<uint32_t, uint32_t, FWD_DEPTH> g_front_window = {};
 uint64_t g_root = 0;  // level 0: the total, a register
 
@@ -360,10 +379,12 @@ void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::
     static FrontLeaves front_leaves = {};
 // The leaf words (the leaf level and their front copy) are most of the storage: on an Alveo card the
 // build binds them to UltraRAM (hls/build.mk defines REPLAY_LEAVES_URAM from the catalog), which
-// keeps the compute unit inside one SLR's block RAM; Zynq boards keep them in block RAM.
+// keeps the compute unit inside one SLR's block RAM, with the cascade registers (LEAF_LATENCY) and the
+// front copy in FRONT_BANKS banks; Zynq boards keep them in block RAM.
 #ifdef REPLAY_LEAVES_URAM
-#pragma HLS BIND_STORAGE variable = leaf_level type = ram_s2p impl = uram latency = 1
-#pragma HLS BIND_STORAGE variable = front_leaves type = ram_s2p impl = uram latency = 1
+#pragma HLS BIND_STORAGE variable = leaf_level type = ram_s2p impl = uram latency = LEAF_LATENCY
+#pragma HLS ARRAY_PARTITION variable = front_leaves type = block factor = FRONT_BANKS
+#pragma HLS BIND_STORAGE variable = front_leaves type = ram_s2p impl = uram latency = LEAF_LATENCY
 #else
 #pragma HLS BIND_STORAGE variable = leaf_level type = ram_s2p impl = bram latency = 1
 #pragma HLS BIND_STORAGE variable = front_leaves type = ram_s2p impl = bram latency = 1
@@ -376,7 +397,7 @@ SEGMENTS:
     COMMANDS:
         for (; c < n_cmds && !clear; c++) {
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_BATCH
-#pragma HLS PIPELINE II = 1
+#pragma HLS PIPELINE II = REPLAY_COMMANDS_II
             // A command's read of a level may run up to FWD_DEPTH commands ahead of an earlier write
             // there (the write windows cover it); no further: each write lands before the read
             // RAW_DISTANCE commands later.

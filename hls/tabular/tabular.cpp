@@ -140,6 +140,12 @@ void write_word(Table& row, Table& self, uint32_t s, uint32_t a, int32_t value) 
 
 }  // namespace
 
+// COMMANDS' initiation interval: 1 up to the descriptor's II1_MAX_MHZ, 2 above it (SPEC.md, "Initiation
+// interval"; the catalog's hls_defines set TABULAR_COMMANDS_II for a faster clock).
+#ifndef TABULAR_COMMANDS_II
+#define TABULAR_COMMANDS_II 1
+#endif
+
 void tabular_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp, uint32_t n_cmds,
                  uint32_t alpha, uint32_t gamma, uint32_t sarsa, uint32_t n_actions, uint32_t& max_states,
                  uint32_t& max_actions, uint32_t& updates) {
@@ -180,7 +186,7 @@ SEGMENTS:
     COMMANDS:
         while ((c < n_cmds || held) && !clear) {  // one issue slot per iteration
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = TABULAR_MAX_BATCH
-#pragma HLS PIPELINE II = 1
+#pragma HLS PIPELINE II = TABULAR_COMMANDS_II
             // No read of a row within HAZARD_WINDOW slots of its write (the in-flight check below).
 #pragma HLS DEPENDENCE variable = row_copy type = inter direction = RAW distance = HAZARD_WINDOW dependent = true
 #pragma HLS DEPENDENCE variable = update_copy type = inter direction = RAW distance = HAZARD_WINDOW dependent = true

@@ -19,7 +19,7 @@ from typing import Any
 from pearl_fpga.data import data_path, load_json
 from pearl_fpga.errors import PearlError
 from pearl_fpga.spec.descriptor import descriptor
-from pearl_fpga.spec.kernels import KERNELS
+from pearl_fpga.spec.kernels import KERNELS, commands_ii
 
 SCHEMA_VERSION = 1
 DEFAULT_CATALOG = data_path("bitstreams", "catalog.json")
@@ -69,6 +69,10 @@ class BoardSpec:
         """"axi-hp" (Zynq PS <-> PL) or "pcie" (host <-> Alveo card)."""
         return LINK_KINDS[self.kind]
 
+    def commands_ii(self, kernel: str) -> int:
+        """The initiation interval of `kernel`'s HLS command loop at this board's clock (pearl_fpga.spec.kernels)."""
+        return commands_ii(kernel, self.clock_mhz)
+
     @property
     def clock_hz(self) -> float:
         return self.clock_mhz * 1e6
@@ -92,8 +96,10 @@ class BoardSpec:
         sizes = (f"replay: {r['capacity']} leaves, fan-out {r['fanout']}, batches of up to {r['max_batch']}; "
                  f"mlp: {m['lanes']} MAC lanes, up to {m['max_layers']} layers of width {m['max_width']}, batches of up to "
                  f"{m['max_batch']}; tabular: {copies}, each a {t['states']} x {t['actions']} Q table kept twice (row copy "
-                 f"and update copy, hls/tabular/tabular.h), batches of up to {t['max_batch']}, one command per clock "
-                 f"at {self.clock_mhz:g} MHz (II = 1) except while a write to a row it reads is in flight")
+                 f"and update copy, hls/tabular/tabular.h), batches of up to {t['max_batch']}, one command per "
+                 f"{self.commands_ii('tabular')} clock(s) at {self.clock_mhz:g} MHz (II = {self.commands_ii('tabular')}) "
+                 f"except while a write to a row it reads is in flight; replay: one command per "
+                 f"{self.commands_ii('replay')} clock(s) (II = {self.commands_ii('replay')})")
         return f"{self.notes} Kernels: {sizes}."
 
 
@@ -290,6 +296,9 @@ def hls_defines(spec: BoardSpec, kernel: str) -> str:
     flags = [f"-D{macro}={spec.kernels[kernel][key]}" for key, macro in HLS_MACROS[kernel].items()]
     if kernel == "replay" and spec.replay_leaf_memory == "uram":
         flags.append("-DREPLAY_LEAVES_URAM")
+    ii = commands_ii(kernel, spec.clock_mhz)
+    if ii > 1:  # the COMMANDS loop's II at this clock (hls/<kernel>/SPEC.md, "Initiation interval")
+        flags.append(f"-D{kernel.upper()}_COMMANDS_II={ii}")
     return " ".join(flags)
 
 
@@ -308,63 +317,6 @@ def slr_flags(spec: BoardSpec) -> str:
         return ""
     return " ".join(f"--connectivity.slr {cu}:SLR{spec.slr_of[kernel]}"
                     for kernel in KERNELS for cu in compute_units(spec, kernel))
-
-
-# ---------------------------------------------------------------------------------------------
-# The Zynq block design (hls/scripts/zynq_bd.tcl builds it; tests/pynq_stack/zynq_hwh.py writes the .hwh
-# of the same design): one AXI DMA per kernel copy, configured from this table, passed to the Tcl by
-# hls/build.mk (`zynq-design BOARD`), so the script and the test's hardware handoff cannot disagree.
-
-# AXI DMA v7.1 (PG021, "Memory Map Data Width" / "Stream Data Width"): the memory-map data width is one
-# of these, and each channel's stream data width must not exceed its memory-map width, or the IP's
-# parameter validation fails. At least 64 bits: the width of the PS's HP port the masters reach.
-AXI_DMA_MM_WIDTHS = (32, 64, 128, 256, 512, 1024)
-AXI_DMA_MIN_MM_WIDTH = 64
-
-
-def axi_dma_config(kernel: str) -> dict[str, int]:
-    """The AXI DMA user parameters (lower case, as CONFIG.<name> in Vivado and in the .hwh) of `kernel`'s
-    streams: simple mode (no scatter-gather), stream widths of its SPEC.md words, memory-map widths
-    max(64, stream width)."""
-    if kernel not in KERNELS:
-        raise CatalogError(f"unknown kernel {kernel!r}; known: {sorted(KERNELS)}")
-    ip = KERNELS[kernel]
-    mm2s_stream, s2mm_stream = 8 * ip.in_word_bytes, 8 * ip.out_word_bytes
-    return {
-        "c_include_sg": 0,
-        "c_sg_length_width": 26,  # 64 MiB - 1 per transfer
-        "c_m_axis_mm2s_tdata_width": mm2s_stream,
-        "c_s_axis_s2mm_tdata_width": s2mm_stream,
-        "c_m_axi_mm2s_data_width": max(AXI_DMA_MIN_MM_WIDTH, mm2s_stream),
-        "c_m_axi_s2mm_data_width": max(AXI_DMA_MIN_MM_WIDTH, s2mm_stream),
-        "c_mm2s_burst_size": 16,
-        "c_s2mm_burst_size": 16,
-    }
-
-
-@dataclass(frozen=True)
-class ZynqBlock:
-    """One kernel of the Zynq block design: its HLS top, stream ports, copies and DMA parameters."""
-
-    kernel: str
-    top: str
-    in_stream: str
-    out_stream: str
-    copies: int
-    dma: dict[str, int]
-
-
-def zynq_design(spec: BoardSpec) -> list[ZynqBlock]:
-    """The kernels of `spec`'s block design, in the order the Tcl instantiates them."""
-    return [ZynqBlock(k, ip.top, ip.in_stream, ip.out_stream, spec.kernels[k].get("instances", 1), axi_dma_config(k))
-            for k, ip in KERNELS.items()]
-
-
-def zynq_design_tcl(spec: BoardSpec) -> str:
-    """zynq_design as one Tcl list: kernel top in_stream out_stream copies {name value ...} per kernel."""
-    return " ".join(f"{b.kernel} {b.top} {b.in_stream} {b.out_stream} {b.copies} "
-                    "{" + " ".join(f"{name} {value}" for name, value in b.dma.items()) + "}"
-                    for b in zynq_design(spec))
 
 
 def board_for_platform(platform: str, path: str | Path | None = None) -> BoardSpec:
@@ -432,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
             spec = get_board(args.board)
             print(" ".join([spec.kind, spec.part, spec.board_part or "-", _query(spec, "clock_mhz", None), _query(spec, "period_ns", None)]))
         elif args.cmd == "zynq-design":
+            from pearl_fpga.board.zynq_design import zynq_design_tcl
+
             print(zynq_design_tcl(get_board(args.board)))
         elif args.cmd == "slr-flags":
             print(slr_flags(get_board(args.board)))

@@ -22,6 +22,7 @@ from pearl_fpga.planner import hls_schedule
 from pearl_fpga.planner.model import Fit
 from pearl_fpga.planner.profile import REPLAY_TASKS, fit_line
 from pearl_fpga.runtime.emulation import misfits
+from pearl_fpga.spec.kernels import commands_ii
 from pearl_fpga.spec.mlp import infer_cycle_bound
 from pearl_fpga.spec.replay import batch_cycle_bound, tree_depth
 
@@ -54,9 +55,12 @@ def mlp_cycles_hls(layers: Sequence[tuple[int, int]], lanes: int, discrete: bool
     return CycleFit(0.0, float(hls_schedule.mlp_infer_cycles(layers, lanes, raw_head=discrete)), "hls model")
 
 
-def replay_cycles_hls(depth: int, fanout: int, clock_mhz: float) -> CycleFit:
-    """replay_top's COMMANDS loop as pearl_fpga.planner.hls_schedule models it: (B - 1) + PipelineDepth."""
-    return CycleFit(hls_schedule.replay_pipeline_depth(depth, fanout, clock_mhz) - 1.0, 1.0, "hls model")
+def replay_cycles_hls(depth: int, fanout: int, clock_mhz: float, leaf_memory: str = "bram") -> CycleFit:
+    """replay_top's COMMANDS loop as pearl_fpga.planner.hls_schedule models it: (B - 1) * II + PipelineDepth
+    (II and the leaf words' read latency as the board's clock and replay_leaf_memory make them)."""
+    ii = float(commands_ii("replay", clock_mhz))
+    fill = hls_schedule.replay_pipeline_depth(depth, fanout, clock_mhz, hls_schedule.replay_leaf_latency(leaf_memory))
+    return CycleFit(fill - ii, ii, "hls model")
 
 
 def replay_cycles_spec(depth: int) -> CycleFit:
@@ -224,7 +228,8 @@ def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discr
             except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
                 notes.append(f"replay: rtl cycle counts unavailable ({exc}); using the spec bound")
         # the synthesized tree holds the board's capacity, so its pipeline is that deep whatever the run uses
-        hls = replay_cycles_hls(tree_depth(rk["capacity"], rk["fanout"]), rk["fanout"], board.clock_mhz)
+        hls = replay_cycles_hls(tree_depth(rk["capacity"], rk["fanout"]), rk["fanout"], board.clock_mhz,
+                                board.replay_leaf_memory)
         ops = {"update": hls, "sample": hls} if cycles == "hls" else rtl_ops
         report = _csynth_report(board, "replay", csynth_dirs, notes)
         if report is not None:
