@@ -163,12 +163,12 @@ void mlp_top(pearl::stream<pearl::axis16>& s_axis_in, pearl::stream<pearl::axis1
              uint32_t batch, uint32_t& lanes, uint32_t& max_width, uint32_t& max_layers, uint32_t& error) {
 #pragma HLS INTERFACE axis port = s_axis_in
 #pragma HLS INTERFACE axis port = m_axis_out
-#pragma HLS INTERFACE s_axilite port = mode offset = 0x10 bundle = control
-#pragma HLS INTERFACE s_axilite port = batch offset = 0x18 bundle = control
-#pragma HLS INTERFACE s_axilite port = lanes offset = 0x20 bundle = control
-#pragma HLS INTERFACE s_axilite port = max_width offset = 0x28 bundle = control
-#pragma HLS INTERFACE s_axilite port = max_layers offset = 0x30 bundle = control
-#pragma HLS INTERFACE s_axilite port = error offset = 0x38 bundle = control
+PEARL_AXILITE_REGISTER(mode, 0x10)
+PEARL_AXILITE_REGISTER(batch, 0x18)
+PEARL_AXILITE_REGISTER(lanes, 0x20)
+PEARL_AXILITE_REGISTER(max_width, 0x28)
+PEARL_AXILITE_REGISTER(max_layers, 0x30)
+PEARL_AXILITE_REGISTER(error, 0x38)
 #pragma HLS INTERFACE s_axilite port = return bundle = control
 // Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
 #pragma HLS INTERFACE ap_ctrl_hs port = return

@@ -360,10 +360,10 @@ void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::
                 uint32_t n_cmds, uint32_t& capacity, uint32_t& fanout, uint64_t& total) {
 #pragma HLS INTERFACE mode = axis port = s_axis_cmd
 #pragma HLS INTERFACE mode = axis port = m_axis_resp
-#pragma HLS INTERFACE mode = s_axilite port = n_cmds offset = 0x10 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = capacity offset = 0x18 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = fanout offset = 0x20 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = total offset = 0x28 bundle = control
+PEARL_AXILITE_REGISTER(n_cmds, 0x10)
+PEARL_AXILITE_REGISTER(capacity, 0x18)
+PEARL_AXILITE_REGISTER(fanout, 0x20)
+PEARL_AXILITE_REGISTER(total, 0x28)
 #pragma HLS INTERFACE mode = s_axilite port = return bundle = control
 // Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
 #pragma HLS INTERFACE mode = ap_ctrl_hs port = return

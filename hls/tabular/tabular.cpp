@@ -151,14 +151,14 @@ void tabular_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl:
                  uint32_t& max_actions, uint32_t& updates) {
 #pragma HLS INTERFACE mode = axis port = s_axis_cmd
 #pragma HLS INTERFACE mode = axis port = m_axis_resp
-#pragma HLS INTERFACE mode = s_axilite port = n_cmds offset = 0x10 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = alpha offset = 0x18 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = gamma offset = 0x20 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = sarsa offset = 0x28 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = n_actions offset = 0x30 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = max_states offset = 0x38 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = max_actions offset = 0x40 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = updates offset = 0x48 bundle = control
+PEARL_AXILITE_REGISTER(n_cmds, 0x10)
+PEARL_AXILITE_REGISTER(alpha, 0x18)
+PEARL_AXILITE_REGISTER(gamma, 0x20)
+PEARL_AXILITE_REGISTER(sarsa, 0x28)
+PEARL_AXILITE_REGISTER(n_actions, 0x30)
+PEARL_AXILITE_REGISTER(max_states, 0x38)
+PEARL_AXILITE_REGISTER(max_actions, 0x40)
+PEARL_AXILITE_REGISTER(updates, 0x48)
 #pragma HLS INTERFACE mode = s_axilite port = return bundle = control
 // Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
 #pragma HLS INTERFACE mode = ap_ctrl_hs port = return

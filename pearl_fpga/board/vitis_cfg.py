@@ -56,6 +56,8 @@ class HlsConfig:
 def _cflags(spec: BoardSpec, unit: str, hls: Path) -> str:
     # C++14: the Vitis HLS front end's default, pinned; tests/test_board_make.py compiles every kernel with it.
     flags = f"-std=c++14 -DPEARL_VENDOR_HLS -I{hls} -I{hls / unit}"
+    if spec.kind == "alveo":  # the Vitis kernel flow: no s_axilite offsets (hls/common/hls_compat.h)
+        flags += " -DPEARL_VITIS_FLOW"
     return f"{flags} {hls_defines(spec, unit)}" if unit in KERNELS else flags
 
 
