@@ -681,3 +681,27 @@ def test_commands_ii_follows_the_clock(kernel):
         assert (f"-D{macro}={ii}" in hls_defines(spec, kernel)) == (ii > 1), spec.name
     assert any(commands_ii(kernel, s.clock_mhz) == 2 for s in load_catalog().values())  # the Alveo cards
     assert f"II1_MAX_MHZ = {limit} MHz" in (ROOT / "hls" / kernel / "SPEC.md").read_text()
+
+
+def test_stream_beats_carry_no_tstrb():
+    """The AXI DMA's stream ports have TKEEP and TLAST but no TSTRB (PG021, "AXI4-Stream Interface"): the
+    beat types Vitis HLS compiles enable KEEP and LAST only, and no kernel drives strb."""
+    vendor = _code(ROOT / "hls/common/hls_compat.h")
+    assert "AXIS_SIGNALS = AXIS_ENABLE_KEEP | AXIS_ENABLE_LAST;" in vendor
+    assert "ap_axiu<128, 0, 0, 0, AXIS_SIGNALS>" in vendor and "ap_axis<16, 0, 0, 0, AXIS_SIGNALS>" in vendor
+    for path in SYNTH_SOURCES:
+        code = vendor if path.name == "hls_compat.h" else _code(path)
+        assert not re.search(r"\.strb\b", code), path
+
+
+@pytest.mark.parametrize("path", SYNTH_TOPS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_interface_offsets_in_the_vitis_flow(path):
+    """UG1399: in the Vitis kernel flow the tool assigns the s_axilite offsets ("S_AXILITE Offset Option":
+    do not specify the offset option in that flow) and m_axi keeps its default offset=slave ("Offset and
+    Modes of Operation"); the Vivado IP flow keeps the register map of SPEC.md."""
+    vitis, _, _ = _preprocess(path, ("-DPEARL_VITIS_FLOW",))
+    vivado, _, _ = _preprocess(path)
+    interface = lambda code: re.findall(r"#pragma HLS INTERFACE[^\n]*", code)  # noqa: E731
+    assert not [p for p in interface(vitis) if "offset" in p], path
+    if path.parent.name != "datamover":
+        assert any(re.search(r"s_axilite port = \w+ offset = 0x", p) for p in interface(vivado))

@@ -143,6 +143,23 @@ def _rtl_beside(kind: str, hls: CycleFit, rtl: CycleFit, batch: int) -> str:
             f"the reference RTL {rtl(batch):,.0f} ({rtl.source})")
 
 
+def built_clock_mhz(board: Any) -> float:
+    """The kernel clock of `board`'s build where one exists with a manifest for this board (an xclbin's
+    clock may be below the catalog's: pearl_fpga.board.xclbin_info), else the catalog's clock."""
+    from pearl_fpga.board.manifest import load_manifest
+    from pearl_fpga.board.overlay import bitstreams_root
+    from pearl_fpga.errors import ManifestError
+
+    folder = bitstreams_root() / board.name
+    if not (folder / "manifest.json").is_file():
+        return float(board.clock_mhz)
+    try:
+        manifest = load_manifest(folder)
+    except (ManifestError, OSError):
+        return float(board.clock_mhz)
+    return float(manifest.clock_mhz) if manifest.board == board.name else float(board.clock_mhz)
+
+
 def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discrete: bool, host: Mapping[tuple[str, str], Fit],
               target: str = "fpga-emu", cycles: str = "hls", csynth_dirs: Sequence[str | Path] = ()
               ) -> tuple[dict[tuple[str, str], Fit], dict[str, str], list[str]]:
@@ -164,7 +181,11 @@ def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discr
     fits: dict[tuple[str, str], Fit] = {}
     unavailable: dict[str, str] = {}
     notes: list[str] = []
-    f_hz = board.clock_mhz * 1e6
+    clock_mhz = built_clock_mhz(board)
+    if clock_mhz != board.clock_mhz:
+        notes.append(f"{board.name}: its build runs the kernels at {clock_mhz:g} MHz (bitstreams/{board.name}/manifest.json; "
+                     f"v++ scaled the clock), not the catalog's {board.clock_mhz:g} MHz: timed at the built clock")
+    f_hz = clock_mhz * 1e6
     src = f"cycle model ({{}}) @ {board.name}"
 
     # ---- act: the MLP kernel
@@ -228,7 +249,7 @@ def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discr
             except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
                 notes.append(f"replay: rtl cycle counts unavailable ({exc}); using the spec bound")
         # the synthesized tree holds the board's capacity, so its pipeline is that deep whatever the run uses
-        hls = replay_cycles_hls(tree_depth(rk["capacity"], rk["fanout"]), rk["fanout"], board.clock_mhz,
+        hls = replay_cycles_hls(tree_depth(rk["capacity"], rk["fanout"]), rk["fanout"], clock_mhz,
                                 board.replay_leaf_memory)
         ops = {"update": hls, "sample": hls} if cycles == "hls" else rtl_ops
         report = _csynth_report(board, "replay", csynth_dirs, notes)
