@@ -500,7 +500,8 @@ void top(int n) {
         bad.replace("using k::MAX_BATCH;", ""), where, {"WIDTH"})
 
 
-HAZARD_KERNELS = {"replay": ["front_leaves", "leaf_level"] + [f"level{d}" for d in range(1, 21)]}
+# the default build's tree (8192 leaves, K = 16: 4 levels) has levels 1..3 above its leaf level
+HAZARD_KERNELS = {"replay": ["front_leaves", "leaf_level"] + [f"level{d}" for d in range(1, 4)]}
 
 
 @pytest.mark.parametrize("kernel", sorted(HAZARD_KERNELS))
@@ -705,3 +706,17 @@ def test_no_interface_offsets_in_the_vitis_flow(path):
     assert not [p for p in interface(vitis) if "offset" in p], path
     if path.parent.name != "datamover":
         assert any(re.search(r"s_axilite port = \w+ offset = 0x", p) for p in interface(vivado))
+
+
+@pytest.mark.parametrize("capacity, fanout", [(1, 2), (17, 16), (8192, 16), (1000, 8), (1 << 20, 2), (524288, 16)])
+def test_only_the_levels_the_tree_has_carry_pragmas(capacity, fanout):
+    """replay_top declares MAX_DEPTH level memories; those from DEPTH on are unused placeholders that
+    Vitis HLS removes, and a pragma on one is a warning: storage and DEPENDENCE pragmas name exactly the
+    levels 1 .. DEPTH - 1 (REPLAY_TREE_DEPTH, which the source checks against tree_depth)."""
+    from pearl_fpga.spec.replay import tree_depth
+
+    code, _, _ = _preprocess(ROOT / "hls/replay/replay.cpp", (f"-DREPLAY_CAPACITY={capacity}", f"-DREPLAY_FANOUT={fanout}"))
+    want = {f"level{d}" for d in range(1, tree_depth(capacity, fanout))}
+    for pragma in ("ARRAY_PARTITION", "BIND_STORAGE", "DEPENDENCE"):
+        named = set(re.findall(rf"#pragma HLS {pragma} variable = (level\d+)", code))
+        assert named == want, (pragma, sorted(named ^ want))
