@@ -8,7 +8,7 @@ of the output stream into a device buffer.
 pyxrt binds xrt::kernel and xrt::run but not xrt::ip (no release does), so the compute units are
 driven as Vitis_Accel_Examples drive theirs: `pyxrt.kernel(context, "replay_top:{replay_top_1}")` and
 one `pyxrt.run` per call. The xclbin is registered with the device and opened in a hardware context
-(`device.register_xclbin`, `pyxrt.hw_context(device, uuid)`) where pyxrt binds them (XRT 2.14 on; from
+(`device.register_xclbin`, `pyxrt.hw_context(device, uuid)`) where pyxrt binds them (XRT 2.16 on, tag 202320.2.16.204; from
 2.25 `device.load_xclbin` and `kernel(device, uuid, name)` are deprecated shims); an older pyxrt
 (XRT_MINIMUM, 2.13, the release `make test-xrt` runs on) loads it with `device.load_xclbin` and opens
 kernels by `kernel(device, uuid, name)`, both bound in its pyxrt.cpp. The driver's register protocol maps onto that: a write to a scalar

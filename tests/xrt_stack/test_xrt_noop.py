@@ -246,7 +246,7 @@ def test_open_kernel_through_the_manifest(px, xrt_env, monkeypatch):
 
 
 def test_a_pyxrt_with_hw_context_gets_a_hardware_context(xrt_env, xclbin_path, monkeypatch):
-    """Where pyxrt binds hw_context (XRT 2.14 on; 2.25 deprecates load_xclbin and kernel(device, uuid,
+    """Where pyxrt binds hw_context (XRT 2.16 on; 2.25 deprecates load_xclbin and kernel(device, uuid,
     name)), the xclbin is registered and every compute unit opened from the context, never the old way."""
     from context_pyxrt import ContextPyxrt
 
