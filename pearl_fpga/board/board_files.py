@@ -15,13 +15,12 @@ to Vivado as board.repoPaths (hls/scripts/zynq_bd.tcl).
 from __future__ import annotations
 
 import os
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pearl_fpga.board.catalog import CatalogError, get_board
+from pearl_fpga.board.catalog import CatalogError, get_board, print_or_fail
 
 REPO_ENV = "PEARL_FPGA_BOARD_REPO"
 # Where each vendor's board files come from, for the message when they are missing.
@@ -125,12 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("board")
     c.add_argument("--vivado", default=None, help="the vivado binary (its install is searched)")
     args = parser.parse_args(argv)
-    try:
-        print(check(args.board, args.vivado))
-    except CatalogError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return print_or_fail(lambda: check(args.board, args.vivado))
 
 
 if __name__ == "__main__":

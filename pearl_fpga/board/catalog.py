@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -353,10 +355,20 @@ def _query(spec: BoardSpec, field_name: str, kernel: str | None) -> str:
     return str(values[field_name])
 
 
+def print_or_fail(produce: Callable[[], object]) -> int:
+    """The build helpers' command-line ending: print what `produce` returns (exit 0), or its CatalogError
+    as `error: ...` on stderr (exit 2), which stops hls/build.mk."""
+    try:
+        print(produce())
+    except CatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m pearl_fpga.board.catalog get BOARD FIELD [KERNEL]` / `board-of PLATFORM` / `list`."""
     import argparse
-    import sys
 
     parser = argparse.ArgumentParser(prog="python -m pearl_fpga.board.catalog", description="query bitstreams/catalog.json")
     sub = parser.add_subparsers(dest="cmd", required=True)

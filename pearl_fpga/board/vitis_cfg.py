@@ -19,11 +19,10 @@ The same keys exist in 2024.1 and 2024.2 (UG1702 2024.2, "v++ Mode HLS"), so one
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pearl_fpga.board.catalog import BoardSpec, CatalogError, get_board, hls_defines
+from pearl_fpga.board.catalog import BoardSpec, CatalogError, get_board, hls_defines, print_or_fail
 from pearl_fpga.board.zynq_design import IP_LIBRARY, IP_VENDOR, IP_VERSION
 from pearl_fpga.data import data_path
 from pearl_fpga.spec.descriptor import descriptor
@@ -122,12 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", default=None, help=f"the data mover: {', '.join(DATAMOVER_TOPS)}")
     parser.add_argument("--work-dir", required=True, type=Path, help="the v++ work directory; the file goes there")
     args = parser.parse_args(argv)
-    try:
-        print(write_config(get_board(args.board), args.unit, args.work_dir, args.top))
-    except CatalogError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return print_or_fail(lambda: write_config(get_board(args.board), args.unit, args.work_dir, args.top))
 
 
 if __name__ == "__main__":
