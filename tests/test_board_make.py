@@ -245,3 +245,18 @@ def test_missing_pynq_z2_board_files_stop_make_bitstream_before_any_tool(tmp_pat
     assert r.returncode != 0
     assert "tul.com.tw:pynq-z2:part0:1.0" in r.stderr and "XilinxBoardStore" in r.stderr, r.stderr
     assert not log.exists(), "a tool ran before the board files were checked"
+
+
+@pytest.mark.parametrize("board", ["pynq-z2", "alveo-u55c"])
+@pytest.mark.parametrize("kernel", ["replay", "mlp", "tabular"])
+def test_kernels_compile_with_their_generated_synthesis_flags(tmp_path, board, kernel):
+    """The syn.cflags of the generated configuration (the board's sizes, the Alveo build's UltraRAM, II and
+    Vitis-flow defines) compile with g++ (the HLS stand-ins in place of the vendor headers)."""
+    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    flags = hls_config(load_catalog()[board], kernel, tmp_path).get("syn.cflags")[0].split()
+    flags = [f for f in flags if f != "-DPEARL_VENDOR_HLS"]
+    r = subprocess.run([cxx, "-fsyntax-only", "-Wno-unknown-pragmas", "-Wno-unused-label", *flags,
+                        str(REPO / "hls" / kernel / f"{kernel}.cpp")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
