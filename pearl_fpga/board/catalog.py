@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pearl_fpga.board.ecp5 import Ecp5Error, Ecp5Spec, parse_ecp5
+from pearl_fpga.board.zynq_design import (  # noqa: F401 - the Zynq block design, re-exported
+    AXI_DMA_MIN_MM_WIDTH, AXI_DMA_MM_WIDTHS, ZynqBlock, axi_dma_config, zynq_design, zynq_design_tcl)
 from pearl_fpga.data import data_path, load_json
 from pearl_fpga.errors import PearlError
 from pearl_fpga.spec.descriptor import descriptor
@@ -26,8 +29,8 @@ from pearl_fpga.spec.kernels import KERNELS, commands_ii
 SCHEMA_VERSION = 1
 DEFAULT_CATALOG = data_path("bitstreams", "catalog.json")
 
-KINDS = ("zynq", "alveo")
-LINK_KINDS = {"zynq": "axi-hp", "alveo": "pcie"}
+KINDS = ("zynq", "alveo", "ecp5")
+LINK_KINDS = {"zynq": "axi-hp", "alveo": "pcie", "ecp5": "uart"}
 RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
 # Kernel sizes a board may ask for: the limits of each kernel's descriptor (pearl_fpga.spec.kernels).
 KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {k: dict(ip.limits) for k, ip in KERNELS.items()}
@@ -43,7 +46,7 @@ class BoardSpec:
     """One FPGA board or Alveo platform, as the catalog describes it (nominal figures)."""
 
     name: str  # catalog key, e.g. "pynq-z2"
-    kind: str  # "zynq" (PYNQ overlay: .bit + .hwh) or "alveo" (XRT: .xclbin)
+    kind: str  # "zynq" (PYNQ overlay: .bit + .hwh), "alveo" (XRT: .xclbin) or "ecp5" (open flow: .bit, UART bridge)
     part: str  # FPGA part number, e.g. "xc7z020clg400-1"
     board_part: str | None  # Vivado board part (zynq only)
     platform: str | None  # Vitis platform (alveo only)
@@ -60,6 +63,7 @@ class BoardSpec:
     replay_leaf_memory: str = "bram"  # "uram": the replay's leaf words in UltraRAM (hls/replay/replay.h)
     slr_count: int = 1  # super logic regions of the part (stacked-silicon Alveo cards: 3 or 4)
     slr_of: dict[str, int] | None = None  # kernel -> the SLR its compute units (and data movers) are placed in
+    ecp5: Ecp5Spec | None = None  # an ecp5 board's device, oscillator, UART, top, constraints and pins
 
     def slr_resources(self) -> dict[str, int]:
         """One SLR's share of the part's resources: an even split (the data sheets give the totals; the
@@ -95,13 +99,14 @@ class BoardSpec:
         k = self.kernels
         r, m, t = k["replay"], k["mlp"], k["tabular"]
         copies = f"{t['instances']} instance{'s' if t['instances'] > 1 else ''}"
+        table = ("in the reference RTL behind the UART bridge (hls/bridge)" if self.kind == "ecp5" else
+                 "kept twice (row copy and update copy, hls/tabular/tabular.h)")
         sizes = (f"replay: {r['capacity']} leaves, fan-out {r['fanout']}, batches of up to {r['max_batch']}; "
                  f"mlp: {m['lanes']} MAC lanes, up to {m['max_layers']} layers of width {m['max_width']}, batches of up to "
-                 f"{m['max_batch']}; tabular: {copies}, each a {t['states']} x {t['actions']} Q table kept twice (row copy "
-                 f"and update copy, hls/tabular/tabular.h), batches of up to {t['max_batch']}, one command per "
-                 f"{self.commands_ii('tabular')} clock(s) at {self.clock_mhz:g} MHz (II = {self.commands_ii('tabular')}) "
-                 f"except while a write to a row it reads is in flight; replay: one command per "
-                 f"{self.commands_ii('replay')} clock(s) (II = {self.commands_ii('replay')})")
+                 f"{m['max_batch']}; tabular: {copies}, each a {t['states']} x {t['actions']} Q table {table}, batches of "
+                 f"up to {t['max_batch']}, one command per {self.commands_ii('tabular')} clock(s) at {self.clock_mhz:g} MHz "
+                 f"(II = {self.commands_ii('tabular')}) except while a write to a row it reads is in flight; replay: one "
+                 f"command per {self.commands_ii('replay')} clock(s) (II = {self.commands_ii('replay')})")
         return f"{self.notes} Kernels: {sizes}."
 
 
@@ -203,6 +208,8 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
         raise CatalogError(f"{f.where}: a zynq board needs 'board_part' (Vivado board part) and 'platform': null")
     if kind == "alveo" and (platform is None or board_part is not None):
         raise CatalogError(f"{f.where}: an alveo card needs 'platform' (Vitis platform name) and 'board_part': null")
+    if kind == "ecp5" and (platform is not None or board_part is not None):
+        raise CatalogError(f"{f.where}: an ecp5 board has no Vivado board part or Vitis platform: set both to null")
 
     res = f.sub("resources")
     resources = {k: int(res.integer(k, 0, 1 << 30)) for k in RESOURCE_KEYS}
@@ -241,6 +248,14 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
     if leaf_memory == "uram" and resources["uram"] == 0:
         raise CatalogError(f"{f.where}.replay_leaf_memory is 'uram', but the part has no UltraRAM (resources.uram 0); use 'bram'")
     slr_count, slr_of = _parse_slrs(f, kind)
+    ecp5 = None
+    if kind == "ecp5" or "ecp5" in f.obj:
+        if kind != "ecp5":
+            raise CatalogError(f"{f.where}: only a board of kind 'ecp5' has an 'ecp5' entry")
+        try:
+            ecp5 = parse_ecp5(f.obj.get("ecp5"), f"{f.where}.ecp5", f.number("clock_mhz"), link.number("bandwidth_gbps"))
+        except Ecp5Error as exc:
+            raise CatalogError(str(exc)) from None
 
     return BoardSpec(
         name=name,
@@ -261,6 +276,7 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
         replay_leaf_memory=leaf_memory,
         slr_count=slr_count,
         slr_of=slr_of,
+        ecp5=ecp5,
     )
 
 
@@ -319,6 +335,7 @@ def slr_flags(spec: BoardSpec) -> str:
         return ""
     return " ".join(f"--connectivity.slr {cu}:SLR{spec.slr_of[kernel]}"
                     for kernel in KERNELS for cu in compute_units(spec, kernel))
+
 
 
 def board_for_platform(platform: str, path: str | Path | None = None) -> BoardSpec:
@@ -396,8 +413,6 @@ def main(argv: list[str] | None = None) -> int:
             spec = get_board(args.board)
             print(" ".join([spec.kind, spec.part, spec.board_part or "-", _query(spec, "clock_mhz", None), _query(spec, "period_ns", None)]))
         elif args.cmd == "zynq-design":
-            from pearl_fpga.board.zynq_design import zynq_design_tcl
-
             print(zynq_design_tcl(get_board(args.board)))
         elif args.cmd == "slr-flags":
             print(slr_flags(get_board(args.board)))

@@ -63,6 +63,9 @@ def _cflags(spec: BoardSpec, unit: str, hls: Path) -> str:
 def hls_config(spec: BoardSpec, unit: str, work_dir: Path, top: str | None = None, hls: Path | None = None) -> HlsConfig:
     """The configuration of `unit` (a kernel of pearl_fpga.spec.kernels, or "datamover" with `top` one of
     DATAMOVER_TOPS) on `spec`'s board; its .xo (Alveo) goes to work_dir/<top>.xo."""
+    if spec.kind not in FLOW_TARGETS:
+        raise CatalogError(f"{spec.name} is an {spec.kind} board, built by the open flow from the reference RTL: "
+                           "no Vitis HLS configuration (docs/hardware.md)")
     hls = (hls or data_path("hls")).resolve()
     work_dir = work_dir.resolve()
     if unit in KERNELS:

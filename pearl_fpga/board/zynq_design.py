@@ -4,14 +4,15 @@ hls/build.mk passes `python -m pearl_fpga.board.catalog zynq-design <board>` (zy
 Tcl, and tests/pynq_stack/zynq_hwh.py writes the hardware handoff of the same table, so the script
 and the mock board cannot disagree: per kernel its HLS top, the VLNV under which Vitis HLS exports it
 (the same values pearl_fpga.board.vitis_cfg writes into the HLS configuration), its stream ports, its
-copies and the parameters of the AXI DMA of each copy.
+copies and the parameters of the AXI DMA of each copy. Re-exported by pearl_fpga.board.catalog, which
+imports this module (so this one takes the board spec untyped and imports CatalogError where it raises).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from pearl_fpga.board.catalog import BoardSpec, CatalogError
 from pearl_fpga.spec.kernels import KERNELS
 
 # The IP catalog identity of every exported kernel (Vitis HLS package.ip.vendor/library/version): the
@@ -47,6 +48,8 @@ def axi_dma_config(kernel: str, part: str) -> dict[str, int]:
     streams on `part`: simple mode (no scatter-gather), stream widths of its SPEC.md words, memory-map
     widths max(64, stream width), the part's address width."""
     if kernel not in KERNELS:
+        from pearl_fpga.board.catalog import CatalogError
+
         raise CatalogError(f"unknown kernel {kernel!r}; known: {sorted(KERNELS)}")
     ip = KERNELS[kernel]
     mm2s_stream, s2mm_stream = 8 * ip.in_word_bytes, 8 * ip.out_word_bytes
@@ -76,14 +79,14 @@ class ZynqBlock:
     dma: dict[str, int]
 
 
-def zynq_design(spec: BoardSpec) -> list[ZynqBlock]:
+def zynq_design(spec: Any) -> list[ZynqBlock]:
     """The kernels of `spec`'s block design, in the order the Tcl instantiates them."""
     return [ZynqBlock(k, ip.top, ip_vlnv(ip.top), ip.in_stream, ip.out_stream, spec.kernels[k].get("instances", 1),
                       axi_dma_config(k, spec.part))
             for k, ip in KERNELS.items()]
 
 
-def zynq_design_tcl(spec: BoardSpec) -> str:
+def zynq_design_tcl(spec: Any) -> str:
     """zynq_design as one Tcl list: kernel top vlnv in_stream out_stream copies {name value ...} per kernel."""
     return " ".join(f"{b.kernel} {b.top} {b.vlnv} {b.in_stream} {b.out_stream} {b.copies} "
                     "{" + " ".join(f"{name} {value}" for name, value in b.dma.items()) + "}"
