@@ -27,7 +27,13 @@ def test_top_declares_ap_ctrl_hs(kernel):
     assert not any("ap_ctrl_chain" in p or "ap_ctrl_none" in p for p in pragmas)
 
 
-KERNEL_SOURCES = sorted(p for p in ROOT.glob("hls/*/*.cpp") if not p.name.endswith("_tb.cpp"))
+def _is_hls(path: Path) -> bool:
+    """A file Vitis HLS reads: not a testbench (*_tb) and not a Verilator harness of the RTL (verilator_*.cpp,
+    e.g. hls/bridge's board model)."""
+    return not path.stem.endswith("_tb") and not path.name.startswith("verilator_")
+
+
+KERNEL_SOURCES = sorted(p for p in ROOT.glob("hls/*/*.cpp") if _is_hls(p))
 
 
 def _variable_loops(source: str):
@@ -73,7 +79,7 @@ def _code(path: Path) -> str:
 
 
 # Everything Vitis HLS reads: every kernel's sources and headers (testbenches, *_tb.cpp / *_tb.h, aside).
-SYNTH_SOURCES = sorted(p for p in ROOT.glob("hls/*/*") if p.suffix in (".h", ".cpp") and not p.stem.endswith("_tb"))
+SYNTH_SOURCES = sorted(p for p in ROOT.glob("hls/*/*") if p.suffix in (".h", ".cpp") and _is_hls(p))
 
 
 @pytest.mark.parametrize("path", SYNTH_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -441,7 +447,7 @@ def pragma_problems(code: str, where: list[tuple[str, int]], macros: set[str]) -
     return bad
 
 
-SYNTH_TOPS = sorted(p for p in ROOT.glob("hls/*/*.cpp") if not p.stem.endswith("_tb"))
+SYNTH_TOPS = sorted(p for p in ROOT.glob("hls/*/*.cpp") if _is_hls(p))
 
 
 @pytest.mark.parametrize("path", SYNTH_TOPS, ids=lambda p: str(p.relative_to(ROOT)))
