@@ -71,7 +71,8 @@ OUT_DIR   := bitstreams/$(BOARD)
 # options only from this file (UG1702), so the v++ command names the file and the work folder, nothing else.
 HLS_CFG = $(HW_PY) -m pearl_fpga.board.vitis_cfg --board $(BOARD) --unit $(1) --work-dir $(BOARD_DIR)/hls/$(1) >/dev/null
 # C++14: the Vitis HLS front end's default, pinned; tests/test_board_make.py compiles every kernel with it.
-HLS_CFLAGS = -std=c++14 -DPEARL_VENDOR_HLS -I$(abspath hls) -I$(abspath hls/$(1)) $(shell $(CATALOG) get $(BOARD) hls_defines $(1))
+# (for the classic vitis_hls; v++ takes the same flags from the generated configuration)
+HLS_CFLAGS = -std=c++14 -DPEARL_VENDOR_HLS $(if $(filter alveo,$(BOARD_KIND)),-DPEARL_VITIS_FLOW) -I$(abspath hls) -I$(abspath hls/$(1)) $(shell $(CATALOG) get $(BOARD) hls_defines $(1))
 # The C synthesis command of kernel $(1), with v++ (2024.1+) or, where only it is installed, vitis_hls.
 ifeq ($(VPP_BIN)$(if $(VITIS_HLS_BIN),,none),)
 # Only the classic vitis_hls is installed (2024.1/2024.2): the same steps through a Tcl script.

@@ -162,3 +162,15 @@ def test_missing_board_files_stop_the_script_before_the_project(tmp_path):
                                     '<components><component name="part0"/></components></board>')
     stub, out = run_script(tmp_path, "pynq-z2", board_repo=str(tmp_path / "boards"), board_parts=())
     assert stub.errors == [] and stub.exit_code == 0 and stub.repo_paths == [str(tmp_path / "boards")]
+
+
+def test_the_classic_vitis_hls_script_exports_under_the_same_vlnv():
+    """Where only the classic vitis_hls is installed, hls/scripts/run_hls.tcl exports the IP: under the
+    vendor, library and version the block design instantiates (pearl_fpga.board.zynq_design)."""
+    import re
+
+    from pearl_fpga.board.zynq_design import IP_LIBRARY, IP_VENDOR, IP_VERSION
+
+    script = (Path(__file__).resolve().parents[1] / "hls" / "scripts" / "run_hls.tcl").read_text()
+    m = re.search(r"export_design -format ip_catalog -vendor (\S+) -library (\S+) -version (\S+)", script)
+    assert m and m.groups() == (IP_VENDOR, IP_LIBRARY, IP_VERSION)
