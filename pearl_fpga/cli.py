@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+from typing import Any
 
 # command -> module in pearl_fpga.commands ("bench" parses the options of the benchmarks in pearl_fpga.bench)
 COMMANDS = {"train": "train", "eval": "eval", "plan": "plan", "devices": "devices", "bench": "bench"}
@@ -47,6 +49,32 @@ def blocking_std_streams() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. SIGTERM, like Ctrl-C, ends it through its finally blocks (logs closed, locks
+    released) with exit status 128 + the signal, wherever it arrives: a command's own handlers (train's
+    stop at a step boundary) take over while they are installed."""
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread: signals reach only the main one
+        pass
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:
+        signum = int(getattr(exc, "signum", None) or signal.SIGINT)
+        print(f"interrupted by {signal.Signals(signum).name}", file=sys.stderr)
+        return 128 + signum
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    from pearl_fpga.errors import TrainingInterrupted
+
+    raise TrainingInterrupted("SIGTERM", signum, None)
+
+
+def _main(argv: list[str] | None) -> int:
     blocking_std_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in GONE:
@@ -54,11 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = build_parser().parse_args(argv)
     args.argv = argv  # for the records benchmarks write
-    try:
-        return int(args.handler(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return int(args.handler(args) or 0)
 
 
 if __name__ == "__main__":

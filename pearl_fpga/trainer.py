@@ -37,7 +37,7 @@ from pearl_fpga.runtime.checkpoint import (RESUMABLE_FIELDS, check_writable, che
                                          resumed_config, run_state, set_global_rng_state, write_checkpoint)
 from pearl_fpga.runtime.emulation import board_preset, check_fits
 from pearl_fpga.runtime.engines import Engine, RunSetup, make_engine, resolve_engine
-from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_spec, rollout
+from pearl_fpga.runtime.envs import ENV_MODULE_CONSENT, EnvGroup, calibration_batch, check_env_import, env_spec, rollout
 from pearl_fpga.runtime.logger import logger_for
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.policy import ActorPolicy
@@ -340,6 +340,8 @@ class Trainer(ClosesRun):
         the actors, granted at most actor_lag env steps ahead, keep stepping."""
         cfg, engine = self.config, self.engine
         while self.env_steps < end:
+            if self._stop.requested:  # also while no transitions arrive (every actor down or backing off)
+                self._stop_at_boundary()
             limit = self._lockstep_limit(end) if engine.lockstep else credit_limit(cfg, self.grad_steps, end)
             if engine.refill_steps and not self.replay.can_sample():  # e.g. every Ray shard restarted empty
                 limit = min(end, max(limit, self.env_steps + engine.refill_steps))
@@ -555,12 +557,14 @@ class Trainer(ClosesRun):
     def load(cls, directory: str | Path, placement: str | Placement | dict | None = None,
              workers: int | None = None, logger: Any = None, checkpoint_dir: str | Path | None = None,
              engine: str | None = None, ray_address: str | None = None, expect: dict[str, Any] | None = None,
-             overrides: dict[str, Any] | None = None) -> Trainer:
+             overrides: dict[str, Any] | None = None, trust_env_module: bool = False) -> Trainer:
         """Restore a Trainer from `save()`. Networks, optimizers, replay, RNGs, envs and counters come
         back; `placement`/`workers` may differ from the saved run. `expect` (e.g. {"algo": "dqn",
         "env_id": "CartPole-v1"}) must match the manifest. `overrides` are TrainConfig fields asked for
         by the resuming run: those of RESUMABLE_FIELDS are applied, a different value of any other
-        field raises CheckpointError listing the differences.
+        field raises CheckpointError listing the differences. A checkpoint whose env id names a module
+        (`my_pkg.envs:Corridor-v0`, which gymnasium imports) is refused unless `trust_env_module` is
+        True or `expect` names that same env id: a file never decides what code runs.
 
         When a crash left the newest complete copy beside `directory` (a `.tmp-`/`.old-` sibling), it
         is put back in place first. Raises CheckpointError, touching nothing: the process-global RNGs
@@ -570,7 +574,7 @@ class Trainer(ClosesRun):
 
         if (directory / CHECKPOINT_FILE).is_file():  # a tabular run's checkpoint
             return TabularTrainer.load(directory, placement, workers, logger, checkpoint_dir, engine, ray_address,
-                                       expect, overrides)  # type: ignore[return-value]
+                                       expect, overrides, trust_env_module)  # type: ignore[return-value]
         rngs = global_rng_state()
         try:
             manifest, state = read_newest(directory, expect)
@@ -580,6 +584,8 @@ class Trainer(ClosesRun):
                 raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
             if overrides:
                 config = resumed_config(config, overrides, directory)
+            check_env_import(config.env_id, f"checkpoint {directory}",
+                             trust_env_module or (expect or {}).get("env_id") == config.env_id, ENV_MODULE_CONSENT)
             trainer = cls(algo=config.algo, env=config.env_id,
                           placement=placement if placement is not None else manifest["placement"],
                           config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,

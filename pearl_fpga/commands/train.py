@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from pearl_fpga.config import TrainConfig
-from pearl_fpga.commands.common import default_logdir, report_error, train_with_progress
+from pearl_fpga.commands.common import (default_logdir, report_error, report_lost_outputs, train_with_progress,
+                                        write_summary)
 from pearl_fpga.commands.config_args import add_config_options, build_config
 from pearl_fpga.config import ALGOS, TABULAR_ALGOS
 
@@ -42,7 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None,
                         help="total env steps (default: the preset's); a tabular run ends with the episode that reaches them")
     parser.add_argument("--episodes", type=int, default=None, help=argparse.SUPPRESS)  # gone: named in the error
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="random seed (default 0; a resumed run keeps its checkpoint's, and refuses another)")
     parser.add_argument("--eval-freq", type=int, default=None,
                         help="env steps between periodic evaluations (default: the preset's; 0 = none)")
     parser.add_argument("--eval-episodes", type=int, default=None,
@@ -95,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from pearl_fpga.trainer import Trainer
 
     console = Console(stderr=args.json)
+    seed_asked, args.seed = args.seed, 0 if args.seed is None else args.seed
     tabular = args.algo in TABULAR_ALGOS
     offline = tabular and args.dataset is not None
     try:
@@ -112,7 +115,6 @@ def run(args: argparse.Namespace) -> int:
     trainer: Any = None  # a Trainer, or a TabularTrainer (the same public API)
     new_logdir = not logdir.exists()  # removed again if the run fails before its first env step
     lock = DirLock(logdir / ".lock", "log directory")
-    old_term = _terminate_as_interrupt()
     failed_before_start = False
     try:
         from pearl_fpga.runtime.logger import RunLogger
@@ -123,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
             trainer = Trainer.load(ckpt, placement=placement, workers=args.workers, logger=logger, checkpoint_dir=ckpt,
                                    engine=args.engine, ray_address=args.ray_address,
                                    expect={"algo": config.algo, "env_id": config.env_id}, overrides=asked)
+            if seed_asked is not None and seed_asked != trainer.seed:
+                raise ValueError(f"--seed {seed_asked}: the checkpoint {ckpt} was trained with seed {trainer.seed}, which "
+                                 "a resumed run keeps (its generators continue where they stopped); drop --seed, or "
+                                 "start a new run with another --logdir")
             console.print(f"resumed {escape(str(ckpt))} at env step {trainer.env_steps:,}")
         elif tabular:
             trainer = TabularTrainer(config.algo, config.env_id, config=config, seed=args.seed, logger=logger,
@@ -170,7 +176,6 @@ def run(args: argparse.Namespace) -> int:
             failed_before_start = True
         return report_error(console, exc)
     finally:
-        signal.signal(signal.SIGTERM, old_term)
         if logger is not None:
             logger.close()
         if trainer is not None:
@@ -180,16 +185,19 @@ def run(args: argparse.Namespace) -> int:
             # nothing of this run is worth keeping, and a leftover folder would push the next run to "-N+1"
             shutil.rmtree(logdir, ignore_errors=True)
 
-    if tabular:
-        return _report_tabular(args, console, trainer, result, logdir, "offline" if offline else "online", seconds)
-    from pearl_fpga.runtime.logger import plot_learning_curve
+    try:
+        if tabular:
+            return _report_tabular(args, console, trainer, result, logdir, "offline" if offline else "online", seconds)
+        from pearl_fpga.runtime.logger import plot_learning_curve
 
-    png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
-                              f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
-    measured = trainer.task_summary()
-    summary = _summary(trainer, measured, result)
-    summary["board_modelled"] = board = _board_report(trainer)
-    (logdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
+                                  f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
+        measured = trainer.task_summary()
+        summary = _summary(trainer, measured, result)
+        summary["board_modelled"] = board = _board_report(trainer)
+        write_summary(logdir, summary)
+    except OSError as exc:
+        return report_lost_outputs(console, exc, logdir, None if offline else ckpt)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -284,7 +292,7 @@ def _report_tabular(args: argparse.Namespace, console: Any, trainer: Any, result
         "exact_mean_return": exact_return, "exact_success_rate": exact_success,
         "policy_png": None if policy_png is None else str(policy_png), "config": cfg.to_dict(),
     }
-    (logdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(logdir, summary)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -337,17 +345,6 @@ def _board_report(trainer: Any) -> dict[str, Any] | None:
     return board_run(board, trainer.config, trainer.spec.obs_dim, trainer.spec.action_dim, trainer.spec.discrete,
                      trainer.placement, trainer.timer.seconds, trainer.timer.calls, stats.env_steps_run, stats.elapsed,
                      resolve_engine(trainer.config) == "inline")
-
-
-def _terminate_as_interrupt() -> Any:
-    """SIGTERM outside train() (start-up, final evaluation) ends the command like Ctrl-C, through the
-    finally blocks (logs closed, locks released); inside train() the Trainer's own handler applies."""
-    from pearl_fpga.errors import TrainingInterrupted
-
-    def handler(signum: int, frame: Any) -> None:
-        raise TrainingInterrupted("SIGTERM", signum, None)
-
-    return signal.signal(signal.SIGTERM, handler)
 
 
 def _asked_fields(args: argparse.Namespace, config: TrainConfig) -> dict[str, Any]:

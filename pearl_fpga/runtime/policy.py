@@ -53,7 +53,16 @@ class ActorPolicy:
         """Greedy action (DQN, int64) or actor output in [-1, 1] (DDPG, TD3: float32) per observation."""
         obs = np.asarray(obs, dtype=np.float32)
         if self.kernel is not None:
-            out = np.asarray(self.kernel.act(obs))
+            try:
+                out = np.asarray(self.kernel.act(obs))
+            except ValueError:
+                finite = np.isfinite(obs).all(axis=1)
+                if finite.all():
+                    raise
+                # The kernel refuses a non-finite observation (an env's NaN or inf); torch would act on it
+                # anyway. Act on zeros instead: the replay then refuses or drops the transition that holds it
+                # (nonfinite_transitions), naming the env, as with a torch actor.
+                out = np.asarray(self.kernel.act(np.where(finite[:, None], obs, np.float32(0))))
             return out.astype(np.int64) if self.discrete else out.astype(np.float32).reshape(len(obs), -1)
         with torch.no_grad():
             y = self.module(torch.as_tensor(obs, device=self.torch_device))
