@@ -27,6 +27,7 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DirectoryInUse, DivergenceError, TrainingInterrupted
 from pearl_fpga.runtime import checkpoint as ckpt_mod
 from pearl_fpga.runtime.checkpoint import DirLock, checkpoint_lock, read_checkpoint, recover_checkpoint
+from pearl_fpga.runtime.manifest_checks import seal_manifest
 from pearl_fpga.trainer import Trainer
 
 TINY = dict(learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 16], buffer_size=4000,
@@ -462,7 +463,7 @@ def test_a_failed_load_leaves_the_global_rngs_untouched(tmp_path):
     ck = t.save(tmp_path / "ck")
     manifest = json.loads((ck / "manifest.json").read_text())
     manifest["config"]["net_arch"] = [8, 8]
-    (ck / "manifest.json").write_text(json.dumps(manifest))
+    (ck / "manifest.json").write_text(json.dumps(seal_manifest(manifest)))  # a consistent, unfitting checkpoint
     random.seed(11)
     np.random.seed(12)
     torch.manual_seed(13)

@@ -284,7 +284,7 @@ def _restore_env(env: gym.Env, state: list[dict[str, Any]]) -> None:
 
 def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
     """Observations of a random policy (own env and RNG, so training is not perturbed), used to pick
-    the MLP kernel's input and activation formats."""
+    the MLP kernel's input and activation formats; non-finite ones are left out."""
     env = make_env(env_id)
     rng = np.random.default_rng(seed + 3)
     env.action_space.seed(int(rng.integers(2**31)))
@@ -296,7 +296,12 @@ def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
             obs, _ = env.reset()
         out.append(obs)
     env.close()
-    return np.asarray(out, dtype=np.float32)
+    batch = np.asarray(out, dtype=np.float32)
+    finite = np.isfinite(batch).all(axis=1)  # an env's NaN or inf is no typical observation
+    if not finite.any():
+        raise ValueError(f"{env_id} returned no finite observation in {steps} random steps: the MLP kernel's formats "
+                         "cannot be calibrated; check the env")
+    return batch if finite.all() else batch[finite]
 
 
 def rollout(env_id: str, group: EnvGroup, policy: Any, episodes: int, seed: int) -> list[float]:

@@ -21,6 +21,7 @@ import numpy as np
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
+from pearl_fpga.runtime.schedule import allowed_gradient_steps
 
 DIGEST_FIELD = "manifest_sha256"
 COUNTERS = ("env_steps", "grad_steps", "episodes", "target_checked")
@@ -95,8 +96,16 @@ def check_counters(manifest: dict[str, Any], state: dict[str, Any], path: Path) 
         config = TrainConfig.from_dict(manifest["config"])
     except (ValueError, TypeError) as exc:
         raise CheckpointError(f"checkpoint {path}: invalid config in manifest: {exc}") from exc
-    from pearl_fpga.runtime.schedule import allowed_gradient_steps
-
+    replay = state.get("replay")
+    if isinstance(replay, dict):
+        stored = _stored(replay)
+        dropped = int(c.get("faults", {}).get("nonfinite_dropped", 0))
+        if stored > env_steps:
+            raise fail(f"the replay holds {stored:,} transitions, more than the {env_steps:,} env steps taken")
+        capacity = _capacity(replay)
+        if capacity is not None and stored != min(env_steps - dropped, capacity):
+            raise fail(f"the replay holds {stored:,} transitions, {env_steps:,} env steps ({dropped:,} dropped as "
+                       f"non-finite) into a buffer of {capacity:,} leave {min(env_steps - dropped, capacity):,}")
     if grad_steps > allowed_gradient_steps(config, env_steps):
         raise fail(f"grad_steps {grad_steps:,} is more than the schedule allows after {env_steps:,} env steps")
     if c["target_checked"] > env_steps:
@@ -108,16 +117,6 @@ def check_counters(manifest: dict[str, Any], state: dict[str, Any], path: Path) 
         steps = np.asarray(state.get(name, np.zeros((0, 3))))
         if steps.size and (steps.ndim != 2 or not np.isfinite(steps).all() or steps[:, 0].max() > env_steps):
             raise fail(f"{name} holds steps past env_steps {env_steps:,}")
-    replay = state.get("replay")
-    if isinstance(replay, dict):
-        stored = _stored(replay)
-        dropped = int(c.get("faults", {}).get("nonfinite_dropped", 0))
-        if stored > env_steps:
-            raise fail(f"the replay holds {stored:,} transitions, more than the {env_steps:,} env steps taken")
-        capacity = _capacity(replay)
-        if capacity is not None and stored != min(env_steps - dropped, capacity):
-            raise fail(f"the replay holds {stored:,} transitions, {env_steps:,} env steps ({dropped:,} dropped as "
-                       f"non-finite) into a buffer of {capacity:,} leave {min(env_steps - dropped, capacity):,}")
 
 
 def _stored(replay: dict[str, Any]) -> int:

@@ -379,9 +379,9 @@ class TabularTrainer(ClosesRun):
                     seed=np.int64(self.seed), episodes=np.int64(self.episodes), env_steps=np.int64(self.env_steps),
                     grad_steps=np.int64(self.grad_steps), episode_log=ep, eval_log=ev))
         except OSError as exc:
-            raise CheckpointError(f"cannot write the checkpoint {path}: {describe_write_error(exc, 'choose another '
-                                  '--checkpoint-dir')}. No partial file was left; the previous checkpoint, if any, "
-                                  "is kept") from exc
+            why = describe_write_error(exc, "choose another --checkpoint-dir")
+            raise CheckpointError(f"cannot write the checkpoint {path}: {why}. No partial file was left; the previous "
+                                  "checkpoint, if any, is kept") from exc
 
     @classmethod
     def load(cls, directory: str | Path, placement: Any = None, workers: int | None = None, logger: Any = None,
