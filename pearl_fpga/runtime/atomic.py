@@ -28,7 +28,7 @@ def describe_write_error(exc: BaseException, fix: str) -> str:
     return f"{type(exc).__name__}: {exc}; check the disk and the directory, or {fix}"
 
 
-class _Recording:
+class RecordingFile:
     """A file object that remembers the OSError of a failed write: a library that wraps the error in
     its own (torch.save: "unexpected pos") then still reports the cause."""
 
@@ -63,7 +63,7 @@ def write_atomically(path: Path, write: Callable[[Any], None]) -> Path:
     fh = None
     try:
         with _open(tmp, "wb") as fh:
-            recording = _Recording(fh)
+            recording = RecordingFile(fh)
             try:
                 write(recording)
             except (OSError, RuntimeError) as exc:

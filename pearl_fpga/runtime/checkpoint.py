@@ -24,6 +24,7 @@ import torch
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DirectoryInUse, PearlError
+from pearl_fpga.runtime.atomic import RecordingFile
 from pearl_fpga.runtime.locks import DirLock, checkpoint_lock
 from pearl_fpga.runtime.manifest_checks import check_counters, check_digest, check_fields, check_size, seal_manifest
 
@@ -66,10 +67,14 @@ def write_checkpoint(directory: Path, state: dict[str, Any], fields: dict[str, A
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir()
-        # Through a file object of our own: a full disk is then an OSError (ENOSPC), not torch's
-        # "unexpected pos" RuntimeError.
+        # Through a file object of our own that keeps the OSError of a failed write: on a full disk torch
+        # raises its own "unexpected pos" RuntimeError, and the cause (ENOSPC) is reported instead.
         with _open(tmp / STATE_FILE, "wb") as fh:
-            torch.save(pack(state), fh)
+            recording = RecordingFile(fh)
+            try:
+                torch.save(pack(state), recording)
+            except RuntimeError as exc:
+                raise recording.error or exc
             fh.flush()
             os.fsync(fh.fileno())
         manifest = seal_manifest({

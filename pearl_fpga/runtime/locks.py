@@ -44,10 +44,11 @@ class DirLock:
             fh.close()
             raise DirectoryInUse(f"the {self.what} {self.path.parent} is in use by another run (process {holder}); "
                                  "wait for it to finish or stop it, or choose another directory") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"{os.getpid()}\n")
-        fh.flush()
+        try:  # who holds it, for the next run's message (unbuffered); the lock holds without it (a full disk)
+            os.ftruncate(fh.fileno(), 0)
+            os.pwrite(fh.fileno(), f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass
         self._fh = fh
         return self
 
