@@ -2,7 +2,8 @@
 renames, a full disk, non-finite envs and diverging learners, crash-looping workers, two runs on one
 directory. Every case checks that a loadable checkpoint survives and that nothing of it is lost.
 
-The counts of docs/reliability.md ("Faults injected") are the cases of this file."""
+The counts of docs/reliability.md ("Faults injected") are the cases of this file and of test_faults_runtime.py,
+test_faults_files.py and test_faults_misc.py."""
 
 from __future__ import annotations
 

@@ -78,11 +78,12 @@ def test_infinite_observations_in_workers_stop_the_run_with_a_clear_error(tmp_pa
     """A kernel actor in a worker meets an inf observation: the transition reaches the learner, whose
     replay refuses it naming the env (it used to kill the worker on the kernel's own error, and hang)."""
     t = Trainer("dqn", env="fault_envs:InfObsAt200-v0", placement="cpu-kernel",
-                config=_cfg(learning_starts=100, exploration_fraction=0.01), seed=0, workers=1,
+                config=_cfg(learning_starts=100, exploration_fraction=0.01, checkpoint_freq=100), seed=0, workers=1,
                 checkpoint_dir=tmp_path / "ck")
     with pytest.raises(DivergenceError, match="observation") as info:
         t.train(1000)
     assert "fault_envs:InfObsAt200-v0" in str(info.value)
+    assert Trainer.load(tmp_path / "ck", trust_env_module=True).env_steps >= 100
 
 
 # --------------------------------------------------------------------- a stop while nothing arrives
@@ -137,15 +138,19 @@ def test_an_env_exception_inline_through_the_cli_is_a_clear_error(tmp_path, caps
 # ----------------------------------------------------------- non-finite observations, kernel actor
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("placement", [None, "cpu-kernel"])
-def test_a_nan_observation_is_dropped_on_the_kernel_actor(placement):
+def test_a_nan_observation_is_dropped_on_the_kernel_actor(tmp_path, placement):
     """nonfinite_transitions=drop with the kernel actor (the default placement's): the actor acts on the
     NaN observation without the kernel's refusal, and the replay drops its two transitions."""
     t = Trainer("dqn", env="fault_envs:NaNObsAt400-v0", placement=placement,
-                config=_cfg(nonfinite_transitions="drop", exploration_fraction=0.01), seed=0)
+                config=_cfg(nonfinite_transitions="drop", exploration_fraction=0.01), seed=0,
+                checkpoint_dir=tmp_path / "ck")
     assert t.placement.kernel_actor
     t.train(1000)
     assert t.faults()["nonfinite_dropped"] == 2 and len(t.replay) == 998
     assert np.isfinite(t.replay.obs[: len(t.replay)]).all()
+    back = Trainer.load(tmp_path / "ck", trust_env_module=True)
+    assert back.faults()["nonfinite_dropped"] == 2
+    _consistent(back)
 
 
 @pytest.mark.timeout(120)
