@@ -33,7 +33,8 @@ class RecordingFile:
     its own (torch.save: "unexpected pos") then still reports the cause."""
 
     def __init__(self, fh: IO[bytes]) -> None:
-        self.fh, self.error = fh, None
+        self.fh = fh
+        self.error: OSError | None = None
 
     def write(self, data: Any) -> int:
         try:
@@ -60,7 +61,6 @@ def write_atomically(path: Path, write: Callable[[Any], None]) -> Path:
     Raises WriteRefused (an OSError carrying the cause's errno) with the temporary file removed."""
     path = Path(path)
     tmp = temporary_sibling(path)
-    fh = None
     try:
         with _open(tmp, "wb") as fh:
             recording = RecordingFile(fh)
@@ -76,7 +76,7 @@ def write_atomically(path: Path, write: Callable[[Any], None]) -> Path:
             tmp.unlink()
         except OSError:
             pass
-        raise WriteRefused(exc.errno or 0, str(exc.strerror or exc)) from exc
+        raise WriteRefused(exc.errno or 0, str(exc.strerror or exc), str(path)) from exc
     except BaseException:
         try:
             tmp.unlink()
