@@ -224,7 +224,8 @@ def read_checkpoint(directory: Path, expect: dict[str, Any] | None = None) -> tu
         raise CheckpointError(f"checkpoint {directory}: cannot read {STATE_FILE}: {exc}") from exc
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} does not hold a training run's state")
-    check_counters(manifest, state, directory)
+    if RUN_STATE_KEYS <= set(state):  # a training run's state (run_state): its counters must describe it
+        check_counters(manifest, state, directory)
     return manifest, state
 
 
@@ -306,6 +307,7 @@ def as_tuple(obj: Any) -> Any:
 
 
 # ---- a training run's state ------------------------------------------------------------------------
+RUN_STATE_KEYS = frozenset({"algo", "replay", "episode_log", "eval_log"})
 Log = list[tuple[int, float, int]]  # (env step, return, length) of each episode
 EvalLog = list[tuple[int, float, float]]  # (env step, mean, std) of each periodic evaluation
 
