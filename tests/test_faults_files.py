@@ -130,7 +130,9 @@ def test_deep_checkpoint_on_a_full_disk_says_no_space_left(disk, leave_kib):
     with pytest.raises(CheckpointError, match="no space left") as info:
         t.train(300)  # the periodic checkpoint at 400 fails: the run stops with the reason
     assert "unexpected pos" not in str(info.value)
-    assert not [p for p in disk.path.iterdir() if ".tmp-" in p.name]  # the partial copy is gone
+    with pytest.raises(CheckpointError, match="no space left"):  # a save that must first take the lock
+        t.save(disk.path / "elsewhere")  # (writing its holder's pid used to raise a raw OSError)
+    assert not [p for p in disk.path.iterdir() if ".tmp-" in p.name]  # the partial copies are gone
     disk.free()
     assert Trainer.load(ck).env_steps == 200  # the previous checkpoint is whole
     t.save(ck)  # space again: checkpoints work
