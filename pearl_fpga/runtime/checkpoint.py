@@ -24,8 +24,8 @@ import torch
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DirectoryInUse, PearlError
-from pearl_fpga.runtime.atomic import RecordingFile
-from pearl_fpga.runtime.locks import DirLock, checkpoint_lock
+from pearl_fpga.runtime.atomic import RecordingFile, fsync_dir as _fsync_dir
+from pearl_fpga.runtime.locks import DirLock, checkpoint_lock  # DirLock: re-exported (it lived here)
 from pearl_fpga.runtime.manifest_checks import check_counters, check_digest, check_fields, check_size, seal_manifest
 
 if TYPE_CHECKING:
@@ -126,19 +126,6 @@ def _write_error(directory: Path, exc: BaseException) -> str:
         fix = "check the disk and the directory, or choose another --checkpoint-dir"
     return (f"cannot write the checkpoint {directory}: {why} ({exc}); {fix}. The partial copy was removed and "
             "the previous checkpoint, if any, was kept")
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _siblings(directory: Path) -> list[Path]:
