@@ -17,6 +17,7 @@ from pearl_fpga.runtime import checkpoint as ckpt_mod
 from pearl_fpga.runtime.checkpoint import read_checkpoint
 from pearl_fpga.runtime.manifest_checks import seal_manifest
 from pearl_fpga.trainer import Trainer
+from pearl_fpga.trainers import load_trainer, make_trainer
 
 TINY = dict(learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 16], buffer_size=4000,
             batch_size=32, eval_freq=0, total_steps=1000)
@@ -102,8 +103,8 @@ def test_naming_the_env_id_is_consent(tmp_path):
 
 
 def test_tabular_load_refuses_a_module_named_in_the_checkpoint(tmp_path, evil):
-    t = Trainer("qlearning", env="FrozenLake-v1", config=TrainConfig.preset("qlearning", "FrozenLake-v1",
-                                                                               total_steps=200), seed=0)
+    t = make_trainer("qlearning", env="FrozenLake-v1", config=TrainConfig.preset("qlearning", "FrozenLake-v1",
+                                                                                    total_steps=200), seed=0)
     t.train(200)
     ck = tmp_path / "tab"
     path = t.save(ck)
@@ -114,7 +115,7 @@ def test_tabular_load_refuses_a_module_named_in_the_checkpoint(tmp_path, evil):
     members["config"] = np.str_(json.dumps(config))
     np.savez(path, **members)
     with pytest.raises(CheckpointError, match="trust_env_module=True"):
-        Trainer.load(ck)
+        load_trainer(ck)
     assert not evil.exists()
 
 

@@ -22,6 +22,7 @@ from pearl_fpga.errors import CheckpointError, DirectoryInUse
 from pearl_fpga.runtime import atomic, checkpoint as ckpt_mod
 from pearl_fpga.runtime.locks import checkpoint_lock
 from pearl_fpga.trainer import Trainer
+from pearl_fpga.trainers import load_trainer, make_trainer
 
 TINY = dict(learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 16], buffer_size=4000,
             batch_size=32, eval_freq=0, total_steps=1000)
@@ -134,15 +135,15 @@ def test_deep_checkpoint_on_a_full_disk_says_no_space_left(disk, leave_kib):
         t.save(disk.path / "elsewhere")  # (writing its holder's pid used to raise a raw OSError)
     assert not [p for p in disk.path.iterdir() if ".tmp-" in p.name]  # the partial copies are gone
     disk.free()
-    assert Trainer.load(ck).env_steps == 200  # the previous checkpoint is whole
+    assert load_trainer(ck).env_steps == 200  # the previous checkpoint is whole
     t.save(ck)  # space again: checkpoints work
-    assert Trainer.load(ck).env_steps == t.env_steps
+    assert load_trainer(ck).env_steps == t.env_steps
 
 
 @pytest.mark.timeout(120)
 def test_tabular_checkpoint_on_a_full_disk_leaves_no_temporary_file(disk):
     ck = disk.path / "ck"
-    t = Trainer("qlearning", env="FrozenLake-v1", config=_tabular(checkpoint_freq=500), seed=0, checkpoint_dir=ck)
+    t = make_trainer("qlearning", env="FrozenLake-v1", config=_tabular(checkpoint_freq=500), seed=0, checkpoint_dir=ck)
     t.train(500)
     saved = t.env_steps
     disk.fill()
@@ -151,9 +152,9 @@ def test_tabular_checkpoint_on_a_full_disk_leaves_no_temporary_file(disk):
     assert "tabular.npz" in str(info.value) and "previous checkpoint, if any, is kept" in str(info.value)
     assert sorted(p.name for p in ck.iterdir()) == ["tabular.npz"]  # no tabular.npz.tmp
     disk.free()
-    assert Trainer.load(ck).env_steps == saved
+    assert load_trainer(ck).env_steps == saved
     t.save(ck)
-    assert Trainer.load(ck).env_steps == t.env_steps
+    assert load_trainer(ck).env_steps == t.env_steps
 
 
 @pytest.mark.timeout(180)
@@ -181,13 +182,13 @@ def test_a_full_logdir_after_training_is_a_clear_error_and_keeps_the_checkpoint(
     out = " ".join(capsys.readouterr().out.split())
     assert code == 1 and "no space left" in out and "Traceback" not in out and str(ck) in out
     assert not list(logdir.glob(".summary.json.tmp-*"))
-    assert Trainer.load(ck).env_steps == 300
+    assert load_trainer(ck).env_steps == 300
 
 
 # ------------------------------------------------------------------------------ read-only disk
 @pytest.mark.timeout(120)
 def test_tabular_read_only_checkpoint_dir_is_found_before_the_first_episode(read_only):
-    t = Trainer("qlearning", env="FrozenLake-v1", config=_tabular(), seed=0, checkpoint_dir=read_only / "ck")
+    t = make_trainer("qlearning", env="FrozenLake-v1", config=_tabular(), seed=0, checkpoint_dir=read_only / "ck")
     with pytest.raises(CheckpointError, match="not writable") as info:
         t.train(2000)
     assert "nothing was trained" in str(info.value) and t.env_steps == 0
@@ -217,11 +218,11 @@ def test_deep_read_only_checkpoint_dir_is_found_before_the_first_step(read_only)
 def test_a_tabular_run_on_a_locked_checkpoint_dir_stops_at_once(tmp_path, holder):
     """The deep runs' lock serves tabular runs too: held by another tabular run or by a deep one."""
     ck = tmp_path / "ck"
-    other = Trainer("qlearning", env="FrozenLake-v1", config=_tabular(), seed=1, checkpoint_dir=ck) \
+    other = make_trainer("qlearning", env="FrozenLake-v1", config=_tabular(), seed=1, checkpoint_dir=ck) \
         if holder == "tabular" else Trainer("dqn", placement="cpu", config=_deep(), seed=1, checkpoint_dir=ck)
     other._open_checkpoint_dir()  # what its train() does first: the lock is held while it trains
     try:
-        t = Trainer("qlearning", env="FrozenLake-v1", config=_tabular(), seed=0, checkpoint_dir=ck)
+        t = make_trainer("qlearning", env="FrozenLake-v1", config=_tabular(), seed=0, checkpoint_dir=ck)
         with pytest.raises(DirectoryInUse, match=f"in use by another run \\(process {os.getpid()}\\)"):
             t.train(500)
         assert t.env_steps == 0
@@ -230,7 +231,7 @@ def test_a_tabular_run_on_a_locked_checkpoint_dir_stops_at_once(tmp_path, holder
     finally:
         other._lock.release()
     t.train(500)
-    assert Trainer.load(ck).seed == 0
+    assert load_trainer(ck).seed == 0
 
 
 CLI = [sys.executable, "-m", "pearl_fpga.cli", "train", "--algo", "qlearning", "--env", "FrozenLake-v1",
@@ -259,7 +260,7 @@ def test_two_tabular_commands_sharing_a_checkpoint_dir(tmp_path):
         first.terminate()
         out, _ = first.communicate(timeout=120)
     assert first.returncode == 143 and "interrupted" in out, out  # SIGTERM: stopped at an episode's end
-    back = Trainer.load(ck)
+    back = load_trainer(ck)
     assert back.seed == 1 and back.env_steps > 0
 
 
@@ -267,7 +268,7 @@ def test_the_tabular_writer_replaces_the_file_atomically(tmp_path, monkeypatch):
     """A writer killed in the middle of the npz leaves the previous checkpoint and a temporary file that
     the next run removes."""
     ck = tmp_path / "ck"
-    t = Trainer("qlearning", env="FrozenLake-v1", config=_tabular(), seed=0, checkpoint_dir=ck)
+    t = make_trainer("qlearning", env="FrozenLake-v1", config=_tabular(), seed=0, checkpoint_dir=ck)
     t.train(300)
     before = (ck / "tabular.npz").read_bytes()
 
@@ -285,4 +286,4 @@ def test_the_tabular_writer_replaces_the_file_atomically(tmp_path, monkeypatch):
     stale = ck / ".tabular.npz.tmp-999999"
     stale.write_bytes(b"half")  # as a SIGKILL would leave it
     t.train(300)
-    assert not stale.exists() and Trainer.load(ck).env_steps == t.env_steps
+    assert not stale.exists() and load_trainer(ck).env_steps == t.env_steps
