@@ -45,6 +45,9 @@ class ActorFailed(Exception):
         super().__init__(f"{type(cause).__name__}: {cause}")
         self.cause, self.partial = cause, partial
 
+    def __reduce__(self) -> Any:  # picklable with its arguments (a Ray actor's error travels pickled)
+        return type(self), (self.cause, self.partial)
+
 
 class ActorLoop:
     """Steps `envs` with `policy`'s exploration actions; `rng` draws the exploration."""
