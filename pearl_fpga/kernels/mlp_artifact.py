@@ -47,7 +47,7 @@ FRAC_RANGE = (-64, 64)
 ACTION_RULES = {
     "argmax": "the index of the largest output (DQN's greedy action; a raw head)",
     "scaled-tanh": "the tanh head's outputs scaled to the action bounds (DDPG, TD3)",
-    "tanh-mean": "tanh of the first half of the raw outputs (a Gaussian's mean), scaled to the bounds (SAC)",
+    "tanh-mean": "tanh of the first half of the raw outputs (a Gaussian's mean), scaled to the bounds (a squashed Gaussian policy)",
 }
 """How `MLPInfer.act` turns a loaded policy's outputs into actions."""
 MAX_WEIGHTS_BYTES = MAX_LAYERS * (CPU_MAX_WIDTH * CPU_MAX_WIDTH * 2 + CPU_MAX_WIDTH * 4) + (1 << 20)
