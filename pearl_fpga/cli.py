@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+from typing import Any
 
 # command -> module in pearl_fpga.commands ("bench" parses the options of the benchmarks in pearl_fpga.bench)
 COMMANDS = {"train": "train", "eval": "eval", "plan": "plan", "devices": "devices", "bench": "bench"}
@@ -46,7 +48,14 @@ def blocking_std_streams() -> None:
             continue  # a replaced or captured stream without a file descriptor
 
 
+def _terminate_as_interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM before a command installs its own handler (start-up) ends it like Ctrl-C."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     blocking_std_streams()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in GONE:
@@ -56,9 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv  # for the records benchmarks write
     try:
         return int(args.handler(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        name = str(exc) or "SIGINT"
+        note = getattr(args, "interrupt_note", None)  # a command that saves says what it saved, and where
+        print(f"interrupted ({name}): {note() if note else 'nothing was saved'}", file=sys.stderr)
+        return 128 + int(getattr(signal, name, signal.SIGINT))
 
 
 if __name__ == "__main__":
