@@ -47,9 +47,9 @@ PathLike = str | os.PathLike[str]
 
 
 def refuse(error: type[InputError], path: PathLike, rule: str, fix: str, field: str | None = None) -> InputError:
-    """An `error` whose message reads "<what> <path>[: field <field>]: <rule>; <fix>"."""
-    where = f"{path}" + (f": field {field!r}" if field else "")
-    return error(f"{where}: {rule}; {fix}")
+    """An `error` whose message reads "<what> <path>[: field <field>:] <rule>; <fix>"."""
+    where = f"{path}: field {field!r}:" if field else f"{path}"
+    return error(f"{where} {rule}; {fix}")
 
 
 # ---- opening -----------------------------------------------------------------------------------------
@@ -84,8 +84,8 @@ def open_regular(path: PathLike, what: str, max_bytes: int, error: type[InputErr
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise refuse(error, f"{what} {path}{_target(path)}", f"is {_describe_mode(info.st_mode)}, not a regular file",
-                         "point it at the file itself")
+            raise refuse(error, f"{what} {path}{_target(path)}",
+                         f"is not a regular file: it is {_describe_mode(info.st_mode)}", "point it at the file itself")
         if info.st_size > max_bytes:
             raise refuse(error, f"{what} {path}", f"is larger than {human_size(max_bytes)} ({info.st_size:,} bytes), the "
                          "most such a file may have", "it is not a file this package wrote; use the right file")
@@ -119,7 +119,7 @@ def read_text(path: PathLike, what: str, max_bytes: int = MAX_JSON_BYTES, error:
 
 # ---- JSON --------------------------------------------------------------------------------------------
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value (JSON has no NaN or Infinity)")
+    raise ValueError(f"{name}, which is not a JSON value (JSON has no NaN or Infinity)")
 
 
 def json_depth(value: Any) -> int:
@@ -146,7 +146,7 @@ def parse_json(text: str, where: str, error: type[InputError] = InputError, max_
         raise refuse(error, where, f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
                      fix) from None
     except ValueError as exc:  # parse_constant
-        raise refuse(error, where, str(exc), "write a finite number") from None
+        raise refuse(error, where, f"holds {exc}", "write a finite number") from None
     except RecursionError:
         raise refuse(error, where, f"nests too deeply (more than the {max_depth} levels allowed)",
                      "it is corrupt or not one of this package's files") from None
@@ -234,7 +234,7 @@ def load_npz(path: PathLike, what: str, keys: Collection[str] | Mapping[str, str
             for info in z.zip.infolist():
                 name = info.filename.removesuffix(".npy")
                 if info.file_size > bound:
-                    raise refuse(error, label, f"member {name} unpacks to {info.file_size:,} bytes, more than the "
+                    raise refuse(error, label, f"member {info.filename} unpacks to {info.file_size:,} bytes, more than the "
                                  f"{bound:,} it may take", corrupt)
                 dtype, shape, held = _member_header(z.zip, info)
                 field = f"{name} (.npy header)"

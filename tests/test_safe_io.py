@@ -27,7 +27,7 @@ def _fifo(tmp_path: Path, name: str) -> Path:
 @pytest.mark.timeout(20)
 def test_a_link_to_a_fifo_is_refused_without_blocking(tmp_path):
     path = _fifo(tmp_path, "c.json")
-    with pytest.raises(InputError, match=r"c\.json \(a link to .*pipe\): is a FIFO \(named pipe\), not a regular file; "
+    with pytest.raises(InputError, match=r"c\.json \(a link to .*pipe\) is not a regular file: it is a FIFO \(named pipe\); "
                                          "point it at the file itself"):
         read_json(path, "config")
 
@@ -35,7 +35,7 @@ def test_a_link_to_a_fifo_is_refused_without_blocking(tmp_path):
 @pytest.mark.parametrize("target,kind", [("/dev/zero", "a character device"), ("/dev/null", "a character device")])
 def test_a_link_to_a_device_is_refused(tmp_path, target, kind):
     (tmp_path / "x.json").symlink_to(target)
-    with pytest.raises(InputError, match=f"{kind}, not a regular file"):
+    with pytest.raises(InputError, match=f"is not a regular file: it is {kind}"):
         read_json(tmp_path / "x.json", "catalog")
 
 
@@ -52,8 +52,8 @@ def test_the_size_limit_is_checked_before_reading(tmp_path):
 @pytest.mark.parametrize("text,words", [
     ("[" * 100_000 + "]" * 100_000, "nests too deeply"),
     (json.dumps({"a": json.loads("[" * 80 + "]" * 80)}), "nests too deeply"),
-    ('{"gamma": NaN}', "NaN is not a JSON value"),
-    ('{"gamma": -Infinity}', "-Infinity is not a JSON value"),
+    ('{"gamma": NaN}', "holds NaN, which is not a JSON value"),
+    ('{"gamma": -Infinity}', "holds -Infinity, which is not a JSON value"),
     ("", "the file is empty"),
     ('{"a": 1', "is not valid JSON"),
 ])
