@@ -56,14 +56,15 @@ def _terminate_as_interrupt(signum: int, frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
-    blocking_std_streams()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in GONE:
-        print(f"error: pearl-fpga {argv[0]} was removed; use {GONE[argv[0]]}", file=sys.stderr)
-        return 2
-    args = build_parser().parse_args(argv)
-    args.argv = argv  # for the records benchmarks write
-    try:
+    args = None
+    try:  # an interrupt while the commands' modules load ends with the same line
+        blocking_std_streams()
+        argv = list(sys.argv[1:] if argv is None else argv)
+        if argv and argv[0] in GONE:
+            print(f"error: pearl-fpga {argv[0]} was removed; use {GONE[argv[0]]}", file=sys.stderr)
+            return 2
+        args = build_parser().parse_args(argv)
+        args.argv = argv  # for the records benchmarks write
         return int(args.handler(args) or 0)
     except KeyboardInterrupt as exc:
         name = str(exc) or "SIGINT"

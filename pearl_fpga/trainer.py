@@ -580,10 +580,13 @@ class Trainer(ClosesRun):
                 raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
             if overrides:
                 config = resumed_config(config, overrides, directory)
-            trainer = cls(algo=config.algo, env=config.env_id,
-                          placement=placement if placement is not None else manifest["placement"],
-                          config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,
-                          checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address)
+            try:
+                trainer = cls(algo=config.algo, env=config.env_id,
+                              placement=placement if placement is not None else manifest["placement"],
+                              config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,
+                              checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address)
+            except ValueError as exc:  # e.g. an env id or seed of the manifest that makes no trainer here
+                raise CheckpointError(f"checkpoint {directory}: its manifest does not make a trainer: {exc}") from exc
             try:
                 trainer._restore(state, manifest["counters"])
             except CheckpointError:

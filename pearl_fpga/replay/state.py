@@ -75,6 +75,9 @@ def check_state(state: dict[str, Any], layout: Layout) -> dict[str, Any]:
 
     if scalar("format", int) != STATE_FORMAT:
         raise fail(f"format {int(state['format'])} is not the supported {STATE_FORMAT}")
+    for key in ("obs_shape", "action_shape"):
+        if np.asarray(state[key]).dtype.kind not in "iu":
+            raise fail(f"{key} must hold integers, got {np.asarray(state[key]).dtype}")
     ours = {
         "capacity": layout.capacity,
         "obs_shape": layout.obs_shape,

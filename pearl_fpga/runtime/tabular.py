@@ -390,8 +390,9 @@ class TabularTrainer(ClosesRun):
         if scalars:
             raise CheckpointError(f"checkpoint {path}: field(s) {scalars} must be single integers; the file is corrupt")
         counts = {key: int(data[key]) for key in ("seed", "episodes", "env_steps", "grad_steps")}
-        if min(counts.values()) < 0:
-            raise CheckpointError(f"checkpoint {path}: a negative seed, episode or step count")
+        if min(counts.values()) < 0 or counts["seed"] >= 2**32:
+            raise CheckpointError(f"checkpoint {path}: a negative seed, episode or step count, or a seed of 2**32 or "
+                                  "more; the file is corrupt")
         trainer = cls(config.algo, config=config, seed=counts["seed"], placement=placement, workers=workers,
                       logger=logger, checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address, **kwargs)
         table = data["table"]
