@@ -154,7 +154,7 @@ def parse_json(text: str, where: str, error: type[InputError] = InputError, max_
         raise refuse(error, where, f"nests too deeply (more than the {max_depth} levels allowed)",
                      "it is corrupt or not one of this package's files")
     if top is not None and not isinstance(value, top):
-        kind = {dict: "a JSON object", list: "a JSON array"}.get(top, top.__name__)
+        kind = "a JSON object" if top is dict else "a JSON array" if top is list else top.__name__
         raise refuse(error, where, f"must hold {kind} at the top level, not {_json_kind(value)}",
                      "see the documentation of this file")
     return value

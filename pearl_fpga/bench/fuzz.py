@@ -13,9 +13,10 @@ deliberate edit) and object arrays. Every outcome is counted:
 - clear error: a PearlError whose message names the file (the CLI prints it and exits with 2);
 - unclear error: a PearlError that does not name the file; traceback: any other exception;
 - hang: no result before the timeout;
-- loaded identically: a corrupted dump whose load returns exactly the pristine content;
+- loaded identically: an input whose load returns exactly the pristine content;
 - loaded but changed: a corrupted dump whose load returns something else (must be 0);
-- accepted: a JSON file or a deliberately edited dump that is still valid, loaded as it now reads.
+- accepted: a JSON file or a deliberately edited dump (with a matching digest) that is still valid and
+  loads as it now reads.
 
 `make test` runs the same suite (tests/test_fuzz_files.py) and checks the zero columns; the record
 behind docs/reliability.md's table is `pearl-fpga bench fuzz --json docs/figures/fuzz.json`.
@@ -138,9 +139,9 @@ def classify(case: dict[str, Any], result: dict[str, Any], pristine: str) -> str
         return "tracebacks"
     if outcome == "hang":
         return "hangs"
-    if case["protected"]:
-        return "loaded_identically" if result["fingerprint"] == pristine else "loaded_but_changed"
-    return "accepted"
+    if result["fingerprint"] == pristine:
+        return "loaded_identically"
+    return "loaded_but_changed" if case["protected"] else "accepted"
 
 
 def measure(config: FuzzBench, log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:

@@ -29,7 +29,6 @@ FILE_NAMES = {"config": "config.json", "catalog": "catalog.json", "manifest": "m
 DUMPS = ("replay", "dataset", "tabular-checkpoint", "checkpoint")
 """Kinds the package writes with a content digest: a load after corruption must return the original."""
 PROFILE_MACHINE = {"host": "fuzz", "key": "fuzz-machine"}
-REPLAY = {"capacity": 64, "obs_shape": (3,), "action_shape": (), "action_dtype": "int64"}
 TABULAR_ENV = "CliffWalking-v1"
 
 
@@ -76,10 +75,10 @@ def make_pristine(kind: str, folder: Path) -> Path:
         from pearl_fpga.runtime.tabular import TabularTrainer
 
         cfg = TrainConfig.preset("qlearning", TABULAR_ENV, backend="numpy", eval_freq=0, checkpoint_freq=0)
-        trainer = TabularTrainer("qlearning", TABULAR_ENV, config=cfg, seed=3)
-        trainer.train(300)
-        trainer.save(folder)
-        trainer.close()
+        tabular = TabularTrainer("qlearning", TABULAR_ENV, config=cfg, seed=3)
+        tabular.train(300)
+        tabular.save(folder)
+        tabular.close()
     elif kind == "checkpoint":
         from pearl_fpga.config import TrainConfig
         from pearl_fpga.trainer import Trainer
@@ -101,8 +100,7 @@ def make_pristine(kind: str, folder: Path) -> Path:
 def _buffer() -> Any:
     from pearl_fpga.replay.buffer import PrioritizedReplayBuffer
 
-    return PrioritizedReplayBuffer(REPLAY["capacity"], obs_shape=REPLAY["obs_shape"], action_shape=REPLAY["action_shape"],
-                                   action_dtype=np.dtype(REPLAY["action_dtype"]), backend="numpy", seed=0)
+    return PrioritizedReplayBuffer(64, obs_shape=(3,), action_shape=(), action_dtype=np.int64, backend="numpy", seed=0)
 
 
 # ---- loading as the package does -------------------------------------------------------------------
@@ -142,11 +140,11 @@ def load(kind: str, path: Path) -> Any:
     if kind == "tabular-checkpoint":
         from pearl_fpga.runtime.tabular import TabularTrainer
 
-        trainer = TabularTrainer.load(path.parent, record=False)
-        out = {"table": trainer.kernel.table, "config": trainer.config.to_dict(), "seed": trainer.seed,
-               "counts": [trainer.episodes, trainer.env_steps, trainer.grad_steps],
-               "logs": [trainer.episode_log, trainer.eval_log]}
-        trainer.close()
+        tabular = TabularTrainer.load(path.parent, record=False)
+        out = {"table": tabular.kernel.table, "config": tabular.config.to_dict(), "seed": tabular.seed,
+               "counts": [tabular.episodes, tabular.env_steps, tabular.grad_steps],
+               "logs": [tabular.episode_log, tabular.eval_log]}
+        tabular.close()
         return out
     if kind == "checkpoint":
         from pearl_fpga.runtime.checkpoint import read_checkpoint

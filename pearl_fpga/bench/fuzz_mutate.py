@@ -67,6 +67,18 @@ def _flip(pos: int, bit: int) -> Callable[[bytes], bytes]:
     return change
 
 
+def _cut(length: int) -> Callable[[bytes], bytes]:
+    return lambda data: data[:length]
+
+
+def _splice(pos: int, junk: bytes, replaced: int) -> Callable[[bytes], bytes]:
+    """`junk` in place of `replaced` bytes at `pos` (-1: appended)."""
+    def change(data: bytes) -> bytes:
+        at = len(data) if pos < 0 else pos
+        return data[:at] + junk + data[at + replaced:]
+    return change
+
+
 def _structure(data: bytes) -> list[int]:
     """Byte offsets of a zip's metadata: local headers, the .npy headers after them, the central
     directory and its end record ([] when `data` is not a zip)."""
@@ -100,14 +112,14 @@ def _binary(data: bytes, rng: np.random.Generator, n: int) -> list[Mutation]:
             out.append((f"bit-flip-{where}:{pos}.{bit}", True, _bytes(_flip(pos, bit))))
         elif choice == 5:
             cut = int(rng.integers(len(data)))
-            out.append((f"truncate:{cut}", True, _bytes(lambda d, cut=cut: d[:cut])))
+            out.append((f"truncate:{cut}", True, _bytes(_cut(cut))))
         elif choice == 6:
             pos, size = int(rng.integers(len(data))), int(rng.integers(1, 64))
             junk = rng.bytes(size)
-            out.append((f"overwrite:{pos}+{size}", True, _bytes(lambda d, p=pos, j=junk: d[:p] + j + d[p + len(j):])))
+            out.append((f"overwrite:{pos}+{size}", True, _bytes(_splice(pos, junk, len(junk)))))
         else:
             junk = rng.bytes(int(rng.integers(1, 4096)))
-            out.append((f"append:{len(junk)}", True, _bytes(lambda d, j=junk: d + j)))
+            out.append((f"append:{len(junk)}", True, _bytes(_splice(-1, junk, 0))))
     return out
 
 

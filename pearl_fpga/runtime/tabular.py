@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from pearl_fpga.algos.tabular import KERNEL_ALGO, check_env_id, epsilon_greedy, load_dataset, save_dataset
-from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, run_config
+from pearl_fpga.config import MAX_STEPS, TABULAR_ALGOS, TrainConfig, run_config
 from pearl_fpga.errors import CheckpointError, TrainingInterrupted
 from pearl_fpga.kernels.tabular import TabularQ
 from pearl_fpga.safe_io import load_npz, parse_json, with_digest
@@ -390,9 +390,9 @@ class TabularTrainer(ClosesRun):
         if scalars:
             raise CheckpointError(f"checkpoint {path}: field(s) {scalars} must be single integers; the file is corrupt")
         counts = {key: int(data[key]) for key in ("seed", "episodes", "env_steps", "grad_steps")}
-        if min(counts.values()) < 0 or counts["seed"] >= 2**32:
-            raise CheckpointError(f"checkpoint {path}: a negative seed, episode or step count, or a seed of 2**32 or "
-                                  "more; the file is corrupt")
+        if min(counts.values()) < 0 or counts["seed"] >= 2**32 or max(counts.values()) > MAX_STEPS:
+            raise CheckpointError(f"checkpoint {path}: a seed, episode or step count out of range (seeds in [0, 2**32), "
+                                  f"counts in [0, {MAX_STEPS:.0e}]); the file is corrupt")
         trainer = cls(config.algo, config=config, seed=counts["seed"], placement=placement, workers=workers,
                       logger=logger, checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address, **kwargs)
         table = data["table"]
