@@ -116,9 +116,11 @@ def load(kind: str, path: Path) -> Any:
 
         return {name: repr(spec) for name, spec in load_catalog(path).items()}, default_board(path)
     if kind == "manifest":
+        import dataclasses
+
         from pearl_fpga.board.manifest import load_manifest
 
-        return repr(load_manifest(path))
+        return repr(dataclasses.replace(load_manifest(path), path=None))  # the content, not where it lies
     if kind == "profile":
         from pearl_fpga.errors import CheckpointError
         from pearl_fpga.planner.profile import load_cached
