@@ -204,6 +204,17 @@ def _member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[np.dtype
         return dtype, shape, info.file_size - fh.tell()
 
 
+KIND_WORDS = {"b": "bool", "i": "signed integer", "u": "unsigned integer", "f": "float", "c": "complex",
+              "U": "string"}
+
+
+def _kind_words(kinds: str) -> str:
+    """'iu' -> 'an integer array', 'iuf' -> 'a number array', 'f' -> 'a float array'."""
+    words = {"iu": "integer", "ui": "integer", "iuf": "number", "fiu": "number"}.get(kinds)
+    words = words or " or ".join(KIND_WORDS.get(k, k) for k in kinds)
+    return f"{'an' if words[0] in 'aeiou' else 'a'} {words} array"
+
+
 def load_npz(path: PathLike, what: str, keys: Collection[str] | Mapping[str, str], missing: str,
              max_member_bytes: int | None = None, error: type[InputError] = CheckpointError) -> dict[str, np.ndarray]:
     """The members of the .npz at `path` (np.load without pickle, on a file opened by open_regular).
@@ -241,8 +252,8 @@ def load_npz(path: PathLike, what: str, keys: Collection[str] | Mapping[str, str
                 if dtype.hasobject:
                     raise refuse(error, label, "is an object array, which only pickle reads", corrupt, field)
                 if kinds.get(name) and dtype.kind not in kinds[name]:
-                    raise refuse(error, label, f"has dtype {dtype}, this member must be of kind {kinds[name]!r} "
-                                 "(numpy dtype.kind)", corrupt, field)
+                    raise refuse(error, label, f"has dtype {dtype}, but this member must be {_kind_words(kinds[name])}",
+                                 f"write it with such a dtype ({what} format: see the documentation)", field)
                 need = int(np.prod(shape, dtype=object)) * dtype.itemsize
                 if need != held:
                     raise refuse(error, label, f"declares shape {shape} of {dtype} ({need:,} bytes) but the member "

@@ -107,8 +107,8 @@ def test_npz_member_kinds_object_arrays_and_the_digest(tmp_path):
 
     with open(tmp_path / "complex.npz", "wb") as fh:
         np.savez(fh, **with_digest({"n": np.complex128(4), "r": np.ones(3)}))
-    with pytest.raises(CheckpointError, match=r"field 'n \(\.npy header\)': has dtype complex128, this member must be "
-                                              r"of kind 'iu'"):
+    with pytest.raises(CheckpointError, match=r"field 'n \(\.npy header\)': has dtype complex128, but this member must "
+                                              r"be an integer array; write it with such a dtype"):
         load_npz(tmp_path / "complex.npz", "dataset", {"n": "iu", "r": "f"}, "")
 
     changed = {**good, "r": np.full(3, 2.0)}  # content edited, digest kept: a bit flip the CRC-32 cannot see
@@ -240,3 +240,76 @@ def test_every_single_bit_flip_of_a_dump_is_refused_or_loads_identically(tmp_pat
                 assert got == want, f"flip of bit {bit} at byte {pos} loaded changed content"
                 outcomes["identical"] += 1
     assert outcomes["refused"] > 0
+
+
+@pytest.mark.timeout(120)
+def test_train_config_through_a_fifo_exits_2_at_once(tmp_path):
+    import subprocess
+    import sys
+
+    link = _fifo(tmp_path, "run.json")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "COLUMNS": "400"}
+    proc = subprocess.run([sys.executable, "-m", "pearl_fpga.cli", "train", "--config", str(link), "--logdir",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=100, env=env, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "run.json (a link to" in proc.stdout and "is not a regular file: it is a FIFO" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def small_checkpoint(tmp_path_factory):
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.trainer import Trainer
+
+    cfg = TrainConfig.preset("dqn", learning_starts=50, train_freq=16, gradient_steps=2, net_arch=[8], buffer_size=500,
+                             batch_size=16, eval_freq=0, checkpoint_freq=0, total_steps=200)
+    trainer = Trainer("dqn", placement="cpu", config=cfg, seed=0)
+    trainer.train(100)
+    path = trainer.save(tmp_path_factory.mktemp("ck") / "ck")
+    trainer.close()
+    return path
+
+
+def _edited(checkpoint: Path, tmp_path: Path, manifest_change=None, state_change=None) -> Path:
+    """A copy of `checkpoint` with its manifest or state changed (checksum and size updated)."""
+    import shutil
+
+    import torch
+
+    from pearl_fpga.runtime.checkpoint import pack, read_checkpoint, sha256
+
+    path = tmp_path / "edited"
+    shutil.copytree(checkpoint, path)
+    manifest, state = read_checkpoint(path)
+    if state_change is not None:
+        state_change(state)
+        torch.save(pack(state), path / "state.pt")
+        manifest["files"]["state.pt"].update(sha256=sha256(path / "state.pt"), bytes=(path / "state.pt").stat().st_size)
+    text = json.dumps(manifest)
+    (path / "manifest.json").write_text(manifest_change(text) if manifest_change else text)
+    return path
+
+
+@pytest.mark.parametrize("change,words", [
+    (lambda t: t.replace('"faults": {', '"faults": true, "x": {', 1), "field 'counters.faults' must map fault names"),
+    (lambda t: t.replace('"seed": 0', '"seed": Infinity', 1), "holds Infinity, which is not a JSON value"),
+    (lambda t: t.replace('"seed": 0', '"seed": "two"', 1), "field 'seed' missing or not a int"),
+])
+def test_checkpoint_manifest_rows(small_checkpoint, tmp_path, change, words):
+    from pearl_fpga.trainer import Trainer
+
+    with pytest.raises(CheckpointError, match=words) as info:
+        Trainer.load(_edited(small_checkpoint, tmp_path, manifest_change=change))
+    assert "edited" in str(info.value)
+
+
+@pytest.mark.parametrize("field,value", [("python", (3, tuple([float("inf")] * 625), None)),
+                                         ("explore", {"bit_generator": "PCG64", "state": {"state": float("inf")}}),
+                                         ("torch", "not a tensor")])
+def test_checkpoint_rng_states_are_checked_before_restoring(small_checkpoint, tmp_path, field, value):
+    from pearl_fpga.trainer import Trainer
+
+    def change(state):
+        state["rng"][field] = value
+
+    with pytest.raises(CheckpointError, match=f"rng.{field} is not a valid generator state"):
+        Trainer.load(_edited(small_checkpoint, tmp_path, state_change=change))
