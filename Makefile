@@ -8,6 +8,8 @@
 #   make csim    build and run the C++ testbenches of hls/ with g++ (csim-vendor: again on the vendor HLS headers)
 #   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp) against the installed baselines
 #   make figures every benchmark behind the docs' figures, as JSON in docs/figures/, rendered into docs/benchmarks.md
+#   make implement  each kernel's RTL placed, routed and timed on an ECP5 (open tools, out of context) at the
+#                catalog sizes; JSON records in docs/figures/, rendered into docs/hardware.md; fails on a missed clock
 # Tool flows for bitstreams (hls, cosim, bitstream, xclbin, resources) live in hls/build.mk.
 
 PYTHON ?= python3
@@ -27,11 +29,11 @@ HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp hls/*/kernel.json pearl_
 PYNQ_VENV := .venv-pynq
 PYNQ_PINS := "pynq==3.1.2" "pycparser<3" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100"
 
-.PHONY: venv native test test-pynq test-xrt test-isa sim csim csim-vendor train bench figures clean help
+.PHONY: venv native test test-pynq test-xrt test-isa sim csim csim-vendor train bench figures implement clean help
 .DEFAULT_GOAL := help
 
 help:
-	@sed -n '2,10p' Makefile
+	@sed -n '2,12p' Makefile
 
 # The virtual environment: the CPU build of torch first (an unpinned torch would pull a CUDA build),
 # then the package with its test and simulation extras, installed editable.
@@ -183,7 +185,21 @@ figures: native $(VENV)/.stamp-bench
 	$(BENCH) tabular --json $(FIG)/tabular.json
 	$(BENCH) tabular-policies --json $(FIG)/tabular-policies.json
 	$(BENCH) ray --json $(FIG)/ray.json --plot $(FIG)/ray.png
+	$(MAKE) --no-print-directory implement
 	$(PY) docs/render.py
+
+# The open implementation flow (pearl_fpga/hw, docs/hardware.md): Yosys synth_ecp5 and nextpnr-ecp5 from
+# the YoWASP wheels of the synth extra, out of context on IMPL_PART at IMPL_BOARD's catalog sizes and clock.
+# Each kernel takes minutes (tens at the catalog sizes); IMPL_SET="replay.capacity=300" overrides a size.
+# Exit 1 (after writing every record) when a kernel misses its clock.
+IMPL_PART    ?= LFE5U-85F-6BG381C
+IMPL_BOARD   ?= pynq-z2
+IMPL_KERNELS ?= replay mlp tabular
+IMPL_SET     ?=
+implement: $(VENV)/.stamp-deps
+	@mkdir -p $(FIG)
+	nice -n 10 $(PY) -m pearl_fpga.hw.implement --kernels $(IMPL_KERNELS) --board $(IMPL_BOARD) --part $(IMPL_PART) \
+		--json-dir $(FIG) $(foreach s,$(IMPL_SET),--set $(s)); status=$$?; $(PY) docs/render.py; exit $$status
 
 clean:
 	rm -rf build sim_build pearl_fpga/*.so $(VENV)/.stamp-native

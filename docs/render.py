@@ -1,5 +1,5 @@
-"""Render docs/benchmarks.md, the README's headline block and docs/reliability.md's fuzz table from the
-benchmark records.
+"""Render docs/benchmarks.md, the README's headline, docs/hardware.md's implementation table and
+docs/reliability.md's fuzz table from the records.
 
 The records are the JSON files `pearl-fpga bench ... --json PATH` writes into docs/figures/ (`make
 figures` reruns them all). Nothing here measures anything; every figure in the docs comes from a
@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "docs" / "figures"
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
+HARDWARE = ROOT / "docs" / "hardware.md"
 RELIABILITY = ROOT / "docs" / "reliability.md"
 START, END = "<!-- figures:start -->", "<!-- figures:end -->"
 FUZZ_START, FUZZ_END = "<!-- fuzz:start -->", "<!-- fuzz:end -->"
@@ -335,6 +336,8 @@ def benchmarks_page(records: dict[str, dict[str, Any]]) -> str:
     order = [k for k in SECTIONS if k in records] + sorted(k for k in records if k not in SECTIONS)
     for key in order:
         record = records[key]
+        if record["benchmark"] == "implement":  # docs/hardware.md's table
+            continue
         render = RENDER.get(record["benchmark"])
         if render is None:
             raise RecordError(f"docs/figures/{key}.json: no renderer for benchmark {record['benchmark']!r}")
@@ -449,18 +452,22 @@ def main(argv: list[str] | None = None) -> int:
         page = benchmarks_page(records)
         readme = readme_with(README.read_text(), headline(records))
         reliability = reliability_with(RELIABILITY.read_text(), records)
-    except RecordError as exc:
+        sys.path.insert(0, str(ROOT))
+        from pearl_fpga.hw.report import implementation_section, with_section
+
+        hardware = with_section(HARDWARE.read_text(), implementation_section(records))
+    except ValueError as exc:  # RecordError, or hardware.md or reliability.md without their markers
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    pages = ((BENCHMARKS, page), (README, readme), (RELIABILITY, reliability))
-    stale = [p for p, text in pages if not p.exists() or p.read_text() != text]
+    outputs = ((BENCHMARKS, page), (README, readme), (HARDWARE, hardware), (RELIABILITY, reliability))
+    stale = [p for p, text in outputs if not p.exists() or p.read_text() != text]
     if args.check:
         if stale:
             print("out of date with docs/figures: " + ", ".join(str(p.relative_to(ROOT)) for p in stale)
                   + "; run python docs/render.py", file=sys.stderr)
             return 1
         return 0
-    for path, text in pages:
+    for path, text in outputs:
         path.write_text(text)
     return 0
 

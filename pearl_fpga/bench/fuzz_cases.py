@@ -72,7 +72,7 @@ def make_pristine(kind: str, folder: Path) -> Path:
                      rng.integers(0, 48, 200), rng.random(200) < 0.05, 48, 4, TABULAR_ENV, a2=rng.integers(0, 4, 200))
     elif kind == "tabular-checkpoint":
         from pearl_fpga.config import TrainConfig
-        from pearl_fpga.runtime.tabular import TabularTrainer
+        from pearl_fpga.runtime.tabular_trainer import TabularTrainer
 
         cfg = TrainConfig.preset("qlearning", TABULAR_ENV, backend="numpy", eval_freq=0, checkpoint_freq=0)
         tabular = TabularTrainer("qlearning", TABULAR_ENV, config=cfg, seed=3)
@@ -140,7 +140,7 @@ def load(kind: str, path: Path) -> Any:
 
         return load_dataset(path)
     if kind == "tabular-checkpoint":
-        from pearl_fpga.runtime.tabular import TabularTrainer
+        from pearl_fpga.runtime.tabular_trainer import TabularTrainer
 
         tabular = TabularTrainer.load(path.parent, record=False)
         out = {"table": tabular.kernel.table, "config": tabular.config.to_dict(), "seed": tabular.seed,

@@ -45,9 +45,14 @@ def tree_depth(capacity: int, fanout: int) -> int:
     return depth
 
 
+RTL_LEVEL_CYCLES = 8
+"""Sample cycles per tree level of the reference RTL (replay_level: block-RAM read, its output
+register, four prefix stages, the comparisons, the selection; hls/replay/SPEC.md)."""
+
+
 def batch_cycle_bound(batch: int, depth: int) -> int:
-    """SPEC.md's bound: B samples (or B updates) complete in at most B + 5 * DEPTH + 16 cycles."""
-    return batch + 5 * depth + 16
+    """SPEC.md's bound: B samples (or B updates) complete in at most B + 8 * DEPTH + 16 cycles."""
+    return batch + RTL_LEVEL_CYCLES * depth + 16
 
 
 def priorities_to_fixed(priorities: np.ndarray) -> tuple[np.ndarray, int]:

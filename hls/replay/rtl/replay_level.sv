@@ -1,18 +1,24 @@
 `default_nettype none
-// One level of the K-ary sum tree (hls/replay/SPEC.md): a memory of parent words, each holding the K
-// child sums of one parent side by side, so one read gives all K children.
+// One level of the K-ary sum tree (hls/replay/SPEC.md): the K child sums of every parent, one memory
+// per child slot (replay_slot_ram) read at the same address, so one read gives all K children and
+// an update writes only its own slot.
 //
-// Shared read port, registered read (block-RAM style), one write port:
-//   sample: cycle 0 presents the parent index (s_in_*); the word arrives in cycle 1; a parallel prefix
-//           (two stages), the K comparisons (one) and the selection (one) register the chosen child
-//           (s_out_*) in cycle 5: 5 cycles per level, one sample per clock (see "sampling" below).
-//   update: cycle 0 presents the ancestor's parent word address (u_a_*); cycle 1 takes the word
-//           (forwarding the write of two updates back) and exposes the old slot value (u_b_old);
-//           cycle 2 forwards the previous update's write, adds u_c_delta to the slot and writes the
-//           word back (see "updates" below): one update per clock.
+// Shared read port, block-RAM read plus an output register, one write port; every stage is at most
+// one 64-bit carry chain deep so that the level closes 100 MHz on an ECP5 -6 (docs/hardware.md):
+//   sample (LEVEL_CYCLES = 8 cycles from s_in to s_out, one sample per clock):
+//     cycle 0 presents the parent index; 1 the block RAM's output, registered; 2..5 the four levels
+//     of a Kogge-Stone prefix of the K children (levels past log2(K) only register); 6 the K
+//     comparisons and candidate targets; 7 the selection, registered as s_out.
+//   update (one per clock; stage names are replay_top's: A R B D C, then the write W):
+//     A  the ancestor's word address goes to the read port;      R  the block RAM's output, registered;
+//     B  the slot's old value is picked (u_b_old, for the leaf's delta in the top);
+//     D  which of the five writes the read could have missed (the updates one to five ahead of this
+//        one) last wrote this slot, if any: chosen now, registered;
+//     C  that write's value (else the read one) plus the delta: the new slot value;
+//     W  the write, registered (the write history h[1] below).
 // The top guarantees that samples and updates never use the read port in the same cycle.
 module replay_level #(
-    parameter int FANOUT = 16,  // children per node (power of two)
+    parameter int FANOUT = 16,  // children per node (power of two, at most 16)
     parameter int LOGK   = 4,   // log2(FANOUT)
     parameter int WORDS  = 1,   // parent words stored at this level (padding words are never stored)
     parameter int SLOT_W = 64,  // bits per child sum: 64 for internal sums, 32 for leaf priorities
@@ -38,114 +44,118 @@ module replay_level #(
     // update, stage A: leaf index whose ancestor at this level changes
     input  wire logic               u_a_valid,
     input  wire logic [IDX_W-1:0]   u_a_index,
-    // update, stage B: the old value of the ancestor's slot (without the update one ahead, in C)
+    // update, stage D: the slot's value as read (writes the read missed are not in it)
     output logic [63:0]             u_b_old,
-    // update, stage C: add the delta to the slot and write the word back
+    // update, stage C: add the delta to the slot
     input  wire logic               u_c_valid,
     input  wire logic [63:0]        u_c_delta
 );
-    localparam int WORD_W = FANOUT * SLOT_W;
     localparam int ADDR_W = WORDS > 1 ? $clog2(WORDS) : 1;  // memory address bits
+    localparam int PREFIX_STAGES = 4;                         // log2 of the largest FANOUT
+    localparam int HIST = 5;                                  // writes a read can miss (A to W)
 
-    logic [WORD_W-1:0] mem [WORDS];
-    logic [WORD_W-1:0] rd_word;
+    // ---------------------------------------------------------------- memories
+    logic [IDX_W-1:0]                u_a_node, u_a_addr, rd_addr;
+    logic [FANOUT-1:0][SLOT_W-1:0]   rd_raw, rd_q;
+    logic                            rd_oob, wr_en;
+    logic [FANOUT-1:0]               wr_slot;
+    logic [IDX_W-1:0]                wr_addr;
+    logic [SLOT_W-1:0]               wr_data;
 
     // Read port: the update's word when an update is in stage A, else the sample's parent.
-    logic [IDX_W-1:0] u_a_node, u_a_addr, rd_addr;
     assign u_a_node = IDX_W'(u_a_index >> SHIFT);
     assign u_a_addr = IDX_W'(u_a_node >> LOGK);
     assign rd_addr  = u_a_valid ? u_a_addr : s_in_node;
 
+    for (genvar j = 0; j < FANOUT; j++) begin : g_slot
+        replay_slot_ram #(.WIDTH(SLOT_W), .WORDS(WORDS), .ADDR_W(ADDR_W)) u_ram (
+            .clk(ap_clk),
+            .rd_addr(rd_addr[ADDR_W-1:0]),
+            .rd_data(rd_raw[j]),
+            .wr_en(wr_en && wr_slot[j]),
+            .wr_addr(wr_addr[ADDR_W-1:0]),
+            .wr_data(wr_data)
+        );
+    end
+
+    // Output register. Addresses past the stored words only occur for out-of-contract targets
+    // (target >= total): they read 0.
     always_ff @(posedge ap_clk) begin
-        // Addresses past the stored words only occur for out-of-contract targets (target >= total).
-        rd_word <= (rd_addr < IDX_W'(WORDS)) ? mem[rd_addr[ADDR_W-1:0]] : '0;
+        rd_oob <= rd_addr >= IDX_W'(WORDS);
+        rd_q   <= rd_oob ? '0 : rd_raw;
     end
 
     // ---------------------------------------------------------------- sampling
-    // Five stages, each at most one 64-bit carry chain deep:
-    //   R  the registered read (rd_word, aligned with sb_*);
-    //   P1 prefix sums, Kogge-Stone levels 0-1 (distances 1, 2);
-    //   P2 levels 2-3 (distances 4, 8): the K inclusive prefix sums c_0 + ... + c_j;
-    //   C  for every child j at once, lt_j = target < prefix_j and d_j = target - prefix_(j-1);
-    //   S  the first j with lt_j (the last child if none: only reachable with target >= total, which
-    //      the host never sends), its d_j as the next target and its child sum.
-    // Five cycles from s_in to s_out for every FANOUT up to 16 (replay_top's LEVEL_CYCLES).
-
-    logic               sb_valid, sb_last;
-    logic [63:0]        sb_target;
-    logic [IDX_W-1:0]   sb_node;
-
+    // side band of cycles 0 and 1 (the read and its output register)
+    logic             sb_valid, sb_last, sq_valid, sq_last;
+    logic [63:0]      sb_target, sq_target;
+    logic [IDX_W-1:0] sb_node, sq_node;
     always_ff @(posedge ap_clk) begin
         sb_valid  <= ap_rst_n && s_in_valid;
         sb_target <= s_in_target;
         sb_node   <= s_in_node;
         sb_last   <= s_in_last;
+        sq_valid  <= ap_rst_n && sb_valid;
+        sq_target <= sb_target;
+        sq_node   <= sb_node;
+        sq_last   <= sb_last;
     end
 
-    // One Kogge-Stone level: x_j + x_(j - span) for j >= span.
-    typedef logic [FANOUT-1:0][63:0] sums_t;
-    function automatic sums_t ks_level(input sums_t x, input int span);
-        for (int j = 0; j < FANOUT; j++) ks_level[j] = j >= span ? x[j] + x[j - span] : x[j];
-    endfunction
+    // prefix stages: index 0 is the registered read, index p the output of Kogge-Stone level p-1
+    logic [PREFIX_STAGES:0]                         p_valid, p_last;
+    logic [PREFIX_STAGES:0][63:0]                   p_target;
+    logic [PREFIX_STAGES:0][IDX_W-1:0]              p_node;
+    logic [(PREFIX_STAGES+1)*FANOUT*64-1:0]         p_sum;    // stage p, lane j at (p*FANOUT + j)*64
+    logic [PREFIX_STAGES:0][FANOUT-1:0][SLOT_W-1:0] p_child;  // only the leaf level's are used (s_out_value)
 
-    logic [FANOUT-1:0][63:0] children, p1_next;
-    always_comb begin
-        for (int j = 0; j < FANOUT; j++) children[j] = 64'(rd_word[j*SLOT_W +: SLOT_W]);
-        p1_next = children;
-        for (int lv = 0; lv < 2 && lv < LOGK; lv++) p1_next = ks_level(p1_next, 1 << lv);
+    assign p_valid[0]  = sq_valid;
+    assign p_last[0]   = sq_last;
+    assign p_target[0] = sq_target;
+    assign p_node[0]   = sq_node;
+    assign p_child[0]  = rd_q;
+    for (genvar j = 0; j < FANOUT; j++) begin : g_lane0
+        assign p_sum[j*64 +: 64] = 64'(rd_q[j]);
     end
+    // lane j of prefix stage p
+    `define P_SUM(p, j) p_sum[((p) * FANOUT + (j)) * 64 +: 64]
 
-    // stage P1
-    logic                    p1_valid, p1_last;
-    logic [63:0]             p1_target;
-    logic [IDX_W-1:0]        p1_node;
-    logic [FANOUT-1:0][63:0] p1_sum, p1_child;
-    always_ff @(posedge ap_clk) begin
-        p1_valid  <= ap_rst_n && sb_valid;
-        p1_last   <= sb_last;
-        p1_target <= sb_target;
-        p1_node   <= sb_node;
-        p1_sum    <= p1_next;
-        p1_child  <= children;
-    end
-
-    logic [FANOUT-1:0][63:0] p2_next;
-    always_comb begin
-        p2_next = p1_sum;
-        for (int lv = 2; lv < LOGK; lv++) p2_next = ks_level(p2_next, 1 << lv);
-    end
-
-    // stage P2: inclusive prefix sums
-    logic                    p2_valid, p2_last;
-    logic [63:0]             p2_target;
-    logic [IDX_W-1:0]        p2_node;
-    logic [FANOUT-1:0][63:0] p2_prefix, p2_child;
-    always_ff @(posedge ap_clk) begin
-        p2_valid  <= ap_rst_n && p1_valid;
-        p2_last   <= p1_last;
-        p2_target <= p1_target;
-        p2_node   <= p1_node;
-        p2_prefix <= p2_next;
-        p2_child  <= p1_child;
-    end
-
-    // stage C: every comparison and every candidate next target in parallel
-    logic                    c_valid, c_last;
-    logic [IDX_W-1:0]        c_node;
-    logic [FANOUT-1:0]       c_lt;
-    logic [FANOUT-1:0][63:0] c_rest, c_child;
-    always_ff @(posedge ap_clk) begin
-        c_valid <= ap_rst_n && p2_valid;
-        c_last  <= p2_last;
-        c_node  <= p2_node;
-        c_child <= p2_child;
-        for (int j = 0; j < FANOUT; j++) begin
-            c_lt[j]   <= p2_target < p2_prefix[j] || j == FANOUT - 1;
-            c_rest[j] <= j == 0 ? p2_target : p2_target - p2_prefix[j-1];
+    // Kogge-Stone level p: x_j + x_(j - 2^p) for j >= 2^p (levels p >= LOGK only register).
+    for (genvar p = 0; p < PREFIX_STAGES; p++) begin : g_prefix
+        for (genvar j = 0; j < FANOUT; j++) begin : g_lane
+            if (p < LOGK && j >= (1 << p)) begin : g_add
+                always_ff @(posedge ap_clk) `P_SUM(p+1, j) <= `P_SUM(p, j) + `P_SUM(p, j - (1 << p));
+            end else begin : g_pass
+                always_ff @(posedge ap_clk) `P_SUM(p+1, j) <= `P_SUM(p, j);
+            end
+        end
+        always_ff @(posedge ap_clk) begin
+            p_valid[p+1]  <= ap_rst_n && p_valid[p];
+            p_last[p+1]   <= p_last[p];
+            p_target[p+1] <= p_target[p];
+            p_node[p+1]   <= p_node[p];
+            p_child[p+1]  <= p_child[p];
         end
     end
 
-    // stage S: the first child whose prefix exceeds the target
+    // cycle 6: every comparison and every candidate next target in parallel
+    logic                          c_valid, c_last;
+    logic [IDX_W-1:0]              c_node;
+    logic [FANOUT-1:0]             c_lt;
+    logic [FANOUT-1:0][63:0]       c_rest;
+    logic [FANOUT-1:0][SLOT_W-1:0] c_child;
+    always_ff @(posedge ap_clk) begin
+        c_valid <= ap_rst_n && p_valid[PREFIX_STAGES];
+        c_last  <= p_last[PREFIX_STAGES];
+        c_node  <= p_node[PREFIX_STAGES];
+        c_child <= p_child[PREFIX_STAGES];
+        for (int j = 0; j < FANOUT; j++) begin
+            c_lt[j]   <= p_target[PREFIX_STAGES] < `P_SUM(PREFIX_STAGES, j) || j == FANOUT - 1;
+            c_rest[j] <= j == 0 ? p_target[PREFIX_STAGES] : p_target[PREFIX_STAGES] - `P_SUM(PREFIX_STAGES, j - 1);
+        end
+    end
+
+    // cycle 7: the first child whose prefix exceeds the target (the last child if none: only reachable
+    // with target >= total, which the host never sends)
     logic [LOGK-1:0] pick;
     always_comb begin
         pick = LOGK'(FANOUT - 1);
@@ -158,65 +168,79 @@ module replay_level #(
         s_out_last   <= c_last;
         s_out_target <= c_rest[pick];
         s_out_node   <= IDX_W'({c_node, pick});
-        s_out_value  <= c_child[pick];
+        s_out_value  <= 64'(c_child[pick]);
     end
 
     // ---------------------------------------------------------------- updates
-    // Three stages, each at most one 64-bit carry chain deep (the leaf's delta is the top's, in B):
-    //   A  the read of the ancestor's word (all levels at once);
-    //   B  the word, with the write of two updates back forwarded (the read missed it: read-first
-    //      memory); its slot's value goes out (u_b_old) and both are registered;
-    //   C  the write of the previous update (lw, one back) forwarded: the whole word when it is
-    //      the same one, its new slot value when it is the same slot; slot + delta written back.
-    logic [IDX_W-1:0]  ub_addr, uc_addr, lw_addr;
-    logic [LOGK-1:0]   ub_slot, uc_slot, lw_slot;
-    logic              lw_valid;
-    logic [WORD_W-1:0] lw_data, ub_word, uc_word, uc_base, uc_new;
-    logic [63:0]       uc_old, lw_slot_new, uc_sum;
-    logic [SLOT_W-1:0] uc_slot_new;
+    // Write history: h[1] is the write register (written this cycle), h[2..HIST] the writes of the
+    // cycles before. A read in stage A sees every write older than h[HIST]; h[HIST] is written in the
+    // same cycle as that read (a block RAM collision): forwarded too.
+    logic [HIST:1]                  h_valid;
+    logic [HIST:1][IDX_W-1:0]       h_addr;
+    logic [HIST:1][LOGK-1:0]        h_slot;
+    logic [HIST:1][SLOT_W-1:0]      h_value;
+    logic [IDX_W-1:0]               ur_addr, ub_addr, ud_addr, uc_addr;
+    logic [LOGK-1:0]                ur_slot, ub_slot, ud_slot, uc_slot;
+    logic [63:0]                    uc_old;
+    logic [HIST:1]                  uc_hit;   // one-hot: the write this update's read missed (none: 0)
+    logic                           uc_write;
+    logic [SLOT_W-1:0]              uc_new;
 
     always_ff @(posedge ap_clk) begin
-        ub_addr <= u_a_addr;
-        ub_slot <= u_a_node[LOGK-1:0];
-    end
-
-    assign ub_word = (lw_valid && lw_addr == ub_addr) ? lw_data : rd_word;
-    assign u_b_old = 64'(ub_word[ub_slot*SLOT_W +: SLOT_W]);
-
-    always_ff @(posedge ap_clk) begin
-        uc_addr <= ub_addr;
-        uc_slot <= ub_slot;
-        uc_word <= ub_word;
+        ur_addr <= u_a_addr;
+        ur_slot <= u_a_node[LOGK-1:0];
+        ub_addr <= ur_addr;
+        ub_slot <= ur_slot;
+        ud_addr <= ub_addr;
+        ud_slot <= ub_slot;
+        u_b_old <= 64'(rd_q[ub_slot]);   // stage B
+        uc_addr <= ud_addr;
+        uc_slot <= ud_slot;
         uc_old  <= u_b_old;
     end
 
-    logic same_word;
-    assign same_word   = lw_valid && lw_addr == uc_addr;
-    assign uc_base     = same_word ? lw_data : uc_word;
-    assign uc_sum      = (same_word && lw_slot == uc_slot ? lw_slot_new : uc_old) + u_c_delta;
-    assign uc_slot_new = SLOT_W'(uc_sum);
+    // Stage D: the most recent of the writes that will be h[1..HIST] when this update is in C: the
+    // update now in C (next cycle's h[1]) and h[1..HIST-1] (shifted by one by then).
+    logic [HIST:1] ud_match, ud_hit;
     always_comb begin
-        uc_new = uc_base;
-        uc_new[uc_slot*SLOT_W +: SLOT_W] = uc_slot_new;
+        ud_match[1] = u_c_valid && uc_addr == ud_addr && uc_slot == ud_slot;
+        for (int k = 2; k <= HIST; k++)
+            ud_match[k] = h_valid[k-1] && h_addr[k-1] == ud_addr && h_slot[k-1] == ud_slot;
+        ud_hit = '0;
+        for (int k = HIST; k >= 1; k--)
+            if (ud_match[k]) ud_hit = HIST'(1) << (k - 1);
     end
+    always_ff @(posedge ap_clk) uc_hit <= ud_hit;
 
-    // One write port: the update's word, else the clear sweep's zero.
-    logic               wr_en, uc_write;
-    logic [IDX_W-1:0]   wr_addr;
-    logic [WORD_W-1:0]  wr_data;
+    // Stage C: the slot's current value plus the delta.
+    logic [63:0] uc_base;
+    always_comb begin
+        uc_base = uc_hit == '0 ? uc_old : '0;
+        for (int k = 1; k <= HIST; k++)
+            if (uc_hit[k]) uc_base = 64'(h_value[k]);
+    end
+    assign uc_new   = SLOT_W'(uc_base + u_c_delta);
     assign uc_write = u_c_valid && ap_rst_n;
-    assign wr_en    = uc_write || (clear_en && clear_addr < IDX_W'(WORDS));
-    assign wr_addr  = uc_write ? uc_addr : clear_addr;
-    assign wr_data  = uc_write ? uc_new : '0;
 
     always_ff @(posedge ap_clk) begin
-        if (wr_en) mem[wr_addr[ADDR_W-1:0]] <= wr_data;
-        lw_valid    <= uc_write;
-        lw_addr     <= uc_addr;
-        lw_slot     <= uc_slot;
-        lw_data     <= uc_new;
-        lw_slot_new <= 64'(uc_slot_new);
+        if (!ap_rst_n || clear_en) begin
+            h_valid <= '0;
+        end else begin
+            h_valid <= {h_valid[HIST-1:1], uc_write};
+        end
+        h_addr  <= {h_addr[HIST-1:1], uc_addr};
+        h_slot  <= {h_slot[HIST-1:1], uc_slot};
+        h_value <= {h_value[HIST-1:1], uc_new};
+    end
+
+    // One write port: the registered update write (h[1]), else the clear sweep's zero to every slot.
+    always_comb begin
+        wr_en   = h_valid[1] || (clear_en && clear_addr < IDX_W'(WORDS));
+        wr_addr = h_valid[1] ? h_addr[1] : clear_addr;
+        wr_data = h_valid[1] ? h_value[1] : '0;
+        for (int j = 0; j < FANOUT; j++) wr_slot[j] = !h_valid[1] || h_slot[1] == LOGK'(j);
     end
 endmodule
 
+`undef P_SUM
 `default_nettype wire

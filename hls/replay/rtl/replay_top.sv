@@ -4,19 +4,22 @@
 // Microarchitecture
 //   - One memory per tree level d = 1..DEPTH (replay_level), each word holding the K child sums of
 //     one parent, so a node's children are read in parallel; the root sum is a register (total).
-//   - SAMPLE: 5 cycles per level (registered read, a two-stage parallel prefix of the K child sums,
-//     the K comparisons, the selection; replay_level), pipelined across levels: one sample accepted
-//     per clock; responses in command order.
-//   - UPDATE: every level reads the ancestor's parent word in the same cycle (stage A); in stage B
-//     the leaf level gives the old priority (the previous update's word if it is the same leaf)
-//     and delta = new - old is registered; in stage C every level (and the root) adds delta to its
-//     slot and writes back. The writes of the two updates ahead are forwarded (replay_level), so
-//     back-to-back updates (same index or shared ancestors) run at one per clock and give the tree
+//   - Every stage is at most one 64-bit carry chain deep after a registered block-RAM read, so the
+//     design closes 100 MHz on an ECP5 -6 (make implement; docs/hardware.md).
+//   - SAMPLE: 8 cycles per level (block-RAM read, its output register, a four-stage parallel prefix
+//     of the K child sums, the K comparisons, the selection; replay_level), pipelined across levels:
+//     one sample accepted per clock; responses in command order.
+//   - UPDATE: five stages, A R B D C, then the write W. Every level reads the ancestor's parent word
+//     in A (registered in R); in B the leaf level picks the old priority, and the top finds the
+//     latest of the five updates ahead that wrote the same leaf (their reads and writes overlap
+//     this one's); in D delta = new - old is registered; in C every level (and the root) adds
+//     delta to its slot, forwarding the writes its read missed (replay_level), and W writes it.
+//     Back-to-back updates (same index or shared ancestors) run at one per clock and give the tree
 //     of sequential updates.
-//   - Ordering: a SAMPLE waits two cycles after an UPDATE (its level-1 read must follow the write);
-//     an UPDATE, TOTAL or CLEAR waits until no sample is in flight; TOTAL and CLEAR wait for
-//     updates to finish. Updates to indices >= CAPACITY and unknown opcodes are consumed and
-//     ignored.
+//   - Ordering: a SAMPLE waits until no update is in stages A to C (its level-1 read must follow
+//     the write); an UPDATE, TOTAL or CLEAR waits until no sample is in flight; TOTAL and CLEAR
+//     wait for updates to finish. Updates to indices >= CAPACITY and unknown opcodes are consumed
+//     and ignored.
 //   - Responses go through a FIFO; a SAMPLE/TOTAL is only issued while the FIFO has room for
 //     everything in flight, so m_axis_resp_tready low stalls the command stream, never the tree.
 //   - Reset and CLEAR zero the memories in a sweep of ceil(CAPACITY/K) cycles (tready low).
@@ -84,7 +87,9 @@ module replay_top #(
     localparam int DEPTH       = tree_depth(CAPACITY, FANOUT);  // levels below the root
     localparam int IDX_W       = LOGK * DEPTH;                  // node indices up to K^DEPTH - 1
     localparam int CLEAR_WORDS = (CAPACITY + FANOUT - 1) / FANOUT;  // words of the widest level
-    localparam int LEVEL_CYCLES = 5;  // sample cycles per replay_level (its five stages)
+    localparam int LEVEL_CYCLES = 8;  // sample cycles per replay_level (its eight stages)
+    localparam int U_C = 4;           // update stages: 0 A, 1 R, 2 B, 3 D, 4 C (then the level's write)
+    localparam int U_LAST = U_C + 3;  // the oldest update whose leaf write a read in A can miss
     localparam int FIFO_AW     = $clog2(LEVEL_CYCLES * DEPTH + 8);  // room for a full sample pipeline
     localparam int FIFO_N      = 1 << FIFO_AW;
 
@@ -135,10 +140,14 @@ module replay_top #(
 
     logic                   sd_valid, sd_last;      // sample dispatched into level 1
     logic [63:0]            sd_target;
-    logic                   ua_valid, ub_valid, uc_valid;  // update stages A, B and C
-    logic [IDX_W-1:0]       ua_index, ub_index, uc_index;
-    logic [31:0]            ua_word, ub_word, uc_word;
-    logic [63:0]            uc_delta;
+    // the update pipeline by stage (index U_C is C; past it, updates whose writes a read can miss)
+    logic [U_LAST:0]             u_valid;
+    logic [U_LAST:0][IDX_W-1:0]  u_index;
+    logic [U_LAST:0][31:0]       u_word;
+    logic                        ua_valid, uc_valid, updating;
+    logic [63:0]                 uc_delta;
+    logic                        b_hit, leaf_hit;   // stage B's leaf forward, and registered for D
+    logic [31:0]                 b_fwd, leaf_fwd;
 
     logic                   clearing;
     logic [IDX_W-1:0]       clear_addr;
@@ -162,12 +171,14 @@ module replay_top #(
     assign room         = reserved < (FIFO_AW+1)'(FIFO_N);
     assign head_free_ok = head_valid && !clearing;
     assign fire_update  = head_free_ok && head_op == OP_UPDATE && inflight == '0;
-    assign fire_sample  = head_free_ok && head_op == OP_SAMPLE && !ua_valid && !ub_valid && room;
+    assign ua_valid     = u_valid[0];
+    assign uc_valid     = u_valid[U_C];
+    assign updating     = |u_valid[U_C:0];
+    assign fire_sample  = head_free_ok && head_op == OP_SAMPLE && !updating && room;
     // TOTAL and IDENTITY answer in command order: after every response and update before them
     assign fire_total   = head_free_ok && (head_op == OP_TOTAL || head_op == OP_IDENTITY) && inflight == '0
-                          && !ua_valid && !ub_valid && !uc_valid && room;
-    assign fire_clear   = head_free_ok && head_op == OP_CLEAR && inflight == '0 && !ua_valid && !ub_valid
-                          && !uc_valid;
+                          && !updating && room;
+    assign fire_clear   = head_free_ok && head_op == OP_CLEAR && inflight == '0 && !updating;
     assign fire_other   = head_free_ok && head_op != OP_UPDATE && head_op != OP_SAMPLE
                           && head_op != OP_TOTAL && head_op != OP_IDENTITY && head_op != OP_CLEAR;
     assign head_fire    = fire_update || fire_sample || fire_total || fire_clear || fire_other;
@@ -176,7 +187,7 @@ module replay_top #(
     assign s_axis_cmd_tready = ap_rst_n && !clearing && accept_ok && (!head_valid || head_fire);
     assign cmd_fire          = s_axis_cmd_tvalid && s_axis_cmd_tready;
 
-    assign busy      = head_valid || sd_valid || ua_valid || ub_valid || uc_valid || inflight != '0 || reserved != '0
+    assign busy      = head_valid || sd_valid || updating || u_valid[U_C+1] || inflight != '0 || reserved != '0
                        || clearing;
     assign ctrl_done = (FREE_RUN == 0) && running && cmds_left == 0 && !busy;
     assign ctrl_idle = (FREE_RUN != 0) ? !busy : !running;
@@ -203,9 +214,7 @@ module replay_top #(
         if (!ap_rst_n) begin
             head_valid <= 1'b0;
             sd_valid   <= 1'b0;
-            ua_valid   <= 1'b0;
-            ub_valid   <= 1'b0;
-            uc_valid   <= 1'b0;
+            u_valid    <= '0;
             clearing   <= 1'b1;   // zero the tree after reset
             clear_addr <= '0;
             inflight   <= '0;
@@ -232,20 +241,17 @@ module replay_top #(
             sd_valid  <= fire_sample;
             sd_target <= head_value;
             sd_last   <= head_last;
-            ua_valid  <= fire_update && head_index < 32'(CAPACITY);
-            ua_index  <= IDX_W'(head_index);
-            ua_word   <= head_value[31:0];
-            ub_valid  <= ua_valid;
-            ub_index  <= ua_index;
-            ub_word   <= ua_word;
-            uc_valid  <= ub_valid;
-            uc_index  <= ub_index;
-            uc_word   <= ub_word;
+            u_valid   <= {u_valid[U_LAST-1:0], fire_update && head_index < 32'(CAPACITY)};
+            u_index   <= {u_index[U_LAST-1:0], IDX_W'(head_index)};
+            u_word    <= {u_word[U_LAST-1:0], head_value[31:0]};
+            leaf_hit  <= b_hit;
+            leaf_fwd  <= b_fwd;
             uc_delta  <= delta;
             if (uc_valid) total <= total + uc_delta;
 
             // clear sweep (after reset or a CLEAR command)
             if (fire_clear) begin
+                u_valid    <= '0;     // only the history past C can be valid here
                 clearing   <= 1'b1;
                 clear_addr <= '0;
                 total      <= '0;
@@ -282,11 +288,21 @@ module replay_top #(
     assign s_node[0]   = '0;
     assign s_value[0]  = '0;
     assign u_old[0]    = '0;
-    // delta of the update in stage B: new leaf minus old leaf (mod 2^64, added to every ancestor in
-    // stage C); the old leaf is the word of the update one ahead (in C) when it is the same leaf
+    // Stage B: the latest of the updates one to five ahead (stages D, C and the three after) with the
+    // same leaf: the leaf level's read may have missed its write, so its word is the old leaf.
+    always_comb begin
+        b_hit = 1'b0;
+        b_fwd = '0;
+        for (int k = U_LAST; k > 2; k--)
+            if (u_valid[k] && u_index[k] == u_index[2]) begin
+                b_hit = 1'b1;
+                b_fwd = u_word[k];
+            end
+    end
+    // Stage D: delta = new leaf - old leaf (mod 2^64, added to every ancestor in stage C).
     logic [63:0] leaf_old;
-    assign leaf_old = (uc_valid && uc_index == ub_index) ? 64'(uc_word) : u_old[DEPTH];
-    assign delta    = 64'(ub_word) - leaf_old;
+    assign leaf_old = leaf_hit ? 64'(leaf_fwd) : u_old[DEPTH];
+    assign delta    = 64'(u_word[3]) - leaf_old;
 
     for (genvar d = 1; d <= DEPTH; d++) begin : g_level
         localparam int BELOW = DEPTH - d;  // levels below this one
@@ -313,7 +329,7 @@ module replay_top #(
             .s_out_last(s_last[d]),
             .s_out_value(s_value[d]),
             .u_a_valid(ua_valid),
-            .u_a_index(ua_index),
+            .u_a_index(u_index[0]),
             .u_b_old(u_old[d]),
             .u_c_valid(uc_valid),
             .u_c_delta(uc_delta)

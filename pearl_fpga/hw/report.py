@@ -1,0 +1,61 @@
+"""The implementation records (docs/figures/implement-<kernel>.json) as docs/hardware.md's table.
+
+docs/render.py calls `implementation_section` and writes its text between the markers below;
+nothing here measures anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+START, END = "<!-- implementation:start -->", "<!-- implementation:end -->"
+ORDER = ("replay", "mlp", "tabular")
+
+
+def _sizes(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}" for k, v in params.items())
+
+
+def _use(util: dict[str, Any], key: str) -> str:
+    u = util[key]
+    share = 100.0 * u["used"] / u["available"] if u["available"] else 0.0
+    return f"{u['used']:,} / {u['available']:,} ({share:.0f}%)"
+
+
+def implementation_section(records: dict[str, dict[str, Any]]) -> str:
+    """The table of every implement record, then each one's command, machine, tools and critical path."""
+    found = [r for r in records.values() if r.get("benchmark") == "implement"]
+    if not found:
+        return "No implementation record yet: run `make implement` (writes docs/figures/implement-<kernel>.json)."
+    found.sort(key=lambda r: (ORDER.index(r["results"]["kernel"]) if r["results"]["kernel"] in ORDER else 99,
+                              r["results"]["kernel"]))
+    head = ("| kernel | sizes | part | clock | Fmax | timing | LUT4 (TRELLIS_COMB) | FF | block RAM (DP16KD) "
+            "| DSP (MULT18X18D) | synthesis | place and route |")
+    lines = [head, "| --- | --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    notes = []
+    for record in found:
+        r = record["results"]
+        t, util = r["timing"], r["utilization"]
+        verdict = f"met ({t['slack_ns']:+.2f} ns)" if t["met"] else f"**missed** by {t['target_mhz'] - t['fmax_mhz']:.1f} MHz"
+        lines.append(f"| {r['kernel']} | {_sizes(r['parameters'])} | {r['part']} | {t['target_mhz']:g} MHz "
+                     f"| {t['fmax_mhz']:.1f} MHz | {verdict} | {_use(util, 'lut')} | {_use(util, 'ff')} "
+                     f"| {_use(util, 'bram')} | {_use(util, 'dsp')} | {r['seconds']['synthesis']:.0f} s "
+                     f"| {r['seconds']['place_and_route']:.0f} s |")
+        path = t.get("critical_path")
+        crit = (f"critical path `{path['start']}` -> `{path['end']}`, {path['delay_ns']:.2f} ns "
+                f"({path['logic_ns']:.2f} ns in cells)" if path else "no critical path reported")
+        load = f"load average {record['load_average_before'][0]:.1f} before, {record['load_average_after'][0]:.1f} after"
+        notes.append(f"- **{r['kernel']}**: `{record['command']}` · commit `{record['commit']}` · {record['date']} · "
+                     f"{load} (times are wall times on a shared machine). {r['tools']['yosys']}; "
+                     f"{r['tools']['nextpnr-ecp5']}. Sizes from {r.get('sizes_from', 'the command line')}; "
+                     f"out of context, seed {r['seed']}; {crit}.")
+    return "\n".join(lines) + "\n\n" + "\n".join(notes)
+
+
+def with_section(text: str, section: str) -> str:
+    """`text` (docs/hardware.md) with the block between the markers replaced by `section`."""
+    if START not in text or END not in text:
+        raise ValueError(f"docs/hardware.md lacks the {START} ... {END} markers of the implementation table")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{section}\n{END}{tail}"

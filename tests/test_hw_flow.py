@@ -1,0 +1,140 @@
+"""The open ECP5 implementation flow (pearl_fpga/hw, `make implement`): the CAPI2 core files, part
+names, nextpnr's report, the timing gate, the records and their rendering, and one real small run of
+Yosys and nextpnr-ecp5 per kernel (the catalog sizes are `make implement`, minutes to tens of minutes).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pearl_fpga.hw import ecp5
+from pearl_fpga.hw.cores import CATALOG_SIZES, read_core
+from pearl_fpga.hw.implement import implement_kernel, main
+from pearl_fpga.hw.report import implementation_section, with_section
+from pearl_fpga.sim.verilator import kernel_rtl
+
+REPO = Path(__file__).resolve().parents[1]
+PART = ecp5.parse_part("LFE5U-85F-6BG381C")
+# kernel -> small RTL parameters for the real run in make test
+SMALL = {"replay": {"CAPACITY": 300, "FANOUT": 16}}
+
+
+@pytest.mark.parametrize("kernel", sorted(CATALOG_SIZES))
+def test_core_files_list_the_rtl(kernel: str) -> None:
+    """The core is the one list of a kernel's RTL: it names exactly the files of hls/<kernel>/rtl/
+    and hls/common/rtl/, and the top and catalog parameters exist."""
+    core = read_core(kernel)
+    assert sorted(core.files) == sorted(kernel_rtl(kernel)), f"hls/{kernel}/{kernel}.core lists other files than rtl/"
+    assert core.files[0].name == "axil_ap_ctrl.sv", "dependencies come first"
+    assert set(CATALOG_SIZES[kernel]) <= set(core.parameters)
+    assert any(f"module {core.top}" in f.read_text() for f in core.files)
+
+
+def test_fusesoc_sets_up_the_impl_target(tmp_path: Path) -> None:
+    """`fusesoc run --setup --target impl` reads the core and writes edalize's trellis Makefile."""
+    fusesoc = Path(sys.executable).parent / "fusesoc"
+    if not fusesoc.exists():
+        fusesoc = Path(shutil.which("fusesoc") or "fusesoc")
+    out = subprocess.run([str(fusesoc), "--cores-root", str(REPO / "hls"), "run", "--setup", "--target", "impl",
+                          "--build-root", str(tmp_path), "pearl_fpga:kernels:replay", "--CAPACITY=300"],
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    makefile = next(tmp_path.glob("*/impl/Makefile")).read_text()
+    assert "nextpnr-ecp5" in makefile and "--85k --package CABGA381 --speed 6 --out-of-context" in makefile
+    assert "replay_top.sv" in makefile and "axil_ap_ctrl.sv" in makefile
+
+
+def test_part_names() -> None:
+    assert PART.nextpnr_args() == ["--85k", "--package", "CABGA381", "--speed", "6"]
+    assert ecp5.parse_part("lfe5um5g-45f-8mg285c").nextpnr_args() == ["--um5g-45k", "--package", "CSFBGA285", "--speed", "8"]
+    with pytest.raises(ecp5.ImplementationError, match="not an ECP5 part name"):
+        ecp5.parse_part("xc7z020clg400-1")
+
+
+def _report(achieved: float) -> dict[str, Any]:
+    step = {"from": {"cell": "a_reg", "port": "Q"}, "to": {"cell": "b_reg", "port": "DI"}}
+    return {
+        "utilization": {"TRELLIS_COMB": {"used": 100, "available": 83640}, "DP16KD": {"used": 2, "available": 208}},
+        "fmax": {"$glbnet$ap_clk": {"achieved": achieved, "constraint": 100.0}},
+        "critical_paths": [{"from": "$glbnet$ap_clk", "to": "$glbnet$ap_clk", "path": [
+            {**step, "type": "clk-to-q", "delay": 0.5}, {**step, "type": "routing", "delay": 3.0},
+            {"from": {"cell": "b_reg", "port": "A"}, "to": {"cell": "c_reg", "port": "DI"}, "type": "setup", "delay": 1.0}]}],
+    }
+
+
+def test_report_and_gate(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(_report(80.0)))
+    timing = ecp5.read_report(path, 100.0)
+    assert timing["utilization"]["lut"] == {"used": 100, "available": 83640, "bel": "TRELLIS_COMB"}
+    assert timing["utilization"]["dsp"]["available"] == 0  # not in the report: none used or available
+    verdict = ecp5.timing_verdict(timing, 100.0)
+    assert not verdict["met"] and verdict["slack_ns"] == pytest.approx(-2.5)
+    msg = ecp5.gate_message("replay", PART.name, verdict)
+    assert "MISSES the clock by 20.0 MHz (2.500 ns)" in msg and "a_reg.Q -> c_reg.DI, 4.50 ns (1.50 ns logic" in msg
+    path.write_text(json.dumps(_report(123.4)))
+    verdict = ecp5.timing_verdict(ecp5.read_report(path, 100.0), 100.0)
+    assert verdict["met"] and "timing met" in ecp5.gate_message("replay", PART.name, verdict)
+    path.write_text(json.dumps({**_report(1.0), "fmax": {}}))
+    with pytest.raises(ecp5.ImplementationError, match="no clock"):
+        ecp5.timing_verdict(ecp5.read_report(path, 100.0), 100.0)
+
+
+@pytest.fixture(scope="module")
+def small_replay(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One real run: replay at 300 leaves, fan-out 16, on the LFE5U-85F-6 at 100 MHz."""
+    workdir = tmp_path_factory.mktemp("implement")
+    return implement_kernel("replay", SMALL["replay"], PART, 100.0, workdir)
+
+
+@pytest.mark.sim
+def test_small_replay_closes_timing(small_replay: dict[str, Any]) -> None:
+    r = small_replay
+    assert r["timing"]["met"], ecp5.gate_message("replay", PART.name, r["timing"])
+    util = r["utilization"]
+    assert util["lut"]["available"] > 80000 and util["bram"]["available"] == 208  # the 85F's, from the report
+    assert 0 < util["lut"]["used"] < util["lut"]["available"] and util["ff"]["used"] > 0
+    assert util["bram"]["used"] > 0, "the leaf level's memory should be block RAM"
+    assert r["synth_cells"].get("DP16KD", 0) == util["bram"]["used"]
+    assert "Yosys" in r["tools"]["yosys"] and "nextpnr" in r["tools"]["nextpnr-ecp5"].lower()
+    path = r["timing"]["critical_path"]
+    assert path and path["start"] and path["end"] and path["delay_ns"] <= 10.0
+
+
+@pytest.mark.sim
+def test_gate_fails_a_missed_clock(small_replay: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The same routed design judged against 1 GHz: the record is written, the exit status is 1 and the
+    message names the clock, the miss and the critical path."""
+    import pearl_fpga.hw.implement as impl
+    from pearl_fpga.bench.meta import LoadProbe
+
+    missed = dict(small_replay, timing={**small_replay["timing"], "met": False, "target_mhz": 1000.0})
+    with LoadProbe() as probe:
+        pass
+    monkeypatch.setattr(impl, "_measured", lambda *a, **k: (dict(missed), probe))
+    status = main(["--kernels", "replay", "--set", "replay.capacity=300", "--json-dir", str(tmp_path)])
+    out = capsys.readouterr()
+    assert status == 1 and "MISSES the clock" in out.out and "critical path" in out.out
+    assert "replay failed or missed the clock" in out.err
+    record = json.loads((tmp_path / "implement-replay.json").read_text())
+    assert record["benchmark"] == "implement" and record["results"]["parameters"]["CAPACITY"] == 300
+    assert record["command"].startswith("python -m pearl_fpga.hw.implement --kernels replay")
+    section = implementation_section({"implement-replay": record})
+    assert "| replay | CAPACITY=300, FANOUT=16 | LFE5U-85F-6BG381C | 1000 MHz" in section and "**missed**" in section
+    assert "<!-- implementation:start -->\nX\n<!-- implementation:end -->" in with_section(
+        "a\n<!-- implementation:start -->\nold\n<!-- implementation:end -->\nb", "X")
+
+
+def test_bad_sizes_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--kernels", "replay", "--set", "replay.capacity"]) == 2
+    assert "expected KERNEL.SIZE=N" in capsys.readouterr().err
+    assert main(["--kernels", "replay", "--part", "LFE5U-99F-6BG381C"]) == 2
+    assert "not an ECP5 part name" in capsys.readouterr().err
