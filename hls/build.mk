@@ -3,6 +3,8 @@
 #   make hls KERNEL=replay|mlp|tabular [BOARD=pynq-z2]  Vitis HLS C synthesis + IP export (Zynq) or .xo (Alveo board)
 #   make cosim KERNEL=replay|mlp|tabular [BOARD=pynq-z2]  Vitis HLS C/RTL co-simulation with the kernel's C++ testbench
 #   make bitstream BOARD=pynq-z2|zcu104|kv260     Vivado: PS + kernels + AXI DMAs -> bitstreams/<board>/{.bit,.hwh,manifest.json}
+#   make bitstream BOARD=ulx3s [BITSTREAM_SET="replay.capacity=1024"]  open flow (Yosys, nextpnr-ecp5, ecppack from the venv):
+#                                                 UART bridge + kernels -> bitstreams/ulx3s/{pearl_fpga.bit,manifest.json}
 #   make xclbin PLATFORM=<Alveo platform>         v++ compile + link (kernels + data movers) -> bitstreams/<board>/{.xclbin,manifest.json}
 #   make resources [BOARD=pynq-z2] [RESOURCES_SET=replay.capacity=1024]  open estimate: Yosys synth_xilinx of the reference RTL (no vendor tool)
 #
@@ -11,7 +13,7 @@
 # first checks for its tool and stops with a message naming it, the versions supported and where
 # to get it.
 
-.PHONY: hls cosim bitstream xclbin resources hw-help
+.PHONY: hls cosim bitstream bitstream-ecp5 bitstream-vivado xclbin resources hw-help
 
 KERNEL   ?= replay
 BOARD    ?= pynq-z2
@@ -86,7 +88,7 @@ COSIM_CMD = vitis-run --mode hls --cosim --config hls/$(1)/hls_config.cfg --work
 endif
 
 hw-help:
-	@sed -n '2,7p' hls/build.mk
+	@sed -n '2,9p' hls/build.mk
 
 # ------------------------------------------------------------------------------------- HLS
 hls:
@@ -102,7 +104,16 @@ cosim:
 # ------------------------------------------------------------------------------ Zynq boards
 # Every kernel as Vivado IP, then the block design (PS, kernels, one AXI DMA per kernel), then the
 # bitstream; .bit and .hwh (same name, as PYNQ wants) and the manifest land in bitstreams/<board>/.
-bitstream:
+bitstream: $(if $(filter ecp5,$(BOARD_KIND)),bitstream-ecp5,bitstream-vivado)
+
+# ------------------------------------------------------------------------------ ECP5 boards (open flow)
+# The kernels Yosys can read, behind the UART bridge, with the board's PLL and pins; nextpnr's timing
+# report gates the build as Vivado's does (pearl_fpga/board/ecp5_build.py). Minutes to tens of minutes.
+bitstream-ecp5: $(VENV)/.stamp-deps
+	nice -n 10 $(PY) -m pearl_fpga.board.ecp5_build --board $(BOARD) --build-dir $(BOARD_DIR) --out-dir $(OUT_DIR) \
+		$(foreach s,$(BITSTREAM_SET),--set $(s))
+
+bitstream-vivado:
 	@test "$(BOARD_KIND)" = zynq || { echo "error: $(BOARD) is an $(BOARD_KIND) card: use make xclbin PLATFORM=$$($(CATALOG) get $(BOARD) platform)" >&2; exit 2; }
 	$(call require,vivado,Vivado $(XILINX_VERSIONS),$(XILINX_HINT))
 	$(call require,$(HLS_TOOL),Vitis HLS $(XILINX_VERSIONS),$(XILINX_HINT))

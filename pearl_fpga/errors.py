@@ -52,3 +52,7 @@ class TrainingInterrupted(KeyboardInterrupt):
         super().__init__(message)
         self.signum = signum
         self.checkpoint = checkpoint
+
+
+class LinkError(PearlError, RuntimeError):
+    """The serial link to a board carried a corrupted frame, or the board's bridge refused one."""

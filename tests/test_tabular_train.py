@@ -250,8 +250,8 @@ def test_cli_online_with_dataset_then_offline_then_resume(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,match", [
-    (["--placement", "cpu"], "--placement is for dqn/ddpg/td3; tabular runs choose the table's device with --backend"),
-    (["--per", "--workers", "2"], "--workers, --per are for dqn/ddpg/td3"),
+    (["--placement", "cpu"], "--placement is for dqn/ddpg/td3/sac; tabular runs choose the table's device with --backend"),
+    (["--per", "--workers", "2"], "--workers, --per are for dqn/ddpg/td3/sac"),
     (["--episodes", "10"], "--episodes is gone: every algorithm's run length is --steps (env steps)"),
     (["--env", "Taxi-v3"], "use --env Taxi-v4"),
     (["--dataset", "/nonexistent.npz"], "does not exist"),

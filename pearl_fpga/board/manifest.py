@@ -87,7 +87,7 @@ class Manifest:
     """What a bitstream holds; see the module docstring for the JSON layout."""
 
     board: str  # catalog name of the board or platform
-    kind: str  # "zynq" or "alveo"
+    kind: str  # "zynq", "alveo" or "ecp5"
     part: str
     platform: str | None
     clock_mhz: float
@@ -196,10 +196,10 @@ def parse_manifest(data: Any, path: Path | None = None) -> Manifest:
     if schema != SCHEMA_VERSION:
         raise ManifestError(f"{where}: schema {schema!r} is not the supported {SCHEMA_VERSION}; rebuild the bitstream with this release")
     kind = _req(data, "kind", str, where)
-    if kind not in ("zynq", "alveo"):
-        raise ManifestError(f"{where}.kind must be 'zynq' or 'alveo', got {kind!r}")
+    if kind not in ("zynq", "alveo", "ecp5"):
+        raise ManifestError(f"{where}.kind must be 'zynq', 'alveo' or 'ecp5', got {kind!r}")
     files = _req(data, "files", dict, where)
-    needed = ("bit", "hwh") if kind == "zynq" else ("xclbin",)
+    needed = {"zynq": ("bit", "hwh"), "alveo": ("xclbin",), "ecp5": ("bit",)}[kind]
     for role in needed:
         name = _req(files, role, str, f"{where}.files")
         if "/" in name or "\\" in name or name.startswith("."):

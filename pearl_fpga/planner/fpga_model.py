@@ -250,7 +250,23 @@ def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discr
         fits[("replay_update", target)] = Fit(lat + up.c0 / f_hz, up.c1 / f_hz + word, src.format(up.source))
         fits[("replay_sample", target)] = Fit(gather.a + 2 * lat + sm.c0 / f_hz, gather.b + sm.c1 / f_hz + 2 * word,
                                               src.format(sm.source))
+        notes += _link_bound(board, "replay sample", fits[("replay_sample", target)], config.batch_size,
+                             2 * lat + 2 * word * config.batch_size)
+    if ("act", target) in fits:
+        act_link = 2 * board.transfer_seconds(0) + 2 * (obs_dim + out_dim + 1) / (board.link_bandwidth_gbps * 1e9)
+        notes += _link_bound(board, "act", fits[("act", target)], 1, act_link)
     return fits, unavailable, notes
+
+
+def _link_bound(board: Any, task: str, fit: Fit, n: int, link_s: float) -> list[str]:
+    """A note when the host <-> board link is most of a task's modelled time on `board` (a UART board:
+    the reason the planner keeps the task on the CPU), else nothing."""
+    total = fit.a + fit.b * n
+    if total <= 0 or link_s < 0.5 * total:
+        return []
+    return [f"{task} on {board.name}: the {board.link_kind} link ({board.link_bandwidth_gbps * 1e3:g} MB/s, "
+            f"{board.link_latency_us:g} us a transfer) is {link_s / total:.0%} of its modelled {total * 1e6:,.0f} us per "
+            f"call of {n}: the link, not the kernel, decides where it runs"]
 
 
 # ------------------------------------------------------------------- an emulated board's run (fpga-emu)

@@ -39,7 +39,7 @@ DEVICES = {
     "learn": ("cpu", "cpu-bf16", "cuda", "cuda-bf16"),
 }
 KERNEL_DEVICES = ("cpu-kernel", "fpga-emu", "fpga")
-BOARD_BACKENDS = ("pynq", "xrt")  # a Zynq board through PYNQ, an Alveo card through XRT
+BOARD_BACKENDS = ("pynq", "xrt", "serial")  # a Zynq board through PYNQ, an Alveo card through XRT, a UART board
 
 
 def first_available(make, backends: tuple[str, ...], what: str):
