@@ -52,7 +52,7 @@ class FuzzBench:
     seed: int = 0
     kinds: tuple[str, ...] = KINDS
     batch: int = 125  # cases per worker process
-    case_timeout_s: float = 20.0  # a case that takes longer is a hang
+    case_timeout_s: float = 60.0  # a case that takes longer is a hang (a loaded machine needs the margin)
     jobs: int = 2  # worker processes at once
 
     def __post_init__(self) -> None:
@@ -76,7 +76,7 @@ def _run_batch(cases: list[dict[str, Any]], workdir: Path, timeout_s: float) -> 
                                 stderr=subprocess.PIPE, text=True, env=env, cwd=workdir)
         assert proc.stdout is not None
         started: int | None = None
-        deadline = time.monotonic() + timeout_s + 30.0  # the worker's imports the first time
+        deadline = time.monotonic() + timeout_s + 240.0  # the worker's imports (torch) on a loaded machine
         timed_out = False
         for line in _lines(proc, deadline, timeout_s):
             if line is None:

@@ -2,7 +2,7 @@
 that reads it as the package does, a fingerprint of what a load returned, and the worker that loads a
 batch of cases in its own process (`python -m pearl_fpga.bench.fuzz_cases CASES.json`).
 
-The worker prints `start ID` before each case and `done ID {json}` after it, so the parent that runs
+The worker prints `ready` once the loaders are imported, then `start ID` before each case and `done ID {json}` after it, so the parent that runs
 it with a timeout knows which case hung. A case's outcome is `refused` (the exception's type, whether
 it is a PearlError, and whether its message names the file), `loaded` (with the fingerprint) or
 `traceback` (any other exception)."""
@@ -26,6 +26,12 @@ FILE_NAMES = {"config": "config.json", "catalog": "catalog.json", "manifest": "m
               "profile": "profile.json", "replay": "replay.npz", "dataset": "dataset.npz",
               "tabular-checkpoint": "tabular.npz", "checkpoint": "state.pt"}
 """The file each kind's case folder holds (a deep checkpoint: state.pt beside manifest.json)."""
+MODULES = {"config": "pearl_fpga.config", "catalog": "pearl_fpga.board.catalog", "manifest": "pearl_fpga.board.manifest",
+           "profile": "pearl_fpga.planner.profile", "replay": "pearl_fpga.replay.buffer",
+           "dataset": "pearl_fpga.algos.tabular", "tabular-checkpoint": "pearl_fpga.runtime.tabular_trainer",
+           "checkpoint": "pearl_fpga.trainer"}
+"""The loader's module of each kind: the worker imports them before its first case, so that a case's
+timeout measures the load alone."""
 DUMPS = ("replay", "dataset", "tabular-checkpoint", "checkpoint")
 """Kinds the package writes with a content digest: a load after corruption must return the original."""
 PROFILE_MACHINE = {"host": "fuzz", "key": "fuzz-machine"}
@@ -209,10 +215,16 @@ def run_case(kind: str, path: Path) -> dict[str, Any]:
 
 def worker(cases_file: Path, emit: Callable[[str], None] = print) -> None:
     """Run every case of `cases_file` ([{"id", "kind", "path"}]), printing start and done lines."""
+    import importlib
     import logging
 
     logging.disable(logging.WARNING)
-    for case in json.loads(cases_file.read_text()):
+    cases = json.loads(cases_file.read_text())
+    for kind in sorted({case["kind"] for case in cases}):
+        importlib.import_module(MODULES[kind])
+    emit("ready")
+    sys.stdout.flush()
+    for case in cases:
         emit(f"start {case['id']}")
         sys.stdout.flush()
         result = run_case(case["kind"], Path(case["path"]))
