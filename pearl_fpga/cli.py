@@ -11,7 +11,8 @@ import sys
 from typing import Any
 
 # command -> module in pearl_fpga.commands ("bench" parses the options of the benchmarks in pearl_fpga.bench)
-COMMANDS = {"train": "train", "eval": "eval", "plan": "plan", "devices": "devices", "bench": "bench"}
+COMMANDS = {"train": "train", "eval": "eval", "export": "export", "plan": "plan", "devices": "devices",
+            "bench": "bench"}
 GONE = {"train-tabular": "pearl-fpga train --algo qlearning|sarsa (the same options as every algorithm's; see "
                          "docs/tabular.md)"}
 """Commands that were removed -> what to type instead."""
@@ -66,6 +67,15 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         args.argv = argv  # for the records benchmarks write
         return int(args.handler(args) or 0)
+    except ImportError as exc:
+        from pearl_fpga.errors import MissingDependency, missing_dependency
+
+        command = f"pearl-fpga {getattr(args, 'command', '')}".rstrip()
+        missing = exc if isinstance(exc, MissingDependency) else missing_dependency(exc, command)
+        if missing is None:
+            raise
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as exc:
         name = str(exc) or "SIGINT"
         note = getattr(args, "interrupt_note", None)  # a command that saves says what it saved, and where
