@@ -20,19 +20,20 @@ from typing import Any
 
 import numpy as np
 
-KINDS = ("config", "catalog", "manifest", "profile", "replay", "dataset", "tabular-checkpoint", "checkpoint")
-"""Every kind of file a user hands the package (exported policies: none exist yet)."""
+KINDS = ("config", "catalog", "manifest", "profile", "replay", "dataset", "tabular-checkpoint", "checkpoint", "policy")
+"""Every kind of file a user hands the package."""
 FILE_NAMES = {"config": "config.json", "catalog": "catalog.json", "manifest": "manifest.json",
               "profile": "profile.json", "replay": "replay.npz", "dataset": "dataset.npz",
-              "tabular-checkpoint": "tabular.npz", "checkpoint": "state.pt"}
-"""The file each kind's case folder holds (a deep checkpoint: state.pt beside manifest.json)."""
+              "tabular-checkpoint": "tabular.npz", "checkpoint": "state.pt", "policy": "policy.npz"}
+"""The file each kind's case folder holds (a deep checkpoint: state.pt beside manifest.json; an exported
+policy: policy.npz beside policy.json)."""
 MODULES = {"config": "pearl_fpga.config", "catalog": "pearl_fpga.board.catalog", "manifest": "pearl_fpga.board.manifest",
            "profile": "pearl_fpga.planner.profile", "replay": "pearl_fpga.replay.buffer",
            "dataset": "pearl_fpga.algos.tabular", "tabular-checkpoint": "pearl_fpga.runtime.tabular_trainer",
-           "checkpoint": "pearl_fpga.trainer"}
+           "checkpoint": "pearl_fpga.trainer", "policy": "pearl_fpga.kernels.mlp_artifact"}
 """The loader's module of each kind: the worker imports them before its first case, so that a case's
 timeout measures the load alone."""
-DUMPS = ("replay", "dataset", "tabular-checkpoint", "checkpoint")
+DUMPS = ("replay", "dataset", "tabular-checkpoint", "checkpoint", "policy")
 """Kinds the package writes with a content digest: a load after corruption must return the original."""
 PROFILE_MACHINE = {"host": "fuzz", "key": "fuzz-machine"}
 TABULAR_ENV = "CliffWalking-v1"
@@ -98,6 +99,15 @@ def make_pristine(kind: str, folder: Path) -> Path:
         for name in ("manifest.json", "state.pt"):
             (folder / "ck" / name).replace(folder / name)
         (folder / "ck").rmdir()
+    elif kind == "policy":  # what `pearl-fpga export` writes: a quantized 4-16-2 DQN policy
+        import torch
+
+        from pearl_fpga.kernels.mlp import MLPInfer
+
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+        calibration = np.random.default_rng(4).normal(size=(64, 4)).astype(np.float32)
+        MLPInfer.from_torch(net, backend="numpy", calibration=calibration).save(folder)
     else:
         raise ValueError(f"unknown kind {kind!r}; kinds: {', '.join(KINDS)}")
     return path
@@ -162,6 +172,13 @@ def load(kind: str, path: Path) -> Any:
         trainer = Trainer.load(path.parent, placement="cpu")
         trainer.close()
         return manifest, state
+    if kind == "policy":
+        from pearl_fpga.kernels.mlp_artifact import read_artifact
+
+        artifact = read_artifact(path.parent)
+        return {"layers": [(a.weight, a.bias, a.shift, a.relu) for a in artifact.layers],
+                "formats": [repr(f) for f in artifact.formats], "head": artifact.head, "low": artifact.action_low,
+                "high": artifact.action_high, "info": artifact.info, "action": artifact.action_rule}
     raise ValueError(f"unknown kind {kind!r}")
 
 
@@ -193,8 +210,8 @@ def fingerprint(value: Any) -> str:
 
 
 def names_file(message: str, path: Path, kind: str) -> bool:
-    """The message names the file (a deep checkpoint: the file or its folder)."""
-    return path.name in message or (kind == "checkpoint" and path.parent.name in message)
+    """The message names the file (a deep checkpoint, an exported policy: the file or its folder)."""
+    return path.name in message or (kind in ("checkpoint", "policy") and path.parent.name in message)
 
 
 def run_case(kind: str, path: Path) -> dict[str, Any]:

@@ -269,14 +269,16 @@ def mutations(kind: str, original: Path, rng: np.random.Generator, n: int) -> li
         out += _json(original.read_bytes(), rng, rest)
     elif kind in NPZ_KINDS:
         out += _npz(original, rng, rest)
-    elif kind == "checkpoint":  # state.pt corrupted (two thirds), manifest.json edited (one third)
-        manifest = original.with_name("manifest.json")
-        out += _binary(original.read_bytes(), rng, rest - rest // 3)
-        out += [(f"manifest-{label}", False, _sibling(write)) for label, _, write in _json(manifest.read_bytes(), rng,
-                                                                                          rest // 3)]
+    elif kind in ("checkpoint", "policy"):  # the data corrupted (two thirds), the JSON manifest edited (one third)
+        manifest = original.with_name("manifest.json" if kind == "checkpoint" else "policy.json")
+        data = _npz(original, rng, rest - rest // 3) if kind == "policy" else _binary(original.read_bytes(), rng,
+                                                                                      rest - rest // 3)
+        out += data
+        out += [(f"manifest-{label}", False, _sibling(write, manifest.name))
+                for label, _, write in _json(manifest.read_bytes(), rng, rest // 3)]
     return out[:n]
 
 
-def _sibling(write: Write) -> Write:
-    """`write` applied to the manifest.json beside the case's state.pt."""
-    return lambda path: write(path.with_name("manifest.json"))
+def _sibling(write: Write, name: str) -> Write:
+    """`write` applied to the manifest `name` beside the case's data file."""
+    return lambda path: write(path.with_name(name))
