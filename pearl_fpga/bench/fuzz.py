@@ -48,10 +48,10 @@ MUST_BE_ZERO = ("unclear_errors", "tracebacks", "hangs", "loaded_but_changed")
 
 @dataclass(frozen=True)
 class FuzzBench:
-    per_kind: int = 250  # generated inputs of each kind
+    per_kind: int = 225  # generated inputs of each kind
     seed: int = 0
     kinds: tuple[str, ...] = KINDS
-    batch: int = 125  # cases per worker process
+    batch: int = 114  # cases per worker process (two per kind)
     case_timeout_s: float = 60.0  # a case that takes longer is a hang (a loaded machine needs the margin)
     jobs: int = 2  # worker processes at once
 
