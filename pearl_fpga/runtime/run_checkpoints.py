@@ -145,8 +145,8 @@ class CheckpointedRun:
                 raise CheckpointError(f"checkpoint {directory}: its manifest does not make a trainer: {exc}") from exc
             try:
                 trainer._restore(state, manifest["counters"])
-            except CheckpointError:
-                raise
+            except CheckpointError as exc:  # the state checks name the field, this the checkpoint
+                raise CheckpointError(f"checkpoint {directory}: {exc}") from None
             except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as exc:
                 raise CheckpointError(f"checkpoint {directory} does not fit this trainer: {exc}") from exc
         except BaseException:
