@@ -91,10 +91,14 @@ def run_policy(run: str | Path, which: str = "best") -> RunPolicy:
         from pearl_fpga.trainer import Trainer
     except ImportError as exc:
         raise (missing_dependency(exc, "pearl-fpga export (loading a training run)") or exc) from None
-    from pearl_fpga.limits import read_json
+    from pearl_fpga.errors import CheckpointError
+    from pearl_fpga.safe_io import read_json
 
     directory = checkpoint_dir(Path(run))
-    manifest = read_json(directory / MANIFEST_FILE, "checkpoint manifest")
+    try:
+        manifest = read_json(directory / MANIFEST_FILE, "checkpoint manifest", error=CheckpointError)
+    except FileNotFoundError:
+        raise CheckpointError(f"{directory} is not a checkpoint: {MANIFEST_FILE} is missing") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("placement"), str):
         raise ArtifactError(f"{directory / MANIFEST_FILE} has no placement: it is not a checkpoint of a deep RL run")
     trainer = Trainer.load(directory, placement=export_placement(manifest["placement"]), workers=0, engine="inline")
