@@ -16,6 +16,7 @@ from pearl_fpga.errors import CheckpointError
 from pearl_fpga.runtime import checkpoint as ckpt_mod
 from pearl_fpga.runtime.checkpoint import read_checkpoint
 from pearl_fpga.runtime.manifest_checks import seal_manifest
+from pearl_fpga.safe_io import DIGEST_MEMBER, with_digest
 from pearl_fpga.trainer import Trainer
 from pearl_fpga.trainers import load_trainer, make_trainer
 
@@ -113,7 +114,8 @@ def test_tabular_load_refuses_a_module_named_in_the_checkpoint(tmp_path, evil):
     config = json.loads(str(members["config"]))
     config["env_id"] = "evil_envs_36:X-v0"
     members["config"] = np.str_(json.dumps(config))
-    np.savez(path, **members)
+    members.pop(DIGEST_MEMBER)
+    np.savez(path, **with_digest(members))  # re-signed: only the env id is wrong
     with pytest.raises(CheckpointError, match="trust_env_module=True"):
         load_trainer(ck)
     assert not evil.exists()
@@ -177,6 +179,6 @@ def test_a_state_file_of_another_size_is_refused_before_it_is_hashed(checkpoint,
         fh.truncate(6 << 30)
     hashed = []
     monkeypatch.setattr(ckpt_mod, "sha256", lambda p: hashed.append(p) or "0" * 64)
-    with pytest.raises(CheckpointError, match="bytes, its manifest says"):
+    with pytest.raises(CheckpointError, match="bytes, manifest.json says"):
         Trainer.load(path)
     assert hashed == []

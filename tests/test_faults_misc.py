@@ -100,4 +100,4 @@ def test_a_signal_outside_the_training_loop_ends_the_command_with_a_line(checkpo
                           capture_output=True, text=True, timeout=100, env={**os.environ, "PYTHONPATH": str(ROOT)})
     signum = getattr(signal, name)
     assert proc.returncode == 128 + signum, (proc.returncode, proc.stderr[-2000:])
-    assert f"interrupted by {name}" in proc.stderr and "Traceback" not in proc.stderr
+    assert f"interrupted ({name})" in proc.stderr and "Traceback" not in proc.stderr

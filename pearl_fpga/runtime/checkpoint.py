@@ -27,6 +27,7 @@ from pearl_fpga.errors import CheckpointError, DirectoryInUse, PearlError
 from pearl_fpga.runtime.atomic import RecordingFile, fsync_dir as _fsync_dir
 from pearl_fpga.runtime.locks import DirLock, checkpoint_lock  # DirLock: re-exported (it lived here)
 from pearl_fpga.runtime.manifest_checks import check_counters, check_digest, check_fields, check_size, seal_manifest
+from pearl_fpga.safe_io import open_regular, read_json
 
 if TYPE_CHECKING:
     from pearl_fpga.algos.api import Learner
@@ -205,7 +206,10 @@ def read_checkpoint(directory: Path, expect: dict[str, Any] | None = None) -> tu
         raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} does not match the checksum in "
                               f"{MANIFEST_FILE} (corrupt or partially written); use an older checkpoint")
     try:
-        state = unpack(torch.load(state_path, weights_only=True, map_location="cpu"))
+        with open_regular(state_path, "checkpoint state", 1 << 44, CheckpointError) as fh:
+            state = unpack(torch.load(fh, weights_only=True, map_location="cpu"))
+    except CheckpointError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
         raise CheckpointError(f"checkpoint {directory}: cannot read {STATE_FILE}: {exc}") from exc
     if not isinstance(state, dict):
@@ -220,10 +224,8 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST_FILE
     if not Path(directory).is_dir():
         raise CheckpointError(f"no checkpoint at {directory}: the directory does not exist")
-    from pearl_fpga.limits import read_json
-
     try:
-        manifest = read_json(path, "checkpoint manifest")  # bounded, UTF-8, no RecursionError from deep nesting
+        manifest = read_json(path, "checkpoint manifest", error=CheckpointError)  # regular file, bounded, UTF-8, depth
     except FileNotFoundError as exc:
         raise CheckpointError(f"{directory} is not a checkpoint: {MANIFEST_FILE} is missing") from exc
     except (OSError, ValueError) as exc:

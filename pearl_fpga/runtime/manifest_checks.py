@@ -63,7 +63,8 @@ def check_fields(manifest: dict[str, Any], path: Path) -> None:
         _count(counters.get(key), f"counter {key!r}", path)
     faults = counters.get("faults", {})
     if not isinstance(faults, dict):
-        raise CheckpointError(f"checkpoint manifest {path}: counters.faults is {faults!r}, not an object of counts")
+        raise CheckpointError(f"checkpoint manifest {path}: field 'counters.faults' must map fault names to counts "
+                              f">= 0, got {faults!r}; the manifest is corrupt: use an older checkpoint")
     for key, value in faults.items():
         _count(value, f"counters.faults.{key}", path)
     if "worker_restarts" in counters:
@@ -77,8 +78,8 @@ def check_size(manifest: dict[str, Any], state_path: Path) -> None:
     """CheckpointError when state.pt's size differs from the manifest's (checked before hashing it)."""
     want, have = manifest["files"]["state.pt"]["bytes"], state_path.stat().st_size
     if want != have:
-        raise CheckpointError(f"checkpoint {state_path.parent}: {state_path.name} is {have:,} bytes, its manifest says "
-                              f"{want:,} (corrupt, replaced or partially written); use an older checkpoint")
+        raise CheckpointError(f"checkpoint {state_path.parent}: {state_path.name} is {have:,} bytes, manifest.json says "
+                              f"{want:,} (truncated, replaced or partially written); use an older checkpoint")
 
 
 def check_counters(manifest: dict[str, Any], state: dict[str, Any], path: Path) -> None:

@@ -23,10 +23,10 @@ import numpy as np
 
 from pearl_fpga.algos.tabular import KERNEL_ALGO, check_env_id, epsilon_greedy, load_dataset, save_dataset
 from pearl_fpga import presets as registry
-from pearl_fpga.config import TrainConfig, run_config
+from pearl_fpga.config import MAX_STEPS, TrainConfig, run_config
 from pearl_fpga.errors import CheckpointError, TrainingInterrupted
 from pearl_fpga.kernels.tabular import TabularQ
-from pearl_fpga.limits import load_npz
+from pearl_fpga.safe_io import load_npz, parse_json, with_digest
 from pearl_fpga.runtime.atomic import describe_write_error, stale_temporaries, write_atomically
 from pearl_fpga.runtime.checkpoint import check_writable, resumed_config
 from pearl_fpga.runtime.envs import ENV_MODULE_CONSENT, check_env_import
@@ -36,6 +36,9 @@ from pearl_fpga.runtime.stats import ClosesRun, EvalResult, Stats
 
 CHECKPOINT_FILE = "tabular.npz"
 CHECKPOINT_KEYS = ("table", "config", "seed", "episodes", "env_steps", "grad_steps", "episode_log", "eval_log")
+CHECKPOINT_KINDS = {"table": "i", "config": "U", "seed": "iu", "episodes": "iu", "env_steps": "iu", "grad_steps": "iu",
+                    "episode_log": "f", "eval_log": "f"}
+"""numpy dtype kinds of the checkpoint's members (checked in the .npy headers, before loading)."""
 EVAL_SEED_BASE = 1 << 30  # evaluation env seeds are >= 2**30, training ones below: never shared
 RESUMABLE_FIELDS = ("total_steps", "eval_freq", "eval_episodes", "checkpoint_freq", "backend")
 """TrainConfig fields a resumed tabular run may change; the others are fixed by its checkpoint."""
@@ -376,10 +379,10 @@ class TabularTrainer(ClosesRun):
         try:
             with contextlib.nullcontext() if ours else checkpoint_lock(directory):
                 directory.mkdir(parents=True, exist_ok=True)
-                return write_atomically(path, lambda fh: np.savez(
-                    fh, table=self.kernel.table, config=np.str_(json.dumps(self.config.to_dict())),
+                return write_atomically(path, lambda fh: np.savez(fh, **with_digest(dict(  # the digest proves a
+                    table=self.kernel.table, config=np.str_(json.dumps(self.config.to_dict())),  # later load reads this
                     seed=np.int64(self.seed), episodes=np.int64(self.episodes), env_steps=np.int64(self.env_steps),
-                    grad_steps=np.int64(self.grad_steps), episode_log=ep, eval_log=ev))
+                    grad_steps=np.int64(self.grad_steps), episode_log=ep, eval_log=ev))))
         except OSError as exc:
             why = describe_write_error(exc, "choose another --checkpoint-dir")
             raise CheckpointError(f"cannot write the checkpoint {path}: {why}. No partial file was left; the previous "
@@ -394,7 +397,7 @@ class TabularTrainer(ClosesRun):
         env_id) must match the stored config; `overrides` may change RESUMABLE_FIELDS only; an env id
         naming a module is refused unless `trust_env_module` or `expect` names it (Trainer.load)."""
         path = Path(directory) / CHECKPOINT_FILE
-        data = load_npz(path, "checkpoint", (*CHECKPOINT_KEYS, "episode"), "train without --resume first")
+        data = load_npz(path, "checkpoint", {**CHECKPOINT_KINDS, "episode": ""}, "train without --resume first")
         if "episode" in data:
             raise CheckpointError(f"checkpoint {path} was written by an earlier pearl_fpga, whose tabular runs counted "
                                   "episodes (TabularConfig); this one counts env steps and cannot continue it: start a "
@@ -403,7 +406,8 @@ class TabularTrainer(ClosesRun):
         if missing:
             raise CheckpointError(f"checkpoint {path} lacks {sorted(missing)}; it was not written by this trainer")
         try:
-            config = TrainConfig.from_dict(json.loads(str(data["config"])))
+            config = TrainConfig.from_dict(parse_json(str(data["config"]), f"checkpoint {path}: member config",
+                                                      CheckpointError, top=dict))
         except (ValueError, TypeError) as exc:
             raise CheckpointError(f"checkpoint {path} holds an invalid config ({exc})") from exc
         for key, want in (expect or {}).items():
@@ -412,9 +416,13 @@ class TabularTrainer(ClosesRun):
         config = resumed_config(config, overrides or {}, path, RESUMABLE_FIELDS)
         check_env_import(config.env_id, f"checkpoint {path}",
                          trust_env_module or (expect or {}).get("env_id") == config.env_id, ENV_MODULE_CONSENT)
+        scalars = [key for key in ("seed", "episodes", "env_steps", "grad_steps") if data[key].shape != ()]
+        if scalars:
+            raise CheckpointError(f"checkpoint {path}: field(s) {scalars} must be single integers; the file is corrupt")
         counts = {key: int(data[key]) for key in ("seed", "episodes", "env_steps", "grad_steps")}
-        if min(counts.values()) < 0:
-            raise CheckpointError(f"checkpoint {path}: a negative seed, episode or step count")
+        if min(counts.values()) < 0 or counts["seed"] >= 2**32 or max(counts.values()) > MAX_STEPS:
+            raise CheckpointError(f"checkpoint {path}: a seed, episode or step count out of range (seeds in [0, 2**32), "
+                                  f"counts in [0, {MAX_STEPS:.0e}]); the file is corrupt")
         trainer = cls(config.algo, config=config, seed=counts["seed"], placement=placement, workers=workers,
                       logger=logger, checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address, **kwargs)
         table = data["table"]
