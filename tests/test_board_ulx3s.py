@@ -205,3 +205,13 @@ def test_the_bridge_and_the_board_top_are_verilator_lint_clean():
     assert out.returncode == 0, out.stderr[-2000:]
     ours = [line for line in out.stderr.splitlines() if line.startswith("%") and ("hls/bridge/" in line or "hls/boards/" in line)]
     assert not ours, "\n".join(ours)
+
+
+def test_the_bridge_core_lists_its_rtl():
+    """hls/bridge/bridge.core (FuseSoC CAPI2) names the bridge's files: every file of hls/bridge/rtl but the
+    composition with the kernels (pearl_uart_top.sv), which the board build assembles."""
+    yaml = pytest.importorskip("yaml")
+    core = yaml.safe_load(data_path("hls", "bridge", "bridge.core").read_text())
+    listed = sorted(Path(f).name for f in core["filesets"]["rtl"]["files"])
+    assert listed == sorted(p.name for p in data_path("hls", "bridge", "rtl").glob("*.sv") if p.name != "pearl_uart_top.sv")
+    assert core["targets"]["default"]["toplevel"] == "uart_bridge"
