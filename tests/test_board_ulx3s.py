@@ -144,7 +144,7 @@ def test_the_planner_prices_the_uart_link_and_says_so():
 
     host = {("act", "cpu-kernel"): Fit(20e-6, 1e-6), ("weight_sync", "cpu-kernel"): Fit(50e-6, 0.0),
             ("host_store", "cpu"): Fit(5e-6, 1e-7), ("host_gather", "cpu"): Fit(10e-6, 2e-7)}
-    cfg = TrainConfig.preset("dqn", net_arch=[64, 64], per=True, buffer_size=8192)
+    cfg = TrainConfig.preset("dqn", net_arch=[32, 32], per=True, buffer_size=8192)  # fits the ULX3S's MLP
     fits, unavailable, notes = fpga_model.fpga_fits(get_board("ulx3s"), cfg, 4, 2, True, host)
     assert not unavailable
     sample = fits[("replay_sample", "fpga-emu")](cfg.batch_size)
