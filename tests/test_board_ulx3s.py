@@ -215,3 +215,15 @@ def test_the_bridge_core_lists_its_rtl():
     listed = sorted(Path(f).name for f in core["filesets"]["rtl"]["files"])
     assert listed == sorted(p.name for p in data_path("hls", "bridge", "rtl").glob("*.sv") if p.name != "pearl_uart_top.sv")
     assert core["targets"]["default"]["toplevel"] == "uart_bridge"
+
+
+def test_make_bitstream_for_the_ulx3s_runs_the_open_flow():
+    """`make bitstream BOARD=ulx3s` is the open flow (no Vivado check), with BITSTREAM_SET's overrides."""
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "bitstream", "BOARD=ulx3s", "BITSTREAM_SET=replay.capacity=1024"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert ("-m pearl_fpga.hw.bitstream --board ulx3s --build-dir build/hw/ulx3s --out-dir bitstreams/ulx3s"
+            in out.stdout.replace("\\\n", " ").replace("\t", "")) and "--set replay.capacity=1024" in out.stdout
+    assert "vivado" not in out.stdout
