@@ -9,7 +9,8 @@ import os
 import sys
 
 # command -> module in pearl_fpga.commands ("bench" parses the options of the benchmarks in pearl_fpga.bench)
-COMMANDS = {"train": "train", "eval": "eval", "plan": "plan", "devices": "devices", "bench": "bench"}
+COMMANDS = {"train": "train", "eval": "eval", "export": "export", "plan": "plan", "devices": "devices",
+            "bench": "bench"}
 GONE = {"train-tabular": "pearl-fpga train --algo qlearning|sarsa (the same options as every algorithm's; see "
                          "docs/tabular.md)"}
 """Commands that were removed -> what to type instead."""
@@ -56,6 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv  # for the records benchmarks write
     try:
         return int(args.handler(args) or 0)
+    except ImportError as exc:
+        from pearl_fpga.errors import MissingDependency, missing_dependency
+
+        missing = exc if isinstance(exc, MissingDependency) else missing_dependency(exc, f"pearl-fpga {args.command}")
+        if missing is None:
+            raise
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -402,7 +402,7 @@ class TrainConfig:
         owners = registry.param_owners()
         unknown = sorted(set(data) - known - set(owners))
         if unknown:
-            raise ValueError(f"unknown TrainConfig field(s): {', '.join(unknown)}{_nearest(unknown[0], cls.field_names())}; "
+            raise ValueError(f"unknown TrainConfig field(s): {', '.join(unknown)}{nearest_name(unknown[0], cls.field_names())}; "
                              f"valid fields: {', '.join(cls.field_names())}")
         fields = {k: v for k, v in data.items() if k in known}
         params = {**(data.get("params") or {}), **{k: v for k, v in data.items() if k in owners}} \
@@ -432,7 +432,7 @@ class TrainConfig:
         return cls.from_dict(merged)
 
 
-def _nearest(name: str, names: list[str]) -> str:
+def nearest_name(name: str, names: list[str]) -> str:
     """ " (did you mean X?)" for the closest of `names`, or ""."""
     import difflib
 

@@ -39,6 +39,10 @@ SKIP = {
     r"bench plan": "a dozen measured training runs and profiles: minutes",
     r"bench tabular": "times every backend and trains every preset: minutes",
     r"--placement auto": "profiles every task on every device before training (minutes uncached)",
+    r"python3 -m pip install": "installs on a board; tests/test_board_install.py checks the board install",
+    r"^scp ": "copies the exported policy to a board",
+    r"examples/deploy_on_board\.py": "acts on a board; tests/pynq_stack/test_deploy_on_board.py runs it on the mock "
+                                      "Zynq, tests/test_deploy.py on the cpu backend without torch",
 }
 
 if importlib.util.find_spec("stable_baselines3") is None:

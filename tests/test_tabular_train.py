@@ -250,8 +250,8 @@ def test_cli_online_with_dataset_then_offline_then_resume(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,match", [
-    (["--placement", "cpu"], "--placement is for dqn/ddpg/td3; tabular runs choose the table's device with --backend"),
-    (["--per", "--workers", "2"], "--workers, --per are for dqn/ddpg/td3"),
+    (["--placement", "cpu"], "--placement is for dqn/ddpg/td3/sac; tabular runs choose the table's device with --backend"),
+    (["--per", "--workers", "2"], "--workers, --per are for dqn/ddpg/td3/sac"),
     (["--episodes", "10"], "--episodes is gone: every algorithm's run length is --steps (env steps)"),
     (["--env", "Taxi-v3"], "use --env Taxi-v4"),
     (["--dataset", "/nonexistent.npz"], "does not exist"),
@@ -323,7 +323,7 @@ def test_a_signal_stops_between_episodes_with_a_checkpoint_that_resumes_exactly(
 def test_the_tabular_cli_exits_with_the_signal_and_says_where_it_saved(tmp_path, capsys, monkeypatch):
     import signal
 
-    from pearl_fpga.runtime import tabular as runtime_tabular
+    from pearl_fpga.runtime import tabular_trainer as runtime_tabular
 
     original = runtime_tabular.TabularTrainer._episode
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner import hls_schedule
-from pearl_fpga.planner.model import Fit
+from pearl_fpga.planner.model import Fit, act_fraction
 from pearl_fpga.planner.profile import REPLAY_TASKS, fit_line
 from pearl_fpga.runtime.emulation import misfits
 from pearl_fpga.spec.mlp import infer_cycle_bound
@@ -293,7 +293,6 @@ def board_run(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discr
     another) is the measured run with each kernel task's time replaced by the board's; weight sync
     keeps its measured host work (re-quantization, which stays on the host) and adds the board's load.
     """
-    from pearl_fpga.planner.plan import act_fraction
 
     fits, notes = board_fits(board, config, obs_dim, out_dim, discrete)
     kernel_tasks = [t for t in fits if (placement.act if t in ("act", "weight_sync") else placement.replay) == "fpga-emu"]

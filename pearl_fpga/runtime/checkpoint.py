@@ -25,9 +25,8 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DirectoryInUse, PearlError
 
 if TYPE_CHECKING:
-    from pearl_fpga.algos import DQN, TD3
-    from pearl_fpga.runtime.actor import ActorLoop
-    from pearl_fpga.runtime.replay import Replay
+    from pearl_fpga.algos.api import Learner
+    from pearl_fpga.replay.manager import Replay
 
 CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -365,7 +364,7 @@ Log = list[tuple[int, float, int]]  # (env step, return, length) of each episode
 EvalLog = list[tuple[int, float, float]]  # (env step, mean, std) of each periodic evaluation
 
 
-def run_state(algo: DQN | TD3, replay: Replay, actor: ActorLoop, best: dict[str, Any] | None, episode_log: Log,
+def run_state(algo: Learner, replay: Replay, actor: Any, best: dict[str, Any] | None, episode_log: Log,
               eval_log: EvalLog) -> dict[str, Any]:
     """A training run's state.pt: the learner, the replay, this process's actor (envs, policy copy,
     exploration draws), the process-global RNGs, the best evaluation and the logs."""
@@ -382,8 +381,8 @@ def run_state(algo: DQN | TD3, replay: Replay, actor: ActorLoop, best: dict[str,
     }
 
 
-def restore_run_state(state: dict[str, Any], algo: DQN | TD3, replay: Replay,
-                      actor: ActorLoop) -> tuple[dict[str, Any] | None, Log, EvalLog]:
+def restore_run_state(state: dict[str, Any], algo: Learner, replay: Replay,
+                      actor: Any) -> tuple[dict[str, Any] | None, Log, EvalLog]:
     """Put run_state()'s parts back (checked beforehand: runtime.state_checks); returns the best
     evaluation and the episode and evaluation logs."""
     algo.load_state_dict(state["algo"])
