@@ -298,7 +298,7 @@ class TabularQ:
         args = self._validate(s, a, r, s2, done, a2)
         start = self._backend.table()
         slices = slice_bounds(args[0].shape[0], k)
-        on_board = self.backend_name in ("pynq", "xrt")
+        on_board = self.backend_name in ("pynq", "xrt", "serial")
         if on_board:
             units = [self._backend] + [self._spawn(instance=j) for j in range(1, min(k, self._backend.instances))]
             backends = [units[i % len(units)] for i in range(k)]
