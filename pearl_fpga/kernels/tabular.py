@@ -134,7 +134,7 @@ class TabularQ:
 
     alpha in (0, 1] and gamma in [0, 1] are rounded to 16 fractional bits (gamma = 1 is exact).
     backend: "numpy" (golden reference), "cpu" (the kernel's C++ of hls/tabular compiled in), "auto"
-    (cpu if built, else numpy), "rtl" (the reference RTL under Verilator, cycle counts), "pynq"/"xrt" (the
+    (cpu if built, else numpy), "rtl" (the reference RTL under Verilator, cycle counts), "pynq"/"xrt"/"serial" (the
     kernel on a board, hls/tabular/SPEC.md "Board interface"; docs/hardware.md).
     backend_options go to the rtl/board backend.
 
