@@ -5,6 +5,7 @@
 #                (make test-pynq) and the Alveo path on the real XRT library in noop mode (make test-xrt)
 #   make test-isa  the ISA-sensitive tests again under each instruction-set switch (part of make test)
 #   make test-board-numpy  the board side without torch, on the oldest numpy with a wheel here (PYNQ images: 1.21)
+#   make test-armhf  the board side on a 32-bit ARM Python (Debian armhf, qemu-user), bit for bit against this host
 #   make sim     only the cocotb testbenches of the reference RTL
 #   make csim    build and run the C++ testbenches of hls/ with g++ (csim-vendor: again on the vendor HLS headers)
 #   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp) against the installed baselines
@@ -30,11 +31,11 @@ HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp hls/*/kernel.json pearl_
 PYNQ_VENV := .venv-pynq
 PYNQ_PINS := "pynq==3.1.2" "pycparser<3" "gymnasium>=1.0" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100"
 
-.PHONY: venv native test test-pynq test-board-numpy test-xrt test-isa sim csim csim-vendor train bench figures implement clean help
+.PHONY: venv native test test-pynq test-board-numpy test-armhf test-xrt test-isa sim csim csim-vendor train bench figures implement clean help
 .DEFAULT_GOAL := help
 
 help:
-	@sed -n '2,13p' Makefile
+	@sed -n '2,14p' Makefile
 
 # The virtual environment: the CPU build of torch first (an unpinned torch would pull a CUDA build),
 # then the package with its training, export, test and simulation extras, installed editable (a
@@ -106,6 +107,11 @@ test-board-numpy: native
 	  "pytest-timeout>=2.3" "hypothesis>=6.100"
 	PYTHONPATH=$(CURDIR)/tests/no_torch:$(CURDIR) $(BOARD_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 	  $(BOARD_TESTS) -k "not requires_no_torch"
+
+# The board side on a 32-bit ARM Python (Debian's armhf python3 and numpy under qemu-user), bit for bit
+# against this host: tests/armhf/run.sh. Not part of make test (it downloads Debian packages).
+test-armhf: native
+	sh tests/armhf/run.sh
 
 # The Alveo transport and drivers on the real XRT library (Debian's libxrt 2.13) in noop mode, through a
 # test-only pyxrt built against it (tests/xrt_stack). The packages are installed where this runs as root

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from pearl_fpga.board.zynq_design import (  # noqa: F401 - the Zynq block design
 from pearl_fpga.data import data_path, load_json
 from pearl_fpga.errors import PearlError
 from pearl_fpga.spec.descriptor import descriptor
-from pearl_fpga.spec.kernels import KERNELS
+from pearl_fpga.spec.kernels import KERNELS, commands_ii
 
 SCHEMA_VERSION = 1
 DEFAULT_CATALOG = data_path("bitstreams", "catalog.json")
@@ -73,6 +75,10 @@ class BoardSpec:
         """"axi-hp" (Zynq PS <-> PL) or "pcie" (host <-> Alveo card)."""
         return LINK_KINDS[self.kind]
 
+    def commands_ii(self, kernel: str) -> int:
+        """The initiation interval of `kernel`'s HLS command loop at this board's clock (pearl_fpga.spec.kernels)."""
+        return commands_ii(kernel, self.clock_mhz)
+
     @property
     def clock_hz(self) -> float:
         return self.clock_mhz * 1e6
@@ -98,8 +104,9 @@ class BoardSpec:
         sizes = (f"replay: {r['capacity']} leaves, fan-out {r['fanout']}, batches of up to {r['max_batch']}; "
                  f"mlp: {m['lanes']} MAC lanes, up to {m['max_layers']} layers of width {m['max_width']}, batches of up to "
                  f"{m['max_batch']}; tabular: {copies}, each a {t['states']} x {t['actions']} Q table {table}, batches of "
-                 f"up to {t['max_batch']}, one command per clock at {self.clock_mhz:g} MHz (II = 1) except while a "
-                 "write to a row it reads is in flight")
+                 f"up to {t['max_batch']}, one command per {self.commands_ii('tabular')} clock(s) at {self.clock_mhz:g} MHz "
+                 f"(II = {self.commands_ii('tabular')}) except while a write to a row it reads is in flight; replay: one "
+                 f"command per {self.commands_ii('replay')} clock(s) (II = {self.commands_ii('replay')})")
         return f"{self.notes} Kernels: {sizes}."
 
 
@@ -307,6 +314,9 @@ def hls_defines(spec: BoardSpec, kernel: str) -> str:
     flags = [f"-D{macro}={spec.kernels[kernel][key]}" for key, macro in HLS_MACROS[kernel].items()]
     if kernel == "replay" and spec.replay_leaf_memory == "uram":
         flags.append("-DREPLAY_LEAVES_URAM")
+    ii = commands_ii(kernel, spec.clock_mhz)
+    if ii > 1:  # the COMMANDS loop's II at this clock (hls/<kernel>/SPEC.md, "Initiation interval")
+        flags.append(f"-D{kernel.upper()}_COMMANDS_II={ii}")
     return " ".join(flags)
 
 
@@ -362,10 +372,20 @@ def _query(spec: BoardSpec, field_name: str, kernel: str | None) -> str:
     return str(values[field_name])
 
 
+def print_or_fail(produce: Callable[[], object]) -> int:
+    """The build helpers' command-line ending: print what `produce` returns (exit 0), or its CatalogError
+    as `error: ...` on stderr (exit 2), which stops hls/build.mk."""
+    try:
+        print(produce())
+    except CatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m pearl_fpga.board.catalog get BOARD FIELD [KERNEL]` / `board-of PLATFORM` / `list`."""
     import argparse
-    import sys
 
     parser = argparse.ArgumentParser(prog="python -m pearl_fpga.board.catalog", description="query bitstreams/catalog.json")
     sub = parser.add_subparsers(dest="cmd", required=True)

@@ -22,6 +22,7 @@ from pearl_fpga.planner import hls_schedule
 from pearl_fpga.planner.model import Fit, act_fraction
 from pearl_fpga.planner.profile import REPLAY_TASKS, fit_line
 from pearl_fpga.runtime.emulation import misfits
+from pearl_fpga.spec.kernels import commands_ii
 from pearl_fpga.spec.mlp import infer_cycle_bound
 from pearl_fpga.spec.replay import batch_cycle_bound, tree_depth
 
@@ -54,9 +55,12 @@ def mlp_cycles_hls(layers: Sequence[tuple[int, int]], lanes: int, discrete: bool
     return CycleFit(0.0, float(hls_schedule.mlp_infer_cycles(layers, lanes, raw_head=discrete)), "hls model")
 
 
-def replay_cycles_hls(depth: int, fanout: int, clock_mhz: float) -> CycleFit:
-    """replay_top's COMMANDS loop as pearl_fpga.planner.hls_schedule models it: (B - 1) + PipelineDepth."""
-    return CycleFit(hls_schedule.replay_pipeline_depth(depth, fanout, clock_mhz) - 1.0, 1.0, "hls model")
+def replay_cycles_hls(depth: int, fanout: int, clock_mhz: float, leaf_memory: str = "bram") -> CycleFit:
+    """replay_top's COMMANDS loop as pearl_fpga.planner.hls_schedule models it: (B - 1) * II + PipelineDepth
+    (II and the leaf words' read latency as the board's clock and replay_leaf_memory make them)."""
+    ii = float(commands_ii("replay", clock_mhz))
+    fill = hls_schedule.replay_pipeline_depth(depth, fanout, clock_mhz, hls_schedule.replay_leaf_latency(leaf_memory))
+    return CycleFit(fill - ii, ii, "hls model")
 
 
 def replay_cycles_spec(depth: int) -> CycleFit:
@@ -139,6 +143,23 @@ def _rtl_beside(kind: str, hls: CycleFit, rtl: CycleFit, batch: int) -> str:
             f"the reference RTL {rtl(batch):,.0f} ({rtl.source})")
 
 
+def built_clock_mhz(board: Any) -> float:
+    """The kernel clock of `board`'s build where one exists with a manifest for this board (an xclbin's
+    clock may be below the catalog's: pearl_fpga.board.xclbin_info), else the catalog's clock."""
+    from pearl_fpga.board.manifest import load_manifest
+    from pearl_fpga.board.overlay import bitstreams_root
+    from pearl_fpga.errors import ManifestError
+
+    folder = bitstreams_root() / board.name
+    if not (folder / "manifest.json").is_file():
+        return float(board.clock_mhz)
+    try:
+        manifest = load_manifest(folder)
+    except (ManifestError, OSError):
+        return float(board.clock_mhz)
+    return float(manifest.clock_mhz) if manifest.board == board.name else float(board.clock_mhz)
+
+
 def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discrete: bool, host: Mapping[tuple[str, str], Fit],
               target: str = "fpga-emu", cycles: str = "hls", csynth_dirs: Sequence[str | Path] = ()
               ) -> tuple[dict[tuple[str, str], Fit], dict[str, str], list[str]]:
@@ -160,7 +181,11 @@ def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discr
     fits: dict[tuple[str, str], Fit] = {}
     unavailable: dict[str, str] = {}
     notes: list[str] = []
-    f_hz = board.clock_mhz * 1e6
+    clock_mhz = built_clock_mhz(board)
+    if clock_mhz != board.clock_mhz:
+        notes.append(f"{board.name}: its build runs the kernels at {clock_mhz:g} MHz (bitstreams/{board.name}/manifest.json; "
+                     f"v++ scaled the clock), not the catalog's {board.clock_mhz:g} MHz: timed at the built clock")
+    f_hz = clock_mhz * 1e6
     src = f"cycle model ({{}}) @ {board.name}"
 
     # ---- act: the MLP kernel
@@ -224,7 +249,8 @@ def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discr
             except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
                 notes.append(f"replay: rtl cycle counts unavailable ({exc}); using the spec bound")
         # the synthesized tree holds the board's capacity, so its pipeline is that deep whatever the run uses
-        hls = replay_cycles_hls(tree_depth(rk["capacity"], rk["fanout"]), rk["fanout"], board.clock_mhz)
+        hls = replay_cycles_hls(tree_depth(rk["capacity"], rk["fanout"]), rk["fanout"], clock_mhz,
+                                board.replay_leaf_memory)
         ops = {"update": hls, "sample": hls} if cycles == "hls" else rtl_ops
         report = _csynth_report(board, "replay", csynth_dirs, notes)
         if report is not None:
