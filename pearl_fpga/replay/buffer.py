@@ -79,7 +79,7 @@ class PrioritizedReplayBuffer:
             beta_final over beta_steps calls of sample().
         eps: added to |td error| so that no transition gets priority 0.
         obs_dtype, action_dtype: storage dtypes (e.g. np.int64 actions for DQN).
-        fanout, backend: passed to ReplaySampler ("cpu", "numpy", "rtl", "pynq", "xrt", "auto").
+        fanout, backend: passed to ReplaySampler ("cpu", "numpy", "rtl", "pynq", "xrt", "serial", "auto").
         seed: seed of the buffer's own generator (sampling is reproducible with it, also after load).
         max_batch: most samples per sample() call (larger add/update calls are split).
 
