@@ -23,7 +23,7 @@ from pearl_fpga.sim.verilator import kernel_rtl
 REPO = Path(__file__).resolve().parents[1]
 PART = ecp5.parse_part("LFE5U-85F-6BG381C")
 # kernel -> small RTL parameters for the real run in make test
-SMALL = {"replay": {"CAPACITY": 300, "FANOUT": 16}}
+SMALL = {"replay": {"CAPACITY": 200, "FANOUT": 4}}  # the leaf level in block RAM (50 words)
 
 
 @pytest.mark.parametrize("kernel", sorted(CATALOG_SIZES))
@@ -89,7 +89,7 @@ def test_report_and_gate(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def small_replay(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One real run: replay at 300 leaves, fan-out 16, on the LFE5U-85F-6 at 100 MHz."""
+    """One real run: replay at 200 leaves, fan-out 4, on the LFE5U-85F-6 at 100 MHz."""
     workdir = tmp_path_factory.mktemp("implement")
     return implement_kernel("replay", SMALL["replay"], PART, 100.0, workdir)
 
@@ -120,15 +120,16 @@ def test_gate_fails_a_missed_clock(small_replay: dict[str, Any], tmp_path: Path,
     with LoadProbe() as probe:
         pass
     monkeypatch.setattr(impl, "_measured", lambda *a, **k: (dict(missed), probe))
-    status = main(["--kernels", "replay", "--set", "replay.capacity=300", "--json-dir", str(tmp_path)])
+    status = main(["--kernels", "replay", "--set", "replay.capacity=200", "--set", "replay.fanout=4",
+                   "--json-dir", str(tmp_path)])
     out = capsys.readouterr()
     assert status == 1 and "MISSES the clock" in out.out and "critical path" in out.out
     assert "replay failed or missed the clock" in out.err
     record = json.loads((tmp_path / "implement-replay.json").read_text())
-    assert record["benchmark"] == "implement" and record["results"]["parameters"]["CAPACITY"] == 300
+    assert record["benchmark"] == "implement" and record["results"]["parameters"]["CAPACITY"] == 200
     assert record["command"].startswith("python -m pearl_fpga.hw.implement --kernels replay")
     section = implementation_section({"implement-replay": record})
-    assert "| replay | CAPACITY=300, FANOUT=16 | LFE5U-85F-6BG381C | 1000 MHz" in section and "**missed**" in section
+    assert "| replay | CAPACITY=200, FANOUT=4 | LFE5U-85F-6BG381C | 1000 MHz" in section and "**missed**" in section
     assert "<!-- implementation:start -->\nX\n<!-- implementation:end -->" in with_section(
         "a\n<!-- implementation:start -->\nold\n<!-- implementation:end -->\nb", "X")
 

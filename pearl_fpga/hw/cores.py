@@ -47,17 +47,14 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
-def _core_files() -> dict[str, Path]:
-    """Every core under hls/ by name without its version (pearl_fpga:kernels:replay)."""
-    out = {}
-    for path in sorted(HLS_DIR.glob("*/*.core")):
-        name = str(_load(path)["name"])
-        out[name.rsplit(":", 1)[0] if name.count(":") == 3 else name] = path
-    return out
-
-
 def _unversioned(name: str) -> str:
+    """pearl_fpga:kernels:replay:0.1.0 -> pearl_fpga:kernels:replay (a VLNV without its version)."""
     return name.rsplit(":", 1)[0] if name.count(":") == 3 else name
+
+
+def _core_files() -> dict[str, Path]:
+    """Every core under hls/ by its unversioned name."""
+    return {_unversioned(str(_load(path)["name"])): path for path in sorted(HLS_DIR.glob("*/*.core"))}
 
 
 def core_path(kernel: str) -> Path:
