@@ -1,4 +1,4 @@
-"""pearl_fpga: FPGA-accelerated kernels for off-policy deep RL and a parallel DQN/DDPG/TD3 runtime.
+"""pearl_fpga: FPGA-accelerated kernels for off-policy deep RL and a parallel training runtime (the algorithms of pearl_fpga.presets).
 
 Heavy modules (torch, the native extensions) load on first use of the names below.
 """
@@ -13,6 +13,11 @@ __version__ = "0.1.0"
 _LAZY = {
     "PrioritizedReplayBuffer": "pearl_fpga.replay",
     "Trainer": "pearl_fpga.trainer",
+    "make_trainer": "pearl_fpga.trainers",
+    "load_trainer": "pearl_fpga.trainers",
+    "TabularTrainer": "pearl_fpga.runtime.tabular_trainer",
+    "TrainerProtocol": "pearl_fpga.runtime.run_protocol",
+    "Callback": "pearl_fpga.runtime.callbacks",
     "TrainConfig": "pearl_fpga.config",
 }
 

@@ -2,8 +2,10 @@
 algorithm (DQN, DDPG, TD3, and tabular Q-learning and SARSA).
 
 The CLI, the Python API and the checkpoints share it. `TrainConfig.preset(algo, env_id)` gives the
-settings of that (algo, env) pair (PRESETS: rl-baselines3-zoo's for the deep algorithms, tuned here
-for the tabular ones), or those of the algorithm's default env; counters follow Stable-Baselines3:
+settings of that (algo, env) pair (the algorithm registry, pearl_fpga.presets: rl-baselines3-zoo's for
+the deep algorithms, tuned here for the tabular ones), or those of the algorithm's default env; an
+algorithm's own parameters (declared in its registry entry) live in `params`, read as attributes.
+Counters follow Stable-Baselines3:
 
 - `train_freq` and `learning_starts` count env steps: after every `train_freq` collected env steps,
   once more than `learning_starts` have been collected, the learner runs `gradient_steps` updates.
@@ -30,14 +32,11 @@ from typing import Any
 # net_arch is the network of the actors' MLP kernel (hls/mlp/SPEC.md): at most MAX_LAYERS linear
 # layers, none wider than the widest kernel build (the cpu extension's, hls/mlp/SPEC.md); a board's
 # narrower kernel is checked against its catalog sizes when the run places the actors on it.
+from pearl_fpga import presets as registry
+from pearl_fpga.presets.spec import Range
 from pearl_fpga.spec.mlp import CPU_MAX_WIDTH as MLP_CPU_MAX_WIDTH
 from pearl_fpga.spec.mlp import MAX_LAYERS as MLP_MAX_LAYERS
 
-DEEP_ALGOS = ("dqn", "ddpg", "td3")
-"""Algorithms of neural networks, replay and actors (pearl_fpga.trainer.Trainer)."""
-TABULAR_ALGOS = ("qlearning", "sarsa")
-"""Algorithms of a Q table on the TabularQ kernel (pearl_fpga.runtime.tabular.TabularTrainer)."""
-ALGOS = (*DEEP_ALGOS, *TABULAR_ALGOS)
 TABULAR_FIELDS = ("exploration_episodes", "success_reward", "max_episode_steps", "backend", "epochs", "parts")
 """TrainConfig fields only the tabular algorithms read (a deep run refuses them at other than their defaults)."""
 ENGINES = ("inline", "processes", "ray")
@@ -47,34 +46,6 @@ MAX_STEPS = 10**12
 """Bound of every env-step count: beyond any run, and far from the int64 limits of the counters."""
 MAX_THREADS = 1024
 """Bound of a thread count: torch starts one OS thread per count (100000 exhausted the process: segfault)."""
-
-
-@dataclass(frozen=True)
-class Range:
-    """The values a numeric field accepts: lo..hi, lo itself excluded when lo_open; `why` explains a
-    bound that is not obvious."""
-
-    lo: float
-    hi: float
-    lo_open: bool = False
-    why: str = ""
-
-    def __contains__(self, value: float) -> bool:
-        return (value > self.lo if self.lo_open else value >= self.lo) and value <= self.hi
-
-    def __str__(self) -> str:
-        def text(x: float) -> str:
-            return str(x) if isinstance(x, int) else f"{x:g}"
-
-        hi = "inf)" if self.hi == math.inf else f"{text(self.hi)}]"
-        return f"{'(' if self.lo_open else '['}{text(self.lo)}, {hi}"
-
-    def check(self, owner: str, name: str, value: float) -> None:
-        """Raise ValueError naming the field, the value, the range and the fix."""
-        if value not in self:
-            why = f" ({self.why})" if self.why else ""
-            raise ValueError(f"{owner}.{name} = {value!r} is out of range: it must be in {self}{why}; "
-                             f"set a value in that range (--set {name}=VALUE or the config file)")
 
 
 UNIT = Range(0.0, 1.0)
@@ -121,90 +92,13 @@ RANGES: dict[str, Range] = {
 """The range of every numeric TrainConfig field (tests/test_bad_inputs.py checks that none is missing)."""
 
 
-# Stable-Baselines3's constructor defaults (what an rl-zoo entry leaves unset) plus PEARL's runtime
-# settings per algorithm (evaluation, weight sync).
-ALGO_DEFAULTS: dict[str, dict[str, Any]] = {
-    "dqn": dict(total_steps=1_000_000, learning_rate=1e-4, buffer_size=1_000_000, learning_starts=100, batch_size=32,
-                gamma=0.99, tau=1.0, train_freq=4, gradient_steps=1, target_update_interval=10_000,
-                exploration_fraction=0.1, exploration_initial_eps=1.0, exploration_final_eps=0.05,
-                max_grad_norm=10.0, net_arch=[64, 64], eval_freq=5_000),
-    "ddpg": dict(total_steps=1_000_000, learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100,
-                 batch_size=256, gamma=0.99, tau=0.005, train_freq=1, gradient_steps=1, action_noise_std=0.1,
-                 net_arch=[400, 300], max_grad_norm=0.0, eval_freq=2_000, eval_episodes=10, weight_sync_interval=10),
-    # SB3's TD3: DDPG's settings plus the delay and the smoothing noise, and its update order (the actor's
-    # gradient on the updated critics)
-    "td3": dict(total_steps=1_000_000, learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100,
-                batch_size=256, gamma=0.99, tau=0.005, train_freq=1, gradient_steps=1, action_noise_std=0.1,
-                net_arch=[400, 300], max_grad_norm=0.0, eval_freq=2_000, eval_episodes=10, weight_sync_interval=10,
-                policy_delay=2, target_policy_noise=0.2, target_noise_clip=0.5, concurrent_updates=False),
-    # tabular: evaluation only at the end of a run (eval_freq 0), over more episodes than the deep runs (cheap)
-    **{algo: dict(learning_rate=0.5, gamma=0.99, exploration_initial_eps=1.0, exploration_final_eps=0.01,
-                  eval_freq=0, eval_episodes=100) for algo in TABULAR_ALGOS},
-}
-DEFAULT_ENV = {"dqn": "CartPole-v1", "ddpg": "Pendulum-v1", "td3": "Pendulum-v1", "qlearning": "Taxi-v4",
-               "sarsa": "Taxi-v4"}
-"""The env whose preset an env without its own entry gets (preset_note names it)."""
-
-# rl-baselines3-zoo's tuned settings, hyperparams/dqn.yml, ddpg.yml and td3.yml (github.com/DLR-RM/
-# rl-baselines3-zoo, master of 2026-04), one entry per (algo, env); unset fields are SB3's (ALGO_DEFAULTS).
-# rl-zoo's gradient_steps -1 ("as many as env steps collected") is train_freq here (one env per actor).
-PRESETS: dict[tuple[str, str], dict[str, Any]] = {
-    ("dqn", "CartPole-v1"): dict(
-        total_steps=50_000, learning_rate=2.3e-3, batch_size=64, buffer_size=100_000, learning_starts=1_000,
-        gamma=0.99, target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
-        exploration_final_eps=0.04, net_arch=[256, 256]),
-    ("dqn", "MountainCar-v0"): dict(
-        total_steps=120_000, learning_rate=4e-3, batch_size=128, buffer_size=10_000, learning_starts=1_000,
-        gamma=0.98, target_update_interval=600, train_freq=16, gradient_steps=8, exploration_fraction=0.2,
-        exploration_final_eps=0.07, net_arch=[256, 256]),
-    ("dqn", "Acrobot-v1"): dict(
-        total_steps=100_000, learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
-        gamma=0.99, target_update_interval=250, train_freq=4, gradient_steps=4, exploration_fraction=0.12,
-        exploration_final_eps=0.1, net_arch=[256, 256]),
-    ("ddpg", "Pendulum-v1"): dict(
-        total_steps=20_000, gamma=0.98, buffer_size=200_000, learning_starts=10_000, action_noise_std=0.1,
-        learning_rate=1e-3, net_arch=[400, 300]),
-    # rl-zoo uses Ornstein-Uhlenbeck noise of std 0.5 here; PEARL's DDPG has Gaussian noise, of the same std
-    ("ddpg", "MountainCarContinuous-v0"): dict(
-        total_steps=300_000, action_noise_std=0.5, learning_rate=1e-3, batch_size=256, net_arch=[400, 300]),
-    ("ddpg", "LunarLanderContinuous-v3"): dict(
-        total_steps=300_000, gamma=0.98, buffer_size=200_000, learning_starts=10_000, action_noise_std=0.1,
-        learning_rate=1e-3, net_arch=[400, 300]),
-}
-
-
-# Q-learning's and SARSA's settings per toy-text env, tuned here (docs/tabular.md has the policies they reach). Each
-# budget covers the episodes the settings were tuned for (Taxi 10,000, CliffWalking 1,000, FrozenLake
-# 10,000, FrozenLake8x8 20,000) with room to spare; epsilon decays over the first half of those
-# episodes (Taxi, CliffWalking) or 70% of them (FrozenLake, whose slippery ice needs more exploring).
-TABULAR_PRESETS: dict[str, dict[str, Any]] = {
-    "Taxi-v4": dict(total_steps=350_000, learning_rate=0.5, gamma=0.99, exploration_episodes=5_000,
-                    success_reward=20.0),
-    "CliffWalking-v1": dict(total_steps=150_000, learning_rate=0.5, gamma=0.99, exploration_episodes=500,
-                            success_reward=-1.0, max_episode_steps=1000),
-    "FrozenLake8x8-v1": dict(total_steps=1_600_000, learning_rate=0.05, gamma=0.999, exploration_episodes=14_000,
-                             success_reward=1.0),
-    "FrozenLake-v1": dict(total_steps=250_000, learning_rate=0.05, gamma=0.99, exploration_episodes=7_000,
-                          success_reward=1.0),
-}
-PRESETS.update({(algo, env): dict(settings) for algo in TABULAR_ALGOS for env, settings in TABULAR_PRESETS.items()})
-# SARSA learns the values of its exploring behaviour; on Taxi it needs a smaller step and twice the
-# episodes (20,000) to settle on the shortest routes.
-PRESETS[("sarsa", "Taxi-v4")].update(total_steps=800_000, learning_rate=0.2, exploration_episodes=10_000)
-# rl-zoo's dqn.yml gives LunarLander the same settings as Acrobot
-PRESETS[("dqn", "LunarLander-v3")] = dict(PRESETS[("dqn", "Acrobot-v1")])
-# rl-zoo's hyperparams/td3.yml gives these envs the same settings as ddpg.yml
-PRESETS.update({("td3", env): dict(PRESETS[("ddpg", env)])
-                for env in ("Pendulum-v1", "MountainCarContinuous-v0", "LunarLanderContinuous-v3")})
-
-
 def preset_note(algo: str, env_id: str | None) -> str | None:
     """The line to show when `env_id` has no preset of its own for `algo` (None when it has one)."""
-    algo = str(algo).lower()
-    if env_id is None or algo not in DEFAULT_ENV or (algo, env_id) in PRESETS:
+    try:
+        spec = registry.get(algo)
+    except ValueError:
         return None
-    source = "tabular" if algo in TABULAR_ALGOS else "rl-zoo"
-    return f"no preset for {env_id}: using {DEFAULT_ENV[algo]}'s ({algo} {source} settings; override with --set/--config)"
+    return spec.preset_note(env_id)
 
 
 def run_config(algo: str, env: str | None, config: TrainConfig | None, stacklevel: int = 2) -> TrainConfig:
@@ -352,28 +246,34 @@ class TrainConfig:
     """Ray engine, DQN with per: actors compute the initial priorities of their transitions (Ape-X)."""
     ray_address: str = ""
     """Ray engine: "" starts a local Ray instance, "auto" joins the cluster of `ray start`, or host:port."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """The parameters the algorithm declares for itself in the registry (pearl_fpga.presets: e.g. an entropy
+    coefficient), read as attributes (config.ent_coef) and written flat beside the fields in to_dict()/JSON;
+    missing ones take the registry's defaults."""
 
     def __post_init__(self) -> None:
         self.validate()
 
+    def __getattr__(self, name: str) -> Any:
+        """An algorithm-declared parameter (only reached for names that are not fields)."""
+        params = self.__dict__.get("params")
+        if params is not None and name in params:
+            return params[name]
+        raise AttributeError(f"TrainConfig has no field or {self.__dict__.get('algo', '?')} parameter {name!r}")
+
     # ------------------------------------------------------------------ presets
     @classmethod
     def preset(cls, algo: str = "dqn", env_id: str | None = None, **overrides: Any) -> TrainConfig:
-        """The rl-zoo hyper-parameters of (algo, env_id) (PRESETS) plus overrides; an env without its own
+        """The rl-zoo hyper-parameters of (algo, env_id) (the registry) plus overrides; an env without its own
         entry gets the algorithm's default env's (preset_note says so)."""
-        algo = str(algo).lower()
-        if algo not in ALGO_DEFAULTS:
-            raise ValueError(f"unknown algo {algo!r}: choose one of {', '.join(ALGOS)}")
-        env = env_id or DEFAULT_ENV[algo]
-        base = {**ALGO_DEFAULTS[algo], **PRESETS.get((algo, env), PRESETS[(algo, DEFAULT_ENV[algo])]),
-                "algo": algo, "env_id": env}
+        base = registry.get(algo).preset(env_id)
         base.update(overrides)
-        return cls(**base)
+        return cls.from_dict(base)
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
         """Raise ValueError naming the first field with a wrong type or value and how to fix it."""
-        hints = {f.name: f.type for f in dataclasses.fields(self)}
+        hints = {f.name: f.type for f in dataclasses.fields(self) if f.name != "params"}
         for name, kind in hints.items():
             value = getattr(self, name)
             if kind == "bool":
@@ -389,8 +289,11 @@ class TrainConfig:
             elif kind == "str":
                 if not isinstance(value, str) or (not value and name != "ray_address"):
                     raise ValueError(f"TrainConfig.{name} must be a non-empty string, got {value!r}")
-        if self.algo not in ALGOS:
-            raise ValueError(f"TrainConfig.algo must be one of {', '.join(ALGOS)}, got {self.algo!r}")
+        try:
+            spec = registry.get(self.algo)
+        except ValueError as exc:
+            raise ValueError(f"TrainConfig.algo: {exc}") from None
+        self._validate_params(spec)
         if not isinstance(self.net_arch, (list, tuple)) or not self.net_arch or not all(
             isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= MLP_CPU_MAX_WIDTH for w in self.net_arch
         ):
@@ -403,11 +306,11 @@ class TrainConfig:
         for name, allowed in RANGES.items():
             allowed.check("TrainConfig", name, getattr(self, name))
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
-        unread = [name for name in TABULAR_FIELDS if self.algo in DEEP_ALGOS and getattr(self, name) != defaults[name]]
+        unread = [name for name in TABULAR_FIELDS if spec.family == "deep" and getattr(self, name) != defaults[name]]
         if unread:
             raise ValueError(f"TrainConfig.{', '.join(unread)} {'is' if len(unread) == 1 else 'are'} read by qlearning and "
                              f"sarsa only; {self.algo} would ignore {'it' if len(unread) == 1 else 'them'}: leave the default")
-        if self.algo in TABULAR_ALGOS and self.learning_rate > 1.0:
+        if spec.family == "tabular" and self.learning_rate > 1.0:
             raise ValueError(f"TrainConfig.learning_rate = {self.learning_rate!r} is out of range for {self.algo}: the table's "
                              "step size alpha must be in (0, 1]; set one (--set learning_rate=VALUE or the config file)")
         if self.algo == "dqn" and self.target_update_interval < 1:
@@ -417,6 +320,19 @@ class TrainConfig:
         if self.nonfinite_transitions not in ("error", "drop"):
             raise ValueError(f"TrainConfig.nonfinite_transitions must be 'error' or 'drop', got {self.nonfinite_transitions!r}")
         self._validate_distribution()
+
+    def _validate_params(self, spec: registry.AlgoSpec) -> None:
+        """The algorithm's own parameters: each known to it, of its kind and range; defaults filled in."""
+        if not isinstance(self.params, dict):
+            raise ValueError(f"TrainConfig.params must map {self.algo}'s parameter names to values, got {self.params!r}")
+        owners = registry.param_owners()
+        for name in self.params:
+            if name not in spec.params:
+                who = owners.get(name)
+                raise ValueError(f"TrainConfig: {name!r} is " + (f"read by {', '.join(who)} only; {self.algo} would "
+                                 "ignore it: leave it out" if who else f"not a parameter of {self.algo}"))
+        self.params = {name: param.check("TrainConfig", name, self.params.get(name, param.default))
+                       for name, param in spec.params.items()}
 
     def _validate_distribution(self) -> None:
         if self.engine not in (*ENGINES, "auto"):
@@ -465,19 +381,33 @@ class TrainConfig:
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict of every field."""
-        return dataclasses.asdict(self)
+        """Plain JSON-ready dict of every field, the algorithm's own parameters flat beside them."""
+        data = dataclasses.asdict(self)
+        data.update(data.pop("params"))
+        return data
+
+    @classmethod
+    def field_names(cls, algo: str | None = None) -> list[str]:
+        """The names a config of `algo` accepts (every algorithm's parameters when algo is None), sorted."""
+        fields = {f.name for f in dataclasses.fields(cls)} - {"params"}
+        extra = registry.get(algo).params if algo is not None else registry.param_owners()
+        return sorted(fields | set(extra))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Build from a dict (e.g. parsed JSON); unknown keys and wrong values raise ValueError."""
         if not isinstance(data, dict):
             raise ValueError(f"a TrainConfig must be a JSON object, got {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        known = {f.name for f in dataclasses.fields(cls)} - {"params"}
+        owners = registry.param_owners()
+        unknown = sorted(set(data) - known - set(owners))
         if unknown:
-            raise ValueError(f"unknown TrainConfig field(s): {', '.join(unknown)}; valid fields: {', '.join(sorted(known))}")
-        return cls(**data)
+            raise ValueError(f"unknown TrainConfig field(s): {', '.join(unknown)}{_nearest(unknown[0], cls.field_names())}; "
+                             f"valid fields: {', '.join(cls.field_names())}")
+        fields = {k: v for k, v in data.items() if k in known}
+        params = {**(data.get("params") or {}), **{k: v for k, v in data.items() if k in owners}} \
+            if isinstance(data.get("params", {}), dict) else data["params"]
+        return cls(**fields, params=params)
 
     def to_json(self, path: str | Path) -> None:
         """Write the config as indented JSON."""
@@ -500,3 +430,11 @@ class TrainConfig:
             raise ValueError(f"config {path}: unknown field(s) {', '.join(unknown)}")
         merged.update(data)
         return cls.from_dict(merged)
+
+
+def _nearest(name: str, names: list[str]) -> str:
+    """ " (did you mean X?)" for the closest of `names`, or ""."""
+    import difflib
+
+    near = difflib.get_close_matches(name, names, n=1)
+    return f" (did you mean {near[0]}?)" if near else ""

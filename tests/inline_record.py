@@ -53,13 +53,13 @@ def run_deep(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_tabular() -> dict[str, Any]:
-    from pearl_fpga import Trainer
+    from pearl_fpga import TabularTrainer
     from pearl_fpga.config import TrainConfig
 
     # recorded as 400 episodes with epsilon decaying over the first 70% of them: 5,410 env steps
     config = TrainConfig.preset("qlearning", "FrozenLake-v1", exploration_episodes=280, eval_episodes=20,
                                 checkpoint_freq=0)
-    with Trainer(algo="qlearning", env="FrozenLake-v1", config=config, seed=0) as trainer:
+    with TabularTrainer(algo="qlearning", env="FrozenLake-v1", config=config, seed=0) as trainer:
         trainer.train(5410)
         result = trainer.evaluate(20)
         return {"env_steps": trainer.env_steps,

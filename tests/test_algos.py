@@ -46,7 +46,7 @@ def test_dqn_step_matches_reference(double_q, weights, fused):
     data = _batch(np.random.default_rng(0), 32, 4, True, 3, weights=weights)
     data["reward"] *= 3.0  # TD errors on both sides of the Huber knee
     b = Batch(**data).to_torch(discrete=True)
-    loss, td = algo.learn(b)
+    loss, td = algo.update(b)
 
     with torch.no_grad():
         if double_q:
@@ -78,13 +78,13 @@ def test_dqn_importance_weights_scale_the_loss():
     rng = np.random.default_rng(3)
     data = _batch(rng, 16, 4, True, weights=True)
     a, b = DQN(cfg, 4, 2, seed=0), DQN(cfg, 4, 2, seed=0)
-    loss_w, _ = a.learn(Batch(**data).to_torch(discrete=True))
+    loss_w, _ = a.update(Batch(**data).to_torch(discrete=True))
     plain = {k: v for k, v in data.items() if k != "weights"}
-    loss_p, _ = b.learn(Batch(**plain).to_torch(discrete=True))
+    loss_p, _ = b.update(Batch(**plain).to_torch(discrete=True))
     assert float(loss_w) < float(loss_p)  # weights < 1 shrink the loss
     ones = dict(data, weights=np.ones(16, np.float32))
     c = DQN(cfg, 4, 2, seed=0)
-    loss_1, _ = c.learn(Batch(**ones).to_torch(discrete=True))
+    loss_1, _ = c.update(Batch(**ones).to_torch(discrete=True))
     assert float(loss_1) == pytest.approx(float(loss_p), rel=1e-6)
 
 
@@ -94,16 +94,16 @@ def test_dqn_learns_a_fixed_regression_target():
     data = _batch(np.random.default_rng(1), 64, 4, True)
     data["done"][:] = 1.0
     b = Batch(**data).to_torch(discrete=True)
-    first = float(algo.learn(b)[0])
+    first = float(algo.update(b)[0])
     for _ in range(200):
-        last = float(algo.learn(b)[0])
+        last = float(algo.update(b)[0])
     assert last < 0.1 * first
 
 
 def test_dqn_target_copy_and_state_dict_round_trip():
     cfg = TrainConfig.preset("dqn", net_arch=[8])
     algo = DQN(cfg, 4, 2, seed=0)
-    algo.learn(Batch(**_batch(np.random.default_rng(0), 8, 4, True)).to_torch(discrete=True))
+    algo.update(Batch(**_batch(np.random.default_rng(0), 8, 4, True)).to_torch(discrete=True))
     assert not all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), algo.q_target.parameters(), strict=True))
     algo.update_target()
     assert all(torch.equal(p, q) for p, q in zip(algo.q.parameters(), algo.q_target.parameters(), strict=True))
@@ -135,7 +135,7 @@ def test_ddpg_step_matches_reference(concurrent, fused, net_arch):
     data = _batch(np.random.default_rng(0), 32, 3, False)
     b = Batch(**data).to_torch()
     for _ in range(2):  # the second step runs on Adam state and moved targets from the first
-        loss, _ = algo.learn(b)
+        loss, _ = algo.update(b)
 
         with torch.no_grad():
             target = b.reward + (1 - b.done) * cfg.gamma * critic_t(torch.cat([b.next_obs, actor_t(b.next_obs)], 1))
@@ -202,7 +202,7 @@ def test_td3_step_matches_reference(concurrent, weights, fused, net_arch):
         data["action"] = rng.uniform(-1, 1, (32, 2)).astype(np.float32)
         b = Batch(**data).to_torch()
         actor_before = [p.clone() for p in algo.actor.parameters()]
-        loss, td = algo.learn(b)
+        loss, td = algo.update(b)
 
         with torch.no_grad():
             noise = torch.empty(32, 2).normal_(0, cfg.target_policy_noise, generator=noise_rng)
@@ -274,7 +274,7 @@ def test_td3_matches_stable_baselines3():
     torch.manual_seed(5)
     sb3.train(gradient_steps=len(batches), batch_size=64)
     for b in batches:
-        ours.learn(b)
+        ours.update(b)
     for theirs, mine in pairs:
         for t, m in zip(theirs.parameters(), mine.parameters(), strict=True):
             torch.testing.assert_close(m, t.detach(), rtol=1e-4, atol=1e-6)
@@ -293,7 +293,7 @@ def test_td3_critics_on_two_threads_give_the_bits_of_one(concurrent, weights, fu
     rng = np.random.default_rng(5)
     for _ in range(7):
         batch = Batch(**_batch(rng, 32, 3, False, weights=weights)).to_torch()
-        (loss_a, td_a), (loss_b, td_b) = split.learn(batch), single.learn(batch)
+        (loss_a, td_a), (loss_b, td_b) = split.update(batch), single.update(batch)
         assert torch.equal(loss_a, loss_b) and torch.equal(td_a, td_b)
     nets = ("actor", "actor_target", "critics", "critic_targets")
     for name in nets:
@@ -315,13 +315,13 @@ def test_td3_state_round_trips_with_its_delay_phase_and_noise_generator():
     rng = np.random.default_rng(1)
     batches = [Batch(**_batch(rng, 16, 3, False)).to_torch() for _ in range(4)]
     a = TD3(cfg, 3, 1, seed=0)
-    a.learn(batches[0])  # an odd number of steps: the next one updates the actor
+    a.update(batches[0])  # an odd number of steps: the next one updates the actor
     state = copy.deepcopy(a.state_dict())  # as a checkpoint holds it (torch's optimizer loads share tensors)
     assert {"critic2", "critic2_target", "noise_generator"} <= set(state)
     b = TD3(cfg, 3, 1, seed=7)
     b.load_state_dict(state)
     for batch in batches[1:]:
-        assert torch.equal(a.learn(batch)[0], b.learn(batch)[0])
+        assert torch.equal(a.update(batch)[0], b.update(batch)[0])
     for net in ("actor", "actor_target"):
         for p, q in zip(getattr(a, net).parameters(), getattr(b, net).parameters(), strict=True):
             assert torch.equal(p, q)
@@ -419,7 +419,7 @@ def test_subnormals_are_flushed_during_a_step_and_the_mode_is_restored():
         discrete = algo_name == "dqn"
         algo = DQN(cfg, 4, 2, seed=0) if discrete else DDPG(cfg, 4, 1, seed=0)
         data = _batch(np.random.default_rng(0), 16, 4, discrete)
-        algo.learn(Batch(**data).to_torch(discrete=discrete))
+        algo.update(Batch(**data).to_torch(discrete=discrete))
         opts = [algo.optimizer] if discrete else [algo.actor_optimizer, algo.critic_optimizer]
         seen_threads: list[bool] = []
         if not discrete:  # the actor's half: the fused step's (a CPU learner, the native module built) or torch's
@@ -430,7 +430,7 @@ def test_subnormals_are_flushed_during_a_step_and_the_mode_is_restored():
             for state in opt.state.values():
                 state["exp_avg_sq"].fill_(sub)
                 state["exp_avg"].zero_()
-        algo.learn(Batch(**dict(data, reward=np.zeros(16, np.float32))).to_torch(discrete=discrete))
+        algo.update(Batch(**dict(data, reward=np.zeros(16, np.float32))).to_torch(discrete=discrete))
         v = torch.cat([s["exp_avg_sq"].flatten() for opt in opts for s in opt.state.values()]).numpy()
         decayed = (v > 0) & (v < np.finfo(np.float32).tiny)
         assert decayed.any() != flush, f"{algo_name} flush={flush}: subnormal moments after a step: {decayed.sum()}"

@@ -69,10 +69,10 @@ def test_config_tabular_out_of_range(field, value):
 
 
 def test_config_tabular_seed_out_of_range():
-    from pearl_fpga import Trainer
+    from pearl_fpga import TabularTrainer
 
     with pytest.raises(ValueError, match=r"seed must be an integer in \[0, 2\*\*32\)"):
-        Trainer("qlearning", "CliffWalking-v1", seed=-1)
+        TabularTrainer("qlearning", "CliffWalking-v1", seed=-1)
 
 
 def test_config_learner_threads_from_the_cli_is_an_error_not_a_segfault(tmp_path, capsys):
@@ -389,21 +389,21 @@ def test_files_nested_checkpoint_manifest_is_a_checkpoint_error(checkpoint, tmp_
 
 @pytest.fixture(scope="module")
 def tabular_files(tmp_path_factory):
-    from pearl_fpga import Trainer
+    from pearl_fpga import TabularTrainer
     from pearl_fpga.algos.tabular import save_dataset
 
     folder = tmp_path_factory.mktemp("tabular")
     rng = np.random.default_rng(0)
     dataset = save_dataset(folder / "d.npz", rng.integers(0, 48, 300), rng.integers(0, 4, 300), rng.normal(size=300),
                            rng.integers(0, 48, 300), rng.random(300) < 0.05, 48, 4, "CliffWalking-v1")
-    t = Trainer("qlearning", "CliffWalking-v1", config=TrainConfig.preset("qlearning", "CliffWalking-v1", backend="numpy"))
+    t = TabularTrainer("qlearning", "CliffWalking-v1", config=TrainConfig.preset("qlearning", "CliffWalking-v1", backend="numpy"))
     t.train(100)
     return {"dataset": dataset.read_bytes(), "checkpoint": t.save(folder / "ck").read_bytes()}
 
 
 def _load_tabular(kind, path):
     from pearl_fpga.algos.tabular import load_dataset
-    from pearl_fpga.runtime.tabular import TabularTrainer
+    from pearl_fpga.runtime.tabular_trainer import TabularTrainer
 
     if kind == "dataset":
         load_dataset(path)

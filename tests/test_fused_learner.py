@@ -115,8 +115,8 @@ def test_fused_step_equals_torch_step_on_other_shapes(net_arch, double_q):
         # compare single steps from the same state (a deep copy: torch's load_state_dict would share the
         # optimizer's step tensors between the two)
         plain.load_state_dict(copy.deepcopy(fused.state_dict()))
-        loss_f, td_f = fused.learn(batch)
-        loss_p, td_p = plain.learn(batch)
+        loss_f, td_f = fused.update(batch)
+        loss_p, td_p = plain.update(batch)
         assert float(loss_f) == pytest.approx(float(loss_p), rel=1e-5)
         torch.testing.assert_close(td_f, td_p, rtol=1e-5, atol=1e-6)
         for p, q in zip(fused.q.parameters(), plain.q.parameters(), strict=True):
@@ -128,10 +128,10 @@ def test_fused_step_returns_fresh_td_and_learns():
     cfg = TrainConfig.preset("dqn", net_arch=[32], gamma=0.0, learning_rate=1e-2)
     algo = DQN(cfg, 4, 2, seed=0, fused=True)
     batch = _batch(np.random.default_rng(3), 64, 4, 2)
-    first_loss, first_td = algo.learn(batch)
+    first_loss, first_td = algo.update(batch)
     kept = first_td.clone()
     for _ in range(300):
-        loss, _ = algo.learn(batch)
+        loss, _ = algo.update(batch)
     assert torch.equal(first_td, kept)  # the returned TD errors are not a view of a reused buffer
     assert float(loss) < 0.1 * float(first_loss)
 
@@ -187,10 +187,10 @@ def test_cpu_dqn_uses_the_fused_step_by_default():
     algo = DQN(TrainConfig.preset("dqn", net_arch=[4]), 4, 2)
     assert algo._fused is not None
     batch = _batch(np.random.default_rng(5), 8, 4, 2)
-    loss, td = algo.learn(batch)
+    loss, td = algo.update(batch)
     assert isinstance(loss, float) and td.shape == (8,) and algo.updates == 1
     with pytest.raises(ValueError, match="out of range"):  # a failed step is not counted
-        algo.learn(Batch(obs=batch.obs, action=batch.action + 5, reward=batch.reward, next_obs=batch.next_obs,
+        algo.update(Batch(obs=batch.obs, action=batch.action + 5, reward=batch.reward, next_obs=batch.next_obs,
                          done=batch.done))
     assert algo.updates == 1
 
@@ -245,10 +245,10 @@ def test_fused_actor_critic_step_equals_torch_step_on_other_shapes(algo_name, co
     """DDPG and TD3 (policy delay, smoothing noise): depths 1 to 3, thin (native) and wide (torch GEMM)
     layers, two actions, batch sizes that change between calls, PER weights, the torch step's checkpoint
     loaded into the fused one: each step agrees with the torch step from the same state."""
-    from pearl_fpga.algos import make_algo
+    from pearl_fpga.algos import make_learner
 
     cfg = TrainConfig.preset(algo_name, net_arch=net_arch, learning_rate=1e-2, concurrent_updates=concurrent)
-    cls = type(make_algo(cfg, 3, 2))
+    cls = type(make_learner(cfg, 3, 2))
     fused, plain = cls(cfg, 3, 2, seed=2, fused=True), cls(cfg, 3, 2, seed=2, fused=False)
     rng = np.random.default_rng(2)
     tds = []
@@ -258,8 +258,8 @@ def test_fused_actor_critic_step_equals_torch_step_on_other_shapes(algo_name, co
         # step tensors between the two); the fused learner takes the torch one's state every other step
         source, dest = (plain, fused) if step % 2 else (fused, plain)
         dest.load_state_dict(copy.deepcopy(source.state_dict()))
-        loss_f, td_f = fused.learn(batch)
-        loss_p, td_p = plain.learn(batch)
+        loss_f, td_f = fused.update(batch)
+        loss_p, td_p = plain.update(batch)
         tds.append((td_f, td_f.clone()))
         assert float(loss_f) == pytest.approx(float(loss_p), rel=1e-5)
         torch.testing.assert_close(td_f, td_p, rtol=1e-5, atol=1e-5)
@@ -281,9 +281,9 @@ def test_fused_actor_critic_learns_and_falls_back(monkeypatch):
     algo = TD3(cfg, 3, 1, seed=0)
     assert algo._fused is not None
     batch = _ac_batch(np.random.default_rng(4), 64, 3, 1, False)
-    first, _ = algo.learn(batch)
+    first, _ = algo.update(batch)
     for _ in range(200):
-        loss, _ = algo.learn(batch)
+        loss, _ = algo.update(batch)
     assert float(loss) < 0.1 * float(first)  # the critics fit the rewards (gamma 0)
     with pytest.raises(ValueError, match="exclusive"):
         DDPG(TrainConfig.preset("ddpg", net_arch=[4], learner_compile=True), 3, 1, fused=True)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from pearl_fpga.algos import make_algo
+from pearl_fpga.algos import make_learner
 from pearl_fpga.algos.common import Batch, CompiledStep, cast_layers, forward, linear_layers
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import BackendUnavailable
@@ -62,7 +62,7 @@ def _rounding_bound(layers, x: torch.Tensor, err: torch.Tensor | None = None) ->
 def test_bf16_forward_is_within_the_rounding_bound_of_float32():
     torch.manual_seed(0)
     cfg = TrainConfig.preset("ddpg", net_arch=[64, 48])
-    algo = make_algo(cfg, 3, 1, device="cpu")
+    algo = make_learner(cfg, 3, 1, device="cpu")
     layers = linear_layers(algo.critic)
     x = torch.randn(256, 4)
     with torch.no_grad():
@@ -91,7 +91,7 @@ def test_bf16_step_is_close_to_float32(algo_name, fused):
     learners = {}
     for target in ("cpu", "cpu-bf16"):
         device, precision = learn_target(target)
-        cls = type(make_algo(cfg, obs_dim, action_dim))
+        cls = type(make_learner(cfg, obs_dim, action_dim))
         learners[target] = cls(cfg, obs_dim, action_dim, device=device, seed=3,
                                precision=torch.bfloat16 if precision == "bfloat16" else None, **kwargs)
     batch = _batch(algo_name, obs_dim, action_dim, 128)
@@ -110,7 +110,7 @@ def test_bf16_step_is_close_to_float32(algo_name, fused):
                                       for t in ref.critic_targets]).max(0).values
             td_bound = q_bound + cfg.gamma * next_bound
         td_bound = td_bound.squeeze(1) * 1.01 + 1e-6  # first order: 1% for the products of rounding errors
-    (loss32, td32), (loss16, td16) = (learners[t].learn(batch) for t in ("cpu", "cpu-bf16"))
+    (loss32, td32), (loss16, td16) = (learners[t].update(batch) for t in ("cpu", "cpu-bf16"))
     assert torch.all((td16 - td32).abs() <= td_bound), float(((td16 - td32).abs() / td_bound).max())
     # the loss: Huber is 1-Lipschitz; an MSE moves by at most (2|td| + d) d, per critic (TD3 sums two)
     if discrete:
@@ -155,9 +155,9 @@ def _greedy(learner, obs: np.ndarray) -> np.ndarray:
 def test_a_short_bf16_run_learns(algo_name):
     discrete = algo_name == "dqn"
     cfg = TrainConfig.preset(algo_name, net_arch=[64, 64], learning_rate=1e-3)
-    learner = make_algo(cfg, 3, 2 if discrete else 1, device="cpu-bf16", seed=0)
+    learner = make_learner(cfg, 3, 2 if discrete else 1, device="cpu-bf16", seed=0)
     rng = np.random.default_rng(0)
-    losses = [float(learner.learn(_bandit_batch(rng, discrete, 64))[0]) for _ in range(300)]
+    losses = [float(learner.update(_bandit_batch(rng, discrete, 64))[0]) for _ in range(300)]
     assert np.mean(losses[-20:]) < 0.2 * np.mean(losses[:20])
     probe = np.linspace(-1, 1, 41, dtype=np.float32)
     obs = np.stack([probe, np.zeros_like(probe), np.zeros_like(probe)], 1)
@@ -173,19 +173,19 @@ def test_checkpoints_cross_precisions(algo_name):
     """A bf16 learner's state is float32 (its master weights): a float32 learner loads it and acts the same."""
     discrete = algo_name == "dqn"
     cfg = TrainConfig.preset(algo_name, net_arch=[32, 32])
-    low = make_algo(cfg, 3, 2 if discrete else 1, device="cpu-bf16", seed=0)
+    low = make_learner(cfg, 3, 2 if discrete else 1, device="cpu-bf16", seed=0)
     rng = np.random.default_rng(1)
     for _ in range(5):
-        low.learn(_bandit_batch(rng, discrete, 32))
+        low.update(_bandit_batch(rng, discrete, 32))
     state = low.state_dict()
     tensors = [t for part in state.values() if isinstance(part, dict) for t in part.values() if isinstance(t, torch.Tensor)]
     assert tensors and all(t.dtype == torch.float32 for t in tensors)
-    full = make_algo(cfg, 3, 2 if discrete else 1, device="cpu", seed=9)
+    full = make_learner(cfg, 3, 2 if discrete else 1, device="cpu", seed=9)
     full.load_state_dict(state)
     obs = rng.uniform(-1, 1, (16, 3)).astype(np.float32)
     act = (lambda a: _greedy(a, obs)) if discrete else (lambda a: a.deterministic(obs))
     np.testing.assert_array_equal(act(full), act(low))
-    low.learn(_bandit_batch(rng, discrete, 32))  # and a bf16 learner resumes from a float32 one's state
+    low.update(_bandit_batch(rng, discrete, 32))  # and a bf16 learner resumes from a float32 one's state
     low.load_state_dict(full.state_dict())
 
 
@@ -199,10 +199,10 @@ def test_bf16_placement_names_what_is_missing(monkeypatch):
         parse_placement("act=cpu-bf16")
     monkeypatch.setattr(host, "cpu_identity", lambda: {"cpu": "Old CPU", "features": ["avx2", "fma"]})
     with pytest.raises(BackendUnavailable, match=r"learn=cpu-bf16: .*Old CPU.*amx_bf16.*avx512_bf16.*use learn=cpu"):
-        make_algo(TrainConfig.preset("dqn"), 4, 2, device="cpu-bf16")
+        make_learner(TrainConfig.preset("dqn"), 4, 2, device="cpu-bf16")
     if not torch.cuda.is_available():
         with pytest.raises(BackendUnavailable, match="no CUDA device"):
-            make_algo(TrainConfig.preset("dqn"), 4, 2, device="cuda-bf16")
+            make_learner(TrainConfig.preset("dqn"), 4, 2, device="cuda-bf16")
 
 
 def _failing_backend(gm, example_inputs):
@@ -265,16 +265,16 @@ def test_learner_compile_falls_back_to_the_same_step(monkeypatch, algo_name):
     obs_dim, action_dim = (4, 2) if discrete else (3, 1)
     cfg = TrainConfig.preset(algo_name, net_arch=[16, 16], learner_compile=True, concurrent_updates=True)
     plain = TrainConfig.preset(algo_name, net_arch=[16, 16], concurrent_updates=True)
-    fallen = make_algo(cfg, obs_dim, action_dim, seed=0)
-    ref = make_algo(plain, obs_dim, action_dim, seed=0) if not discrete else type(fallen)(plain, obs_dim, action_dim,
+    fallen = make_learner(cfg, obs_dim, action_dim, seed=0)
+    ref = make_learner(plain, obs_dim, action_dim, seed=0) if not discrete else type(fallen)(plain, obs_dim, action_dim,
                                                                                            seed=0, fused=False)
     batch = _batch(algo_name, obs_dim, action_dim, 32)
     with pytest.warns(RuntimeWarning, match="torch.compile failed here"):
-        fallen.learn(batch)
-    ref.learn(batch)
+        fallen.update(batch)
+    ref.update(batch)
     for _ in range(3):
-        fallen.learn(batch)
-        ref.learn(batch)
+        fallen.update(batch)
+        ref.update(batch)
     for key, part in ref.state_dict().items():
         if isinstance(part, dict) and key != "noise_generator":
             for name, t in part.items():
@@ -331,11 +331,11 @@ def test_the_compiled_td3_step_is_whole_and_matches_the_uncompiled_one():
 
     cfg = TrainConfig.preset("td3", net_arch=[16, 16], learner_compile=True)
     plain = TrainConfig.preset("td3", net_arch=[16, 16])
-    compiled, ref = make_algo(cfg, 3, 1, seed=0), make_algo(plain, 3, 1, seed=0)
+    compiled, ref = make_learner(cfg, 3, 1, seed=0), make_learner(plain, 3, 1, seed=0)
     batch = _batch("td3", 3, 1, 32)
     dynamo_utils.counters.clear()
     for _ in range(4):
-        (loss_c, td_c), (loss_r, td_r) = compiled.learn(batch), ref.learn(batch)
+        (loss_c, td_c), (loss_r, td_r) = compiled.update(batch), ref.update(batch)
         torch.testing.assert_close(td_c, td_r, rtol=1e-4, atol=1e-5)
     assert compiled._compiled.compiled
     assert dict(dynamo_utils.counters["graph_break"]) == {}

@@ -32,7 +32,7 @@ data = {"obs": rng.normal(size=(48, 5)).astype(np.float32), "action": rng.intege
         "reward": rng.normal(size=48).astype(np.float32), "next_obs": rng.normal(size=(48, 5)).astype(np.float32),
         "done": (rng.random(48) < 0.2).astype(np.float32)}
 for _ in range(3):
-    loss, td = algo.learn(Batch(**data).to_torch(discrete=True))
+    loss, td = algo.update(Batch(**data).to_torch(discrete=True))
     h.update(np.float32(loss).tobytes()); h.update(td.numpy().tobytes())
 for p in algo.q.parameters():
     h.update(p.detach().numpy().tobytes())

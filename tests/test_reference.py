@@ -37,8 +37,8 @@ def test_dqn_follows_the_reference_over_many_steps(fused, double_q, weights):
         if step % 10 == 0:
             algo.update_target()
             ref.update_target()
-        loss, td = algo.learn(b)
-        ref_loss, ref_td = ref.learn(b)
+        loss, td = algo.update(b)
+        ref_loss, ref_td = ref.update(b)
         assert float(loss) == pytest.approx(ref_loss, rel=1e-4, abs=1e-6)
         torch.testing.assert_close(td, ref_td, rtol=1e-4, atol=1e-5)
     for p, r in zip(algo.q.parameters(), ref.q.parameters(), strict=True):
@@ -51,8 +51,8 @@ def test_ddpg_follows_the_reference_over_many_steps(concurrent):
     algo = DDPG(cfg, 3, 1, seed=3)
     ref = ReferenceDDPG(algo.actor, algo.critic, algo.actor_target, algo.critic_target, cfg)
     for b in _batches(15, 64, 3, False):
-        loss, td = algo.learn(b)
-        ref_loss, ref_td = ref.learn(b)
+        loss, td = algo.update(b)
+        ref_loss, ref_td = ref.update(b)
         assert float(loss) == pytest.approx(ref_loss, rel=1e-4, abs=1e-6)
         torch.testing.assert_close(td, ref_td, rtol=1e-4, atol=1e-5)
     for mine, theirs in ((algo.actor, ref.actor), (algo.critic, ref.critic), (algo.actor_target, ref.actor_target),
@@ -68,8 +68,8 @@ def test_td3_follows_the_reference_over_many_steps(concurrent):
     ref = ReferenceTD3(algo.actor, algo.critics, algo.actor_target, algo.critic_targets, cfg, cfg.policy_delay,
                        cfg.target_policy_noise, cfg.target_noise_clip, torch.Generator().manual_seed(3))
     for b in _batches(15, 64, 3, False):
-        loss, td = algo.learn(b)
-        ref_loss, ref_td = ref.learn(b)
+        loss, td = algo.update(b)
+        ref_loss, ref_td = ref.update(b)
         assert float(loss) == pytest.approx(ref_loss, rel=1e-4, abs=1e-6)
         torch.testing.assert_close(td, ref_td, rtol=1e-4, atol=1e-5)
     for mine, theirs in ((algo.actor, ref.actor), (algo.actor_target, ref.actor_target),

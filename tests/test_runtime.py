@@ -16,6 +16,7 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.runtime.envs import EnvGroup
 from pearl_fpga.runtime.placement import Placement, parse_placement
+from pearl_fpga.algos.heads import EpsilonGreedy, GaussianNoise
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.runtime.replay import UniformReplay
 from pearl_fpga.trainer import Trainer
@@ -140,8 +141,9 @@ def test_kernel_actor_matches_torch_greedy_and_resyncs():
     torch.manual_seed(0)
     net = mlp(4, [32, 32], 2)
     obs = np.random.default_rng(0).normal(size=(256, 4)).astype(np.float32)
-    kernel = ActorPolicy(net, parse_placement("fpga-emu"), True, obs)
-    torch_actor = ActorPolicy(net, parse_placement("cpu"), True, obs)
+    head = EpsilonGreedy(TrainConfig.preset("dqn"), 2)
+    kernel = ActorPolicy(net, parse_placement("fpga-emu"), head, obs)
+    torch_actor = ActorPolicy(net, parse_placement("cpu"), head, obs)
     agree = np.mean(kernel.deterministic(obs) == torch_actor.deterministic(obs))
     assert agree >= 0.97
     with torch.no_grad():
@@ -156,8 +158,9 @@ def test_ddpg_kernel_actor_is_close_to_torch():
     torch.manual_seed(0)
     net = mlp(3, [32, 32], 1, tanh_head=True)
     obs = np.random.default_rng(0).uniform(-1, 1, (128, 3)).astype(np.float32)
-    k = ActorPolicy(net, parse_placement("cpu-kernel"), False, obs).deterministic(obs)
-    t = ActorPolicy(net, parse_placement("cpu"), False, obs).deterministic(obs)
+    head = GaussianNoise(TrainConfig.preset("ddpg"), 1)
+    k = ActorPolicy(net, parse_placement("cpu-kernel"), head, obs).deterministic(obs)
+    t = ActorPolicy(net, parse_placement("cpu"), head, obs).deterministic(obs)
     assert k.shape == t.shape == (128, 1)
     assert np.max(np.abs(k - t)) < 0.02
 
@@ -165,12 +168,12 @@ def test_ddpg_kernel_actor_is_close_to_torch():
 def test_exploration_follows_sb3_schedule():
     cfg = TrainConfig.preset("dqn", learning_starts=10, total_steps=100, exploration_fraction=0.5)
     net = mlp(4, [8], 2)
-    pol = ActorPolicy(net, parse_placement("cpu"), True, np.zeros((4, 4), np.float32))
+    pol = ActorPolicy(net, parse_placement("cpu"), EpsilonGreedy(cfg, 2), np.zeros((4, 4), np.float32))
     obs = np.zeros((2000, 4), np.float32)
     greedy = pol.deterministic(obs[:1])[0]
-    late = pol.explore(obs, 90, cfg, np.random.default_rng(0), 2)
+    late = pol.explore(obs, 90, np.random.default_rng(0))
     assert np.mean(late == greedy) == pytest.approx(1 - cfg.exploration_final_eps / 2, abs=0.02)
-    early = pol.explore(obs, 5, cfg, np.random.default_rng(0), 2)
+    early = pol.explore(obs, 5, np.random.default_rng(0))
     assert np.mean(early == greedy) == pytest.approx(0.5, abs=0.05)
 
 

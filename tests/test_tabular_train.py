@@ -9,13 +9,13 @@ import json
 import numpy as np
 import pytest
 
-from pearl_fpga import Trainer
+from pearl_fpga import Trainer, load_trainer, make_trainer
 from pearl_fpga.algos.tabular import load_dataset, save_dataset
 from pearl_fpga.cli import main
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.kernels import TabularQ
-from pearl_fpga.runtime.tabular import TabularTrainer, exact_evaluation
+from pearl_fpga.runtime.tabular_trainer import TabularTrainer, exact_evaluation
 
 SHORT = dict(exploration_episodes=60, backend="numpy")  # CliffWalking learns its path in ~120 episodes, 13,300 steps
 
@@ -25,7 +25,7 @@ def _out(capsys) -> str:
 
 
 def _cliff(algo="qlearning", checkpoint_dir=None, **changes) -> TabularTrainer:
-    return Trainer(algo, "CliffWalking-v1", config=TrainConfig.preset(algo, "CliffWalking-v1", **{**SHORT, **changes}),
+    return make_trainer(algo, "CliffWalking-v1", config=TrainConfig.preset(algo, "CliffWalking-v1", **{**SHORT, **changes}),
                    checkpoint_dir=checkpoint_dir)
 
 
@@ -44,15 +44,15 @@ def test_presets_schedule_and_checks():
         with pytest.raises(ValueError, match=match):
             TrainConfig.preset("qlearning", "Taxi-v4", **bad)
     with pytest.raises(ValueError, match="no Taxi-v3; use --env Taxi-v4"):
-        Trainer("qlearning", "Taxi-v3")
+        make_trainer("qlearning", "Taxi-v3")
     with pytest.raises(ValueError, match="no CliffWalking-v0; use --env CliffWalking-v1"):
-        Trainer("qlearning", "CliffWalking-v0")
+        make_trainer("qlearning", "CliffWalking-v0")
     with pytest.raises(ValueError, match="discrete states"):
-        Trainer("qlearning", "CartPole-v1")
+        make_trainer("qlearning", "CartPole-v1")
     with pytest.raises(ValueError, match="placement is for dqn/ddpg/td3"):
-        Trainer("sarsa", "Taxi-v4", placement="cpu")
+        make_trainer("sarsa", "Taxi-v4", placement="cpu")
     with pytest.raises(ValueError, match="got a config for 'sarsa'"):
-        Trainer("qlearning", config=TrainConfig.preset("sarsa"))
+        make_trainer("qlearning", config=TrainConfig.preset("sarsa"))
 
 
 @pytest.mark.parametrize("algo", ["qlearning", "sarsa"])
@@ -78,7 +78,7 @@ def test_cliffwalking_learns_to_reach_the_goal_through_the_trainer_api(algo):
 
 
 def test_python_api_logs_like_the_cli(tmp_path):
-    with Trainer("sarsa", "FrozenLake-v1", logdir=tmp_path / "api",
+    with make_trainer("sarsa", "FrozenLake-v1", logdir=tmp_path / "api",
                  config=TrainConfig.preset("sarsa", "FrozenLake-v1", eval_freq=100, eval_episodes=2)) as t:
         t.train(300)
     assert (tmp_path / "api" / "episodes.csv").read_text().startswith("env_step,return,length")
@@ -97,7 +97,7 @@ def test_exact_evaluation_of_a_known_policy():
 
 
 def test_grid_layouts_for_the_policy_picture(tmp_path):
-    from pearl_fpga.runtime.tabular import make_env
+    from pearl_fpga.runtime.tabular_trainer import make_env
     from pearl_fpga.runtime.tabular_plot import grid_layout, plot_policy
 
     cells, _ = grid_layout(make_env("CliffWalking-v1"))
@@ -122,7 +122,7 @@ def test_resume_continues_exactly_like_the_uninterrupted_run(tmp_path):
     full.train(8_000)
     half = _cliff("sarsa", checkpoint_dir=tmp_path)
     half.train(3_000)  # as if interrupted: the schedule counts episodes, not the budget
-    resumed = Trainer.load(tmp_path, expect={"algo": "sarsa"})
+    resumed = load_trainer(tmp_path, expect={"algo": "sarsa"})
     assert isinstance(resumed, TabularTrainer) and resumed.episodes == half.episodes and resumed.seed == 0
     resumed.train(8_000 - resumed.env_steps)
     np.testing.assert_array_equal(resumed.kernel.table, full.kernel.table)
@@ -150,7 +150,7 @@ def test_checkpoint_validation(tmp_path):
     old = {k: data[k] for k in ("table", "env_steps", "episode_log", "eval_log")}
     np.savez(path, **old, episode=np.int64(3), config=np.str_(json.dumps({"algo": "qlearning", "episodes": 3})))
     with pytest.raises(CheckpointError, match="earlier pearl_fpga, whose tabular runs counted episodes"):
-        Trainer.load(tmp_path)
+        load_trainer(tmp_path)
     np.savez(path, table=np.array([object()], dtype=object))  # pickled content is refused, not executed
     with pytest.raises(CheckpointError, match="not an .npz that pearl_fpga wrote"):
         TabularTrainer.load(tmp_path)
@@ -283,7 +283,7 @@ def test_deep_algorithms_reject_tabular_options_and_the_old_command_names_the_ne
 ])
 def test_learning_targets(env_id, check):
     """The issue's targets with the presets: 2,000 greedy evaluation episodes plus the exact figures."""
-    t = Trainer("qlearning", env_id)
+    t = make_trainer("qlearning", env_id)
     t.train(t.config.total_steps)
     ev = t.evaluate(2000)
     ret, win = t.exact_evaluation()
@@ -313,7 +313,7 @@ def test_a_signal_stops_between_episodes_with_a_checkpoint_that_resumes_exactly(
         cut.train(13_000, progress=progress, progress_interval=0.0)
     assert info.value.signum == getattr(signal, signame)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handlers are put back
-    resumed = Trainer.load(tmp_path, expect={"algo": "qlearning"})
+    resumed = load_trainer(tmp_path, expect={"algo": "qlearning"})
     assert resumed.episodes == at
     resumed.train(13_000 - resumed.env_steps)
     np.testing.assert_array_equal(resumed.kernel.table, full.kernel.table)

@@ -109,7 +109,7 @@ def test_bad_settings_are_rejected():
 def _params_after_steps(algo: str, cfg, threads: int) -> list[torch.Tensor]:
     """The learner's parameters after 5 steps on a fixed batch at `threads` torch threads, computed
     here independently of runtime.threads."""
-    from pearl_fpga.algos import make_algo
+    from pearl_fpga.algos import make_learner
     from pearl_fpga.algos.common import Batch
 
     obs_dim, action_dim = (4, 2) if algo == "dqn" else (3, 1)
@@ -127,10 +127,10 @@ def _params_after_steps(algo: str, cfg, threads: int) -> list[torch.Tensor]:
     old = torch.get_num_threads()
     try:
         torch.set_num_threads(threads)
-        learner = make_algo(cfg, obs_dim, action_dim, device="cpu", seed=0)
+        learner = make_learner(cfg, obs_dim, action_dim, device="cpu", seed=0)
         batch = Batch(**data).to_torch(learner.device, discrete=algo == "dqn")
         for _ in range(5):
-            learner.learn(batch)
+            learner.update(batch)
         return [p.detach().clone() for p in learner.policy_module.parameters()]
     finally:
         torch.set_num_threads(old)

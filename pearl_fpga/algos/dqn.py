@@ -25,16 +25,36 @@ from torch import nn
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
+from pearl_fpga.algos.api import Learner, UpdateResult
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, clip_grad_norm, forward,
                                      linear_layers, mlp, optimizer_state_to_device, subnormals_flushed)
 from pearl_fpga.algos.fused import DQNStepSettings, FusedDQNStep, native_learner
+from pearl_fpga.algos.heads import ActorHead, EpsilonGreedy
 from pearl_fpga.errors import BackendUnavailable
 
 
-class DQN:
-    """The DQN learner: `learn(batch)` runs one gradient step and returns (loss, |TD errors|)."""
+def target_copy_due(config: TrainConfig, needed: int, checked: int) -> bool:
+    """Copy the target before a gradient step needing `needed` env steps when a multiple of
+    target_update_interval lies in (checked, needed]: SB3 copies every target_update_interval env steps
+    during collection, while the online net is frozen, so one copy before the round's first step is the
+    same."""
+    return needed // config.target_update_interval > checked // config.target_update_interval
+
+
+class DQN(Learner):
+    """The DQN learner: `update(batch)` runs one gradient step and returns (loss, |TD errors|)."""
 
     discrete = True
+
+    @classmethod
+    def policy_network(cls, obs_dim: int, action_dim: int, config: TrainConfig) -> nn.Sequential:
+        """The Q-network: obs -> one value per action."""
+        return mlp(obs_dim, config.net_arch, action_dim)
+
+    @classmethod
+    def actor_head(cls, config: TrainConfig, action_dim: int) -> ActorHead:
+        """Greedy on the Q-values, epsilon-greedy while exploring."""
+        return EpsilonGreedy(config, action_dim)
 
     def __init__(self, config: TrainConfig, obs_dim: int, n_actions: int, device: str = "cpu", seed: int = 0,
                  fused: bool | None = None, precision: torch.dtype | None = None) -> None:
@@ -52,6 +72,7 @@ class DQN:
         self._target_layers = linear_layers(self.q_target)
         self.gamma = float(config.gamma)
         self.updates = 0
+        self.target_checked = 0  # env step up to which target copies have been applied
         # The fused CPU step (algos/fused.py) unless asked for the torch ops, a compiled step or running on a GPU.
         compiled = bool(getattr(config, "learner_compile", False))
         if fused and compiled:
@@ -76,7 +97,27 @@ class DQN:
         """The network the actors run (argmax of its outputs is the greedy action)."""
         return self.q
 
-    def learn(self, batch: Batch) -> tuple[float | torch.Tensor, torch.Tensor]:
+    @classmethod
+    def baseline_kwargs(cls, config: TrainConfig, action_space: Any, jax: bool) -> dict[str, Any]:
+        clip = {} if jax else {"max_grad_norm": config.max_grad_norm}  # SBX's DQN does not clip gradients
+        return dict(target_update_interval=config.target_update_interval, exploration_fraction=config.exploration_fraction,
+                    exploration_initial_eps=config.exploration_initial_eps,
+                    exploration_final_eps=config.exploration_final_eps, tau=config.tau, **clip)
+
+    def before_update(self, env_steps: int) -> None:
+        """SB3 copies the target every target_update_interval env steps during collection, while the online
+        net is frozen: one copy before the first gradient step of such a round."""
+        if target_copy_due(self.config, env_steps, self.target_checked):
+            self.update_target()
+        self.target_checked = max(self.target_checked, env_steps)
+
+    def progress_state(self) -> dict[str, int]:
+        return {"target_checked": self.target_checked}
+
+    def load_progress_state(self, counters: dict[str, Any]) -> None:
+        self.target_checked = int(counters["target_checked"])
+
+    def update(self, batch: Batch) -> UpdateResult:
         """One gradient step; returns the loss (a float on the fused CPU path, else a 0-d tensor, not
         synced) and |TD error| per sample.
 
@@ -88,9 +129,9 @@ class DQN:
         are flushed to zero during the step unless `config.flush_subnormals` is False.
         """
         with subnormals_flushed(self.config.flush_subnormals):
-            return self._learn(batch)
+            return self._update(batch)
 
-    def _learn(self, batch: Batch) -> tuple[float | torch.Tensor, torch.Tensor]:
+    def _update(self, batch: Batch) -> UpdateResult:
         result: tuple[float | torch.Tensor, torch.Tensor]
         if self._fused is not None:
             result = self._fused(batch)
@@ -99,7 +140,7 @@ class DQN:
         else:
             result = self._torch_step(batch)
         self.updates += 1
-        return result
+        return UpdateResult(*result)
 
     def _torch_step(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """The step in torch ops (the written-out backward of learn()'s docstring)."""

@@ -25,7 +25,7 @@ class ReferenceDQN:
         self.config = config
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=config.learning_rate)
 
-    def learn(self, b: Batch) -> tuple[float, torch.Tensor]:
+    def update(self, b: Batch) -> tuple[float, torch.Tensor]:
         cfg = self.config
         with torch.no_grad():
             if cfg.double_q:  # the online net picks the next action, the target net values it
@@ -68,7 +68,7 @@ class ReferenceTD3:
         self.critic_optimizer = torch.optim.Adam([p for c in self.critics for p in c.parameters()],
                                                  lr=config.learning_rate)
 
-    def learn(self, b: Batch) -> tuple[float, torch.Tensor]:
+    def update(self, b: Batch) -> tuple[float, torch.Tensor]:
         cfg = self.config
         self.updates += 1
         with torch.no_grad():

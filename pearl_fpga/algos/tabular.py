@@ -3,7 +3,7 @@ choice, the env-id check) and transition datasets (npz, no pickle) for the offli
 
 Their hyper-parameters and presets are TrainConfig's (pearl_fpga.config, algo "qlearning" or "sarsa");
 the arithmetic lives in the kernel (pearl_fpga.kernels.TabularQ); the episode loop in
-pearl_fpga.runtime.tabular.
+pearl_fpga.runtime.tabular_trainer.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from pearl_fpga.config import TABULAR_PRESETS
+from pearl_fpga.presets.tabular import TABULAR_PRESETS
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.limits import load_npz
 

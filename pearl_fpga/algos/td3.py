@@ -45,17 +45,19 @@ from torch import nn
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
+from pearl_fpga.algos.api import Learner, UpdateResult
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers, mlp,
                                      optimizer_state_to_device, subnormals_flushed)
 from pearl_fpga.algos.fused import native_learner
 from pearl_fpga.algos.fused_ac import FusedActorCriticStep
+from pearl_fpga.algos.heads import ActorHead, GaussianNoise
 from pearl_fpga.errors import BackendUnavailable
 
 _T = TypeVar("_T")
 
 
-class TD3:
-    """The TD3 learner: `learn(batch)` runs one step of the critics and, every `policy_delay` steps, one of
+class TD3(Learner):
+    """The TD3 learner: `update(batch)` runs one step of the critics and, every `policy_delay` steps, one of
     the actor and the target updates."""
 
     discrete = False
@@ -131,12 +133,33 @@ class TD3:
         """(policy_delay, target policy noise std, noise clip) of this algorithm."""
         return int(config.policy_delay), float(config.target_policy_noise), float(config.target_noise_clip)
 
+    @classmethod
+    def policy_network(cls, obs_dim: int, action_dim: int, config: TrainConfig) -> nn.Sequential:
+        """The deterministic actor: obs -> tanh action in [-1, 1]."""
+        return mlp(obs_dim, config.net_arch, action_dim, tanh_head=True)
+
+    @classmethod
+    def actor_head(cls, config: TrainConfig, action_dim: int) -> ActorHead:
+        """The actor's output, plus Gaussian noise while exploring."""
+        return GaussianNoise(config, action_dim)
+
+    @classmethod
+    def baseline_kwargs(cls, config: TrainConfig, action_space: Any, jax: bool) -> dict[str, Any]:
+        from stable_baselines3.common.noise import NormalActionNoise
+
+        dim = action_space.shape[0]
+        noise = NormalActionNoise(np.zeros(dim), config.action_noise_std * np.ones(dim))
+        smoothing = cls._delay_and_smoothing(config)
+        extra = (dict(policy_delay=smoothing[0], target_policy_noise=smoothing[1], target_noise_clip=smoothing[2])
+                 if cls.n_critics > 1 else {})
+        return dict(action_noise=noise, tau=config.tau, **extra)
+
     @property
     def policy_module(self) -> nn.Sequential:
         """The network the actors run (tanh output in [-1, 1])."""
         return self.actor
 
-    def learn(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(self, batch: Batch) -> UpdateResult:
         """One gradient step; returns the critic loss (0-d tensor) and Q1's |TD error| per sample.
 
         With `config.concurrent_updates` the actor's gradient is taken on the critic as it was at the
@@ -147,9 +170,9 @@ class TD3:
         thread. Subnormals are flushed to zero on both threads during the step unless
         `config.flush_subnormals` is False."""
         with subnormals_flushed(self.config.flush_subnormals):
-            return self._learn(batch)
+            return UpdateResult(*self._gradient_step(batch))
 
-    def _learn(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    def _gradient_step(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         update_actor = (self.updates + 1) % self.policy_delay == 0  # SB3 counts its updates from 1
         noise = self._smoothing_noise(batch)  # drawn outside the compiled unit (it cannot trace a generator)
         if self._compiled is not None:
@@ -329,7 +352,7 @@ class TD3:
         return torch.autograd.grad(actor_loss, self.actor_adam.params)
 
     def update_target(self) -> None:
-        """No-op: the targets are averaged inside learn()."""
+        """No-op: the targets are averaged inside update()."""
 
     def _extra_critics(self) -> Sequence[tuple[str, nn.Module, nn.Module]]:
         """(state key, critic, its target) of the critics after Q1: "critic2", ..."""

@@ -68,12 +68,12 @@ def synthetic_batch(algo: str, obs_dim: int, batch_size: int, seed: int = 0) -> 
 
 
 def _learner(cfg: Any, device: str = "cpu") -> tuple[Any, Any]:
-    from pearl_fpga.algos import make_algo
+    from pearl_fpga.algos import make_learner
     from pearl_fpga.algos.common import Batch
 
     algo = cfg.algo
     obs_dim, action_dim = (4, 2) if algo == "dqn" else (3, 1)
-    learner = make_algo(cfg, obs_dim, action_dim, device=device, seed=0)
+    learner = make_learner(cfg, obs_dim, action_dim, device=device, seed=0)
     batch = Batch(**synthetic_batch(algo, obs_dim, cfg.batch_size)).to_torch(learner.device, discrete=algo == "dqn")
     return learner, batch
 
@@ -93,11 +93,11 @@ def step_flops(cfg: Any) -> int:
         learner = DQN(learner.config, 4, 2, device="cpu", seed=0, fused=False)
     if cfg.algo in ("ddpg", "td3"):
         learner.split_critics = False  # the counter sees the calling thread's ops only
-    learner.learn(batch)
+    learner.update(batch)
     period = getattr(learner, "policy_delay", 1)  # TD3 updates its actor on one step in policy_delay: count a whole period
     with FlopCounterMode(display=False) as counter:
         for _ in range(period):
-            learner.learn(batch)
+            learner.update(batch)
     return int(counter.get_total_flops()) // period
 
 
@@ -139,9 +139,9 @@ def measure_variants(variants: dict[str, tuple[Any, str]], rounds: int, seconds:
             learner, batch = _learner(cfg, device)
             t0 = time.perf_counter()
             for _ in range(2):
-                learner.learn(batch)  # buffers, first-call dispatch, compiling
+                learner.update(batch)  # buffers, first-call dispatch, compiling
             first = time.perf_counter() - t0
-            learner.learn(batch)
+            learner.update(batch)
             # a compiled step runs on one thread (DDPG's concurrent update included)
             callers = 1 if learner.config.learner_compile else learner_callers(learner.config)
             runs[label] = {"learner": learner, "batch": batch, "callers": callers, "first": first,
@@ -152,13 +152,13 @@ def measure_variants(variants: dict[str, tuple[Any, str]], rounds: int, seconds:
                 learner, batch, controller = run["learner"], run["batch"], run["controller"]
                 for n in counts:
                     torch.set_num_threads(n)
-                    learner.learn(batch)
-                    run["per_round"][str(n)].append(_time_steps(lambda: learner.learn(batch), seconds))
+                    learner.update(batch)
+                    run["per_round"][str(n)].append(_time_steps(lambda: learner.update(batch), seconds))
                 torch.set_num_threads(controller.threads)
 
                 def adaptive_step() -> None:
                     with controller.step():
-                        learner.learn(batch)
+                        learner.update(batch)
 
                 run["per_round"]["auto"].append(_time_steps(adaptive_step, seconds))
     finally:

@@ -51,7 +51,7 @@ def _met(env_id: str, ret: float, success: float) -> bool | None:
 
 
 def measure(args: TabularPoliciesBench, log: Callable[[str], None]) -> dict[str, Any]:
-    from pearl_fpga import Trainer
+    from pearl_fpga import TabularTrainer
     from pearl_fpga.config import TrainConfig
 
     rows = []
@@ -59,7 +59,7 @@ def measure(args: TabularPoliciesBench, log: Callable[[str], None]) -> dict[str,
         for algo in args.algos:
             cfg = TrainConfig.preset(algo, env_id, eval_episodes=args.eval_episodes, checkpoint_freq=0,
                                      backend=args.backend)
-            with Trainer(algo, env_id, config=cfg, seed=args.seed) as trainer:
+            with TabularTrainer(algo, env_id, config=cfg, seed=args.seed) as trainer:
                 t0 = time.perf_counter()
                 trainer.train(cfg.total_steps)
                 train_s = time.perf_counter() - t0

@@ -235,27 +235,13 @@ def _run_sb3(sb3: Any, config: TrainConfig, seed: int, eval_episodes: int, threa
                   learning_starts=config.learning_starts, batch_size=config.batch_size, gamma=config.gamma,
                   train_freq=config.train_freq, gradient_steps=config.gradient_steps,
                   policy_kwargs=dict(net_arch=list(config.net_arch)), seed=seed, device="cpu", verbose=0)
+    from pearl_fpga.algos.registry import learner_class
+
     env = gym.make(config.env_id)
     jax = sb3.__name__ == "sbx"
-    if config.algo == "dqn":
-        clip = {} if jax else {"max_grad_norm": config.max_grad_norm}  # SBX's DQN does not clip gradients
-        model = sb3.DQN("MlpPolicy", env, target_update_interval=config.target_update_interval,
-                        exploration_fraction=config.exploration_fraction,
-                        exploration_initial_eps=config.exploration_initial_eps,
-                        exploration_final_eps=config.exploration_final_eps, tau=config.tau, **clip, **common)
-    else:
-        from stable_baselines3.common.noise import NormalActionNoise
-
-        shape = env.action_space.shape
-        assert shape is not None  # a Box action space (DDPG and TD3)
-        dim = shape[0]
-        noise = NormalActionNoise(np.zeros(dim), config.action_noise_std * np.ones(dim))
-        if config.algo == "td3":
-            model = sb3.TD3("MlpPolicy", env, action_noise=noise, tau=config.tau, policy_delay=config.policy_delay,
-                            target_policy_noise=config.target_policy_noise,
-                            target_noise_clip=config.target_noise_clip, **common)
-        else:
-            model = sb3.DDPG("MlpPolicy", env, action_noise=noise, tau=config.tau, **common)
+    # the same algorithm of SB3/SBX (their class of the same name) at this config's settings
+    own = learner_class(config.algo).baseline_kwargs(config, env.action_space, jax)
+    model = getattr(sb3, config.algo.upper())("MlpPolicy", env, **own, **common)
     if threads is not None:
         torch.set_num_threads(threads)
     start = time.perf_counter()

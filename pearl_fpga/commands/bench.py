@@ -7,6 +7,8 @@ it draws one, `plot(results, path)`. This module only turns the command line int
 
 from __future__ import annotations
 
+from pearl_fpga import presets as registry
+
 import argparse
 import importlib
 import sys
@@ -114,7 +116,7 @@ def _ray_config(args: argparse.Namespace) -> Any:
 
 # ----------------------------------------------------------------------- benches that take a TrainConfig
 def _learner_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", choices=("dqn", "ddpg", "td3", "all"), default="all",
+    parser.add_argument("--algo", choices=(*registry.deep_names(), "all"), default="all",
                         help="learner to time; all: dqn, ddpg and td3 (default)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     parser.add_argument("--seconds", type=float, default=0.5, help="length of one round per setting (default 0.5)")
@@ -135,7 +137,7 @@ def _learner_config(args: argparse.Namespace) -> Any:
 
 
 def _train_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", choices=("dqn", "ddpg", "td3"), default="dqn")
+    parser.add_argument("--algo", choices=registry.deep_names(), default="dqn")
     parser.add_argument("--env", default=None, help="gymnasium id (default CartPole-v1 / Pendulum-v1)")
     parser.add_argument("--steps", type=int, default=20_000, help="env steps per run (default 20000)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds (default 0)")
@@ -177,7 +179,7 @@ def _train_config(args: argparse.Namespace) -> Any:
 
 
 def _plan_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", default="dqn", choices=("dqn", "ddpg", "td3"))
+    parser.add_argument("--algo", default="dqn", choices=registry.deep_names())
     parser.add_argument("--env", default=None, help="gymnasium id (default: the algorithm's preset env)")
     parser.add_argument("--steps", type=int, default=4000, help="env steps of each measured run (default 4000)")
     parser.add_argument("--learning-starts", type=int, default=None,

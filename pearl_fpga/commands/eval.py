@@ -27,7 +27,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def checkpoint_of(path: Path) -> Path:
     """The checkpoint directory of a run directory or of a checkpoint directory itself (a deep run's
     manifest.json or a tabular run's tabular.npz)."""
-    from pearl_fpga.runtime.tabular import CHECKPOINT_FILE
+    from pearl_fpga.runtime.tabular_trainer import CHECKPOINT_FILE
 
     for candidate in (path, path / "checkpoint"):
         if (candidate / "manifest.json").is_file() or (candidate / CHECKPOINT_FILE).is_file():
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pearl_fpga.commands.common import report_error
     from pearl_fpga.errors import PearlError
-    from pearl_fpga.trainer import Trainer
+    from pearl_fpga.trainers import load_trainer
 
     console = Console(stderr=args.json)
     trainer = None
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--video needs --render rgb_array")
         if args.video is not None:
             _video_writer()  # fail before loading anything when the extra is missing
-        trainer = Trainer.load(checkpoint_of(args.run), placement=args.placement, workers=0, engine="inline")
+        trainer = load_trainer(checkpoint_of(args.run), placement=args.placement, workers=0, engine="inline")
         result = trainer.evaluate(args.episodes)
         video = record_video(trainer, args.video, args.fps) if args.video is not None else None
     except (PearlError, ValueError) as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pearl_fpga import presets as registry
+
 import argparse
 import json
 import sys
@@ -12,7 +14,7 @@ HELP = "predict time per task per device and choose the placement and actor-work
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", default="dqn", choices=("dqn", "ddpg", "td3"), help="algorithm (default dqn)")
+    parser.add_argument("--algo", default="dqn", choices=registry.deep_names(), help="algorithm (default dqn)")
     parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg and td3)")
     parser.add_argument("--per", action="store_true", help="plan with prioritized replay (the replay kernel)")
     parser.add_argument("--objective", default="throughput", choices=("throughput", "efficiency"),

@@ -22,7 +22,7 @@ from typing import Any
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.commands.common import default_logdir, report_error, train_with_progress
 from pearl_fpga.commands.config_args import add_config_options, build_config
-from pearl_fpga.config import ALGOS, TABULAR_ALGOS
+from pearl_fpga import presets as registry
 
 HELP = ("train DQN, DDPG or TD3 (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-emu), or tabular "
         "Q-learning/SARSA on the TabularQ kernel (--algo qlearning --env Taxi-v4; see docs/tabular.md)")
@@ -36,7 +36,7 @@ FIELD_OPTIONS = {"steps": "total_steps", "eval_freq": "eval_freq", "eval_episode
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--algo", choices=ALGOS, default="dqn", help="algorithm (default dqn)")
+    parser.add_argument("--algo", choices=registry.names(), default="dqn", help="algorithm (default dqn)")
     parser.add_argument("--env", default=None, help="gymnasium id (default: CartPole-v1 for dqn, Pendulum-v1 for ddpg "
                                                      "and td3, Taxi-v4 for qlearning and sarsa)")
     parser.add_argument("--steps", type=int, default=None,
@@ -91,11 +91,12 @@ def run(args: argparse.Namespace) -> int:
 
     from pearl_fpga.errors import PearlError, TrainingInterrupted
     from pearl_fpga.runtime.checkpoint import DirLock
-    from pearl_fpga.runtime.tabular import TabularTrainer
+    from pearl_fpga.runtime.tabular_trainer import TabularTrainer
     from pearl_fpga.trainer import Trainer
+    from pearl_fpga.trainers import load_trainer
 
     console = Console(stderr=args.json)
-    tabular = args.algo in TABULAR_ALGOS
+    tabular = args.algo in registry.tabular_names()
     offline = tabular and args.dataset is not None
     try:
         _check_options(args, tabular)
@@ -109,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
                                            args.resume)
     ckpt = args.checkpoint_dir or logdir / "checkpoint"
     logger = None
-    trainer: Any = None  # a Trainer, or a TabularTrainer (the same public API)
+    trainer: Trainer | TabularTrainer | None = None
     new_logdir = not logdir.exists()  # removed again if the run fails before its first env step
     lock = DirLock(logdir / ".lock", "log directory")
     old_term = _terminate_as_interrupt()
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         lock.acquire()  # before the logger: a second run on this logdir must not truncate its CSV files
         logger = RunLogger(logdir, tensorboard=not args.no_tensorboard, append=args.resume)
         if args.resume:
-            trainer = Trainer.load(ckpt, placement=placement, workers=args.workers, logger=logger, checkpoint_dir=ckpt,
+            trainer = load_trainer(ckpt, placement=placement, workers=args.workers, logger=logger, checkpoint_dir=ckpt,
                                    engine=args.engine, ray_address=args.ray_address,
                                    expect={"algo": config.algo, "env_id": config.env_id}, overrides=asked)
             console.print(f"resumed {escape(str(ckpt))} at env step {trainer.env_steps:,}")
@@ -134,10 +135,10 @@ def run(args: argparse.Namespace) -> int:
         total = trainer.config.total_steps
         remaining = total - trainer.env_steps
         console.print(escape(_header(trainer, args.dataset if offline else remaining, logdir)))
-        if not tabular and trainer.placement.board:
+        if isinstance(trainer, Trainer) and trainer.placement.board:
             console.print(escape(_board_header(trainer.placement.board)))
         t0 = time.perf_counter()
-        if offline:
+        if offline and isinstance(trainer, TabularTrainer):
             data = trainer.train_offline(args.dataset, progress=lambda e, n: console.print(f"epoch {e}/{n}", markup=False))
             console.print(f"{data['n']:,} transitions x {trainer.config.epochs} epoch(s), parts {trainer.config.parts}",
                           markup=False)
@@ -149,11 +150,11 @@ def run(args: argparse.Namespace) -> int:
             console.print(escape(f"{why} the checkpoint's {trainer.env_steps:,} env steps: nothing to train; evaluating "
                                  f"it (pearl-fpga eval {ckpt} does only that; --steps N above it trains on)"))
         seconds = time.perf_counter() - t0
-        if args.save_dataset is not None:
+        if args.save_dataset is not None and isinstance(trainer, TabularTrainer):
             console.print(f"dataset of {trainer.env_steps:,} transitions written to {trainer.save_dataset(args.save_dataset)}",
                           markup=False)
         result = trainer.evaluate(trainer.config.eval_episodes)
-        if tabular:
+        if isinstance(trainer, TabularTrainer):
             trainer.log_evaluation(result)
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, TrainingInterrupted) and exc.signum else signal.SIGINT
@@ -180,8 +181,9 @@ def run(args: argparse.Namespace) -> int:
             # nothing of this run is worth keeping, and a leftover folder would push the next run to "-N+1"
             shutil.rmtree(logdir, ignore_errors=True)
 
-    if tabular:
+    if isinstance(trainer, TabularTrainer):
         return _report_tabular(args, console, trainer, result, logdir, "offline" if offline else "online", seconds)
+    assert isinstance(trainer, Trainer)
     from pearl_fpga.runtime.logger import plot_learning_curve
 
     png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
@@ -232,7 +234,7 @@ def _check_options(args: argparse.Namespace, tabular: bool) -> None:
     family, other = (TABULAR_OPTIONS, DEEP_OPTIONS) if tabular else (DEEP_OPTIONS, TABULAR_OPTIONS)
     wrong = [f"--{name.replace('_', '-')}" for name in other if getattr(args, name) not in (None, False)]
     if wrong:
-        owner = "dqn/ddpg/td3" if tabular else "--algo qlearning|sarsa"
+        owner = "/".join(registry.deep_names()) if tabular else "--algo " + "|".join(registry.tabular_names())
         hint = "; tabular runs choose the table's device with --backend" if tabular else ""
         raise ValueError(f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} for {owner}{hint}")
     if tabular and args.dataset is not None and (args.resume or args.save_dataset is not None):
@@ -257,7 +259,7 @@ def _config(args: argparse.Namespace) -> Any:
 def _header(trainer: Any, work: Any, logdir: Path) -> str:
     """The line that says what trains where: `work` is the env steps to run, or the offline dataset."""
     cfg = trainer.config
-    if cfg.algo in TABULAR_ALGOS:
+    if cfg.algo in registry.tabular_names():
         what = f"the dataset {work} (offline)" if isinstance(work, Path) else f"{work:,} env steps"
         return (f"training {cfg.algo} on {cfg.env_id}: {what}, {trainer.n_states} states x {trainer.n_actions} actions, "
                 f"backend {trainer.kernel.backend_name}, alpha {cfg.learning_rate:g}, gamma {cfg.gamma:g}; logs in {logdir}")

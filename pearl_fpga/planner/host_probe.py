@@ -52,7 +52,7 @@ def profile_host(config: TrainConfig, targets: Iterable[str] = HOST_TARGETS, siz
     """Measure every task on every host target (those that cannot run here are listed with the reason)."""
     import torch
 
-    from pearl_fpga.algos import make_algo
+    from pearl_fpga.algos import make_learner
     from pearl_fpga.errors import BackendUnavailable
     from pearl_fpga.runtime.envs import EnvGroup, env_spec
     from pearl_fpga.runtime.placement import DEVICES, Placement
@@ -79,8 +79,9 @@ def profile_host(config: TrainConfig, targets: Iterable[str] = HOST_TARGETS, siz
     try:
         torch.set_num_threads(1)  # actors and envs run single-threaded, one process each
         obs_pool = rng.normal(size=(64, spec.obs_dim)).astype(np.float32)
-        learner = make_algo(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
+        learner = make_learner(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
         module = learner.policy_module
+        head = learner.actor_head(config, spec.action_dim)
         state = {k: v.clone() for k, v in module.state_dict().items()}
         env_points: list[tuple[float, float]] = []
         for target in targets:
@@ -90,7 +91,7 @@ def profile_host(config: TrainConfig, targets: Iterable[str] = HOST_TARGETS, siz
             if target not in DEVICES["act"]:  # a learn-only target ("cpu-bf16")
                 continue
             try:
-                policy = ActorPolicy(module, Placement(act=target, replay="cpu", learn="cpu"), spec.discrete, obs_pool)
+                policy = ActorPolicy(module, Placement(act=target, replay="cpu", learn="cpu"), head, obs_pool)
             except (BackendUnavailable, ImportError, ValueError) as exc:
                 prof.unavailable[f"act@{target}"] = str(exc)
                 continue
@@ -181,7 +182,7 @@ def _profile_learner(config: TrainConfig, spec: Any, targets: Sequence[str], siz
 
     import torch
 
-    from pearl_fpga.algos import make_algo
+    from pearl_fpga.algos import make_learner
     from pearl_fpga.runtime.placement import DEVICES, bf16_unsupported, learn_target
 
     buffer_factory = _replay_factory(config, spec)
@@ -215,14 +216,14 @@ def _profile_learner(config: TrainConfig, spec: Any, targets: Sequence[str], siz
             continue
         assert buf is not None  # made above: only a reused target has none
         note(f"learner loop (replay on {target}, learn on {device})")
-        algo = make_algo(config, spec.obs_dim, spec.action_dim, device=device, seed=0)
+        algo = make_learner(config, spec.obs_dim, spec.action_dim, device=device, seed=0)
         fill = min(config.buffer_size, max(4 * max(batches), 2048))
         buf.add(random_batch(rng, fill, spec))
         on_cpu = learn_target(device)[0] == "cpu"
         stepping = controller if on_cpu else None
         while stepping is not None and stepping.choice.rounds == 0 and len(stepping.choice.candidates) > 1:
             with stepping.step():  # the run's first probe round, at its batch size, before anything is timed
-                algo.learn(buf.sample(b).to_torch(algo.device, discrete=spec.discrete))
+                algo.update(buf.sample(b).to_torch(algo.device, discrete=spec.discrete))
         pts: dict[str, list[tuple[float, float]]] = {"replay_sample": [], "learn": [], "replay_update": []}
         for n in batches:
             t_s = t_l = t_u = 0.0
@@ -231,7 +232,7 @@ def _profile_learner(config: TrainConfig, spec: Any, targets: Sequence[str], siz
                 data = buf.sample(n)
                 t1 = time.perf_counter()
                 with stepping.step() if stepping is not None else contextlib.nullcontext():
-                    loss, td = algo.learn(data.to_torch(algo.device, discrete=spec.discrete))
+                    loss, td = algo.update(data.to_torch(algo.device, discrete=spec.discrete))
                 if not on_cpu:
                     torch.cuda.synchronize()
                 t2 = time.perf_counter()

@@ -60,8 +60,9 @@ def explore_overhead(config: TrainConfig, spec: Any, counts: Sequence[int], repe
     epsilon mask and the merge, at the schedule's final epsilon."""
     from types import SimpleNamespace
 
-    from pearl_fpga.runtime.policy import ActorPolicy
+    from pearl_fpga.algos.registry import learner_class
 
+    head = learner_class(config.algo).actor_head(config, spec.action_dim)
     rng = np.random.default_rng(4)
     step = max(config.total_steps, config.learning_starts)  # past the epsilon decay: the steady state
     pts = []
@@ -71,9 +72,8 @@ def explore_overhead(config: TrainConfig, spec: Any, counts: Sequence[int], repe
             greedy = np.zeros(n, dtype=np.int64)
         else:
             greedy = np.zeros((n, spec.action_dim), dtype=np.float32)
-        stub = SimpleNamespace(discrete=spec.discrete, deterministic=lambda _obs, g=greedy: g)
-        pts.append((float(n), time_call(lambda: ActorPolicy.explore(stub, obs, step, config, rng, spec.action_dim),  # type: ignore[arg-type]  # a stand-in policy
-                                        repeats)))
+        stub = SimpleNamespace(deterministic=lambda _obs, g=greedy: g)
+        pts.append((float(n), time_call(lambda: head.explore(stub, obs, step, rng), repeats)))
     return pts
 
 
@@ -99,16 +99,16 @@ def learner_thread_count(config: TrainConfig) -> int:
 
 def learner_step(config: TrainConfig, rng: np.random.Generator) -> Callable[[], None]:
     """One learner update on random batches of the run's shapes (a fresh CPU learner)."""
-    from pearl_fpga.algos import Batch, make_algo
+    from pearl_fpga.algos import Batch, make_learner
     from pearl_fpga.runtime.envs import env_spec
 
     spec = env_spec(config.env_id)
-    algo = make_algo(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
+    algo = make_learner(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
     data = random_batch(rng, 4096, spec)
     b = config.batch_size
 
     def step() -> None:
         idx = rng.integers(0, 4096, size=b)
-        algo.learn(Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete))
+        algo.update(Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete))
 
     return step

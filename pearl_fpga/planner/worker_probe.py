@@ -58,7 +58,7 @@ def worker_pool_costs(config: TrainConfig, counts: Sequence[int], act_targets: S
     others from the first. Returns (task, target) -> [(W, value)] with target "cpu" for all but
     "actor_corun". Start and stop are one-off costs every worker run pays; on a shared machine all of
     these vary with the load, so a benchmark re-measures them right before its run."""
-    from pearl_fpga.algos import Batch, make_algo
+    from pearl_fpga.algos import Batch, make_learner
     from pearl_fpga.runtime.envs import EnvGroup, env_spec
     from pearl_fpga.runtime.placement import Placement
     from pearl_fpga.runtime.policy import ActorPolicy
@@ -67,7 +67,7 @@ def worker_pool_costs(config: TrainConfig, counts: Sequence[int], act_targets: S
     import torch
 
     spec = env_spec(config.env_id)
-    algo = make_algo(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
+    algo = make_learner(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
     weights = {k: v.detach().cpu().clone() for k, v in algo.policy_module.state_dict().items()}
     calibration = calibration_batch(config.env_id, 0)
     rng = np.random.default_rng(5)
@@ -76,7 +76,7 @@ def worker_pool_costs(config: TrainConfig, counts: Sequence[int], act_targets: S
 
     def learner_step() -> None:
         idx = rng.integers(0, 4096, size=b)
-        algo.learn(Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete))
+        algo.update(Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete))
 
     out: dict[tuple[str, str], list[tuple[float, float]]] = {}
     threads = torch.get_num_threads()
@@ -87,7 +87,7 @@ def worker_pool_costs(config: TrainConfig, counts: Sequence[int], act_targets: S
             placement = Placement(act=act, replay="cpu", learn="cpu")
             # the actor loop alone, in this process, on the pool's act target: what "actor_corun" is relative to
             torch.set_num_threads(1)
-            policy = ActorPolicy(algo.policy_module, placement, spec.discrete, calibration)
+            policy = ActorPolicy(algo.policy_module, placement, algo.actor_head(config, spec.action_dim), calibration)
             act_pts, env_pts = actor_loop(config, policy, (config.n_envs,), 60, EnvGroup)
             actor_alone = (act_pts[0][1] + env_pts[0][1]
                            + explore_overhead(config, spec, (config.n_envs,), 60)[0][1]) / config.n_envs

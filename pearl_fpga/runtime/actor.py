@@ -3,8 +3,8 @@ inline engine (in the learner's process), the actor worker processes (runtime.wo
 actors (engines.env_actor); only where it runs and how its transitions travel differ.
 
 Exploration is driven by the global env-step index a run starts from (SB3's schedule: random actions
-before learning_starts, then epsilon-greedy or Gaussian noise), so an actor granted steps n..n+k acts
-as the sequential loop would at those steps.
+before learning_starts, then the algorithm's actor head), so an actor granted steps n..n+k acts as the
+sequential loop would at those steps.
 """
 
 from __future__ import annotations
@@ -51,14 +51,15 @@ class ActorLoop:
               weights: dict[str, Any] | None = None) -> ActorLoop:
         """An actor of its own (a worker process, a Ray actor): envs seeded with `seed`, exploration with
         seed + 1, a fresh policy network holding `weights` (when given) on the act device."""
-        from pearl_fpga.algos.common import mlp
+        from pearl_fpga.algos.registry import learner_class
 
         envs = EnvGroup(config.env_id, config.n_envs, seed)
         spec = envs.spec
-        module = mlp(spec.obs_dim, config.net_arch, spec.action_dim, tanh_head=not spec.discrete)
+        learner = learner_class(config.algo)
+        module = learner.policy_network(spec.obs_dim, spec.action_dim, config)
         if weights is not None:
             module.load_state_dict(weights)
-        policy = ActorPolicy(module, placement, spec.discrete, calibration)
+        policy = ActorPolicy(module, placement, learner.actor_head(config, spec.action_dim), calibration)
         return cls(config, envs, policy, np.random.default_rng(seed + 1))
 
     def set_weights(self, weights: dict[str, Any]) -> None:
@@ -77,8 +78,7 @@ class ActorLoop:
         try:
             while done < n_steps:
                 start = clock()
-                actions = self.policy.explore(self.envs.obs, start_step + done, self.config, self.rng,
-                                              self.envs.spec.action_dim)
+                actions = self.policy.explore(self.envs.obs, start_step + done, self.rng)
                 stepped = clock()
                 act_s += stepped - start
                 transitions, ended = self.envs.step(actions)

@@ -76,6 +76,21 @@ def env_spec(env_id: str) -> EnvSpec:
         env.close()
 
 
+def check_action_space(algo: str, env_id: str, discrete: bool) -> None:
+    """ValueError when `algo`'s registry entry needs the other kind of action space than env_id has,
+    naming algorithms that fit."""
+    from pearl_fpga import presets as registry
+
+    spec = registry.get(algo)
+    if (spec.action_space == "discrete") == discrete:
+        return
+    need = "discrete" if spec.action_space == "discrete" else "continuous (Box)"
+    fits = [s.name for s in registry.algorithms().values()
+            if s.family == "deep" and (s.action_space == "discrete") == discrete]
+    raise ValueError(f"{algo.upper()} needs a {need} action space; {env_id} does not have one "
+                     f"({env_id} fits --algo {' or '.join(fits)}; {algo} runs e.g. on {spec.default_env})")
+
+
 class EnvGroup:
     """n copies of one environment, auto-reset, with episode bookkeeping."""
 

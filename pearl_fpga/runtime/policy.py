@@ -1,7 +1,7 @@
-"""The actors' policy on the act device: torch ("cpu", "cuda") or the quantized MLP kernel.
-
-Exploration follows Stable-Baselines3: uniform random actions before `learning_starts`; then DQN is
-epsilon-greedy and DDPG and TD3 add Gaussian noise (std `action_noise_std`, actor scale) and clip to [-1, 1].
+"""The actors' policy on the act device: torch ("cpu", "cuda") or the quantized MLP kernel, and the
+algorithm's actor head (pearl_fpga.algos.heads) that turns the network's outputs into greedy or exploring
+actions (Stable-Baselines3's schedule: uniform random actions before `learning_starts`, then the
+algorithm's exploration).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pearl_fpga.config import TrainConfig
+from pearl_fpga.algos.heads import ActorHead
 from pearl_fpga.errors import BackendUnavailable, DivergenceError
 from pearl_fpga.runtime.checkpoint import all_finite
 from pearl_fpga.runtime.placement import Placement
@@ -22,15 +22,16 @@ from pearl_fpga.runtime.placement import Placement
 class ActorPolicy:
     """A private copy of the policy network, kept in sync by `load_weights`."""
 
-    def __init__(self, module: nn.Sequential, placement: Placement, discrete: bool, calibration: np.ndarray) -> None:
+    def __init__(self, module: nn.Sequential, placement: Placement, head: ActorHead, calibration: np.ndarray) -> None:
         self.placement = placement
-        self.discrete = discrete
+        self.head = head
+        self.discrete = head.discrete
         self.calibration = np.asarray(calibration, dtype=np.float32)
         self.module = copy.deepcopy(module).cpu().requires_grad_(False)
         self.kernel: Any = None
         self.torch_device = torch.device("cpu")
         if placement.kernel_actor:
-            self.kernel = _make_kernel(self.module, placement, discrete, self.calibration)
+            self.kernel = _make_kernel(self.module, placement, head, self.calibration)
         elif placement.act == "cuda":
             if not torch.cuda.is_available():
                 raise BackendUnavailable("placement act=cuda, but torch sees no CUDA device; use act=cpu or act=cpu-kernel")
@@ -49,47 +50,30 @@ class ActorPolicy:
                                           "start again or resume from the last checkpoint")
             self.kernel.load_weights(self.module)
 
-    def deterministic(self, obs: np.ndarray) -> np.ndarray:
-        """Greedy action (DQN, int64) or actor output in [-1, 1] (DDPG, TD3: float32) per observation."""
+    def outputs(self, obs: np.ndarray) -> np.ndarray:
+        """The network's outputs per observation (float32): the kernel's dequantized ones on a kernel actor."""
         obs = np.asarray(obs, dtype=np.float32)
         if self.kernel is not None:
-            out = np.asarray(self.kernel.act(obs))
-            return out.astype(np.int64) if self.discrete else out.astype(np.float32).reshape(len(obs), -1)
+            return np.asarray(self.kernel(obs), dtype=np.float32).reshape(len(obs), -1)
         with torch.no_grad():
-            y = self.module(torch.as_tensor(obs, device=self.torch_device))
-            y = y.argmax(dim=1) if self.discrete else y
-            return y.cpu().numpy()
+            return self.module(torch.as_tensor(obs, device=self.torch_device)).cpu().numpy()
 
-    def explore(self, obs: np.ndarray, step: int, config: TrainConfig, rng: np.random.Generator,
-                n_actions_or_dim: int) -> np.ndarray:
-        """Exploration action at env step `step` (SB3's schedule)."""
-        n = len(obs)
-        if self.discrete:
-            if n == 1:  # one env: scalar draws, the same stream as arrays of one without their per-call cost
-                if step < config.learning_starts:
-                    return np.array([rng.integers(0, n_actions_or_dim)])
-                explore = rng.random() < config.epsilon(step)
-                drawn = rng.integers(0, n_actions_or_dim)
-                if explore:
-                    return np.array([drawn], dtype=np.int64)
-                return self.deterministic(obs).astype(np.int64, copy=False)
-            if step < config.learning_starts:
-                return rng.integers(0, n_actions_or_dim, size=n)
-            eps = config.epsilon(step)
-            random_mask = rng.random(n) < eps
-            actions = rng.integers(0, n_actions_or_dim, size=n)
-            if not random_mask.all():
-                greedy = self.deterministic(obs)
-                actions = np.where(random_mask, actions, greedy)
-            return actions.astype(np.int64)
-        if step < config.learning_starts:
-            return rng.uniform(-1.0, 1.0, size=(n, n_actions_or_dim)).astype(np.float32)
-        action = self.deterministic(obs)
-        noise = rng.normal(0.0, config.action_noise_std, size=action.shape)
-        return np.clip(action + noise, -1.0, 1.0).astype(np.float32)
+    def deterministic(self, obs: np.ndarray) -> np.ndarray:
+        """The head's greedy action per observation (int64 for discrete actions, float32 in [-1, 1] for continuous ones)."""
+        obs = np.asarray(obs, dtype=np.float32)
+        if self.kernel is not None:
+            return self.head.greedy_kernel(self.kernel, obs)
+        if self.discrete:  # argmax on the device: one small copy back
+            with torch.no_grad():
+                return self.module(torch.as_tensor(obs, device=self.torch_device)).argmax(dim=1).cpu().numpy()
+        return self.head.greedy(self.outputs(obs))
+
+    def explore(self, obs: np.ndarray, step: int, rng: np.random.Generator) -> np.ndarray:
+        """Exploration action at env step `step` (SB3's schedule, the head's exploration)."""
+        return self.head.explore(self, obs, step, rng)
 
 
-def _make_kernel(module: nn.Sequential, placement: Placement, discrete: bool, calibration: np.ndarray) -> Any:
+def _make_kernel(module: nn.Sequential, placement: Placement, head: ActorHead, calibration: np.ndarray) -> Any:
     try:
         from pearl_fpga.kernels import MLPInfer
     except ImportError as exc:  # the kernel module is missing from this install
@@ -97,11 +81,7 @@ def _make_kernel(module: nn.Sequential, placement: Placement, discrete: bool, ca
                                  "use act=cpu (torch) instead") from exc
     from pearl_fpga.runtime.placement import first_available
 
-    kwargs: dict[str, Any] = {"calibration": calibration}
-    if discrete:
-        kwargs["head"] = "raw"
-    else:
-        kwargs.update(head="tanh", action_low=-1.0, action_high=1.0)
+    kwargs: dict[str, Any] = {"calibration": calibration, **head.kernel_options}
     from pearl_fpga.backends import registry
     from pearl_fpga.runtime.emulation import limit_mlp_backend
 

@@ -306,7 +306,7 @@ def _learner_digest(config: TrainConfig, obs_dim: int, action_dim: int, threads:
     import numpy as np
     import torch
 
-    from pearl_fpga.algos import make_algo
+    from pearl_fpga.algos import make_learner
     from pearl_fpga.algos.common import Batch
 
     discrete = config.algo == "dqn"
@@ -325,11 +325,11 @@ def _learner_digest(config: TrainConfig, obs_dim: int, action_dim: int, threads:
     old_threads, rng_state = torch.get_num_threads(), torch.get_rng_state()
     try:
         torch.set_num_threads(threads)
-        learner = make_algo(config, obs_dim, action_dim, device="cpu", seed=0)
+        learner = make_learner(config, obs_dim, action_dim, device="cpu", seed=0)
         batch = Batch(**data).to_torch(discrete=discrete)
         h = hashlib.sha256()
         for _ in range(steps):
-            loss, td = learner.learn(batch)
+            loss, td = learner.update(batch)
             h.update(np.float32(float(loss)).tobytes())
             h.update(td.detach().cpu().numpy().tobytes())
         for module in vars(learner).values():

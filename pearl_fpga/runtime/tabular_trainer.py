@@ -21,7 +21,8 @@ from typing import Any, Callable
 import numpy as np
 
 from pearl_fpga.algos.tabular import KERNEL_ALGO, check_env_id, epsilon_greedy, load_dataset, save_dataset
-from pearl_fpga.config import TABULAR_ALGOS, TrainConfig, run_config
+from pearl_fpga import presets as registry
+from pearl_fpga.config import TrainConfig, run_config
 from pearl_fpga.errors import CheckpointError, TrainingInterrupted
 from pearl_fpga.kernels.tabular import TabularQ
 from pearl_fpga.limits import load_npz
@@ -97,8 +98,9 @@ class TabularTrainer(ClosesRun):
                  checkpoint_dir: str | Path | None = None, engine: str | None = None, ray_address: str | None = None,
                  logdir: str | Path | None = None, record: bool = False, **backend_options: Any) -> None:
         algo = str(algo).lower()
-        if algo not in TABULAR_ALGOS:
-            raise ValueError(f"TabularTrainer trains {' or '.join(TABULAR_ALGOS)}, not {algo!r}; use pearl_fpga.Trainer")
+        if algo not in registry.tabular_names():
+            raise ValueError(f"TabularTrainer trains {' or '.join(registry.tabular_names())}, not {algo!r}; use "
+                             "pearl_fpga.Trainer (or pearl_fpga.make_trainer, which takes every algorithm)")
         for name, value in (("placement", placement), ("workers", workers or None), ("ray_address", ray_address),
                             ("engine", None if engine in (None, "auto", "inline") else engine)):
             if value is not None:

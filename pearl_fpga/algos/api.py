@@ -1,0 +1,90 @@
+"""The interface every learner implements, and what one gradient update returns.
+
+The Trainer is the loop (engine, update-to-data schedule, logging); it never branches on the algorithm's
+name. It asks the learner, through this interface, for:
+
+- `update(batch)`: one gradient update, returning an `UpdateResult` (the loss, and |TD error| per
+  sample for the prioritized replay);
+- `before_update(env_steps)`: the algorithm's own work tied to the env-step clock before an update
+  that SB3 would run once `env_steps` steps were collected (DQN: the target copy every
+  `target_update_interval` env steps);
+- `policy_module`, `policy_network(...)` and `actor_head(...)`: the network the actors run (on the MLP
+  kernel or in torch) and what the actor does with its outputs (greedy action, exploration);
+- `state_dict()`/`load_state_dict()` (networks, optimizers, RNGs) and `progress_state()`/
+  `load_progress_state()` (counters of its own, written in the checkpoint's manifest).
+
+Its after-update work (target averaging, policy delay, entropy tuning) stays inside `update`, as in
+SB3's `train()` and RLlib's `after_gradient_based_update`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from pearl_fpga.algos.heads import ActorHead
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.replay.batch import Batch
+
+
+class UpdateResult(NamedTuple):
+    """One gradient update's outcome: the loss (a float, or a 0-d tensor not yet synced) and |TD error|
+    per sample (the new priorities of a prioritized replay's batch)."""
+
+    loss: Any
+    td_abs: Any
+
+
+class Learner(ABC):
+    """A learner of the deep algorithms (see the module docstring)."""
+
+    device: torch.device
+    discrete: bool = False
+
+    @classmethod
+    @abstractmethod
+    def policy_network(cls, obs_dim: int, action_dim: int, config: TrainConfig) -> nn.Sequential:
+        """A fresh policy network of this algorithm's shape (the actors' copy; the MLP kernel runs it)."""
+
+    @classmethod
+    @abstractmethod
+    def actor_head(cls, config: TrainConfig, action_dim: int) -> ActorHead:
+        """What the actors do with the policy network's outputs."""
+
+    @property
+    @abstractmethod
+    def policy_module(self) -> nn.Sequential:
+        """The live policy network (its state_dict is what weight syncs send to the actors)."""
+
+    @abstractmethod
+    def update(self, batch: Batch) -> UpdateResult:
+        """One gradient update on `batch`."""
+
+    @classmethod
+    def baseline_kwargs(cls, config: TrainConfig, action_space: Any, jax: bool) -> dict[str, Any]:
+        """Stable-Baselines3's (or SBX's, `jax`) constructor arguments of its class of this algorithm's name
+        beyond the shared ones (learning rate, buffer, batch, gamma, schedule, net_arch), for `bench train`
+        to run the same algorithm at the same settings."""
+        return {}
+
+    def before_update(self, env_steps: int) -> None:
+        """Work due on the env-step clock before an update SB3 runs after `env_steps` collected steps."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimizers and the learner's own RNG state."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what state_dict() returned (strict: shapes must match)."""
+
+    def progress_state(self) -> dict[str, int]:
+        """Counters of the learner's own schedule, written in a checkpoint's manifest."""
+        return {}
+
+    def load_progress_state(self, counters: dict[str, Any]) -> None:
+        """Restore progress_state()'s counters from a checkpoint manifest's."""

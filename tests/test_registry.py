@@ -1,0 +1,90 @@
+"""The algorithm registry (pearl_fpga.presets) and what it needs of an algorithm: CONTRIBUTING.md's "Add an
+algorithm" says adding one is its learner module plus its registry module; these tests check that every
+registered algorithm provides what the runtime reads, and that nothing else in the package names one
+algorithm that was added that way."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from pearl_fpga import presets as registry
+from pearl_fpga.algos.api import Learner
+from pearl_fpga.algos.heads import ActorHead
+from pearl_fpga.algos.registry import learner_class
+from pearl_fpga.config import TrainConfig
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pearl_fpga"
+ADDED_AS_ONE_MODULE = ("sac",)
+"""Algorithms added after the redesign: their names may appear only in their own two modules."""
+
+
+def test_the_registry_lists_every_algorithm_and_the_cli_offers_them():
+    from pearl_fpga.cli import build_parser
+
+    assert registry.names() == ("dqn", "ddpg", "td3", "sac", "qlearning", "sarsa")
+    assert registry.deep_names() == ("dqn", "ddpg", "td3", "sac")
+    assert registry.tabular_names() == ("qlearning", "sarsa")
+    for command in (["train"], ["plan"], ["bench", "train"], ["bench", "learner"]):
+        assert build_parser().parse_args([*command, "--algo", "sac"]).algo == "sac"
+    with pytest.raises(ValueError, match=r"unknown algo 'sacc' \(did you mean sac\?\)"):
+        registry.get("sacc")
+
+
+@pytest.mark.parametrize("name", registry.names())
+def test_every_entry_provides_what_the_runtime_reads(name):
+    spec = registry.get(name)
+    fields = {f.name for f in dataclasses.fields(TrainConfig)} - {"params"}
+    assert spec.family in ("deep", "tabular") and spec.action_space in ("discrete", "continuous")
+    assert spec.default_env in spec.presets, "the default env needs a preset of its own"
+    for env, preset in [("defaults", spec.defaults), *spec.presets.items()]:
+        unknown = set(preset) - fields - set(spec.params)
+        assert not unknown, f"{name} {env}: {sorted(unknown)} are neither TrainConfig fields nor its own parameters"
+    for pname, param in spec.params.items():
+        assert pname not in fields, f"{name}.{pname} shadows a TrainConfig field"
+        assert param.doc and param.check("t", pname, param.default) == param.default
+    cfg = TrainConfig.preset(name)  # validates every default and the default env's preset
+    assert cfg.algo == name and cfg.env_id == spec.default_env
+    for env in spec.presets:
+        TrainConfig.preset(name, env)
+    module, _, cls_name = spec.learner.partition(":")
+    assert Path(PACKAGE.parent, *module.split(".")).with_suffix(".py").is_file()
+
+
+@pytest.mark.parametrize("name", registry.deep_names())
+def test_every_deep_learner_implements_the_interface(name):
+    cls = learner_class(name)
+    assert issubclass(cls, Learner) and not inspect.isabstract(cls)
+    cfg = TrainConfig.preset(name, net_arch=[8])
+    discrete = registry.get(name).action_space == "discrete"
+    head = cls.actor_head(cfg, 2)
+    assert isinstance(head, ActorHead) and head.discrete == discrete
+    net = cls.policy_network(3, 2, cfg)
+    learner = cls(cfg, 3, 2, seed=0)
+    assert [p.shape for p in net.parameters()] == [p.shape for p in learner.policy_module.parameters()]
+    assert set(cls.baseline_kwargs.__code__.co_varnames[:4]) >= {"config", "action_space", "jax"}
+
+
+@pytest.mark.parametrize("name", ADDED_AS_ONE_MODULE)
+def test_an_added_algorithm_is_named_only_in_its_two_modules(name):
+    own = {PACKAGE / "algos" / f"{name}.py", PACKAGE / "presets" / f"{name}.py"}
+    pattern = re.compile(rf"\b{name}\b", re.IGNORECASE)
+    elsewhere = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                 if p not in own and pattern.search(p.read_text())]
+    assert not elsewhere, f"{name} is named outside its learner and registry modules: {elsewhere}"
+    assert own <= set(PACKAGE.rglob("*.py"))
+
+
+def test_deep_and_tabular_trainers_share_one_protocol():
+    from pearl_fpga import TabularTrainer, Trainer, TrainerProtocol, make_trainer
+
+    with make_trainer("qlearning", "CliffWalking-v1") as tabular:
+        assert isinstance(tabular, TabularTrainer) and isinstance(tabular, TrainerProtocol)
+    with make_trainer("dqn", "CartPole-v1", placement="cpu") as deep:
+        assert isinstance(deep, Trainer) and isinstance(deep, TrainerProtocol)
+    with pytest.raises(ValueError, match=r"qlearning is a tabular algorithm: use pearl_fpga.TabularTrainer"):
+        Trainer("qlearning", "CliffWalking-v1")
