@@ -95,6 +95,7 @@ def small_replay(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.sim
+@pytest.mark.timeout(3600)  # Yosys and nextpnr slow down many times on a loaded machine
 def test_small_replay_closes_timing(small_replay: dict[str, Any]) -> None:
     r = small_replay
     assert r["timing"]["met"], ecp5.gate_message("replay", PART.name, r["timing"])
@@ -109,6 +110,7 @@ def test_small_replay_closes_timing(small_replay: dict[str, Any]) -> None:
 
 
 @pytest.mark.sim
+@pytest.mark.timeout(3600)
 def test_gate_fails_a_missed_clock(small_replay: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     """The same routed design judged against 1 GHz: the record is written, the exit status is 1 and the
