@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pearl_fpga.hw import ecp5
-from pearl_fpga.hw.cores import CATALOG_SIZES, read_core
+from pearl_fpga.hw.cores import CATALOG_SIZES, read_core, rtl_digest
 from pearl_fpga.hw.implement import implement_kernel, main
 from pearl_fpga.hw.report import implementation_section, with_section
 from pearl_fpga.sim.verilator import kernel_rtl
@@ -105,6 +105,7 @@ def test_small_replay_closes_timing(small_replay: dict[str, Any]) -> None:
     assert util["bram"]["used"] > 0, "the leaf level's memory should be block RAM"
     assert r["synth_cells"].get("DP16KD", 0) == util["bram"]["used"]
     assert "Yosys" in r["tools"]["yosys"] and "nextpnr" in r["tools"]["nextpnr-ecp5"].lower()
+    assert r["rtl_sha256"] == rtl_digest("replay")
     path = r["timing"]["critical_path"]
     assert path and path["start"] and path["end"] and path["delay_ns"] <= 10.0
 
@@ -132,6 +133,9 @@ def test_gate_fails_a_missed_clock(small_replay: dict[str, Any], tmp_path: Path,
     assert record["command"].startswith("python -m pearl_fpga.hw.implement --kernels replay")
     section = implementation_section({"implement-replay": record})
     assert "| replay | CAPACITY=200, FANOUT=4 | LFE5U-85F-6BG381C | 1000 MHz" in section and "**missed**" in section
+    assert "other RTL" not in section
+    record["results"]["rtl_sha256"] = "0" * 64  # a record of other sources than the tree's says so
+    assert "(of other RTL than the tree's: rerun)" in implementation_section({"implement-replay": record})
     assert "<!-- implementation:start -->\nX\n<!-- implementation:end -->" in with_section(
         "a\n<!-- implementation:start -->\nold\n<!-- implementation:end -->\nb", "X")
 

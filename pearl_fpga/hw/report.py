@@ -12,6 +12,15 @@ START, END = "<!-- implementation:start -->", "<!-- implementation:end -->"
 ORDER = ("replay", "mlp", "tabular")
 
 
+def _digest(kernel: str) -> str | None:
+    from pearl_fpga.hw.cores import CoreError, rtl_digest
+
+    try:
+        return rtl_digest(kernel)
+    except CoreError:
+        return None
+
+
 def _sizes(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}" for k, v in params.items())
 
@@ -37,6 +46,8 @@ def implementation_section(records: dict[str, dict[str, Any]]) -> str:
         r = record["results"]
         t, util = r["timing"], r["utilization"]
         verdict = f"met ({t['slack_ns']:+.2f} ns)" if t["met"] else f"**missed** by {t['target_mhz'] - t['fmax_mhz']:.1f} MHz"
+        if r.get("rtl_sha256") != _digest(r["kernel"]):
+            verdict += " (of other RTL than the tree's: rerun)"
         lines.append(f"| {r['kernel']} | {_sizes(r['parameters'])} | {r['part']} | {t['target_mhz']:g} MHz "
                      f"| {t['fmax_mhz']:.1f} MHz | {verdict} | {_use(util, 'lut')} | {_use(util, 'ff')} "
                      f"| {_use(util, 'bram')} | {_use(util, 'dsp')} | {r['seconds']['synthesis']:.0f} s "

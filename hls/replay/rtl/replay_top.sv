@@ -155,7 +155,10 @@ module replay_top #(
     logic [FIFO_AW:0]       inflight;               // samples issued, not yet in the FIFO
     logic [FIFO_AW:0]       reserved;               // responses issued, not yet taken
     logic [FIFO_AW:0]       fifo_wr, fifo_rd;
-    logic [104:0]           fifo_mem [FIFO_N];      // {last, opcode, index, value}
+    // {last, opcode, index, value}. Read asynchronously (the head is on the stream at once), so LUT
+    // RAM: mapped onto block RAM, Yosys moves fifo_rd into the RAM's read register, and the netlist
+    // simulation showed the mapped FIFO returning other words than the RTL under response backpressure.
+    (* ram_style = "distributed" *) logic [104:0] fifo_mem [FIFO_N];
 
     // level chain: index 0 is the dispatch register, index d the output of level d
     logic [DEPTH:0]             s_valid, s_last;
