@@ -69,8 +69,9 @@ def simulation_view(netlist: Path, top: str, out: Path) -> Path:
     """`netlist` (mapped ECP5 cells) with Yosys's cell models in place of each cell, flattened into one
     module (`proc; flatten`, no optimization), written to `out`."""
     models, include = cell_models()
-    _yosys(f"read_verilog {netlist.name}; read_verilog -I{include} {models}; hierarchy -top {top}; proc; "
-           f"flatten; opt_clean -purge; write_verilog -noattr {out.resolve()}", netlist.parent,
+    # NO_INCLUDES: common_sim.vh and cells_sim.v both include the FD*/IO wrappers (not in a synth_ecp5 netlist)
+    _yosys(f"read_verilog {netlist.name}; read_verilog -DNO_INCLUDES -I{include} {models}; "
+           f"hierarchy -top {top}; proc; flatten; opt_clean -purge; write_verilog -noattr {out.resolve()}", netlist.parent,
            f"flatten {netlist.name} with the ECP5 cell models")
     return out
 
@@ -155,5 +156,5 @@ def run_cocotb_netlist(kernel: str, parameters: Mapping[str, int], *, test_modul
         extra_env=extra_env,
         testcase=testcase,
         # a generated netlist: lint and style warnings say nothing; -O0: compile time dominates
-        build_args=[f"-I{include}", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-O0"],
+        build_args=[f"-I{include}", "-DNO_INCLUDES", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-O0"],
     )

@@ -4,7 +4,7 @@
 // an update writes only its own slot.
 //
 // Shared read port, block-RAM read plus an output register, one write port; every stage is at most
-// one 64-bit carry chain deep so that the level closes 100 MHz on an ECP5 -6 (docs/hardware.md):
+// one 64-bit carry chain deep, for 100 MHz on an ECP5 -6 (make implement measures it; docs/hardware.md):
 //   sample (LEVEL_CYCLES = 8 cycles from s_in to s_out, one sample per clock):
 //     cycle 0 presents the parent index; 1 the block RAM's output, registered; 2..5 the four levels
 //     of a Kogge-Stone prefix of the K children (levels past log2(K) only register); 6 the K

@@ -4,8 +4,8 @@
 // Microarchitecture
 //   - One memory per tree level d = 1..DEPTH (replay_level), each word holding the K child sums of
 //     one parent, so a node's children are read in parallel; the root sum is a register (total).
-//   - Every stage is at most one 64-bit carry chain deep after a registered block-RAM read, so the
-//     design closes 100 MHz on an ECP5 -6 (make implement; docs/hardware.md).
+//   - Every stage is at most one 64-bit carry chain deep after a registered block-RAM read, for
+//     100 MHz on an ECP5 -6 (make implement measures it; docs/hardware.md).
 //   - SAMPLE: 8 cycles per level (block-RAM read, its output register, a four-stage parallel prefix
 //     of the K child sums, the K comparisons, the selection; replay_level), pipelined across levels:
 //     one sample accepted per clock; responses in command order.
