@@ -108,27 +108,25 @@ def synthesize_netlist(kernel: str, parameters: Mapping[str, int], out_dir: Path
 
 
 # ------------------------------------------------------------------------------------ mutants
-_LUT = re.compile(r"LUT4\s*#\(\s*\.INIT\(16'h([0-9a-fA-F]{4})\)\s*\)\s*(\S+)\s*\((.*?)\);", re.S)
+def invert_input(netlist_text: str, net: str) -> tuple[str, int]:
+    """A mutant: the top-level input bit `net` (e.g. "s_axis_cmd_tdata[64]") inverted at every cell
+    pin that reads it. Returns (mutated text, pins changed)."""
+    port = net.split("[", 1)[0]
+    if not re.search(rf"^\s*input\b[^;]*\b{re.escape(port)}\s*;", netlist_text, re.M):
+        raise ecp5.ImplementationError(f"{port} is not an input of the netlist")
+    pin = re.compile(rf"(\.\w+\()\s*{re.escape(net)}\s*\)")
+    text, count = pin.subn(lambda m: f"{m.group(1)}~{net})", netlist_text)
+    if count == 0:
+        raise ecp5.ImplementationError(f"no cell of the netlist reads {net}")
+    return text, count
 
 
-def flip_lut_reading(netlist_text: str, net: str) -> tuple[str, str]:
-    """A mutant: the first LUT4 that reads `net` (e.g. "s_axis_cmd_tdata[64]") with its INIT
-    complemented, so its output is inverted. Returns (mutated text, the instance name)."""
-    pattern = re.compile(rf"\.\w\(\s*{re.escape(net)}\s*\)")
-    for m in _LUT.finditer(netlist_text):
-        if pattern.search(m.group(3)):
-            flipped = f"{(~int(m.group(1), 16)) & 0xFFFF:04x}"
-            start, end = m.span(1)
-            return netlist_text[:start] + flipped + netlist_text[end:], m.group(2)
-    raise ecp5.ImplementationError(f"no LUT4 of the netlist reads {net}")
-
-
-def write_mutant(netlist: Path, net: str, out: Path, top: str) -> tuple[Path, str]:
-    """Write the flip_lut_reading mutant of `netlist` to `out` and its simulation view beside it;
-    return the view and the flipped instance's name."""
-    text, name = flip_lut_reading(netlist.read_text(), net)
+def write_mutant(netlist: Path, net: str, out: Path, top: str) -> tuple[Path, int]:
+    """Write the invert_input mutant of `netlist` to `out` and its simulation view beside it; return
+    the view and the number of pins changed."""
+    text, count = invert_input(netlist.read_text(), net)
     out.write_text(text)
-    return simulation_view(out, top, out.with_name(f"{out.stem}_sim.v")), name
+    return simulation_view(out, top, out.with_name(f"{out.stem}_sim.v")), count
 
 
 # ------------------------------------------------------------------------------ the simulation
