@@ -410,26 +410,18 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def readme_with(text: str, block: str) -> str:
-    if START not in text or END not in text:
-        raise RecordError(f"README.md lacks the {START} ... {END} markers of the headline block")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{block}\n{END}{tail}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="fail when the rendered files are out of date")
     args = parser.parse_args(argv)
     try:
+        sys.path.insert(0, str(ROOT))
+        from pearl_fpga.hw.report import implementation_section, with_block
+
         records = load_records()
         page = benchmarks_page(records)
-        readme = readme_with(README.read_text(), headline(records))
-        sys.path.insert(0, str(ROOT))
-        from pearl_fpga.hw.report import implementation_section, with_section
-
-        hardware = with_section(HARDWARE.read_text(), implementation_section(records))
+        readme = with_block(README.read_text(), headline(records), START, END, "README.md")
+        hardware = with_block(HARDWARE.read_text(), implementation_section(records))
     except ValueError as exc:  # RecordError, or hardware.md without its markers
         print(f"error: {exc}", file=sys.stderr)
         return 2

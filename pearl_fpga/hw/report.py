@@ -63,10 +63,11 @@ def implementation_section(records: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n\n" + "\n".join(notes)
 
 
-def with_section(text: str, section: str) -> str:
-    """`text` (docs/hardware.md) with the block between the markers replaced by `section`."""
-    if START not in text or END not in text:
-        raise ValueError(f"docs/hardware.md lacks the {START} ... {END} markers of the implementation table")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{section}\n{END}{tail}"
+def with_block(text: str, block: str, start: str = START, end: str = END, where: str = "docs/hardware.md") -> str:
+    """`text` with what lies between the markers `start` and `end` replaced by `block` (docs/render.py
+    uses it for the README's headline block too)."""
+    if start not in text or end not in text:
+        raise ValueError(f"{where} lacks the {start} ... {end} markers of its rendered block")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block}\n{end}{tail}"
