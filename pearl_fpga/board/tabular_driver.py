@@ -188,8 +188,9 @@ class TabularBoardBackend:
         self._run(fmt.encode_commands(np.array([fmt.OP_CLEAR]), zero, zero, zero), 0)
 
 
-MAX_RTL_ENTRIES = 1 << 14
-"""The reference tabular RTL keeps the table in registers: larger tables take minutes to verilate."""
+MAX_RTL_ENTRIES = 1 << 20
+"""The largest table the `rtl` backend simulates (the simulated memories and the table's load and
+read-back through the command stream, one word per clock, grow with it)."""
 
 
 def build_shape(n_states: int, n_actions: int) -> tuple[int, int]:
@@ -207,8 +208,8 @@ class TabularRTLBackend(OnVerilator, TabularBoardBackend):
     def __init__(self, n_states: int, n_actions: int, cycle_limit: int | None = None) -> None:
         rows, cols = build_shape(n_states, n_actions)
         if rows * cols > MAX_RTL_ENTRIES:
-            raise BackendUnavailable(f"backend 'rtl' simulates tables of at most {MAX_RTL_ENTRIES} entries (the "
-                                     f"reference RTL holds the table in registers); {n_states} x {n_actions} is "
+            raise BackendUnavailable(f"backend 'rtl' simulates tables of at most {MAX_RTL_ENTRIES} entries "
+                                     f"(rows and columns rounded up to powers of two); {n_states} x {n_actions} is "
                                      "larger: use backend='cpu' (bit-exact with it)")
         timeout_s = self._timeout_for(cycle_limit)
         self._cycle_limit = cycle_limit

@@ -61,13 +61,3 @@ def implementation_section(records: dict[str, dict[str, Any]]) -> str:
                      f"{r['tools']['nextpnr-ecp5']}. Sizes from {r.get('sizes_from', 'the command line')}; "
                      f"out of context, seed {r['seed']}; {crit}.")
     return "\n".join(lines) + "\n\n" + "\n".join(notes)
-
-
-def with_block(text: str, block: str, start: str = START, end: str = END, where: str = "docs/hardware.md") -> str:
-    """`text` with what lies between the markers `start` and `end` replaced by `block` (docs/render.py
-    uses it for the README's headline block too)."""
-    if start not in text or end not in text:
-        raise ValueError(f"{where} lacks the {start} ... {end} markers of its rendered block")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{block}\n{end}{tail}"

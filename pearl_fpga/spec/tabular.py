@@ -15,7 +15,6 @@ _KERNEL = descriptor("tabular")  # hls/tabular/kernel.json
 FRAC_BITS = 16
 ONE = 1 << FRAC_BITS  # 1.0 in alpha/gamma words and in Q16.16
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-PIPELINE_DEPTH = 2  # the reference RTL's stages (read, update): n back-to-back transitions take n + 2 clocks
 HAZARD_WINDOW = _KERNEL.constant("HAZARD_WINDOW")  # the HLS top: slots between a write\'s issue and a read of its row
 MAX_ENTRIES = _KERNEL.constant("MAX_ENTRIES")  # n_states * n_actions the host API accepts; a board's bound is in its catalog entry
 MAX_ACTIONS = _KERNEL.parameter("actions").max  # columns the hardware's row max is built for (hls/tabular/tabular.h)
@@ -139,15 +138,31 @@ def decode_responses(words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     return op, s, a, value
 
 
-def hls_issue_slots(s: Any, s2: Any) -> int:
-    """Issue slots the HLS top takes for a run of UPDATEs (rows s, bootstrap rows s2), one per clock at
-    II = 1 (SPEC.md, "Pipeline hazards"): in order, an UPDATE issues one slot after the one before,
-    but not within HAZARD_WINDOW slots of the issue of an UPDATE that wrote its row s or s2."""
+def hls_issue_schedule(s: Any, s2: Any) -> list[int]:
+    """The issue slot (counted from 1) of each UPDATE of a run (rows s, bootstrap rows s2) in the HLS
+    top, one per clock at II = 1 (SPEC.md, "Pipeline hazards"), and in the reference RTL, which keeps
+    the same rule: in order, an UPDATE issues one slot after the one before, but not within
+    HAZARD_WINDOW slots of the issue of an UPDATE that wrote its row s or s2."""
     last_write: dict[int, int] = {}
     slot = 0
+    slots = []
     for row, row2 in zip(np.asarray(s, dtype=np.int64).tolist(), np.asarray(s2, dtype=np.int64).tolist()):
         slot = max(slot + 1, last_write.get(row, -HAZARD_WINDOW) + HAZARD_WINDOW,
                    last_write.get(row2, -HAZARD_WINDOW) + HAZARD_WINDOW)
         last_write[row] = slot
-    return slot
+        slots.append(slot)
+    return slots
 
+
+def hls_issue_slots(s: Any, s2: Any) -> int:
+    """Issue slots a run of UPDATEs takes (the last one's slot in hls_issue_schedule; 0 for none)."""
+    schedule = hls_issue_schedule(s, s2)
+    return schedule[-1] if schedule else 0
+
+
+def rtl_latency(actions: int) -> int:
+    """Clocks from an UPDATE's issue to its write in the reference RTL (rtl/tabular_core.sv, LATENCY):
+    2 for the block-RAM read and its register, one per level of the row-max tree (at least one), one
+    for the bootstrap, six for the products, sums and saturation, one for the write."""
+    levels = max(1, (int(actions) - 1).bit_length())
+    return levels + 9

@@ -73,10 +73,11 @@ module tabular_ctrl #(
         endcase
     end
 
-    // A byte-masked write into one of the five writable registers.
-    function automatic logic [31:0] merged(input logic [31:0] old, input logic [31:0] data, input logic [3:0] strb);
-        for (int b = 0; b < 4; b++) if (strb[b]) old[b*8 +: 8] = data[b*8 +: 8];
-        return old;
+    // A byte-masked write into one of the five writable registers (assigned to the function's name:
+    // Yosys's SystemVerilog subset has no `return` with a value).
+    function automatic logic [31:0] merged(input logic [31:0] prev, input logic [31:0] data, input logic [3:0] strb);
+        merged = prev;
+        for (int b = 0; b < 4; b++) if (strb[b]) merged[b*8 +: 8] = data[b*8 +: 8];
     endfunction
 
     always_ff @(posedge ap_clk) begin

@@ -1,20 +1,23 @@
 `default_nettype none
 // Tabular Q-learning / SARSA kernel: reference RTL of the board IP (contract: hls/tabular/SPEC.md),
-// the same ports and registers as the HLS top (tabular.cpp: tabular_top).
+// the same ports, registers and schedule as the HLS top (tabular.cpp: tabular_top).
 //
 //   - AXI4-Lite control (tabular_ctrl: ap_ctrl_hs, alpha, gamma, sarsa, n_actions, identity);
 //     ap_start takes n_cmds 128-bit command words from s_axis_cmd; ap_done when every command has
 //     taken effect and every response has been taken.
-//   - UPDATE goes into the update pipeline (tabular_core: two stages with forwarding), one per clock;
-//     WRITE (the host's table load), READ (read-back) and CLEAR wait until no update is in the
-//     pipeline, so every command sees the table of the commands before it, in order.
-//   - READ answers on m_axis_resp through one output register: one READ per clock while tready is
-//     high; tready low stalls the command stream, never the pipeline.
+//   - One command issues per clock from the command head into tabular_core (the table in block RAM
+//     and the update pipeline), in order; a command that reads a row written by one of the last
+//     HAZARD_WINDOW - 1 issued commands waits there, as in the HLS top. CLEAR drains the pipeline and
+//     zeroes the table one row per clock.
+//   - READ and IDENTITY answer on m_axis_resp, in order, through a response queue; they issue only
+//     while the queue has room for every answer in flight, so tready low stalls the command stream,
+//     never the pipeline.
 //   - Commands whose s, s2, a (or, for SARSA, a2) lie outside the synthesized table, and unknown
 //     opcodes, are consumed and ignored (a READ outside answers 0), as in the HLS top.
 module tabular_top #(
     parameter int N_STATES  = 16,  // synthesized rows (MAX_STATES)
-    parameter int N_ACTIONS = 4    // synthesized columns (MAX_ACTIONS), 1 .. 64
+    parameter int N_ACTIONS = 4,   // synthesized columns (MAX_ACTIONS), 1 .. 64
+    parameter int HAZARD_WINDOW = 16  // as the HLS top (kernel.json)
 ) (
     input  wire logic         ap_clk,
     input  wire logic         ap_rst_n,
@@ -74,127 +77,154 @@ module tabular_top #(
     );
 
     // ------------------------------------------------------------------ command head
-    logic        head_valid, head_last, head_done;
-    logic [7:0]  head_op;
+    // A command word, decoded as it is taken from the stream (range checks, the core's operation).
+    localparam logic [2:0] CORE_UPDATE = 3'd0, CORE_WRITE = 3'd1, CORE_READ = 3'd2, CORE_CLEAR = 3'd3,
+                           CORE_PASS = 3'd4;
+    localparam int RESP_DEPTH = 8;  // answers accepted and not yet taken: one READ per clock with tready high
+    localparam int TAG_W = 1 + 8 + 8 + 32 + 32 + 1;  // tlast, opcode, a, s, value, "the word is the READ's"
+
+    logic        head_valid, head_last, head_done, head_answer, head_read_ok;
+    logic [2:0]  head_core_op;
+    logic [7:0]  head_op, head_a, head_a2;
     logic [31:0] head_s, head_s2, head_value;
-    logic [7:0]  head_a, head_a2;
 
     wire sarsa = ctrl_sarsa[0];
-    wire sa_ok = head_s < 32'(N_STATES) && 32'(head_a) < 32'(N_ACTIONS);
-    wire update_ok = sa_ok && head_s2 < 32'(N_STATES) && (!sarsa || 32'(head_a2) < 32'(N_ACTIONS));
+    wire [7:0]  cmd_op = s_axis_cmd_tdata[127:120];
+    wire [31:0] cmd_s = s_axis_cmd_tdata[63:32], cmd_s2 = s_axis_cmd_tdata[95:64];
+    wire [7:0]  cmd_a = s_axis_cmd_tdata[103:96], cmd_a2 = s_axis_cmd_tdata[111:104];
+    wire cmd_sa_ok = cmd_s < 32'(N_STATES) && 32'(cmd_a) < 32'(N_ACTIONS);
+    wire cmd_update_ok = cmd_sa_ok && cmd_s2 < 32'(N_STATES) && (!sarsa || 32'(cmd_a2) < 32'(N_ACTIONS));
+    logic [2:0] cmd_core_op;
+    always_comb begin
+        case (cmd_op)
+            OP_UPDATE: cmd_core_op = cmd_update_ok ? CORE_UPDATE : CORE_PASS;
+            OP_WRITE:  cmd_core_op = cmd_sa_ok ? CORE_WRITE : CORE_PASS;
+            OP_READ:   cmd_core_op = cmd_sa_ok ? CORE_READ : CORE_PASS;  // outside the table: answers 0
+            OP_CLEAR:  cmd_core_op = CORE_CLEAR;
+            default:   cmd_core_op = CORE_PASS;                          // IDENTITY, unknown opcodes
+        endcase
+    end
 
-    // ------------------------------------------------------------------ update pipeline
-    logic               core_in_ready, core_busy, core_clear, core_wr_en;
-    logic [31:0]        core_updates;
-    logic signed [31:0] core_rd_data;
-    wire [SW+AW-1:0]    word_addr = (SW+AW)'(head_s[SW-1:0] * N_ACTIONS + head_a[AW-1:0]);
+    // ------------------------------------------------------------------ the core
+    logic        core_in_ready, core_busy, core_ans_valid;
+    logic [TAG_W-1:0] core_ans_tag;
+    logic [31:0] core_rd_data;
+    logic [AW:0] n_actions_used;   // the register, clamped to the table (registered: it changes between calls)
+    logic [3:0]  resp_pending;
+    wire resp_room = resp_pending < 4'(RESP_DEPTH);
+    wire head_go = head_valid && (!head_answer || resp_room);
+    wire head_fire = head_go && core_in_ready;
+    // IDENTITY answers the UPDATEs handed to the core before it, with the table's shape
+    wire [TAG_W-1:0] head_tag = {head_last, head_op, head_op == OP_IDENTITY ? 8'(N_ACTIONS) : head_a,
+                                 head_op == OP_IDENTITY ? 32'(N_STATES) : head_s,
+                                 head_op == OP_IDENTITY ? updates_run : 32'd0, head_read_ok};
 
-    logic resp_valid, resp_last;
-    logic [127:0] resp_data;
-
-    // A pipeline write lands one clock after its transition enters; WRITE/READ/CLEAR wait for it.
-    wire quiet       = !core_busy;
-    wire fire_update = head_valid && head_op == OP_UPDATE && core_in_ready;
-    wire fire_write  = head_valid && head_op == OP_WRITE && quiet;
-    wire fire_read   = head_valid && head_op == OP_READ && quiet && (!resp_valid || m_axis_resp_tready);
-    wire fire_clear  = head_valid && head_op == OP_CLEAR && quiet;
-    // IDENTITY counts the updates that entered the pipeline before it, so it need not wait for quiet.
-    wire fire_ident  = head_valid && head_op == OP_IDENTITY && (!resp_valid || m_axis_resp_tready);
-    wire fire_other  = head_valid && head_op != OP_UPDATE && head_op != OP_WRITE && head_op != OP_READ
-                       && head_op != OP_CLEAR && head_op != OP_IDENTITY;
-    wire head_fire   = fire_update || fire_write || fire_read || fire_clear || fire_ident || fire_other;
-
-    assign core_clear = fire_clear;
-    assign core_wr_en = fire_write && sa_ok;
-
-    tabular_core #(.N_STATES(N_STATES), .N_ACTIONS(N_ACTIONS)) u_core (
+    tabular_core #(.N_STATES(N_STATES), .N_ACTIONS(N_ACTIONS), .HAZARD_WINDOW(HAZARD_WINDOW), .TAG_W(TAG_W)) u_core (
         .clk(ap_clk),
         .rst_n(ap_rst_n),
-        .clear(core_clear),
         .alpha(ctrl_alpha[16:0]),
         .gamma(ctrl_gamma[16:0]),
         .sarsa(sarsa),
-        .n_actions(ctrl_n_actions > 32'(N_ACTIONS) ? (AW+1)'(N_ACTIONS) : ctrl_n_actions[AW:0]),
-        .in_valid(fire_update && update_ok),
+        .n_actions(n_actions_used),
+        .in_valid(head_go),
         .in_ready(core_in_ready),
+        .in_op(head_core_op),
+        .in_answer(head_answer),
+        .in_tag(head_tag),
         .in_s(head_s[SW-1:0]),
         .in_a(head_a[AW-1:0]),
-        .in_r(head_value),
+        .in_value(head_value),
         .in_s2(head_s2[SW-1:0]),
         .in_a2(head_a2[AW-1:0]),
         .in_done(head_done),
-        .busy(core_busy),
-        .updates(core_updates),
-        .rd_addr(word_addr),
+        .issued(),
+        .ans_valid(core_ans_valid),
+        .ans_tag(core_ans_tag),
         .rd_data(core_rd_data),
-        .wr_en(core_wr_en),
-        .wr_addr(word_addr),
-        .wr_data(head_value)
+        .busy(core_busy)
     );
+
+    always_ff @(posedge ap_clk)
+        n_actions_used <= ctrl_n_actions > 32'(N_ACTIONS) ? (AW+1)'(N_ACTIONS) : ctrl_n_actions[AW:0];
+
+    // ------------------------------------------------------------------ responses
+    // The answers, in order, into a queue of RESP_DEPTH words that m_axis_resp reads.
+    wire [7:0]  ans_op = core_ans_tag[TAG_W-2 -: 8];
+    wire [7:0]  ans_a = core_ans_tag[TAG_W-10 -: 8];
+    wire [31:0] ans_s = core_ans_tag[TAG_W-18 -: 32];
+    wire [31:0] ans_value = core_ans_tag[32:1];
+    wire [127:0] ans_word = ans_op == OP_IDENTITY ? {ans_op, 24'b0, 24'b0, ans_a, ans_s, ans_value}
+                                                  : {ans_op, 16'b0, ans_a, 32'b0, ans_s,
+                                                     core_ans_tag[0] ? core_rd_data : ans_value};
+    logic [RESP_DEPTH-1:0][128:0] queue;
+    logic [2:0]  q_head, q_tail;
+    logic [3:0]  q_count;
+    wire         q_pop = q_count != 0 && m_axis_resp_tready;
+    wire         q_push = core_ans_valid;
+    assign m_axis_resp_tvalid = q_count != 0;
+    assign {m_axis_resp_tlast, m_axis_resp_tdata} = queue[q_head];
+
+    always_ff @(posedge ap_clk) begin
+        if (!ap_rst_n) begin
+            q_head <= '0;
+            q_tail <= '0;
+            q_count <= '0;
+            resp_pending <= '0;
+        end else begin
+            if (q_push) q_tail <= q_tail + 1'b1;
+            if (q_pop) q_head <= q_head + 1'b1;
+            q_count <= q_count + 4'(q_push) - 4'(q_pop);
+            resp_pending <= resp_pending + 4'(head_fire && head_answer) - 4'(q_pop);
+        end
+        if (q_push) queue[q_tail] <= {core_ans_tag[TAG_W-1], ans_word};
+    end
 
     // ------------------------------------------------------------------ streams and control
     wire accept_ok = running && cmds_left != 0;
     assign s_axis_cmd_tready = ap_rst_n && accept_ok && (!head_valid || head_fire);
     wire cmd_fire = s_axis_cmd_tvalid && s_axis_cmd_tready;
 
-    assign m_axis_resp_tvalid = resp_valid;
-    assign m_axis_resp_tdata  = resp_data;
-    assign m_axis_resp_tlast  = resp_last;
-
-    wire busy = head_valid || core_busy || resp_valid;
+    wire busy = head_valid || core_busy || resp_pending != 0;
     assign ctrl_done = running && cmds_left == 0 && !busy;
     assign ctrl_idle = !running;
 
     always_ff @(posedge ap_clk) begin
         if (!ap_rst_n) begin
             head_valid    <= 1'b0;
-            resp_valid    <= 1'b0;
             running       <= 1'b0;
             cmds_left     <= '0;
             updates_run   <= '0;
             updates_shown <= '0;
         end else begin
-            if (cmd_fire) begin
-                head_valid <= 1'b1;
-                head_value <= s_axis_cmd_tdata[31:0];
-                head_s     <= s_axis_cmd_tdata[63:32];
-                head_s2    <= s_axis_cmd_tdata[95:64];
-                head_a     <= s_axis_cmd_tdata[103:96];
-                head_a2    <= s_axis_cmd_tdata[111:104];
-                head_done  <= s_axis_cmd_tdata[112];
-                head_op    <= s_axis_cmd_tdata[127:120];
-                head_last  <= s_axis_cmd_tlast;
-            end else if (head_fire) begin
-                head_valid <= 1'b0;
-            end
-
-            if (fire_read) begin
-                resp_valid <= 1'b1;
-                resp_last  <= head_last;
-                resp_data  <= {head_op, 16'b0, head_a, 32'b0, head_s, sa_ok ? core_rd_data : 32'sd0};
-            end else if (fire_ident) begin
-                resp_valid <= 1'b1;
-                resp_last  <= head_last;
-                resp_data  <= {head_op, 24'b0, 32'(N_ACTIONS), 32'(N_STATES), updates_run};
-            end else if (m_axis_resp_tready) begin
-                resp_valid <= 1'b0;
-            end
+            if (cmd_fire) head_valid <= 1'b1;
+            else if (head_fire) head_valid <= 1'b0;
 
             if (ctrl_done) begin
                 running       <= 1'b0;
                 updates_shown <= updates_run;
             end else if (running) begin
                 if (cmd_fire) cmds_left <= cmds_left - 1;
-                if (fire_update && update_ok) updates_run <= updates_run + 1;
+                if (head_fire && head_core_op == CORE_UPDATE) updates_run <= updates_run + 1;
             end else if (ctrl_start) begin
                 running     <= 1'b1;
                 cmds_left   <= ctrl_n_cmds;
                 updates_run <= '0;
             end
         end
+        if (cmd_fire) begin
+            head_value   <= s_axis_cmd_tdata[31:0];
+            head_s       <= cmd_s;
+            head_s2      <= cmd_s2;
+            head_a       <= cmd_a;
+            head_a2      <= cmd_a2;
+            head_done    <= s_axis_cmd_tdata[112];
+            head_op      <= cmd_op;
+            head_last    <= s_axis_cmd_tlast;
+            head_core_op <= cmd_core_op;
+            head_answer  <= cmd_op == OP_READ || cmd_op == OP_IDENTITY;
+            head_read_ok <= cmd_op == OP_READ && cmd_sa_ok;
+        end
     end
-
-    wire unused = &{1'b0, core_updates};
 endmodule
 
 `default_nettype wire
