@@ -63,7 +63,7 @@ def _report(achieved: float) -> dict[str, Any]:
     return {
         "utilization": {"TRELLIS_COMB": {"used": 100, "available": 83640}, "DP16KD": {"used": 2, "available": 208}},
         "fmax": {"$glbnet$ap_clk": {"achieved": achieved, "constraint": 100.0}},
-        "critical_paths": [{"from": "$glbnet$ap_clk", "to": "$glbnet$ap_clk", "path": [
+        "critical_paths": [{"from": "posedge $glbnet$ap_clk", "to": "posedge $glbnet$ap_clk", "path": [
             {**step, "type": "clk-to-q", "delay": 0.5}, {**step, "type": "routing", "delay": 3.0},
             {"from": {"cell": "b_reg", "port": "A"}, "to": {"cell": "c_reg", "port": "DI"}, "type": "setup", "delay": 1.0}]}],
     }

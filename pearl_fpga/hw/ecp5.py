@@ -129,7 +129,8 @@ def timing_verdict(timing: dict[str, Any], clock_mhz: float) -> dict[str, Any]:
     clk, worst = min(timing["fmax"].items(), key=lambda kv: kv[1]["achieved_mhz"])
     achieved = worst["achieved_mhz"]
     period, needed = 1000.0 / clock_mhz, 1000.0 / achieved
-    path = next((p for p in timing["critical_paths"] if p["from_clock"] == clk or p["to_clock"] == clk), None)
+    # a path's clocks are events ("posedge ap_clk"); the path that ends at this clock limits it
+    path = next((p for p in timing["critical_paths"] if str(p["to_clock"]).split(" ")[-1] == clk), None)
     return {"met": achieved >= clock_mhz, "clock": clk, "target_mhz": clock_mhz, "fmax_mhz": achieved,
             "slack_ns": round(period - needed, 3), "critical_path": path}
 
