@@ -448,14 +448,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail when the rendered files are out of date")
     args = parser.parse_args(argv)
     try:
+        sys.path.insert(0, str(ROOT))
+        from pearl_fpga.hw.report import END as IMPL_END, START as IMPL_START, implementation_section
+
         records = load_records()
         page = benchmarks_page(records)
         readme = readme_with(README.read_text(), headline(records))
         reliability = reliability_with(RELIABILITY.read_text(), records)
-        sys.path.insert(0, str(ROOT))
-        from pearl_fpga.hw.report import implementation_section, with_section
-
-        hardware = with_section(HARDWARE.read_text(), implementation_section(records))
+        hardware = readme_with(HARDWARE.read_text(), implementation_section(records), IMPL_START, IMPL_END,
+                               "docs/hardware.md")
     except ValueError as exc:  # RecordError, or hardware.md or reliability.md without their markers
         print(f"error: {exc}", file=sys.stderr)
         return 2
