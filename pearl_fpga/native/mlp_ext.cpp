@@ -17,6 +17,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -371,6 +372,31 @@ class Engine {
     }
 };
 
+// Weight quantization of a sync (SPEC.md rounding): floor(v * 2^frac + 0.5) in double, saturated to
+// [lo, hi]; the same IEEE operations as the numpy reference (a product by a power of two, one add,
+// floor), so the same integers. Non-finite weights are refused (the caller names the layer).
+template <typename Q>
+py::array_t<Q> quantize_weights(py::array_t<double, py::array::c_style | py::array::forcecast> x, int frac) {
+    const py::ssize_t count = x.size();
+    py::array_t<Q> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+    const double* src = x.data();
+    Q* dst = out.mutable_data();
+    const double scale = std::ldexp(1.0, frac);
+    const double lo = double(std::numeric_limits<Q>::min()), hi = double(std::numeric_limits<Q>::max());
+    bool finite = true;
+    {
+        py::gil_scoped_release release;
+        for (py::ssize_t k = 0; k < count; ++k) {
+            const double v = src[k];
+            finite &= std::fabs(v) <= DBL_MAX;  // false for NaN and inf
+            const double q = std::floor(v * scale + 0.5);
+            dst[k] = Q(q >= hi ? hi : (q >= lo ? q : lo));  // NaN: lo, refused below
+        }
+    }
+    if (!finite) throw py::value_error("weights hold NaN or inf: the kernel takes finite weights only");
+    return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_mlp_native, mod) {
@@ -403,6 +429,10 @@ PYBIND11_MODULE(_mlp_native, mod) {
             return t;
         },
         "The kernel's piecewise-linear tanh (Q3.12 -> Q0.15) on a flat int16 array.");
+    mod.def("quantize_int16", &quantize_weights<int16_t>, py::arg("x"), py::arg("frac"),
+            "floor(x * 2^frac + 0.5) saturated to int16 (SPEC.md weight rounding); ValueError for NaN/inf.");
+    mod.def("quantize_int32", &quantize_weights<int32_t>, py::arg("x"), py::arg("frac"),
+            "floor(x * 2^frac + 0.5) saturated to int32 (SPEC.md bias rounding); ValueError for NaN/inf.");
     py::class_<Engine>(mod, "Engine", "One loaded network (the kernel's on-chip weights) and its host formats.")
         .def(py::init<const std::string&, int>(), py::arg("path") = "auto", py::arg("threads") = 1,
              "path: 'auto' (the fastest the CPU has) or one of PATHS ('plain': the kernel's own HLS loops). "
