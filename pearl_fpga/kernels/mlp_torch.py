@@ -221,18 +221,26 @@ class CalibrationPass:
         The float32 outputs of `net` differ from the recorded ones by at most, per unit (ReLU is
         1-Lipschitz): |W' - W| a + |W'| d + |b' - b| plus the float32 rounding of both passes and of the
         weights, bounded by 4 (n + 4) 2^-24 ((|W'| + |W|)(a + d) + |b'| + |b|) (the dot-product error
-        bound gamma_n with margin), where a is the recorded largest |input| per unit and d the bound
-        of the previous layer (0 for the calibration inputs, which are the same)."""
-        a, d = self.input_max, np.zeros_like(self.input_max)
+        bound gamma_n with margin; |W| <= |W'| + |W' - W| spares a pass over W), where a is the recorded
+        largest |input| per unit and d the bound of the previous layer (0 for the calibration inputs,
+        which are the same)."""
+        import torch
+
+        t = torch.from_numpy  # float64 throughout; torch, not numpy: its threads follow the process's setting
+        a, d = t(self.input_max), torch.zeros(len(self.input_max), dtype=torch.float64)
         bounds = []
-        for w_new, b_new, w_old, b_old, out_max in zip(net.weights, net.biases, self.net.weights, self.net.biases,
-                                                       self.unit_max, strict=True):
-            gamma = 4.0 * (w_new.shape[1] + 4) * 2.0**-24
-            abs_new, abs_old = np.abs(w_new), np.abs(w_old)
-            d = (np.abs(w_new - w_old) @ a + abs_new @ d + np.abs(b_new - b_old)
-                 + gamma * ((abs_new + abs_old) @ (a + d) + np.abs(b_new) + np.abs(b_old)))
-            bounds.append(float(np.max(out_max + d)) * (1.0 + 2.0**-40) if d.size else 0.0)
-            a = out_max
+        with torch.no_grad():
+            for w_new, b_new, w_old, b_old, out_max in zip(net.weights, net.biases, self.net.weights,
+                                                           self.net.biases, self.unit_max, strict=True):
+                gamma = 4.0 * (w_new.shape[1] + 4) * 2.0**-24
+                abs_dw = torch.sub(t(w_new), t(w_old)).abs_()
+                ad = torch.stack([a, a + d], dim=1)  # (n, 2): two matrix-vector products in one pass each
+                by_dw, by_new = abs_dw @ ad, t(w_new).abs() @ torch.stack([d, a + d], dim=1)
+                abs_db, abs_b = (t(b_new) - t(b_old)).abs(), t(b_new).abs()
+                d = (by_dw[:, 0] + by_new[:, 0] + abs_db
+                     + gamma * (2.0 * by_new[:, 1] + by_dw[:, 1] + 2.0 * abs_b + abs_db))
+                bounds.append(float((t(out_max) + d).max()) * (1.0 + 2.0**-40) if d.numel() else 0.0)
+                a = t(out_max)
         return bounds
 
 
