@@ -110,9 +110,10 @@ def test_output_bounds_hold(seed, scale, magnitude, zero_layer):
         with torch.no_grad():
             net[0].weight.zero_()
     parsed = parse(net)
-    bounds = first.output_bounds(parsed)
-    for bound, out in zip(bounds, parsed.layer_outputs(calib)):
-        assert float(np.max(np.abs(out))) <= bound
+    outs = parsed.layer_outputs(calib)
+    for native in (True, False):
+        for bound, out in zip(first.output_bounds(parsed, native=native), outs):
+            assert float(np.max(np.abs(out))) <= bound
 
 
 @settings(max_examples=40, deadline=None)

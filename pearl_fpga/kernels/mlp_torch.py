@@ -65,20 +65,20 @@ def quantize_weights(x: np.ndarray, frac: int, dtype: type[np.int16] | type[np.i
     """`quantize` to int16 (weights) or int32 (biases) of finite values: the native extension's loop
     (outside the GIL, the same integers) where it is built, else numpy."""
     if native:
-        ext = _native_quantizers()
+        ext = _native_function("quantize_int16" if dtype is np.int16 else "quantize_int32")
         if ext is not None:
-            return ext[0 if dtype is np.int16 else 1](x, frac)
+            return ext(x, frac)
     info = np.iinfo(dtype)
     return quantize(x, frac, int(info.min), int(info.max)).astype(dtype)
 
 
-def _native_quantizers() -> tuple[Any, Any] | None:
+def _native_function(name: str) -> Any:
+    """A function of the native extension, or None where it is not built (or is an older build)."""
     try:
         from pearl_fpga import _mlp_native
-    except ImportError:  # not built: numpy does the same
+    except ImportError:
         return None
-    q16, q32 = getattr(_mlp_native, "quantize_int16", None), getattr(_mlp_native, "quantize_int32", None)
-    return (q16, q32) if q16 is not None and q32 is not None else None  # None: an older build
+    return getattr(_mlp_native, name, None)
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ class CalibrationPass:
         input_max = np.max(np.abs(x32), axis=0).astype(np.float64) if x32.size else np.zeros(x32.shape[1])
         return cls(net, unit_max, input_max), outs
 
-    def output_bounds(self, net: Net) -> list[float]:
+    def output_bounds(self, net: Net, native: bool = True) -> list[float]:
         """Per layer, an upper bound of max |output| that `net` (same shapes) would give on the batch.
 
         The float32 outputs of `net` differ from the recorded ones by at most, per unit (ReLU is
@@ -224,24 +224,36 @@ class CalibrationPass:
         bound gamma_n with margin; |W| <= |W'| + |W' - W| spares a pass over W), where a is the recorded
         largest |input| per unit and d the bound of the previous layer (0 for the calibration inputs,
         which are the same)."""
-        import torch
+        ext = _native_function("drift_sums") if native else None
+        if ext is not None:
+            return self._bounds(net, lambda w_new, w_old, a, d: ext(w_new, w_old, a, d).T)
+        return self._bounds(net, _drift_sums_torch)
 
-        t = torch.from_numpy  # float64 throughout; torch, not numpy: its threads follow the process's setting
-        a, d = t(self.input_max), torch.zeros(len(self.input_max), dtype=torch.float64)
+    def _bounds(self, net: Net, drift_sums: Any) -> list[float]:
+        a, d = self.input_max, np.zeros_like(self.input_max)
         bounds = []
-        with torch.no_grad():
-            for w_new, b_new, w_old, b_old, out_max in zip(net.weights, net.biases, self.net.weights,
-                                                           self.net.biases, self.unit_max, strict=True):
-                gamma = 4.0 * (w_new.shape[1] + 4) * 2.0**-24
-                abs_dw = torch.sub(t(w_new), t(w_old)).abs_()
-                ad = torch.stack([a, a + d], dim=1)  # (n, 2): two matrix-vector products in one pass each
-                by_dw, by_new = abs_dw @ ad, t(w_new).abs() @ torch.stack([d, a + d], dim=1)
-                abs_db, abs_b = (t(b_new) - t(b_old)).abs(), t(b_new).abs()
-                d = (by_dw[:, 0] + by_new[:, 0] + abs_db
-                     + gamma * (2.0 * by_new[:, 1] + by_dw[:, 1] + 2.0 * abs_b + abs_db))
-                bounds.append(float((t(out_max) + d).max()) * (1.0 + 2.0**-40) if d.numel() else 0.0)
-                a = t(out_max)
+        for w_new, b_new, w_old, b_old, out_max in zip(net.weights, net.biases, self.net.weights, self.net.biases,
+                                                       self.unit_max, strict=True):
+            gamma = 4.0 * (w_new.shape[1] + 4) * 2.0**-24
+            dw_a, w_d, w_ad, dw_ad = drift_sums(w_new, w_old, a, d)
+            abs_db, abs_b = np.abs(b_new - b_old), np.abs(b_new)
+            d = dw_a + w_d + abs_db + gamma * (2.0 * w_ad + dw_ad + 2.0 * abs_b + abs_db)
+            bounds.append(float(np.max(out_max + d)) * (1.0 + 2.0**-40) if d.size else 0.0)
+            a = out_max
         return bounds
+
+
+def _drift_sums_torch(w_new: np.ndarray, w_old: np.ndarray, a: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """The native drift_sums in torch float64 (torch, not numpy: its threads follow the process's
+    setting): rows |W'-W| a, |W'| d, |W'| (a+d), |W'-W| (a+d)."""
+    import torch
+
+    with torch.no_grad():
+        abs_dw = torch.sub(torch.from_numpy(w_new), torch.from_numpy(w_old)).abs_()
+        abs_new = torch.from_numpy(w_new).abs()
+        a_t, d_t = torch.from_numpy(a), torch.from_numpy(d)
+        by_dw, by_new = abs_dw @ torch.stack([a_t, a_t + d_t], dim=1), abs_new @ torch.stack([d_t, a_t + d_t], dim=1)
+    return np.stack([by_dw[:, 0].numpy(), by_new[:, 0].numpy(), by_new[:, 1].numpy(), by_dw[:, 1].numpy()])
 
 
 def choose_formats(net: Net, calib: np.ndarray, previous: Sequence[LayerFormat] | None,
