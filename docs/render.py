@@ -218,6 +218,14 @@ def _mlp(results: dict[str, Any]) -> str:
     if rtl_rows:
         out.append("rtl backend, cycles per inference at steady state:\n\n"
                    + _table(["network", "lanes", "cycles", "target MACs/LANES + 8L + 16", "meets"], rtl_rows))
+    syncs = results.get("weight_sync")  # records since issue 33
+    if syncs:
+        out.append("One learner weight sync (`MLPInfer.load_weights`, 256 calibration observations, torch at 1 thread) "
+                   "against the reference steps it replaces (a calibration pass every sync, numpy quantization, a "
+                   "state copy), timed side by side in the same run:\n\n"
+                   + _table(["network", "sync us", "reference us", "speedup"],
+                            [[r["network"], f"{r['sync_us']:.0f}", f"{r['reference_us']:.0f}", f"{r['speedup']:.1f}x"]
+                             for r in syncs]))
     return "\n\n".join(out)
 
 
