@@ -23,7 +23,8 @@ from pearl_fpga.sim.verilator import kernel_rtl
 REPO = Path(__file__).resolve().parents[1]
 PART = ecp5.parse_part("LFE5U-85F-6BG381C")
 # kernel -> small RTL parameters for the real run in make test
-SMALL = {"replay": {"CAPACITY": 300, "FANOUT": 16}}
+# (tabular: 512 x 2, so that each of its four column memories is one DP16KD)
+SMALL = {"replay": {"CAPACITY": 300, "FANOUT": 16}, "tabular": {"N_STATES": 512, "N_ACTIONS": 2}}
 
 
 @pytest.mark.parametrize("kernel", sorted(CATALOG_SIZES))
@@ -106,6 +107,16 @@ def test_small_replay_closes_timing(small_replay: dict[str, Any]) -> None:
     assert "Yosys" in r["tools"]["yosys"] and "nextpnr" in r["tools"]["nextpnr-ecp5"].lower()
     path = r["timing"]["critical_path"]
     assert path and path["start"] and path["end"] and path["delay_ns"] <= 10.0
+
+
+@pytest.mark.sim
+def test_small_tabular_closes_timing(tmp_path: Path) -> None:
+    """The tabular RTL at 512 x 2: the table in block RAM (two copies, one DP16KD per column), the two
+    products on MULT18X18D each, and 100 MHz met."""
+    r = implement_kernel("tabular", SMALL["tabular"], PART, 100.0, tmp_path)
+    assert r["timing"]["met"], ecp5.gate_message("tabular", PART.name, r["timing"])
+    assert r["utilization"]["bram"]["used"] == 4 == r["synth_cells"].get("DP16KD", 0)
+    assert r["utilization"]["dsp"]["used"] == 4
 
 
 @pytest.mark.sim
