@@ -4,6 +4,8 @@
 #                (mypy), pytest, then the board path through the real pynq package in its own environment
 #                (make test-pynq) and the Alveo path on the real XRT library in noop mode (make test-xrt)
 #   make test-isa  the ISA-sensitive tests again under each instruction-set switch (part of make test)
+#   make test-board-numpy  the board side without torch, on the oldest numpy with a wheel here (PYNQ images: 1.21)
+#   make test-armhf  the board side on a 32-bit ARM Python (Debian armhf, qemu-user), bit for bit against this host
 #   make sim     only the cocotb testbenches of the reference RTL
 #   make csim    build and run the C++ testbenches of hls/ with g++ (csim-vendor: again on the vendor HLS headers)
 #   make bench   the kernel benchmarks (pearl-fpga bench replay / mlp) against the installed baselines
@@ -25,24 +27,25 @@ CSIM_UNITS := $(KERNELS) datamover  # the Alveo memory<->stream movers have a te
 DESCRIPTORS = $(HW_PY) -m pearl_fpga.spec.descriptor
 HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp hls/*/kernel.json pearl_fpga/native/*.cpp pearl_fpga/native/*.h)
 # pynq as a PYNQ-Z2 image ships it (3.1; it pins numpy<2, so it gets its own environment). pynq 3.1
-# imports pycparser.plyparser, which pycparser 3 removed.
+# imports pycparser.plyparser, which pycparser 3 removed. gymnasium: the env of the board example (no torch here).
 PYNQ_VENV := .venv-pynq
-PYNQ_PINS := "pynq==3.1.2" "pycparser<3" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100"
+PYNQ_PINS := "pynq==3.1.2" "pycparser<3" "gymnasium>=1.0" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100"
 
-.PHONY: venv native test test-pynq test-xrt test-isa sim csim csim-vendor train bench figures implement clean help
+.PHONY: venv native test test-pynq test-board-numpy test-armhf test-xrt test-isa sim csim csim-vendor train bench figures implement clean help
 .DEFAULT_GOAL := help
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,14p' Makefile
 
 # The virtual environment: the CPU build of torch first (an unpinned torch would pull a CUDA build),
-# then the package with its test and simulation extras, installed editable.
+# then the package with its training, export, test and simulation extras, installed editable (a
+# board installs the package alone, without torch: docs/hardware.md).
 $(VENV)/.stamp-deps: pyproject.toml setup.py
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python >= 3.10 or run make PYTHON=/path/to/python3"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel "pybind11>=2.12"
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q --no-build-isolation -e ".[test,sim,synth,ray]"
+	$(PIP) install -q --no-build-isolation -e ".[train,export,test,sim,synth,ray]"
 	touch $@
 
 venv: $(VENV)/.stamp-deps
@@ -91,6 +94,24 @@ $(PYNQ_VENV)/.stamp: Makefile
 
 test-pynq: $(PYNQ_VENV)/.stamp
 	PYTHONPATH=$(CURDIR) $(PYNQ_VENV)/bin/python -m pytest -q tests/pynq_stack
+
+# The board side in an interpreter that cannot import torch (tests/no_torch), on the oldest numpy this
+# host's Python has a wheel of: PYNQ 3.x images ship numpy 1.21.5, which has no wheel for Python >= 3.11
+# (docs/hardware.md). Not part of make test (it downloads numpy); BOARD_NUMPY=... picks another.
+BOARD_VENV := .venv-board
+BOARD_NUMPY ?= 1.23.5
+BOARD_TESTS := tests/test_board_install.py tests/test_board_driver.py tests/test_board_csim.py tests/test_tabular_kernel.py
+test-board-numpy: native
+	test -x $(BOARD_VENV)/bin/python || $(PYTHON) -m venv $(BOARD_VENV)
+	$(BOARD_VENV)/bin/python -m pip install -q "numpy==$(BOARD_NUMPY)" "rich>=13" "gymnasium>=1.0" "pytest>=8" \
+	  "pytest-timeout>=2.3" "hypothesis>=6.100"
+	PYTHONPATH=$(CURDIR)/tests/no_torch:$(CURDIR) $(BOARD_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	  $(BOARD_TESTS) -k "not requires_no_torch"
+
+# The board side on a 32-bit ARM Python (Debian's armhf python3 and numpy under qemu-user), bit for bit
+# against this host: tests/armhf/run.sh. Not part of make test (it downloads Debian packages).
+test-armhf: native
+	sh tests/armhf/run.sh
 
 # The Alveo transport and drivers on the real XRT library (Debian's libxrt 2.13) in noop mode, through a
 # test-only pyxrt built against it (tests/xrt_stack). The packages are installed where this runs as root
@@ -156,7 +177,7 @@ train: native
 
 # The baselines the benchmarks compare against (cpprb, TorchRL, Stable-Baselines3).
 $(VENV)/.stamp-bench: $(VENV)/.stamp-deps
-	$(PIP) install -q --no-build-isolation -e ".[test,sim,synth,ray,bench]"
+	$(PIP) install -q --no-build-isolation -e ".[train,export,test,sim,synth,ray,bench]"
 	touch $@
 
 bench: native $(VENV)/.stamp-bench
@@ -185,6 +206,7 @@ figures: native $(VENV)/.stamp-bench
 	$(BENCH) tabular --json $(FIG)/tabular.json
 	$(BENCH) tabular-policies --json $(FIG)/tabular-policies.json
 	$(BENCH) ray --json $(FIG)/ray.json --plot $(FIG)/ray.png
+	$(BENCH) fuzz --json $(FIG)/fuzz.json
 	$(MAKE) --no-print-directory implement
 	$(PY) docs/render.py
 

@@ -3,6 +3,8 @@
 #   make hls KERNEL=replay|mlp|tabular [BOARD=pynq-z2]  Vitis HLS C synthesis + IP export (Zynq) or .xo (Alveo board)
 #   make cosim KERNEL=replay|mlp|tabular [BOARD=pynq-z2]  Vitis HLS C/RTL co-simulation with the kernel's C++ testbench
 #   make bitstream BOARD=pynq-z2|zcu104|kv260     Vivado: PS + kernels + AXI DMAs -> bitstreams/<board>/{.bit,.hwh,manifest.json}
+#   make bitstream BOARD=ulx3s [BITSTREAM_SET="replay.capacity=1024"]  open flow (Yosys, nextpnr-ecp5, ecppack from the venv):
+#                                                 UART bridge + kernels -> bitstreams/ulx3s/{pearl_fpga.bit,manifest.json}
 #   make xclbin PLATFORM=<Alveo platform>         v++ compile + link (kernels + data movers) -> bitstreams/<board>/{.xclbin,manifest.json}
 #   make resources [BOARD=pynq-z2] [RESOURCES_SET=replay.capacity=1024]  open estimate: Yosys synth_xilinx of the reference RTL (no vendor tool)
 #
@@ -11,7 +13,7 @@
 # first checks for its tool and stops with a message naming it, the versions supported and where
 # to get it.
 
-.PHONY: hls cosim bitstream xclbin resources hw-help
+.PHONY: hls cosim bitstream bitstream-ecp5 bitstream-vivado xclbin resources hw-help
 
 KERNEL   ?= replay
 BOARD    ?= pynq-z2
@@ -63,10 +65,14 @@ endif
 
 BOARD_DIR := $(HW_BUILD)/$(BOARD)
 OUT_DIR   := bitstreams/$(BOARD)
-# Zynq boards get Vivado IP; Alveo cards get Vitis kernels (.xo).
-HLS_FLOW   = $(if $(filter alveo,$(BOARD_KIND)),--hls.flow_target=vitis --hls.package.output.format=xo --hls.package.output.file=$(abspath $(BOARD_DIR)/hls/$(1)/$(1)_top.xo),--hls.flow_target=vivado --hls.package.output.format=ip_catalog)
+# The HLS configuration of each synthesis, generated from the kernel's descriptor and the catalog
+# (pearl_fpga/board/vitis_cfg.py): part and clock, or platform and freqhz, flow target (Vivado IP for a
+# Zynq board, a Vitis .xo for an Alveo card), sources, flags and package. Vitis 2025.x takes the HLS
+# options only from this file (UG1702), so the v++ command names the file and the work folder, nothing else.
+HLS_CFG = $(HW_PY) -m pearl_fpga.board.vitis_cfg --board $(BOARD) --unit $(1) --work-dir $(BOARD_DIR)/hls/$(1) >/dev/null
 # C++14: the Vitis HLS front end's default, pinned; tests/test_board_make.py compiles every kernel with it.
-HLS_CFLAGS = -std=c++14 -DPEARL_VENDOR_HLS -I$(abspath hls) -I$(abspath hls/$(1)) $(shell $(CATALOG) get $(BOARD) hls_defines $(1))
+# (for the classic vitis_hls; v++ takes the same flags from the generated configuration)
+HLS_CFLAGS = -std=c++14 -DPEARL_VENDOR_HLS $(if $(filter alveo,$(BOARD_KIND)),-DPEARL_VITIS_FLOW) -I$(abspath hls) -I$(abspath hls/$(1)) $(shell $(CATALOG) get $(BOARD) hls_defines $(1))
 # The C synthesis command of kernel $(1), with v++ (2024.1+) or, where only it is installed, vitis_hls.
 ifeq ($(VPP_BIN)$(if $(VITIS_HLS_BIN),,none),)
 # Only the classic vitis_hls is installed (2024.1/2024.2): the same steps through a Tcl script.
@@ -77,16 +83,12 @@ COSIM_CMD = vitis_hls -f hls/scripts/run_hls.tcl -tclargs cosim $(1) $(PART) $(P
 	$(BOARD_DIR)/hls/$(1) "$(call HLS_CFLAGS,$(1))"
 else
 HLS_TOOL := v++
-HLS_CMD = v++ -c --mode hls --config hls/$(1)/hls_config.cfg --work_dir $(BOARD_DIR)/hls/$(1) \
-	--part $(PART) --hls.clock=$(PERIOD_NS)ns --hls.syn.file=$(abspath hls/$(1)/$(1).cpp) \
-	--hls.syn.cflags="$(call HLS_CFLAGS,$(1))" --hls.tb.file=$(abspath hls/$(1)/$(1)_tb.cpp) $(call HLS_FLOW,$(1))
-COSIM_CMD = vitis-run --mode hls --cosim --config hls/$(1)/hls_config.cfg --work_dir $(BOARD_DIR)/hls/$(1) \
-	--part $(PART) --hls.clock=$(PERIOD_NS)ns --hls.syn.file=$(abspath hls/$(1)/$(1).cpp) \
-	--hls.syn.cflags="$(call HLS_CFLAGS,$(1))" --hls.tb.file=$(abspath hls/$(1)/$(1)_tb.cpp)
+HLS_CMD = $(call HLS_CFG,$(1)) && v++ -c --mode hls --config $(BOARD_DIR)/hls/$(1)/hls_config.cfg --work_dir $(BOARD_DIR)/hls/$(1)
+COSIM_CMD = $(call HLS_CFG,$(1)) && vitis-run --mode hls --cosim --config $(BOARD_DIR)/hls/$(1)/hls_config.cfg --work_dir $(BOARD_DIR)/hls/$(1)
 endif
 
 hw-help:
-	@sed -n '2,7p' hls/build.mk
+	@sed -n '2,9p' hls/build.mk
 
 # ------------------------------------------------------------------------------------- HLS
 hls:
@@ -102,14 +104,26 @@ cosim:
 # ------------------------------------------------------------------------------ Zynq boards
 # Every kernel as Vivado IP, then the block design (PS, kernels, one AXI DMA per kernel), then the
 # bitstream; .bit and .hwh (same name, as PYNQ wants) and the manifest land in bitstreams/<board>/.
-bitstream:
+bitstream: $(if $(filter ecp5,$(BOARD_KIND)),bitstream-ecp5,bitstream-vivado)
+
+# ------------------------------------------------------------------------------ ECP5 boards (open flow)
+# The kernels Yosys can read, behind the UART bridge, with the board's PLL and pins; nextpnr's timing
+# report gates the build as Vivado's does (pearl_fpga/board/ecp5_build.py). Minutes to tens of minutes.
+bitstream-ecp5: $(VENV)/.stamp-deps
+	nice -n 10 $(PY) -m pearl_fpga.board.ecp5_build --board $(BOARD) --build-dir $(BOARD_DIR) --out-dir $(OUT_DIR) \
+		$(foreach s,$(BITSTREAM_SET),--set $(s))
+
+bitstream-vivado:
 	@test "$(BOARD_KIND)" = zynq || { echo "error: $(BOARD) is an $(BOARD_KIND) card: use make xclbin PLATFORM=$$($(CATALOG) get $(BOARD) platform)" >&2; exit 2; }
 	$(call require,vivado,Vivado $(XILINX_VERSIONS),$(XILINX_HINT))
 	$(call require,$(HLS_TOOL),Vitis HLS $(XILINX_VERSIONS),$(XILINX_HINT))
-	@mkdir -p $(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k)) $(OUT_DIR)
+	@mkdir -p $(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k))
+	@# the board files of $(BOARD_PART), before any tool runs (pearl_fpga/board/board_files.py says where they come from)
+	$(HW_PY) -m pearl_fpga.board.board_files check $(BOARD) --vivado "$$(command -v vivado)" > $(BOARD_DIR)/board_repo.txt
+	@mkdir -p $(OUT_DIR)
 	$(foreach k,$(HW_KERNELS),$(call HLS_CMD,$(k)) &&) true
 	vivado -mode batch -nojournal -log $(BOARD_DIR)/vivado.log -source hls/scripts/zynq_bd.tcl -tclargs \
-		$(BOARD) $(PART) $(BOARD_PART) $(CLOCK_MHZ) $(BOARD_DIR) $(OUT_DIR)/pearl_fpga "$(ZYNQ_DESIGN)"
+		$(BOARD) $(PART) $(BOARD_PART) $(CLOCK_MHZ) $(BOARD_DIR) $(OUT_DIR)/pearl_fpga "$(ZYNQ_DESIGN)" "$$(cat $(BOARD_DIR)/board_repo.txt)"
 	$(HW_PY) -m pearl_fpga.board.manifest write --board $(BOARD) --out $(OUT_DIR)/manifest.json \
 		--bitstream pearl_fpga.bit --hwh pearl_fpga.hwh \
 		--utilization $(BOARD_DIR)/reports/utilization.rpt --timing $(BOARD_DIR)/reports/timing_summary.rpt \
@@ -132,17 +146,18 @@ xclbin:
 	@mkdir -p $(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k)) $(BOARD_DIR)/datamover $(OUT_DIR)
 	$(foreach k,$(HW_KERNELS),$(call HLS_CMD,$(k)) &&) true
 	for k in $(DATAMOVERS); do \
-	  v++ -c --mode hls --config hls/datamover/hls_config.cfg --work_dir $(BOARD_DIR)/datamover/$$k \
-	    --platform $(PLATFORM) --hls.clock=$(PERIOD_NS)ns --hls.syn.top=$$k --hls.syn.file=$(abspath hls/datamover/datamover.cpp) \
-	    --hls.syn.cflags="-DPEARL_VENDOR_HLS -I$(abspath hls) -I$(abspath hls/datamover)" --hls.package.output.file=$(abspath $(BOARD_DIR)/datamover)/$$k.xo \
+	  $(HW_PY) -m pearl_fpga.board.vitis_cfg --board $(BOARD) --unit datamover --top $$k --work-dir $(BOARD_DIR)/datamover/$$k >/dev/null && \
+	  v++ -c --mode hls --config $(BOARD_DIR)/datamover/$$k/hls_config.cfg --work_dir $(BOARD_DIR)/datamover/$$k \
 	  || exit 1; \
 	done
 	v++ -l -t hw --platform $(PLATFORM) --config hls/scripts/alveo_connectivity.cfg $(TABULAR_LINK) $(SLR_LINK) --kernel_frequency $(CLOCK_MHZ) \
 		--temp_dir $(BOARD_DIR)/link --report_dir $(BOARD_DIR)/reports -o $(OUT_DIR)/pearl_fpga.xclbin \
-		$(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k)/$(k)_top.xo) $(foreach k,$(DATAMOVERS),$(BOARD_DIR)/datamover/$(k).xo)
-	$(HW_PY) -m pearl_fpga.board.manifest write --board $(BOARD) --out $(OUT_DIR)/manifest.json --xclbin pearl_fpga.xclbin \
-		--utilization $$(find $(BOARD_DIR)/reports $(BOARD_DIR)/link -name '*util_routed.rpt' | head -1) \
-		--timing $$(find $(BOARD_DIR)/reports $(BOARD_DIR)/link -name '*timing_summary_routed.rpt' | head -1) \
+		$(foreach k,$(HW_KERNELS),$(BOARD_DIR)/hls/$(k)/$(k)_top.xo) $(foreach k,$(DATAMOVERS),$(BOARD_DIR)/datamover/$(k)/$(k).xo)
+	@# the timing gate: every routed timing summary of the link (the worst WNS counts), judged at the kernel
+	@# clock the xclbin really has (v++ scales it down when timing fails; UG1315), which the manifest records
+	$(HW_PY) -m pearl_fpga.board.manifest write --gate --board $(BOARD) --out $(OUT_DIR)/manifest.json --xclbin pearl_fpga.xclbin \
+		--utilization $$(find $(BOARD_DIR)/reports $(BOARD_DIR)/link -name '*util_routed.rpt' | sort | head -1) \
+		$$(find $(BOARD_DIR)/reports $(BOARD_DIR)/link -name '*timing_summary_routed.rpt' | sort | sed 's/^/--timing /') \
 		--tool v++=$$(v++ --version | grep -o '20[0-9][0-9]\.[0-9]' | head -1)
 
 # --------------------------------------------------------------------- open resource estimate

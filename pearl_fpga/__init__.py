@@ -26,5 +26,11 @@ __all__ = ["__version__", *_LAZY]
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        try:
+            module = importlib.import_module(_LAZY[name])
+        except ImportError as exc:  # a board install has no torch
+            from pearl_fpga.errors import missing_dependency
+
+            raise (missing_dependency(exc, f"pearl_fpga.{name}") or exc) from None
+        return getattr(module, name)
     raise AttributeError(f"module 'pearl_fpga' has no attribute {name!r}")

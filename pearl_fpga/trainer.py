@@ -42,7 +42,7 @@ from pearl_fpga.runtime.learner_batches import LearnerBatches
 from pearl_fpga.runtime.logger import logger_for
 from pearl_fpga.runtime.placement import Placement
 from pearl_fpga.runtime.policy import ActorPolicy
-from pearl_fpga.runtime.replay import Replay, ReplayEmpty
+from pearl_fpga.replay.manager import Replay, ReplayEmpty
 from pearl_fpga.runtime.run_checkpoints import CheckpointedRun
 from pearl_fpga.runtime.run_reports import RunReports
 from pearl_fpga.runtime.run_setup import plan_run

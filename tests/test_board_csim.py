@@ -11,6 +11,7 @@ import ctypes
 
 import numpy as np
 import pytest
+from driver_cases import mlp_networks, replay_rounds, tabular_updates
 from mlp_cases import random_inputs, random_layers
 
 from pearl_fpga.backends.mlp_numpy import NumpyMLPBackend
@@ -35,80 +36,31 @@ def test_output_registers_read_zero_until_a_call_ends():
 
 @pytest.mark.parametrize("capacity,fanout,requested", [(100, 4, (100, 4)), (64, 16, (60, 2))])
 def test_replay_driver_on_the_hls_top(capacity, fanout, requested):
-    """Updates (repeated indices, zeros, saturating values), samples and clear, in batches split to
-    max_batch, equal to the numpy reference; a smaller tree and another fan-out than synthesized."""
-    rng = np.random.default_rng(capacity)
+    """Updates, samples and clear (driver_cases.replay_rounds), in batches split to max_batch, equal to the
+    numpy reference; a smaller tree and another fan-out than synthesized."""
     t = CSimTransport("replay", {"REPLAY_CAPACITY": capacity, "REPLAY_FANOUT": fanout})
     cap, k = requested
-    board = ReplayBoardBackend(cap, k, transport=t, max_batch=16)
-    ref = ReplayNumpyBackend(cap, k)
-    for round_ in range(4):
-        n = int(rng.integers(1, 50))
-        idx = rng.integers(0, cap, n).astype(np.uint32)
-        idx[: n // 4] = idx[0]
-        prio = rng.exponential(1.0, n) * (rng.random(n) > 0.2)
-        if round_ == 3:
-            prio[::3] = 1e9
-        words, _ = rfmt.priorities_to_fixed(prio)
-        board.update(idx, words)
-        ref.update(idx, words)
-        assert board.total() == ref.total()
-        targets = rfmt.stratified_targets(ref.total(), int(rng.integers(1, 40)), rng)
-        got, want = board.sample(targets), ref.sample(targets)
-        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-    board.clear()
-    assert board.total() == 0
+    replay_rounds(ReplayBoardBackend(cap, k, transport=t, max_batch=16), cap, k, np.random.default_rng(capacity))
 
 
 def test_mlp_driver_on_the_hls_top():
-    """LOAD and INFER (raw and tanh heads, a full-width layer, saturating shifts), batches split to
-    max_batch, equal to the numpy reference; a network over the synthesized size is refused."""
+    """LOAD and INFER (driver_cases.mlp_networks), batches split to max_batch, equal to the numpy
+    reference; a network over the synthesized size is refused."""
     lanes, max_width, max_layers = 4, 32, 4  # MAX_WIDTH: a multiple of the HLS top's 32-word row alignment
     t = CSimTransport("mlp", {"MLP_LANES": lanes, "MLP_MAX_WIDTH": max_width, "MLP_MAX_LAYERS": max_layers})
     board = MLPBoardBackend(transport=t, max_batch=5)
     assert (board.lanes, board.max_width, board.max_layers) == (lanes, max_width, max_layers)
-    rng = np.random.default_rng(1)
-    for widths, head, kw in (([3, max_width, 5, 2], mfmt.HEAD_RAW, {}), ([max_width, 7, 3], mfmt.HEAD_TANH, {}),
-                             ([4, 6, 6, 6, 3], mfmt.HEAD_RAW, {"shifts": (0, 3)})):
-        layers = random_layers(rng, widths, head, **kw)
-        board.load(layers, head)
-        ref = NumpyMLPBackend()
-        ref.load(layers, head)
-        for batch in (1, 7, 12):
-            x = random_inputs(rng, batch, widths[0])
-            (out, argmax), (want, want_argmax) = board.infer(x), ref.infer(x)
-            assert np.array_equal(out, want)
-            assert (argmax is None and want_argmax is None) or np.array_equal(argmax, want_argmax)
-    with pytest.raises(ValueError, match="max_width"):
-        board.load(random_layers(rng, [3, max_width + 1, 2], mfmt.HEAD_RAW), mfmt.HEAD_RAW)
+    mlp_networks(board, max_width, np.random.default_rng(1))
 
 
 @pytest.mark.parametrize("sarsa", [False, True])
 def test_tabular_driver_on_the_hls_top(sarsa):
-    """Updates (random walks, the same (s, a) over and over with s2 == s, saturation), host loads,
-    read-back and clear, calls split to max_batch, a smaller table than synthesized: equal to numpy."""
+    """Loads, updates, read-back and clear (driver_cases.tabular_updates), calls split to max_batch, a
+    smaller table than synthesized: equal to numpy."""
     t = CSimTransport("tabular", {"TABULAR_STATES": 32, "TABULAR_ACTIONS": 4})
     rng = np.random.default_rng(int(sarsa))
     for n_states, n_actions in ((32, 4), (20, 3)):
-        board = TabularBoardBackend(n_states, n_actions, transport=t, max_batch=40)
-        ref = TabularNumpyBackend(n_states, n_actions)
-        for alpha, gamma in ((19661, 62259), (65536, 65536), (1, 0)):
-            board.configure(alpha, gamma, sarsa)
-            ref.configure(alpha, gamma, sarsa)
-            start = rng.integers(tfmt.INT32_MIN, tfmt.INT32_MAX, (n_states, n_actions), dtype=np.int64).astype(np.int32)
-            board.load(start)
-            ref.load(start)
-            n = 150
-            s = np.where(rng.random(n) < 0.5, 0, rng.integers(0, n_states, n)).astype(np.uint32)
-            s2 = np.where(rng.random(n) < 0.5, s, rng.integers(0, n_states, n)).astype(np.uint32)
-            batch = (s, rng.integers(0, n_actions, n).astype(np.uint32),
-                     rng.integers(tfmt.INT32_MIN, tfmt.INT32_MAX, n, dtype=np.int64).astype(np.int32), s2,
-                     rng.integers(0, n_actions, n).astype(np.uint32), (rng.random(n) < 0.2).astype(np.uint8))
-            board.update(*batch)
-            ref.update(*batch)
-            assert np.array_equal(board.table(), ref.table())
-        board.clear()
-        assert not board.table().any()
+        tabular_updates(TabularBoardBackend(n_states, n_actions, transport=t, max_batch=40), n_states, n_actions, sarsa, rng)
 
 
 @pytest.mark.parametrize("walk", ["random", "hot", "trajectory"])

@@ -251,3 +251,77 @@ def test_user_api_refuses_a_stale_bitstream(tmp_path, monkeypatch):
     net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     with pytest.raises(ManifestError, match="interface version 99"):
         MLPInfer.from_torch(net, backend="pynq", calibration=np.zeros((4, 4), np.float32))
+
+
+def xclbin_with_clocks(path: Path, clocks: list[tuple[int, int, str]]) -> Path:
+    """An xclbin holding only a CLOCK_FREQ_TOPOLOGY section (XRT's xclbin.h layout: the axlf header,
+    m_numSections at 448, section headers from 456; clock_freq entries of 136 bytes after an int16 count)."""
+    import struct
+
+    from pearl_fpga.board import xclbin_info as xi
+
+    topology = struct.pack("<h", len(clocks)) + b"".join(
+        xi.CLOCK_FREQ.pack(freq, ctype, name.encode()) for freq, ctype, name in clocks)
+    offset = 512
+    blob = bytearray(offset)
+    blob[:8] = xi.MAGIC
+    struct.pack_into("<I", blob, xi.NUM_SECTIONS_OFFSET, 1)
+    xi.SECTION_HEADER.pack_into(blob, xi.SECTIONS_OFFSET, xi.CLOCK_FREQ_TOPOLOGY, b"clocks", offset, len(topology))
+    path.write_bytes(bytes(blob) + topology)
+    return path
+
+
+TIMING_300_FAIL = TIMING.replace("      1.250  ", "     -0.600  ")  # routed against 300 MHz: 3.333 ns + 0.6 ns needed
+
+
+def test_the_kernel_clock_is_read_from_the_xclbin(tmp_path):
+    """UG1315 ("Kernel Clock Minimum Frequency"): v++ may scale the kernel clock down; the xclbin's
+    CLOCK_FREQ_TOPOLOGY says which clock the HLS kernels (DATA, ap_clk) really get."""
+    from pearl_fpga.board.xclbin_info import kernel_clock_mhz
+
+    path = xclbin_with_clocks(tmp_path / "a.xclbin", [(250, 1, "DATA_CLK"), (500, 2, "KERNEL_CLK")])
+    assert kernel_clock_mhz(path) == 250.0
+    (tmp_path / "b.xclbin").write_bytes(b"not an xclbin")
+    with pytest.raises(ManifestError, match="not an xclbin"):
+        kernel_clock_mhz(tmp_path / "b.xclbin")
+
+
+@pytest.mark.parametrize("data_mhz, passes", [(300, False), (280, False), (250, True)])
+def test_the_alveo_timing_gate_uses_the_clock_the_xclbin_has(tmp_path, capsys, data_mhz, passes):
+    """make xclbin's gate: the worst of every routed timing summary, judged at the xclbin's own clock; the
+    manifest records that clock. WNS -0.6 ns at 300 MHz closes at 1 / 3.933 ns = 254 MHz: a clock scaled to
+    250 MHz passes, 280 MHz or an unscaled 300 MHz does not (and no manifest is written)."""
+    out = tmp_path / "alveo-u55c" / "manifest.json"
+    out.parent.mkdir()
+    xclbin_with_clocks(out.parent / "pearl_fpga.xclbin", [(data_mhz, 1, "DATA_CLK"), (500, 2, "KERNEL_CLK")])
+    (tmp_path / "a.rpt").write_text(TIMING)
+    (tmp_path / "b.rpt").write_text(TIMING_300_FAIL)
+    args = ["write", "--gate", "--board", "alveo-u55c", "--out", str(out), "--xclbin", "pearl_fpga.xclbin",
+            "--timing", str(tmp_path / "a.rpt"), "--timing", str(tmp_path / "b.rpt"), "--tool", "v++=2025.1"]
+    assert (mf.main(args) == 0) is passes
+    err = capsys.readouterr().err
+    if not passes:
+        assert not out.exists() and f"timing is not met at {data_mhz:g} MHz" in err
+        return
+    m = mf.load_manifest(out)
+    assert m.clock_mhz == 250 and m.timing["requested_mhz"] == 300 and m.timing["wns_ns"] == -0.6 and m.timing["met"]
+    assert "scaled the kernel clock to 250 MHz" in err
+
+
+def test_the_gate_refuses_a_build_without_timing(tmp_path, capsys):
+    out = tmp_path / "alveo-u55c" / "manifest.json"
+    assert mf.main(["write", "--gate", "--board", "alveo-u55c", "--out", str(out), "--xclbin", "x.xclbin"]) == 1
+    assert "no routed timing summary" in capsys.readouterr().err
+
+
+def test_the_planner_times_a_build_at_its_own_clock(tmp_path, monkeypatch):
+    """A build whose manifest records a scaled clock is what the planner times, not the catalog's clock."""
+    from pearl_fpga.planner.fpga_model import built_clock_mhz
+
+    spec = load_catalog()["alveo-u55c"]
+    monkeypatch.setenv("PEARL_FPGA_BITSTREAMS", str(tmp_path))
+    assert built_clock_mhz(spec) == spec.clock_mhz
+    manifest = mf.build_manifest("alveo-u55c", {"xclbin": "pearl_fpga.xclbin"}, {"v++": "2025.1"},
+                                 timing=[TIMING_300_FAIL], kernel_clock_mhz=250)
+    mf.write_manifest(manifest, tmp_path / "alveo-u55c" / "manifest.json")
+    assert built_clock_mhz(spec) == 250.0

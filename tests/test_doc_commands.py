@@ -24,8 +24,12 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # pattern (re.search on the command as written) -> why it is not run here
 SKIP = {
     r"^make (test|venv)\b": "sets up or runs the whole suite: this test is part of it",
-    r"^make (hls|cosim|bitstream|xclbin)\b": "needs the vendor tools (Vivado / Vitis); tests/test_board_make.py "
-                                             "checks these targets with stubs",
+    r"^make (hls|cosim|bitstream|xclbin)\b": "needs the vendor tools (Vivado / Vitis), or for BOARD=ulx3s tens of "
+                                             "minutes of the open flow; tests/test_board_make.py checks these targets "
+                                             "with stubs, tests/test_board_ulx3s.py runs the open flow on a small design",
+    r"^openFPGALoader ": "loads the bitstream on a ULX3S: needs the board",
+    r"^PEARL_FPGA_SERIAL_PORT=": "talks to a ULX3S over its serial port: needs the board; tests/test_board_serial.py "
+                                 "runs the drivers over the same transport against the simulated board",
     r"^make resources\b": "Yosys runs minutes per kernel; tests/test_board_resources.py runs the smallest estimate",
     r"^source ": "the vendor tools' environment",
     r"pearl_fpga\.board\.manifest check": "checks the bitstream that make bitstream builds with the vendor tools; "
@@ -35,6 +39,10 @@ SKIP = {
     r"bench plan": "a dozen measured training runs and profiles: minutes",
     r"bench tabular": "times every backend and trains every preset: minutes",
     r"--placement auto": "profiles every task on every device before training (minutes uncached)",
+    r"python3 -m pip install": "installs on a board; tests/test_board_install.py checks the board install",
+    r"^scp ": "copies the exported policy to a board",
+    r"examples/deploy_on_board\.py": "acts on a board; tests/pynq_stack/test_deploy_on_board.py runs it on the mock "
+                                      "Zynq, tests/test_deploy.py on the cpu backend without torch",
 }
 
 if importlib.util.find_spec("stable_baselines3") is None:

@@ -111,7 +111,7 @@ def _arm(monkeypatch, trainer, point, calls, signals):
         monkeypatch.setattr(obj, name, wrapped)
 
     if point == "learn":
-        wrap(trainer.algo, "learn", before=False)  # after the optimizer step, before the counters move on
+        wrap(trainer.algo, "update", before=False)  # after the optimizer step, before the counters move on
     elif point == "replay_add":
         target = trainer.replay.buffer._sampler if trainer.replay.prioritized else trainer.replay
         wrap(target, "update" if trainer.replay.prioritized else "add")

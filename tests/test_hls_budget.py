@@ -90,3 +90,11 @@ def test_the_cli_prints_every_board(capsys):
     assert hb.main([]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in load_catalog()) and "NO" not in out
+
+
+def test_the_front_copy_in_uram_is_counted_in_banks():
+    """replay.cpp splits the front copy of the leaves into banks of at most URAM_CASCADE_BLOCKS x 4K words
+    (UG949's cascade height), each rounded up to whole blocks: 36,000 words are 2 banks of 18,000, 5 URAM
+    each, where one cascade would take 9; the leaf level's 16 lanes of 2,250 words take 1 each."""
+    assert hb.URAM_CASCADE == 8
+    assert hb._replay(36000, 16, leaves_in_uram=True).uram == 16 + 10

@@ -27,7 +27,13 @@ def test_top_declares_ap_ctrl_hs(kernel):
     assert not any("ap_ctrl_chain" in p or "ap_ctrl_none" in p for p in pragmas)
 
 
-KERNEL_SOURCES = sorted(p for p in ROOT.glob("hls/*/*.cpp") if not p.name.endswith("_tb.cpp"))
+def _is_hls(path: Path) -> bool:
+    """A file Vitis HLS reads: not a testbench (*_tb) and not a Verilator harness of the RTL (verilator_*.cpp,
+    e.g. hls/bridge's board model)."""
+    return not path.stem.endswith("_tb") and not path.name.startswith("verilator_")
+
+
+KERNEL_SOURCES = sorted(p for p in ROOT.glob("hls/*/*.cpp") if _is_hls(p))
 
 
 def _variable_loops(source: str):
@@ -73,7 +79,7 @@ def _code(path: Path) -> str:
 
 
 # Everything Vitis HLS reads: every kernel's sources and headers (testbenches, *_tb.cpp / *_tb.h, aside).
-SYNTH_SOURCES = sorted(p for p in ROOT.glob("hls/*/*") if p.suffix in (".h", ".cpp") and not p.stem.endswith("_tb"))
+SYNTH_SOURCES = sorted(p for p in ROOT.glob("hls/*/*") if p.suffix in (".h", ".cpp") and _is_hls(p))
 
 
 @pytest.mark.parametrize("path", SYNTH_SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -441,7 +447,7 @@ def pragma_problems(code: str, where: list[tuple[str, int]], macros: set[str]) -
     return bad
 
 
-SYNTH_TOPS = sorted(p for p in ROOT.glob("hls/*/*.cpp") if not p.stem.endswith("_tb"))
+SYNTH_TOPS = sorted(p for p in ROOT.glob("hls/*/*.cpp") if _is_hls(p))
 
 
 @pytest.mark.parametrize("path", SYNTH_TOPS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -500,7 +506,8 @@ void top(int n) {
         bad.replace("using k::MAX_BATCH;", ""), where, {"WIDTH"})
 
 
-HAZARD_KERNELS = {"replay": ["front_leaves", "leaf_level"] + [f"level{d}" for d in range(1, 21)]}
+# the default build's tree (8192 leaves, K = 16: 4 levels) has levels 1..3 above its leaf level
+HAZARD_KERNELS = {"replay": ["front_leaves", "leaf_level"] + [f"level{d}" for d in range(1, 4)]}
 
 
 @pytest.mark.parametrize("kernel", sorted(HAZARD_KERNELS))
@@ -511,7 +518,8 @@ def test_hazard_forwarding_depth_matches_the_dependence_and_the_spec(kernel):
     path = ROOT / "hls" / kernel / f"{kernel}.cpp"
     code, where, macros = _preprocess(path)
     source = _code(path)
-    depth = int(re.search(r"constexpr uint32_t FWD_DEPTH = (\d+);", source).group(1))
+    assert re.search(r"constexpr uint32_t FWD_DEPTH = LEAF_LATENCY \+ 1;", source)
+    depth = int(re.search(r"constexpr uint32_t LEAF_LATENCY = (\d+);", code).group(1)) + 1  # the block RAM build
     assert re.search(r"constexpr uint32_t RAW_DISTANCE = FWD_DEPTH \+ 1;", source)
     assert len(re.findall(r"pearl::WriteWindow<[^;]*,\s*FWD_DEPTH>", source)) >= 1
     spec = (ROOT / "hls" / kernel / "SPEC.md").read_text()
@@ -568,3 +576,153 @@ def test_the_mlp_layer_loop_states_that_its_activations_do_not_alias():
         assert two_arrays or re.search(rf"#pragma HLS DEPENDENCE variable = {name} type = inter false", body), name
     reason = (ROOT / "hls/mlp/mlp.cpp").read_text()
     assert two_arrays or "no write of one iteration reaches a read of a later one" in reason
+
+
+# ---- What the vendor flows require of the tops (issue 31) ------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", sorted(TOPS))
+def test_tops_have_c_linkage(kernel, tmp_path):
+    """UG1393 ("C/C++ Kernels"): a Vitis kernel's top has C linkage, `extern "C"`, as the data movers'
+    do; compiled, the top's symbol is its plain name, not a mangled one."""
+    cxx = shutil.which(os.environ.get("CXX", "g++"))
+    nm = shutil.which("nm")
+    if cxx is None or nm is None:
+        pytest.skip("no C++ compiler or nm")
+    obj = tmp_path / f"{kernel}.o"
+    subprocess.run([cxx, "-std=c++14", "-O0", "-c", "-w", f"-I{ROOT / 'hls'}", f"-I{ROOT / 'hls' / kernel}",
+                    str(ROOT / "hls" / kernel / f"{kernel}.cpp"), "-o", str(obj)], check=True, timeout=300)
+    symbols = subprocess.run([nm, "--defined-only", str(obj)], capture_output=True, text=True, check=True).stdout
+    assert re.search(rf"^\S+ T {kernel}_top$", symbols, re.M), f"{kernel}_top is not an unmangled (extern \"C\") symbol"
+
+
+def _function_bodies(code: str):
+    """(name, parameter text, body) of every function definition in `code`."""
+    root = _scopes(code)
+    todo = [root]
+    while todo:
+        scope = todo.pop()
+        todo.extend(scope.children)
+        if scope.kind == "function":
+            yield scope.name, scope.head, code[scope.open + 1:scope.close]
+
+
+def _needs_inline(code: str) -> list[str]:
+    """Functions with a DEPENDENCE pragma on one of their parameters that do not say `#pragma HLS INLINE`
+    first: kept as a function, the pragma binds to a port, not to the caller's array (UG1399, pragma HLS
+    dependence, and pragma HLS inline: arguments become ports of a sub-function)."""
+    bad = []
+    for name, head, body in _function_bodies(code):
+        params = set(re.findall(r"(\w+)\s*(?:\[[^\]]*\])*\s*(?:,|\)\s*(?:const\s*)?$)", head))
+        on_params = [v for v in re.findall(r"#pragma HLS DEPENDENCE variable\s*=\s*(\w+)", body) if v in params]
+        first = re.sub(r"^\s+", "", body).splitlines()[0] if body.strip() else ""
+        if on_params and not first.startswith("#pragma HLS INLINE"):
+            bad.append(name)
+    return bad
+
+
+@pytest.mark.parametrize("path", SYNTH_TOPS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_functions_whose_pragmas_name_their_arguments_are_inlined(path):
+    bad = _needs_inline(_preprocess(path)[0])
+    assert not bad, f"{path.relative_to(ROOT)}: not inlined, so their DEPENDENCE pragmas bind to ports: {bad}"
+
+
+def test_the_inline_check_sees_a_missing_pragma():
+    bad = "void f(const int in[8], int out[8]) {\n    for (int i = 0; i < 8; i++) {\n#pragma HLS DEPENDENCE variable = in type = inter false\n        out[i] = in[i];\n    }\n}\n"
+    assert _needs_inline(bad) == ["f"]
+    assert _needs_inline(bad.replace("{\n    for", "{\n#pragma HLS INLINE\n    for", 1)) == []
+
+
+def test_the_mlp_datapath_is_inlined_into_the_top():
+    """mlp.cpp's layer functions (issue 31: inline only for g++) say `#pragma HLS INLINE`, so act[l & 1] and
+    act[(l + 1) & 1] stay one array of mlp_top's datapath and LAYER_MACS's DEPENDENCE pragmas bind to it."""
+    code = _code(ROOT / "hls/mlp/mlp.cpp")
+    for name in ("layer_forward", "tanh_lookup", "forward_core", "forward_one"):
+        body = _function_body(code, name)
+        assert body.lstrip().startswith("#pragma HLS INLINE"), name
+
+
+def _uram_build() -> tuple[str, dict[str, int]]:
+    """replay.cpp preprocessed as an Alveo card's build compiles it, and its replay descriptor constants."""
+    from pearl_fpga.board.catalog import hls_defines, load_catalog
+    from pearl_fpga.spec.descriptor import descriptor
+
+    spec = next(s for s in load_catalog().values() if s.replay_leaf_memory == "uram")
+    code, _, _ = _preprocess(ROOT / "hls/replay/replay.cpp", tuple(hls_defines(spec, "replay").split()))
+    return code, {k: v for k, (v, _) in descriptor("replay").constants.items()}
+
+
+def test_leaf_words_in_ultraram_use_the_cascade_registers_and_banks():
+    """UG573 (REG_CAS) and UG949 (cascade height 8): the Alveo build binds the leaf words to UltraRAM with
+    the descriptor's URAM_READ_LATENCY (>= 3: output register and cascade registers), banks front_leaves
+    so that no bank cascades more than URAM_CASCADE_BLOCKS blocks, and the forwarding depth and the RAW
+    distance grow with the latency (SPEC.md states both builds)."""
+    code, const = _uram_build()
+    assert const["URAM_READ_LATENCY"] >= 3 and const["URAM_CASCADE_BLOCKS"] <= 8
+    assert "constexpr uint32_t LEAF_LATENCY = replay::config::URAM_READ_LATENCY;" in code
+    binds = dict(re.findall(r"BIND_STORAGE variable = (front_leaves|leaf_level) type = ram_s2p impl = uram latency = (\w+)", code))
+    assert binds == {"front_leaves": "LEAF_LATENCY", "leaf_level": "LEAF_LATENCY"}, binds
+    assert "ARRAY_PARTITION variable = front_leaves type = block factor = FRONT_BANKS" in code
+    assert re.search(r"FRONT_BANKS = \(LEAVES \+ URAM_BANK_WORDS - 1\) / URAM_BANK_WORDS;", code)
+    assert "URAM_BANK_WORDS = 4096 * replay::config::URAM_CASCADE_BLOCKS;" in code
+    spec = (ROOT / "hls/replay/SPEC.md").read_text()
+    assert f"Forwarding depth: 2 (FWD_DEPTH in replay.cpp, LEAF_LATENCY + 1) in block RAM, {const['URAM_READ_LATENCY'] + 1} in UltraRAM" in spec
+
+
+@pytest.mark.parametrize("kernel", ["replay", "tabular"])
+def test_commands_ii_follows_the_clock(kernel):
+    """The COMMANDS loops' one-cycle recurrences do not fit a 300 MHz period: their PIPELINE II is
+    <KERNEL>_COMMANDS_II, which the catalog sets to 2 above the descriptor's II1_MAX_MHZ and leaves at 1
+    below; SPEC.md states the rule and the planner counts II clocks per command."""
+    from pearl_fpga.board.catalog import hls_defines, load_catalog
+    from pearl_fpga.spec.descriptor import descriptor
+    from pearl_fpga.spec.kernels import commands_ii
+
+    macro = f"{kernel.upper()}_COMMANDS_II"
+    code = _code(ROOT / "hls" / kernel / f"{kernel}.cpp")
+    assert f"#pragma HLS PIPELINE II = {macro}" in _loop_body(code, "COMMANDS")
+    limit = descriptor(kernel).constant("II1_MAX_MHZ")
+    for spec in load_catalog().values():
+        ii = commands_ii(kernel, spec.clock_mhz)
+        assert ii == (1 if spec.clock_mhz <= limit else 2)
+        assert (f"-D{macro}={ii}" in hls_defines(spec, kernel)) == (ii > 1), spec.name
+    assert any(commands_ii(kernel, s.clock_mhz) == 2 for s in load_catalog().values())  # the Alveo cards
+    assert f"II1_MAX_MHZ = {limit} MHz" in (ROOT / "hls" / kernel / "SPEC.md").read_text()
+
+
+def test_stream_beats_carry_no_tstrb():
+    """The AXI DMA's stream ports have TKEEP and TLAST but no TSTRB (PG021, "AXI4-Stream Interface"): the
+    beat types Vitis HLS compiles enable KEEP and LAST only, and no kernel drives strb."""
+    vendor = _code(ROOT / "hls/common/hls_compat.h")
+    assert "AXIS_SIGNALS = AXIS_ENABLE_KEEP | AXIS_ENABLE_LAST;" in vendor
+    assert "ap_axiu<128, 0, 0, 0, AXIS_SIGNALS>" in vendor and "ap_axis<16, 0, 0, 0, AXIS_SIGNALS>" in vendor
+    for path in SYNTH_SOURCES:
+        code = vendor if path.name == "hls_compat.h" else _code(path)
+        assert not re.search(r"\.strb\b", code), path
+
+
+@pytest.mark.parametrize("path", SYNTH_TOPS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_interface_offsets_in_the_vitis_flow(path):
+    """UG1399: in the Vitis kernel flow the tool assigns the s_axilite offsets ("S_AXILITE Offset Option":
+    do not specify the offset option in that flow) and m_axi keeps its default offset=slave ("Offset and
+    Modes of Operation"); the Vivado IP flow keeps the register map of SPEC.md."""
+    vitis, _, _ = _preprocess(path, ("-DPEARL_VITIS_FLOW",))
+    vivado, _, _ = _preprocess(path)
+    interface = lambda code: re.findall(r"#pragma HLS INTERFACE[^\n]*", code)  # noqa: E731
+    assert not [p for p in interface(vitis) if "offset" in p], path
+    if path.parent.name != "datamover":
+        assert any(re.search(r"s_axilite port = \w+ offset = 0x", p) for p in interface(vivado))
+
+
+@pytest.mark.parametrize("capacity, fanout", [(1, 2), (17, 16), (8192, 16), (1000, 8), (1 << 20, 2), (524288, 16)])
+def test_only_the_levels_the_tree_has_carry_pragmas(capacity, fanout):
+    """replay_top declares MAX_DEPTH level memories; those from DEPTH on are unused placeholders that
+    Vitis HLS removes, and a pragma on one is a warning: storage and DEPENDENCE pragmas name exactly the
+    levels 1 .. DEPTH - 1 (REPLAY_TREE_DEPTH, which the source checks against tree_depth)."""
+    from pearl_fpga.spec.replay import tree_depth
+
+    code, _, _ = _preprocess(ROOT / "hls/replay/replay.cpp", (f"-DREPLAY_CAPACITY={capacity}", f"-DREPLAY_FANOUT={fanout}"))
+    want = {f"level{d}" for d in range(1, tree_depth(capacity, fanout))}
+    for pragma in ("ARRAY_PARTITION", "BIND_STORAGE", "DEPENDENCE"):
+        named = set(re.findall(rf"#pragma HLS {pragma} variable = (level\d+)", code))
+        assert named == want, (pragma, sorted(named ^ want))

@@ -288,7 +288,7 @@ def test_backend_names():
     with pytest.raises(ValueError, match="unknown mlp backend 'gpu'"):
         MLPInfer.from_torch(mlp([4, 8, 2]), backend="gpu", calibration=calib)
     assert MLPInfer.from_torch(mlp([4, 8, 2]), backend="auto", calibration=calib).backend.name == "cpu"
-    for board in ("pynq", "xrt"):  # no board and no bitstream on this machine
+    for board in ("pynq", "xrt", "serial"):  # no board and no bitstream on this machine
         with pytest.raises(BackendUnavailable):
             MLPInfer.from_torch(mlp([4, 8, 2]), backend=board, calibration=calib)
     assert LayerFormat(fw=14, fa_in=10, fa_out=12).shift == 12

@@ -30,15 +30,16 @@ sys.path.insert(0, str(COCOTB_DIR))
 from mlp_cases import networks  # noqa: E402  (tests/, the MLP kernel's shared test material)
 from mlp_rtl_cases import random_network, reference  # noqa: E402
 
-# (LANES, MAX_WIDTH): a narrow and a wide MAC array; MAX_WIDTH 64 keeps the simulations short.
-COCOTB_SETS = [(4, 64), (16, 64)]
+# (LANES, MAX_WIDTH, MEM_LATENCY): a narrow and a wide MAC array, the engine's memories read with one
+# more register than the default in the narrow one; MAX_WIDTH 64 keeps the simulations short.
+COCOTB_SETS = [(4, 64, 3), (16, 64, 2)]
 
 
-@pytest.mark.parametrize("lanes,max_width", COCOTB_SETS, ids=lambda v: str(v))
-def test_cocotb_mlp_top(lanes: int, max_width: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("lanes,max_width,mem_latency", COCOTB_SETS, ids=lambda v: str(v))
+def test_cocotb_mlp_top(lanes: int, max_width: int, mem_latency: int, monkeypatch: pytest.MonkeyPatch) -> None:
     from pearl_fpga.sim.cocotb_runner import run_cocotb
 
-    build_dir = REPO / "build" / "sim" / f"mlp_top_p{lanes}_w{max_width}"
+    build_dir = REPO / "build" / "sim" / f"mlp_top_p{lanes}_w{max_width}_l{mem_latency}"
     memh = write_tanh_memh(build_dir)
     results = build_dir / "mlp_cycles.json"
     results.unlink(missing_ok=True)
@@ -49,7 +50,7 @@ def test_cocotb_mlp_top(lanes: int, max_width: int, monkeypatch: pytest.MonkeyPa
         test_module="test_mlp_top",
         test_dir=build_dir,
         build_dir=build_dir,
-        parameters={"LANES": lanes, "MAX_WIDTH": max_width, "MAX_LAYERS": 4},
+        parameters={"LANES": lanes, "MAX_WIDTH": max_width, "MAX_LAYERS": 4, "MEM_LATENCY": mem_latency},
         build_args=[tanh_parameter(memh)],
         extra_env={
             "MLP_LANES": str(lanes),

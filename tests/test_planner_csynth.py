@@ -249,7 +249,7 @@ def test_without_a_report_the_hls_model_times_the_kernels_and_the_rtl_stands_bes
     # 64 updates: 63 + PipelineDepth 3 + 4 levels x (1 + 16 / 2) = 102 cycles at 100 MHz
     assert fits[("replay_update", "fpga-emu")](64) == pytest.approx(board.transfer_seconds(64 * 16) + 102 / 100e6)
     assert any(n.startswith("replay sample: at 64 per call the HLS design takes 102 cycles (hls model), "
-                            "the reference RTL 100 (spec bound)") for n in notes), notes
+                            "the reference RTL 112 (spec bound)") for n in notes), notes
     # 4-64-64-2 on 8 lanes (rows padded to 32 words, MAC pipeline 10): read 4 + 2, input copy 32,
     # 64 x 4 + 10, 64 x 8 + 10, 2 x 8 + 10 + 30 padding, head 2 + 2, write 2 + 1 (argmax) + 2 = 891 cycles;
     # the RTL's bound: 4,480 MACs / 8 + 8 x 3 + 16 = 600

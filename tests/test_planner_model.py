@@ -280,3 +280,27 @@ def test_the_tabular_cycle_model_by_hand():
     # a row revisited exactly HAZARD_WINDOW slots later does not wait
     rows = np.arange(n) % HAZARD_WINDOW
     assert tabular_update_cycles(rows, rows + 1000) == n + drain
+
+
+def test_the_hls_schedule_follows_the_commands_ii_and_the_leaf_latency():
+    """At the Alveo clock (300 MHz, above the descriptors' II1_MAX_MHZ) replay's and tabular's COMMANDS
+    loops issue every 2 clocks (hls/<kernel>/SPEC.md, "Initiation interval"), and the leaf words in
+    UltraRAM add their read latency twice (front copy, leaf level) to the pipeline's fill."""
+    from pearl_fpga.board.catalog import load_catalog
+    from pearl_fpga.planner import fpga_model, hls_schedule
+    from pearl_fpga.spec.descriptor import descriptor
+    from pearl_fpga.spec.replay import tree_depth
+
+    import numpy as np
+
+    latency = descriptor("replay").constant("URAM_READ_LATENCY")
+    for spec in load_catalog().values():
+        rk = spec.kernels["replay"]
+        depth = tree_depth(rk["capacity"], rk["fanout"])
+        fit = fpga_model.replay_cycles_hls(depth, rk["fanout"], spec.clock_mhz, spec.replay_leaf_memory)
+        ii = 2 if spec.kind == "alveo" else 1
+        extra = 2 * (latency - 1) if spec.replay_leaf_memory == "uram" else 0
+        fill = hls_schedule.REPLAY_FRONT_CYCLES + depth * hls_schedule.replay_level_cycles(rk["fanout"], spec.clock_mhz) + extra
+        assert (fit.c1, fit.c0) == (ii, fill - ii), spec.name
+        rows = np.arange(50)
+        assert hls_schedule.tabular_update_cycles(rows, rows + 50, spec.clock_mhz) == ii * hls_schedule.tabular_update_cycles(rows, rows + 50)

@@ -381,7 +381,7 @@ def test_one_registry_serves_every_kernel():
     from pearl_fpga.backends import registry
     from pearl_fpga.errors import BackendUnavailable
 
-    assert set(registry.names("replay")) == set(registry.names("mlp")) == {"numpy", "cpu", "rtl", "pynq", "xrt", "auto"}
+    assert set(registry.names("replay")) == set(registry.names("mlp")) == {"numpy", "cpu", "rtl", "pynq", "xrt", "serial", "auto"}
     name, backend = registry.create("replay", "auto", 10, 4)
     assert name == "cpu" and backend.total() == 0
     with pytest.raises(ValueError, match="unknown replay backend 'gpu'"):

@@ -18,7 +18,7 @@ from pearl_fpga.runtime.envs import EnvGroup
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.algos.heads import EpsilonGreedy, GaussianNoise
 from pearl_fpga.runtime.policy import ActorPolicy
-from pearl_fpga.runtime.replay import UniformReplay
+from pearl_fpga.replay.manager import UniformReplay
 from pearl_fpga.trainer import Trainer
 
 TINY = dict(learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 16], buffer_size=4000,

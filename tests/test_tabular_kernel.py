@@ -304,7 +304,8 @@ def test_cpu_one_call_path_equals_the_validated_path(algo, n_actions):
         np.testing.assert_array_equal(fast.table, before)
 
 
-@pytest.mark.parametrize("backend,build", [("pynq", "make bitstream"), ("xrt", "make xclbin")])
+@pytest.mark.parametrize("backend,build", [("pynq", "make bitstream"), ("xrt", "make xclbin"),
+                                           ("serial", "make bitstream BOARD=ulx3s")])
 def test_board_backends_without_a_bitstream_say_how_to_build_one(backend, build, tmp_path, monkeypatch):
     monkeypatch.setenv("PEARL_FPGA_BITSTREAMS", str(tmp_path))
     monkeypatch.delenv("PEARL_FPGA_BOARD", raising=False)

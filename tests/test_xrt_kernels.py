@@ -27,6 +27,8 @@ def pragmas(source: str, function: str) -> dict[str, tuple[str, int | None]]:
     body = source[source.index("{", re.search(rf"\bvoid\s+{function}\s*\(", source).end()):]
     body = body[: body.index("\n}")]
     out = {}
+    for name, at in re.findall(r"PEARL_AXILITE_REGISTER\((\w+),\s*(0x[0-9a-fA-F]+)\)", body):
+        out[name] = ("s_axilite", int(at, 16))  # hls/common/hls_compat.h: the offset in the Vivado IP flow
     for line in re.findall(r"#pragma HLS INTERFACE[^\n]*", body):
         mode = re.search(r"(?:mode\s*=\s*)?\b(axis|s_axilite|m_axi|ap_ctrl_hs)\b", line).group(1)
         port = re.search(r"port\s*=\s*(\w+)", line).group(1)

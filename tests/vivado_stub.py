@@ -11,7 +11,11 @@ script relies on, each from Vivado's or the IP's documentation:
 - `validate_bd_design` checks every AXI DMA against PG021 (AXI DMA v7.1, "Memory Map Data Width",
   "Stream Data Width"): memory-map widths 32..1024, each channel's stream width at most its memory-map
   width (unset parameters take the IP's defaults, 32 bits), and every pin connected;
-- the routed design's slack (`get_timing_paths` / `get_property SLACK`) is what the test says it is.
+- the routed design's slack (`get_timing_paths` / `get_property SLACK`) is what the test says it is;
+- `get_board_parts` knows the board parts the test installs (`board_parts`), and those of the board
+  files under the folders `set_param board.repoPaths` names (pearl_fpga.board.board_files reads them);
+- `create_bd_cell` of a kernel finds the IP only under the VLNV its HLS configuration exports
+  (pearl_fpga.board.vitis_cfg: package.ip.vendor/library/version), as Vivado's IP catalog would.
 Everything the script runs is recorded in `calls`; `exit_code` is what it passed to `exit`.
 """
 
@@ -50,10 +54,16 @@ class Cell:
 class VivadoStub:
     """One run of zynq_bd.tcl; `run(...)` returns the stub, errors are in `errors`."""
 
-    def __init__(self, wns: float = 0.25, whs: float = 0.02):
+    def __init__(self, wns: float = 0.25, whs: float = 0.02, board_parts: tuple[str, ...] | None = None):
         import tkinter
 
+        from pearl_fpga.board.catalog import load_catalog
+
         self.wns, self.whs = wns, whs
+        # by default, every catalog board's files are installed
+        self.board_parts = set(board_parts if board_parts is not None else
+                               (s.board_part for s in load_catalog().values() if s.board_part))
+        self.repo_paths: list[str] = []
         self.tcl = tkinter.Tcl()
         self.cells: dict[str, Cell] = {}
         self.nets: dict[str, set[str]] = {}  # net -> pins "/cell/PIN"
@@ -68,7 +78,7 @@ class VivadoStub:
                      "connect_bd_intf_net", "assign_bd_address", "validate_bd_design", "save_bd_design", "get_files",
                      "make_wrapper", "add_files", "current_fileset", "generate_target", "launch_runs", "wait_on_run",
                      "get_property", "get_runs", "open_run", "report_utilization", "report_timing_summary",
-                     "get_timing_paths", "exit"):
+                     "get_timing_paths", "exit", "set_param", "get_board_parts"):
             self.tcl.createcommand(name, self._wrap(name))
 
     # -- running -----------------------------------------------------------------------------
@@ -129,11 +139,19 @@ class VivadoStub:
         elif "axi_dma" in vlnv:
             cell.pins = {"S_AXI_LITE": "Slave", "M_AXIS_MM2S": "Master", "S_AXIS_S2MM": "Slave",
                          "M_AXI_MM2S": "Master", "M_AXI_S2MM": "Master"}
-        elif vlnv.startswith("pearl_fpga:"):
+        elif ":" in vlnv and vlnv.split(":")[2].endswith("_top"):
+            from pearl_fpga.board.catalog import load_catalog
+            from pearl_fpga.board.vitis_cfg import hls_config
             from pearl_fpga.spec.kernels import KERNELS
 
             top = vlnv.split(":")[2]
             ip = next(ip for ip in KERNELS.values() if ip.top == top)
+            kernel = next(k for k, i in KERNELS.items() if i is ip)
+            cfg = hls_config(load_catalog()["pynq-z2"], kernel, Path("/tmp"))
+            exported = ":".join(cfg.get(key)[0] for key in ("package.ip.vendor", "package.ip.library")) + f":{top}:" + \
+                cfg.get("package.ip.version")[0]
+            if vlnv != exported:
+                raise ScriptError(f"no IP {vlnv} in the IP catalog (the HLS configuration exports {exported})")
             cell.pins = {"s_axi_control": "Slave", ip.in_stream: "Slave", ip.out_stream: "Master"}
         self.cells[name] = cell
         return cell
@@ -271,6 +289,18 @@ class VivadoStub:
 
     def _current_fileset(self, *args: str) -> str:
         return "sources_1"
+
+    def _set_param(self, name: str, value: str) -> None:
+        if name != "board.repoPaths":
+            raise ScriptError(f"unexpected parameter {name}")
+        self.repo_paths = list(self.tcl.splitlist(value))
+
+    def _get_board_parts(self, *args: str) -> str:
+        from pearl_fpga.board.board_files import BoardPart, find_board_files
+
+        pattern = args[-1]
+        known = pattern in self.board_parts or find_board_files(BoardPart.parse(pattern), map(Path, self.repo_paths))
+        return pattern if known else ""
 
     def _exit(self, *args: str) -> None:
         self.exit_code = int(args[0]) if args else 0

@@ -11,23 +11,40 @@
 
 #include <cstdint>
 
+// A scalar argument's AXI4-Lite register at a fixed offset: the register map of the kernel's SPEC.md,
+// which the Zynq drivers address. In the Vitis kernel flow (PEARL_VITIS_FLOW, which the generated HLS
+// configuration of an Alveo build defines) the tool assigns the offsets and the option must not be
+// given (UG1399, "S_AXILITE Offset Option"); XRT sets the arguments by index.
+#define PEARL_HLS_PRAGMA(x) _Pragma(#x)
+#ifdef PEARL_VITIS_FLOW
+#define PEARL_AXILITE_REGISTER(name, at) PEARL_HLS_PRAGMA(HLS INTERFACE mode = s_axilite port = name bundle = control)
+#else
+#define PEARL_AXILITE_REGISTER(name, at) \
+    PEARL_HLS_PRAGMA(HLS INTERFACE mode = s_axilite port = name offset = at bundle = control)
+#endif
+
 #if defined(__SYNTHESIS__) || defined(PEARL_VENDOR_HLS)
 #include <ap_int.h>
 #include <hls_stream.h>
 #ifdef PEARL_OPEN_HLS_HEADERS
 // make csim-vendor compiles against the open copies of ap_int.h and hls_stream.h (the hls4ml wheel);
-// no open package ships ap_axi_sdata.h, so the two beat types used below are declared here with its
-// fields. Vitis HLS never defines this macro and uses its own header.
-template <int D, int U, int TI, int TD>
+// no open package ships ap_axi_sdata.h, so the beat types used below are declared here with the
+// fields its side-channel flags enable (2022.2+: ap_axiu<D, U, TI, TD, EnableSignals>); a disabled
+// signal has no member here, so code that drives one does not compile. Vitis HLS never defines this
+// macro and uses its own header.
+constexpr uint8_t AXIS_ENABLE_KEEP = 0x08, AXIS_ENABLE_LAST = 0x10, AXIS_ENABLE_STRB = 0x20;
+template <int D, int U, int TI, int TD, uint8_t E>
 struct ap_axiu {
+    static_assert(E == (AXIS_ENABLE_KEEP | AXIS_ENABLE_LAST), "the stand-in models TDATA, TKEEP and TLAST only");
     ap_uint<D> data;
-    ap_uint<(D + 7) / 8> keep, strb;
+    ap_uint<(D + 7) / 8> keep;
     ap_uint<1> last;
 };
-template <int D, int U, int TI, int TD>
+template <int D, int U, int TI, int TD, uint8_t E>
 struct ap_axis {
+    static_assert(E == (AXIS_ENABLE_KEEP | AXIS_ENABLE_LAST), "the stand-in models TDATA, TKEEP and TLAST only");
     ap_int<D> data;
-    ap_uint<(D + 7) / 8> keep, strb;
+    ap_uint<(D + 7) / 8> keep;
     ap_uint<1> last;
 };
 #else
@@ -36,15 +53,16 @@ struct ap_axis {
 namespace pearl {
 template <typename T>
 using stream = hls::stream<T>;
-// AXI4-Stream beats with TKEEP/TSTRB/TLAST side channels (a plain struct would be packed into TDATA
-// with no TLAST, which AXI DMA and the Alveo stream links need).
-using axis128 = ap_axiu<128, 0, 0, 0>;
-using axis16 = ap_axis<16, 0, 0, 0>;
+// AXI4-Stream beats with the TKEEP and TLAST side channels (a plain struct would be packed into TDATA
+// with no TLAST, which AXI DMA and the Alveo stream links need), and no TSTRB: the AXI DMA's stream
+// ports have none (PG021, "AXI4-Stream Interface"), so a TSTRB port would be left unconnected.
+constexpr uint8_t AXIS_SIGNALS = AXIS_ENABLE_KEEP | AXIS_ENABLE_LAST;
+using axis128 = ap_axiu<128, 0, 0, 0, AXIS_SIGNALS>;
+using axis16 = ap_axis<16, 0, 0, 0, AXIS_SIGNALS>;
 inline axis128 make_axis128(uint64_t lo, uint64_t hi, bool last) {
     axis128 beat;
     beat.data = (ap_uint<128>(hi) << 64) | ap_uint<128>(lo);
     beat.keep = -1;
-    beat.strb = -1;
     beat.last = last;
     return beat;
 }
@@ -54,7 +72,6 @@ inline axis16 make_axis16(int16_t data, bool last) {
     axis16 beat;
     beat.data = data;
     beat.keep = -1;
-    beat.strb = -1;
     beat.last = last;
     return beat;
 }

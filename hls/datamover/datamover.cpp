@@ -44,31 +44,31 @@ S2MM_128:
 extern "C" {
 
 void mm2s_replay(const word128* in, pearl::stream<pearl::axis128>& out, uint32_t n) {
-#pragma HLS INTERFACE mode = m_axi port = in offset = slave bundle = gmem depth = DM_128_MAX_WORDS
+#pragma HLS INTERFACE mode = m_axi port = in bundle = gmem depth = DM_128_MAX_WORDS
 #pragma HLS INTERFACE mode = axis port = out
     words_to_stream(in, out, n);
 }
 
 void s2mm_replay(pearl::stream<pearl::axis128>& in, word128* out, uint32_t n) {
 #pragma HLS INTERFACE mode = axis port = in
-#pragma HLS INTERFACE mode = m_axi port = out offset = slave bundle = gmem depth = DM_128_MAX_WORDS
+#pragma HLS INTERFACE mode = m_axi port = out bundle = gmem depth = DM_128_MAX_WORDS
     stream_to_words(in, out, n);
 }
 
 void mm2s_tabular(const word128* in, pearl::stream<pearl::axis128>& out, uint32_t n) {
-#pragma HLS INTERFACE mode = m_axi port = in offset = slave bundle = gmem depth = DM_128_MAX_WORDS
+#pragma HLS INTERFACE mode = m_axi port = in bundle = gmem depth = DM_128_MAX_WORDS
 #pragma HLS INTERFACE mode = axis port = out
     words_to_stream(in, out, n);
 }
 
 void s2mm_tabular(pearl::stream<pearl::axis128>& in, word128* out, uint32_t n) {
 #pragma HLS INTERFACE mode = axis port = in
-#pragma HLS INTERFACE mode = m_axi port = out offset = slave bundle = gmem depth = DM_128_MAX_WORDS
+#pragma HLS INTERFACE mode = m_axi port = out bundle = gmem depth = DM_128_MAX_WORDS
     stream_to_words(in, out, n);
 }
 
 void mm2s_mlp(const int16_t* in, pearl::stream<pearl::axis16>& out, uint32_t n) {
-#pragma HLS INTERFACE mode = m_axi port = in offset = slave bundle = gmem depth = DM_MLP_MAX_WORDS
+#pragma HLS INTERFACE mode = m_axi port = in bundle = gmem depth = DM_MLP_MAX_WORDS
 #pragma HLS INTERFACE mode = axis port = out
 MM2S_MLP:
     for (uint32_t i = 0; i < n; i++) {
@@ -80,7 +80,7 @@ MM2S_MLP:
 
 void s2mm_mlp(pearl::stream<pearl::axis16>& in, int16_t* out, uint32_t n) {
 #pragma HLS INTERFACE mode = axis port = in
-#pragma HLS INTERFACE mode = m_axi port = out offset = slave bundle = gmem depth = DM_MLP_MAX_WORDS
+#pragma HLS INTERFACE mode = m_axi port = out bundle = gmem depth = DM_MLP_MAX_WORDS
 S2MM_MLP:
     for (uint32_t i = 0; i < n; i++) {
 #pragma HLS LOOP_TRIPCOUNT min = 1 max = DM_MLP_MAX_WORDS

@@ -23,6 +23,7 @@ constexpr int MAX_LAYER_CHUNKS = MAX_WIDTH * (MAX_WIDTH / LANES);  // for LOOP_T
 // lane u always reads bank u.
 MLP_INLINE void layer_forward(const LayerDesc& d, const int16_t weight[WEIGHT_WORDS], const int32_t bias[BIAS_WORDS],
                               const int16_t in[MAX_WIDTH], int16_t out[MAX_WIDTH]) {
+#pragma HLS INLINE  // in and out are halves of forward_core's act: inlined, the DEPENDENCE pragmas below bind to act
     const bool relu = (d.flags & FLAG_RELU) != 0;
     const int row_chunks = d.stride / LANES;  // exact: stride is a multiple of ROW_ALIGN >= LANES
     const int base = d.w_offset / LANES;      // exact: offsets are multiples of LANES
@@ -62,6 +63,7 @@ LAYER_PAD:
 }
 
 MLP_INLINE int16_t tanh_lookup(int16_t y) {
+#pragma HLS INLINE  // a ROM read and one multiply-add inside FORWARD_HEAD
     int u = int(y) + 32768;
     int k = u >> TANH_SEGMENT_BITS;
     int r = u & ((1 << TANH_SEGMENT_BITS) - 1);
@@ -71,6 +73,7 @@ MLP_INLINE int16_t tanh_lookup(int16_t y) {
 
 MLP_INLINE int32_t forward_core(int n_layers, const LayerDesc layer[MAX_LAYERS], const int16_t weight[WEIGHT_WORDS],
                                 const int32_t bias[BIAS_WORDS], const int16_t* x, int16_t* y) {
+#pragma HLS INLINE  // into mlp_top's datapath (through forward_one): its arrays keep their partitions
     // Ping-pong activations as one array indexed by layer parity: no pointer swapping, which Vitis
     // would have to turn into a multiplexer between two memories. HLS sees one memory read and written
     // by LAYER_MACS, hence the DEPENDENCE pragmas there.
@@ -160,12 +163,12 @@ void mlp_top(pearl::stream<pearl::axis16>& s_axis_in, pearl::stream<pearl::axis1
              uint32_t batch, uint32_t& lanes, uint32_t& max_width, uint32_t& max_layers, uint32_t& error) {
 #pragma HLS INTERFACE axis port = s_axis_in
 #pragma HLS INTERFACE axis port = m_axis_out
-#pragma HLS INTERFACE s_axilite port = mode offset = 0x10 bundle = control
-#pragma HLS INTERFACE s_axilite port = batch offset = 0x18 bundle = control
-#pragma HLS INTERFACE s_axilite port = lanes offset = 0x20 bundle = control
-#pragma HLS INTERFACE s_axilite port = max_width offset = 0x28 bundle = control
-#pragma HLS INTERFACE s_axilite port = max_layers offset = 0x30 bundle = control
-#pragma HLS INTERFACE s_axilite port = error offset = 0x38 bundle = control
+PEARL_AXILITE_REGISTER(mode, 0x10)
+PEARL_AXILITE_REGISTER(batch, 0x18)
+PEARL_AXILITE_REGISTER(lanes, 0x20)
+PEARL_AXILITE_REGISTER(max_width, 0x28)
+PEARL_AXILITE_REGISTER(max_layers, 0x30)
+PEARL_AXILITE_REGISTER(error, 0x38)
 #pragma HLS INTERFACE s_axilite port = return bundle = control
 // Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
 #pragma HLS INTERFACE ap_ctrl_hs port = return

@@ -248,5 +248,5 @@ uint32_t load_model(Source& in, Model& model) {
 
 // HLS top. mode LOAD: reads one LOAD stream; mode INFER: reads `batch` observations of n_0 words and
 // writes m words (+ argmax for a RAW head) per observation. Register map: SPEC.md.
-void mlp_top(pearl::stream<pearl::axis16>& s_axis_in, pearl::stream<pearl::axis16>& m_axis_out, uint32_t mode,
+extern "C" void mlp_top(pearl::stream<pearl::axis16>& s_axis_in, pearl::stream<pearl::axis16>& m_axis_out, uint32_t mode,
              uint32_t batch, uint32_t& lanes, uint32_t& max_width, uint32_t& max_layers, uint32_t& error);

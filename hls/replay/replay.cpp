@@ -163,12 +163,27 @@ constexpr uint32_t LEAVES = SHAPE.level_size[DEPTH];
 // Pragma values are evaluated where the pragma stands (UG1399): replay_top, in the global namespace,
 // sees these, not replay::MAX_BATCH.
 constexpr uint32_t MAX_BATCH = replay::MAX_BATCH;
+// The leaf words' memories (leaf_level, front_leaves): block RAM read in 1 cycle, or, on an Alveo card
+// (hls/build.mk defines REPLAY_LEAVES_URAM from the catalog), UltraRAM read through its output and
+// cascade registers in URAM_READ_LATENCY cycles, so that a cascade of up to URAM_CASCADE_BLOCKS blocks
+// closes timing at the card's clock (UG573, "UltraRAM cascade" REG_CAS; UG949, the cascade height).
+#ifdef REPLAY_LEAVES_URAM
+constexpr uint32_t LEAF_LATENCY = replay::config::URAM_READ_LATENCY;
+#else
+constexpr uint32_t LEAF_LATENCY = 1;
+#endif
 // Hazard forwarding (SPEC.md, "Pipeline hazards"): at II = 1 a level's write lands up to FWD_DEPTH
-// cycles after the read of the same command (read, 1-cycle ram_s2p latency, add or compare, write),
-// so the next FWD_DEPTH commands can read before it; each level keeps its last FWD_DEPTH writes, and
-// the DEPENDENCE pragmas of COMMANDS (distance RAW_DISTANCE) make HLS land every write within that.
-constexpr uint32_t FWD_DEPTH = 2;
+// cycles after the read of the same command (read, LEAF_LATENCY cycles of the slowest memory, add or
+// compare, write), so the next FWD_DEPTH commands can read before it; each level keeps its last
+// FWD_DEPTH writes, and the DEPENDENCE pragmas of COMMANDS (distance RAW_DISTANCE) make HLS land every
+// write within that.
+constexpr uint32_t FWD_DEPTH = LEAF_LATENCY + 1;
 constexpr uint32_t RAW_DISTANCE = FWD_DEPTH + 1;
+// COMMANDS' initiation interval: 1 up to the descriptor's II1_MAX_MHZ, 2 above it (SPEC.md, "Initiation
+// interval"; the catalog's hls_defines set REPLAY_COMMANDS_II for a faster clock).
+#ifndef REPLAY_COMMANDS_II
+#define REPLAY_COMMANDS_II 1
+#endif
 
 // The K children of one node, as one value (K registers in hardware).
 template <typename Word>
@@ -235,6 +250,10 @@ pearl::WriteWindow<uint32_t, Group<typename Level<D>::Word>, FWD_DEPTH> Level<D>
 // pipeline: an UPDATE needs the old word (for its delta) before it reaches the sums, while SAMPLE
 // reads the leaves last. It has its own write window (leaf index -> word), as the levels do.
 using FrontLeaves = uint32_t[LEAVES];
+// In UltraRAM the front copy is banked like the leaf level (whose K lane memories are LEAVES / K deep):
+// banks of at most URAM_CASCADE_BLOCKS blocks of 4K words each, rather than one cascade of all of them.
+constexpr uint32_t URAM_BANK_WORDS = 4096 * replay::config::URAM_CASCADE_BLOCKS;
+constexpr uint32_t FRONT_BANKS = (LEAVES + URAM_BANK_WORDS - 1) / URAM_BANK_WORDS;
 pearl::WriteWindow<uint32_t, uint32_t, FWD_DEPTH> g_front_window = {};
 uint64_t g_root = 0;  // level 0: the total, a register
 
@@ -325,11 +344,11 @@ static_assert(replay::MAX_DEPTH == 20, "replay_top declares one memory per level
 
 }  // namespace
 
-// Pragmas from a macro (UG1399: _Pragma), so that one line declares a level's memory with its own,
-// and one line states a level's dependence in COMMANDS.
+// Pragmas from a macro (UG1399: _Pragma), so that one line declares a level's memory, and one line
+// gives the pragmas of every level the tree has.
 #define REPLAY_PRAGMA(x) _Pragma(#x)
-#define REPLAY_LEVEL_MEMORY(D)                                                    \
-    static Level<D>::Declared level##D = {};                                      \
+#define REPLAY_LEVEL_MEMORY(D) static Level<D>::Declared level##D = {};
+#define REPLAY_LEVEL_STORAGE(D)                                                   \
     REPLAY_PRAGMA(HLS ARRAY_PARTITION variable = level##D type = complete dim = 2) \
     REPLAY_PRAGMA(HLS BIND_STORAGE variable = level##D type = ram_s2p latency = 1)
 #define REPLAY_LEVEL_DEPENDENCE(D) \
@@ -337,14 +356,86 @@ static_assert(replay::MAX_DEPTH == 20, "replay_top declares one memory per level
 #define REPLAY_LEVELS level1, level2, level3, level4, level5, level6, level7, level8, level9, level10, level11, \
     level12, level13, level14, level15, level16, level17, level18, level19, level20
 
+// Only the levels this build's tree has (1 .. DEPTH - 1) carry pragmas: the placeholders from DEPTH on are
+// never read, Vitis HLS removes them, and a pragma naming a removed variable is a warning. The
+// preprocessor counts the levels from REPLAY_CAPACITY and REPLAY_FANOUT as tree_depth does
+// (REPLAY_TREE_DEPTH, checked against DEPTH below), and REPLAY_EACH_LEVEL(X) expands X(1) .. X(DEPTH - 1).
+#define REPLAY_LOG2K (REPLAY_FANOUT == 2 ? 1 : REPLAY_FANOUT == 4 ? 2 : REPLAY_FANOUT == 8 ? 3 : 4)
+#define REPLAY_SPANS(d) (REPLAY_LOG2K * (d) >= 21 || (1 << (REPLAY_LOG2K * (d))) >= REPLAY_CAPACITY)
+#if REPLAY_SPANS(1)
+#define REPLAY_TREE_DEPTH 1
+#elif REPLAY_SPANS(2)
+#define REPLAY_TREE_DEPTH 2
+#elif REPLAY_SPANS(3)
+#define REPLAY_TREE_DEPTH 3
+#elif REPLAY_SPANS(4)
+#define REPLAY_TREE_DEPTH 4
+#elif REPLAY_SPANS(5)
+#define REPLAY_TREE_DEPTH 5
+#elif REPLAY_SPANS(6)
+#define REPLAY_TREE_DEPTH 6
+#elif REPLAY_SPANS(7)
+#define REPLAY_TREE_DEPTH 7
+#elif REPLAY_SPANS(8)
+#define REPLAY_TREE_DEPTH 8
+#elif REPLAY_SPANS(9)
+#define REPLAY_TREE_DEPTH 9
+#elif REPLAY_SPANS(10)
+#define REPLAY_TREE_DEPTH 10
+#elif REPLAY_SPANS(11)
+#define REPLAY_TREE_DEPTH 11
+#elif REPLAY_SPANS(12)
+#define REPLAY_TREE_DEPTH 12
+#elif REPLAY_SPANS(13)
+#define REPLAY_TREE_DEPTH 13
+#elif REPLAY_SPANS(14)
+#define REPLAY_TREE_DEPTH 14
+#elif REPLAY_SPANS(15)
+#define REPLAY_TREE_DEPTH 15
+#elif REPLAY_SPANS(16)
+#define REPLAY_TREE_DEPTH 16
+#elif REPLAY_SPANS(17)
+#define REPLAY_TREE_DEPTH 17
+#elif REPLAY_SPANS(18)
+#define REPLAY_TREE_DEPTH 18
+#elif REPLAY_SPANS(19)
+#define REPLAY_TREE_DEPTH 19
+#else
+#define REPLAY_TREE_DEPTH 20
+#endif
+#define REPLAY_UPTO_1(X)
+#define REPLAY_UPTO_2(X) REPLAY_UPTO_1(X) X(1)
+#define REPLAY_UPTO_3(X) REPLAY_UPTO_2(X) X(2)
+#define REPLAY_UPTO_4(X) REPLAY_UPTO_3(X) X(3)
+#define REPLAY_UPTO_5(X) REPLAY_UPTO_4(X) X(4)
+#define REPLAY_UPTO_6(X) REPLAY_UPTO_5(X) X(5)
+#define REPLAY_UPTO_7(X) REPLAY_UPTO_6(X) X(6)
+#define REPLAY_UPTO_8(X) REPLAY_UPTO_7(X) X(7)
+#define REPLAY_UPTO_9(X) REPLAY_UPTO_8(X) X(8)
+#define REPLAY_UPTO_10(X) REPLAY_UPTO_9(X) X(9)
+#define REPLAY_UPTO_11(X) REPLAY_UPTO_10(X) X(10)
+#define REPLAY_UPTO_12(X) REPLAY_UPTO_11(X) X(11)
+#define REPLAY_UPTO_13(X) REPLAY_UPTO_12(X) X(12)
+#define REPLAY_UPTO_14(X) REPLAY_UPTO_13(X) X(13)
+#define REPLAY_UPTO_15(X) REPLAY_UPTO_14(X) X(14)
+#define REPLAY_UPTO_16(X) REPLAY_UPTO_15(X) X(15)
+#define REPLAY_UPTO_17(X) REPLAY_UPTO_16(X) X(16)
+#define REPLAY_UPTO_18(X) REPLAY_UPTO_17(X) X(17)
+#define REPLAY_UPTO_19(X) REPLAY_UPTO_18(X) X(18)
+#define REPLAY_UPTO_20(X) REPLAY_UPTO_19(X) X(19)
+#define REPLAY_CAT(a, b) REPLAY_CAT_(a, b)
+#define REPLAY_CAT_(a, b) a##b
+#define REPLAY_EACH_LEVEL(X) REPLAY_CAT(REPLAY_UPTO_, REPLAY_TREE_DEPTH)(X)
+static_assert(REPLAY_TREE_DEPTH == DEPTH, "REPLAY_TREE_DEPTH must count the levels as tree_depth does");
+
 void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp,
                 uint32_t n_cmds, uint32_t& capacity, uint32_t& fanout, uint64_t& total) {
 #pragma HLS INTERFACE mode = axis port = s_axis_cmd
 #pragma HLS INTERFACE mode = axis port = m_axis_resp
-#pragma HLS INTERFACE mode = s_axilite port = n_cmds offset = 0x10 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = capacity offset = 0x18 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = fanout offset = 0x20 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = total offset = 0x28 bundle = control
+PEARL_AXILITE_REGISTER(n_cmds, 0x10)
+PEARL_AXILITE_REGISTER(capacity, 0x18)
+PEARL_AXILITE_REGISTER(fanout, 0x20)
+PEARL_AXILITE_REGISTER(total, 0x28)
 #pragma HLS INTERFACE mode = s_axilite port = return bundle = control
 // Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
 #pragma HLS INTERFACE mode = ap_ctrl_hs port = return
@@ -355,15 +446,18 @@ void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::
     REPLAY_LEVEL_MEMORY(9) REPLAY_LEVEL_MEMORY(10) REPLAY_LEVEL_MEMORY(11) REPLAY_LEVEL_MEMORY(12)
     REPLAY_LEVEL_MEMORY(13) REPLAY_LEVEL_MEMORY(14) REPLAY_LEVEL_MEMORY(15) REPLAY_LEVEL_MEMORY(16)
     REPLAY_LEVEL_MEMORY(17) REPLAY_LEVEL_MEMORY(18) REPLAY_LEVEL_MEMORY(19) REPLAY_LEVEL_MEMORY(20)
+    REPLAY_EACH_LEVEL(REPLAY_LEVEL_STORAGE)
     static LeafLevel leaf_level = {};
 #pragma HLS ARRAY_PARTITION variable = leaf_level type = complete dim = 2
     static FrontLeaves front_leaves = {};
 // The leaf words (the leaf level and their front copy) are most of the storage: on an Alveo card the
 // build binds them to UltraRAM (hls/build.mk defines REPLAY_LEAVES_URAM from the catalog), which
-// keeps the compute unit inside one SLR's block RAM; Zynq boards keep them in block RAM.
+// keeps the compute unit inside one SLR's block RAM, with the cascade registers (LEAF_LATENCY) and the
+// front copy in FRONT_BANKS banks; Zynq boards keep them in block RAM.
 #ifdef REPLAY_LEAVES_URAM
-#pragma HLS BIND_STORAGE variable = leaf_level type = ram_s2p impl = uram latency = 1
-#pragma HLS BIND_STORAGE variable = front_leaves type = ram_s2p impl = uram latency = 1
+#pragma HLS BIND_STORAGE variable = leaf_level type = ram_s2p impl = uram latency = LEAF_LATENCY
+#pragma HLS ARRAY_PARTITION variable = front_leaves type = block factor = FRONT_BANKS
+#pragma HLS BIND_STORAGE variable = front_leaves type = ram_s2p impl = uram latency = LEAF_LATENCY
 #else
 #pragma HLS BIND_STORAGE variable = leaf_level type = ram_s2p impl = bram latency = 1
 #pragma HLS BIND_STORAGE variable = front_leaves type = ram_s2p impl = bram latency = 1
@@ -376,15 +470,11 @@ SEGMENTS:
     COMMANDS:
         for (; c < n_cmds && !clear; c++) {
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = MAX_BATCH
-#pragma HLS PIPELINE II = 1
+#pragma HLS PIPELINE II = REPLAY_COMMANDS_II
             // A command's read of a level may run up to FWD_DEPTH commands ahead of an earlier write
             // there (the write windows cover it); no further: each write lands before the read
             // RAW_DISTANCE commands later.
-            REPLAY_LEVEL_DEPENDENCE(1) REPLAY_LEVEL_DEPENDENCE(2) REPLAY_LEVEL_DEPENDENCE(3) REPLAY_LEVEL_DEPENDENCE(4)
-            REPLAY_LEVEL_DEPENDENCE(5) REPLAY_LEVEL_DEPENDENCE(6) REPLAY_LEVEL_DEPENDENCE(7) REPLAY_LEVEL_DEPENDENCE(8)
-            REPLAY_LEVEL_DEPENDENCE(9) REPLAY_LEVEL_DEPENDENCE(10) REPLAY_LEVEL_DEPENDENCE(11) REPLAY_LEVEL_DEPENDENCE(12)
-            REPLAY_LEVEL_DEPENDENCE(13) REPLAY_LEVEL_DEPENDENCE(14) REPLAY_LEVEL_DEPENDENCE(15) REPLAY_LEVEL_DEPENDENCE(16)
-            REPLAY_LEVEL_DEPENDENCE(17) REPLAY_LEVEL_DEPENDENCE(18) REPLAY_LEVEL_DEPENDENCE(19) REPLAY_LEVEL_DEPENDENCE(20)
+            REPLAY_EACH_LEVEL(REPLAY_LEVEL_DEPENDENCE)
 #pragma HLS DEPENDENCE variable = leaf_level type = inter direction = RAW distance = RAW_DISTANCE dependent = true
 #pragma HLS DEPENDENCE variable = front_leaves type = inter direction = RAW distance = RAW_DISTANCE dependent = true
             const pearl::axis128 cmd = s_axis_cmd.read();

@@ -164,6 +164,6 @@ static_assert(REPLAY_CAPACITY >= 1, "REPLAY_CAPACITY must be at least 1");
 
 // Processes n_cmds commands from s_axis_cmd (SPEC.md); one response per SAMPLE and TOTAL.
 // capacity/fanout/total are AXI4-Lite read registers (total as of the end of the call).
-void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp,
+extern "C" void replay_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp,
                 uint32_t n_cmds, uint32_t& capacity, uint32_t& fanout, uint64_t& total);
 

@@ -27,5 +27,9 @@ constexpr pearl::Range FANOUT_RANGE{2, 16};  // one of 2, 4, 8, 16
 constexpr uint32_t MAX_BATCH = 4096;  // commands of one kind in one call
 constexpr pearl::Range MAX_BATCH_RANGE{1, 4096};
 
+constexpr uint32_t URAM_READ_LATENCY = 3;  // HLS top on an Alveo card: read latency of the leaf words in UltraRAM, output and cascade registers included (UG573, UG949)
+constexpr uint32_t URAM_CASCADE_BLOCKS = 8;  // HLS top: URAM288 blocks one leaf memory bank may cascade (UG949's default cascade height)
+constexpr uint32_t II1_MAX_MHZ = 200;  // HLS top: the fastest kernel clock at which COMMANDS issues at II = 1; above it, II = 2 (SPEC.md, Initiation interval)
+
 }  // namespace config
 }  // namespace replay

@@ -1,6 +1,6 @@
 # zynq_bd.tcl: block design, bitstream and reports for a Zynq board (make bitstream BOARD=...).
 #
-#   vivado -mode batch -source hls/scripts/zynq_bd.tcl -tclargs <board> <part> <board_part> <clock_mhz> <build_dir> <out_prefix> <design>
+#   vivado -mode batch -source hls/scripts/zynq_bd.tcl -tclargs <board> <part> <board_part> <clock_mhz> <build_dir> <out_prefix> <design> [<board_repo>]
 #
 # The design: the processing system (PS7 on Zynq-7000, PS8 on Zynq UltraScale+) with its PL clock
 # at <clock_mhz>; the HLS kernels of <design>, <top>_0 each (IP exported into <build_dir>/hls/), with
@@ -11,15 +11,25 @@
 # dma_<kernel>_<i> for the others). These names are what the manifest records and what
 # pearl_fpga/board/pynq_transport.py looks up in the .hwh.
 # <design> is the Tcl list `python -m pearl_fpga.board.catalog zynq-design <board>` prints (hls/build.mk
-# passes it): the kernels of hls/*/kernel.json (this script names none), per kernel its top, stream
-# ports, copies and AXI DMA parameters (stream widths of its
+# passes it, pearl_fpga/board/zynq_design.py): the kernels of hls/*/kernel.json (this script names none),
+# per kernel its top, the VLNV its HLS configuration exports it under, stream ports, copies and AXI DMA
+# parameters (address width of the part, stream widths of its
 # SPEC.md words, memory-map widths max(64, stream width) as PG021 requires), the same table from which
 # the tests write the .hwh of this design.
 # The build fails (exit 1, no .bit copied) when routed timing is not met (setup WNS or hold WHS < 0):
 # a Zynq bitstream that misses timing corrupts data silently.
-# Board files of pynq-z2 (TUL) must be installed in Vivado's board repository; the others ship with Vivado.
-lassign $argv board part board_part clock_mhz build_dir out_prefix design
+# Board files: <board_part> must be known to Vivado. hls/build.mk checks for them before Vivado starts
+# (python -m pearl_fpga.board.board_files) and passes the folder it found them in as <board_repo> when
+# they are not in Vivado's own store; TUL's pynq-z2 files are not installed with Vivado (docs/hardware.md).
+lassign $argv board part board_part clock_mhz build_dir out_prefix design board_repo
 
+if {$board_repo ne ""} {
+    set_param board.repoPaths [list $board_repo]
+}
+if {[llength [get_board_parts -quiet $board_part]] == 0} {
+    puts stderr "error: Vivado does not know the board part $board_part: install its board files (docs/hardware.md, \"Board files\") and run again"
+    exit 2
+}
 create_project -force pearl_fpga [file join $build_dir vivado] -part $part
 set_property board_part $board_part [current_project]
 set_property ip_repo_paths [list [file join $build_dir hls]] [current_project]
@@ -48,7 +58,7 @@ set axi_cfg [list Clk_master $clk Clk_slave $clk Clk_xbar $clk]
 # master's automation targets that master's own (unconnected) pin and joins this interconnect, as
 # Vivado's journal does: the HP port is connected once, so it cannot be the target again.
 set hp_intc ""
-foreach {kernel top in_stream out_stream copies dma_config} $design {
+foreach {kernel top vlnv in_stream out_stream copies dma_config} $design {
     set dma_props {}
     foreach {name value} $dma_config {
         lappend dma_props CONFIG.$name $value
@@ -56,7 +66,7 @@ foreach {kernel top in_stream out_stream copies dma_config} $design {
     for {set i 0} {$i < $copies} {incr i} {
         set ip ${top}_$i
         set dma_name [expr {$i == 0 ? "dma_$kernel" : "dma_${kernel}_$i"}]
-        create_bd_cell -type ip -vlnv pearl_fpga:pearl_fpga:${top}:1.0 $ip
+        create_bd_cell -type ip -vlnv $vlnv $ip
         set dma [create_bd_cell -type ip -vlnv xilinx.com:ip:axi_dma $dma_name]
         set_property -dict $dma_props $dma
         connect_bd_intf_net [get_bd_intf_pins $dma_name/M_AXIS_MM2S] [get_bd_intf_pins $ip/$in_stream]

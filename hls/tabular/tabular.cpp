@@ -140,19 +140,25 @@ void write_word(Table& row, Table& self, uint32_t s, uint32_t a, int32_t value) 
 
 }  // namespace
 
+// COMMANDS' initiation interval: 1 up to the descriptor's II1_MAX_MHZ, 2 above it (SPEC.md, "Initiation
+// interval"; the catalog's hls_defines set TABULAR_COMMANDS_II for a faster clock).
+#ifndef TABULAR_COMMANDS_II
+#define TABULAR_COMMANDS_II 1
+#endif
+
 void tabular_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp, uint32_t n_cmds,
                  uint32_t alpha, uint32_t gamma, uint32_t sarsa, uint32_t n_actions, uint32_t& max_states,
                  uint32_t& max_actions, uint32_t& updates) {
 #pragma HLS INTERFACE mode = axis port = s_axis_cmd
 #pragma HLS INTERFACE mode = axis port = m_axis_resp
-#pragma HLS INTERFACE mode = s_axilite port = n_cmds offset = 0x10 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = alpha offset = 0x18 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = gamma offset = 0x20 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = sarsa offset = 0x28 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = n_actions offset = 0x30 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = max_states offset = 0x38 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = max_actions offset = 0x40 bundle = control
-#pragma HLS INTERFACE mode = s_axilite port = updates offset = 0x48 bundle = control
+PEARL_AXILITE_REGISTER(n_cmds, 0x10)
+PEARL_AXILITE_REGISTER(alpha, 0x18)
+PEARL_AXILITE_REGISTER(gamma, 0x20)
+PEARL_AXILITE_REGISTER(sarsa, 0x28)
+PEARL_AXILITE_REGISTER(n_actions, 0x30)
+PEARL_AXILITE_REGISTER(max_states, 0x38)
+PEARL_AXILITE_REGISTER(max_actions, 0x40)
+PEARL_AXILITE_REGISTER(updates, 0x48)
 #pragma HLS INTERFACE mode = s_axilite port = return bundle = control
 // Vitis defaults kernels to a chained handshake that waits for ap_continue; the drivers speak ap_ctrl_hs.
 #pragma HLS INTERFACE mode = ap_ctrl_hs port = return
@@ -180,7 +186,7 @@ SEGMENTS:
     COMMANDS:
         while ((c < n_cmds || held) && !clear) {  // one issue slot per iteration
 #pragma HLS LOOP_TRIPCOUNT min = 0 max = TABULAR_MAX_BATCH
-#pragma HLS PIPELINE II = 1
+#pragma HLS PIPELINE II = TABULAR_COMMANDS_II
             // No read of a row within HAZARD_WINDOW slots of its write (the in-flight check below).
 #pragma HLS DEPENDENCE variable = row_copy type = inter direction = RAW distance = HAZARD_WINDOW dependent = true
 #pragma HLS DEPENDENCE variable = update_copy type = inter direction = RAW distance = HAZARD_WINDOW dependent = true

@@ -125,6 +125,6 @@ void update_batch(int32_t* q, uint32_t n_actions, uint32_t alpha, uint32_t gamma
 // The HLS top (SPEC.md, "Board interface"). Inputs: n_cmds command words, alpha/gamma words, sarsa,
 // n_actions (columns in use, 1..TABULAR_ACTIONS). Outputs, valid from the first ap_done on:
 // max_states/max_actions (the synthesized table) and updates (UPDATE commands applied by this call).
-void tabular_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp, uint32_t n_cmds,
+extern "C" void tabular_top(pearl::stream<pearl::axis128>& s_axis_cmd, pearl::stream<pearl::axis128>& m_axis_resp, uint32_t n_cmds,
                  uint32_t alpha, uint32_t gamma, uint32_t sarsa, uint32_t n_actions, uint32_t& max_states,
                  uint32_t& max_actions, uint32_t& updates);

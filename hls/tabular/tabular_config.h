@@ -34,6 +34,7 @@ constexpr pearl::Range INSTANCES_RANGE{1, 16};
 
 constexpr uint32_t MAX_ENTRIES = 16777216;  // states x actions at most (2^24), on a board and in the host API
 constexpr uint32_t HAZARD_WINDOW = 16;  // HLS top: issue slots between a write and a read of its row (SPEC.md, Pipeline hazards)
+constexpr uint32_t II1_MAX_MHZ = 200;  // HLS top: the fastest kernel clock at which COMMANDS issues at II = 1; above it, II = 2 (SPEC.md, Initiation interval)
 
 }  // namespace config
 }  // namespace tabular

@@ -65,6 +65,12 @@ class Learner(ABC):
         """One gradient update on `batch`."""
 
     @classmethod
+    def callers(cls, config: TrainConfig) -> int:
+        """Threads that call torch ops at once during one update (the learner's thread control shares the
+        cores among them)."""
+        return 1
+
+    @classmethod
     def baseline_kwargs(cls, config: TrainConfig, action_space: Any, jax: bool) -> dict[str, Any]:
         """Stable-Baselines3's (or SBX's, `jax`) constructor arguments of its class of this algorithm's name
         beyond the shared ones (learning rate, buffer, batch, gamma, schedule, net_arch), for `bench train`

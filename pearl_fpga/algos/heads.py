@@ -31,6 +31,8 @@ class ActorHead(ABC):
 
     kernel_options: dict[str, Any] = {}
     """MLPInfer.from_torch's head options for this head."""
+    action_rule: str | None = None
+    """How an exported kernel policy acts greedily from the outputs (kernels.mlp_artifact.ACTION_RULES)."""
     discrete = False
 
     def __init__(self, config: Any, action_dim: int) -> None:
@@ -49,6 +51,11 @@ class ActorHead(ABC):
     def explore(self, policy: PolicyOutputs, obs: np.ndarray, step: int, rng: np.random.Generator) -> np.ndarray:
         """Exploring actions at global env step `step` (the actors' behaviour while training)."""
 
+    def inference_share(self) -> float:
+        """Share of the env steps after learning_starts whose action needs the policy network (the planner's
+        act_fraction): 1 unless the exploration skips it."""
+        return 1.0
+
     def stochastic(self, policy: PolicyOutputs, obs: np.ndarray, step: int, rng: np.random.Generator) -> np.ndarray:
         """SB3's predict(deterministic=False) at env step `step`; DDPG's and TD3's ignore the flag, as SB3's."""
         return policy.deterministic(obs)
@@ -58,6 +65,7 @@ class EpsilonGreedy(ActorHead):
     """DQN: argmax of the Q-values; epsilon-greedy at the config's linear schedule."""
 
     kernel_options = {"head": "raw"}
+    action_rule = "argmax"
     discrete = True
 
     def greedy(self, outputs: np.ndarray) -> np.ndarray:
@@ -65,6 +73,14 @@ class EpsilonGreedy(ActorHead):
 
     def greedy_kernel(self, kernel: Any, obs: np.ndarray) -> np.ndarray:
         return np.asarray(kernel.act(obs)).astype(np.int64)
+
+    def inference_share(self) -> float:
+        """1 - the mean epsilon over the run after learning_starts: a random action needs no inference."""
+        config = self.config
+        if config.total_steps <= config.learning_starts:
+            return 1.0
+        steps = np.linspace(config.learning_starts, config.total_steps, 257)
+        return float(1.0 - np.mean([config.epsilon(int(s)) for s in steps]))
 
     def explore(self, policy: PolicyOutputs, obs: np.ndarray, step: int, rng: np.random.Generator) -> np.ndarray:
         config, n, n_actions = self.config, len(obs), self.action_dim
@@ -95,6 +111,7 @@ class GaussianNoise(ActorHead):
     """DDPG, TD3: the tanh actor's output plus Gaussian noise of std `action_noise_std`, clipped to [-1, 1]."""
 
     kernel_options = {"head": "tanh", "action_low": -1.0, "action_high": 1.0}
+    action_rule = "scaled-tanh"
 
     def greedy(self, outputs: np.ndarray) -> np.ndarray:
         return np.asarray(outputs, dtype=np.float32)

@@ -144,6 +144,14 @@ class TD3(Learner):
         return GaussianNoise(config, action_dim)
 
     @classmethod
+    def callers(cls, config: TrainConfig) -> int:
+        """2 for the concurrent actor and critic gradients and for twin critics, one per thread (a compiled
+        step runs them in one graph, on one caller)."""
+        if config.learner_compile:
+            return 1
+        return 2 if cls.n_critics > 1 or config.concurrent_updates else 1
+
+    @classmethod
     def baseline_kwargs(cls, config: TrainConfig, action_space: Any, jax: bool) -> dict[str, Any]:
         from stable_baselines3.common.noise import NormalActionNoise
 

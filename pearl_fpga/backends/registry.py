@@ -38,9 +38,10 @@ _PACKAGED = "it is part of the package"
 
 
 def _boards(target: str) -> dict[str, BackendEntry]:
-    """The pynq and xrt backends of a kernel: its board backend on the transport of that name."""
+    """The pynq, xrt and serial (a UART board: the ULX3S) backends of a kernel: its board backend on the
+    transport of that name."""
     return {board: BackendEntry(target, _BOARD, takes_options=True, fixed={"transport": board})
-            for board in ("pynq", "xrt")}
+            for board in ("pynq", "xrt", "serial")}
 
 
 # kernel -> backend name -> where its class lives (the rtl backends: the board drivers over Verilator)

@@ -10,29 +10,38 @@ sheets (each board's "notes" names the source); none is measured here.
 
 from __future__ import annotations
 
-import json
 import math
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pearl_fpga.data import data_path, load_json
-from pearl_fpga.errors import PearlError
+from pearl_fpga.board.ecp5 import Ecp5Error, Ecp5Spec, parse_ecp5
+from pearl_fpga.board.zynq_design import (  # noqa: F401 - the Zynq block design, re-exported
+    AXI_DMA_MIN_MM_WIDTH, AXI_DMA_MM_WIDTHS, ZynqBlock, axi_dma_config, zynq_design, zynq_design_tcl)
+from pearl_fpga.data import data_path
+from pearl_fpga.errors import InputError
+from pearl_fpga.safe_io import read_json
 from pearl_fpga.spec.descriptor import descriptor
-from pearl_fpga.spec.kernels import KERNELS
+from pearl_fpga.spec.kernels import KERNELS, commands_ii
 
 SCHEMA_VERSION = 1
 DEFAULT_CATALOG = data_path("bitstreams", "catalog.json")
 
-KINDS = ("zynq", "alveo")
-LINK_KINDS = {"zynq": "axi-hp", "alveo": "pcie"}
+KINDS = ("zynq", "alveo", "ecp5")
+LINK_KINDS = {"zynq": "axi-hp", "alveo": "pcie", "ecp5": "uart"}
 RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
+RESOURCE_MAX = {"lut": 10_000_000, "ff": 20_000_000, "bram36": 20_000, "uram": 5_000, "dsp": 50_000}
+"""Bound of each resource count a catalog or manifest may state: about twice the largest AMD parts (Virtex
+UltraScale+ VU19P, Versal Premium); a larger count is a typo or a corrupt file, and would let the planner
+price an impossible board."""
 # Kernel sizes a board may ask for: the limits of each kernel's descriptor (pearl_fpga.spec.kernels).
 KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {k: dict(ip.limits) for k, ip in KERNELS.items()}
 LEAF_MEMORIES = ("bram", "uram")
 
 
-class CatalogError(PearlError, ValueError):
+class CatalogError(InputError):
     """bitstreams/catalog.json is missing, malformed, or names an unknown board."""
 
 
@@ -41,7 +50,7 @@ class BoardSpec:
     """One FPGA board or Alveo platform, as the catalog describes it (nominal figures)."""
 
     name: str  # catalog key, e.g. "pynq-z2"
-    kind: str  # "zynq" (PYNQ overlay: .bit + .hwh) or "alveo" (XRT: .xclbin)
+    kind: str  # "zynq" (PYNQ overlay: .bit + .hwh), "alveo" (XRT: .xclbin) or "ecp5" (open flow: .bit, UART bridge)
     part: str  # FPGA part number, e.g. "xc7z020clg400-1"
     board_part: str | None  # Vivado board part (zynq only)
     platform: str | None  # Vitis platform (alveo only)
@@ -58,6 +67,7 @@ class BoardSpec:
     replay_leaf_memory: str = "bram"  # "uram": the replay's leaf words in UltraRAM (hls/replay/replay.h)
     slr_count: int = 1  # super logic regions of the part (stacked-silicon Alveo cards: 3 or 4)
     slr_of: dict[str, int] | None = None  # kernel -> the SLR its compute units (and data movers) are placed in
+    ecp5: Ecp5Spec | None = None  # an ecp5 board's device, oscillator, UART, top, constraints and pins
 
     def slr_resources(self) -> dict[str, int]:
         """One SLR's share of the part's resources: an even split (the data sheets give the totals; the
@@ -68,6 +78,10 @@ class BoardSpec:
     def link_kind(self) -> str:
         """"axi-hp" (Zynq PS <-> PL) or "pcie" (host <-> Alveo card)."""
         return LINK_KINDS[self.kind]
+
+    def commands_ii(self, kernel: str) -> int:
+        """The initiation interval of `kernel`'s HLS command loop at this board's clock (pearl_fpga.spec.kernels)."""
+        return commands_ii(kernel, self.clock_mhz)
 
     @property
     def clock_hz(self) -> float:
@@ -89,11 +103,14 @@ class BoardSpec:
         k = self.kernels
         r, m, t = k["replay"], k["mlp"], k["tabular"]
         copies = f"{t['instances']} instance{'s' if t['instances'] > 1 else ''}"
+        table = ("in the reference RTL behind the UART bridge (hls/bridge)" if self.kind == "ecp5" else
+                 "kept twice (row copy and update copy, hls/tabular/tabular.h)")
         sizes = (f"replay: {r['capacity']} leaves, fan-out {r['fanout']}, batches of up to {r['max_batch']}; "
                  f"mlp: {m['lanes']} MAC lanes, up to {m['max_layers']} layers of width {m['max_width']}, batches of up to "
-                 f"{m['max_batch']}; tabular: {copies}, each a {t['states']} x {t['actions']} Q table kept twice (row copy "
-                 f"and update copy, hls/tabular/tabular.h), batches of up to {t['max_batch']}, one command per clock "
-                 f"at {self.clock_mhz:g} MHz (II = 1) except while a write to a row it reads is in flight")
+                 f"{m['max_batch']}; tabular: {copies}, each a {t['states']} x {t['actions']} Q table {table}, batches of "
+                 f"up to {t['max_batch']}, one command per {self.commands_ii('tabular')} clock(s) at {self.clock_mhz:g} MHz "
+                 f"(II = {self.commands_ii('tabular')}) except while a write to a row it reads is in flight; replay: one "
+                 f"command per {self.commands_ii('replay')} clock(s) (II = {self.commands_ii('replay')})")
         return f"{self.notes} Kernels: {sizes}."
 
 
@@ -103,8 +120,7 @@ def load_catalog(path: str | Path | None = None) -> dict[str, BoardSpec]:
     Raises CatalogError naming the file, the board and the field when anything is missing or wrong.
     """
     path = Path(path) if path is not None else DEFAULT_CATALOG
-    data = load_json(path, CatalogError, "board catalog", " (it ships in the repository at bitstreams/catalog.json)",
-                     "; restore it from git")
+    data = _read(path)
     return parse_catalog(data, source=str(path))
 
 
@@ -122,9 +138,18 @@ def default_board(path: str | Path | None = None) -> str:
     """The board `fpga-emu` and the planner mean when none is named: the catalog's "default_board"
     (its first board when the field is absent)."""
     path = Path(path) if path is not None else DEFAULT_CATALOG
-    data = json.loads(path.read_text(encoding="utf-8"))
-    boards = load_catalog(path)
+    data = _read(path)
+    boards = parse_catalog(data, source=str(path))
     return str(data.get("default_board") or next(iter(boards)))
+
+
+def _read(path: Path) -> Any:
+    """The catalog's JSON (safe_io.read_json: a regular file, bounded, UTF-8, nesting limited)."""
+    try:
+        return read_json(path, "board catalog", max_bytes=4 << 20, error=CatalogError, top=dict)
+    except FileNotFoundError:
+        raise CatalogError(f"board catalog {path} not found (it ships in the repository at bitstreams/catalog.json); "
+                           "restore it from git or pass the path of a catalog") from None
 
 
 def parse_catalog(data: Any, source: str = "catalog") -> dict[str, BoardSpec]:
@@ -195,9 +220,11 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
         raise CatalogError(f"{f.where}: a zynq board needs 'board_part' (Vivado board part) and 'platform': null")
     if kind == "alveo" and (platform is None or board_part is not None):
         raise CatalogError(f"{f.where}: an alveo card needs 'platform' (Vitis platform name) and 'board_part': null")
+    if kind == "ecp5" and (platform is not None or board_part is not None):
+        raise CatalogError(f"{f.where}: an ecp5 board has no Vivado board part or Vitis platform: set both to null")
 
     res = f.sub("resources")
-    resources = {k: int(res.integer(k, 0, 1 << 30)) for k in RESOURCE_KEYS}
+    resources = {k: int(res.integer(k, 0, RESOURCE_MAX[k])) for k in RESOURCE_KEYS}
     mem = f.sub("memory")
     memory = {"type": mem.text("type"), "size_gb": mem.number("size_gb"), "bandwidth_gbps": mem.number("bandwidth_gbps")}
     link = f.sub("link")
@@ -233,6 +260,14 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
     if leaf_memory == "uram" and resources["uram"] == 0:
         raise CatalogError(f"{f.where}.replay_leaf_memory is 'uram', but the part has no UltraRAM (resources.uram 0); use 'bram'")
     slr_count, slr_of = _parse_slrs(f, kind)
+    ecp5 = None
+    if kind == "ecp5" or "ecp5" in f.obj:
+        if kind != "ecp5":
+            raise CatalogError(f"{f.where}: only a board of kind 'ecp5' has an 'ecp5' entry")
+        try:
+            ecp5 = parse_ecp5(f.obj.get("ecp5"), f"{f.where}.ecp5", f.number("clock_mhz"), link.number("bandwidth_gbps"))
+        except Ecp5Error as exc:
+            raise CatalogError(str(exc)) from None
 
     return BoardSpec(
         name=name,
@@ -253,6 +288,7 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
         replay_leaf_memory=leaf_memory,
         slr_count=slr_count,
         slr_of=slr_of,
+        ecp5=ecp5,
     )
 
 
@@ -290,6 +326,9 @@ def hls_defines(spec: BoardSpec, kernel: str) -> str:
     flags = [f"-D{macro}={spec.kernels[kernel][key]}" for key, macro in HLS_MACROS[kernel].items()]
     if kernel == "replay" and spec.replay_leaf_memory == "uram":
         flags.append("-DREPLAY_LEAVES_URAM")
+    ii = commands_ii(kernel, spec.clock_mhz)
+    if ii > 1:  # the COMMANDS loop's II at this clock (hls/<kernel>/SPEC.md, "Initiation interval")
+        flags.append(f"-D{kernel.upper()}_COMMANDS_II={ii}")
     return " ".join(flags)
 
 
@@ -309,62 +348,6 @@ def slr_flags(spec: BoardSpec) -> str:
     return " ".join(f"--connectivity.slr {cu}:SLR{spec.slr_of[kernel]}"
                     for kernel in KERNELS for cu in compute_units(spec, kernel))
 
-
-# ---------------------------------------------------------------------------------------------
-# The Zynq block design (hls/scripts/zynq_bd.tcl builds it; tests/pynq_stack/zynq_hwh.py writes the .hwh
-# of the same design): one AXI DMA per kernel copy, configured from this table, passed to the Tcl by
-# hls/build.mk (`zynq-design BOARD`), so the script and the test's hardware handoff cannot disagree.
-
-# AXI DMA v7.1 (PG021, "Memory Map Data Width" / "Stream Data Width"): the memory-map data width is one
-# of these, and each channel's stream data width must not exceed its memory-map width, or the IP's
-# parameter validation fails. At least 64 bits: the width of the PS's HP port the masters reach.
-AXI_DMA_MM_WIDTHS = (32, 64, 128, 256, 512, 1024)
-AXI_DMA_MIN_MM_WIDTH = 64
-
-
-def axi_dma_config(kernel: str) -> dict[str, int]:
-    """The AXI DMA user parameters (lower case, as CONFIG.<name> in Vivado and in the .hwh) of `kernel`'s
-    streams: simple mode (no scatter-gather), stream widths of its SPEC.md words, memory-map widths
-    max(64, stream width)."""
-    if kernel not in KERNELS:
-        raise CatalogError(f"unknown kernel {kernel!r}; known: {sorted(KERNELS)}")
-    ip = KERNELS[kernel]
-    mm2s_stream, s2mm_stream = 8 * ip.in_word_bytes, 8 * ip.out_word_bytes
-    return {
-        "c_include_sg": 0,
-        "c_sg_length_width": 26,  # 64 MiB - 1 per transfer
-        "c_m_axis_mm2s_tdata_width": mm2s_stream,
-        "c_s_axis_s2mm_tdata_width": s2mm_stream,
-        "c_m_axi_mm2s_data_width": max(AXI_DMA_MIN_MM_WIDTH, mm2s_stream),
-        "c_m_axi_s2mm_data_width": max(AXI_DMA_MIN_MM_WIDTH, s2mm_stream),
-        "c_mm2s_burst_size": 16,
-        "c_s2mm_burst_size": 16,
-    }
-
-
-@dataclass(frozen=True)
-class ZynqBlock:
-    """One kernel of the Zynq block design: its HLS top, stream ports, copies and DMA parameters."""
-
-    kernel: str
-    top: str
-    in_stream: str
-    out_stream: str
-    copies: int
-    dma: dict[str, int]
-
-
-def zynq_design(spec: BoardSpec) -> list[ZynqBlock]:
-    """The kernels of `spec`'s block design, in the order the Tcl instantiates them."""
-    return [ZynqBlock(k, ip.top, ip.in_stream, ip.out_stream, spec.kernels[k].get("instances", 1), axi_dma_config(k))
-            for k, ip in KERNELS.items()]
-
-
-def zynq_design_tcl(spec: BoardSpec) -> str:
-    """zynq_design as one Tcl list: kernel top in_stream out_stream copies {name value ...} per kernel."""
-    return " ".join(f"{b.kernel} {b.top} {b.in_stream} {b.out_stream} {b.copies} "
-                    "{" + " ".join(f"{name} {value}" for name, value in b.dma.items()) + "}"
-                    for b in zynq_design(spec))
 
 
 def board_for_platform(platform: str, path: str | Path | None = None) -> BoardSpec:
@@ -401,10 +384,20 @@ def _query(spec: BoardSpec, field_name: str, kernel: str | None) -> str:
     return str(values[field_name])
 
 
+def print_or_fail(produce: Callable[[], object]) -> int:
+    """The build helpers' command-line ending: print what `produce` returns (exit 0), or its CatalogError
+    as `error: ...` on stderr (exit 2), which stops hls/build.mk."""
+    try:
+        print(produce())
+    except CatalogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m pearl_fpga.board.catalog get BOARD FIELD [KERNEL]` / `board-of PLATFORM` / `list`."""
     import argparse
-    import sys
 
     parser = argparse.ArgumentParser(prog="python -m pearl_fpga.board.catalog", description="query bitstreams/catalog.json")
     sub = parser.add_subparsers(dest="cmd", required=True)

@@ -11,7 +11,8 @@ Alveo card in every SLR (each kernel's compute units sit in the SLR the catalog 
 
     replay   the tree levels (K memories per level, u64 sums, u32 leaves) and the front copy of the
              leaves (u32, one memory): replay.h "HLS top"; the leaf level and the front copy in URAM
-             where the catalog's replay_leaf_memory is "uram" (the Alveo cards)
+             where the catalog's replay_leaf_memory is "uram" (the Alveo cards), the front copy banked
+             so that no bank cascades more than URAM_CASCADE_BLOCKS blocks (replay.cpp)
     mlp      the weights (LANES memories, int16, cyclic), the biases (int32), the tanh ROM (int16),
              the activation buffers (int16, cyclic): mlp.h "Memory layout"
     tabular  per instance, the table twice (2 x ACTIONS memories of STATES x 32 bits): tabular.h
@@ -25,6 +26,7 @@ import math
 from dataclasses import dataclass
 
 from pearl_fpga.board.catalog import BoardSpec, load_catalog
+from pearl_fpga.spec.descriptor import descriptor
 from pearl_fpga.spec.replay import tree_depth
 
 # (depth, width) shapes of one BRAM36 (simple dual port, as ram_s2p)
@@ -34,6 +36,7 @@ LUTRAM_DEPTH = 64  # and so are memories this shallow
 DMA_BRAM36 = 2  # nominal, per AXI DMA or data-mover pair
 MARGIN = 0.10  # the share of the part the catalog leaves free for routing and the PS interconnect
 URAM_DEPTH, URAM_WIDTH = 4096, 72  # one URAM288 block
+URAM_CASCADE = descriptor("replay").constant("URAM_CASCADE_BLOCKS")  # blocks one bank of the replay's leaves cascades
 
 
 def _in_fabric(depth: int, width: int) -> bool:
@@ -80,8 +83,11 @@ def _replay(capacity: int, fanout: int, leaves_in_uram: bool = False) -> Blocks:
         leaf = d == depth
         for _ in range(fanout):
             total += _memory(groups, 32 if leaf else 64, uram=leaf and leaves_in_uram)
-        if leaf:
-            total += _memory(groups * fanout, 32, uram=leaves_in_uram)  # the front copy of the leaves
+        if leaf:  # the front copy of the leaves: in UltraRAM, banks of at most URAM_CASCADE_BLOCKS blocks (replay.cpp)
+            words = groups * fanout
+            banks = -(-words // (URAM_DEPTH * URAM_CASCADE)) if leaves_in_uram else 1
+            for _ in range(banks):
+                total += _memory(-(-words // banks), 32, uram=leaves_in_uram)
     return total
 
 

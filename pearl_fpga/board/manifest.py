@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from pearl_fpga.board.vivado_reports import parse_timing_summary, parse_utilization
+from pearl_fpga.board.xclbin_info import kernel_clock_mhz
 from pearl_fpga.data import work_root
 from pearl_fpga.errors import ManifestError
-from pearl_fpga.limits import read_json
+from pearl_fpga.board.catalog import RESOURCE_MAX
+from pearl_fpga.safe_io import read_json
 from pearl_fpga.spec.kernels import KERNELS
 
 SCHEMA_VERSION = 1
@@ -86,7 +88,7 @@ class Manifest:
     """What a bitstream holds; see the module docstring for the JSON layout."""
 
     board: str  # catalog name of the board or platform
-    kind: str  # "zynq" or "alveo"
+    kind: str  # "zynq", "alveo" or "ecp5"
     part: str
     platform: str | None
     clock_mhz: float
@@ -159,7 +161,7 @@ def load_manifest(path: str | Path) -> Manifest:
     if path.is_dir():
         path = path / MANIFEST_NAME
     try:
-        data = read_json(path, "manifest", max_bytes=MAX_MANIFEST_BYTES)
+        data = read_json(path, "manifest", max_bytes=MAX_MANIFEST_BYTES, error=ManifestError)
     except FileNotFoundError:
         raise ManifestError(
             f"no bitstream manifest at {path}: build one with `make bitstream BOARD=<board>` "
@@ -195,10 +197,10 @@ def parse_manifest(data: Any, path: Path | None = None) -> Manifest:
     if schema != SCHEMA_VERSION:
         raise ManifestError(f"{where}: schema {schema!r} is not the supported {SCHEMA_VERSION}; rebuild the bitstream with this release")
     kind = _req(data, "kind", str, where)
-    if kind not in ("zynq", "alveo"):
-        raise ManifestError(f"{where}.kind must be 'zynq' or 'alveo', got {kind!r}")
+    if kind not in ("zynq", "alveo", "ecp5"):
+        raise ManifestError(f"{where}.kind must be 'zynq', 'alveo' or 'ecp5', got {kind!r}")
     files = _req(data, "files", dict, where)
-    needed = ("bit", "hwh") if kind == "zynq" else ("xclbin",)
+    needed = {"zynq": ("bit", "hwh"), "alveo": ("xclbin",), "ecp5": ("bit",)}[kind]
     for role in needed:
         name = _req(files, role, str, f"{where}.files")
         if "/" in name or "\\" in name or name.startswith("."):
@@ -233,6 +235,11 @@ def parse_manifest(data: Any, path: Path | None = None) -> Manifest:
     resources = data.get("resources", {})
     if not isinstance(resources, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in resources.values()):
         raise ManifestError(f"{where}.resources must map resource names to integer counts")
+    for name, count in resources.items():
+        if not 0 <= count <= RESOURCE_MAX.get(name, max(RESOURCE_MAX.values())):
+            raise ManifestError(f"{where}.resources.{name} = {count:,} is out of range: a count must be in [0, "
+                                f"{RESOURCE_MAX.get(name, max(RESOURCE_MAX.values())):,}] (beyond the largest parts); "
+                                "rebuild the bitstream or restore the file")
     timing = data.get("timing", {})
     if not isinstance(timing, dict):
         raise ManifestError(f"{where}.timing must be a JSON object")
@@ -274,13 +281,18 @@ def build_manifest(
     tools: Mapping[str, str],
     kernels: Sequence[str] = tuple(KERNELS),
     utilization: str | None = None,
-    timing: str | None = None,
+    timing: str | Sequence[str] | None = None,
     catalog: str | Path | None = None,
+    kernel_clock_mhz: float | None = None,
 ) -> Manifest:
-    """The manifest of a fresh build: parameters and clock from the catalog, summaries from reports."""
+    """The manifest of a fresh build: parameters from the catalog, summaries from reports. `timing` is one
+    report_timing_summary text or several (the worst WNS counts); `kernel_clock_mhz` is the clock the
+    build really runs (an xclbin's, pearl_fpga.board.xclbin_info: v++ may have scaled it down), else the
+    catalog's. Timing is judged at that clock."""
     from pearl_fpga.board.catalog import get_board
 
     spec = get_board(board, catalog)
+    clock = spec.clock_mhz if kernel_clock_mhz is None else float(kernel_clock_mhz)
     entries = {}
     for k in kernels:
         if k not in INTERFACE_VERSIONS:
@@ -297,15 +309,27 @@ def build_manifest(
         kind=spec.kind,
         part=spec.part,
         platform=spec.platform,
-        clock_mhz=spec.clock_mhz,
+        clock_mhz=clock,
         files=dict(files),
         kernels=entries,
         tools=dict(tools),
         git_revision=git_revision(),
         built_at=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         resources=parse_utilization(utilization) if utilization else {},
-        timing=parse_timing_summary(timing, spec.clock_mhz) if timing else {},
+        timing=_timing(timing, spec.clock_mhz, clock) if timing else {},
     )
+
+
+def _timing(reports: str | Sequence[str], requested_mhz: float, clock_mhz: float) -> dict[str, Any]:
+    """The worst of the reports' summaries (each at the requested clock, the constraint they were routed
+    against), judged at `clock_mhz`: met when the worst path fits its period (1000 / clock >= requested
+    period - WNS)."""
+    summaries = [parse_timing_summary(r, requested_mhz) for r in ([reports] if isinstance(reports, str) else reports)]
+    worst = min(summaries, key=lambda t: t["wns_ns"])
+    if clock_mhz != requested_mhz:
+        worst = dict(worst, requested_mhz=requested_mhz,
+                     met=1000.0 / clock_mhz >= 1000.0 / requested_mhz - worst["wns_ns"] - 1e-9)
+    return worst
 
 
 def write_manifest(manifest: Manifest, out: str | Path) -> Path:
@@ -320,6 +344,21 @@ def write_manifest(manifest: Manifest, out: str | Path) -> Path:
     return out
 
 
+def _gate(manifest: Manifest, gate: bool) -> None:
+    """Say when the clock was scaled; with `gate`, refuse a build without a timing summary or whose timing
+    is not met at the clock it runs."""
+    requested = manifest.timing.get("requested_mhz")
+    if requested is not None:
+        print(f"note: v++ scaled the kernel clock to {manifest.clock_mhz:g} MHz (asked: {requested:g} MHz; UG1315, "
+              "\"Kernel Clock Minimum Frequency\"): the manifest records it and the planner uses it", file=sys.stderr)
+    if gate and not manifest.timing:
+        raise ManifestError("no routed timing summary was found for the timing gate (--timing)")
+    if gate and manifest.timing.get("met") is False:
+        raise ManifestError(f"timing is not met at {manifest.clock_mhz:g} MHz (WNS {manifest.timing['wns_ns']:g} ns "
+                            f"at {requested or manifest.clock_mhz:g} MHz); lower clock_mhz or the kernel sizes in "
+                            "bitstreams/catalog.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pearl_fpga.board.manifest", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -331,7 +370,10 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--xclbin", help="name of the .xclbin file next to the manifest (Alveo)")
     w.add_argument("--kernels", default=",".join(KERNEL_PARAMETERS), help="comma-separated kernels in the build (default: all)")
     w.add_argument("--utilization", type=Path, help="Vivado report_utilization text report")
-    w.add_argument("--timing", type=Path, help="Vivado report_timing_summary text report")
+    w.add_argument("--timing", type=Path, action="append", default=[],
+                   help="Vivado report_timing_summary text report (repeat: the worst WNS counts)")
+    w.add_argument("--gate", action="store_true",
+                   help="exit 1, writing nothing, unless a timing report shows timing met at the build's clock")
     w.add_argument("--tool", action="append", default=[], metavar="NAME=VERSION")
     c = sub.add_parser("check", help="validate a manifest against this release's interface versions")
     c.add_argument("path", type=Path)
@@ -340,14 +382,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "write":
             files = {role: getattr(args, attr) for role, attr in (("bit", "bitstream"), ("hwh", "hwh"), ("xclbin", "xclbin")) if getattr(args, attr)}
             tools = dict(t.split("=", 1) for t in args.tool if "=" in t)
+            # an xclbin's own kernel clock (v++ may have scaled it below the catalog's)
+            xclbin = args.out.parent / args.xclbin if args.xclbin else None
             manifest = build_manifest(
                 args.board,
                 files,
                 tools,
                 kernels=[k for k in args.kernels.split(",") if k],
                 utilization=args.utilization.read_text() if args.utilization else None,
-                timing=args.timing.read_text() if args.timing else None,
+                timing=[t.read_text() for t in args.timing] or None,
+                kernel_clock_mhz=kernel_clock_mhz(xclbin) if xclbin is not None and xclbin.is_file() else None,
             )
+            _gate(manifest, args.gate)
             print(f"wrote {write_manifest(manifest, args.out)}")
         else:
             manifest = load_manifest(args.path)

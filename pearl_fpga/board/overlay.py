@@ -2,6 +2,7 @@
 
     transport, entry = open_kernel("replay", "pynq")          # Zynq board with PYNQ
     transport, entry = open_kernel("mlp", "xrt", board="alveo-u55c")
+    transport, entry = open_kernel("tabular", "serial", board="ulx3s")  # ULX3S: $PEARL_FPGA_SERIAL_PORT
 
 Which bitstream: `directory` if given, else bitstreams/<board>/ (or $PEARL_FPGA_BITSTREAMS/<board>/),
 where the board is `board`, else $PEARL_FPGA_BOARD, else (PYNQ) the board the image reports in
@@ -10,7 +11,9 @@ $BOARD, else the only folder of bitstreams/ whose manifest fits the backend.
 Everything that can be checked without the board is checked first, in this order: the manifest
 (present, valid, built for a board of the backend's kind, interface versions equal to the
 drivers', timing met), the files it names (.bit with its .hwh next to it, or .xclbin); only then is
-pynq or pyxrt imported and the device opened. Each failure is a ManifestError or BackendUnavailable
+pynq or pyxrt imported and the device opened. An ECP5 board (backend "serial") is programmed out of band
+(openFPGALoader -b ulx3s bitstreams/ulx3s/pearl_fpga.bit): its serial port ($PEARL_FPGA_SERIAL_PORT,
+default /dev/ttyUSB0) is opened and the kernels its UART bridge reports are checked against the manifest. Each failure is a ManifestError or BackendUnavailable
 that says what is wrong and how to fix it.
 
 A build whose manifest records that routed timing was not met (timing.met false) is refused: such a
@@ -31,7 +34,8 @@ from pearl_fpga.board.transport import Transport
 from pearl_fpga.errors import BackendUnavailable, ManifestError
 from pearl_fpga.spec.kernels import KERNELS
 
-BACKEND_KIND = {"pynq": "zynq", "xrt": "alveo"}
+BACKEND_KIND = {"pynq": "zynq", "xrt": "alveo", "serial": "ecp5"}
+DEFAULT_SERIAL_PORT = "/dev/ttyUSB0"  # the ULX3S's FTDI on Linux, when PEARL_FPGA_SERIAL_PORT is not set
 # Stream word sizes (input, output) in bytes of each kernel (SPEC.md).
 WORD_BYTES = {k: (ip.in_word_bytes, ip.out_word_bytes) for k, ip in KERNELS.items()}
 # $BOARD on the official PYNQ images -> catalog name.
@@ -67,7 +71,8 @@ def find_bitstream_dir(backend: str, board: str | None = None) -> Path:
     if not fitting:
         raise BackendUnavailable(
             f"no {kind} bitstream in {root} (a folder with {MANIFEST_NAME}): build one with "
-            + ("`make bitstream BOARD=pynq-z2|zcu104|kv260`" if kind == "zynq" else "`make xclbin PLATFORM=<platform>`")
+            + {"zynq": "`make bitstream BOARD=pynq-z2|zcu104|kv260`", "alveo": "`make xclbin PLATFORM=<platform>`",
+               "ecp5": "`make bitstream BOARD=ulx3s`"}[kind]
             + " and copy bitstreams/<board>/ to this machine, or set PEARL_FPGA_BITSTREAMS"
         )
     raise BackendUnavailable(
@@ -84,7 +89,7 @@ def check_timing(manifest: Manifest, allow_timing_failure: bool = False) -> None
         return
     wns = timing.get("wns_ns")
     achieved = timing.get("achieved_mhz")
-    rebuild = (f"make bitstream BOARD={manifest.board}" if manifest.kind == "zynq" else f"make xclbin PLATFORM={manifest.platform}")
+    rebuild = (f"make xclbin PLATFORM={manifest.platform}" if manifest.kind == "alveo" else f"make bitstream BOARD={manifest.board}")
     raise ManifestError(
         f"{manifest.path}: this build missed timing at {manifest.clock_mhz:g} MHz"
         + (f" (WNS {wns:g} ns" + (f", it would close at about {achieved:g} MHz)" if achieved else ")") if wns is not None else "")
@@ -101,7 +106,7 @@ def check_bitstream(directory: Path, backend: str, allow_timing_failure: bool = 
     if manifest.kind != kind:
         raise ManifestError(
             f"{manifest.path} is a {manifest.kind} build for {manifest.board}; backend {backend!r} loads {kind} builds: "
-            f"use backend={'pynq' if manifest.kind == 'zynq' else 'xrt'!r} or another bitstream"
+            f"use backend={ {v: k for k, v in BACKEND_KIND.items()}[manifest.kind]!r} or another bitstream"
         )
     check_timing(manifest, allow_timing_failure)
     for kernel in manifest.kernels:
@@ -117,6 +122,10 @@ def check_bitstream(directory: Path, backend: str, allow_timing_failure: bool = 
                 f"{hwh.name} is missing next to {bit}: PYNQ needs the hardware handoff file (.hwh) of the same build "
                 f"to find the kernels; copy it from the build (`make bitstream BOARD={manifest.board}` writes both)"
             )
+    elif kind == "ecp5":
+        if not manifest.file("bit").is_file():
+            raise ManifestError(f"bitstream {manifest.file('bit')} named by {manifest.path} is missing: rebuild with "
+                                f"`make bitstream BOARD={manifest.board}`")
     else:
         xclbin = manifest.file("xclbin")
         if not xclbin.is_file():
@@ -129,7 +138,9 @@ def load_bitstream(directory: Path, backend: str, allow_timing_failure: bool = F
     manifest = check_bitstream(directory, backend, allow_timing_failure)
     key = directory.resolve()
     if key not in _loaded:
-        if backend == "pynq":
+        if backend == "serial":  # programmed out of band; the handle is the board's serial port
+            _loaded[key] = os.environ.get("PEARL_FPGA_SERIAL_PORT") or DEFAULT_SERIAL_PORT
+        elif backend == "pynq":
             from pearl_fpga.board.pynq_transport import import_pynq
 
             pynq = import_pynq()
@@ -153,6 +164,17 @@ def open_kernel(kernel: str, backend: str, board: str | None = None, directory: 
     entry = manifest.check_kernel(kernel)
     ip_name, dma_name = entry.instance_names(instance)
     in_bytes, out_bytes = WORD_BYTES[kernel]
+    if backend == "serial":
+        from pearl_fpga.board.serial_transport import SerialTransport
+
+        transport = SerialTransport(handle, kernel)
+        held = sorted(c.kernel for c in transport.link.channels if c.kernel)
+        if held != sorted(manifest.kernels):
+            transport.close()
+            raise ManifestError(f"the board on {handle} holds {held}, its manifest {manifest.path} lists "
+                                f"{sorted(manifest.kernels)}: load this folder's bitstream on the board "
+                                f"(openFPGALoader -b {manifest.board} {manifest.file('bit')})")
+        return transport, entry
     if backend == "pynq":
         from pearl_fpga.board.pynq_transport import PynqTransport
 

@@ -13,7 +13,11 @@ buffer and the pieces are put together after the last one.
 Every wait has the driver's deadline: both channels are polled through their `idle` bit (pynq's
 `wait()` spins without one, so a kernel that stops taking its input would hang the call), the DMA's
 status registers (DMASR, PG021) are read while waiting, and a timeout or a DMA error raises with them
-decoded.
+decoded. Before it raises, the transport resets the DMA (DMACR's soft-reset bit, PG021: it resets
+both channels and clears their error bits) and rebuilds pynq's driver of it, whose channels start
+running again, so the next call does not meet pynq's bare "DMA channel not idle"; where the kernel
+itself is still inside its call (ap_idle 0), no reset of the DMA can end that, and the KernelTimeout
+says to reload the overlay.
 
 `pynq` is imported only when a transport is opened; without it, BackendUnavailable says what to do.
 """
@@ -29,7 +33,11 @@ from pearl_fpga.board.transport import Transport
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout
 
 S2MM_LENGTH = 0x58  # AXI DMA register (PG021): bytes written by the last S2MM transfer
+MM2S_DMACR = 0x00  # AXI DMA control register (PG021); bit 2 of either channel's resets the whole DMA
+DMACR_RESET = 0x4  # the soft-reset bit; it reads 1 until the reset is done
+RESET_TIMEOUT_S = 0.1
 MM2S_DMASR, S2MM_DMASR = 0x04, 0x34  # AXI DMA status registers (PG021, simple mode)
+AP_IDLE = 0x4  # the kernel's control register: ap_idle (the HLS ap_ctrl_hs block)
 # DMASR bits (PG021, "MM2S_DMASR" / "S2MM_DMASR"); the error bits stop the channel until a reset
 DMASR_BITS = {0: "Halted", 1: "Idle", 4: "DMAIntErr", 5: "DMASlvErr", 6: "DMADecErr", 12: "IOC_Irq", 14: "Err_Irq"}
 DMASR_ERRORS = 0x70  # DMAIntErr | DMASlvErr | DMADecErr
@@ -130,13 +138,37 @@ class PynqTransport(Transport):
             return f"DMASR unreadable: {exc}"
 
     def _check_dma_errors(self) -> None:
-        """Raise at once when either channel reports an error (PG021: the channel halts and stays so)."""
+        """Raise at once when either channel reports an error (PG021: the channel halts and stays so
+        until a reset, which the raise does first)."""
         for name, offset in (("MM2S", MM2S_DMASR), ("S2MM", S2MM_DMASR)):
             status = int(self.dma.mmio.read(offset))
             if status & DMASR_ERRORS:
                 hints = "; ".join(h for bit, h in DMASR_ERROR_HINTS.items() if status >> bit & 1)
-                raise KernelTimeout(f"the AXI DMA's {name} channel stopped with an error ({hints}): {self.dma_status()}; "
-                                    "reload the overlay to reset the DMA")
+                raise self._failed(f"the AXI DMA's {name} channel stopped with an error ({hints}): {self.dma_status()}")
+
+    def reset_dma(self) -> str:
+        """Reset the AXI DMA (PG021 soft reset: both channels halted, errors and open transfers dropped)
+        and rebuild pynq's driver of it, which starts both channels; returns what the next call can expect."""
+        self.dma.mmio.write(MM2S_DMACR, DMACR_RESET)
+        deadline = self.now() + RESET_TIMEOUT_S
+        while int(self.dma.mmio.read(MM2S_DMACR)) & DMACR_RESET:
+            if self.now() >= deadline:
+                return "the AXI DMA did not leave its reset: reload the overlay (pynq.Overlay(...).download())"
+            time.sleep(self.poll_interval_s)
+        self.dma = type(self.dma)(self.dma.description)
+        self._sending, self._expected = False, 0
+        if not int(self.ip.read(0x00)) & AP_IDLE:
+            return ("the AXI DMA was reset, but the kernel is still inside its call (ap_idle 0), waiting for stream "
+                    "words it will not get: reload the overlay (pynq.Overlay(...).download()) to reset it")
+        return "the AXI DMA was reset and both channels restarted: the next call can run"
+
+    def _failed(self, what: str) -> KernelTimeout:
+        """The KernelTimeout of a failed transfer, after the DMA's reset (what it says is appended)."""
+        try:
+            after = self.reset_dma()
+        except Exception as exc:  # noqa: BLE001 - the reset must not hide the original problem
+            after = f"resetting the AXI DMA failed ({exc}): reload the overlay"
+        return KernelTimeout(f"{what}; {after}")
 
     def receive(self, timeout_s: float) -> np.ndarray:
         deadline = self.now() + timeout_s
@@ -153,8 +185,8 @@ class PynqTransport(Transport):
                 continue
             self._check_dma_errors()
             if self.now() >= deadline:
-                raise KernelTimeout(f"{got // self.out_word_bytes} of {self._expected // self.out_word_bytes} words arrived; "
-                                    f"{self.dma_status()}")
+                raise self._failed(f"{got // self.out_word_bytes} of {self._expected // self.out_word_bytes} words "
+                                   f"arrived; {self.dma_status()}")
             time.sleep(self.poll_interval_s)
         if self._sending:
             self._wait_sent(deadline)
@@ -170,11 +202,12 @@ class PynqTransport(Transport):
         while not channel.idle:
             self._check_dma_errors()
             if self.now() >= deadline:
-                raise KernelTimeout(f"the kernel did not take all {self._sent_bytes} bytes of its input stream "
-                                    f"(the AXI DMA's MM2S transfer is still open); {self.dma_status()}")
+                raise self._failed(f"the kernel did not take all {self._sent_bytes} bytes of its input stream "
+                                   f"(the AXI DMA's MM2S transfer is still open); {self.dma_status()}")
             time.sleep(self.poll_interval_s)
         channel.wait()  # idle now, so it returns at once: pynq's own error checks and bookkeeping
         self._sending = False
+
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
 

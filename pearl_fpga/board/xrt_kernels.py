@@ -29,10 +29,17 @@ class Arg:
     size: int  # bytes in the control block (0 for streams)
 
 
+# Block-level control protocols (the xclbin's IP_LAYOUT, xclbin.h IP_CONTROL): the kernel tops declare
+# ap_ctrl_hs (the drivers' start/poll protocol); the data movers declare none and take the Vitis kernel
+# flow's default, ap_ctrl_chain (UG1399, "Vitis Flow (Kernel Mode)": ap_ctrl_chain is the default).
+AP_CTRL_HS, AP_CTRL_CHAIN = "ap_ctrl_hs", "ap_ctrl_chain"
+
+
 @dataclass(frozen=True)
 class XrtKernel:
     name: str  # the HLS top / xclbin kernel name
     args: tuple[Arg, ...]  # in the function's order: XRT's argument index is the position here
+    control: str = AP_CTRL_HS  # its block-level control protocol
 
     def index_of(self, offset: int) -> int | None:
         """The argument index of the scalar input at control offset `offset`, or None."""
@@ -52,7 +59,7 @@ def _scalars(*items: tuple[str, str, int]) -> tuple[Arg, ...]:
 def _mover(name: str, pointer: str, stream: str, pointer_first: bool) -> XrtKernel:
     # Vitis HLS places a 64-bit pointer at 0x10 and the next argument 12 bytes on (0x1c).
     ptr, strm = Arg(pointer, POINTER, 0x10, 8), Arg(stream, STREAM, 0, 0)
-    return XrtKernel(name, ((ptr, strm) if pointer_first else (strm, ptr)) + (Arg("n", SCALAR_IN, 0x1C, 4),))
+    return XrtKernel(name, ((ptr, strm) if pointer_first else (strm, ptr)) + (Arg("n", SCALAR_IN, 0x1C, 4),), AP_CTRL_CHAIN)
 
 
 def _cmd_streams(kernel: str) -> tuple[Arg, ...]:

@@ -6,8 +6,12 @@ device buffer into the kernel's input stream (tlast on the last) and `s2mm_<kern
 of the output stream into a device buffer.
 
 pyxrt binds xrt::kernel and xrt::run but not xrt::ip (no release does), so the compute units are
-driven as Vitis_Accel_Examples drive theirs: `pyxrt.kernel(device, uuid, "replay_top:{replay_top_1}")`
-and one `pyxrt.run` per call. The driver's register protocol maps onto that: a write to a scalar
+driven as Vitis_Accel_Examples drive theirs: `pyxrt.kernel(context, "replay_top:{replay_top_1}")` and
+one `pyxrt.run` per call. The xclbin is registered with the device and opened in a hardware context
+(`device.register_xclbin`, `pyxrt.hw_context(device, uuid)`) where pyxrt binds them (XRT 2.16 on, tag 202320.2.16.204; from
+2.25 `device.load_xclbin` and `kernel(device, uuid, name)` are deprecated shims); an older pyxrt
+(XRT_MINIMUM, 2.13, the release `make test-xrt` runs on) loads it with `device.load_xclbin` and opens
+kernels by `kernel(device, uuid, name)`, both bound in its pyxrt.cpp. The driver's register protocol maps onto that: a write to a scalar
 input's offset sets that argument of the next run, a write of ap_start to 0x00 starts the run, and
 0x00 reads back ap_done/ap_idle from the run's state. Output registers cannot be read through XRT:
 the drivers ask each kernel on its stream (replay TOTAL and IDENTITY, tabular IDENTITY, MLP mode
@@ -31,6 +35,7 @@ from pearl_fpga.board.transport import CTRL_DONE, CTRL_IDLE, CTRL_READY, CTRL_ST
 from pearl_fpga.errors import BackendUnavailable, KernelTimeout, PearlError
 
 MIN_BO_BYTES = 4096  # one page: small calls share one allocation
+XRT_MINIMUM = "2.13"  # the oldest XRT whose pyxrt binds every call made here (and the one tests/xrt_stack runs on)
 
 
 def import_pyxrt() -> Any:
@@ -39,7 +44,7 @@ def import_pyxrt() -> Any:
         import pyxrt
     except ImportError as exc:
         raise BackendUnavailable(
-            "backend 'xrt' needs XRT's Python bindings (pyxrt), installed with the Xilinx Runtime (XRT >= 2.14) "
+            f"backend 'xrt' needs XRT's Python bindings (pyxrt), installed with the Xilinx Runtime (XRT >= {XRT_MINIMUM}) "
             "on a host with an Alveo card: install XRT and the card's deployment platform, then "
             "`source /opt/xilinx/xrt/setup.sh`; or use backend='cpu' / 'rtl' here"
         ) from exc
@@ -57,13 +62,24 @@ class XrtDevice:
             raise BackendUnavailable(
                 f"no Alveo card at XRT device index {index} ({exc}); check `xbutil examine` and the card's platform"
             ) from exc
+        self.context: Any = None  # the hardware context, where pyxrt has one
         try:
             self.xclbin = self.pyxrt.xclbin(str(xclbin))
-            self.uuid = self.device.load_xclbin(self.xclbin)
+            if hasattr(self.device, "register_xclbin") and hasattr(self.pyxrt, "hw_context"):
+                self.uuid = self.device.register_xclbin(self.xclbin)
+                self.context = self.pyxrt.hw_context(self.device, self.uuid)
+            else:
+                self.uuid = self.device.load_xclbin(self.xclbin)
         except Exception as exc:  # noqa: BLE001
             raise BackendUnavailable(
                 f"XRT could not load {xclbin} ({exc}): rebuild it with `make xclbin PLATFORM=...` for this card's platform"
             ) from exc
+
+    def kernel(self, name: str) -> Any:
+        """The pyxrt kernel of compute unit spec `name`, in the hardware context where there is one."""
+        if self.context is not None:
+            return self.pyxrt.kernel(self.context, name)
+        return self.pyxrt.kernel(self.device, self.uuid, name)
 
 
 class _Mover:
@@ -106,7 +122,6 @@ class XrtTransport(Transport):
     registers_readable = False
 
     def __init__(self, card: XrtDevice, kernel: str, in_word_bytes: int, out_word_bytes: int, instance: int = 0):
-        px = card.pyxrt
         self.card = card
         self.in_word_bytes = in_word_bytes
         self.out_word_bytes = out_word_bytes
@@ -115,7 +130,7 @@ class XrtTransport(Transport):
         names = [xrt_kernels.cu_spec(k.name, instance) for k in (self.spec, mm2s_spec, s2mm_spec)]
         self.description = f"XRT {self.spec.name}_{instance + 1}"
         try:
-            cu, mm2s, s2mm = (px.kernel(card.device, card.uuid, name) for name in names)
+            cu, mm2s, s2mm = (card.kernel(name) for name in names)
         except Exception as exc:  # noqa: BLE001
             raise BackendUnavailable(
                 f"the xclbin has no compute unit {' / '.join(names)} ({exc}): it does not match the manifest; "

@@ -6,7 +6,6 @@ then the command's own options, then each `--set FIELD=VALUE` (last wins). Value
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -23,9 +22,9 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
 
 def parse_set(items: list[str]) -> dict[str, Any]:
     """{field: value} from --set items; a clear ValueError for a malformed item or unknown field."""
-    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.config import TrainConfig, nearest_name
 
-    known = {f.name: f.type for f in dataclasses.fields(TrainConfig)}
+    known = TrainConfig.field_names()  # the shared fields and every algorithm's own parameters
     out: dict[str, Any] = {}
     for item in items:
         field, sep, value = item.partition("=")
@@ -33,7 +32,8 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         if not sep or not field:
             raise ValueError(f"--set {item!r}: write FIELD=VALUE, e.g. --set batch_size=32")
         if field not in known:
-            raise ValueError(f"--set {item!r}: TrainConfig has no field {field!r}; fields: {', '.join(sorted(known))}")
+            raise ValueError(f"--set {item!r}: TrainConfig has no field {field!r}{nearest_name(field, known)}; "
+                             f"fields: {', '.join(known)}")
         try:
             out[field] = json.loads(value)
         except json.JSONDecodeError:

@@ -5,6 +5,8 @@
     q_values = policy(obs)          # float32 (B, m), like q_net(obs)
     actions = policy.act(obs)       # greedy actions (RAW head) or scaled actions (TANH head)
     policy.load_weights(q_net)      # re-quantize after a learner update
+    policy.save("policy/")          # the quantized policy as files that need no torch (kernels.mlp_artifact)
+    board = MLPInfer.load("policy/", backend="pynq")  # on a board: bit for bit the same outputs
 
 Which networks: an `nn.Sequential` of Linear layers with ReLU between them (a hidden Linear may
 also go without activation) and optionally one final Tanh (the tanh head; otherwise the raw head with
@@ -30,6 +32,9 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.backends import registry
+from pearl_fpga.errors import missing_dependency
+from pearl_fpga.kernels.mlp_artifact import (PolicyArtifact, action_size, default_action, read_artifact,
+                                             write_artifact)
 from pearl_fpga.kernels.mlp_torch import (INT32_MAX, LayerFormat, Net, check_wrapper, choose_formats, describe,
                                          find_sequential, parse, quantize, torch_forward)
 from pearl_fpga.spec.mlp import (
@@ -117,6 +122,8 @@ class MLPInfer:
         self._calibration = np.zeros((0, 0))
         self._low = np.zeros(0)
         self._high = np.zeros(0)
+        self.info: dict[str, Any] = {}  # what a policy read by `load` says of where it came from
+        self._action = ""  # a loaded policy's action rule (mlp_artifact.ACTION_RULES); "" = the head's own
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -138,6 +145,7 @@ class MLPInfer:
         """
         if head not in ("auto", HEAD_RAW, HEAD_TANH):
             raise ValueError(f"head must be 'auto', 'raw' or 'tanh', not {head!r}")
+        _require_torch("MLPInfer.from_torch")
         seq = find_sequential(module)
         net = parse(seq)
         if head != "auto" and head != net.head:
@@ -171,7 +179,9 @@ class MLPInfer:
         Raises ValueError (nothing changes) when the architecture differs or the kernel rejects it.
         """
         if self._net is None:
-            raise ValueError("MLPInfer is not initialized: build it with MLPInfer.from_torch")
+            raise ValueError("MLPInfer is not initialized from a torch network: build it with MLPInfer.from_torch "
+                             "(a policy read by MLPInfer.load holds no float network to re-quantize from)")
+        _require_torch("MLPInfer.load_weights")
         seq = find_sequential(module)
         net = parse(seq)
         if net.shapes() != self._net.shapes() or net.head != self._net.head:
@@ -189,17 +199,9 @@ class MLPInfer:
             wq = quantize(w, f.fw, INT16_MIN, INT16_MAX).astype(np.int16)
             bq = quantize(b, f.fw + f.fa_in, -INT32_MAX - 1, INT32_MAX).astype(np.int32)
             layers.append(QuantizedLayer(wq, bq, f.shift, net.relu[i]))
-        self.backend.load(layers, net.head)
-        self.layers, self.formats, self._net, self.head = layers, formats, net, net.head
+        self._load_layers(layers, formats, net.head)
+        self._net = net
         self._calibration = calib
-        fa_in = formats[0].fa_in
-        fa_out = formats[-1].fa_out if net.head == HEAD_RAW else 15
-        self._out_scale = 2.0**-fa_out
-        if hasattr(self.backend, "infer_float"):
-            self.backend.set_io_format(fa_in, fa_out)
-            self._forward = self.backend.infer_float
-        else:
-            self._forward = self._forward_generic
         # max_error is measured when first read (learner syncs reload often and rarely read it),
         # against a snapshot of the float network loaded now
         reference = self._error_reference
@@ -211,12 +213,68 @@ class MLPInfer:
         self._error_reference = reference if reference is not None else copy.deepcopy(module)
         self._max_error = None
 
+    def _load_layers(self, layers: list[QuantizedLayer], formats: list[LayerFormat], head: str) -> None:
+        """Load quantized layers on the backend (which validates), then take them as this object's."""
+        self.backend.load(layers, head)
+        self.layers, self.formats, self.head = layers, formats, head
+        fa_in = formats[0].fa_in
+        fa_out = formats[-1].fa_out if head == HEAD_RAW else 15
+        self._out_scale = 2.0**-fa_out
+        if hasattr(self.backend, "infer_float"):
+            self.backend.set_io_format(fa_in, fa_out)
+            self._forward = self.backend.infer_float
+        else:
+            self._forward = self._forward_generic
+
+    # ------------------------------------------------------------------ files (no torch)
+    def save(self, directory: Any, action_low: Any = None, action_high: Any = None,
+             info: dict[str, Any] | None = None, action: str | None = None) -> Any:
+        """Write the quantized policy (integers, formats, head, action rule and bounds) to `directory` as
+        policy.npz and policy.json (pearl_fpga.kernels.mlp_artifact), which `MLPInfer.load` reads
+        without torch on any backend, giving the same bits. action: how the loaded policy's `.act` makes
+        actions (mlp_artifact.ACTION_RULES; default this object's: argmax for a raw head, scaled-tanh for
+        a tanh head; "tanh-mean" for a squashed Gaussian policy's (mean, log std) outputs). action_low/high: the bounds it
+        scales to (default: this object's). `info`: JSON-able facts to keep (where the policy came
+        from); `max_error` is added when known. Returns the directory."""
+        if not self.layers:
+            raise ValueError("MLPInfer holds no policy yet: build it with from_torch or load")
+        rule = action or self.action_rule
+        size = action_size(rule, self.n_out)
+        if action_low is None and action_high is None and len(self._low) == size:
+            low, high = self._low, self._high
+        else:
+            low, high = _bounds(action_low, action_high, size)
+        info = dict(info or {})
+        error = self.max_error
+        if error == error:  # not NaN
+            info.setdefault("max_error", error)
+        return write_artifact(directory, PolicyArtifact(self.layers, self.formats, self.head, low, high, info, rule))
+
+    @classmethod
+    def load(cls, directory: Any, backend: Any = "cpu") -> MLPInfer:
+        """The policy that `save` (or `pearl-fpga export`) wrote, on `backend`; needs no torch. Raises
+        ArtifactError for a missing, changed or corrupt file, ValueError when the network is larger than
+        the backend holds (e.g. a board synthesized with a smaller MAX_WIDTH)."""
+        artifact = read_artifact(directory)
+        self = cls()
+        self.backend = make_backend(backend)
+        _check_limits(Net([layer.weight for layer in artifact.layers], [layer.bias for layer in artifact.layers],
+                          [layer.relu for layer in artifact.layers], artifact.head), self.backend)
+        self._load_layers(artifact.layers, artifact.formats, artifact.head)
+        self._low, self._high = artifact.action_low.copy(), artifact.action_high.copy()
+        self._action = artifact.action_rule
+        error = artifact.info.get("max_error")
+        self._max_error = float(error) if isinstance(error, (int, float)) else float("nan")
+        self.info = artifact.info
+        return self
+
     @property
     def max_error(self) -> float:
         """Largest absolute difference from the float network on the calibration batch (NaN before
-        from_torch); measured on first read after each load."""
+        from_torch); measured on first read after each load. A policy read by `load` reports what its
+        file says (NaN if nothing)."""
         if self._net is None:
-            return float("nan")
+            return self._max_error if self._max_error is not None else float("nan")
         if self._max_error is None:
             self._max_error = self._measure_error(self._error_reference, self._calibration)
         return self._max_error
@@ -257,18 +315,31 @@ class MLPInfer:
         """
         return self._forward(obs)
 
+    @property
+    def action_rule(self) -> str:
+        """How `act` makes actions (mlp_artifact.ACTION_RULES): argmax, scaled-tanh, or tanh-mean (a squashed Gaussian policy)."""
+        return self._action or default_action(self.head)
+
     def act(self, obs: Any) -> Any:
         """Greedy actions (RAW head: argmax, int64 (B,) or an int for one observation) or actions scaled
-        to [action_low, action_high] (TANH head: float32 (B, m) or (m,))."""
+        to [action_low, action_high] (TANH head: float32 (B, m) or (m,); a loaded squashed Gaussian policy, rule
+        tanh-mean: tanh of the first half of the outputs, scaled likewise)."""
+        if self.action_rule == "tanh-mean":
+            m = len(self._low)
+            return self._scale(np.tanh(np.asarray(self._forward(obs), dtype=np.float32)[..., :m]))
         if self.head == HEAD_RAW:
             if hasattr(self.backend, "act_argmax"):
                 return self.backend.act_argmax(obs)
             x_q, one_d = self._quantize(obs)
             _, argmax = self.backend.infer(x_q)
             return int(argmax[0]) if one_d else argmax
-        t = self._forward(obs).astype(np.float64)
-        mid, half = (self._high + self._low) / 2.0, (self._high - self._low) / 2.0
-        return (mid + half * t).astype(np.float32)
+        return self._scale(self._forward(obs))
+
+    def _scale(self, t: np.ndarray) -> np.ndarray:
+        """[-1, 1] -> [action_low, action_high], as Stable-Baselines3's unscale_action (and the Trainer's
+        to_env_action), so that an exported policy's actions are the trainer's bit for bit."""
+        t = np.asarray(t, dtype=np.float64)
+        return (self._low + 0.5 * (t + 1.0) * (self._high - self._low)).astype(np.float32)
 
     def _quantize(self, obs: Any) -> tuple[np.ndarray, bool]:
         x, one_d = _as_obs(obs, self.n_in, self.max_batch)
@@ -282,10 +353,11 @@ class MLPInfer:
         return y[0] if one_d else y
 
     def __repr__(self) -> str:
-        if self._net is None:
+        if not self.layers:
             return "MLPInfer(uninitialized)"
+        widths = "-".join(str(w) for w in [self.n_in] + [layer.m_out for layer in self.layers])
         return (
-            f"MLPInfer({describe(self._net)}, backend={getattr(self.backend, 'name', '?')!r}, "
+            f"MLPInfer({widths} {self.head} head, backend={getattr(self.backend, 'name', '?')!r}, "
             f"max_error={self.max_error:.3g})"
         )
 
@@ -298,3 +370,8 @@ def _bounds(low: Any, high: Any, m: int) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+def _require_torch(what: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise (missing_dependency(exc, what) or exc) from None

@@ -346,7 +346,7 @@ class TabularQ:
 
     def greedy(self) -> np.ndarray:
         """The greedy action of every state (lowest index on ties), int64 array of n_states."""
-        return np.argmax(self.table, axis=1)
+        return np.argmax(self.table, axis=1).astype(np.int64)  # argmax gives intp: int32 on a 32-bit board
 
     def load(self, table: Any) -> None:
         """Replace the table with an int32 Q16.16 array of shape (n_states, n_actions)."""

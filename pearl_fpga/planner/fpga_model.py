@@ -19,9 +19,10 @@ import numpy as np
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner import hls_schedule
-from pearl_fpga.planner.model import Fit
+from pearl_fpga.planner.model import Fit, act_fraction
 from pearl_fpga.planner.profile import REPLAY_TASKS, fit_line
 from pearl_fpga.runtime.emulation import misfits
+from pearl_fpga.spec.kernels import commands_ii
 from pearl_fpga.spec.mlp import infer_cycle_bound
 from pearl_fpga.spec.replay import batch_cycle_bound, tree_depth
 
@@ -54,9 +55,12 @@ def mlp_cycles_hls(layers: Sequence[tuple[int, int]], lanes: int, discrete: bool
     return CycleFit(0.0, float(hls_schedule.mlp_infer_cycles(layers, lanes, raw_head=discrete)), "hls model")
 
 
-def replay_cycles_hls(depth: int, fanout: int, clock_mhz: float) -> CycleFit:
-    """replay_top's COMMANDS loop as pearl_fpga.planner.hls_schedule models it: (B - 1) + PipelineDepth."""
-    return CycleFit(hls_schedule.replay_pipeline_depth(depth, fanout, clock_mhz) - 1.0, 1.0, "hls model")
+def replay_cycles_hls(depth: int, fanout: int, clock_mhz: float, leaf_memory: str = "bram") -> CycleFit:
+    """replay_top's COMMANDS loop as pearl_fpga.planner.hls_schedule models it: (B - 1) * II + PipelineDepth
+    (II and the leaf words' read latency as the board's clock and replay_leaf_memory make them)."""
+    ii = float(commands_ii("replay", clock_mhz))
+    fill = hls_schedule.replay_pipeline_depth(depth, fanout, clock_mhz, hls_schedule.replay_leaf_latency(leaf_memory))
+    return CycleFit(fill - ii, ii, "hls model")
 
 
 def replay_cycles_spec(depth: int) -> CycleFit:
@@ -139,6 +143,23 @@ def _rtl_beside(kind: str, hls: CycleFit, rtl: CycleFit, batch: int) -> str:
             f"the reference RTL {rtl(batch):,.0f} ({rtl.source})")
 
 
+def built_clock_mhz(board: Any) -> float:
+    """The kernel clock of `board`'s build where one exists with a manifest for this board (an xclbin's
+    clock may be below the catalog's: pearl_fpga.board.xclbin_info), else the catalog's clock."""
+    from pearl_fpga.board.manifest import load_manifest
+    from pearl_fpga.board.overlay import bitstreams_root
+    from pearl_fpga.errors import ManifestError
+
+    folder = bitstreams_root() / board.name
+    if not (folder / "manifest.json").is_file():
+        return float(board.clock_mhz)
+    try:
+        manifest = load_manifest(folder)
+    except (ManifestError, OSError):
+        return float(board.clock_mhz)
+    return float(manifest.clock_mhz) if manifest.board == board.name else float(board.clock_mhz)
+
+
 def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discrete: bool, host: Mapping[tuple[str, str], Fit],
               target: str = "fpga-emu", cycles: str = "hls", csynth_dirs: Sequence[str | Path] = ()
               ) -> tuple[dict[tuple[str, str], Fit], dict[str, str], list[str]]:
@@ -160,7 +181,11 @@ def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discr
     fits: dict[tuple[str, str], Fit] = {}
     unavailable: dict[str, str] = {}
     notes: list[str] = []
-    f_hz = board.clock_mhz * 1e6
+    clock_mhz = built_clock_mhz(board)
+    if clock_mhz != board.clock_mhz:
+        notes.append(f"{board.name}: its build runs the kernels at {clock_mhz:g} MHz (bitstreams/{board.name}/manifest.json; "
+                     f"v++ scaled the clock), not the catalog's {board.clock_mhz:g} MHz: timed at the built clock")
+    f_hz = clock_mhz * 1e6
     src = f"cycle model ({{}}) @ {board.name}"
 
     # ---- act: the MLP kernel
@@ -224,7 +249,8 @@ def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discr
             except Exception as exc:  # noqa: BLE001 - no Verilator / backend: say so, keep the spec bound
                 notes.append(f"replay: rtl cycle counts unavailable ({exc}); using the spec bound")
         # the synthesized tree holds the board's capacity, so its pipeline is that deep whatever the run uses
-        hls = replay_cycles_hls(tree_depth(rk["capacity"], rk["fanout"]), rk["fanout"], board.clock_mhz)
+        hls = replay_cycles_hls(tree_depth(rk["capacity"], rk["fanout"]), rk["fanout"], clock_mhz,
+                                board.replay_leaf_memory)
         ops = {"update": hls, "sample": hls} if cycles == "hls" else rtl_ops
         report = _csynth_report(board, "replay", csynth_dirs, notes)
         if report is not None:
@@ -250,7 +276,23 @@ def fpga_fits(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discr
         fits[("replay_update", target)] = Fit(lat + up.c0 / f_hz, up.c1 / f_hz + word, src.format(up.source))
         fits[("replay_sample", target)] = Fit(gather.a + 2 * lat + sm.c0 / f_hz, gather.b + sm.c1 / f_hz + 2 * word,
                                               src.format(sm.source))
+        notes += _link_bound(board, "replay sample", fits[("replay_sample", target)], config.batch_size,
+                             2 * lat + 2 * word * config.batch_size)
+    if ("act", target) in fits:
+        act_link = 2 * board.transfer_seconds(0) + 2 * (obs_dim + out_dim + 1) / (board.link_bandwidth_gbps * 1e9)
+        notes += _link_bound(board, "act", fits[("act", target)], 1, act_link)
     return fits, unavailable, notes
+
+
+def _link_bound(board: Any, task: str, fit: Fit, n: int, link_s: float) -> list[str]:
+    """A note when the host <-> board link is most of a task's modelled time on `board` (a UART board:
+    the reason the planner keeps the task on the CPU), else nothing."""
+    total = fit.a + fit.b * n
+    if total <= 0 or link_s < 0.5 * total:
+        return []
+    return [f"{task} on {board.name}: the {board.link_kind} link ({board.link_bandwidth_gbps * 1e3:g} MB/s, "
+            f"{board.link_latency_us:g} us a transfer) is {link_s / total:.0%} of its modelled {total * 1e6:,.0f} us per "
+            f"call of {n}: the link, not the kernel, decides where it runs"]
 
 
 # ------------------------------------------------------------------- an emulated board's run (fpga-emu)
@@ -277,7 +319,6 @@ def board_run(board: Any, config: TrainConfig, obs_dim: int, out_dim: int, discr
     another) is the measured run with each kernel task's time replaced by the board's; weight sync
     keeps its measured host work (re-quantization, which stays on the host) and adds the board's load.
     """
-    from pearl_fpga.planner.plan import act_fraction
 
     fits, notes = board_fits(board, config, obs_dim, out_dim, discrete)
     kernel_tasks = [t for t in fits if (placement.act if t in ("act", "weight_sync") else placement.replay) == "fpga-emu"]

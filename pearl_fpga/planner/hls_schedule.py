@@ -6,10 +6,12 @@ report (no Vitis HLS run was available where it was written); its assumptions ar
 the comments of the sources it follows (hls/replay/replay.h and hls/mlp/mlp.h, "HLS top" and
 "Expected cycles"). The reference RTL's counts are a different design's and are reported beside it.
 
-replay_top (hls/replay/replay.cpp): one pipelined COMMANDS loop at II = 1, so B commands take
-(B - 1) + PipelineDepth cycles, as csynth's figures are read. PipelineDepth = 3 (the command read,
-the front-leaf update, the response write) + DEPTH levels of (1 registered read + the prefix compare
-of the K children). choose_child chains the K 64-bit prefix adds and compares; the model lets a clock
+replay_top (hls/replay/replay.cpp): one pipelined COMMANDS loop at II = 1 up to the descriptor's
+II1_MAX_MHZ and II = 2 above it (pearl_fpga.spec.kernels.commands_ii; SPEC.md, "Initiation interval"),
+so B commands take (B - 1) * II + PipelineDepth cycles, as csynth's figures are read. PipelineDepth = 3
+(the command read, the front-leaf update, the response write) + DEPTH levels of (1 registered read +
+the prefix compare of the K children), the leaf words' reads (front copy and leaf level) taking
+LEAF_LATENCY cycles instead of 1: 1 in block RAM, the descriptor's URAM_READ_LATENCY in UltraRAM. choose_child chains the K 64-bit prefix adds and compares; the model lets a clock
 period hold two of them at the 7-series clocks (<= 150 MHz) and one at the UltraScale+ clocks
 (200-300 MHz), so a level costs 1 + ceil(K / adds_per_cycle) cycles.
 
@@ -23,7 +25,7 @@ mlp_top (hls/mlp/mlp.cpp): per observation, in order, nothing overlapped (no DAT
 - FORWARD_HEAD: one cycle per output (+ 2 of pipeline); INFER_WRITE: one word per cycle (the RAW head's
   argmax one more) + 2.
 
-tabular_top (hls/tabular/tabular.cpp): one pipelined COMMANDS loop at II = 1, one issue slot per clock,
+tabular_top (hls/tabular/tabular.cpp): one pipelined COMMANDS loop at II (as replay's), one issue slot per II clocks,
 in order; an UPDATE waits while a write to its row s or s2 is in flight, up to HAZARD_WINDOW - 1
 slots (hls/tabular/SPEC.md, "Pipeline hazards"), so n UPDATEs take spec.tabular.hls_issue_slots(s, s2)
 slots plus the drain of the last update (at most HAZARD_WINDOW - 1 cycles). The C model of the top
@@ -37,6 +39,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from pearl_fpga.spec.descriptor import descriptor
+from pearl_fpga.spec.kernels import commands_ii
 from pearl_fpga.spec.tabular import HAZARD_WINDOW, hls_issue_slots
 
 REPLAY_FRONT_CYCLES = 3  # command read, front-leaf update, response write
@@ -53,9 +57,16 @@ def replay_level_cycles(fanout: int, clock_mhz: float) -> int:
     return 1 + math.ceil(fanout / prefix_adds_per_cycle(clock_mhz))
 
 
-def replay_pipeline_depth(depth: int, fanout: int, clock_mhz: float) -> int:
-    """PipelineDepth of replay_top's COMMANDS loop."""
-    return REPLAY_FRONT_CYCLES + depth * replay_level_cycles(fanout, clock_mhz)
+def replay_leaf_latency(leaf_memory: str) -> int:
+    """Read latency of replay_top's leaf words: 1 in block RAM, URAM_READ_LATENCY in UltraRAM ("uram",
+    the catalog's replay_leaf_memory), as hls/replay/replay.cpp binds them."""
+    return descriptor("replay").constant("URAM_READ_LATENCY") if leaf_memory == "uram" else 1
+
+
+def replay_pipeline_depth(depth: int, fanout: int, clock_mhz: float, leaf_latency: int = 1) -> int:
+    """PipelineDepth of replay_top's COMMANDS loop: the front copy's and the leaf level's reads take
+    leaf_latency cycles each instead of 1."""
+    return REPLAY_FRONT_CYCLES + depth * replay_level_cycles(fanout, clock_mhz) + 2 * (leaf_latency - 1)
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -84,8 +95,9 @@ def mlp_infer_cycles(layers: Sequence[tuple[int, int]], lanes: int, raw_head: bo
     return cycles
 
 
-def tabular_update_cycles(s: Any, s2: Any) -> int:
+def tabular_update_cycles(s: Any, s2: Any, clock_mhz: float = 100.0) -> int:
     """Cycles of the HLS tabular top for one run of UPDATEs (rows s, bootstrap rows s2), fill and drain
-    included: its issue slots, then the last update's write at most HAZARD_WINDOW - 1 cycles later."""
-    return hls_issue_slots(s, s2) + HAZARD_WINDOW - 1
+    included: its issue slots, then the last update's write at most HAZARD_WINDOW - 1 slots later, each
+    slot II clocks at `clock_mhz`."""
+    return (hls_issue_slots(s, s2) + HAZARD_WINDOW - 1) * commands_ii("tabular", clock_mhz)
 

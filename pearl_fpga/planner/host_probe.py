@@ -278,7 +278,7 @@ def _profile_host_storage(config: TrainConfig, spec: Any, sizes: Sizes, record: 
 def _replay_factory(config: TrainConfig, spec: Any) -> Callable[[str], tuple[str, Callable[[], Any]]]:
     """target -> (backend key, maker of the runtime's own replay buffer for that target)."""
     from pearl_fpga.runtime.placement import Placement
-    from pearl_fpga.runtime.replay import make_replay
+    from pearl_fpga.runtime.placement import make_replay
 
     action_shape = () if spec.discrete else (spec.action_dim,)
 

@@ -40,6 +40,7 @@ never allows more than the stage limits do. The actors' factor is measured per a
 from __future__ import annotations
 
 import math
+from typing import Any
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -349,3 +350,11 @@ def placements(tables: Tables, targets: Sequence[str]) -> list[dict[str, str]]:
     for role in ROLES:
         out = [dict(p, **{role: t}) for p in out for t in targets if tables.can_run(role, t)]
     return out
+
+
+def act_fraction(config: Any) -> float:
+    """Share of the env steps after learning starts that run the policy network: the algorithm's actor
+    head says (DQN explores with probability epsilon, no inference then; DDPG, TD3 and the rest always infer)."""
+    from pearl_fpga.algos.registry import learner_class
+
+    return learner_class(config.algo).actor_head(config, 1).inference_share()

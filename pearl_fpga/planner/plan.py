@@ -17,22 +17,13 @@ import numpy as np
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.assign import PlanError, search
-from pearl_fpga.planner.model import Prediction, Tables, Workload
+from pearl_fpga.planner.model import Prediction, Tables, Workload, act_fraction
 from pearl_fpga.planner.tables import TARGET_ORDER, build_tables, get_profile, parse_devices, scale_profile
 from pearl_fpga.runtime.schedule import credit_chunk
 from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES, TASKS
 
 
 
-
-
-def act_fraction(config: TrainConfig) -> float:
-    """Share of the env steps after learning starts that run the policy network: DQN explores with
-    probability epsilon (no inference then); DDPG and TD3 always infer and add noise."""
-    if config.algo != "dqn" or config.total_steps <= config.learning_starts:
-        return 1.0
-    steps = np.linspace(config.learning_starts, config.total_steps, 257)
-    return float(1.0 - np.mean([config.epsilon(int(s)) for s in steps]))
 
 
 def workload_of(config: TrainConfig) -> Workload:

@@ -17,8 +17,7 @@ from typing import Any
 from pearl_fpga.board.catalog import BoardSpec, load_catalog
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import PearlError
-from pearl_fpga.runtime.engines.base import resolve_engine
-from pearl_fpga.runtime.placement import Placement
+from pearl_fpga.runtime.placement import Placement, resolve_engine
 
 SMALL_NET = [64, 64]
 """PEARL's own network, which every catalog board holds: the fix a too-wide network is offered."""

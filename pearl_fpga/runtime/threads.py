@@ -245,13 +245,12 @@ class AdaptiveThreads:
 CUT_AFTER = 2  # counted steps a probe needs before it may be cut short (one slow step may be noise)
 
 
-def learner_callers(config: object) -> int:
-    """Threads that call the learner's ops at once: 2 for DDPG's and TD3's concurrent actor and critic gradients
-    and for TD3's twin critics, one per thread (a compiled step runs them in one graph, on one caller)."""
-    if getattr(config, "learner_compile", False):
-        return 1
-    algo = getattr(config, "algo", None)
-    return 2 if algo == "td3" or (algo == "ddpg" and getattr(config, "concurrent_updates", False)) else 1
+def learner_callers(config: Any) -> int:
+    """Threads that call the learner's ops at once, as the algorithm's learner says (Learner.callers: e.g. 2
+    for DDPG's and TD3's concurrent actor and critic gradients and for TD3's twin critics)."""
+    from pearl_fpga.algos.registry import learner_class
+
+    return learner_class(config.algo).callers(config)
 
 
 def measured_thread_count(step: Callable[[], object], cores: int | None = None, callers: int = 1,
@@ -309,7 +308,9 @@ def _learner_digest(config: TrainConfig, obs_dim: int, action_dim: int, threads:
     from pearl_fpga.algos import make_learner
     from pearl_fpga.algos.common import Batch
 
-    discrete = config.algo == "dqn"
+    from pearl_fpga import presets as registry
+
+    discrete = registry.get(config.algo).action_space == "discrete"
     rng = np.random.default_rng(0)
     n = config.batch_size
     data = {

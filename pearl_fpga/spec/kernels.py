@@ -52,3 +52,13 @@ class KernelIP:
 
 
 KERNELS: dict[str, KernelIP] = {name: KernelIP.from_descriptor(d) for name, d in descriptors().items()}
+
+
+def commands_ii(kernel: str, clock_mhz: float) -> int:
+    """The initiation interval of `kernel`'s HLS command loop at a kernel clock of `clock_mhz`: 1 up to its
+    descriptor's II1_MAX_MHZ, 2 above it, where the loop's one-cycle recurrence (SPEC.md, "Initiation
+    interval") does not fit a clock period; 1 for a kernel without such a loop (mlp)."""
+    d = descriptors()[kernel]
+    if "II1_MAX_MHZ" not in d.constants:
+        return 1
+    return 1 if clock_mhz <= d.constant("II1_MAX_MHZ") else 2

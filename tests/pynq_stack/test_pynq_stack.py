@@ -157,12 +157,83 @@ def test_tabular_q_on_pynq(board, algo):
     assert not np.array_equal(q.table, start)
 
 
-def test_a_kernel_that_never_answers_times_out(board):
-    """A DMA that never gets its words: KernelTimeout, not a hang."""
+def _replay_round_trip(transport: PynqTransport) -> None:
+    """One update and one sample through `transport`, equal to the numpy reference."""
+    sampler = ReplayBoardBackend(64, 16, transport=transport)
+    ref = ReplaySampler(64, 16, backend="numpy")
+    idx = np.arange(0, 64, 3)
+    words, _ = rfmt.priorities_to_fixed(np.linspace(0.5, 2.0, idx.size))
+    sampler.update(idx.astype(np.uint32), words)
+    ref.update(idx, words=words)
+    assert sampler.total() == ref.total_fixed
+    targets = rfmt.stratified_targets(ref.total_fixed, 16, np.random.default_rng(3))
+    got, want = sampler.sample(targets), ref.sample_targets(targets)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_a_kernel_that_never_answers_times_out_and_the_transport_recovers(board):
+    """A DMA that never gets its words: KernelTimeout, not a hang; the transport resets the DMA (PG021's
+    soft reset) and re-arms, so the next call runs instead of meeting pynq's "DMA channel not idle"."""
     transport, _ = overlay.open_kernel("replay", "pynq")
+    dma = board.dmas["dma_replay"]
+    before = dma.resets
     transport.arm_receive(4)
-    with pytest.raises(KernelTimeout, match="0 of 4 words arrived"):
+    with pytest.raises(KernelTimeout, match="0 of 4 words arrived.*DMA was reset and both channels restarted"):
         transport.receive(0.05)
+    assert dma.resets == before + 1
+    _replay_round_trip(transport)
+
+
+@pytest.mark.parametrize("bits, name", [(0x40, "DMADecErr"), (0x20, "DMASlvErr"), (0x10, "DMAIntErr")])
+def test_a_dma_error_is_reported_and_cleared(board, bits, name):
+    """An S2MM transfer that ends in a DMASR error bit (PG021) halts its channel: the driver raises at once
+    with the bits decoded, resets the DMA, and the next call runs."""
+    transport, _ = overlay.open_kernel("replay", "pynq")
+    board.dmas["dma_replay"].fail("s2mm", bits)
+    with pytest.raises(KernelTimeout, match=f"S2MM channel stopped with an error.*{name}.*both channels restarted"):
+        _replay_round_trip(transport)
+    _replay_round_trip(transport)
+
+
+def test_a_kernel_left_inside_its_call_says_to_reload_the_overlay(board, tmp_path):
+    """An MM2S error leaves the kernel waiting for input it will never get (ap_idle 0): a DMA reset cannot
+    end that, and the KernelTimeout says to reload the overlay; a fresh board (the reload) runs again."""
+    transport, _ = overlay.open_kernel("replay", "pynq")
+    board.dmas["dma_replay"].fail("mm2s", 0x20)
+    with pytest.raises(KernelTimeout, match="DMASlvErr.*still inside its call.*reload the overlay"):
+        _replay_round_trip(transport)
+    pynq.Overlay(str(board.manifest.file("bit")))  # the reload the message asks for
+    overlay._loaded.clear()
+    _replay_round_trip(overlay.open_kernel("replay", "pynq")[0])
+
+
+def test_the_kernels_under_back_pressure(board):
+    """Transfers that take several status reads to complete (the streams' back-pressure): every kernel's
+    results are still the numpy reference's."""
+    for dma in board.dmas.values():
+        dma.polls = 3
+    try:
+        transport, _ = overlay.open_kernel("replay", "pynq")
+        _replay_round_trip(transport)
+        test_tabular_q_on_pynq(board, "q")
+        log = board.dmas["dma_mlp"].log
+        log.clear()
+        test_mlp_on_pynq_takes_a_batch_in_one_transfer(board)
+    finally:
+        for dma in board.dmas.values():
+            dma.polls = 0
+
+
+def test_dma_addresses_reach_the_whole_ddr(board):
+    """The .hwh's c_addr_width is the Tcl's (pearl_fpga.board.zynq_design); on a Zynq UltraScale+ the
+    buffers lie above 4 GB, as on a ZCU104's upper DDR, and the 64-bit DMA reaches them."""
+    ol = pynq.Overlay(str(board.manifest.file("bit")))  # programs the board: the drivers' cached overlay is stale
+    overlay._loaded.clear()
+    width = int(ol.dma_replay.description["parameters"]["c_addr_width"])
+    assert width == board.addr_width == (32 if board.manifest.part.startswith("xc7z") else 64)
+    buf = pynq.allocate(shape=(64,), dtype=np.uint8)
+    assert (buf.physical_address >= 1 << 32) == (width == 64)
+    _replay_round_trip(overlay.open_kernel("replay", "pynq")[0])
 
 
 def test_partitioned_tabular_runs_on_every_instance(board):

@@ -3,9 +3,10 @@
 Vivado writes the .hwh of a real build; no Vivado runs here, so this writes one from the manifest
 with what PYNQ reads from it: the PS (processing_system7 on a Zynq-7000, zynq_ultra_ps_e on a Zynq
 UltraScale+, with its PL clock parameters and the address map of its general-purpose master port),
-each kernel IP (VLNV xilinx.com:hls:<top>:1.0, its AXI4-Lite interface and address block with the
+each kernel IP (the VLNV the Tcl instantiates and the HLS configuration exports,
+pearl_fpga.board.zynq_design.ip_vlnv; its AXI4-Lite interface and address block with the
 register map of its SPEC.md, named as Vitis HLS names them) and each AXI DMA (simple mode, PG021
-parameters from pearl_fpga.board.catalog.axi_dma_config: the table hls/build.mk hands the Tcl), with
+parameters from pearl_fpga.board.zynq_design.axi_dma_config: the table hls/build.mk hands the Tcl), with
 the bus nets between them. Addresses follow Vivado's defaults for the port, 64 KiB per block: on a Zynq-7000 kernels from 0x43C0_0000 and DMAs from 0x4040_0000 (M_AXI_GP0), on an
 UltraScale+ kernels from 0xA000_0000 and DMAs from 0xA010_0000 (M_AXI_HPM0_FPD).
 """
@@ -16,7 +17,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from pearl_fpga.board.catalog import axi_dma_config
+from pearl_fpga.board.zynq_design import axi_dma_config, ip_vlnv, is_zynq7
 from pearl_fpga.board.manifest import Manifest
 from pearl_fpga.spec import mlp, replay, tabular
 from pearl_fpga.spec.kernels import KERNELS
@@ -43,7 +44,7 @@ ZYNQ_US = Family("zynq_ultra_ps_e", "xilinx.com:ip:zynq_ultra_ps_e:3.4", "zynqup
 
 def family(part: str) -> Family:
     """The Zynq generation of an FPGA part (xc7z... Zynq-7000; xczu... and the K26 SOM's xck26 UltraScale+)."""
-    if part.lower().startswith("xc7z"):
+    if is_zynq7(part):
         return ZYNQ7
     if part.lower().startswith(("xczu", "xck26")):
         return ZYNQ_US
@@ -118,7 +119,7 @@ def _register(parent: ET.Element, name: str, offset: int, access: str, fields: l
 def _kernel_module(modules: ET.Element, b: Block) -> None:
     ip = KERNELS[b.kernel]
     m = ET.SubElement(modules, "MODULE", FULLNAME=f"/{b.name}", INSTANCE=b.name, IPTYPE="PERIPHERAL",
-                      MODCLASS="PERIPHERAL", MODTYPE=ip.top, VLNV=f"xilinx.com:hls:{ip.top}:1.0")
+                      MODCLASS="PERIPHERAL", MODTYPE=ip.top, VLNV=ip_vlnv(ip.top))
     blocks_ = ET.SubElement(m, "ADDRESSBLOCKS")
     ab = ET.SubElement(blocks_, "ADDRESSBLOCK", ACCESS="read-write", INTERFACE="s_axi_control", NAME="Reg",
                        RANGE=str(SPAN), USAGE="register")
@@ -135,13 +136,13 @@ def _kernel_module(modules: ET.Element, b: Block) -> None:
     _bus(bis, ip.out_stream, "axis", "MASTER", f"{b.name}_out")
 
 
-def _dma_module(modules: ET.Element, b: Block, kernel_ip: str) -> None:
+def _dma_module(modules: ET.Element, b: Block, kernel_ip: str, part: str) -> None:
     m = ET.SubElement(modules, "MODULE", FULLNAME=f"/{b.name}", INSTANCE=b.name, IPTYPE="PERIPHERAL",
                       MODCLASS="PERIPHERAL", MODTYPE="axi_dma", VLNV="xilinx.com:ip:axi_dma:7.1")
-    # the parameters hls/scripts/zynq_bd.tcl sets, from the same table (pearl_fpga.board.catalog.axi_dma_config),
-    # and the IP's defaults for the rest (both channels, no realignment engine, 32-bit addresses)
+    # the parameters hls/scripts/zynq_bd.tcl sets, from the same table (pearl_fpga.board.zynq_design.axi_dma_config,
+    # the address width of the part included), and the IP's defaults for the rest (both channels, no realignment engine)
     config = {"C_INCLUDE_MM2S": 1, "C_INCLUDE_S2MM": 1, "C_INCLUDE_MM2S_DRE": 0, "C_INCLUDE_S2MM_DRE": 0,
-              "C_MICRO_DMA": 0, "C_ADDR_WIDTH": 32, **{name.upper(): value for name, value in axi_dma_config(b.kernel).items()}}
+              "C_MICRO_DMA": 0, **{name.upper(): value for name, value in axi_dma_config(b.kernel, part).items()}}
     # Vivado writes each setting twice: as the HDL generic (C_...) and as the IP's user parameter
     # (c_...), which is the one pynq's DMA driver reads
     _params(m, {"C_BASEADDR": hex(b.base), "C_HIGHADDR": hex(b.base + SPAN - 1), **config,
@@ -211,6 +212,6 @@ def write_hwh(manifest: Manifest, path: str | Path) -> list[Block]:
     _ps_module(modules, all_blocks, fam, manifest.clock_mhz)
     for b, nxt in zip(all_blocks[::2], all_blocks[1::2], strict=True):
         _kernel_module(modules, b)
-        _dma_module(modules, nxt, b.name)
+        _dma_module(modules, nxt, b.name, manifest.part)
     ET.ElementTree(root).write(path, encoding="UTF-8", xml_declaration=True)
     return all_blocks

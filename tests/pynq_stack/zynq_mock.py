@@ -25,9 +25,12 @@ from pearl_fpga.board.csim_transport import CSimTransport
 from pearl_fpga.board.manifest import load_manifest
 from pearl_fpga.spec.kernels import KERNELS
 
+from pearl_fpga.board.zynq_design import axi_dma_config
 from zynq_hwh import SPAN, ZYNQ7, blocks, family
 
-DDR_BASE = 0x1000_0000
+# Where pynq's allocator puts buffers: low DDR on a Zynq-7000; above 4 GB on a Zynq UltraScale+ (the
+# ZCU104's second DDR region, 0x8_0000_0000), where only a 64-bit DMA reaches them.
+DDR_BASE = {32: 0x1000_0000, 64: 0x8_0000_0000}
 
 # AXI DMA registers (PG021, simple mode): offsets of the MM2S channel; S2MM is the same + 0x30
 DMACR, DMASR, ADDR, ADDR_MSB, LENGTH = 0x00, 0x04, 0x18, 0x1C, 0x28
@@ -40,8 +43,8 @@ class Ddr:
     thread-safe, as the board's allocator is (the tabular partitioned mode drives its kernel
     instances from several threads)."""
 
-    def __init__(self) -> None:
-        self._next = DDR_BASE
+    def __init__(self, base: int = DDR_BASE[32]) -> None:
+        self._next = base
         self._buffers: list[weakref.ref] = []
         self._lock = threading.Lock()
 
@@ -70,26 +73,44 @@ class Ddr:
 
 
 class AxiDma:
-    """An AXI DMA in simple mode between the DDR and one kernel's streams."""
+    """An AXI DMA in simple mode between the DDR and one kernel's streams.
 
-    def __init__(self, ddr: Ddr, kernel: CSimTransport) -> None:
-        self.ddr, self.kernel = ddr, kernel
+    As on the board, a transfer is not done when its length is written: MM2S hands its bytes to the
+    kernel and S2MM takes the kernel's output only after `polls` reads of the channel's status (the
+    stream's back-pressure, as many status reads as the driver needs to see it), and an error set with
+    `fail(channel, bits)` ends the next transfer on that channel with those DMASR error bits (PG021:
+    DMAIntErr 0x10, DMASlvErr 0x20, DMADecErr 0x40), halting it until a reset. Addresses are
+    `addr_width` bits (the c_addr_width of pearl_fpga.board.zynq_design.axi_dma_config, the .hwh's):
+    a 32-bit DMA has no MSB address register, so an address above 4 GB cannot be reached."""
+
+    def __init__(self, ddr: Ddr, kernel: CSimTransport, addr_width: int = 32, polls: int = 0) -> None:
+        self.ddr, self.kernel, self.addr_width, self.polls = ddr, kernel, addr_width, polls
+        self.log: list[tuple[str, int]] = []  # (channel, bytes) of every finished transfer
+        self.failures: dict[int, int] = {}  # channel -> DMASR error bits of its next transfer
+        self.resets = 0
+        self._reset()
+
+    def _reset(self) -> None:
         self.regs = {0x00: 0, 0x30: 0}  # DMACR of each channel
         self.status = {0x00: HALTED, 0x30: HALTED}
         self.addr = {0x00: 0, 0x30: 0}
+        self.addr_msb = {0x00: 0, 0x30: 0}
         self.length = {0x00: 0, 0x30: 0}
-        self.s2mm_armed = False
-        self.log: list[tuple[str, int]] = []  # (channel, bytes) of every finished transfer
+        self.pending = {0x00: -1, 0x30: -1}  # status reads left before the open transfer moves; -1: none open
+
+    def fail(self, channel: str, bits: int) -> None:
+        self.failures[0x00 if channel == "mm2s" else 0x30] = bits
 
     def write(self, offset: int, value: int) -> None:
         ch, reg = (0x30, offset - 0x30) if offset >= 0x30 else (0x00, offset)
         if reg == DMACR:
+            if value & RESET:  # PG021: a soft reset of either channel resets the whole DMA; the bit clears itself
+                self._reset()
+                self.resets += 1
+                return
             self.regs[ch] = value
-            if value & RESET:  # PG021: a soft reset of either channel resets the whole DMA
-                self.status = {0x00: HALTED, 0x30: HALTED}
-                self.s2mm_armed = False
-            elif value & RUN:
-                self.status[ch] = (self.status[ch] & ~HALTED) | IDLE
+            if value & RUN:
+                self.status[ch] &= ~HALTED
             else:
                 self.status[ch] |= HALTED
         elif reg == DMASR:
@@ -97,32 +118,53 @@ class AxiDma:
         elif reg == ADDR:
             self.addr[ch] = value
         elif reg == ADDR_MSB:
-            assert value == 0, "a 32-bit AXI DMA"
+            self.addr_msb[ch] = value if self.addr_width > 32 else 0  # no such register on a 32-bit DMA
         elif reg == LENGTH:
             assert not self.status[ch] & HALTED, "a transfer on a halted channel"
+            assert self.pending[ch] < 0, "a transfer on a busy channel"
             self.length[ch] = value
             self.status[ch] &= ~IDLE
-            if ch == 0x00:  # MM2S: the kernel's input stream takes the buffer (tlast on its last word)
-                self.kernel.send(np.frombuffer(self.ddr.read(self.addr[ch], value), dtype=np.uint8))
-                self._finish(0x00, value)
-            else:
-                self.s2mm_armed = True
+            self.pending[ch] = self.polls
+            if ch == 0x00:
+                self._progress(ch)
+
+    def _address(self, ch: int) -> int:
+        address = self.addr[ch] | (self.addr_msb[ch] << 32)
+        assert address >> self.addr_width == 0
+        return address
+
+    def _progress(self, ch: int) -> None:
+        """One status read's worth of progress on the channel's open transfer."""
+        if self.pending[ch] < 0:
+            return
+        if self.pending[ch] > 0:
+            self.pending[ch] -= 1
+            return
+        if ch in self.failures:
+            self.status[ch] |= self.failures.pop(ch) | HALTED  # PG021: an error halts the channel
+            self.pending[ch] = -1
+            return
+        if ch == 0x00:  # MM2S: the kernel's input stream takes the buffer (tlast on its last word)
+            self.kernel.send(np.frombuffer(self.ddr.read(self._address(ch), self.length[ch]), dtype=np.uint8))
+            self._finish(0x00, self.length[ch])
+        elif self.pending[0x00] < 0:  # S2MM, once the kernel has its input: what it has produced, up to the
+            # transfer's length or its next tlast
+            data = self.kernel.drain(self.length[ch] // self.kernel.out_word_bytes)
+            if data:
+                self.ddr.write(self._address(ch), data)
+                self._finish(0x30, len(data))
 
     def _finish(self, ch: int, nbytes: int) -> None:
         self.length[ch] = nbytes
+        self.pending[ch] = -1
         self.status[ch] |= IDLE | IOC_IRQ
         self.log.append(("mm2s" if ch == 0 else "s2mm", nbytes))
 
     def read(self, offset: int) -> int:
         ch, reg = (0x30, offset - 0x30) if offset >= 0x30 else (0x00, offset)
-        if reg == DMASR and ch == 0x30 and self.s2mm_armed:
-            # S2MM: what the kernel has produced, up to the transfer's length or its next tlast
-            data = self.kernel.drain(self.length[ch] // self.kernel.out_word_bytes)
-            if data:
-                self.ddr.write(self.addr[ch], data)
-                self.s2mm_armed = False
-                self._finish(0x30, len(data))
-        return {DMACR: self.regs[ch], DMASR: self.status[ch], ADDR: self.addr[ch], ADDR_MSB: 0,
+        if reg == DMASR:
+            self._progress(ch)
+        return {DMACR: self.regs[ch], DMASR: self.status[ch], ADDR: self.addr[ch], ADDR_MSB: self.addr_msb[ch],
                 LENGTH: self.length[ch]}.get(reg, 0)
 
 
@@ -183,11 +225,17 @@ class MockZynq(pynq.Device):
         self.manifest = load_manifest(folder / "manifest.json")
         self.clocks = Zynq7Clocks() if family(self.manifest.part) is ZYNQ7 else ZynqUsClocks()
         self.arch = self.clocks.arch  # pynq's clock driver picks the PS by it
-        self.ddr = Ddr()
+        widths = {axi_dma_config(k, self.manifest.part)["c_addr_width"] for k in self.manifest.kernels}
+        self.addr_width = widths.pop()
+        self.ddr = Ddr(DDR_BASE[self.addr_width])
+        self.downloads: list[str] = []
+        self._program()
+
+    def _program(self) -> None:
+        """The programmable logic as a download leaves it: every kernel and DMA fresh (idle, empty)."""
         self.kernels: dict[str, CSimTransport] = {}
         self.dmas: dict[str, AxiDma] = {}
         self.ranges: list[tuple[int, int, object]] = list(self.clocks.banks)
-        self.downloads: list[str] = []
         pending = None
         for b in blocks(self.manifest):
             if not b.is_dma:
@@ -196,7 +244,7 @@ class MockZynq(pynq.Device):
                 pending = self.kernels[b.name] = CSimTransport(b.kernel, defines)
                 self.ranges.append((b.base, SPAN, pending))
             else:
-                self.dmas[b.name] = AxiDma(self.ddr, pending)
+                self.dmas[b.name] = AxiDma(self.ddr, pending, self.addr_width)
                 self.ranges.append((b.base, SPAN, self.dmas[b.name]))
 
     # -- what pynq asks of a device
@@ -207,6 +255,7 @@ class MockZynq(pynq.Device):
 
     def download(self, bitstream, parser=None) -> None:
         self.downloads.append(str(bitstream.bitfile_name))
+        self._program()  # programming the PL resets every kernel and DMA
 
     def allocate(self, shape, dtype, **kwargs):
         return self.ddr.allocate(self, shape, dtype)

@@ -243,3 +243,47 @@ def test_open_kernel_through_the_manifest(px, xrt_env, monkeypatch):
     assert len(px.called("device", "load_xclbin")) == 1
     overlay.open_kernel("replay", "xrt", directory=folder)
     assert len(px.called("device", "load_xclbin")) == 1
+
+
+def test_a_pyxrt_with_hw_context_gets_a_hardware_context(xrt_env, xclbin_path, monkeypatch):
+    """Where pyxrt binds hw_context (XRT 2.16 on; 2.25 deprecates load_xclbin and kernel(device, uuid,
+    name)), the xclbin is registered and every compute unit opened from the context, never the old way."""
+    from context_pyxrt import ContextPyxrt
+
+    shim = ContextPyxrt(importlib.import_module("pyxrt"))
+    monkeypatch.setitem(__import__("sys").modules, "pyxrt", shim)
+    card = XrtDevice(xclbin_path)
+    assert card.context is not None and shim.calls[:2] == ["register_xclbin", "hw_context"]
+    t = open_transport(card, "replay")
+    prefill(t, rfmt.identity_word(params("replay")["capacity"], 16))
+    board = ReplayBoardBackend(1000, 16, transport=t, max_batch=64)
+    board.update(np.arange(10, dtype=np.uint32), np.full(10, 1 << 16, np.uint32))
+    assert shim.calls.count("kernel(hw_context, name)") == 3  # the compute unit and its two data movers
+
+
+def test_the_stated_xrt_minimum_is_the_release_tested_here():
+    """docs and BackendUnavailable state XRT >= XRT_MINIMUM: the libxrt this tier runs on, whose pyxrt.cpp
+    (XRT tag 202210.2.13.466) binds every call of the legacy path."""
+    from pearl_fpga.board.xrt_transport import XRT_MINIMUM
+
+    version = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "libxrt-dev"], capture_output=True, text=True)
+    if version.returncode:
+        pytest.skip("libxrt-dev is not installed as a Debian package")
+    tested = ".".join(version.stdout.split(".")[1:3])  # 202210.2.13.466+dfsg-8 -> 2.13
+    assert tested == XRT_MINIMUM
+    assert f"XRT (>= {XRT_MINIMUM}" in (Path(__file__).resolve().parents[2] / "docs" / "hardware.md").read_text()
+
+
+def test_the_data_movers_are_chained_as_vitis_builds_them(xclbin_path):
+    """The xclbin's IP_LAYOUT gives the kernel tops ap_ctrl_hs (their pragma) and the data movers
+    ap_ctrl_chain, the Vitis kernel flow's default (their source declares none)."""
+    source = (Path(__file__).resolve().parents[2] / "hls" / "datamover" / "datamover.cpp").read_text()
+    assert "ap_ctrl" not in source
+    blob = xclbin_path.read_bytes()
+    for kernel in xrt_kernels.all_kernels():
+        want = xw.IP_CONTROL[xrt_kernels.AP_CTRL_CHAIN if kernel.name.startswith(("mm2s_", "s2mm_")) else xrt_kernels.AP_CTRL_HS]
+        assert kernel.control == (xrt_kernels.AP_CTRL_CHAIN if want else xrt_kernels.AP_CTRL_HS)
+        name = f"{kernel.name}:{kernel.name}_1".encode()
+        at = blob.index(name)
+        props = int.from_bytes(blob[at - 12:at - 8], "little")  # ip_data: m_type, properties, m_base_address, m_name
+        assert props >> 8 & 0xFF == want, kernel.name

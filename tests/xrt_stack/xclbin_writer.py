@@ -5,7 +5,8 @@ layout of /usr/include/xrt/xclbin.h (XRT 2.13; sizes checked in test_xclbin_layo
 header and four sections generated from pearl_fpga/board/xrt_kernels.py, the table hls/build.mk's
 connectivity and the HLS INTERFACE pragmas agree with:
 - EMBEDDED_METADATA: the kernel XML (arguments with index, kind, offset, size; compute units);
-- IP_LAYOUT: one ip_data per compute unit ("kernel:cu", base address, ap_ctrl_hs);
+- IP_LAYOUT: one ip_data per compute unit ("kernel:cu", base address, its control protocol: ap_ctrl_hs
+  for the kernel tops, ap_ctrl_chain for the data movers, as xrt_kernels.XrtKernel.control says);
 - CONNECTIVITY: each buffer argument of each compute unit to memory bank 0;
 - MEM_TOPOLOGY: one DDR bank.
 No bitstream: the noop shim loads nothing onto a device.
@@ -23,6 +24,7 @@ from pearl_fpga.board import xrt_kernels as xk
 # xclbin.h: enum axlf_section_kind, MEM_TYPE, IP_TYPE and the struct sizes.
 EMBEDDED_METADATA, MEM_TOPOLOGY, CONNECTIVITY, IP_LAYOUT = 2, 6, 7, 8
 MEM_DDR4, IP_KERNEL = 1, 1
+IP_CONTROL = {xk.AP_CTRL_HS: 0, xk.AP_CTRL_CHAIN: 1}  # enum IP_CONTROL, in bits 15:8 of an ip_data's properties
 AXLF_SIZE, AXLF_HEADER_OFFSET, SECTION_HEADER_SIZE = 496, 304, 40
 IP_DATA_SIZE, MEM_DATA_SIZE, CONNECTION_SIZE = 80, 40, 12
 CU_STRIDE = 0x10000  # address range of each compute unit's control block
@@ -48,7 +50,7 @@ def kernel_xml(cus: list[tuple[xk.XrtKernel, str]]) -> bytes:
     for name, instances in kernels.items():
         k = by_name[name]
         lines.append(f'<kernel name={quoteattr(name)} language="c" vlnv="pearl_fpga:kernel:{name}:1.0" '
-                     'preferredWorkGroupSizeMultiple="0" workGroupSize="1" interrupt="true" hwControlProtocol="ap_ctrl_hs">')
+                     f'preferredWorkGroupSizeMultiple="0" workGroupSize="1" interrupt="true" hwControlProtocol="{k.control}">')
         lines.append('<port name="S_AXI_CONTROL" mode="slave" range="0x1000" dataWidth="32" portType="addressable" base="0x0"/>')
         for arg in k.args:
             if arg.kind == xk.POINTER:
@@ -73,7 +75,7 @@ def kernel_xml(cus: list[tuple[xk.XrtKernel, str]]) -> bytes:
 def ip_layout(cus: list[tuple[xk.XrtKernel, str]]) -> bytes:
     out = struct.pack("<i4x", len(cus))
     for i, (k, cu) in enumerate(cus):
-        props = 1 | (i << 1 & 0xFE)  # interrupt enabled, interrupt id i, ap_ctrl_hs (0) in bits 15:8
+        props = 1 | (i << 1 & 0xFE) | IP_CONTROL[k.control] << 8  # interrupt enabled, interrupt id i, control in 15:8
         out += struct.pack("<IIQ64s", IP_KERNEL, props, i * CU_STRIDE, f"{k.name}:{cu}".encode())
     return out
 

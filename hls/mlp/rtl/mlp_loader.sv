@@ -3,14 +3,24 @@
 // LOAD rules, commits the network configuration, and places each weight and bias word in its bank
 // and address. It tells the operation FSM what each word did (reject, fail, complete, overrun, the
 // end of a skipped frame); the weight memories themselves stay in mlp_top, next to their readers.
+//
+// Placement (mlp_top reads it back step by step): layer l splits the lanes into R = LANES >> k rows
+// of C = 1 << k columns, lane = column * R + row (mlp_mac_array's interleaving). Weight W[i][j] goes
+// to bank ((j % C) << (LOG2P - k)) | (i % R), address l * REGION + (i / R) * H + j / C, where
+// H = ceil(n / C) is the steps of one group of R output neurons; bias b[i] goes to bank i % R,
+// address l * MAX_WIDTH + i / R. Addresses advance by counters, so no multiplier sits on the path.
+// After a header validates, the kernel holds the stream (`ready` low) for a few cycles per layer
+// while one shared multiplier prices each split (steps = ceil(n / C) * ceil(m / R)).
 module mlp_loader #(
     parameter int LANES = 16,
     parameter int MAX_LAYERS = 4,
     parameter int MAX_WIDTH = 256,
     localparam int LOG2P = $clog2(LANES),
     localparam int KW = $clog2(LOG2P + 1) < 1 ? 1 : $clog2(LOG2P + 1),
-    localparam int AW = (MAX_WIDTH + LANES - 1) / LANES,  // words of one activation buffer
-    localparam int REGION = AW * MAX_WIDTH                 // weight words of one layer (worst split)
+    localparam int AW = (MAX_WIDTH + LANES - 1) / LANES,   // words of one activation buffer
+    localparam int REGION = AW * MAX_WIDTH,                // weight words of one layer (worst split)
+    localparam int WAW = $clog2(MAX_LAYERS * REGION),      // weight address bits
+    localparam int BAW = $clog2(MAX_LAYERS * MAX_WIDTH)    // bias address bits
 ) (
     input  wire                ap_clk,
     input  wire                ap_rst_n,
@@ -19,6 +29,7 @@ module mlp_loader #(
     input  wire                in_fire,     // a word of the input stream is taken this cycle
     input  wire  [15:0]        in_word,
     input  wire                in_last,
+    output logic               ready,       // the loader takes a word this cycle (tready while active)
 
     // what this cycle's word does to the operation
     output logic               ld_reject,    // a rejected header: the old network stays (no weight was written yet)
@@ -27,12 +38,12 @@ module mlp_loader #(
     output logic               ld_overrun,   // the network is complete but the frame goes on
     output logic               ld_skipped,   // the end of a rejected frame
 
-    // where a weight or bias word goes
+    // where this cycle's weight or bias word goes
     output logic               ld_w_we,
-    output logic [31:0]        ld_w_addr,
+    output logic [WAW-1:0]     ld_w_addr,
     output logic [LOG2P-1:0]   ld_w_bank,
     output logic               ld_b_we,
-    output logic [31:0]        ld_b_addr,
+    output logic [BAW-1:0]     ld_b_addr,
     output logic [LOG2P-1:0]   ld_b_bank,
     output logic [31:0]        ld_b_data,
 
@@ -50,22 +61,9 @@ module mlp_loader #(
     localparam int MAX_SHIFT = 40;
     localparam logic [2:0] FLAG_TANH = 3'b010, FLAG_RAW = 3'b100;
 
-    // The split of the lanes with the fewest steps (ties: fewer columns).
-    function automatic [KW-1:0] best_k(input [15:0] n, input [15:0] m);
-        logic [31:0] cost, best_cost;
-        best_k = '0;
-        best_cost = '1;
-        for (int kk = 0; kk <= LOG2P; kk++) begin
-            cost = ((32'(n) + (32'd1 << kk) - 1) >> kk) * ((32'(m) + (32'(LANES) >> kk) - 1) >> (LOG2P - kk));
-            if (cost < best_cost) begin
-                best_cost = cost;
-                best_k = KW'(kk);
-            end
-        end
-    endfunction
-
-    typedef enum logic [2:0] {LD_HDR, LD_W, LD_BLO, LD_BHI, LD_SKIP} ld_state_t;
+    typedef enum logic [2:0] {LD_HDR, LD_CFG, LD_FIRST, LD_W, LD_BLO, LD_BHI, LD_SKIP} ld_state_t;
     ld_state_t ld_state;
+    assign ready = ld_state != LD_CFG && ld_state != LD_FIRST;  // pricing the splits
 
     // LOAD header being received
     logic [15:0] hdr_nl, hdr_count;
@@ -73,8 +71,6 @@ module mlp_loader #(
     logic [15:0] hdr_m [MAX_LAYERS];
     logic [15:0] hdr_shift [MAX_LAYERS];
     logic [15:0] hdr_flags [MAX_LAYERS];
-    logic [15:0] ld_l, ld_i, ld_j;
-    logic [15:0] ld_bias_lo;
 
     wire take = active && in_fire;
     wire last_hdr_word = (hdr_count == 16'(4 * hdr_nl));
@@ -100,23 +96,42 @@ module mlp_loader #(
         end
     end
 
+    // ---------------------------------------------------------------- the split of each layer
+    // For each layer and each k: ceil(n / C) and ceil(m / R) (cycle 1), their product (cycle 2),
+    // then keep the cheapest (cycle 3; ties keep the smaller k, i.e. fewer columns).
+    typedef enum logic [1:0] {CF_DIV, CF_MUL, CF_PICK} cf_phase_t;
+    cf_phase_t   cf_phase;
+    logic [15:0] cf_l;
+    logic [KW-1:0] cf_k, cf_best_k;
+    logic [15:0] cf_h, cf_g, cf_best_h, cf_best_g;
+    logic [31:0] cf_cost, cf_best_cost;
+    wire         cf_better = cf_k == 0 || cf_cost < cf_best_cost;
+
+    // ---------------------------------------------------------------- placement counters
+    logic [15:0]      ld_l, ld_i, ld_j;
+    logic [15:0]      ld_bias_lo;
+    logic [KW-1:0]    cur_k;           // the layer being loaded: its split and sizes
+    logic [15:0]      cur_n, cur_m, cur_h;
+    logic [WAW-1:0]   w_layer_base;    // l * REGION
+    logic [WAW-1:0]   w_row_base;      // l * REGION + (i / R) * H
+    logic [BAW-1:0]   b_layer_base;    // l * MAX_WIDTH
+    wire  [15:0]      cur_rows = 16'(LANES) >> cur_k;
+    wire  [15:0]      cur_cols = 16'd1 << cur_k;
+    wire              row_group_end = ((ld_i + 1) & (cur_rows - 1)) == 0;  // i is the last row of its group
+
     always_comb begin : load_placement
-        logic [KW-1:0] k;
-        logic [15:0] rows;  // R of the layer being loaded
-        k = cfg_k[ld_l];
-        rows = 16'(LANES) >> k;
-        ld_w_addr = ld_l * REGION + 32'(ld_i >> (LOG2P - k)) * cfg_h[ld_l] + 32'(ld_j >> k);
-        ld_w_bank = LOG2P'(((ld_i & (rows - 1)) << k) | (ld_j & ((16'd1 << k) - 1)));
+        ld_w_addr = w_row_base + WAW'(ld_j >> cur_k);
+        ld_w_bank = LOG2P'(((ld_j & (cur_cols - 1)) << (LOG2P - cur_k)) | (ld_i & (cur_rows - 1)));
         ld_w_we = take && ld_state == LD_W;
-        ld_b_addr = ld_l * AW + 32'(ld_i >> LOG2P);
-        ld_b_bank = LOG2P'(ld_i);
+        ld_b_addr = b_layer_base + BAW'(ld_i >> (LOG2P - cur_k));
+        ld_b_bank = LOG2P'(ld_i & (cur_rows - 1));
         ld_b_we = take && ld_state == LD_BHI;
         ld_b_data = {in_word, ld_bias_lo};
     end
 
     always_comb begin : load_outcome
         logic net_last;
-        net_last = ld_i == cfg_m[ld_l] - 1 && ld_l == cfg_nl - 1;
+        net_last = ld_i == cur_m - 1 && ld_l == cfg_nl - 1;
         {ld_reject, ld_fail, ld_complete, ld_overrun, ld_skipped} = '0;
         if (take) begin
             case (ld_state)
@@ -131,10 +146,22 @@ module mlp_loader #(
                     ld_overrun = net_last && !in_last;
                     ld_fail = !net_last && in_last;
                 end
-                default: ld_skipped = in_last;  // LD_SKIP
+                default: ld_skipped = in_last;  // LD_SKIP (LD_CFG takes no word)
             endcase
         end
     end
+
+    // start placing layer l (its configuration is committed)
+    task automatic begin_layer(input logic [15:0] l);
+        logic [$clog2(MAX_LAYERS + 1)-1:0] li;
+        li = l < 16'(MAX_LAYERS) ? $bits(li)'(l) : '0;  // past the last layer only an overrun follows
+        cur_k <= cfg_k[li];
+        cur_n <= cfg_n[li];
+        cur_m <= cfg_m[li];
+        cur_h <= cfg_h[li];
+        ld_i <= '0;
+        ld_j <= '0;
+    endtask
 
     always_ff @(posedge ap_clk) begin : load_fsm
         if (!ap_rst_n) begin
@@ -144,6 +171,42 @@ module mlp_loader #(
         end else if (load_start) begin
             ld_state <= LD_HDR;
             hdr_count <= '0;
+        end else if (ld_state == LD_CFG) begin
+            case (cf_phase)
+                CF_DIV: begin
+                    cf_h <= (cfg_n[cf_l] + (16'd1 << cf_k) - 1) >> cf_k;
+                    cf_g <= (cfg_m[cf_l] + (16'(LANES) >> cf_k) - 1) >> (LOG2P - cf_k);
+                    cf_phase <= CF_MUL;
+                end
+                CF_MUL: begin
+                    cf_cost <= 32'(cf_h) * 32'(cf_g);
+                    cf_phase <= CF_PICK;
+                end
+                default: begin  // CF_PICK
+                    if (cf_better) begin
+                        cf_best_cost <= cf_cost;
+                        cf_best_k <= cf_k;
+                        cf_best_h <= cf_h;
+                        cf_best_g <= cf_g;
+                    end
+                    cf_phase <= CF_DIV;
+                    if (cf_k == KW'(LOG2P)) begin  // this layer priced: commit its split
+                        cfg_k[cf_l] <= cf_better ? cf_k : cf_best_k;
+                        cfg_h[cf_l] <= cf_better ? cf_h : cf_best_h;
+                        cfg_g[cf_l] <= cf_better ? cf_g : cf_best_g;
+                        cf_k <= '0;
+                        cf_l <= cf_l + 1;
+                        if (cf_l == cfg_nl - 1) ld_state <= LD_FIRST;
+                    end else cf_k <= cf_k + 1;
+                end
+            endcase
+        end else if (ld_state == LD_FIRST) begin
+            begin_layer(16'd0);
+            ld_l <= '0;
+            w_layer_base <= '0;
+            w_row_base <= '0;
+            b_layer_base <= '0;
+            ld_state <= LD_W;
         end else if (take) begin
             case (ld_state)
                 LD_HDR: begin
@@ -164,23 +227,21 @@ module mlp_loader #(
                                 cfg_m[l] <= hdr_m[l];
                                 cfg_shift[l] <= 6'(hdr_shift[l]);
                                 cfg_relu[l] <= (16'(l) == hdr_nl - 1) ? in_word[0] : hdr_flags[l][0];
-                                cfg_k[l] <= best_k(hdr_n[l], hdr_m[l]);
-                                cfg_h[l] <= (hdr_n[l] + (16'd1 << best_k(hdr_n[l], hdr_m[l])) - 1) >> best_k(hdr_n[l], hdr_m[l]);
-                                cfg_g[l] <= (hdr_m[l] + (16'(LANES) >> best_k(hdr_n[l], hdr_m[l])) - 1) >> (LOG2P - best_k(hdr_n[l], hdr_m[l]));
                             end
                             cfg_tanh <= in_word[1];
-                            ld_state <= LD_W;
-                            ld_l <= '0;
-                            ld_i <= '0;
-                            ld_j <= '0;
+                            ld_state <= LD_CFG;
+                            cf_phase <= CF_DIV;
+                            cf_l <= '0;
+                            cf_k <= '0;
                         end
                     end
                     if (ld_reject && !in_last) ld_state <= LD_SKIP;  // drop the rest of the frame
                 end
                 LD_W: begin
-                    if (ld_j == cfg_n[ld_l] - 1) begin
+                    if (ld_j == cur_n - 1) begin
                         ld_j <= '0;
-                        if (ld_i == cfg_m[ld_l] - 1) begin
+                        if (row_group_end) w_row_base <= w_row_base + WAW'(cur_h);
+                        if (ld_i == cur_m - 1) begin
                             ld_i <= '0;
                             ld_state <= LD_BLO;
                         end else ld_i <= ld_i + 1;
@@ -191,9 +252,12 @@ module mlp_loader #(
                     ld_state <= LD_BHI;
                 end
                 LD_BHI: begin
-                    if (ld_i == cfg_m[ld_l] - 1) begin
-                        ld_i <= '0;
+                    if (ld_i == cur_m - 1) begin
                         ld_l <= ld_l + 1;
+                        begin_layer(ld_l + 1);
+                        w_layer_base <= w_layer_base + WAW'(REGION);
+                        w_row_base <= w_layer_base + WAW'(REGION);
+                        b_layer_base <= b_layer_base + BAW'(MAX_WIDTH);
                         ld_state <= ld_overrun ? LD_SKIP : LD_W;
                     end else begin
                         ld_i <= ld_i + 1;

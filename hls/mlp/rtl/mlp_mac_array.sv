@@ -1,55 +1,47 @@
 `default_nettype none
-// LANES signed 16x16 multipliers feeding a binary adder tree; two register stages.
-// The lanes form R = LANES >> k rows of C = 1 << k columns (lane = row * C + column): the level-k
-// nodes of the tree are the row sums, so one array serves every row/column split a layer picks.
+// LANES signed 16x16 multipliers feeding a masked adder tree that yields the row sums of any
+// row/column split of the lanes. Lanes are interleaved by row: for a split into R = LANES >> k rows
+// of C = 1 << k columns, lane l holds row l % R, column l / R. Level lv of the tree adds node
+// r + (LANES >> lv) into node r when lv <= k (and passes node r on otherwise), so after the last
+// level node r (r < R) is the sum of row r: no mux picks a level, the mask rides in the adders.
+// Registers: the products (one multiplier each, mapped onto a hard multiplier by synthesis), then
+// one after every TREE_PER_STAGE levels; latency 1 + STAGES cycles (STAGES below).
 // Vectors are packed (lane l in bits [l*W +: W]) so that Yosys reads the ports too.
 module mlp_mac_array #(
-    parameter int LANES = 16,  // multipliers (power of two)
-    parameter int ACC_W = 48,  // width of the row sums
-    parameter int KW = 3       // width of in_k
+    parameter int LANES = 16,          // multipliers (power of two, >= 2)
+    parameter int KW = 3,              // width of in_k
+    parameter int TREE_PER_STAGE = 2,  // adder levels between two registers
+    localparam int LOG2P = $clog2(LANES),
+    localparam int SUM_W = 32 + LOG2P, // width of a row sum (no sum of LANES products overflows it)
+    localparam int STAGES = (LOG2P + TREE_PER_STAGE - 1) / TREE_PER_STAGE  // tree register stages
 ) (
     input  wire                      clk,
-    input  wire                      in_valid,
     input  wire  [LANES*16-1:0]      in_w,      // lane l: signed weight in bits [16l +: 16]
-    input  wire  [LANES*16-1:0]      in_a,      // lane l: signed activation in bits [16l +: 16]
-    input  wire  [LANES-1:0]         in_mask,   // lane l contributes (its column exists)
+    input  wire  [LANES*16-1:0]      in_a,      // lane l: signed activation (0 where the column does not exist)
     input  wire  [KW-1:0]            in_k,      // log2 of the columns per row
-    output logic                     out_valid, // two cycles after in_valid
-    output logic [LANES*ACC_W-1:0]   out_sum    // row r < (LANES >> k): signed sum in [r*ACC_W +: ACC_W]
+    output logic [LANES*SUM_W-1:0]   out_sum    // row r < (LANES >> k): signed sum in [r*SUM_W +: SUM_W], 1 + STAGES cycles later
 );
-    localparam int LOG2P = $clog2(LANES);
-
-    logic [LANES*32-1:0] prod;
-    logic [KW-1:0] k_q;
-    logic valid_q;
-    // tree level lv, node r (sum of lanes r * 2^lv .. r * 2^lv + 2^lv - 1) in [(lv*LANES + r)*ACC_W +: ACC_W]
-    logic [(LOG2P+1)*LANES*ACC_W-1:0] tree;
-
-    // stage 1: products (masked lanes give 0)
+    // st[0]: the products; st[s]: after s register stages of TREE_PER_STAGE levels each
+    logic [STAGES:0][LANES*SUM_W-1:0] st;
+    logic [STAGES:0][KW-1:0] st_k;
     always_ff @(posedge clk) begin
-        k_q <= in_k;
-        valid_q <= in_valid;
-        out_valid <= valid_q;
+        st_k[0] <= in_k;
         for (int l = 0; l < LANES; l++)
-            prod[32*l +: 32] <= in_mask[l] ? 32'($signed(in_w[16*l +: 16]) * $signed(in_a[16*l +: 16])) : 32'd0;
+            st[0][SUM_W*l +: SUM_W] <= SUM_W'($signed(in_w[16*l +: 16]) * $signed(in_a[16*l +: 16]));
     end
 
-    always_comb begin
-        tree = '0;
-        for (int l = 0; l < LANES; l++) tree[l*ACC_W +: ACC_W] = ACC_W'($signed(prod[32*l +: 32]));
-        for (int lv = 1; lv <= LOG2P; lv++)
-            for (int r = 0; r < (LANES >> lv); r++)
-                tree[(lv*LANES + r)*ACC_W +: ACC_W] = $signed(tree[((lv-1)*LANES + 2*r)*ACC_W +: ACC_W])
-                                                    + $signed(tree[((lv-1)*LANES + 2*r + 1)*ACC_W +: ACC_W]);
+    for (genvar s = 0; s < STAGES; s++) begin : g_stage
+        always_ff @(posedge clk) begin
+            logic [LANES*SUM_W-1:0] v;
+            v = st[s];
+            for (int lv = s * TREE_PER_STAGE + 1; lv <= (s + 1) * TREE_PER_STAGE && lv <= LOG2P; lv++)
+                for (int r = 0; r < (LANES >> lv); r++)  // the mask gates an operand, ahead of the carry chain
+                    v[SUM_W*r +: SUM_W] = v[SUM_W*r +: SUM_W]
+                                        + (KW'(lv) <= st_k[s] ? v[SUM_W*(r + (LANES >> lv)) +: SUM_W] : '0);
+            st[s+1] <= v;
+            st_k[s+1] <= st_k[s];
+        end
     end
-
-    // stage 2: the row sums of the level the layer uses
-    always_ff @(posedge clk) begin
-        out_sum <= '0;
-        for (int lv = 0; lv <= LOG2P; lv++)
-            if (KW'(lv) == k_q)
-                for (int r = 0; r < (LANES >> lv); r++)
-                    out_sum[r*ACC_W +: ACC_W] <= tree[(lv*LANES + r)*ACC_W +: ACC_W];
-    end
+    assign out_sum = st[STAGES];
 endmodule
 `default_nettype wire

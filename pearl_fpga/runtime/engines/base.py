@@ -12,15 +12,8 @@ import numpy as np
 from pearl_fpga.config import ENGINES, TrainConfig
 from pearl_fpga.runtime.actor import Transitions
 from pearl_fpga.runtime.envs import EnvSpec
-from pearl_fpga.runtime.placement import Placement
-from pearl_fpga.runtime.replay import Replay
-
-
-def resolve_engine(config: TrainConfig) -> str:
-    """The engine a config runs on: its `engine`, or for "auto" `processes` when workers > 0, else `inline`."""
-    if config.engine == "auto":
-        return "processes" if config.workers > 0 else "inline"
-    return config.engine
+from pearl_fpga.runtime.placement import Placement, resolve_engine
+from pearl_fpga.replay.manager import Replay
 
 
 class Messages(Protocol):
@@ -55,7 +48,7 @@ class RunSetup:
     def make_replay(self, config: TrainConfig | None = None, seed_offset: int = 0) -> Replay:
         """A buffer in this process on the placement's replay device (`config`: a shard's, else the run's)."""
         from pearl_fpga.runtime.emulation import replay_sizes
-        from pearl_fpga.runtime.replay import make_replay
+        from pearl_fpga.runtime.placement import make_replay
 
         return make_replay(config or self.config, self.spec.obs_dim, self.action_shape, self.spec.discrete,
                            self.seed + 1 + seed_offset, self.placement.replay_backends(), self.placement.replay,

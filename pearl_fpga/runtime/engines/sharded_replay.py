@@ -28,7 +28,8 @@ import numpy as np
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.replay.batch import Batch
-from pearl_fpga.runtime.replay import Replay, ReplayEmpty, make_replay
+from pearl_fpga.replay.manager import Replay, ReplayEmpty
+from pearl_fpga.runtime.placement import make_replay
 
 
 class ReplayShard:

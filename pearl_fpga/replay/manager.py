@@ -1,4 +1,4 @@
-"""The replay manager's buffers: a uniform ring buffer (SB3's ReplayBuffer semantics) or the
+"""The replay manager's buffers (pearl_fpga.runtime.placement.make_replay chooses one for a run): a uniform ring buffer (SB3's ReplayBuffer semantics) or the
 prioritized buffer on the replay kernel (pearl_fpga.PrioritizedReplayBuffer), behind one interface
 (`Replay`, which the Ray engine's sharded replay also has): `add(transitions)`, `sample(batch_size) ->
 Batch` (pearl_fpga.replay.Batch, numpy), `update_priorities(indices, td_errors)` with numpy |TD
@@ -14,7 +14,6 @@ import numpy as np
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DivergenceError
 from pearl_fpga.replay.batch import Batch
-from pearl_fpga.runtime.schedule import allowed_gradient_steps
 
 FIELDS = ("obs", "action", "reward", "next_obs", "done")
 NONFINITE_MODES = ("error", "drop")
@@ -276,22 +275,3 @@ class PrioritizedReplay(Replay):
         except (ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"checkpoint replay does not fit this buffer: {exc}") from exc
 
-
-def make_replay(config: TrainConfig, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
-                replay_backends: tuple[str, ...] = ("cpu",), device: str = "cpu",
-                sizes: dict[str, int] | None = None) -> Replay:
-    """Uniform buffer, or the prioritized one on the replay kernel (first available of
-    `replay_backends`; `sizes`: its fan-out and batch, an emulated board's) when config.per is set."""
-    if not config.per:
-        replay: Replay = UniformReplay(config.buffer_size, obs_dim, action_shape, discrete, seed)
-    else:
-        from pearl_fpga.runtime.placement import first_available
-
-        replay = first_available(
-            lambda backend: PrioritizedReplay(config.buffer_size, obs_dim, action_shape, discrete, seed, config,
-                                              backend, beta_steps=allowed_gradient_steps(config, config.total_steps),
-                                              **(sizes or {})),
-            replay_backends, f"placement replay={device} (replay kernel)")
-    replay.env_id = config.env_id
-    replay.on_nonfinite = config.nonfinite_transitions
-    return replay
