@@ -27,6 +27,12 @@ NETLIST_CASES: dict[str, dict[str, Any]] = {
         "test_dir": COCOTB / "replay", "test_module": "test_replay_top",
         "env": {"REPLAY_CAPACITY": "13", "REPLAY_FANOUT": "2", "REPLAY_FREE_RUN": "1", "REPLAY_SEED": "15"},
     },
+    # the table in DP16KD, the hazard window, the pipeline (its products in LUTs: -nodsp)
+    "tabular": {
+        "parameters": {"N_STATES": 13, "N_ACTIONS": 3},
+        "test_dir": COCOTB / "tabular", "test_module": "test_tabular_core", "top": "tabular_core",
+        "env": {"TABULAR_STATES": "13", "TABULAR_ACTIONS": "3", "TABULAR_SEED": "13"},
+    },
 }
 
 
