@@ -41,6 +41,19 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def config_flags(args: argparse.Namespace) -> str:
+    """The options that made the command's config (--per, --config, each --set), as a shell would take them
+    back: what a command suggests (`plan`'s "train with:") must be the config it used."""
+    import shlex
+
+    flags = ["--per"] if getattr(args, "per", False) else []
+    if getattr(args, "config", None) is not None:
+        flags += ["--config", shlex.quote(str(args.config))]
+    for item in getattr(args, "set", []) or []:
+        flags += ["--set", shlex.quote(item)]
+    return "".join(f" {flag}" for flag in flags)
+
+
 def build_config(args: argparse.Namespace, algo: str, env: str | None = None, **overrides: Any) -> Any:
     """The command's TrainConfig (see the module docstring); ValueError names any wrong field."""
     from pearl_fpga.config import TrainConfig, preset_note
