@@ -90,10 +90,15 @@ RANGES: dict[str, Range] = {
 
 
 def preset_note(algo: str, env_id: str | None) -> str | None:
-    """The line to show when `env_id` has no preset of its own for `algo` (None when it has one)."""
+    """The line to show when `env_id` has no preset of its own for `algo` (None when it has one, and for an
+    id gymnasium does not know: making the env says what is wrong, and no note should come before that)."""
     try:
         spec = registry.get(algo)
-    except ValueError:
+        import gymnasium
+
+        if env_id is not None and env_id not in gymnasium.registry:
+            return None
+    except (ValueError, ImportError):
         return None
     return spec.preset_note(env_id)
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -38,7 +39,7 @@ from pearl_fpga.runtime.callbacks import (Callback, CallbackList, CheckpointCall
                                         as_callback)
 from pearl_fpga.runtime.checkpoint import RESUMABLE_FIELDS
 from pearl_fpga.runtime.engines import Engine, RunSetup, make_engine
-from pearl_fpga.runtime.envs import EnvGroup, calibration_batch
+from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_id_for
 from pearl_fpga.runtime.learner_batches import LearnerBatches
 from pearl_fpga.runtime.logger import logger_for
 from pearl_fpga.runtime.placement import Placement
@@ -61,7 +62,7 @@ __all__ = ["RESUMABLE_FIELDS", "Trainer"]
 class Trainer(RunReports, CheckpointedRun, ClosesRun):
     """Trains one agent of a deep algorithm; see the module docstring."""
 
-    def __init__(self, algo: str = "dqn", env: str | None = None, placement: str | Placement | dict | None = None,
+    def __init__(self, algo: str = "dqn", env: Any = None, placement: str | Placement | dict | None = None,
                  config: TrainConfig | None = None, seed: int = 0, workers: int | None = None,
                  logger: Any = None, checkpoint_dir: str | Path | None = None, engine: str | None = None,
                  ray_address: str | None = None, logdir: str | Path | None = None, strict: bool = False) -> None:
@@ -69,11 +70,16 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         `logdir`: the Trainer logs there as `pearl-fpga train` does (CSV files, TensorBoard events when
         tensorboard is installed, learning_curve.png after each train()). `strict`: a train() call whose
         budget ends before the schedule allows a gradient step raises NoLearningError (else it warns,
-        NoLearningWarning, and runs)."""
-        plan = plan_run(algo, env, placement, config, seed, workers, engine, ray_address)
+        NoLearningWarning, and runs). `env`: a gymnasium id, or as in SB3 a gymnasium.Env (made again from
+        its spec) or a callable that makes one; the inline engine only (runtime.envs.env_id_for)."""
+        made_from = getattr(getattr(env, "spec", None), "id", None)  # an instance gym.make made: its id's preset
+        if config is None and not isinstance(env, str) and isinstance(made_from, str) and made_from in gym.registry:
+            config = TrainConfig.preset(str(algo).lower(), made_from)
+        plan = plan_run(algo, env_id_for(env), placement, config, seed, workers, engine, ray_address)
         self.config, self.placement, self.spec = config, placement, spec = plan.config, plan.placement, plan.spec
         self.preset_note, self.learner_threads, self.seed = plan.preset_note, plan.learner_threads, seed
         self.strict = bool(strict)
+        self.board_fit = plan.board_fit  # the preset's fields fitted to an emulated board, or None
         self.logdir = Path(logdir) if logdir is not None else None
         self.logger = logger_for(logger, self.logdir)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
@@ -141,7 +147,8 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         self._stop.reset()
         if self.checkpoint_dir is not None:
             self._open_checkpoint_dir()
-        self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "end": end}
+        self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "start_grad_steps": self.grad_steps,
+                     "end": end}
         try:
             with self._stop.handlers():
                 try:

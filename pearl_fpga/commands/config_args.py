@@ -37,6 +37,9 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         try:
             out[field] = json.loads(value)
         except json.JSONDecodeError:
+            if "," in value:  # e.g. net_arch=64,64: a list wants JSON's brackets
+                raise ValueError(f"--set {item!r}: {value!r} is not a JSON value; write a list in brackets, "
+                                 f"e.g. --set {field}=[{value.strip('[]() ')}]") from None
             out[field] = value  # a bare string such as an env id; TrainConfig checks its type
     return out
 

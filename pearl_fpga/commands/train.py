@@ -134,9 +134,10 @@ def run(args: argparse.Namespace) -> int:
             trainer = TabularTrainer(config.algo, config.env_id, config=config, seed=args.seed, logger=logger,
                                      checkpoint_dir=None if offline else ckpt, record=args.save_dataset is not None)
         else:
-            config = _fit_board(args, config, placement, console)
+            config, board_fit = _fit_board(args, config, placement, console)
             trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=args.seed,
                               logger=logger, checkpoint_dir=ckpt)
+            trainer.board_fit = board_fit
         total = trainer.config.total_steps
         remaining = total - trainer.env_steps
         console.print(escape(_header(trainer, args.dataset if offline else remaining, logdir)))
@@ -307,21 +308,21 @@ def _report_tabular(args: argparse.Namespace, console: Any, trainer: Any, result
     return 0
 
 
-def _fit_board(args: argparse.Namespace, config: TrainConfig, placement: Any, console: Any) -> Any:
+def _fit_board(args: argparse.Namespace, config: TrainConfig, placement: Any, console: Any) -> tuple[Any, Any]:
     """The config fitted to an emulated board where the preset does not fit and --set/--config left the
     field alone (runtime.emulation.board_preset), with one line saying which runs and why."""
     from rich.markup import escape
 
-    from pearl_fpga.runtime.emulation import board_preset
+    from pearl_fpga.runtime.emulation import board_fit_record, board_preset
     from pearl_fpga.runtime.envs import env_spec
     from pearl_fpga.runtime.placement import parse_placement
 
     spec = env_spec(config.env_id)
-    config, note = board_preset(config, parse_placement(placement), spec.obs_dim, spec.action_dim,
+    fitted, note = board_preset(config, parse_placement(placement), spec.obs_dim, spec.action_dim,
                                 set(_asked_fields(args, config)))
     if note:
         console.print(escape(note))
-    return config
+    return fitted, board_fit_record(config, fitted, note)
 
 
 def _board_header(name: str) -> str:

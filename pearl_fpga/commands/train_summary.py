@@ -39,10 +39,18 @@ def engine_text(config: TrainConfig, engine_obj: Any = None) -> str:
 
 
 def run_summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str, Any]:
+    """summary.json: "placement" is the one asked for (a --placement value); "placed" where each task ran, as
+    the console says it (a uniform buffer is host memory wherever replay is placed); "board_fit" what fitting
+    the preset to an emulated board changed, with the console's line; rates count this command's steps."""
+    stats = trainer.stats()
     return {
         "algo": trainer.config.algo, "env_id": trainer.config.env_id, "seed": trainer.seed,
-        "placement": str(trainer.placement), "workers": trainer.config.workers,
+        "placement": str(trainer.placement),
+        "placed": {task: trainer.device_of(task) for task in ("act", "replay", "learn")},
+        "board_fit": getattr(trainer, "board_fit", None), "workers": trainer.config.workers,
         "env_steps": trainer.env_steps, "grad_steps": trainer.grad_steps, "episodes": trainer.episodes,
+        "env_steps_run": stats.env_steps_run, "grad_steps_run": stats.grad_steps_run,
+        "grad_steps_per_s": stats.grad_steps_run / stats.elapsed if stats.elapsed > 0 else 0.0,
         "updates_per_env_step": trainer.grad_steps / max(trainer.env_steps, 1),
         "updates_per_env_step_configured": trainer.config.gradient_steps / trainer.config.train_freq,
         "engine": engine_text(trainer.config, trainer.engine), "faults": trainer.faults(),
@@ -89,6 +97,9 @@ def print_summary(console: Any, trainer: Any, measured: dict[str, float], result
         table.add_row(key, device, f"{secs:.2f}", f"{secs / steps * 1e6:,.1f}", *on_board, f"{calls:,}",
                       f"{calls / secs:,.0f}" if secs > 0 else "-")
     console.print(table)
+    fit = getattr(trainer, "board_fit", None)
+    if fit:
+        console.print(escape("the experiment was changed for the board: " + fit["text"]))
     dev = Table(title="Time per device", title_justify="left")
     dev.add_column("device")
     dev.add_column("busy s", justify="right")
@@ -97,7 +108,7 @@ def print_summary(console: Any, trainer: Any, measured: dict[str, float], result
     console.print(dev)
     elapsed = stats.elapsed
     console.print(f"env steps/s {measured['env_steps_per_s']:,.0f}   gradient updates/s "
-                  f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
+                  f"{stats.grad_steps_run / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
                   f"actor restarts {trainer.worker_restarts}", markup=False)
     if board:
         rate = board["env_steps_per_s"]

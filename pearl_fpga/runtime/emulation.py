@@ -168,6 +168,14 @@ def board_preset(config: TrainConfig, placement: Placement, obs_dim: int, out_di
                     f"{'; '.join(problems)} (--placement cpu-kernel runs the preset as it is)")
 
 
+def board_fit_record(preset: TrainConfig, run: TrainConfig, note: str | None) -> dict[str, Any] | None:
+    """What board_preset changed, for summary.json and the console's summary alike: {"changes": {field:
+    {"preset": value, "run": value}}, "text": its line}; None when the run is the preset's."""
+    before, after = preset.to_dict(), run.to_dict()
+    changes = {k: {"preset": before[k], "run": v} for k, v in after.items() if before.get(k) != v}
+    return {"changes": changes, "text": note} if changes and note else None
+
+
 def limit_mlp_backend(backend: Any, placement: Placement) -> Any:
     """`backend` (the MLP kernel's C++ build) at the emulated board's synthesized sizes."""
     board = emulated_board(placement)
