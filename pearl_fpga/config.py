@@ -96,7 +96,7 @@ def preset_note(algo: str, env_id: str | None) -> str | None:
         spec = registry.get(algo)
         import gymnasium
 
-        if env_id is not None and env_id not in gymnasium.registry:
+        if env_id is not None and ":" not in env_id and env_id not in gymnasium.registry:  # module:Id imports later
             return None
     except (ValueError, ImportError):
         return None

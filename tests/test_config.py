@@ -46,7 +46,13 @@ def test_env_without_preset_says_whose_it_uses(tmp_path, capsys):
     from pearl_fpga.commands.config_args import build_config
     import argparse
 
+    import gymnasium as gym
+
+    assert preset_note("dqn", "Corridor-v0") is None  # not an env: making it says so, with no note before
+    if "Corridor-v0" not in gym.registry:
+        gym.register("Corridor-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv")
     assert preset_note("dqn", "Corridor-v0").startswith("no preset for Corridor-v0: using CartPole-v1's")
+    assert preset_note("dqn", "my_envs:Corridor-v1").startswith("no preset")  # imported when made
     config = build_config(argparse.Namespace(set=[], config=None), "dqn", "Corridor-v0")
     assert config.env_id == "Corridor-v0" and config.learning_rate == TrainConfig.preset("dqn").learning_rate
     assert capsys.readouterr().err.count("no preset for Corridor-v0: using CartPole-v1's") == 1

@@ -132,7 +132,7 @@ def test_trainer_takes_an_env_instance_or_a_callable_as_sb3_does():
         return gym.make("CartPole-v1")
 
     trainer = Trainer("dqn", make_cartpole, config=config, placement="cpu")
-    trainer.train(40)
+    trainer.train(70)
     assert calls and trainer.config.env_id.startswith("pearl_fpga_user/make_cartpole-v")
     with pytest.raises(ValueError, match="worker processes.*register the env with gymnasium.register"):
         Trainer("dqn", make_cartpole, config=config, placement="cpu", workers=1)

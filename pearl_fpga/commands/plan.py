@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
                       f"PER {'on' if config.per else 'off'}", markup=False)
         plan.print(console)
         console.print(f"train with: pearl-fpga train --algo {config.algo} --env {config.env_id} "
-                      f"--placement {plan.placement} --workers {plan.workers}{config_flags(args)}", markup=False)
+                      f"--placement {plan.placement} --workers {plan.workers}{config_flags(args)}", markup=False,
+                      soft_wrap=True)  # one line, to paste
         if ray_plan is not None:
             _print_ray(console, config, plan, ray_plan, args.ray_address, config_flags(args))
     return 0
@@ -148,4 +149,5 @@ def _print_ray(console, config, plan, ray_plan, address: str, flags: str = "") -
     if ray_plan.engine == "ray":
         addr = f" --ray-address {address}" if address else ""
         console.print(f"train with: pearl-fpga train --algo {config.algo} --env {config.env_id} --placement "
-                      f"{plan.placement} --engine ray --actors {ray_plan.actors} --replay-shards {ray_plan.shards}{addr}{flags}", markup=False)
+                      f"{plan.placement} --engine ray --actors {ray_plan.actors} --replay-shards {ray_plan.shards}{addr}{flags}", markup=False,
+                      soft_wrap=True)
