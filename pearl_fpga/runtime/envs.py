@@ -8,7 +8,7 @@ truncation still bootstraps), and an exact snapshot of every env for checkpoints
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -75,7 +75,7 @@ def env_id_for(env: Any) -> str | None:
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
     version = sum(1 for key in gym.registry if key.startswith(f"{USER_NAMESPACE}/{name}-v"))
     env_id = f"{USER_NAMESPACE}/{name}-v{version}"
-    gym.register(env_id, entry_point=factory)
+    gym.register(env_id, entry_point=cast(Any, factory))  # gymnasium calls it with the spec's kwargs (none)
     return env_id
 
 
