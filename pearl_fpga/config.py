@@ -31,6 +31,8 @@ from typing import Any
 
 # net_arch takes any network torch takes: the MLP kernel's sizes (hls/mlp/SPEC.md) are checked only by the
 # placements that put it in the loop (runtime.emulation.check_fits).
+from pearl_fpga.errors import ConfigError
+from pearl_fpga.safe_io import read_json
 from pearl_fpga import presets as registry
 from pearl_fpga.presets.spec import Range
 
@@ -90,15 +92,10 @@ RANGES: dict[str, Range] = {
 
 
 def preset_note(algo: str, env_id: str | None) -> str | None:
-    """The line to show when `env_id` has no preset of its own for `algo` (None when it has one, and for an
-    id gymnasium does not know: making the env says what is wrong, and no note should come before that)."""
+    """The line to show when `env_id` has no preset of its own for `algo` (None when it has one)."""
     try:
         spec = registry.get(algo)
-        import gymnasium
-
-        if env_id is not None and ":" not in env_id and env_id not in gymnasium.registry:  # module:Id imports later
-            return None
-    except (ValueError, ImportError):
+    except ValueError:
         return None
     return spec.preset_note(env_id)
 
@@ -278,19 +275,20 @@ class TrainConfig:
         hints = {f.name: f.type for f in dataclasses.fields(self) if f.name != "params"}
         for name, kind in hints.items():
             value = getattr(self, name)
+            fix = f"; set it in the config file or with --set {name}=VALUE"
             if kind == "bool":
                 if not isinstance(value, bool):
-                    raise ValueError(f"TrainConfig.{name} must be true or false, got {value!r}")
+                    raise ValueError(f"TrainConfig.{name} must be true or false, got {value!r}{fix}")
             elif kind == "int":
                 if isinstance(value, bool) or not isinstance(value, int):
-                    raise ValueError(f"TrainConfig.{name} must be an integer, got {value!r}")
+                    raise ValueError(f"TrainConfig.{name} must be an integer, got {value!r}{fix}")
             elif kind == "float":
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                    raise ValueError(f"TrainConfig.{name} must be a finite number, got {value!r}")
+                    raise ValueError(f"TrainConfig.{name} must be a finite number, got {value!r}{fix}")
                 setattr(self, name, float(value))
             elif kind == "str":
                 if not isinstance(value, str) or (not value and name != "ray_address"):
-                    raise ValueError(f"TrainConfig.{name} must be a non-empty string, got {value!r}")
+                    raise ValueError(f"TrainConfig.{name} must be a non-empty string, got {value!r}{fix}")
         try:
             spec = registry.get(self.algo)
         except ValueError as exc:
@@ -414,21 +412,33 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, path: str | Path, base: TrainConfig | None = None) -> TrainConfig:
-        """Read a JSON file; its keys override `base` (or the preset of its "algo")."""
+        """Read a JSON file (safe_io.read_json); its keys override `base` (or the preset of its "algo").
+        ConfigError names the file and the field, the rule it breaks and the fix."""
+        data = read_config_file(path)
+        for name in ("algo", "env_id"):  # they choose the preset, before any field is validated
+            if name in data and not isinstance(data[name], str):
+                raise ConfigError(f"config {path}: TrainConfig.{name} must be a string, got {data[name]!r}; set it in "
+                                  f"the config file or with --{name.split('_')[0]}")
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"cannot read config {path}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ValueError(f"config {path} must hold a JSON object of TrainConfig fields")
-        if base is None:
-            base = cls.preset(data.get("algo", "dqn"), data.get("env_id"))
-        merged = base.to_dict()
-        unknown = sorted(set(data) - set(merged))
-        if unknown:
-            raise ValueError(f"config {path}: unknown field(s) {', '.join(unknown)}")
-        merged.update(data)
-        return cls.from_dict(merged)
+            if base is None:
+                base = cls.preset(data.get("algo", "dqn"), data.get("env_id"))
+            merged = base.to_dict()
+            unknown = sorted(set(data) - set(merged))
+            if unknown:
+                raise ValueError(f"unknown field(s) {', '.join(unknown)}; valid fields: {', '.join(sorted(merged))}")
+            merged.update(data)
+            return cls.from_dict(merged)
+        except ValueError as exc:
+            raise ConfigError(f"config {path}: {exc}") from None
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a --config file: a regular file of at most 1 MiB, UTF-8, nesting limited, an
+    object at the top; ConfigError naming the file, the rule and the fix otherwise."""
+    try:
+        return dict(read_json(path, "config", max_bytes=1 << 20, error=ConfigError, top=dict))
+    except FileNotFoundError:
+        raise ConfigError(f"config {path} does not exist; check the path given to --config") from None
 
 
 def nearest_name(name: str, names: list[str]) -> str:

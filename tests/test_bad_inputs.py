@@ -192,6 +192,7 @@ def _tampered(checkpoint, tmp_path, change):
     change(state)
     torch.save(pack(state), path / "state.pt")
     manifest["files"]["state.pt"]["sha256"] = sha256(path / "state.pt")
+    manifest["files"]["state.pt"]["bytes"] = (path / "state.pt").stat().st_size
     (path / "manifest.json").write_text(json.dumps(manifest))
     return path
 

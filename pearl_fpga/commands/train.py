@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     logdir = args.logdir or default_logdir(config.algo + ("-offline" if offline else ""), config.env_id, args.seed,
                                            args.resume)
     ckpt = args.checkpoint_dir or logdir / "checkpoint"
+    args.interrupt_note = lambda: _interrupt_outcome(ckpt, logdir, False, f"continue with --resume --logdir {logdir}")
     logger = None
     trainer: Trainer | TabularTrainer | None = None
     new_logdir = not logdir.exists()  # removed again if the run fails before its first env step
@@ -171,9 +172,10 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(exc, TrainingInterrupted) and exc.checkpoint is not None:
             console.print(f"[yellow]interrupted[/yellow] ({escape(str(exc))}); {escape(again)}")
         else:
-            console.print(f"[yellow]interrupted[/yellow] " + escape(
-                f"({exc or signal.Signals(signum).name}): no new checkpoint; the last complete one in {ckpt}, if any, "
-                f"is kept; {again}"))
+            started = trainer is not None and trainer.env_steps > 0
+            failed_before_start = new_logdir and not started and not _has_checkpoint(ckpt)
+            console.print("[yellow]interrupted[/yellow] " + escape(
+                f"({exc or signal.Signals(signum).name}): " + _interrupt_outcome(ckpt, logdir, failed_before_start, again)))
         return 128 + int(signum)
     except (PearlError, ValueError) as exc:
         if new_logdir and (trainer is None or trainer.env_steps == 0):
@@ -335,6 +337,20 @@ def _board_header(name: str) -> str:
             f"{r['fanout']}); its times are modelled")
 
 
+def _has_checkpoint(ckpt: Path) -> bool:
+    """A complete checkpoint (deep or tabular) is in `ckpt`."""
+    return (ckpt / "manifest.json").is_file() or (ckpt / "tabular.npz").is_file()
+
+
+def _interrupt_outcome(ckpt: Path, logdir: Path, removed: bool, again: str) -> str:
+    """What an interrupt without a new checkpoint leaves: the one line says what was saved and where."""
+    if _has_checkpoint(ckpt):
+        return f"no new checkpoint; the last complete one, in {ckpt}, is kept; {again}"
+    if removed:
+        return f"stopped during start-up: nothing was saved (no checkpoint, and the new run folder {logdir} was removed)"
+    return f"nothing was saved: there is no checkpoint in {ckpt} (logs so far are in {logdir})"
+
+
 def _terminate_as_interrupt() -> Any:
     """SIGTERM outside train() (start-up, final evaluation) ends the command like Ctrl-C, through the
     finally blocks (logs closed, locks released); inside train() the Trainer's own handler applies."""
@@ -350,10 +366,11 @@ def _asked_fields(args: argparse.Namespace, config: TrainConfig) -> dict[str, An
     """The TrainConfig fields this command line sets explicitly (--config, --set, --per and the options
     of a field), with their values in `config`: what --resume compares with the checkpoint."""
     from pearl_fpga.commands.config_args import parse_set
+    from pearl_fpga.config import read_config_file
 
     names = set(parse_set(getattr(args, "set", []) or []))
     if args.config is not None:
-        names |= set(json.loads(Path(args.config).read_text()))
+        names |= set(read_config_file(args.config))
     if args.per:
         names.add("per")
     flags = {**FIELD_OPTIONS, "checkpoint_freq": "checkpoint_freq"}

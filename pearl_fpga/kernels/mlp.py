@@ -233,7 +233,7 @@ class MLPInfer:
         policy.npz and policy.json (pearl_fpga.kernels.mlp_artifact), which `MLPInfer.load` reads
         without torch on any backend, giving the same bits. action: how the loaded policy's `.act` makes
         actions (mlp_artifact.ACTION_RULES; default this object's: argmax for a raw head, scaled-tanh for
-        a tanh head; "tanh-mean" for SAC's (mean, log std) outputs). action_low/high: the bounds it
+        a tanh head; "tanh-mean" for a squashed Gaussian policy's (mean, log std) outputs). action_low/high: the bounds it
         scales to (default: this object's). `info`: JSON-able facts to keep (where the policy came
         from); `max_error` is added when known. Returns the directory."""
         if not self.layers:
@@ -317,12 +317,12 @@ class MLPInfer:
 
     @property
     def action_rule(self) -> str:
-        """How `act` makes actions (mlp_artifact.ACTION_RULES): argmax, scaled-tanh, or tanh-mean (SAC)."""
+        """How `act` makes actions (mlp_artifact.ACTION_RULES): argmax, scaled-tanh, or tanh-mean (a squashed Gaussian policy)."""
         return self._action or default_action(self.head)
 
     def act(self, obs: Any) -> Any:
         """Greedy actions (RAW head: argmax, int64 (B,) or an int for one observation) or actions scaled
-        to [action_low, action_high] (TANH head: float32 (B, m) or (m,); a loaded SAC policy, rule
+        to [action_low, action_high] (TANH head: float32 (B, m) or (m,); a loaded squashed Gaussian policy, rule
         tanh-mean: tanh of the first half of the outputs, scaled likewise)."""
         if self.action_rule == "tanh-mean":
             m = len(self._low)

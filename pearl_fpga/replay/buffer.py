@@ -368,7 +368,11 @@ class PrioritizedReplayBuffer:
     def load(self, path: str | os.PathLike[str]) -> None:
         """Restore from a file written by save(). Raises CheckpointError (buffer untouched) when the
         file is missing, corrupt or made by a buffer with other settings."""
-        self.load_state_dict(read_npz(path, max_member_bytes=self._data.nbytes + 4096))  # + the .npy header
+        state = read_npz(path, max_member_bytes=self._data.nbytes + 4096)  # + the .npy header
+        try:
+            self.load_state_dict(state)
+        except CheckpointError as exc:
+            raise CheckpointError(f"replay buffer file {path}: {exc}") from None
 
     def __repr__(self) -> str:
         return (

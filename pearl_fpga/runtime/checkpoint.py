@@ -23,6 +23,7 @@ import torch
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DirectoryInUse, PearlError
+from pearl_fpga.safe_io import open_regular, read_json
 
 if TYPE_CHECKING:
     from pearl_fpga.algos.api import Learner
@@ -270,11 +271,18 @@ def read_checkpoint(directory: Path, expect: dict[str, Any] | None = None) -> tu
             raise CheckpointError(f"checkpoint {directory} is for {key}={manifest.get(key)!r}, "
                                   f"but this run asks for {value!r}; use another --checkpoint-dir or matching options")
     state_path = directory / STATE_FILE
+    size, recorded = state_path.stat().st_size, manifest["files"][STATE_FILE].get("bytes")
+    if isinstance(recorded, int) and size != recorded:  # before hashing: a huge or sparse file is not read at all
+        raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} is {size:,} bytes, {MANIFEST_FILE} says "
+                              f"{recorded:,} (truncated, replaced or partially written); use an older checkpoint")
     if sha256(state_path) != manifest["files"][STATE_FILE]["sha256"]:
         raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} does not match the checksum in "
                               f"{MANIFEST_FILE} (corrupt or partially written); use an older checkpoint")
     try:
-        state = unpack(torch.load(state_path, weights_only=True, map_location="cpu"))
+        with open_regular(state_path, "checkpoint state", 1 << 44, CheckpointError) as fh:
+            state = unpack(torch.load(fh, weights_only=True, map_location="cpu"))
+    except CheckpointError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
         raise CheckpointError(f"checkpoint {directory}: cannot read {STATE_FILE}: {exc}") from exc
     return manifest, state
@@ -285,10 +293,8 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST_FILE
     if not Path(directory).is_dir():
         raise CheckpointError(f"no checkpoint at {directory}: the directory does not exist")
-    from pearl_fpga.limits import read_json
-
     try:
-        manifest = read_json(path, "checkpoint manifest")  # bounded, UTF-8, no RecursionError from deep nesting
+        manifest = read_json(path, "checkpoint manifest", error=CheckpointError)  # regular file, bounded, UTF-8, depth
     except FileNotFoundError as exc:
         raise CheckpointError(f"{directory} is not a checkpoint: {MANIFEST_FILE} is missing") from exc
     except (OSError, ValueError) as exc:
@@ -307,6 +313,11 @@ def read_manifest(directory: Path) -> dict[str, Any]:
         value = manifest["counters"].get(key)
         if not isinstance(value, int) or value < 0:
             raise CheckpointError(f"checkpoint manifest {path}: counter {key!r} missing or invalid")
+    faults = manifest["counters"].get("faults", {})
+    if not isinstance(faults, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                               for v in faults.values()):
+        raise CheckpointError(f"checkpoint manifest {path}: field 'counters.faults' must map fault names to counts "
+                              f">= 0, got {faults!r}; the manifest is corrupt: use an older checkpoint")
     entry = manifest["files"].get(STATE_FILE)
     if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
         raise CheckpointError(f"checkpoint manifest {path}: no checksum for {STATE_FILE}")

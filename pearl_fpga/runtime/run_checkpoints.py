@@ -137,14 +137,17 @@ class CheckpointedRun:
                 raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
             if overrides:
                 config = resumed_config(config, overrides, directory)
-            trainer = cls(algo=config.algo, env=config.env_id,  # type: ignore[call-arg]
-                          placement=placement if placement is not None else manifest["placement"],
-                          config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,
-                          checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address)
+            try:
+                trainer = cls(algo=config.algo, env=config.env_id,  # type: ignore[call-arg]
+                              placement=placement if placement is not None else manifest["placement"],
+                              config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,
+                              checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address)
+            except ValueError as exc:  # e.g. an env id or seed of the manifest that makes no trainer here
+                raise CheckpointError(f"checkpoint {directory}: its manifest does not make a trainer: {exc}") from exc
             try:
                 trainer._restore(state, manifest["counters"])
-            except CheckpointError:
-                raise
+            except CheckpointError as exc:  # the state checks name the field, this the checkpoint
+                raise CheckpointError(f"checkpoint {directory}: {exc}") from None
             except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as exc:
                 raise CheckpointError(f"checkpoint {directory} does not fit this trainer: {exc}") from exc
         except BaseException:

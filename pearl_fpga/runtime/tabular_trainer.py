@@ -22,16 +22,19 @@ import numpy as np
 
 from pearl_fpga.algos.tabular import KERNEL_ALGO, check_env_id, epsilon_greedy, load_dataset, save_dataset
 from pearl_fpga import presets as registry
-from pearl_fpga.config import TrainConfig, run_config
+from pearl_fpga.config import MAX_STEPS, TrainConfig, run_config
 from pearl_fpga.errors import CheckpointError, TrainingInterrupted
 from pearl_fpga.kernels.tabular import TabularQ
-from pearl_fpga.limits import load_npz
+from pearl_fpga.safe_io import load_npz, parse_json, with_digest
 from pearl_fpga.runtime.checkpoint import resumed_config
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.stats import ClosesRun, EvalResult, Stats
 
 CHECKPOINT_FILE = "tabular.npz"
 CHECKPOINT_KEYS = ("table", "config", "seed", "episodes", "env_steps", "grad_steps", "episode_log", "eval_log")
+CHECKPOINT_KINDS = {"table": "i", "config": "U", "seed": "iu", "episodes": "iu", "env_steps": "iu", "grad_steps": "iu",
+                    "episode_log": "f", "eval_log": "f"}
+"""numpy dtype kinds of the checkpoint's members (checked in the .npy headers, before loading)."""
 EVAL_SEED_BASE = 1 << 30  # evaluation env seeds are >= 2**30, training ones below: never shared
 RESUMABLE_FIELDS = ("total_steps", "eval_freq", "eval_episodes", "checkpoint_freq", "backend")
 """TrainConfig fields a resumed tabular run may change; the others are fixed by its checkpoint."""
@@ -353,9 +356,10 @@ class TabularTrainer(ClosesRun):
         ep = np.array(self.episode_log, np.float64).reshape(-1, 3)
         ev = np.array(self.eval_log, np.float64).reshape(-1, 3)
         with open(tmp, "wb") as fh:
-            np.savez(fh, table=self.kernel.table, config=np.str_(json.dumps(self.config.to_dict())),
-                     seed=np.int64(self.seed), episodes=np.int64(self.episodes), env_steps=np.int64(self.env_steps),
-                     grad_steps=np.int64(self.grad_steps), episode_log=ep, eval_log=ev)
+            np.savez(fh, **with_digest(dict(  # the digest proves a later load reads exactly this
+                table=self.kernel.table, config=np.str_(json.dumps(self.config.to_dict())),
+                seed=np.int64(self.seed), episodes=np.int64(self.episodes), env_steps=np.int64(self.env_steps),
+                grad_steps=np.int64(self.grad_steps), episode_log=ep, eval_log=ev)))
         tmp.replace(path)  # a crash mid-write never leaves a half checkpoint
         return path
 
@@ -367,7 +371,7 @@ class TabularTrainer(ClosesRun):
         """A trainer restored from `directory` (Trainer.load's arguments): `expect` fields (e.g. algo,
         env_id) must match the stored config; `overrides` may change RESUMABLE_FIELDS only."""
         path = Path(directory) / CHECKPOINT_FILE
-        data = load_npz(path, "checkpoint", (*CHECKPOINT_KEYS, "episode"), "train without --resume first")
+        data = load_npz(path, "checkpoint", {**CHECKPOINT_KINDS, "episode": ""}, "train without --resume first")
         if "episode" in data:
             raise CheckpointError(f"checkpoint {path} was written by an earlier pearl_fpga, whose tabular runs counted "
                                   "episodes (TabularConfig); this one counts env steps and cannot continue it: start a "
@@ -376,16 +380,21 @@ class TabularTrainer(ClosesRun):
         if missing:
             raise CheckpointError(f"checkpoint {path} lacks {sorted(missing)}; it was not written by this trainer")
         try:
-            config = TrainConfig.from_dict(json.loads(str(data["config"])))
+            config = TrainConfig.from_dict(parse_json(str(data["config"]), f"checkpoint {path}: member config",
+                                                      CheckpointError, top=dict))
         except (ValueError, TypeError) as exc:
             raise CheckpointError(f"checkpoint {path} holds an invalid config ({exc})") from exc
         for key, want in (expect or {}).items():
             if getattr(config, key) != want:
                 raise CheckpointError(f"checkpoint {path} is for {key}={getattr(config, key)!r}, not {want!r}")
         config = resumed_config(config, overrides or {}, path, RESUMABLE_FIELDS)
+        scalars = [key for key in ("seed", "episodes", "env_steps", "grad_steps") if data[key].shape != ()]
+        if scalars:
+            raise CheckpointError(f"checkpoint {path}: field(s) {scalars} must be single integers; the file is corrupt")
         counts = {key: int(data[key]) for key in ("seed", "episodes", "env_steps", "grad_steps")}
-        if min(counts.values()) < 0:
-            raise CheckpointError(f"checkpoint {path}: a negative seed, episode or step count")
+        if min(counts.values()) < 0 or counts["seed"] >= 2**32 or max(counts.values()) > MAX_STEPS:
+            raise CheckpointError(f"checkpoint {path}: a seed, episode or step count out of range (seeds in [0, 2**32), "
+                                  f"counts in [0, {MAX_STEPS:.0e}]); the file is corrupt")
         trainer = cls(config.algo, config=config, seed=counts["seed"], placement=placement, workers=workers,
                       logger=logger, checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address, **kwargs)
         table = data["table"]
