@@ -20,7 +20,7 @@ TENSORBOARD_TAGS = {
     "eval/std_reward": "its standard deviation",
     "time/fps": "env steps per second of the current train() call (SB3's tag)",
     "time/episodes": "episodes so far (SB3's time/episodes)",
-    "train/loss": "the learner's last loss (SB3's tag; DDPG/TD3/SAC: the critic's)",
+    "train/loss": "the learner's last loss (SB3's tag; an actor-critic's: its critic's)",
     "train/n_updates": "gradient steps so far (SB3's tag)",
 }
 """Every TensorBoard tag a run writes, each at the env step (SB3's x axis): the names SB3 users' dashboards
