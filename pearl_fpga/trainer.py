@@ -205,6 +205,8 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         the actors, granted at most actor_lag env steps ahead, keep stepping."""
         cfg, engine = self.config, self.engine
         while self.env_steps < end:
+            if self._stop.requested:  # also while no transitions arrive (every actor down or backing off)
+                self._stop_at_boundary()
             limit = self._lockstep_limit(end) if engine.lockstep else credit_limit(cfg, self.grad_steps, end)
             if engine.refill_steps and not self.replay.can_sample():  # e.g. every Ray shard restarted empty
                 limit = min(end, max(limit, self.env_steps + engine.refill_steps))

@@ -276,6 +276,7 @@ def _edited(checkpoint: Path, tmp_path: Path, manifest_change=None, state_change
     import torch
 
     from pearl_fpga.runtime.checkpoint import pack, read_checkpoint, sha256
+    from pearl_fpga.runtime.manifest_checks import seal_manifest
 
     path = tmp_path / "edited"
     shutil.copytree(checkpoint, path)
@@ -285,7 +286,12 @@ def _edited(checkpoint: Path, tmp_path: Path, manifest_change=None, state_change
         torch.save(pack(state), path / "state.pt")
         manifest["files"]["state.pt"].update(sha256=sha256(path / "state.pt"), bytes=(path / "state.pt").stat().st_size)
     text = json.dumps(manifest)
-    (path / "manifest.json").write_text(manifest_change(text) if manifest_change else text)
+    text = manifest_change(text) if manifest_change else text
+    try:  # re-signed (issue 36's digest), so that only the edited field is wrong
+        text = json.dumps(seal_manifest(json.loads(text)))
+    except ValueError:
+        pass
+    (path / "manifest.json").write_text(text)
     return path
 
 

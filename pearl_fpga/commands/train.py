@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from pearl_fpga.config import TrainConfig
-from pearl_fpga.commands.common import default_logdir, report_error, train_with_progress, warn_no_learning
+from pearl_fpga.commands.common import (default_logdir, report_error, report_lost_outputs, train_with_progress,
+                                        warn_no_learning, write_summary)
 from pearl_fpga.commands.config_args import add_config_options, build_config
 from pearl_fpga.commands.train_summary import board_report, engine_text, print_summary, run_summary
 from pearl_fpga import presets as registry
@@ -44,7 +45,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None,
                         help="total env steps (default: the preset's); a tabular run ends with the episode that reaches them")
     parser.add_argument("--episodes", type=int, default=None, help=argparse.SUPPRESS)  # gone: named in the error
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="random seed (default 0; a resumed run keeps its checkpoint's, and refuses another)")
     parser.add_argument("--eval-freq", type=int, default=None,
                         help="env steps between periodic evaluations (default: the preset's; 0 = none)")
     parser.add_argument("--eval-episodes", type=int, default=None,
@@ -101,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from pearl_fpga.trainers import load_trainer
 
     console = Console(stderr=args.json)
+    seed_asked, args.seed = args.seed, 0 if args.seed is None else args.seed
     tabular = args.algo in registry.tabular_names()
     offline = tabular and args.dataset is not None
     try:
@@ -119,7 +122,6 @@ def run(args: argparse.Namespace) -> int:
     trainer: Trainer | TabularTrainer | None = None
     new_logdir = not logdir.exists()  # removed again if the run fails before its first env step
     lock = DirLock(logdir / ".lock", "log directory")
-    old_term = _terminate_as_interrupt()
     failed_before_start = False
     try:
         from pearl_fpga.runtime.logger import RunLogger
@@ -130,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
             trainer = load_trainer(ckpt, placement=placement, workers=args.workers, logger=logger, checkpoint_dir=ckpt,
                                    engine=args.engine, ray_address=args.ray_address,
                                    expect={"algo": config.algo, "env_id": config.env_id}, overrides=asked)
+            if seed_asked is not None and seed_asked != trainer.seed:
+                raise ValueError(f"--seed {seed_asked}: the checkpoint {ckpt} was trained with seed {trainer.seed}, which "
+                                 "a resumed run keeps (its generators continue where they stopped); drop --seed, or "
+                                 "start a new run with another --logdir")
             console.print(f"resumed {escape(str(ckpt))} at env step {trainer.env_steps:,}")
         elif tabular:
             trainer = TabularTrainer(config.algo, config.env_id, config=config, seed=args.seed, logger=logger,
@@ -182,7 +188,6 @@ def run(args: argparse.Namespace) -> int:
             failed_before_start = True
         return report_error(console, exc)
     finally:
-        signal.signal(signal.SIGTERM, old_term)
         if logger is not None:
             logger.close()
         if trainer is not None:
@@ -192,17 +197,20 @@ def run(args: argparse.Namespace) -> int:
             # nothing of this run is worth keeping, and a leftover folder would push the next run to "-N+1"
             shutil.rmtree(logdir, ignore_errors=True)
 
-    if isinstance(trainer, TabularTrainer):
-        return _report_tabular(args, console, trainer, result, logdir, "offline" if offline else "online", seconds)
-    assert isinstance(trainer, Trainer)
-    from pearl_fpga.runtime.logger import plot_learning_curve
+    try:
+        if isinstance(trainer, TabularTrainer):
+            return _report_tabular(args, console, trainer, result, logdir, "offline" if offline else "online", seconds)
+        assert isinstance(trainer, Trainer)
+        from pearl_fpga.runtime.logger import plot_learning_curve
 
-    png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
-                              f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
-    measured = trainer.task_summary()
-    summary = run_summary(trainer, measured, result)
-    summary["board_modelled"] = board = board_report(trainer)
-    (logdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
+                                  f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
+        measured = trainer.task_summary()
+        summary = run_summary(trainer, measured, result)
+        summary["board_modelled"] = board = board_report(trainer)
+        write_summary(logdir, summary)
+    except OSError as exc:
+        return report_lost_outputs(console, exc, logdir, None if offline else ckpt)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -297,7 +305,7 @@ def _report_tabular(args: argparse.Namespace, console: Any, trainer: Any, result
         "exact_mean_return": exact_return, "exact_success_rate": exact_success,
         "policy_png": None if policy_png is None else str(policy_png), "config": cfg.to_dict(),
     }
-    (logdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(logdir, summary)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -349,17 +357,6 @@ def _interrupt_outcome(ckpt: Path, logdir: Path, removed: bool, again: str) -> s
     if removed:
         return f"stopped during start-up: nothing was saved (no checkpoint, and the new run folder {logdir} was removed)"
     return f"nothing was saved: there is no checkpoint in {ckpt} (logs so far are in {logdir})"
-
-
-def _terminate_as_interrupt() -> Any:
-    """SIGTERM outside train() (start-up, final evaluation) ends the command like Ctrl-C, through the
-    finally blocks (logs closed, locks released); inside train() the Trainer's own handler applies."""
-    from pearl_fpga.errors import TrainingInterrupted
-
-    def handler(signum: int, frame: Any) -> None:
-        raise TrainingInterrupted("SIGTERM", signum, None)
-
-    return signal.signal(signal.SIGTERM, handler)
 
 
 def _asked_fields(args: argparse.Namespace, config: TrainConfig) -> dict[str, Any]:

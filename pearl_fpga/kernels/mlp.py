@@ -98,7 +98,7 @@ def _as_obs(obs: Any, n0: int, max_batch: int) -> tuple[np.ndarray, bool]:
 
 
 def make_backend(backend: Any) -> Any:
-    """A backend instance from its name ("numpy", "cpu", "rtl", "pynq", "xrt", "auto") or an instance."""
+    """A backend instance from its name ("numpy", "cpu", "rtl", "pynq", "xrt", "serial", "auto") or an instance."""
     if not isinstance(backend, str):
         return backend
     return registry.create("mlp", backend)[1]

@@ -138,6 +138,11 @@ def parse(seq: Any) -> Net:
         raise ValueError("the network has no Linear layer")
     if relu[-1]:
         raise ValueError("the last Linear layer is followed by ReLU: the output head must be raw or Tanh")
+    for i in range(1, len(weights)):  # torch would only fail at the first forward, with a shape error
+        if weights[i].shape[1] != weights[i - 1].shape[0]:
+            raise ValueError(f"Linear layer {i} takes {weights[i].shape[1]} inputs, but the layer before it gives "
+                             f"{weights[i - 1].shape[0]} outputs: make each Linear's in_features the previous one's "
+                             "out_features")
     return Net(weights, biases, relu, head)
 
 

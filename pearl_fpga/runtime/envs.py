@@ -92,6 +92,27 @@ def make_env(env_id: str) -> gym.Env:
                          "CartPole-v1 (DQN) or Pendulum-v1 (DDPG, TD3)") from exc
 
 
+ENV_MODULE_CONSENT = ("trust_env_module=True (Trainer.load), --trust-env-module (pearl-fpga eval), or by naming "
+                      "that env id with --env (pearl-fpga train --resume)")
+
+
+def env_module(env_id: str) -> str | None:
+    """The module gymnasium imports (running its code) to make `env_id` ("my_pkg.envs:Corridor-v0"), or None."""
+    return env_id.split(":", 1)[0] if ":" in env_id else None
+
+
+def check_env_import(env_id: str, source: str, trusted: bool, consent: str) -> None:
+    """CheckpointError, before anything is imported, when `env_id` read from the file `source` would make
+    gymnasium import a module and the user did not consent (`trusted`): a file must never decide what
+    code runs. `consent` says how to give it (the flag or argument)."""
+    module = env_module(env_id)
+    if module is None or trusted:
+        return
+    raise CheckpointError(f"{source} names the env {env_id!r}, which would import the Python module {module!r} "
+                          "and run its code; a file does not decide what code runs, so it was refused and nothing "
+                          f"was imported. If you trust that module, consent with {consent}")
+
+
 def env_spec(env_id: str) -> EnvSpec:
     """Observation and action description of `env_id` (flat Box observations only)."""
     env = make_env(env_id)
@@ -318,7 +339,7 @@ def _restore_env(env: gym.Env, state: list[dict[str, Any]]) -> None:
 
 def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
     """Observations of a random policy (own env and RNG, so training is not perturbed), used to pick
-    the MLP kernel's input and activation formats."""
+    the MLP kernel's input and activation formats; non-finite ones are left out."""
     env = make_env(env_id)
     rng = np.random.default_rng(seed + 3)
     env.action_space.seed(int(rng.integers(2**31)))
@@ -330,7 +351,12 @@ def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
             obs, _ = env.reset()
         out.append(obs)
     env.close()
-    return np.asarray(out, dtype=np.float32)
+    batch = np.asarray(out, dtype=np.float32)
+    finite = np.isfinite(batch).all(axis=1)  # an env's NaN or inf is no typical observation
+    if not finite.any():
+        raise ValueError(f"{env_id} returned no finite observation in {steps} random steps: the MLP kernel's formats "
+                         "cannot be calibrated; check the env")
+    return batch if finite.all() else batch[finite]
 
 
 def rollout(env_id: str, group: EnvGroup, policy: Any, episodes: int, seed: int) -> list[float]:

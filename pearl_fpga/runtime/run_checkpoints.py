@@ -13,6 +13,7 @@ from pearl_fpga.errors import CheckpointError, DivergenceError
 from pearl_fpga.runtime.checkpoint import (check_writable, checkpoint_lock, first_nonfinite, global_rng_state, read_newest,
                                          recover_checkpoint, restore_run_state, resumed_config, run_state,
                                          set_global_rng_state, write_checkpoint)
+from pearl_fpga.runtime.envs import ENV_MODULE_CONSENT, check_env_import
 from pearl_fpga.runtime.placement import Placement
 from pearl_fpga.runtime.state_checks import check_trainer_state
 
@@ -115,12 +116,14 @@ class CheckpointedRun:
     def load(cls, directory: str | Path, placement: str | Placement | dict | None = None,
              workers: int | None = None, logger: Any = None, checkpoint_dir: str | Path | None = None,
              engine: str | None = None, ray_address: str | None = None, expect: dict[str, Any] | None = None,
-             overrides: dict[str, Any] | None = None) -> Any:
+             overrides: dict[str, Any] | None = None, trust_env_module: bool = False) -> Any:
         """Restore a Trainer from `save()`. Networks, optimizers, replay, RNGs, envs and counters come
         back; `placement`/`workers` may differ from the saved run. `expect` (e.g. {"algo": "dqn",
         "env_id": "CartPole-v1"}) must match the manifest. `overrides` are TrainConfig fields asked for
         by the resuming run: those of RESUMABLE_FIELDS are applied, a different value of any other
-        field raises CheckpointError listing the differences.
+        field raises CheckpointError listing the differences. A checkpoint whose env id names a module
+        (`my_pkg.envs:Corridor-v0`, which gymnasium imports) is refused unless `trust_env_module` is
+        True or `expect` names that same env id: a file never decides what code runs.
 
         When a crash left the newest complete copy beside `directory` (a `.tmp-`/`.old-` sibling), it
         is put back in place first. Raises CheckpointError, touching nothing: the process-global RNGs
@@ -137,6 +140,8 @@ class CheckpointedRun:
                 raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
             if overrides:
                 config = resumed_config(config, overrides, directory)
+            check_env_import(config.env_id, f"checkpoint {directory}",
+                             trust_env_module or (expect or {}).get("env_id") == config.env_id, ENV_MODULE_CONSENT)
             try:
                 trainer = cls(algo=config.algo, env=config.env_id,  # type: ignore[call-arg]
                               placement=placement if placement is not None else manifest["placement"],
