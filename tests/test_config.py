@@ -48,7 +48,7 @@ def test_env_without_preset_says_whose_it_uses(tmp_path, capsys):
 
     import gymnasium as gym
 
-    assert preset_note("dqn", "Corridor-v0") is None  # not an env: making it says so, with no note before
+    assert preset_note("dqn", "NoSuchCorridor-v0") is None  # not an env: making it says so, with no note before
     if "Corridor-v0" not in gym.registry:
         gym.register("Corridor-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv")
     assert preset_note("dqn", "Corridor-v0").startswith("no preset for Corridor-v0: using CartPole-v1's")
