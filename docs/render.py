@@ -218,6 +218,14 @@ def _mlp(results: dict[str, Any]) -> str:
     if rtl_rows:
         out.append("rtl backend, cycles per inference at steady state:\n\n"
                    + _table(["network", "lanes", "cycles", "target MACs/LANES + 8L + 16", "meets"], rtl_rows))
+    syncs = results.get("weight_sync")  # records since issue 33
+    if syncs:
+        out.append("One learner weight sync (`MLPInfer.load_weights`, 256 calibration observations, torch at 1 thread) "
+                   "against the reference steps it replaces (a calibration pass every sync, numpy quantization, a "
+                   "state copy), timed side by side in the same run:\n\n"
+                   + _table(["network", "sync us", "reference us", "speedup"],
+                            [[r["network"], f"{r['sync_us']:.0f}", f"{r['reference_us']:.0f}", f"{r['speedup']:.1f}x"]
+                             for r in syncs]))
     return "\n\n".join(out)
 
 
@@ -448,14 +456,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail when the rendered files are out of date")
     args = parser.parse_args(argv)
     try:
+        sys.path.insert(0, str(ROOT))
+        from pearl_fpga.hw.report import END as IMPL_END, START as IMPL_START, implementation_section
+
         records = load_records()
         page = benchmarks_page(records)
         readme = readme_with(README.read_text(), headline(records))
         reliability = reliability_with(RELIABILITY.read_text(), records)
-        sys.path.insert(0, str(ROOT))
-        from pearl_fpga.hw.report import implementation_section, with_section
-
-        hardware = with_section(HARDWARE.read_text(), implementation_section(records))
+        hardware = readme_with(HARDWARE.read_text(), implementation_section(records), IMPL_START, IMPL_END,
+                               "docs/hardware.md")
     except ValueError as exc:  # RecordError, or hardware.md or reliability.md without their markers
         print(f"error: {exc}", file=sys.stderr)
         return 2
