@@ -29,15 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# net_arch is the network of the actors' MLP kernel (hls/mlp/SPEC.md): at most MAX_LAYERS linear
-# layers, none wider than the widest kernel build (the cpu extension's, hls/mlp/SPEC.md); a board's
-# narrower kernel is checked against its catalog sizes when the run places the actors on it.
+# net_arch takes any network torch takes: the MLP kernel's sizes (hls/mlp/SPEC.md) are checked only by the
+# placements that put it in the loop (runtime.emulation.check_fits).
 from pearl_fpga.errors import ConfigError
 from pearl_fpga.safe_io import read_json
 from pearl_fpga import presets as registry
 from pearl_fpga.presets.spec import Range
-from pearl_fpga.spec.mlp import CPU_MAX_WIDTH as MLP_CPU_MAX_WIDTH
-from pearl_fpga.spec.mlp import MAX_LAYERS as MLP_MAX_LAYERS
 
 TABULAR_FIELDS = ("exploration_episodes", "success_reward", "max_episode_steps", "backend", "epochs", "parts")
 """TrainConfig fields only the tabular algorithms read (a deep run refuses them at other than their defaults)."""
@@ -298,13 +295,10 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.algo: {exc}") from None
         self._validate_params(spec)
         if not isinstance(self.net_arch, (list, tuple)) or not self.net_arch or not all(
-            isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= MLP_CPU_MAX_WIDTH for w in self.net_arch
+            isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in self.net_arch
         ):
-            raise ValueError(f"TrainConfig.net_arch must be a non-empty list of layer widths in 1..{MLP_CPU_MAX_WIDTH} "
-                             f"(the widest the MLP kernel holds, its cpu build), got {self.net_arch!r}")
-        if len(self.net_arch) > MLP_MAX_LAYERS - 1:
-            raise ValueError(f"TrainConfig.net_arch has more than {MLP_MAX_LAYERS - 1} hidden layers; the MLP kernel "
-                             f"holds at most {MLP_MAX_LAYERS} linear layers")
+            raise ValueError(f"TrainConfig.net_arch must be a non-empty list of positive layer widths, e.g. [64,64] "
+                             f"(--set net_arch=[64,64]), got {self.net_arch!r}")
         self.net_arch = list(self.net_arch)
         for name, allowed in RANGES.items():
             allowed.check("TrainConfig", name, getattr(self, name))

@@ -47,6 +47,15 @@ class DivergenceError(PearlError, RuntimeError):
     """Training produced a non-finite loss, weight or TD error, or an env a non-finite transition."""
 
 
+class NoLearningError(PearlError, ValueError):
+    """A run's budget ends before the schedule allows one gradient step (strict mode; otherwise a
+    NoLearningWarning): the message gives the numbers and the fix."""
+
+
+class NoLearningWarning(UserWarning):
+    """The warning NoLearningError replaces when the run is not strict."""
+
+
 class DirectoryInUse(PearlError, RuntimeError):
     """Another run holds the lock of a log or checkpoint directory."""
 

@@ -75,6 +75,19 @@ def train_with_progress(trainer: Any, steps: int, console: Any) -> None:
     trainer.train(steps, progress=line, progress_interval=1.0)
 
 
+def warn_no_learning(trainer: Any, steps: int, strict: bool, console: Any) -> bool:
+    """A budget in which the schedule allows no gradient step: with --strict, train() raises NoLearningError;
+    else the warning goes to the console here, at the start. True when it was printed."""
+    from rich.markup import escape
+
+    from pearl_fpga.runtime.schedule import no_learning_problem
+
+    trainer.strict = strict
+    problem = no_learning_problem(trainer.config, trainer.env_steps, trainer.grad_steps, trainer.env_steps + steps)
+    if problem is None or strict:
+        return False
+    console.print(f"[yellow]warning:[/yellow] {escape(problem)} (--strict makes this an error)")
+    return True
 def write_summary(logdir: Path, summary: dict[str, Any]) -> None:
     """summary.json, atomically: a full disk leaves the previous one (or none), never half a file."""
     from pearl_fpga.runtime.atomic import write_atomically

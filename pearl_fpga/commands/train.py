@@ -16,13 +16,15 @@ import json
 import shutil
 import signal
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.commands.common import (default_logdir, report_error, report_lost_outputs, train_with_progress,
-                                        write_summary)
+                                        warn_no_learning, write_summary)
 from pearl_fpga.commands.config_args import add_config_options, build_config
+from pearl_fpga.commands.train_summary import board_report, engine_text, print_summary, run_summary
 from pearl_fpga import presets as registry
 
 HELP = ("train DQN, DDPG or TD3 (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-emu), or tabular "
@@ -58,6 +60,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "from the checkpoint is refused with the list (docs/training.md)")
     parser.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard event file")
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    parser.add_argument("--strict", action="store_true",
+                        help="make warnings that the run cannot do what it should errors (e.g. a --steps budget "
+                             "that ends before learning_starts: no gradient step would run)")
     add_config_options(parser)
     deep = parser.add_argument_group("dqn, ddpg, td3")
     deep.add_argument("--placement", default=None,
@@ -91,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from pearl_fpga.errors import PearlError, TrainingInterrupted
+    from pearl_fpga.errors import NoLearningWarning, PearlError, TrainingInterrupted
     from pearl_fpga.runtime.checkpoint import DirLock
     from pearl_fpga.runtime.tabular_trainer import TabularTrainer
     from pearl_fpga.trainer import Trainer
@@ -136,9 +141,10 @@ def run(args: argparse.Namespace) -> int:
             trainer = TabularTrainer(config.algo, config.env_id, config=config, seed=args.seed, logger=logger,
                                      checkpoint_dir=None if offline else ckpt, record=args.save_dataset is not None)
         else:
-            config = _fit_board(args, config, placement, console)
+            config, board_fit = _fit_board(args, config, placement, console)
             trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=args.seed,
                               logger=logger, checkpoint_dir=ckpt)
+            trainer.board_fit = board_fit
         total = trainer.config.total_steps
         remaining = total - trainer.env_steps
         console.print(escape(_header(trainer, args.dataset if offline else remaining, logdir)))
@@ -150,7 +156,10 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"{data['n']:,} transitions x {trainer.config.epochs} epoch(s), parts {trainer.config.parts}",
                           markup=False)
         elif remaining > 0:
-            train_with_progress(trainer, remaining, console)
+            with warnings.catch_warnings():
+                if isinstance(trainer, Trainer) and warn_no_learning(trainer, remaining, args.strict, console):
+                    warnings.simplefilter("ignore", NoLearningWarning)  # said on the console already
+                train_with_progress(trainer, remaining, console)
         elif args.resume:
             why = (f"--steps {args.steps:,} is not above" if args.steps is not None
                    else f"the run's total_steps ({total:,}) is reached at")
@@ -197,15 +206,15 @@ def run(args: argparse.Namespace) -> int:
         png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
                                   f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
         measured = trainer.task_summary()
-        summary = _summary(trainer, measured, result)
-        summary["board_modelled"] = board = _board_report(trainer)
+        summary = run_summary(trainer, measured, result)
+        summary["board_modelled"] = board = board_report(trainer)
         write_summary(logdir, summary)
     except OSError as exc:
         return report_lost_outputs(console, exc, logdir, None if offline else ckpt)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        _print_summary(console, trainer, measured, result, png, board)
+        print_summary(console, trainer, measured, result, png, board)
     if plan is not None:
         plan.report(measured)
     return 0
@@ -275,7 +284,7 @@ def _header(trainer: Any, work: Any, logdir: Path) -> str:
                 f"backend {trainer.kernel.backend_name}, alpha {cfg.learning_rate:g}, gamma {cfg.gamma:g}; logs in {logdir}")
     placed = ",".join(f"{task}={trainer.device_of(task)}" for task in ("act", "replay", "learn"))
     return (f"training {cfg.algo.upper()} on {cfg.env_id}: {work:,} env steps, placement {placed}, engine "
-            f"{_engine_text(cfg, trainer.engine)}; logs in {logdir}")
+            f"{engine_text(cfg, trainer.engine)}; logs in {logdir}")
 
 
 def _report_tabular(args: argparse.Namespace, console: Any, trainer: Any, result: Any, logdir: Path, mode: str,
@@ -309,21 +318,21 @@ def _report_tabular(args: argparse.Namespace, console: Any, trainer: Any, result
     return 0
 
 
-def _fit_board(args: argparse.Namespace, config: TrainConfig, placement: Any, console: Any) -> Any:
+def _fit_board(args: argparse.Namespace, config: TrainConfig, placement: Any, console: Any) -> tuple[Any, Any]:
     """The config fitted to an emulated board where the preset does not fit and --set/--config left the
     field alone (runtime.emulation.board_preset), with one line saying which runs and why."""
     from rich.markup import escape
 
-    from pearl_fpga.runtime.emulation import board_preset
+    from pearl_fpga.runtime.emulation import board_fit_record, board_preset
     from pearl_fpga.runtime.envs import env_spec
     from pearl_fpga.runtime.placement import parse_placement
 
     spec = env_spec(config.env_id)
-    config, note = board_preset(config, parse_placement(placement), spec.obs_dim, spec.action_dim,
+    fitted, note = board_preset(config, parse_placement(placement), spec.obs_dim, spec.action_dim,
                                 set(_asked_fields(args, config)))
     if note:
         console.print(escape(note))
-    return config
+    return fitted, board_fit_record(config, fitted, note)
 
 
 def _board_header(name: str) -> str:
@@ -334,21 +343,6 @@ def _board_header(name: str) -> str:
     return (f"emulating {b.name} ({b.clock_mhz:g} MHz; MLP kernel: {m['max_layers']} layers of width up to "
             f"{m['max_width']}, {m['lanes']} MAC lanes; replay kernel: {r['capacity']:,} transitions, fan-out "
             f"{r['fanout']}); its times are modelled")
-
-
-def _board_report(trainer: Any) -> dict[str, Any] | None:
-    """The emulated board's modelled times of the run's kernel tasks (planner.fpga_model.board_run)."""
-    from pearl_fpga.planner.fpga_model import board_run
-    from pearl_fpga.runtime.emulation import emulated_board
-    from pearl_fpga.runtime.engines import resolve_engine
-
-    board = emulated_board(trainer.placement)
-    if board is None:
-        return None
-    stats = trainer.stats()
-    return board_run(board, trainer.config, trainer.spec.obs_dim, trainer.spec.action_dim, trainer.spec.discrete,
-                     trainer.placement, trainer.timer.seconds, trainer.timer.calls, stats.env_steps_run, stats.elapsed,
-                     resolve_engine(trainer.config) == "inline")
 
 
 def _has_checkpoint(ckpt: Path) -> bool:
@@ -382,100 +376,7 @@ def _asked_fields(args: argparse.Namespace, config: TrainConfig) -> dict[str, An
     return {name: getattr(config, name) for name in sorted(names)}
 
 
-def _engine_text(config: TrainConfig, engine_obj: Any = None) -> str:
-    from pearl_fpga.runtime.engines import resolve_engine
-
-    engine = resolve_engine(config)
-    if engine == "processes":
-        return f"processes ({config.workers} actor worker{'s' if config.workers != 1 else ''})"
-    if engine == "ray":
-        where = config.ray_address or "local Ray instance"
-        sizing = getattr(engine_obj, "sizing", "")
-        return (f"ray ({config.actors} actor{'s' if config.actors != 1 else ''}, {config.replay_shards} replay "
-                f"shard{'s' if config.replay_shards != 1 else ''}, {where}{'; ' + sizing if sizing else ''})")
-    return "inline"
-
-
 def _plan(algo: str, config: TrainConfig) -> Any:
     import pearl_fpga.planner as planner
 
     return planner.choose_placement(algo, config.env_id, config, objective="throughput")
-
-
-def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str, Any]:
-    return {
-        "algo": trainer.config.algo, "env_id": trainer.config.env_id, "seed": trainer.seed,
-        "placement": str(trainer.placement), "workers": trainer.config.workers,
-        "env_steps": trainer.env_steps, "grad_steps": trainer.grad_steps, "episodes": trainer.episodes,
-        "updates_per_env_step": trainer.grad_steps / max(trainer.env_steps, 1),
-        "updates_per_env_step_configured": trainer.config.gradient_steps / trainer.config.train_freq,
-        "engine": _engine_text(trainer.config, trainer.engine), "faults": trainer.faults(),
-        "worker_restarts": trainer.worker_restarts,
-        "eval_mean_return": result.mean, "eval_std_return": result.std, "eval_episodes": len(result.returns),
-        "eval_policy": result.policy, "eval_policy_step": result.policy_step,
-        "seconds_per_env_step": {k: v for k, v in measured.items() if k != "env_steps_per_s"},
-        "env_steps_per_s": measured["env_steps_per_s"],
-        "learner_threads": trainer.learner_threads_report(),
-        "devices": {k: trainer.device_of(k) for k in measured if k != "env_steps_per_s"},
-        "config": trainer.config.to_dict(),
-    }
-
-
-def _print_summary(console: Any, trainer: Any, measured: dict[str, float], result: Any, png: Path,
-                   board: dict[str, Any] | None = None) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from pearl_fpga.runtime.vocabulary import TASKS
-
-    stats = trainer.stats()
-    if not stats.env_steps_run:  # nothing trained in this command (--steps not above the checkpoint's)
-        console.print(escape(f"evaluation: {result}"))
-        return
-    steps = max(stats.env_steps_run, 1)
-    modelled = board["seconds_per_env_step"] if board else {}
-    title = "Where the time goes (summed over processes" + (
-        f"; {board['board']} us: the board's modelled time per env step)" if board else ")")
-    table = Table(title=title, title_justify="left")
-    cols = ("task", "device", "total s", "us / env step", *((f"{board['board']} us",) if board else ()),
-            "calls", "calls / s")
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("task", "device") else "right")
-    per_device: dict[str, float] = {}
-    for key in (*TASKS, "eval", "checkpoint"):
-        secs = trainer.timer.seconds.get(key, 0.0)
-        calls = trainer.timer.calls.get(key, 0)
-        if not calls:
-            continue
-        device = trainer.device_of(key)
-        per_device[device] = per_device.get(device, 0.0) + secs
-        on_board = (f"{modelled[key] * 1e6:,.1f}" if key in modelled else "-",) if board else ()
-        table.add_row(key, device, f"{secs:.2f}", f"{secs / steps * 1e6:,.1f}", *on_board, f"{calls:,}",
-                      f"{calls / secs:,.0f}" if secs > 0 else "-")
-    console.print(table)
-    dev = Table(title="Time per device", title_justify="left")
-    dev.add_column("device")
-    dev.add_column("busy s", justify="right")
-    for device, secs in sorted(per_device.items(), key=lambda kv: -kv[1]):
-        dev.add_row(device, f"{secs:.2f}")
-    console.print(dev)
-    elapsed = stats.elapsed
-    console.print(f"env steps/s {measured['env_steps_per_s']:,.0f}   gradient updates/s "
-                  f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
-                  f"actor restarts {trainer.worker_restarts}", markup=False)
-    if board:
-        rate = board["env_steps_per_s"]
-        console.print(f"{board['board']} (modelled): kernel tasks {sum(modelled.values()) * 1e6:,.1f} us / env step on the "
-                      "board; " + (f"env steps/s the board would sustain {rate:,.0f} (this run with the kernel tasks "
-                                   "timed as on the board)" if rate else "env steps/s modelled for inline runs only"),
-                      markup=False)
-    faults = trainer.faults()
-    if faults.get("nonfinite_dropped"):
-        console.print(f"[yellow]transitions dropped for non-finite values (nonfinite_transitions=drop): "
-                      f"{faults['nonfinite_dropped']:,}[/yellow]")
-    if faults["shard_restarts"]:
-        console.print(f"[yellow]replay shard restarts {faults['shard_restarts']:d}, transitions lost with them "
-                      f"{faults['transitions_lost']:,}[/yellow]")
-    console.print(escape(f"learner threads: {trainer.learner_threads_report()}"))
-    console.print(escape(f"evaluation: {result}"))
-    console.print(escape(f"learning curve: {png}"))

@@ -128,8 +128,9 @@ class CheckpointedRun:
         When a crash left the newest complete copy beside `directory` (a `.tmp-`/`.old-` sibling), it
         is put back in place first. Raises CheckpointError, touching nothing: the process-global RNGs
         (seeded by the Trainer) are restored on any failure. A tabular run's checkpoint is
-        pearl_fpga.TabularTrainer.load's (pearl_fpga.load_trainer takes either)."""
-        directory = Path(directory)
+        pearl_fpga.TabularTrainer.load's (pearl_fpga.load_trainer takes either). `directory` may also be a
+        run's log directory (runs/...), whose checkpoint/ is loaded, as `pearl-fpga eval` does."""
+        directory = run_checkpoint_dir(Path(directory))
         rngs = global_rng_state()
         try:
             manifest, state = read_newest(directory, expect)
@@ -169,3 +170,9 @@ class CheckpointedRun:
         self.algo.load_progress_state(counters)
         faults = counters.get("faults", {"actor_restarts": counters.get("worker_restarts", 0)})
         self._faults_before = {k: int(v) for k, v in faults.items()}
+
+
+def run_checkpoint_dir(path: Path) -> Path:
+    """`path`'s checkpoint/ when `path` is a run's log directory (no manifest of its own), else `path`."""
+    inner = path / "checkpoint"
+    return inner if not (path / "manifest.json").exists() and inner.is_dir() else path
