@@ -206,6 +206,7 @@ figures: native $(VENV)/.stamp-bench
 	$(BENCH) tabular --json $(FIG)/tabular.json
 	$(BENCH) tabular-policies --json $(FIG)/tabular-policies.json
 	$(BENCH) ray --json $(FIG)/ray.json --plot $(FIG)/ray.png
+	$(BENCH) fuzz --json $(FIG)/fuzz.json
 	$(MAKE) --no-print-directory implement
 	$(PY) docs/render.py
 

@@ -1,11 +1,12 @@
-"""Render docs/benchmarks.md, the README's headline and docs/hardware.md's implementation table from the records.
+"""Render docs/benchmarks.md, the README's headline, docs/hardware.md's implementation table and
+docs/reliability.md's fuzz table from the records.
 
 The records are the JSON files `pearl-fpga bench ... --json PATH` writes into docs/figures/ (`make
 figures` reruns them all). Nothing here measures anything; every figure in the docs comes from a
 record, with the command, commit, machine and load that produced it.
 
-    python docs/render.py           # rewrite docs/benchmarks.md and the README block
-    python docs/render.py --check   # exit 1 when either is out of date with the records (make test)
+    python docs/render.py           # rewrite docs/benchmarks.md, the README block and the fuzz table
+    python docs/render.py --check   # exit 1 when any is out of date with the records (make test)
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ FIGURES = ROOT / "docs" / "figures"
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
 HARDWARE = ROOT / "docs" / "hardware.md"
+RELIABILITY = ROOT / "docs" / "reliability.md"
 START, END = "<!-- figures:start -->", "<!-- figures:end -->"
+FUZZ_START, FUZZ_END = "<!-- fuzz:start -->", "<!-- fuzz:end -->"
 # record file -> section title, in the order of the page
 SECTIONS = {
     "train-dqn": "Training throughput: DQN on CartPole-v1 against Stable-Baselines3",
@@ -41,6 +44,7 @@ SECTIONS = {
     "tabular": "Tabular kernel: updates per second",
     "tabular-policies": "Tabular kernel: learned policies",
     "ray": "Ray engine: transport, actor scaling, broadcast, recovery",
+    "fuzz": "Reliability: files users hand the package, corrupted and edited",
 }
 # median env steps/s ratio against SBX (issue 22): float32 on both sides, and the bf16 learner on AMX
 SBX_TARGETS = {"train-dqn": 1.5, "train-ddpg": 1.3, "train-td3": 1.3, "train-ddpg-bf16": 2.5}
@@ -214,6 +218,14 @@ def _mlp(results: dict[str, Any]) -> str:
     if rtl_rows:
         out.append("rtl backend, cycles per inference at steady state:\n\n"
                    + _table(["network", "lanes", "cycles", "target MACs/LANES + 8L + 16", "meets"], rtl_rows))
+    syncs = results.get("weight_sync")  # records since issue 33
+    if syncs:
+        out.append("One learner weight sync (`MLPInfer.load_weights`, 256 calibration observations, torch at 1 thread) "
+                   "against the reference steps it replaces (a calibration pass every sync, numpy quantization, a "
+                   "state copy), timed side by side in the same run:\n\n"
+                   + _table(["network", "sync us", "reference us", "speedup"],
+                            [[r["network"], f"{r['sync_us']:.0f}", f"{r['reference_us']:.0f}", f"{r['speedup']:.1f}x"]
+                             for r in syncs]))
     return "\n\n".join(out)
 
 
@@ -308,8 +320,19 @@ def _ray(results: dict[str, Any]) -> str:
     return "\n\n".join(out)
 
 
+def _fuzz(results: dict[str, Any]) -> str:
+    cols = [("inputs", "inputs"), ("clear_errors", "clear error"), ("accepted", "accepted (still valid)"),
+            ("loaded_identically", "loaded identically"), ("unclear_errors", "error without the file"),
+            ("tracebacks", "tracebacks"), ("hangs", "hangs"), ("loaded_but_changed", "loaded but changed")]
+    rows = [[f"`{kind}`" if kind != "total" else "**total**", *(_f(counts[c]) for c, _ in cols)]
+            for kind, counts in [*results["kinds"].items(), ("total", results["total"])]]
+    return (f"Seed {results['seed']}, {results['per_kind']} inputs per kind, each loaded in a worker process; a "
+            f"case without a result after {results['case_timeout_s']:g} s counts as a hang.\n\n"
+            + _table(["file kind", *(name for _, name in cols)], rows))
+
+
 RENDER = {"train": _train, "learner": _learner, "replay": _replay, "mlp": _mlp, "plan": _plan, "tabular": _tabular,
-          "tabular-policies": _tabular_policies, "ray": _ray}
+          "tabular-policies": _tabular_policies, "ray": _ray, "fuzz": _fuzz}
 
 
 # ----------------------------------------------------------------------------------- pages
@@ -410,12 +433,22 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def readme_with(text: str, block: str) -> str:
-    if START not in text or END not in text:
-        raise RecordError(f"README.md lacks the {START} ... {END} markers of the headline block")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{block}\n{END}{tail}"
+def readme_with(text: str, block: str, start: str = START, end: str = END, name: str = "README.md") -> str:
+    if start not in text or end not in text:
+        raise RecordError(f"{name} lacks the {start} ... {end} markers of its rendered block")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block}\n{end}{tail}"
+
+
+def reliability_with(text: str, records: dict[str, dict[str, Any]]) -> str:
+    """docs/reliability.md with the fuzz record's table (and its provenance) between its markers."""
+    record = records.get("fuzz")
+    if record is None:
+        raise RecordError("docs/figures/fuzz.json is missing; write it with pearl-fpga bench fuzz --json "
+                          "docs/figures/fuzz.json")
+    return readme_with(text, f"{_fuzz(record['results'])}\n\n{_provenance(record)}", FUZZ_START, FUZZ_END,
+                       "docs/reliability.md")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -423,17 +456,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail when the rendered files are out of date")
     args = parser.parse_args(argv)
     try:
+        sys.path.insert(0, str(ROOT))
+        from pearl_fpga.hw.report import END as IMPL_END, START as IMPL_START, implementation_section
+
         records = load_records()
         page = benchmarks_page(records)
         readme = readme_with(README.read_text(), headline(records))
-        sys.path.insert(0, str(ROOT))
-        from pearl_fpga.hw.report import implementation_section, with_section
-
-        hardware = with_section(HARDWARE.read_text(), implementation_section(records))
-    except ValueError as exc:  # RecordError, or hardware.md without its markers
+        reliability = reliability_with(RELIABILITY.read_text(), records)
+        hardware = readme_with(HARDWARE.read_text(), implementation_section(records), IMPL_START, IMPL_END,
+                               "docs/hardware.md")
+    except ValueError as exc:  # RecordError, or hardware.md or reliability.md without their markers
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    outputs = ((BENCHMARKS, page), (README, readme), (HARDWARE, hardware))
+    outputs = ((BENCHMARKS, page), (README, readme), (HARDWARE, hardware), (RELIABILITY, reliability))
     stale = [p for p, text in outputs if not p.exists() or p.read_text() != text]
     if args.check:
         if stale:

@@ -108,9 +108,9 @@ bitstream: $(if $(filter ecp5,$(BOARD_KIND)),bitstream-ecp5,bitstream-vivado)
 
 # ------------------------------------------------------------------------------ ECP5 boards (open flow)
 # The kernels Yosys can read, behind the UART bridge, with the board's PLL and pins; nextpnr's timing
-# report gates the build as Vivado's does (pearl_fpga/board/ecp5_build.py). Minutes to tens of minutes.
+# report gates the build as Vivado's does (pearl_fpga/hw/bitstream.py). Minutes to tens of minutes.
 bitstream-ecp5: $(VENV)/.stamp-deps
-	nice -n 10 $(PY) -m pearl_fpga.board.ecp5_build --board $(BOARD) --build-dir $(BOARD_DIR) --out-dir $(OUT_DIR) \
+	nice -n 10 $(PY) -m pearl_fpga.hw.bitstream --board $(BOARD) --build-dir $(BOARD_DIR) --out-dir $(OUT_DIR) \
 		$(foreach s,$(BITSTREAM_SET),--set $(s))
 
 bitstream-vivado:

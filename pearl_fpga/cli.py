@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+from typing import Any
 
 # command -> module in pearl_fpga.commands ("bench" parses the options of the benchmarks in pearl_fpga.bench)
 COMMANDS = {"train": "train", "eval": "eval", "export": "export", "plan": "plan", "devices": "devices",
@@ -47,27 +49,38 @@ def blocking_std_streams() -> None:
             continue  # a replaced or captured stream without a file descriptor
 
 
+def _terminate_as_interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM before a command installs its own handler (start-up) ends it like Ctrl-C."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
-    blocking_std_streams()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in GONE:
-        print(f"error: pearl-fpga {argv[0]} was removed; use {GONE[argv[0]]}", file=sys.stderr)
-        return 2
-    args = build_parser().parse_args(argv)
-    args.argv = argv  # for the records benchmarks write
-    try:
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    args = None
+    try:  # an interrupt while the commands' modules load ends with the same line
+        blocking_std_streams()
+        argv = list(sys.argv[1:] if argv is None else argv)
+        if argv and argv[0] in GONE:
+            print(f"error: pearl-fpga {argv[0]} was removed; use {GONE[argv[0]]}", file=sys.stderr)
+            return 2
+        args = build_parser().parse_args(argv)
+        args.argv = argv  # for the records benchmarks write
         return int(args.handler(args) or 0)
     except ImportError as exc:
         from pearl_fpga.errors import MissingDependency, missing_dependency
 
-        missing = exc if isinstance(exc, MissingDependency) else missing_dependency(exc, f"pearl-fpga {args.command}")
+        command = f"pearl-fpga {getattr(args, 'command', '')}".rstrip()
+        missing = exc if isinstance(exc, MissingDependency) else missing_dependency(exc, command)
         if missing is None:
             raise
         print(f"error: {missing}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        name = str(exc) or "SIGINT"
+        note = getattr(args, "interrupt_note", None)  # a command that saves says what it saved, and where
+        print(f"interrupted ({name}): {note() if note else 'nothing was saved'}", file=sys.stderr)
+        return 128 + int(getattr(signal, name, signal.SIGINT))
 
 
 if __name__ == "__main__":

@@ -29,13 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# net_arch is the network of the actors' MLP kernel (hls/mlp/SPEC.md): at most MAX_LAYERS linear
-# layers, none wider than the widest kernel build (the cpu extension's, hls/mlp/SPEC.md); a board's
-# narrower kernel is checked against its catalog sizes when the run places the actors on it.
+# net_arch takes any network torch takes: the MLP kernel's sizes (hls/mlp/SPEC.md) are checked only by the
+# placements that put it in the loop (runtime.emulation.check_fits).
+from pearl_fpga.errors import ConfigError
+from pearl_fpga.safe_io import read_json
 from pearl_fpga import presets as registry
 from pearl_fpga.presets.spec import Range
-from pearl_fpga.spec.mlp import CPU_MAX_WIDTH as MLP_CPU_MAX_WIDTH
-from pearl_fpga.spec.mlp import MAX_LAYERS as MLP_MAX_LAYERS
 
 TABULAR_FIELDS = ("exploration_episodes", "success_reward", "max_episode_steps", "backend", "epochs", "parts")
 """TrainConfig fields only the tabular algorithms read (a deep run refuses them at other than their defaults)."""
@@ -276,32 +275,30 @@ class TrainConfig:
         hints = {f.name: f.type for f in dataclasses.fields(self) if f.name != "params"}
         for name, kind in hints.items():
             value = getattr(self, name)
+            fix = f"; set it in the config file or with --set {name}=VALUE"
             if kind == "bool":
                 if not isinstance(value, bool):
-                    raise ValueError(f"TrainConfig.{name} must be true or false, got {value!r}")
+                    raise ValueError(f"TrainConfig.{name} must be true or false, got {value!r}{fix}")
             elif kind == "int":
                 if isinstance(value, bool) or not isinstance(value, int):
-                    raise ValueError(f"TrainConfig.{name} must be an integer, got {value!r}")
+                    raise ValueError(f"TrainConfig.{name} must be an integer, got {value!r}{fix}")
             elif kind == "float":
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                    raise ValueError(f"TrainConfig.{name} must be a finite number, got {value!r}")
+                    raise ValueError(f"TrainConfig.{name} must be a finite number, got {value!r}{fix}")
                 setattr(self, name, float(value))
             elif kind == "str":
                 if not isinstance(value, str) or (not value and name != "ray_address"):
-                    raise ValueError(f"TrainConfig.{name} must be a non-empty string, got {value!r}")
+                    raise ValueError(f"TrainConfig.{name} must be a non-empty string, got {value!r}{fix}")
         try:
             spec = registry.get(self.algo)
         except ValueError as exc:
             raise ValueError(f"TrainConfig.algo: {exc}") from None
         self._validate_params(spec)
         if not isinstance(self.net_arch, (list, tuple)) or not self.net_arch or not all(
-            isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= MLP_CPU_MAX_WIDTH for w in self.net_arch
+            isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in self.net_arch
         ):
-            raise ValueError(f"TrainConfig.net_arch must be a non-empty list of layer widths in 1..{MLP_CPU_MAX_WIDTH} "
-                             f"(the widest the MLP kernel holds, its cpu build), got {self.net_arch!r}")
-        if len(self.net_arch) > MLP_MAX_LAYERS - 1:
-            raise ValueError(f"TrainConfig.net_arch has more than {MLP_MAX_LAYERS - 1} hidden layers; the MLP kernel "
-                             f"holds at most {MLP_MAX_LAYERS} linear layers")
+            raise ValueError(f"TrainConfig.net_arch must be a non-empty list of positive layer widths, e.g. [64,64] "
+                             f"(--set net_arch=[64,64]), got {self.net_arch!r}")
         self.net_arch = list(self.net_arch)
         for name, allowed in RANGES.items():
             allowed.check("TrainConfig", name, getattr(self, name))
@@ -415,21 +412,33 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, path: str | Path, base: TrainConfig | None = None) -> TrainConfig:
-        """Read a JSON file; its keys override `base` (or the preset of its "algo")."""
+        """Read a JSON file (safe_io.read_json); its keys override `base` (or the preset of its "algo").
+        ConfigError names the file and the field, the rule it breaks and the fix."""
+        data = read_config_file(path)
+        for name in ("algo", "env_id"):  # they choose the preset, before any field is validated
+            if name in data and not isinstance(data[name], str):
+                raise ConfigError(f"config {path}: TrainConfig.{name} must be a string, got {data[name]!r}; set it in "
+                                  f"the config file or with --{name.split('_')[0]}")
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"cannot read config {path}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ValueError(f"config {path} must hold a JSON object of TrainConfig fields")
-        if base is None:
-            base = cls.preset(data.get("algo", "dqn"), data.get("env_id"))
-        merged = base.to_dict()
-        unknown = sorted(set(data) - set(merged))
-        if unknown:
-            raise ValueError(f"config {path}: unknown field(s) {', '.join(unknown)}")
-        merged.update(data)
-        return cls.from_dict(merged)
+            if base is None:
+                base = cls.preset(data.get("algo", "dqn"), data.get("env_id"))
+            merged = base.to_dict()
+            unknown = sorted(set(data) - set(merged))
+            if unknown:
+                raise ValueError(f"unknown field(s) {', '.join(unknown)}; valid fields: {', '.join(sorted(merged))}")
+            merged.update(data)
+            return cls.from_dict(merged)
+        except ValueError as exc:
+            raise ConfigError(f"config {path}: {exc}") from None
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a --config file: a regular file of at most 1 MiB, UTF-8, nesting limited, an
+    object at the top; ConfigError naming the file, the rule and the fix otherwise."""
+    try:
+        return dict(read_json(path, "config", max_bytes=1 << 20, error=ConfigError, top=dict))
+    except FileNotFoundError:
+        raise ConfigError(f"config {path} does not exist; check the path given to --config") from None
 
 
 def nearest_name(name: str, names: list[str]) -> str:

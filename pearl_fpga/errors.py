@@ -13,15 +13,24 @@ class KernelTimeout(PearlError, TimeoutError):
     """A kernel did not signal completion in time."""
 
 
-class CheckpointError(PearlError, ValueError):
+class InputError(PearlError, ValueError):
+    """A file or value a user handed the package is refused: the message names the file, the field, the
+    rule it breaks and the fix (pearl_fpga.safe_io reads every such file)."""
+
+
+class ConfigError(InputError):
+    """A TrainConfig file (--config) is unreadable or holds a field of the wrong type or range."""
+
+
+class CheckpointError(InputError):
     """A checkpoint, replay dump or profile is corrupt or does not match what loads it."""
 
 
-class ManifestError(PearlError, ValueError):
+class ManifestError(InputError):
     """A bitstream manifest is missing, malformed or does not match the driver."""
 
 
-class ArtifactError(PearlError, ValueError):
+class ArtifactError(InputError):
     """An exported policy (pearl-fpga export) is missing, corrupt, or does not fit what loads it."""
 
 
@@ -36,6 +45,15 @@ class EngineError(PearlError, RuntimeError):
 
 class DivergenceError(PearlError, RuntimeError):
     """Training produced a non-finite loss, weight or TD error, or an env a non-finite transition."""
+
+
+class NoLearningError(PearlError, ValueError):
+    """A run's budget ends before the schedule allows one gradient step (strict mode; otherwise a
+    NoLearningWarning): the message gives the numbers and the fix."""
+
+
+class NoLearningWarning(UserWarning):
+    """The warning NoLearningError replaces when the run is not strict."""
 
 
 class DirectoryInUse(PearlError, RuntimeError):

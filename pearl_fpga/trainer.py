@@ -22,22 +22,24 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from pearl_fpga.algos import Learner, make_learner
 from pearl_fpga.config import TrainConfig
-from pearl_fpga.errors import EngineError, TrainingInterrupted
+from pearl_fpga.errors import EngineError, NoLearningError, NoLearningWarning, TrainingInterrupted
 from pearl_fpga.runtime.actor import ActorLoop, Transitions
 from pearl_fpga.runtime.callbacks import (Callback, CallbackList, CheckpointCallback, EvalCallback, ProgressCallback,
                                         as_callback)
 from pearl_fpga.runtime.checkpoint import RESUMABLE_FIELDS
 from pearl_fpga.runtime.engines import Engine, RunSetup, make_engine
-from pearl_fpga.runtime.envs import EnvGroup, calibration_batch
+from pearl_fpga.runtime.envs import EnvGroup, calibration_batch, env_id_for
 from pearl_fpga.runtime.learner_batches import LearnerBatches
 from pearl_fpga.runtime.logger import logger_for
 from pearl_fpga.runtime.placement import Placement
@@ -46,7 +48,7 @@ from pearl_fpga.replay.manager import Replay, ReplayEmpty
 from pearl_fpga.runtime.run_checkpoints import CheckpointedRun
 from pearl_fpga.runtime.run_reports import RunReports
 from pearl_fpga.runtime.run_setup import plan_run
-from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_limit, needed_env_steps
+from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_limit, needed_env_steps, no_learning_problem
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.stats import ClosesRun, LossMeter, Stats
 from pearl_fpga.runtime.timers import TaskTimer
@@ -60,16 +62,24 @@ __all__ = ["RESUMABLE_FIELDS", "Trainer"]
 class Trainer(RunReports, CheckpointedRun, ClosesRun):
     """Trains one agent of a deep algorithm; see the module docstring."""
 
-    def __init__(self, algo: str = "dqn", env: str | None = None, placement: str | Placement | dict | None = None,
+    def __init__(self, algo: str = "dqn", env: Any = None, placement: str | Placement | dict | None = None,
                  config: TrainConfig | None = None, seed: int = 0, workers: int | None = None,
                  logger: Any = None, checkpoint_dir: str | Path | None = None, engine: str | None = None,
-                 ray_address: str | None = None, logdir: str | Path | None = None) -> None:
+                 ray_address: str | None = None, logdir: str | Path | None = None, strict: bool = False) -> None:
         """`logger`: an object with RunLogger's methods (episode, evaluation, progress, message); or
         `logdir`: the Trainer logs there as `pearl-fpga train` does (CSV files, TensorBoard events when
-        tensorboard is installed, learning_curve.png after each train())."""
-        plan = plan_run(algo, env, placement, config, seed, workers, engine, ray_address)
+        tensorboard is installed, learning_curve.png after each train()). `strict`: a train() call whose
+        budget ends before the schedule allows a gradient step raises NoLearningError (else it warns,
+        NoLearningWarning, and runs). `env`: a gymnasium id, or as in SB3 a gymnasium.Env (made again from
+        its spec) or a callable that makes one; the inline engine only (runtime.envs.env_id_for)."""
+        made_from = getattr(getattr(env, "spec", None), "id", None)  # an instance gym.make made: its id's preset
+        if config is None and not isinstance(env, str) and isinstance(made_from, str) and made_from in gym.registry:
+            config = TrainConfig.preset(str(algo).lower(), made_from)
+        plan = plan_run(algo, env_id_for(env), placement, config, seed, workers, engine, ray_address)
         self.config, self.placement, self.spec = config, placement, spec = plan.config, plan.placement, plan.spec
         self.preset_note, self.learner_threads, self.seed = plan.preset_note, plan.learner_threads, seed
+        self.strict = bool(strict)
+        self.board_fit = plan.board_fit  # the preset's fields fitted to an emulated board, or None
         self.logdir = Path(logdir) if logdir is not None else None
         self.logger = logger_for(logger, self.logdir)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
@@ -123,16 +133,22 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"steps must be a positive integer, got {steps!r}")
         cfg = self.config
+        end = self.env_steps + steps
+        problem = no_learning_problem(cfg, self.env_steps, self.grad_steps, end)
+        if problem is not None:
+            if self.strict:
+                raise NoLearningError(problem)
+            warnings.warn(problem, NoLearningWarning, stacklevel=2)
         defaults: list[Callback] = [EvalCallback(cfg.eval_freq, cfg.eval_episodes, self.seed + 1_000_000)]
         if self.checkpoint_dir is not None:
             defaults.append(CheckpointCallback(cfg.checkpoint_freq))
         defaults.append(ProgressCallback(progress, progress_interval))
         self._callback = CallbackList(defaults + as_callback(callback))
-        end = self.env_steps + steps
         self._stop.reset()
         if self.checkpoint_dir is not None:
             self._open_checkpoint_dir()
-        self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "end": end}
+        self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "start_grad_steps": self.grad_steps,
+                     "end": end}
         try:
             with self._stop.handlers():
                 try:
@@ -189,6 +205,8 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         the actors, granted at most actor_lag env steps ahead, keep stepping."""
         cfg, engine = self.config, self.engine
         while self.env_steps < end:
+            if self._stop.requested:  # also while no transitions arrive (every actor down or backing off)
+                self._stop_at_boundary()
             limit = self._lockstep_limit(end) if engine.lockstep else credit_limit(cfg, self.grad_steps, end)
             if engine.refill_steps and not self.replay.can_sample():  # e.g. every Ray shard restarted empty
                 limit = min(end, max(limit, self.env_steps + engine.refill_steps))

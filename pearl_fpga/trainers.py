@@ -9,6 +9,7 @@ from typing import Any
 
 from pearl_fpga import presets as registry
 from pearl_fpga.runtime.run_protocol import TrainerProtocol
+from pearl_fpga.runtime.run_checkpoints import run_checkpoint_dir
 from pearl_fpga.runtime.tabular_trainer import CHECKPOINT_FILE, TabularTrainer
 from pearl_fpga.trainer import Trainer
 
@@ -24,7 +25,9 @@ def make_trainer(algo: str = "dqn", env: str | None = None, **kwargs: Any) -> Tr
 
 
 def load_trainer(directory: str | Path, **kwargs: Any) -> Trainer | TabularTrainer:
-    """The trainer a checkpoint directory holds, deep or tabular (Trainer.load's arguments)."""
-    if (Path(directory) / CHECKPOINT_FILE).is_file():
+    """The trainer a checkpoint directory (or a run directory's checkpoint/) holds, deep or tabular
+    (Trainer.load's arguments)."""
+    directory = run_checkpoint_dir(Path(directory))
+    if (directory / CHECKPOINT_FILE).is_file():
         return TabularTrainer.load(directory, **kwargs)
     return Trainer.load(directory, **kwargs)

@@ -185,14 +185,15 @@ def _tampered(checkpoint, tmp_path, change):
     import torch
 
     from pearl_fpga.runtime.checkpoint import pack, read_checkpoint, sha256
+    from pearl_fpga.runtime.manifest_checks import seal_manifest
 
     path = tmp_path / "bad"
     shutil.copytree(checkpoint, path)
     manifest, state = read_checkpoint(path)
     change(state)
     torch.save(pack(state), path / "state.pt")
-    manifest["files"]["state.pt"]["sha256"] = sha256(path / "state.pt")
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    manifest["files"]["state.pt"] = {"sha256": sha256(path / "state.pt"), "bytes": (path / "state.pt").stat().st_size}
+    (path / "manifest.json").write_text(json.dumps(seal_manifest(manifest)))
     return path
 
 

@@ -39,7 +39,7 @@ def board():
 def test_replay_driver_over_the_serial_link(board):
     """driver_cases.replay_rounds in batches split to max_batch and in STREAM frames split to the bridge's
     slots, equal to the numpy reference; a smaller tree and another fan-out than synthesized."""
-    t = SerialTransport(board.port, "replay")
+    t = SerialTransport(board.port, "replay", reply_timeout_s=TIMEOUT_S)
     try:
         for cap, k in ((100, 4), (60, 2)):
             b = ReplayBoardBackend(cap, k, transport=t, max_batch=80, timeout_s=TIMEOUT_S)
@@ -50,7 +50,7 @@ def test_replay_driver_over_the_serial_link(board):
 
 def test_mlp_driver_over_the_serial_link(board):
     """driver_cases.mlp_networks on 16-bit words, equal to the numpy reference."""
-    t = SerialTransport(board.port, "mlp")
+    t = SerialTransport(board.port, "mlp", reply_timeout_s=TIMEOUT_S)
     try:
         b = MLPBoardBackend(transport=t, max_batch=9, timeout_s=TIMEOUT_S)
         width = SMALL_SIZES["MLP_MAX_WIDTH"]
@@ -63,7 +63,7 @@ def test_mlp_driver_over_the_serial_link(board):
 @pytest.mark.parametrize("sarsa", [False, True])
 def test_tabular_driver_over_the_serial_link(board, sarsa):
     """driver_cases.tabular_updates, calls split to max_batch, a smaller table than synthesized: equal to numpy."""
-    t = SerialTransport(board.port, "tabular")
+    t = SerialTransport(board.port, "tabular", reply_timeout_s=TIMEOUT_S)
     rng = np.random.default_rng(int(sarsa))
     try:
         for n_states, n_actions in ((SMALL_SIZES["TABULAR_STATES"], SMALL_SIZES["TABULAR_ACTIONS"]), (20, 3)):
@@ -77,8 +77,8 @@ def test_kernels_share_one_link_and_a_hung_call_times_out_and_resets(board):
     """Two kernels' transports on one port share its link; a call whose kernel waits for commands that
     never come ends in a KernelTimeout naming the kernel and its registers within its deadline, and a
     reset of that kernel makes it usable again while the other kernel keeps its state."""
-    replay = SerialTransport(board.port, "replay")
-    tabular = SerialTransport(board.port, "tabular")
+    replay = SerialTransport(board.port, "replay", reply_timeout_s=TIMEOUT_S)
+    tabular = SerialTransport(board.port, "tabular", reply_timeout_s=TIMEOUT_S)
     try:
         assert replay.link is tabular.link
         tab = TabularBoardBackend(8, 2, transport=tabular, timeout_s=TIMEOUT_S)
@@ -164,7 +164,7 @@ def test_a_third_frame_in_flight_is_refused_and_reset_drops_the_stuck_ones(board
 
 def test_a_refused_frame_is_a_link_error(board):
     """Through the link's own API, a frame the bridge refuses raises LinkError with the reason."""
-    t = SerialTransport(board.port, "replay")
+    t = SerialTransport(board.port, "replay", reply_timeout_s=TIMEOUT_S)
     try:
         with pytest.raises(LinkError, match=r"refused a frame \(op 0x02, channel 7\): a channel the board does not have"):
             t.link.request(st.OP_READ, 7, b"\x00")

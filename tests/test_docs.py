@@ -27,8 +27,9 @@ def test_rendered_docs_match_the_records():
 def test_every_record_is_rendered():
     render = _render()
     page = (ROOT / "docs" / "benchmarks.md").read_text()
+    hardware = (ROOT / "docs" / "hardware.md").read_text()  # the implementation records' table
     for key, record in render.load_records().items():
-        assert record["command"] in page, key
+        assert record["command"] in (hardware if record["benchmark"] == "implement" else page), key
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))

@@ -2,7 +2,8 @@
 renames, a full disk, non-finite envs and diverging learners, crash-looping workers, two runs on one
 directory. Every case checks that a loadable checkpoint survives and that nothing of it is lost.
 
-The counts of docs/reliability.md ("Faults injected") are the cases of this file."""
+The counts of docs/reliability.md ("Faults injected") are the cases of this file and of test_faults_runtime.py,
+test_faults_files.py and test_faults_misc.py."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DirectoryInUse, DivergenceError, TrainingInterrupted
 from pearl_fpga.runtime import checkpoint as ckpt_mod
 from pearl_fpga.runtime.checkpoint import DirLock, checkpoint_lock, read_checkpoint, recover_checkpoint
+from pearl_fpga.runtime.manifest_checks import seal_manifest
 from pearl_fpga.trainer import Trainer
 
 TINY = dict(learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 16], buffer_size=4000,
@@ -462,7 +464,7 @@ def test_a_failed_load_leaves_the_global_rngs_untouched(tmp_path):
     ck = t.save(tmp_path / "ck")
     manifest = json.loads((ck / "manifest.json").read_text())
     manifest["config"]["net_arch"] = [8, 8]
-    (ck / "manifest.json").write_text(json.dumps(manifest))
+    (ck / "manifest.json").write_text(json.dumps(seal_manifest(manifest)))  # a consistent, unfitting checkpoint
     random.seed(11)
     np.random.seed(12)
     torch.manual_seed(13)

@@ -14,7 +14,7 @@ import pytest
 
 from pearl_fpga.hw.netlist import public_signals, run_cocotb_netlist, synthesize_netlist, write_mutant
 
-pytestmark = pytest.mark.sim
+pytestmark = [pytest.mark.sim, pytest.mark.timeout(3600)]  # synthesis and Verilator slow down a lot under load
 
 REPO = Path(__file__).resolve().parents[1]
 COCOTB = Path(__file__).resolve().parent / "cocotb"
@@ -35,6 +35,20 @@ NETLIST_CASES: dict[str, dict[str, Any]] = {
         "env": {"MLP_LANES": "2", "MLP_MAX_WIDTH": "4", "MLP_MAX_LAYERS": "2", "MLP_SEED": "7",
                 "MLP_TB_RESULTS": str(REPO / "build" / "netlist" / "mlp_cycles.json")},
     },
+    # the table in DP16KD, the hazard window, the pipeline (its products in LUTs: -nodsp)
+    "tabular": {
+        "parameters": {"N_STATES": 13, "N_ACTIONS": 3},
+        "test_dir": COCOTB / "tabular", "test_module": "test_tabular_core", "top": "tabular_core",
+        "env": {"TABULAR_STATES": "13", "TABULAR_ACTIONS": "3", "TABULAR_SEED": "13"},
+    },
+}
+
+
+# The mutant runs on the smallest tree (one level): its netlist compiles in a fraction of the time.
+MUTANT_CASE: dict[str, Any] = {
+    "parameters": {"CAPACITY": 4, "FANOUT": 4, "FREE_RUN": 1},
+    "test_dir": COCOTB / "replay", "test_module": "test_replay_top",
+    "env": {"REPLAY_CAPACITY": "4", "REPLAY_FANOUT": "4", "REPLAY_FREE_RUN": "1", "REPLAY_SEED": "8"},
 }
 
 
@@ -51,18 +65,23 @@ def test_netlist_passes_the_rtl_testbench(kernel: str) -> None:
 
 
 def test_mutant_netlist_fails_the_testbench() -> None:
-    """One LUT4 reading the command's index bit 0 with its INIT complemented: the testbench must fail."""
-    case = NETLIST_CASES["replay"]
+    """The command's index bit 0 inverted where the netlist reads it: the testbench must fail (with
+    wrong answers, not a hang: a gate-level hang would run to the testbench's timeout)."""
+    case = MUTANT_CASE
     build = _build_dir("replay", case)
     netlist = synthesize_netlist("replay", case["parameters"], build / "netlist")
     mutant = build / "mutant" / "replay_top_mutant.v"
     mutant.parent.mkdir(parents=True, exist_ok=True)
-    flipped = write_mutant(netlist, "s_axis_cmd_tdata[64]", mutant)
-    assert flipped
-    with pytest.raises(AssertionError, match="cocotb tests failed"):
+    view, pins = write_mutant(netlist, "s_axis_cmd_tdata[64]", mutant, "replay_top")
+    assert pins >= 1 and view.is_file()
+    # cocotb's runner ends a failed run with SystemExit or our AssertionError; results.xml says which test failed
+    with pytest.raises((AssertionError, SystemExit)):
         run_cocotb_netlist("replay", case["parameters"], test_module=case["test_module"], test_dir=case["test_dir"],
-                           build_dir=build, extra_env=case["env"], netlist=mutant,
+                           build_dir=build, extra_env=case["env"], netlist=view,
                            testcase="test_same_index_and_shared_ancestors")
+    from cocotb_tools.check_results import get_results
+
+    assert get_results(build / f"sim-{view.stem}" / "results.xml") == (1, 1), "the mutant's one test should run and fail"
 
 
 def test_testbench_probes_are_kept() -> None:
@@ -73,4 +92,18 @@ def test_testbench_probes_are_kept() -> None:
     assert public_signals(list(core.files), "replay_top") == ["busy"]
     case = NETLIST_CASES["replay"]
     netlist = synthesize_netlist("replay", case["parameters"], _build_dir("replay", case) / "netlist")
-    assert "busy" in netlist.read_text().split("module replay_top", 1)[1].split(");", 1)[1]
+    for view in (netlist, netlist.with_name("replay_top_sim.v")):
+        assert "wire busy;" in view.read_text(), view
+
+
+def test_invert_input_refuses_what_it_cannot_mutate() -> None:
+    from pearl_fpga.hw.ecp5 import ImplementationError
+    from pearl_fpga.hw.netlist import invert_input
+
+    text = "module t(a, y);\n  input [1:0] a;\n  output y;\n  LUT4 #(.INIT(16'h0002)) c (.A(a[0]), .B(a[0]), .Z(y));\nendmodule\n"
+    mutated, pins = invert_input(text, "a[0]")
+    assert pins == 2 and ".A(~a[0])" in mutated and ".Z(y)" in mutated
+    with pytest.raises(ImplementationError, match="no cell of the netlist reads a\\[1\\]"):
+        invert_input(text, "a[1]")
+    with pytest.raises(ImplementationError, match="y is not an input"):
+        invert_input(text, "y")

@@ -41,7 +41,7 @@ def test_missing_box2d_names_the_extra(tmp_path, capsys):
 
 
 def test_one_actor_worker_is_singular():
-    from pearl_fpga.commands.train import _engine_text
+    from pearl_fpga.commands.train_summary import engine_text as _engine_text
     from pearl_fpga.config import TrainConfig
 
     assert _engine_text(TrainConfig.preset("dqn", workers=1)) == "processes (1 actor worker)"

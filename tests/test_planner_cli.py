@@ -152,3 +152,25 @@ def test_bench_plan_plot_draws_the_accuracy_chart(tmp_path):
     png = tmp_path / "plan.png"
     plot({"algo": "dqn", "env": "CartPole-v1", "steps": 3000, "rows": rows, "within_target": 1, "cases": 2}, str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plan_train_line_is_the_plan_it_made(cache, small_config, capsys):
+    """`train with:` keeps --per, --config and every --set, so the run it suggests has the planned config."""
+    import shlex
+
+    from pearl_fpga.commands import train as train_cmd
+    from pearl_fpga.commands.config_args import build_config
+
+    argv = ["--quick", "--per", "--config", str(small_config), "--set", "batch_size=16", "--set",
+            "net_arch=[16, 16]", "--max-workers", "1"]
+    code, out, err = run_cmd(plan_cmd, argv, capsys)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("train with: "))
+    words = shlex.split(line.removeprefix("train with: "))
+    assert words[:2] == ["pearl-fpga", "train"] and "--per" in words
+    parser = argparse.ArgumentParser()
+    train_cmd.configure(parser)
+    args = parser.parse_args(words[2:])
+    suggested = build_config(args, args.algo, args.env, **({"per": True} if args.per else {}))
+    assert suggested.per and suggested.batch_size == 16 and suggested.net_arch == [16, 16]
+    assert suggested.buffer_size == 4096  # from --config

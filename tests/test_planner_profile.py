@@ -100,7 +100,7 @@ def test_spec_cycle_models():
     assert fpga_model.mlp_cycles_spec([(3, 5)], 4).c1 == pytest.approx(27.75)  # 15/4 + 8 + 16, no rounding up
     assert tree_depth(65536, 16) == 4 and tree_depth(65537, 16) == 5 and tree_depth(2, 16) == 1
     c = fpga_model.replay_cycles_spec(4)
-    assert (c(64), c(1)) == (100, 37)  # B + 5 * 4 + 16
+    assert (c(64), c(1)) == (112, 49)  # B + 8 * 4 + 16
 
 
 def test_fpga_fits_follow_the_catalog():

@@ -144,7 +144,7 @@ def test_checkpoint_validation(tmp_path):
     with np.load(path) as z:
         data = {k: z[k] for k in z.files}
     np.savez(path, **{**data, "table": data["table"].astype(np.float64)})
-    with pytest.raises(CheckpointError, match="expected int32"):
+    with pytest.raises(CheckpointError, match="table .* has dtype float64, but this member must be a signed integer array"):
         TabularTrainer.load(tmp_path)
     # a checkpoint of the earlier, episode-counting tabular trainer: refused with what to do instead
     old = {k: data[k] for k in ("table", "env_steps", "episode_log", "eval_log")}
@@ -188,9 +188,9 @@ def test_offline_training_equals_the_kernel_over_the_dataset(tmp_path):
 @pytest.mark.parametrize("change,match", [
     (dict(s=np.full(300, 48)), "s holds values outside"),
     (dict(r=np.full(300, np.nan)), "NaN/inf"),
-    (dict(done=np.zeros(300, np.int64)), "done must be a 1-D bool"),
+    (dict(done=np.zeros(300, np.int64)), "done .* must be a bool array"),
     (dict(a=np.zeros(299, np.int64)), "a must be a 1-D integer array of 300"),
-    (dict(a=np.zeros(300)), "a must be a 1-D integer array"),
+    (dict(a=np.zeros(300)), "'a .* must be an integer array"),
 ])
 def test_bad_datasets_are_rejected(tmp_path, change, match):
     path, _ = _dataset(tmp_path, **change)
@@ -208,10 +208,10 @@ def test_dataset_shape_env_keys_and_pickle(tmp_path):
     with pytest.raises(CheckpointError, match="lacks key"):
         load_dataset(tmp_path / "k.npz")
     np.savez(tmp_path / "p.npz", s=np.array([{}], dtype=object))
-    with pytest.raises(CheckpointError, match="Object arrays cannot be loaded when allow_pickle=False"):
+    with pytest.raises(CheckpointError, match="is an object array, which only pickle reads"):
         load_dataset(tmp_path / "p.npz")
     t = _cliff("sarsa")
-    np.savez(tmp_path / "noa2.npz", **{k: v for k, v in np.load(path).items() if k != "a2"})
+    np.savez(tmp_path / "noa2.npz", **{k: v for k, v in np.load(path).items() if k not in ("a2", "digest")})
     with pytest.raises(CheckpointError, match="SARSA needs them"):
         t.train_offline(tmp_path / "noa2.npz")
 

@@ -12,6 +12,7 @@ import torch
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
+from pearl_fpga.runtime.manifest_checks import seal_manifest
 from pearl_fpga.trainer import Trainer
 
 TINY_DQN = dict(learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 16], buffer_size=4000,
@@ -143,6 +144,9 @@ def test_corrupt_or_mismatched_checkpoints_raise_and_touch_nothing(tmp_path):
     manifest = json.loads((ck / "manifest.json").read_text())
     manifest["config"]["net_arch"] = [8, 8]  # shapes no longer fit the stored networks
     (bad / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="digest"):  # an edited manifest is refused
+        Trainer.load(bad)
+    (bad / "manifest.json").write_text(json.dumps(seal_manifest(manifest)))  # re-signed: consistent, unfitting
     with pytest.raises(CheckpointError, match="does not fit"):
         Trainer.load(bad)
 

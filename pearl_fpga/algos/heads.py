@@ -31,6 +31,8 @@ class ActorHead(ABC):
 
     kernel_options: dict[str, Any] = {}
     """MLPInfer.from_torch's head options for this head."""
+    action_rule: str | None = None
+    """How an exported kernel policy acts greedily from the outputs (kernels.mlp_artifact.ACTION_RULES)."""
     discrete = False
 
     def __init__(self, config: Any, action_dim: int) -> None:
@@ -63,6 +65,7 @@ class EpsilonGreedy(ActorHead):
     """DQN: argmax of the Q-values; epsilon-greedy at the config's linear schedule."""
 
     kernel_options = {"head": "raw"}
+    action_rule = "argmax"
     discrete = True
 
     def greedy(self, outputs: np.ndarray) -> np.ndarray:
@@ -108,6 +111,7 @@ class GaussianNoise(ActorHead):
     """DDPG, TD3: the tanh actor's output plus Gaussian noise of std `action_noise_std`, clipped to [-1, 1]."""
 
     kernel_options = {"head": "tanh", "action_low": -1.0, "action_high": 1.0}
+    action_rule = "scaled-tanh"
 
     def greedy(self, outputs: np.ndarray) -> np.ndarray:
         return np.asarray(outputs, dtype=np.float32)

@@ -44,6 +44,7 @@ class SquashedGaussian(ActorHead):
     Gaussian sample (uniform random actions before learning_starts, as SB3)."""
 
     kernel_options = {"head": "raw"}
+    action_rule = "tanh-mean"
 
     def _split(self, outputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         outputs = np.asarray(outputs, dtype=np.float32)

@@ -15,7 +15,7 @@ import numpy as np
 
 from pearl_fpga.presets.tabular import TABULAR_PRESETS
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.limits import load_npz
+from pearl_fpga.safe_io import load_npz, with_digest
 
 KERNEL_ALGO = {"qlearning": "q", "sarsa": "sarsa"}
 """The TabularQ kernel's name of each tabular algorithm."""
@@ -53,6 +53,9 @@ def epsilon_greedy(row: np.ndarray, eps: float, rng: np.random.Generator) -> int
 # ---- transition datasets -------------------------------------------------------------------------
 
 DATASET_KEYS = ("s", "a", "r", "s2", "done")
+DATASET_KINDS = {"s": "iu", "a": "iu", "r": "iuf", "s2": "iu", "done": "b", "a2": "iu", "n_states": "iu",
+                 "n_actions": "iu", "env_id": "U"}
+"""The members a dataset may hold and their numpy dtype kinds (checked in the .npy headers, before loading)."""
 
 
 def save_dataset(path: str | Path, s: np.ndarray, a: np.ndarray, r: np.ndarray, s2: np.ndarray,
@@ -66,7 +69,7 @@ def save_dataset(path: str | Path, s: np.ndarray, a: np.ndarray, r: np.ndarray, 
         arrays["a2"] = np.asarray(a2, np.int64)
     path = Path(path)
     with open(path, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
+        np.savez_compressed(fh, **with_digest(arrays))  # the digest proves a later load reads exactly this
     return path
 
 
@@ -75,11 +78,12 @@ def load_dataset(path: str | Path, n_states: int | None = None, n_actions: int |
     """Read and validate a dataset written by save_dataset (keys, dtypes, 1-D equal lengths, ranges,
     finite rewards); a CheckpointError names what is wrong. Never unpickles."""
     path = Path(path)
-    data = load_npz(path, "dataset", (*DATASET_KEYS, "a2", "n_states", "n_actions", "env_id"),
-                    "write one with --save-dataset")
+    data = load_npz(path, "dataset", DATASET_KINDS, "write one with --save-dataset")
     missing = [k for k in (*DATASET_KEYS, "n_states", "n_actions") if k not in data]
     if missing:
         raise CheckpointError(f"dataset {path} lacks key(s) {missing}; it needs {DATASET_KEYS} + n_states, n_actions")
+    if data["n_states"].shape != () or data["n_actions"].shape != () or ("env_id" in data and data["env_id"].shape != ()):
+        raise CheckpointError(f"dataset {path}: n_states, n_actions and env_id must be single values; it is corrupt")
     ns, na = int(data["n_states"]), int(data["n_actions"])
     if (n_states is not None and ns != n_states) or (n_actions is not None and na != n_actions):
         raise CheckpointError(f"dataset {path} is for {ns} states x {na} actions, the env has {n_states} x {n_actions}")

@@ -8,10 +8,13 @@ with torch's default threads. Each round times many calls; the table shows the b
 Then the rtl backend's cycles per call and per inference at batch 8 (steady state) against the
 target MACs / LANES + 8 * layers + 16 (SPEC.md), if the rtl backend can run here.
 Targets (issue 3): batch 1 at least 10x faster than torch; batch 1024 no slower than torch.
+Last, one learner weight sync (`MLPInfer.load_weights`) of DQN's Q-network and DDPG/TD3's actor next to
+the reference steps it replaces (issue 33), with torch at one thread as in an actor process.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Callable
@@ -23,6 +26,7 @@ import numpy as np
 from pearl_fpga.bench.meta import measured_record
 
 NETWORKS = ((4, 64, 64, 2), (3, 256, 256, 1))
+SYNC_NETWORKS = (((4, 64, 64, 2), False), ((3, 400, 300, 1), True))  # (widths, tanh): DQN's Q-net, DDPG/TD3's actor
 BATCHES = (1, 32, 1024)
 RTL_BATCH = 8
 ROUND_SECONDS = 0.05  # each timing round runs about this long
@@ -38,7 +42,7 @@ class MlpBench:
             raise ValueError("repeats must be at least 1")
 
 
-def _network(widths: tuple[int, ...], seed: int = 0) -> Any:
+def _network(widths: tuple[int, ...], seed: int = 0, tanh: bool = False) -> Any:
     import torch
     from torch import nn
 
@@ -46,7 +50,7 @@ def _network(widths: tuple[int, ...], seed: int = 0) -> Any:
     mods: list[nn.Module] = []
     for n, m in zip(widths[:-1], widths[1:]):
         mods += [nn.Linear(n, m), nn.ReLU()]
-    return nn.Sequential(*mods[:-1]).eval()
+    return nn.Sequential(*mods[:-1], *([nn.Tanh()] if tanh else [])).eval()
 
 
 def time_call(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
@@ -153,9 +157,56 @@ def measure(repeats: int, with_rtl: bool, progress: Callable[[str], None]) -> di
             else:
                 entry["rtl"] = {"available": False, "reason": "skipped (--no-rtl)"}
             results["networks"].append(entry)
+        results["weight_sync"] = []
+        for widths, tanh in SYNC_NETWORKS:
+            name = "-".join(map(str, widths)) + (" tanh" if tanh else "")
+            progress(f"{name} weight sync")
+            calib = np.random.default_rng(0).standard_normal((256, widths[0])).astype(np.float32)
+            results["weight_sync"].append({"network": name, **_sync_row(_network(widths, tanh=tanh), calib, repeats)})
     finally:
         torch.set_num_threads(default_threads)
     return results
+
+
+def _sync_row(net: Any, calib: np.ndarray, repeats: int) -> dict[str, Any]:
+    """One learner weight sync (`MLPInfer.load_weights`) after a drift of the weights like one sync
+    interval's (relative 1e-3), timed against the reference steps it replaces, in the same run: a
+    calibration pass on every sync, numpy quantization and a copy of the module's state (the formats
+    and integers are the same: tests/test_mlp_sync.py)."""
+    import torch
+
+    from pearl_fpga.kernels import MLPInfer
+    from pearl_fpga.kernels.mlp_torch import INT32_MAX, choose_formats, parse, quantize
+    from pearl_fpga.spec.mlp import INT16_MAX, INT16_MIN, QuantizedLayer
+
+    policy = MLPInfer.from_torch(net, backend="cpu", calibration=calib)
+    snapshot = copy.deepcopy(net)
+    with torch.no_grad():
+        generator = torch.Generator().manual_seed(0)
+        for p in net.parameters():
+            p.add_(torch.randn(p.shape, generator=generator) * 1e-3 * float(p.abs().max()))
+
+    def reference() -> None:
+        parsed = parse(net)
+        formats, _ = choose_formats(parsed, calib, previous=policy.formats)
+        layers = [QuantizedLayer(quantize(w, f.fw, INT16_MIN, INT16_MAX).astype(np.int16),
+                                 quantize(b, f.fw + f.fa_in, -INT32_MAX - 1, INT32_MAX).astype(np.int32), f.shift, r)
+                  for w, b, f, r in zip(parsed.weights, parsed.biases, formats, parsed.relu)]
+        policy.backend.load(layers, parsed.head)
+        snapshot.load_state_dict(net.state_dict())
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in an actor process
+    timings: dict[str, list[tuple[float, float]]] = {"reference": [], "sync": []}
+    try:
+        for _ in range(3):  # alternated, so that both sides see the same load
+            timings["reference"].append(time_call(reference, repeats))
+            timings["sync"].append(time_call(lambda: policy.load_weights(net), repeats))
+    finally:
+        torch.set_num_threads(threads)
+    (ref_best, ref_median), (best, median) = (min(timings[k]) for k in ("reference", "sync"))
+    return {"reference_us": ref_best * 1e6, "reference_median_us": ref_median * 1e6, "sync_us": best * 1e6,
+            "sync_median_us": median * 1e6, "speedup": ref_best / best}
 
 
 def _table(results: dict[str, Any]) -> Any:
@@ -237,6 +288,9 @@ def report(record: dict[str, Any], console: Any) -> None:
     results = record["results"]
     console.print(_table(results))
     console.print(_rtl_table(results))
+    for sync in results.get("weight_sync", []):
+        console.print(f"{sync['network']} weight sync (load_weights, 256 calibration obs): {sync['sync_us']:.0f} us; "
+                      f"the reference steps {sync['reference_us']:.0f} us: {sync['speedup']:.1f}x", markup=False)
     load = record["load_average_before"][0]
     console.print(f"cpu backend MAC array: {results.get('cpu_path')}; load average {load:.1f} on "
                   f"{record['machine']['cores']} cores.", markup=False)

@@ -158,7 +158,7 @@ def bench_sampler(args: ReplayBench, backend: str, repeats: int) -> dict[str, An
 
 
 def bench_rtl(args: ReplayBench) -> dict[str, Any]:
-    """Cycles per batch on the rtl backend, and the SPEC bound B + 5*depth + 16."""
+    """Cycles per batch on the rtl backend, and the SPEC bound B + 8*depth + 16."""
     from pearl_fpga.kernels.replay import ReplaySampler
     from pearl_fpga.spec.replay import batch_cycle_bound
 
@@ -287,7 +287,7 @@ def report(record: dict[str, Any], console: Any) -> None:
         table.add_row("rtl (cycles/batch)", str(rtl["sample_cycles"]), str(rtl["update_cycles"]), "", "")
         notes.append(
             f"rtl backend at capacity {rtl['capacity']}, batch {rtl['batch']}: cycles per batch, "
-            f"SPEC bound B + 5*depth + 16 = {rtl['bound_cycles']}"
+            f"SPEC bound B + 8*depth + 16 = {rtl['bound_cycles']}"
         )
     console.print(table)
     for note in notes:

@@ -10,7 +10,6 @@ sheets (each board's "notes" names the source); none is measured here.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Callable
@@ -21,8 +20,9 @@ from typing import Any
 from pearl_fpga.board.ecp5 import Ecp5Error, Ecp5Spec, parse_ecp5
 from pearl_fpga.board.zynq_design import (  # noqa: F401 - the Zynq block design, re-exported
     AXI_DMA_MIN_MM_WIDTH, AXI_DMA_MM_WIDTHS, ZynqBlock, axi_dma_config, zynq_design, zynq_design_tcl)
-from pearl_fpga.data import data_path, load_json
-from pearl_fpga.errors import PearlError
+from pearl_fpga.data import data_path
+from pearl_fpga.errors import InputError
+from pearl_fpga.safe_io import read_json
 from pearl_fpga.spec.descriptor import descriptor
 from pearl_fpga.spec.kernels import KERNELS, commands_ii
 
@@ -32,12 +32,16 @@ DEFAULT_CATALOG = data_path("bitstreams", "catalog.json")
 KINDS = ("zynq", "alveo", "ecp5")
 LINK_KINDS = {"zynq": "axi-hp", "alveo": "pcie", "ecp5": "uart"}
 RESOURCE_KEYS = ("lut", "ff", "bram36", "uram", "dsp")
+RESOURCE_MAX = {"lut": 10_000_000, "ff": 20_000_000, "bram36": 20_000, "uram": 5_000, "dsp": 50_000}
+"""Bound of each resource count a catalog or manifest may state: about twice the largest AMD parts (Virtex
+UltraScale+ VU19P, Versal Premium); a larger count is a typo or a corrupt file, and would let the planner
+price an impossible board."""
 # Kernel sizes a board may ask for: the limits of each kernel's descriptor (pearl_fpga.spec.kernels).
 KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {k: dict(ip.limits) for k, ip in KERNELS.items()}
 LEAF_MEMORIES = ("bram", "uram")
 
 
-class CatalogError(PearlError, ValueError):
+class CatalogError(InputError):
     """bitstreams/catalog.json is missing, malformed, or names an unknown board."""
 
 
@@ -116,8 +120,7 @@ def load_catalog(path: str | Path | None = None) -> dict[str, BoardSpec]:
     Raises CatalogError naming the file, the board and the field when anything is missing or wrong.
     """
     path = Path(path) if path is not None else DEFAULT_CATALOG
-    data = load_json(path, CatalogError, "board catalog", " (it ships in the repository at bitstreams/catalog.json)",
-                     "; restore it from git")
+    data = _read(path)
     return parse_catalog(data, source=str(path))
 
 
@@ -135,9 +138,18 @@ def default_board(path: str | Path | None = None) -> str:
     """The board `fpga-emu` and the planner mean when none is named: the catalog's "default_board"
     (its first board when the field is absent)."""
     path = Path(path) if path is not None else DEFAULT_CATALOG
-    data = json.loads(path.read_text(encoding="utf-8"))
-    boards = load_catalog(path)
+    data = _read(path)
+    boards = parse_catalog(data, source=str(path))
     return str(data.get("default_board") or next(iter(boards)))
+
+
+def _read(path: Path) -> Any:
+    """The catalog's JSON (safe_io.read_json: a regular file, bounded, UTF-8, nesting limited)."""
+    try:
+        return read_json(path, "board catalog", max_bytes=4 << 20, error=CatalogError, top=dict)
+    except FileNotFoundError:
+        raise CatalogError(f"board catalog {path} not found (it ships in the repository at bitstreams/catalog.json); "
+                           "restore it from git or pass the path of a catalog") from None
 
 
 def parse_catalog(data: Any, source: str = "catalog") -> dict[str, BoardSpec]:
@@ -212,7 +224,7 @@ def _parse_board(name: str, entry: Any, source: str) -> BoardSpec:
         raise CatalogError(f"{f.where}: an ecp5 board has no Vivado board part or Vitis platform: set both to null")
 
     res = f.sub("resources")
-    resources = {k: int(res.integer(k, 0, 1 << 30)) for k in RESOURCE_KEYS}
+    resources = {k: int(res.integer(k, 0, RESOURCE_MAX[k])) for k in RESOURCE_KEYS}
     mem = f.sub("memory")
     memory = {"type": mem.text("type"), "size_gb": mem.number("size_gb"), "bandwidth_gbps": mem.number("bandwidth_gbps")}
     link = f.sub("link")

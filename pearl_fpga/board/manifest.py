@@ -33,7 +33,8 @@ from pearl_fpga.board.vivado_reports import parse_timing_summary, parse_utilizat
 from pearl_fpga.board.xclbin_info import kernel_clock_mhz
 from pearl_fpga.data import work_root
 from pearl_fpga.errors import ManifestError
-from pearl_fpga.limits import read_json
+from pearl_fpga.board.catalog import RESOURCE_MAX
+from pearl_fpga.safe_io import read_json
 from pearl_fpga.spec.kernels import KERNELS
 
 SCHEMA_VERSION = 1
@@ -160,7 +161,7 @@ def load_manifest(path: str | Path) -> Manifest:
     if path.is_dir():
         path = path / MANIFEST_NAME
     try:
-        data = read_json(path, "manifest", max_bytes=MAX_MANIFEST_BYTES)
+        data = read_json(path, "manifest", max_bytes=MAX_MANIFEST_BYTES, error=ManifestError)
     except FileNotFoundError:
         raise ManifestError(
             f"no bitstream manifest at {path}: build one with `make bitstream BOARD=<board>` "
@@ -234,6 +235,11 @@ def parse_manifest(data: Any, path: Path | None = None) -> Manifest:
     resources = data.get("resources", {})
     if not isinstance(resources, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in resources.values()):
         raise ManifestError(f"{where}.resources must map resource names to integer counts")
+    for name, count in resources.items():
+        if not 0 <= count <= RESOURCE_MAX.get(name, max(RESOURCE_MAX.values())):
+            raise ManifestError(f"{where}.resources.{name} = {count:,} is out of range: a count must be in [0, "
+                                f"{RESOURCE_MAX.get(name, max(RESOURCE_MAX.values())):,}] (beyond the largest parts); "
+                                "rebuild the bitstream or restore the file")
     timing = data.get("timing", {})
     if not isinstance(timing, dict):
         raise ManifestError(f"{where}.timing must be a JSON object")

@@ -125,11 +125,13 @@ class SerialLink:
     """One serial port to a board's UART bridge: frames out, replies and output words in (see the
     module docstring). Thread-safe: one operation at a time."""
 
-    def __init__(self, port: str, baudrate: int = DEFAULT_BAUD, open_timeout_s: float = OPEN_TIMEOUT_S) -> None:
+    def __init__(self, port: str, baudrate: int = DEFAULT_BAUD, open_timeout_s: float = OPEN_TIMEOUT_S,
+                 reply_timeout_s: float = REPLY_TIMEOUT_S) -> None:
         serial = import_serial()
         self.port = port
+        self.reply_timeout_s = reply_timeout_s  # how long a register access, a window slot or a reset may take
         try:
-            self._serial = serial.Serial(port, baudrate=baudrate, timeout=0.01, write_timeout=REPLY_TIMEOUT_S)
+            self._serial = serial.Serial(port, baudrate=baudrate, timeout=0.01, write_timeout=reply_timeout_s)
         except (serial.SerialException, OSError, ValueError) as exc:
             raise BackendUnavailable(
                 f"cannot open the serial port {port!r}: {exc}. Is the board plugged in and is this its port "
@@ -234,16 +236,18 @@ class SerialLink:
 
     # -- operations --------------------------------------------------------------------------
 
-    def request(self, op: int, ch: int, payload: bytes, timeout_s: float = REPLY_TIMEOUT_S) -> int:
+    def request(self, op: int, ch: int, payload: bytes, timeout_s: float | None = None) -> int:
         """One WRITE or READ, waited for: the reply's value (0 for an ACK)."""
+        timeout_s = self.reply_timeout_s if timeout_s is None else timeout_s
         with self._lock:
             seq = self._post(op, ch, payload, timeout_s)
             return self._wait(seq, timeout_s, f"op 0x{op:02x} on channel {ch}")
 
-    def stream(self, ch: int, words: bytes, word_bytes: int, timeout_s: float = REPLY_TIMEOUT_S) -> None:
+    def stream(self, ch: int, words: bytes, word_bytes: int, timeout_s: float | None = None) -> None:
         """Queue `words` on channel `ch`'s input stream, tlast on the last, in frames of whole words;
         returns once the last frame is sent (its ACK is collected later)."""
         per_frame = (self.slot_bytes - 5) // word_bytes * word_bytes
+        timeout_s = self.reply_timeout_s if timeout_s is None else timeout_s
         with self._lock:
             for at in range(0, len(words), per_frame):
                 chunk = words[at:at + per_frame]
@@ -268,9 +272,10 @@ class SerialLink:
         """Bytes of channel `ch`'s output received and not taken."""
         return len(self._out.get(ch, b""))
 
-    def reset_channel(self, ch: int, timeout_s: float = REPLY_TIMEOUT_S) -> None:
+    def reset_channel(self, ch: int, timeout_s: float | None = None) -> None:
         """Reset channel `ch`'s kernel; the bridge drops every frame it has not executed, so whatever
         was in flight is forgotten here too."""
+        timeout_s = self.reply_timeout_s if timeout_s is None else timeout_s
         with self._lock:
             self._serial.write(encode_frame(bytes([OP_RESET, ch])))
             deadline = time.monotonic() + timeout_s
@@ -302,12 +307,14 @@ _links: dict[str, SerialLink] = {}
 _links_lock = threading.Lock()
 
 
-def open_link(port: str, baudrate: int = DEFAULT_BAUD) -> SerialLink:
-    """The link of `port`, opened on first use and shared by the transports of its kernels."""
+def open_link(port: str, baudrate: int = DEFAULT_BAUD, reply_timeout_s: float = REPLY_TIMEOUT_S) -> SerialLink:
+    """The link of `port`, opened on first use and shared by the transports of its kernels (which then
+    share its reply timeout: the longest any of them asked for)."""
     with _links_lock:
         link = _links.get(port)
         if link is None:
-            link = _links[port] = SerialLink(port, baudrate)
+            link = _links[port] = SerialLink(port, baudrate, max(OPEN_TIMEOUT_S, reply_timeout_s), reply_timeout_s)
+        link.reply_timeout_s = max(link.reply_timeout_s, reply_timeout_s)
         link.users += 1
         return link
 
@@ -324,11 +331,13 @@ def release_link(link: SerialLink) -> None:
 
 class SerialTransport(Transport):
     """One kernel of a UART board (its bridge channel) behind the Transport interface; times are wall
-    time. `port` is a device path (/dev/ttyUSB0) or an open SerialLink."""
+    time. `port` is a device path (/dev/ttyUSB0) or an open SerialLink; `reply_timeout_s` bounds each
+    register access (a board answers in about a millisecond; a simulated one under load takes longer)."""
 
     poll_interval_s = 0.0  # every poll is a round trip on the line already
 
-    def __init__(self, port: str | SerialLink, kernel: str, baudrate: int = DEFAULT_BAUD) -> None:
+    def __init__(self, port: str | SerialLink, kernel: str, baudrate: int = DEFAULT_BAUD,
+                 reply_timeout_s: float = REPLY_TIMEOUT_S) -> None:
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; known: {sorted(KERNELS)}")
         self._link: SerialLink | None = None
@@ -336,7 +345,7 @@ class SerialTransport(Transport):
             port.users += 1
             self._link = port
         else:
-            self._link = open_link(port, baudrate)
+            self._link = open_link(port, baudrate, reply_timeout_s)
         try:
             ch = self._link.channel_of(kernel)
             ip = KERNELS[kernel]

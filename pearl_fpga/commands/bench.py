@@ -208,6 +208,22 @@ def _plan_config(args: argparse.Namespace) -> Any:
                      seed=args.seed)
 
 
+def _fuzz_options(parser: argparse.ArgumentParser) -> None:
+    from pearl_fpga.bench.fuzz import FuzzBench
+    from pearl_fpga.bench.fuzz_cases import KINDS
+
+    parser.add_argument("--per-kind", type=int, default=FuzzBench.per_kind, help="generated inputs of each file kind")
+    parser.add_argument("--kinds", type=_names, default=KINDS, help=f"comma-separated file kinds ({', '.join(KINDS)})")
+    parser.add_argument("--seed", type=int, default=FuzzBench.seed, help="seed of the generated inputs")
+    parser.add_argument("--jobs", type=int, default=FuzzBench.jobs, help="worker processes at once")
+
+
+def _fuzz_config(args: argparse.Namespace) -> Any:
+    from pearl_fpga.bench.fuzz import FuzzBench
+
+    return FuzzBench(per_kind=args.per_kind, kinds=tuple(args.kinds), seed=args.seed, jobs=args.jobs)
+
+
 # ------------------------------------------------------------------------------------------- the command
 @dataclass(frozen=True)
 class Bench:
@@ -236,6 +252,9 @@ BENCHES = {
     "tabular-policies": Bench("tabular_policies", _tabular_policies_options, _tabular_policies_config,
                               "tabular kernel: the policies Q-learning and SARSA learn with each preset, evaluated "
                               "(2,000 episodes and exactly)"),
+    "fuzz": Bench("fuzz", _fuzz_options, _fuzz_config,
+                  "every kind of file users hand the package, corrupted and edited (seeded), each loaded in a "
+                  "subprocess with a timeout: clear errors, tracebacks, hangs, loads that changed"),
     "ray": Bench("ray", _ray_options, _ray_config,
                  "Ray engine: replay shard through Ray vs in-process, actor scaling, weight broadcast, fault recovery"),
 }

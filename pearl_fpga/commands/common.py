@@ -1,8 +1,9 @@
-"""What the commands share: the error line, the default log directory, and the progress display of a
-training run (any Trainer: the deep and the tabular ones report the same Stats)."""
+"""What the commands share: the error line, the default log directory, the progress display of a
+training run (any Trainer: the deep and the tabular ones report the same Stats), and its summary.json."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -72,3 +73,37 @@ def train_with_progress(trainer: Any, steps: int, console: Any) -> None:
               file=sys.stderr if console.stderr else sys.stdout, flush=True)
 
     trainer.train(steps, progress=line, progress_interval=1.0)
+
+
+def warn_no_learning(trainer: Any, steps: int, strict: bool, console: Any) -> bool:
+    """A budget in which the schedule allows no gradient step: with --strict, train() raises NoLearningError;
+    else the warning goes to the console here, at the start. True when it was printed."""
+    from rich.markup import escape
+
+    from pearl_fpga.runtime.schedule import no_learning_problem
+
+    trainer.strict = strict
+    problem = no_learning_problem(trainer.config, trainer.env_steps, trainer.grad_steps, trainer.env_steps + steps)
+    if problem is None or strict:
+        return False
+    console.print(f"[yellow]warning:[/yellow] {escape(problem)} (--strict makes this an error)")
+    return True
+def write_summary(logdir: Path, summary: dict[str, Any]) -> None:
+    """summary.json, atomically: a full disk leaves the previous one (or none), never half a file."""
+    from pearl_fpga.runtime.atomic import write_atomically
+
+    write_atomically(logdir / "summary.json", lambda fh: fh.write((json.dumps(summary, indent=2) + "\n").encode()))
+
+
+def report_lost_outputs(console: Any, exc: OSError, logdir: Path, ckpt: Path | None) -> int:
+    """Training ended, but its pictures or summary could not be written (a full disk): say so, exit 1."""
+    from rich.markup import escape
+
+    from pearl_fpga.runtime.atomic import describe_write_error
+
+    kept = f"the checkpoint in {ckpt} is complete (pearl-fpga eval {ckpt} evaluates it again)" if ckpt else \
+        "nothing else was lost"
+    console.print("[red]error:[/red] " + escape(
+        f"training finished, but its summary and learning curve could not be written to {logdir}: "
+        f"{describe_write_error(exc, 'choose another --logdir')}; {kept}"))
+    return 1

@@ -37,8 +37,24 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         try:
             out[field] = json.loads(value)
         except json.JSONDecodeError:
+            if "," in value:  # e.g. net_arch=64,64: a list wants JSON's brackets
+                raise ValueError(f"--set {item!r}: {value!r} is not a JSON value; write a list in brackets, "
+                                 f"e.g. --set {field}=[{value.strip('[]() ')}]") from None
             out[field] = value  # a bare string such as an env id; TrainConfig checks its type
     return out
+
+
+def config_flags(args: argparse.Namespace) -> str:
+    """The options that made the command's config (--per, --config, each --set), as a shell would take them
+    back: what a command suggests (`plan`'s "train with:") must be the config it used."""
+    import shlex
+
+    flags = ["--per"] if getattr(args, "per", False) else []
+    if getattr(args, "config", None) is not None:
+        flags += ["--config", shlex.quote(str(args.config))]
+    for item in getattr(args, "set", []) or []:
+        flags += ["--set", shlex.quote(item)]
+    return "".join(f" {flag}" for flag in flags)
 
 
 def build_config(args: argparse.Namespace, algo: str, env: str | None = None, **overrides: Any) -> Any:

@@ -22,6 +22,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--video", type=Path, default=None, metavar="OUT.mp4", help="record one episode to this file")
     parser.add_argument("--fps", type=int, default=30, help="frames per second of --video (default 30)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--trust-env-module", action="store_true",
+                        help="import the module that the checkpoint's env id names (module:Env-v0); without it "
+                             "such a checkpoint is refused, since a file must not decide what code runs")
 
 
 def checkpoint_of(path: Path) -> Path:
@@ -53,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--video needs --render rgb_array")
         if args.video is not None:
             _video_writer()  # fail before loading anything when the extra is missing
-        trainer = load_trainer(checkpoint_of(args.run), placement=args.placement, workers=0, engine="inline")
+        trainer = load_trainer(checkpoint_of(args.run), placement=args.placement, workers=0, engine="inline",
+                               trust_env_module=args.trust_env_module)
         result = trainer.evaluate(args.episodes)
         video = record_video(trainer, args.video, args.fps) if args.video is not None else None
     except (PearlError, ValueError) as exc:

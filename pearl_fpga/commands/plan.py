@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from pearl_fpga.commands.config_args import add_config_options, build_config
+from pearl_fpga.commands.config_args import add_config_options, build_config, config_flags
 
 HELP = "predict time per task per device and choose the placement and actor-worker count for an objective"
 
@@ -96,9 +96,10 @@ def run(args: argparse.Namespace) -> int:
                       f"PER {'on' if config.per else 'off'}", markup=False)
         plan.print(console)
         console.print(f"train with: pearl-fpga train --algo {config.algo} --env {config.env_id} "
-                      f"--placement {plan.placement} --workers {plan.workers}", markup=False)
+                      f"--placement {plan.placement} --workers {plan.workers}{config_flags(args)}", markup=False,
+                      soft_wrap=True)  # one line, to paste
         if ray_plan is not None:
-            _print_ray(console, config, plan, ray_plan, args.ray_address)
+            _print_ray(console, config, plan, ray_plan, args.ray_address, config_flags(args))
     return 0
 
 
@@ -125,7 +126,7 @@ def _plan_ray(config, plan, address: str, progress: bool):
                     transition_bytes(spec.obs_dim, spec.action_dim, spec.discrete), plan.throughput)
 
 
-def _print_ray(console, config, plan, ray_plan, address: str) -> None:
+def _print_ray(console, config, plan, ray_plan, address: str, flags: str = "") -> None:
     from rich.table import Table
 
     table = Table(title="Ray engine: env actors per node (one CPU each; the learner takes one on the driver's node)",
@@ -148,4 +149,5 @@ def _print_ray(console, config, plan, ray_plan, address: str) -> None:
     if ray_plan.engine == "ray":
         addr = f" --ray-address {address}" if address else ""
         console.print(f"train with: pearl-fpga train --algo {config.algo} --env {config.env_id} --placement "
-                      f"{plan.placement} --engine ray --actors {ray_plan.actors} --replay-shards {ray_plan.shards}{addr}", markup=False)
+                      f"{plan.placement} --engine ray --actors {ray_plan.actors} --replay-shards {ray_plan.shards}{addr}{flags}", markup=False,
+                      soft_wrap=True)

@@ -16,12 +16,15 @@ import json
 import shutil
 import signal
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 from pearl_fpga.config import TrainConfig
-from pearl_fpga.commands.common import default_logdir, report_error, train_with_progress
+from pearl_fpga.commands.common import (default_logdir, report_error, report_lost_outputs, train_with_progress,
+                                        warn_no_learning, write_summary)
 from pearl_fpga.commands.config_args import add_config_options, build_config
+from pearl_fpga.commands.train_summary import board_report, engine_text, print_summary, run_summary
 from pearl_fpga import presets as registry
 
 HELP = ("train DQN, DDPG or TD3 (e.g. --algo dqn --env CartPole-v1 --steps 50000 --placement fpga-emu), or tabular "
@@ -42,7 +45,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None,
                         help="total env steps (default: the preset's); a tabular run ends with the episode that reaches them")
     parser.add_argument("--episodes", type=int, default=None, help=argparse.SUPPRESS)  # gone: named in the error
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="random seed (default 0; a resumed run keeps its checkpoint's, and refuses another)")
     parser.add_argument("--eval-freq", type=int, default=None,
                         help="env steps between periodic evaluations (default: the preset's; 0 = none)")
     parser.add_argument("--eval-episodes", type=int, default=None,
@@ -56,6 +60,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "from the checkpoint is refused with the list (docs/training.md)")
     parser.add_argument("--no-tensorboard", action="store_true", help="skip the TensorBoard event file")
     parser.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    parser.add_argument("--strict", action="store_true",
+                        help="make warnings that the run cannot do what it should errors (e.g. a --steps budget "
+                             "that ends before learning_starts: no gradient step would run)")
     add_config_options(parser)
     deep = parser.add_argument_group("dqn, ddpg, td3")
     deep.add_argument("--placement", default=None,
@@ -89,13 +96,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from pearl_fpga.errors import PearlError, TrainingInterrupted
+    from pearl_fpga.errors import NoLearningWarning, PearlError, TrainingInterrupted
     from pearl_fpga.runtime.checkpoint import DirLock
     from pearl_fpga.runtime.tabular_trainer import TabularTrainer
     from pearl_fpga.trainer import Trainer
     from pearl_fpga.trainers import load_trainer
 
     console = Console(stderr=args.json)
+    seed_asked, args.seed = args.seed, 0 if args.seed is None else args.seed
     tabular = args.algo in registry.tabular_names()
     offline = tabular and args.dataset is not None
     try:
@@ -109,11 +117,11 @@ def run(args: argparse.Namespace) -> int:
     logdir = args.logdir or default_logdir(config.algo + ("-offline" if offline else ""), config.env_id, args.seed,
                                            args.resume)
     ckpt = args.checkpoint_dir or logdir / "checkpoint"
+    args.interrupt_note = lambda: _interrupt_outcome(ckpt, logdir, False, f"continue with --resume --logdir {logdir}")
     logger = None
     trainer: Trainer | TabularTrainer | None = None
     new_logdir = not logdir.exists()  # removed again if the run fails before its first env step
     lock = DirLock(logdir / ".lock", "log directory")
-    old_term = _terminate_as_interrupt()
     failed_before_start = False
     try:
         from pearl_fpga.runtime.logger import RunLogger
@@ -124,14 +132,19 @@ def run(args: argparse.Namespace) -> int:
             trainer = load_trainer(ckpt, placement=placement, workers=args.workers, logger=logger, checkpoint_dir=ckpt,
                                    engine=args.engine, ray_address=args.ray_address,
                                    expect={"algo": config.algo, "env_id": config.env_id}, overrides=asked)
+            if seed_asked is not None and seed_asked != trainer.seed:
+                raise ValueError(f"--seed {seed_asked}: the checkpoint {ckpt} was trained with seed {trainer.seed}, which "
+                                 "a resumed run keeps (its generators continue where they stopped); drop --seed, or "
+                                 "start a new run with another --logdir")
             console.print(f"resumed {escape(str(ckpt))} at env step {trainer.env_steps:,}")
         elif tabular:
             trainer = TabularTrainer(config.algo, config.env_id, config=config, seed=args.seed, logger=logger,
                                      checkpoint_dir=None if offline else ckpt, record=args.save_dataset is not None)
         else:
-            config = _fit_board(args, config, placement, console)
+            config, board_fit = _fit_board(args, config, placement, console)
             trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=args.seed,
                               logger=logger, checkpoint_dir=ckpt)
+            trainer.board_fit = board_fit
         total = trainer.config.total_steps
         remaining = total - trainer.env_steps
         console.print(escape(_header(trainer, args.dataset if offline else remaining, logdir)))
@@ -143,7 +156,10 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"{data['n']:,} transitions x {trainer.config.epochs} epoch(s), parts {trainer.config.parts}",
                           markup=False)
         elif remaining > 0:
-            train_with_progress(trainer, remaining, console)
+            with warnings.catch_warnings():
+                if isinstance(trainer, Trainer) and warn_no_learning(trainer, remaining, args.strict, console):
+                    warnings.simplefilter("ignore", NoLearningWarning)  # said on the console already
+                train_with_progress(trainer, remaining, console)
         elif args.resume:
             why = (f"--steps {args.steps:,} is not above" if args.steps is not None
                    else f"the run's total_steps ({total:,}) is reached at")
@@ -162,16 +178,16 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(exc, TrainingInterrupted) and exc.checkpoint is not None:
             console.print(f"[yellow]interrupted[/yellow] ({escape(str(exc))}); {escape(again)}")
         else:
-            console.print(f"[yellow]interrupted[/yellow] " + escape(
-                f"({exc or signal.Signals(signum).name}): no new checkpoint; the last complete one in {ckpt}, if any, "
-                f"is kept; {again}"))
+            started = trainer is not None and trainer.env_steps > 0
+            failed_before_start = new_logdir and not started and not _has_checkpoint(ckpt)
+            console.print("[yellow]interrupted[/yellow] " + escape(
+                f"({exc or signal.Signals(signum).name}): " + _interrupt_outcome(ckpt, logdir, failed_before_start, again)))
         return 128 + int(signum)
     except (PearlError, ValueError) as exc:
         if new_logdir and (trainer is None or trainer.env_steps == 0):
             failed_before_start = True
         return report_error(console, exc)
     finally:
-        signal.signal(signal.SIGTERM, old_term)
         if logger is not None:
             logger.close()
         if trainer is not None:
@@ -181,21 +197,24 @@ def run(args: argparse.Namespace) -> int:
             # nothing of this run is worth keeping, and a leftover folder would push the next run to "-N+1"
             shutil.rmtree(logdir, ignore_errors=True)
 
-    if isinstance(trainer, TabularTrainer):
-        return _report_tabular(args, console, trainer, result, logdir, "offline" if offline else "online", seconds)
-    assert isinstance(trainer, Trainer)
-    from pearl_fpga.runtime.logger import plot_learning_curve
+    try:
+        if isinstance(trainer, TabularTrainer):
+            return _report_tabular(args, console, trainer, result, logdir, "offline" if offline else "online", seconds)
+        assert isinstance(trainer, Trainer)
+        from pearl_fpga.runtime.logger import plot_learning_curve
 
-    png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
-                              f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
-    measured = trainer.task_summary()
-    summary = _summary(trainer, measured, result)
-    summary["board_modelled"] = board = _board_report(trainer)
-    (logdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        png = plot_learning_curve(trainer.episode_log, trainer.eval_log, logdir / "learning_curve.png",
+                                  f"{config.algo.upper()} {config.env_id} (seed {trainer.seed}, {trainer.placement})")
+        measured = trainer.task_summary()
+        summary = run_summary(trainer, measured, result)
+        summary["board_modelled"] = board = board_report(trainer)
+        write_summary(logdir, summary)
+    except OSError as exc:
+        return report_lost_outputs(console, exc, logdir, None if offline else ckpt)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        _print_summary(console, trainer, measured, result, png, board)
+        print_summary(console, trainer, measured, result, png, board)
     if plan is not None:
         plan.report(measured)
     return 0
@@ -265,7 +284,7 @@ def _header(trainer: Any, work: Any, logdir: Path) -> str:
                 f"backend {trainer.kernel.backend_name}, alpha {cfg.learning_rate:g}, gamma {cfg.gamma:g}; logs in {logdir}")
     placed = ",".join(f"{task}={trainer.device_of(task)}" for task in ("act", "replay", "learn"))
     return (f"training {cfg.algo.upper()} on {cfg.env_id}: {work:,} env steps, placement {placed}, engine "
-            f"{_engine_text(cfg, trainer.engine)}; logs in {logdir}")
+            f"{engine_text(cfg, trainer.engine)}; logs in {logdir}")
 
 
 def _report_tabular(args: argparse.Namespace, console: Any, trainer: Any, result: Any, logdir: Path, mode: str,
@@ -286,7 +305,7 @@ def _report_tabular(args: argparse.Namespace, console: Any, trainer: Any, result
         "exact_mean_return": exact_return, "exact_success_rate": exact_success,
         "policy_png": None if policy_png is None else str(policy_png), "config": cfg.to_dict(),
     }
-    (logdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(logdir, summary)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -299,21 +318,21 @@ def _report_tabular(args: argparse.Namespace, console: Any, trainer: Any, result
     return 0
 
 
-def _fit_board(args: argparse.Namespace, config: TrainConfig, placement: Any, console: Any) -> Any:
+def _fit_board(args: argparse.Namespace, config: TrainConfig, placement: Any, console: Any) -> tuple[Any, Any]:
     """The config fitted to an emulated board where the preset does not fit and --set/--config left the
     field alone (runtime.emulation.board_preset), with one line saying which runs and why."""
     from rich.markup import escape
 
-    from pearl_fpga.runtime.emulation import board_preset
+    from pearl_fpga.runtime.emulation import board_fit_record, board_preset
     from pearl_fpga.runtime.envs import env_spec
     from pearl_fpga.runtime.placement import parse_placement
 
     spec = env_spec(config.env_id)
-    config, note = board_preset(config, parse_placement(placement), spec.obs_dim, spec.action_dim,
+    fitted, note = board_preset(config, parse_placement(placement), spec.obs_dim, spec.action_dim,
                                 set(_asked_fields(args, config)))
     if note:
         console.print(escape(note))
-    return config
+    return fitted, board_fit_record(config, fitted, note)
 
 
 def _board_header(name: str) -> str:
@@ -326,40 +345,29 @@ def _board_header(name: str) -> str:
             f"{r['fanout']}); its times are modelled")
 
 
-def _board_report(trainer: Any) -> dict[str, Any] | None:
-    """The emulated board's modelled times of the run's kernel tasks (planner.fpga_model.board_run)."""
-    from pearl_fpga.planner.fpga_model import board_run
-    from pearl_fpga.runtime.emulation import emulated_board
-    from pearl_fpga.runtime.engines import resolve_engine
-
-    board = emulated_board(trainer.placement)
-    if board is None:
-        return None
-    stats = trainer.stats()
-    return board_run(board, trainer.config, trainer.spec.obs_dim, trainer.spec.action_dim, trainer.spec.discrete,
-                     trainer.placement, trainer.timer.seconds, trainer.timer.calls, stats.env_steps_run, stats.elapsed,
-                     resolve_engine(trainer.config) == "inline")
+def _has_checkpoint(ckpt: Path) -> bool:
+    """A complete checkpoint (deep or tabular) is in `ckpt`."""
+    return (ckpt / "manifest.json").is_file() or (ckpt / "tabular.npz").is_file()
 
 
-def _terminate_as_interrupt() -> Any:
-    """SIGTERM outside train() (start-up, final evaluation) ends the command like Ctrl-C, through the
-    finally blocks (logs closed, locks released); inside train() the Trainer's own handler applies."""
-    from pearl_fpga.errors import TrainingInterrupted
-
-    def handler(signum: int, frame: Any) -> None:
-        raise TrainingInterrupted("SIGTERM", signum, None)
-
-    return signal.signal(signal.SIGTERM, handler)
+def _interrupt_outcome(ckpt: Path, logdir: Path, removed: bool, again: str) -> str:
+    """What an interrupt without a new checkpoint leaves: the one line says what was saved and where."""
+    if _has_checkpoint(ckpt):
+        return f"no new checkpoint; the last complete one, in {ckpt}, is kept; {again}"
+    if removed:
+        return f"stopped during start-up: nothing was saved (no checkpoint, and the new run folder {logdir} was removed)"
+    return f"nothing was saved: there is no checkpoint in {ckpt} (logs so far are in {logdir})"
 
 
 def _asked_fields(args: argparse.Namespace, config: TrainConfig) -> dict[str, Any]:
     """The TrainConfig fields this command line sets explicitly (--config, --set, --per and the options
     of a field), with their values in `config`: what --resume compares with the checkpoint."""
     from pearl_fpga.commands.config_args import parse_set
+    from pearl_fpga.config import read_config_file
 
     names = set(parse_set(getattr(args, "set", []) or []))
     if args.config is not None:
-        names |= set(json.loads(Path(args.config).read_text()))
+        names |= set(read_config_file(args.config))
     if args.per:
         names.add("per")
     flags = {**FIELD_OPTIONS, "checkpoint_freq": "checkpoint_freq"}
@@ -368,100 +376,7 @@ def _asked_fields(args: argparse.Namespace, config: TrainConfig) -> dict[str, An
     return {name: getattr(config, name) for name in sorted(names)}
 
 
-def _engine_text(config: TrainConfig, engine_obj: Any = None) -> str:
-    from pearl_fpga.runtime.engines import resolve_engine
-
-    engine = resolve_engine(config)
-    if engine == "processes":
-        return f"processes ({config.workers} actor worker{'s' if config.workers != 1 else ''})"
-    if engine == "ray":
-        where = config.ray_address or "local Ray instance"
-        sizing = getattr(engine_obj, "sizing", "")
-        return (f"ray ({config.actors} actor{'s' if config.actors != 1 else ''}, {config.replay_shards} replay "
-                f"shard{'s' if config.replay_shards != 1 else ''}, {where}{'; ' + sizing if sizing else ''})")
-    return "inline"
-
-
 def _plan(algo: str, config: TrainConfig) -> Any:
     import pearl_fpga.planner as planner
 
     return planner.choose_placement(algo, config.env_id, config, objective="throughput")
-
-
-def _summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[str, Any]:
-    return {
-        "algo": trainer.config.algo, "env_id": trainer.config.env_id, "seed": trainer.seed,
-        "placement": str(trainer.placement), "workers": trainer.config.workers,
-        "env_steps": trainer.env_steps, "grad_steps": trainer.grad_steps, "episodes": trainer.episodes,
-        "updates_per_env_step": trainer.grad_steps / max(trainer.env_steps, 1),
-        "updates_per_env_step_configured": trainer.config.gradient_steps / trainer.config.train_freq,
-        "engine": _engine_text(trainer.config, trainer.engine), "faults": trainer.faults(),
-        "worker_restarts": trainer.worker_restarts,
-        "eval_mean_return": result.mean, "eval_std_return": result.std, "eval_episodes": len(result.returns),
-        "eval_policy": result.policy, "eval_policy_step": result.policy_step,
-        "seconds_per_env_step": {k: v for k, v in measured.items() if k != "env_steps_per_s"},
-        "env_steps_per_s": measured["env_steps_per_s"],
-        "learner_threads": trainer.learner_threads_report(),
-        "devices": {k: trainer.device_of(k) for k in measured if k != "env_steps_per_s"},
-        "config": trainer.config.to_dict(),
-    }
-
-
-def _print_summary(console: Any, trainer: Any, measured: dict[str, float], result: Any, png: Path,
-                   board: dict[str, Any] | None = None) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from pearl_fpga.runtime.vocabulary import TASKS
-
-    stats = trainer.stats()
-    if not stats.env_steps_run:  # nothing trained in this command (--steps not above the checkpoint's)
-        console.print(escape(f"evaluation: {result}"))
-        return
-    steps = max(stats.env_steps_run, 1)
-    modelled = board["seconds_per_env_step"] if board else {}
-    title = "Where the time goes (summed over processes" + (
-        f"; {board['board']} us: the board's modelled time per env step)" if board else ")")
-    table = Table(title=title, title_justify="left")
-    cols = ("task", "device", "total s", "us / env step", *((f"{board['board']} us",) if board else ()),
-            "calls", "calls / s")
-    for col in cols:
-        table.add_column(col, justify="left" if col in ("task", "device") else "right")
-    per_device: dict[str, float] = {}
-    for key in (*TASKS, "eval", "checkpoint"):
-        secs = trainer.timer.seconds.get(key, 0.0)
-        calls = trainer.timer.calls.get(key, 0)
-        if not calls:
-            continue
-        device = trainer.device_of(key)
-        per_device[device] = per_device.get(device, 0.0) + secs
-        on_board = (f"{modelled[key] * 1e6:,.1f}" if key in modelled else "-",) if board else ()
-        table.add_row(key, device, f"{secs:.2f}", f"{secs / steps * 1e6:,.1f}", *on_board, f"{calls:,}",
-                      f"{calls / secs:,.0f}" if secs > 0 else "-")
-    console.print(table)
-    dev = Table(title="Time per device", title_justify="left")
-    dev.add_column("device")
-    dev.add_column("busy s", justify="right")
-    for device, secs in sorted(per_device.items(), key=lambda kv: -kv[1]):
-        dev.add_row(device, f"{secs:.2f}")
-    console.print(dev)
-    elapsed = stats.elapsed
-    console.print(f"env steps/s {measured['env_steps_per_s']:,.0f}   gradient updates/s "
-                  f"{trainer.grad_steps / elapsed if elapsed > 0 else 0:,.0f}   episodes {trainer.episodes:,}   "
-                  f"actor restarts {trainer.worker_restarts}", markup=False)
-    if board:
-        rate = board["env_steps_per_s"]
-        console.print(f"{board['board']} (modelled): kernel tasks {sum(modelled.values()) * 1e6:,.1f} us / env step on the "
-                      "board; " + (f"env steps/s the board would sustain {rate:,.0f} (this run with the kernel tasks "
-                                   "timed as on the board)" if rate else "env steps/s modelled for inline runs only"),
-                      markup=False)
-    faults = trainer.faults()
-    if faults.get("nonfinite_dropped"):
-        console.print(f"[yellow]transitions dropped for non-finite values (nonfinite_transitions=drop): "
-                      f"{faults['nonfinite_dropped']:,}[/yellow]")
-    if faults["shard_restarts"]:
-        console.print(f"[yellow]replay shard restarts {faults['shard_restarts']:d}, transitions lost with them "
-                      f"{faults['transitions_lost']:,}[/yellow]")
-    console.print(escape(f"learner threads: {trainer.learner_threads_report()}"))
-    console.print(escape(f"evaluation: {result}"))
-    console.print(escape(f"learning curve: {png}"))

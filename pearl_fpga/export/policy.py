@@ -31,8 +31,6 @@ KERNEL_DIR = "kernel"
 ONNX_FILE = "policy.onnx"
 QONNX_FILE = "policy.qonnx.onnx"
 SUMMARY_FILE = "export.json"
-ACTION_RULE_OF_HEAD = {"EpsilonGreedy": "argmax", "GaussianNoise": "scaled-tanh", "SquashedGaussian": "tanh-mean"}
-"""The algorithms' actor heads (pearl_fpga.algos.heads, algos.sac) -> MLPInfer.act's rule for their outputs."""
 
 
 @dataclass
@@ -93,10 +91,14 @@ def run_policy(run: str | Path, which: str = "best") -> RunPolicy:
         from pearl_fpga.trainer import Trainer
     except ImportError as exc:
         raise (missing_dependency(exc, "pearl-fpga export (loading a training run)") or exc) from None
-    from pearl_fpga.limits import read_json
+    from pearl_fpga.errors import CheckpointError
+    from pearl_fpga.safe_io import read_json
 
     directory = checkpoint_dir(Path(run))
-    manifest = read_json(directory / MANIFEST_FILE, "checkpoint manifest")
+    try:
+        manifest = read_json(directory / MANIFEST_FILE, "checkpoint manifest", error=CheckpointError)
+    except FileNotFoundError:
+        raise CheckpointError(f"{directory} is not a checkpoint: {MANIFEST_FILE} is missing") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("placement"), str):
         raise ArtifactError(f"{directory / MANIFEST_FILE} has no placement: it is not a checkpoint of a deep RL run")
     trainer = Trainer.load(directory, placement=export_placement(manifest["placement"]), workers=0, engine="inline")
@@ -108,11 +110,10 @@ def run_policy(run: str | Path, which: str = "best") -> RunPolicy:
         policy = trainer.eval_policy  # the ActorPolicy evaluate() acts with, its kernel's formats included
         policy.load_weights(weights)
         spec = trainer.spec
-        head = type(policy.head).__name__
-        if head not in ACTION_RULE_OF_HEAD:
-            raise ArtifactError(f"export does not know how the actor head {head} of {trainer.config.algo} makes actions "
-                                f"from the network's outputs (it knows {', '.join(ACTION_RULE_OF_HEAD)}): add it to "
-                                "pearl_fpga.export.policy.ACTION_RULE_OF_HEAD and MLPInfer.act")
+        rule = policy.head.action_rule  # how the algorithm's actor head acts greedily (pearl_fpga.algos.heads)
+        if rule is None:
+            raise ArtifactError(f"the actor head {type(policy.head).__name__} of {trainer.config.algo} names no rule "
+                                "MLPInfer.act knows (its `action_rule`: one of kernels.mlp_artifact.ACTION_RULES)")
         if spec.discrete:
             low, high = np.full(spec.action_dim, -1.0), np.full(spec.action_dim, 1.0)
         else:
@@ -127,7 +128,7 @@ def run_policy(run: str | Path, which: str = "best") -> RunPolicy:
         }
         if trainer.placement.board:
             info["board"] = trainer.placement.board
-        return RunPolicy(policy.kernel, policy.module, ACTION_RULE_OF_HEAD[head], low, high, trainer.calibration, info,
+        return RunPolicy(policy.kernel, policy.module, rule, low, high, trainer.calibration, info,
                          trainer)
     except BaseException:
         trainer.close()

@@ -8,6 +8,7 @@ simulation here. They are YAML data (read with yaml.safe_load, never executed).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -47,17 +48,14 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
-def _core_files() -> dict[str, Path]:
-    """Every core under hls/ by name without its version (pearl_fpga:kernels:replay)."""
-    out = {}
-    for path in sorted(HLS_DIR.glob("*/*.core")):
-        name = str(_load(path)["name"])
-        out[name.rsplit(":", 1)[0] if name.count(":") == 3 else name] = path
-    return out
-
-
 def _unversioned(name: str) -> str:
+    """pearl_fpga:kernels:replay:0.1.0 -> pearl_fpga:kernels:replay (a VLNV without its version)."""
     return name.rsplit(":", 1)[0] if name.count(":") == 3 else name
+
+
+def _core_files() -> dict[str, Path]:
+    """Every core under hls/ by its unversioned name."""
+    return {_unversioned(str(_load(path)["name"])): path for path in sorted(HLS_DIR.glob("*/*.core"))}
 
 
 def core_path(kernel: str) -> Path:
@@ -116,3 +114,12 @@ def stage(kernel: str, workdir: Path) -> tuple[Core, list[str], dict[str, str]]:
 
         strings["TANH_MEMH"] = write_tanh_memh(workdir).name
     return core, [src.name for src in core.files], strings
+
+
+def rtl_digest(kernel: str) -> str:
+    """SHA-256 over the kernel's RTL files (names and contents, in the core's order): a record made
+    from other sources than the tree's says so (pearl_fpga/hw/report.py)."""
+    digest = hashlib.sha256()
+    for src in read_core(kernel).files:
+        digest.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    return digest.hexdigest()

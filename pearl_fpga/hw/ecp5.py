@@ -86,9 +86,10 @@ def cell_counts(stat_json: Path, top: str) -> dict[str, int]:
 
 def nextpnr_command(part: Part, clock_mhz: float, json_in: str, report: str, seed: int, log: str) -> list[str]:
     """Out of context (no I/O buffers, no global clock routing: the kernel is a block inside a board
-    design), every clock constrained to `clock_mhz`."""
-    return [*part.nextpnr_args(), "--out-of-context", "--freq", f"{clock_mhz:g}", "--json", json_in,
-            "--report", report, "--detailed-timing-report", "--seed", str(seed), "-l", log]
+    design), every clock constrained to `clock_mhz`. A missed clock still finishes routing and writes
+    the report (--timing-allow-fail): the gate here judges it and says by how much."""
+    return [*part.nextpnr_args(), "--out-of-context", "--freq", f"{clock_mhz:g}", "--timing-allow-fail",
+            "--json", json_in, "--report", report, "--detailed-timing-report", "--seed", str(seed), "-l", log]
 
 
 def read_report(path: Path, clock_mhz: float) -> dict[str, Any]:
@@ -128,7 +129,8 @@ def timing_verdict(timing: dict[str, Any], clock_mhz: float) -> dict[str, Any]:
     clk, worst = min(timing["fmax"].items(), key=lambda kv: kv[1]["achieved_mhz"])
     achieved = worst["achieved_mhz"]
     period, needed = 1000.0 / clock_mhz, 1000.0 / achieved
-    path = next((p for p in timing["critical_paths"] if p["from_clock"] == clk or p["to_clock"] == clk), None)
+    # a path's clocks are events ("posedge ap_clk"); the path that ends at this clock limits it
+    path = next((p for p in timing["critical_paths"] if str(p["to_clock"]).split(" ")[-1] == clk), None)
     return {"met": achieved >= clock_mhz, "clock": clk, "target_mhz": clock_mhz, "fmax_mhz": achieved,
             "slack_ns": round(period - needed, 3), "critical_path": path}
 

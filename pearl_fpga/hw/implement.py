@@ -27,7 +27,7 @@ from typing import Any
 
 from pearl_fpga.errors import PearlError
 from pearl_fpga.hw import ecp5
-from pearl_fpga.hw.cores import CATALOG_SIZES, read_core, stage
+from pearl_fpga.hw.cores import CATALOG_SIZES, rtl_digest, stage
 from pearl_fpga.hw.tools import find_tool, tool_version
 
 DEFAULT_PART = "LFE5U-85F-6BG381C"  # the ULX3S's part, slowest speed grade
@@ -67,6 +67,7 @@ def sizes_for(kernel: str, board: str, overrides: dict[str, int]) -> tuple[dict[
 def implement_kernel(kernel: str, parameters: dict[str, int], part: ecp5.Part, clock_mhz: float, workdir: Path,
                      seed: int = 1, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Synthesize, place and route one kernel; return the record's results (verdict included)."""
+    digest = rtl_digest(kernel)  # of the sources as they are when the run starts
     core, files, strings = stage(kernel, workdir)
     unknown = sorted(set(parameters) - set(core.parameters))
     if unknown:
@@ -80,7 +81,7 @@ def implement_kernel(kernel: str, parameters: dict[str, int], part: ecp5.Part, c
     timing = ecp5.read_report(workdir / "report.json", clock_mhz)
     verdict = ecp5.timing_verdict(timing, clock_mhz)
     return {
-        "kernel": kernel, "core": core.name, "top": core.top, "part": part.name,
+        "kernel": kernel, "core": core.name, "top": core.top, "rtl_sha256": digest, "part": part.name,
         "nextpnr_device": part.nextpnr_args(), "out_of_context": True, "parameters": parameters,
         "clock_target_mhz": clock_mhz, "seed": seed,
         "fmax_mhz": {clk: v["achieved_mhz"] for clk, v in timing["fmax"].items()},

@@ -8,6 +8,12 @@ one difference: `-nodsp`, because MULT18X18D has only a black box in Yosys's ECP
 no simulation model; multipliers become LUT logic here. Everything else (LUT4, CCU2C carry chains,
 PFUMX/L6MUX21, TRELLIS_FF, TRELLIS_DPR16X4 LUT RAM, DP16KD block RAM) is the implementation's mapping.
 
+The mapped netlist (`<top>_netlist.v`, the file a mutant edits) is then flattened together with the
+cell models by Yosys (`<top>_sim.v`: the models' logic in place of each cell, one module, nothing
+optimized); the cell-per-module netlist with cocotb's `--public-flat-rw` made Verilator generate
+over 170 MB of C++ for a 13-leaf tree. DP16KD's model is a black box to Yosys, so block RAMs stay
+cells and Verilator takes their model from cells_sim.v.
+
 Signals a testbench reads besides the ports (`/* verilator public... */` on a top-module signal,
 e.g. replay_top's `busy`) are kept by name through synthesis. Any kernel whose core file
 (hls/<kernel>/<kernel>.core) lists synthesizable RTL works here with no other change.
@@ -49,10 +55,32 @@ def cell_models() -> tuple[Path, Path]:
     return models, folder
 
 
+def _yosys(script: str, cwd: Path, what: str) -> None:
+    log = cwd / "yosys.log"
+    with log.open("w") as out:
+        proc = subprocess.run([find_tool("yosys"), "-q", "-p", script], cwd=cwd, stdout=out,
+                              stderr=subprocess.STDOUT, check=False)
+    if proc.returncode != 0:
+        errors = [ln for ln in log.read_text(errors="replace").splitlines() if "ERROR" in ln] or ["see the log"]
+        raise ecp5.ImplementationError(f"Yosys could not {what}: {errors[0]}; full log: {log}")
+
+
+def simulation_view(netlist: Path, top: str, out: Path) -> Path:
+    """`netlist` (mapped ECP5 cells) with Yosys's cell models in place of each cell, flattened into one
+    module (`proc; flatten`, no optimization), written to `out`."""
+    models, include = cell_models()
+    # NO_INCLUDES: common_sim.vh and cells_sim.v both include the FD*/IO wrappers (not in a synth_ecp5 netlist)
+    _yosys(f"read_verilog {netlist.name}; read_verilog -DNO_INCLUDES -I{include} {models}; "
+           f"hierarchy -top {top}; proc; flatten; opt_clean -purge; write_verilog -noattr {out.resolve()}", netlist.parent,
+           f"flatten {netlist.name} with the ECP5 cell models")
+    return out
+
+
 def synthesize_netlist(kernel: str, parameters: Mapping[str, int], out_dir: Path, top: str | None = None) -> Path:
     """The technology-mapped netlist of `kernel` at `parameters` (Verilog, flattened), cached in
-    `out_dir` by the hash of the sources, parameters and Yosys version. `top`: a module of the core
-    other than its toplevel (a testbench of one block)."""
+    `out_dir` by the hash of the sources, parameters and Yosys version, with its simulation view
+    beside it (`simulation_view`, <top>_sim.v). `top`: a module of the core other than its toplevel
+    (a testbench of one block)."""
     out_dir = Path(out_dir)
     core = read_core(kernel)
     top = top or core.top
@@ -62,7 +90,7 @@ def synthesize_netlist(kernel: str, parameters: Mapping[str, int], out_dir: Path
     key.update(top.encode() + repr(sorted(parameters.items())).encode() + tool_version("yosys").encode() + SIM_SYNTH_OPTIONS.encode())
     netlist = out_dir / f"{top}_netlist.v"
     stamp = out_dir / "netlist.sha256"
-    if netlist.is_file() and stamp.is_file() and stamp.read_text() == key.hexdigest():
+    if (out_dir / f"{top}_sim.v").is_file() and stamp.is_file() and stamp.read_text() == key.hexdigest():
         return netlist
     _, files, strings = stage(kernel, out_dir)
     keep = public_signals(list(core.files), top)
@@ -73,39 +101,32 @@ def synthesize_netlist(kernel: str, parameters: Mapping[str, int], out_dir: Path
         head, rest = script.split("; synth_ecp5", 1)
         script = f"{head}; hierarchy -top {top}; " + "; ".join(
             f"setattr -set keep 1 {top}/w:{n}" for n in keep) + f"; synth_ecp5{rest}"
-    log = out_dir / "yosys.log"
-    with log.open("w") as out:
-        proc = subprocess.run([find_tool("yosys"), "-q", "-p", script], cwd=out_dir, stdout=out,
-                              stderr=subprocess.STDOUT, check=False)
-    if proc.returncode != 0:
-        errors = [ln for ln in log.read_text(errors="replace").splitlines() if "ERROR" in ln] or ["see the log"]
-        raise ecp5.ImplementationError(f"Yosys could not synthesize {top} for the netlist simulation: "
-                                       f"{errors[0]}; full log: {log}")
+    _yosys(script, out_dir, f"synthesize {top} for the netlist simulation")
+    simulation_view(netlist, top, out_dir / f"{top}_sim.v")
     stamp.write_text(key.hexdigest())
     return netlist
 
 
 # ------------------------------------------------------------------------------------ mutants
-_LUT = re.compile(r"LUT4\s*#\(\s*\.INIT\(16'h([0-9a-fA-F]{4})\)\s*\)\s*(\S+)\s*\((.*?)\);", re.S)
+def invert_input(netlist_text: str, net: str) -> tuple[str, int]:
+    """A mutant: the top-level input bit `net` (e.g. "s_axis_cmd_tdata[64]") inverted at every cell
+    pin that reads it. Returns (mutated text, pins changed)."""
+    port = net.split("[", 1)[0]
+    if not re.search(rf"^\s*input\b[^;]*\b{re.escape(port)}\s*;", netlist_text, re.M):
+        raise ecp5.ImplementationError(f"{port} is not an input of the netlist")
+    pin = re.compile(rf"(\.\w+\()\s*{re.escape(net)}\s*\)")
+    text, count = pin.subn(lambda m: f"{m.group(1)}~{net})", netlist_text)
+    if count == 0:
+        raise ecp5.ImplementationError(f"no cell of the netlist reads {net}")
+    return text, count
 
 
-def flip_lut_reading(netlist_text: str, net: str) -> tuple[str, str]:
-    """A mutant: the first LUT4 that reads `net` (e.g. "s_axis_cmd_tdata[64]") with its INIT
-    complemented, so its output is inverted. Returns (mutated text, the instance name)."""
-    pattern = re.compile(rf"\.\w\(\s*{re.escape(net)}\s*\)")
-    for m in _LUT.finditer(netlist_text):
-        if pattern.search(m.group(3)):
-            flipped = f"{(~int(m.group(1), 16)) & 0xFFFF:04x}"
-            start, end = m.span(1)
-            return netlist_text[:start] + flipped + netlist_text[end:], m.group(2)
-    raise ecp5.ImplementationError(f"no LUT4 of the netlist reads {net}")
-
-
-def write_mutant(netlist: Path, net: str, out: Path) -> str:
-    """Write the flip_lut_reading mutant of `netlist` to `out`; return the flipped instance's name."""
-    text, name = flip_lut_reading(netlist.read_text(), net)
+def write_mutant(netlist: Path, net: str, out: Path, top: str) -> tuple[Path, int]:
+    """Write the invert_input mutant of `netlist` to `out` and its simulation view beside it; return
+    the view and the number of pins changed."""
+    text, count = invert_input(netlist.read_text(), net)
     out.write_text(text)
-    return name
+    return simulation_view(out, top, out.with_name(f"{out.stem}_sim.v")), count
 
 
 # ------------------------------------------------------------------------------ the simulation
@@ -114,23 +135,24 @@ def run_cocotb_netlist(kernel: str, parameters: Mapping[str, int], *, test_modul
                        testcase: str | Sequence[str] | None = None, netlist: Path | None = None,
                        top: str | None = None) -> tuple[int, int]:
     """Run the cocotb tests of `test_module` on the kernel's netlist (synthesized into build_dir/netlist
-    unless `netlist` is given, e.g. a mutant). Same contract as pearl_fpga.sim.cocotb_runner.run_cocotb."""
+    unless `netlist`, a simulation view, is given: a mutant's). Same contract as
+    pearl_fpga.sim.cocotb_runner.run_cocotb."""
     from pearl_fpga.sim.cocotb_runner import run_cocotb
 
     build_dir = Path(build_dir)
     top = top or read_core(kernel).top
-    netlist = netlist or synthesize_netlist(kernel, parameters, build_dir / "netlist", top)
-    models, include = cell_models()
+    if netlist is None:
+        netlist = synthesize_netlist(kernel, parameters, build_dir / "netlist", top).with_name(f"{top}_sim.v")
+    models, include = cell_models()  # DP16KD's model (the other cells are flattened into the view)
     return run_cocotb(
         top=top,
-        sources=[models, netlist],
+        sources=[netlist, models],
         test_module=test_module,
         test_dir=test_dir,
         build_dir=build_dir / ("sim" if netlist.parent == build_dir / "netlist" else f"sim-{netlist.stem}"),
         parameters={},  # fixed at synthesis
         extra_env=extra_env,
         testcase=testcase,
-        # the cell models: timing checks and unused ports are not errors; -O0: compile time dominates
-        build_args=[f"-I{include}", "-Wno-fatal", "-Wno-lint", "-Wno-style", "--timescale", "1ns/1ps",
-                    "-CFLAGS", "-O0"],
+        # a generated netlist: lint and style warnings say nothing; -O0: compile time dominates
+        build_args=[f"-I{include}", "-DNO_INCLUDES", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-O0"],
     )

@@ -12,6 +12,15 @@ START, END = "<!-- implementation:start -->", "<!-- implementation:end -->"
 ORDER = ("replay", "mlp", "tabular")
 
 
+def _digest(kernel: str) -> str | None:
+    from pearl_fpga.hw.cores import CoreError, rtl_digest
+
+    try:
+        return rtl_digest(kernel)
+    except CoreError:
+        return None
+
+
 def _sizes(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}" for k, v in params.items())
 
@@ -37,6 +46,8 @@ def implementation_section(records: dict[str, dict[str, Any]]) -> str:
         r = record["results"]
         t, util = r["timing"], r["utilization"]
         verdict = f"met ({t['slack_ns']:+.2f} ns)" if t["met"] else f"**missed** by {t['target_mhz'] - t['fmax_mhz']:.1f} MHz"
+        if r.get("rtl_sha256") != _digest(r["kernel"]):
+            verdict += " (of other RTL than the tree's: rerun)"
         lines.append(f"| {r['kernel']} | {_sizes(r['parameters'])} | {r['part']} | {t['target_mhz']:g} MHz "
                      f"| {t['fmax_mhz']:.1f} MHz | {verdict} | {_use(util, 'lut')} | {_use(util, 'ff')} "
                      f"| {_use(util, 'bram')} | {_use(util, 'dsp')} | {r['seconds']['synthesis']:.0f} s "
@@ -50,12 +61,3 @@ def implementation_section(records: dict[str, dict[str, Any]]) -> str:
                      f"{r['tools']['nextpnr-ecp5']}. Sizes from {r.get('sizes_from', 'the command line')}; "
                      f"out of context, seed {r['seed']}; {crit}.")
     return "\n".join(lines) + "\n\n" + "\n".join(notes)
-
-
-def with_section(text: str, section: str) -> str:
-    """`text` (docs/hardware.md) with the block between the markers replaced by `section`."""
-    if START not in text or END not in text:
-        raise ValueError(f"docs/hardware.md lacks the {START} ... {END} markers of the implementation table")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{section}\n{END}{tail}"

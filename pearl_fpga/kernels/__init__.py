@@ -1,7 +1,7 @@
 """The FPGA kernels, each behind one backend-agnostic class.
 
 backend= "numpy" (golden reference), "cpu" (the HLS C++ compiled into the package), "rtl" (the
-reference RTL built with Verilator, cycle-accurate), "pynq" / "xrt" (a board), "auto" (best available).
+reference RTL built with Verilator, cycle-accurate), "pynq" / "xrt" / "serial" (a board), "auto" (best available).
 """
 
 from __future__ import annotations

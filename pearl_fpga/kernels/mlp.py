@@ -21,7 +21,9 @@ How formats are chosen (per layer l, all int16 with `f` fractional bits, value =
   of headroom; a TANH head's output is fixed at Q3.12;
 - the shift fw_l + fa_l - fa_{l+1} is kept in 0..40 (fa_{l+1} lowered, or fw_l coarsened).
 `load_weights` keeps every format that still holds the new weights and calibration activations
-without saturating, and widens (fewer fractional bits) only those that do not.
+without saturating, and widens (fewer fractional bits) only those that do not. It skips the float
+pass over the calibration batch when a bound from the last pass shows every kept activation format
+still holds (mlp_torch.CalibrationPass): the formats are those the pass would have given.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from pearl_fpga.backends import registry
 from pearl_fpga.errors import missing_dependency
 from pearl_fpga.kernels.mlp_artifact import (PolicyArtifact, action_size, default_action, read_artifact,
                                              write_artifact)
-from pearl_fpga.kernels.mlp_torch import (INT32_MAX, LayerFormat, Net, check_wrapper, choose_formats, describe,
-                                         find_sequential, parse, quantize, torch_forward)
+from pearl_fpga.kernels.mlp_torch import (CalibrationPass, LayerFormat, Net, check_wrapper,
+                                         choose_formats, describe, find_sequential, parse, quantize, quantize_weights,
+                                         torch_forward)
 from pearl_fpga.spec.mlp import (
     HEAD_RAW,
     HEAD_TANH,
@@ -98,7 +101,7 @@ def _as_obs(obs: Any, n0: int, max_batch: int) -> tuple[np.ndarray, bool]:
 
 
 def make_backend(backend: Any) -> Any:
-    """A backend instance from its name ("numpy", "cpu", "rtl", "pynq", "xrt", "auto") or an instance."""
+    """A backend instance from its name ("numpy", "cpu", "rtl", "pynq", "xrt", "serial", "auto") or an instance."""
     if not isinstance(backend, str):
         return backend
     return registry.create("mlp", backend)[1]
@@ -120,6 +123,7 @@ class MLPInfer:
         self.layers: list[QuantizedLayer] = []
         self._net: Net | None = None
         self._calibration = np.zeros((0, 0))
+        self._last_pass: CalibrationPass | None = None
         self._low = np.zeros(0)
         self._high = np.zeros(0)
         self.info: dict[str, Any] = {}  # what a policy read by `load` says of where it came from
@@ -169,8 +173,8 @@ class MLPInfer:
             check_wrapper(module, seq, calib)
         m = net.weights[-1].shape[0]
         self._low, self._high = _bounds(action_low, action_high, m)
-        formats = choose_formats(net, calib, previous=None)
-        self._install(net, formats, calib, module)
+        formats, last_pass = choose_formats(net, calib, previous=None)
+        self._install(net, formats, calib, module, last_pass)
         return self
 
     def load_weights(self, module: Any) -> None:
@@ -189,28 +193,25 @@ class MLPInfer:
                 f"load_weights needs the same architecture: loaded {describe(self._net)}, got {describe(net)}; "
                 "build a new MLPInfer with from_torch for a different network"
             )
-        formats = choose_formats(net, self._calibration, previous=self.formats)
-        self._install(net, formats, self._calibration, module)
+        formats, last_pass = choose_formats(net, self._calibration, previous=self.formats, last_pass=self._last_pass)
+        self._install(net, formats, self._calibration, module, last_pass)
 
-    def _install(self, net: Net, formats: list[LayerFormat], calib: np.ndarray, module: Any) -> None:
+    def _install(self, net: Net, formats: list[LayerFormat], calib: np.ndarray, module: Any,
+                 last_pass: CalibrationPass | None) -> None:
         """Quantize, load on the backend (which validates), and only then replace this object's state."""
         layers = []
         for i, (w, b, f) in enumerate(zip(net.weights, net.biases, formats, strict=True)):
-            wq = quantize(w, f.fw, INT16_MIN, INT16_MAX).astype(np.int16)
-            bq = quantize(b, f.fw + f.fa_in, -INT32_MAX - 1, INT32_MAX).astype(np.int32)
+            wq = quantize_weights(w, f.fw, np.int16)
+            bq = quantize_weights(b, f.fw + f.fa_in, np.int32)
             layers.append(QuantizedLayer(wq, bq, f.shift, net.relu[i]))
         self._load_layers(layers, formats, net.head)
         self._net = net
         self._calibration = calib
-        # max_error is measured when first read (learner syncs reload often and rarely read it),
-        # against a snapshot of the float network loaded now
-        reference = self._error_reference
-        if reference is not None:
-            try:
-                reference.load_state_dict(module.state_dict())
-            except (RuntimeError, KeyError):  # a differently wrapped module: other state_dict keys
-                reference = None
-        self._error_reference = reference if reference is not None else copy.deepcopy(module)
+        self._last_pass = last_pass
+        # max_error is measured when first read (learner syncs reload often and rarely read it), against
+        # a copy of the module made once and given `net`'s weights (a copy of the module's) when read
+        if self._error_reference is None:
+            self._error_reference = copy.deepcopy(module)
         self._max_error = None
 
     def _load_layers(self, layers: list[QuantizedLayer], formats: list[LayerFormat], head: str) -> None:
@@ -233,7 +234,7 @@ class MLPInfer:
         policy.npz and policy.json (pearl_fpga.kernels.mlp_artifact), which `MLPInfer.load` reads
         without torch on any backend, giving the same bits. action: how the loaded policy's `.act` makes
         actions (mlp_artifact.ACTION_RULES; default this object's: argmax for a raw head, scaled-tanh for
-        a tanh head; "tanh-mean" for SAC's (mean, log std) outputs). action_low/high: the bounds it
+        a tanh head; "tanh-mean" for a squashed Gaussian policy's (mean, log std) outputs). action_low/high: the bounds it
         scales to (default: this object's). `info`: JSON-able facts to keep (where the policy came
         from); `max_error` is added when known. Returns the directory."""
         if not self.layers:
@@ -276,6 +277,7 @@ class MLPInfer:
         if self._net is None:
             return self._max_error if self._max_error is not None else float("nan")
         if self._max_error is None:
+            _set_linear_weights(self._error_reference, self._net)
             self._max_error = self._measure_error(self._error_reference, self._calibration)
         return self._max_error
 
@@ -317,12 +319,12 @@ class MLPInfer:
 
     @property
     def action_rule(self) -> str:
-        """How `act` makes actions (mlp_artifact.ACTION_RULES): argmax, scaled-tanh, or tanh-mean (SAC)."""
+        """How `act` makes actions (mlp_artifact.ACTION_RULES): argmax, scaled-tanh, or tanh-mean (a squashed Gaussian policy)."""
         return self._action or default_action(self.head)
 
     def act(self, obs: Any) -> Any:
         """Greedy actions (RAW head: argmax, int64 (B,) or an int for one observation) or actions scaled
-        to [action_low, action_high] (TANH head: float32 (B, m) or (m,); a loaded SAC policy, rule
+        to [action_low, action_high] (TANH head: float32 (B, m) or (m,); a loaded squashed Gaussian policy, rule
         tanh-mean: tanh of the first half of the outputs, scaled likewise)."""
         if self.action_rule == "tanh-mean":
             m = len(self._low)
@@ -368,6 +370,21 @@ def _bounds(low: Any, high: Any, m: int) -> tuple[np.ndarray, np.ndarray]:
     if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(lo < hi)):
         raise ValueError(f"action bounds must be finite with low < high, got low={low!r}, high={high!r}")
     return lo, hi
+
+
+def _set_linear_weights(module: Any, net: Net) -> None:
+    """Write `net`'s weights (float64 copies of a module's, so exact in the module's dtype) into the
+    Linear layers of `module`'s Sequential. A wrapper's other state does not reach the output: its
+    forward equals the Sequential's (check_wrapper)."""
+    import torch
+    from torch import nn
+
+    linears = [m for m in find_sequential(module) if isinstance(m, nn.Linear)]
+    with torch.no_grad():
+        for layer, w, b in zip(linears, net.weights, net.biases, strict=True):
+            layer.weight.copy_(torch.from_numpy(w))
+            if layer.bias is not None:
+                layer.bias.copy_(torch.from_numpy(b))
 
 
 def _require_torch(what: str) -> None:

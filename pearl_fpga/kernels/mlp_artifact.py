@@ -33,7 +33,7 @@ import numpy as np
 
 from pearl_fpga.errors import ArtifactError, CheckpointError
 from pearl_fpga.kernels.mlp_torch import LayerFormat
-from pearl_fpga.limits import load_npz, read_bytes, read_json
+from pearl_fpga.safe_io import load_npz, read_bytes, read_json
 from pearl_fpga.spec.mlp import (CPU_MAX_WIDTH, HEAD_RAW, HEAD_TANH, MAX_LAYERS, MAX_SHIFT, TANH_FRAC_BITS,
                                  QuantizedLayer, check_layers)
 from pearl_fpga.spec.descriptor import descriptor
@@ -47,7 +47,7 @@ FRAC_RANGE = (-64, 64)
 ACTION_RULES = {
     "argmax": "the index of the largest output (DQN's greedy action; a raw head)",
     "scaled-tanh": "the tanh head's outputs scaled to the action bounds (DDPG, TD3)",
-    "tanh-mean": "tanh of the first half of the raw outputs (a Gaussian's mean), scaled to the bounds (SAC)",
+    "tanh-mean": "tanh of the first half of the raw outputs (a Gaussian's mean), scaled to the bounds (a squashed Gaussian policy)",
 }
 """How `MLPInfer.act` turns a loaded policy's outputs into actions."""
 MAX_WEIGHTS_BYTES = MAX_LAYERS * (CPU_MAX_WIDTH * CPU_MAX_WIDTH * 2 + CPU_MAX_WIDTH * 4) + (1 << 20)
@@ -128,7 +128,7 @@ def read_artifact(directory: str | os.PathLike[str]) -> PolicyArtifact:
     manifest_path = path / MANIFEST_FILE
     where = f"policy {manifest_path}"
     try:
-        manifest = read_json(manifest_path, "policy manifest")
+        manifest = read_json(manifest_path, "policy manifest", error=ArtifactError)
     except FileNotFoundError:
         raise ArtifactError(f"{path} holds no {MANIFEST_FILE}: pass the directory `pearl-fpga export RUN --out DIR` "
                             "wrote (its kernel/ folder)") from None
@@ -208,7 +208,7 @@ def _read_weights(path: Path, info: _Fields, shapes: list[tuple[int, int]]) -> d
         raise ArtifactError(f"{path}: the manifest gives {size:,} bytes; a kernel-sized policy has at most "
                             f"{MAX_WEIGHTS_BYTES:,}")
     try:
-        data = read_bytes(path, MAX_WEIGHTS_BYTES, "policy weights")
+        data = read_bytes(path, "policy weights", MAX_WEIGHTS_BYTES, ArtifactError)
     except FileNotFoundError:
         raise ArtifactError(f"{path} is missing: copy the whole policy directory (policy.json and policy.npz)") from None
     except ValueError as exc:

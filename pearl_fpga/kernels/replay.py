@@ -83,7 +83,7 @@ class ReplaySampler:
         capacity: number of leaves (1 .. 2^20).
         fanout: children per tree node (2, 4, 8 or 16).
         backend: "cpu" (the HLS C++ compiled into the package), "numpy" (golden reference), "rtl"
-            (reference RTL under Verilator, cycle counts in `last_cycles`), "pynq"/"xrt" (a board),
+            (reference RTL under Verilator, cycle counts in `last_cycles`), "pynq"/"xrt"/"serial" (a board),
             or "auto" (cpu when the native extension loads, else numpy).
         max_batch: most updates or samples in one call (1 .. 4096).
         rng: generator used by `sample` when none is passed (default: a fresh unseeded one).

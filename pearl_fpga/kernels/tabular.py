@@ -134,7 +134,7 @@ class TabularQ:
 
     alpha in (0, 1] and gamma in [0, 1] are rounded to 16 fractional bits (gamma = 1 is exact).
     backend: "numpy" (golden reference), "cpu" (the kernel's C++ of hls/tabular compiled in), "auto"
-    (cpu if built, else numpy), "rtl" (the reference RTL under Verilator, cycle counts), "pynq"/"xrt" (the
+    (cpu if built, else numpy), "rtl" (the reference RTL under Verilator, cycle counts), "pynq"/"xrt"/"serial" (the
     kernel on a board, hls/tabular/SPEC.md "Board interface"; docs/hardware.md).
     backend_options go to the rtl/board backend.
 
@@ -298,7 +298,7 @@ class TabularQ:
         args = self._validate(s, a, r, s2, done, a2)
         start = self._backend.table()
         slices = slice_bounds(args[0].shape[0], k)
-        on_board = self.backend_name in ("pynq", "xrt")
+        on_board = self.backend_name in ("pynq", "xrt", "serial")
         if on_board:
             units = [self._backend] + [self._spawn(instance=j) for j in range(1, min(k, self._backend.instances))]
             backends = [units[i % len(units)] for i in range(k)]

@@ -17,6 +17,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -371,6 +372,60 @@ class Engine {
     }
 };
 
+// Weight quantization of a sync (SPEC.md rounding): floor(v * 2^frac + 0.5) in double, saturated to
+// [lo, hi]; the same IEEE operations as the numpy reference (a product by a power of two, one add,
+// floor), so the same integers. Non-finite weights are refused (the caller names the layer).
+template <typename Q>
+py::array_t<Q> quantize_weights(py::array_t<double, py::array::c_style | py::array::forcecast> x, int frac) {
+    const py::ssize_t count = x.size();
+    py::array_t<Q> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+    const double* src = x.data();
+    Q* dst = out.mutable_data();
+    const double scale = std::ldexp(1.0, frac);
+    const double lo = double(std::numeric_limits<Q>::min()), hi = double(std::numeric_limits<Q>::max());
+    bool finite = true;
+    {
+        py::gil_scoped_release release;
+        for (py::ssize_t k = 0; k < count; ++k) {
+            const double v = src[k];
+            finite &= std::fabs(v) <= DBL_MAX;  // false for NaN and inf
+            const double q = std::floor(v * scale + 0.5);
+            dst[k] = Q(q >= hi ? hi : (q >= lo ? q : lo));  // NaN: lo, refused below
+        }
+    }
+    if (!finite) throw py::value_error("weights hold NaN or inf: the kernel takes finite weights only");
+    return out;
+}
+
+// The per-unit sums that bound a weight sync's drift (mlp_torch.CalibrationPass.output_bounds), in one
+// pass over both weight matrices without temporaries: columns |W'-W| a, |W'| d, |W'| (a+d), |W'-W| (a+d).
+using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+py::array_t<double> drift_sums(DoubleArray w_new, DoubleArray w_old, DoubleArray a, DoubleArray d) {
+    if (w_new.ndim() != 2 || w_old.ndim() != 2 || w_new.shape(0) != w_old.shape(0) ||
+        w_new.shape(1) != w_old.shape(1) || a.size() != w_new.shape(1) || d.size() != w_new.shape(1))
+        throw py::value_error("drift_sums: W' and W must be (m, n) and a, d (n,)");
+    const py::ssize_t m = w_new.shape(0), n = w_new.shape(1);
+    py::array_t<double> out(std::vector<py::ssize_t>{m, 4});
+    const double *wn = w_new.data(), *wo = w_old.data(), *pa = a.data(), *pd = d.data();
+    double* o = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        for (py::ssize_t i = 0; i < m; ++i) {
+            double dw_a = 0, w_d = 0, w_ad = 0, dw_ad = 0;
+            for (py::ssize_t j = 0; j < n; ++j) {
+                const double w = std::fabs(wn[i * n + j]), dw = std::fabs(wn[i * n + j] - wo[i * n + j]);
+                const double ad = pa[j] + pd[j];
+                dw_a += dw * pa[j];
+                w_d += w * pd[j];
+                w_ad += w * ad;
+                dw_ad += dw * ad;
+            }
+            o[i * 4] = dw_a, o[i * 4 + 1] = w_d, o[i * 4 + 2] = w_ad, o[i * 4 + 3] = dw_ad;
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_mlp_native, mod) {
@@ -403,6 +458,12 @@ PYBIND11_MODULE(_mlp_native, mod) {
             return t;
         },
         "The kernel's piecewise-linear tanh (Q3.12 -> Q0.15) on a flat int16 array.");
+    mod.def("quantize_int16", &quantize_weights<int16_t>, py::arg("x"), py::arg("frac"),
+            "floor(x * 2^frac + 0.5) saturated to int16 (SPEC.md weight rounding); ValueError for NaN/inf.");
+    mod.def("quantize_int32", &quantize_weights<int32_t>, py::arg("x"), py::arg("frac"),
+            "floor(x * 2^frac + 0.5) saturated to int32 (SPEC.md bias rounding); ValueError for NaN/inf.");
+    mod.def("drift_sums", &drift_sums, py::arg("w_new"), py::arg("w_old"), py::arg("a"), py::arg("d"),
+            "Per unit: |W'-W| a, |W'| d, |W'| (a+d), |W'-W| (a+d) as an (m, 4) float64 array.");
     py::class_<Engine>(mod, "Engine", "One loaded network (the kernel's on-chip weights) and its host formats.")
         .def(py::init<const std::string&, int>(), py::arg("path") = "auto", py::arg("threads") = 1,
              "path: 'auto' (the fastest the CPU has) or one of PATHS ('plain': the kernel's own HLS loops). "

@@ -64,7 +64,7 @@ def replay_cycles_hls(depth: int, fanout: int, clock_mhz: float, leaf_memory: st
 
 
 def replay_cycles_spec(depth: int) -> CycleFit:
-    """hls/replay/SPEC.md's bound: B samples (or updates) in B + 5 * DEPTH + 16 cycles."""
+    """hls/replay/SPEC.md's bound: B samples (or updates) in B + 8 * DEPTH + 16 cycles."""
     return CycleFit(batch_cycle_bound(0, depth), 1.0, "spec bound")
 
 

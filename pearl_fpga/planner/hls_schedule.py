@@ -29,7 +29,8 @@ tabular_top (hls/tabular/tabular.cpp): one pipelined COMMANDS loop at II (as rep
 in order; an UPDATE waits while a write to its row s or s2 is in flight, up to HAZARD_WINDOW - 1
 slots (hls/tabular/SPEC.md, "Pipeline hazards"), so n UPDATEs take spec.tabular.hls_issue_slots(s, s2)
 slots plus the drain of the last update (at most HAZARD_WINDOW - 1 cycles). The C model of the top
-counts the same slots (tests/test_board_csim.py).
+counts the same slots (tests/test_board_csim.py), and the reference RTL issues on the same slots
+(its drain is spec.tabular.rtl_latency, 12 cycles at 8 actions).
 """
 
 from __future__ import annotations

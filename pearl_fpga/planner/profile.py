@@ -28,7 +28,7 @@ import numpy as np
 
 from pearl_fpga.data import cache_root
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.limits import read_json
+from pearl_fpga.safe_io import read_json
 from pearl_fpga.planner.model import Fit
 
 SCHEMA = 2  # 2: worker start/stop/poll and co-run factors from the runtime's own pool, exploration overhead
@@ -180,7 +180,7 @@ def cache_path(machine: Mapping[str, Any]) -> Path:
 def _read_cache(path: Path, machine: Mapping[str, Any]) -> dict[str, Any]:
     """The workloads of this machine's cache file (read_json: bounded, UTF-8); OSError or ValueError
     (CheckpointError) naming the problem when it is not a schema-SCHEMA profile file of this machine."""
-    data = read_json(path, "profile cache")
+    data = read_json(path, "profile cache", error=CheckpointError)
     if (not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("workloads"), dict)
             or not isinstance(data.get("machine"), dict)):
         raise CheckpointError(f"not a schema-{SCHEMA} profile file")

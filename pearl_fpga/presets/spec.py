@@ -105,9 +105,20 @@ class AlgoSpec:
                 "algo": self.name, "env_id": env}
 
     def preset_note(self, env_id: str | None) -> str | None:
-        """The line to show when env_id has no preset of its own (None when it has one)."""
-        if env_id is None or env_id in self.presets:
+        """The line to show when env_id has no preset of its own (None when it has one, and for an id
+        gymnasium does not know: making the env says what is wrong, and no note should come before that;
+        a `module:Id` is imported when made, so it keeps its note)."""
+        if env_id is None or env_id in self.presets or (":" not in env_id and not _registered(env_id)):
             return None
         source = "tabular" if self.family == "tabular" else "rl-zoo"
         return (f"no preset for {env_id}: using {self.default_env}'s ({self.name} {source} settings; "
                 "override with --set/--config)")
+
+
+def _registered(env_id: str) -> bool:
+    """Whether gymnasium knows `env_id` (True without gymnasium: nothing to check it against)."""
+    try:
+        import gymnasium
+    except ImportError:
+        return True
+    return env_id in gymnasium.registry

@@ -79,7 +79,7 @@ class PrioritizedReplayBuffer:
             beta_final over beta_steps calls of sample().
         eps: added to |td error| so that no transition gets priority 0.
         obs_dtype, action_dtype: storage dtypes (e.g. np.int64 actions for DQN).
-        fanout, backend: passed to ReplaySampler ("cpu", "numpy", "rtl", "pynq", "xrt", "auto").
+        fanout, backend: passed to ReplaySampler ("cpu", "numpy", "rtl", "pynq", "xrt", "serial", "auto").
         seed: seed of the buffer's own generator (sampling is reproducible with it, also after load).
         max_batch: most samples per sample() call (larger add/update calls are split).
 
@@ -186,12 +186,14 @@ class PrioritizedReplayBuffer:
         """Add one transition, or a batch (leading axis n on every argument). The oldest
         transitions are overwritten once the buffer is full; new ones get max_priority, or with
         `td_errors` (one per transition, as Ape-X's actors compute them) (|td| + eps) ** alpha."""
-        obs = np.asarray(obs)
+        # copied before they are checked: another thread changing the caller's arrays after the checks
+        # cannot slip a NaN into the buffer (np.array copies)
+        obs = np.array(obs)
         single = obs.shape == self.obs_shape
         if single:
-            obs, action, reward, next_obs, done = (np.asarray(x)[None] for x in (obs, action, reward, next_obs, done))
+            obs, action, reward, next_obs, done = (np.array(x)[None] for x in (obs, action, reward, next_obs, done))
         else:
-            action, reward, next_obs, done = (np.asarray(x) for x in (action, reward, next_obs, done))
+            action, reward, next_obs, done = (np.array(x) for x in (action, reward, next_obs, done))
         n = obs.shape[0] if obs.ndim else -1
         expected = {
             "obs": (obs, (n, *self.obs_shape)),
@@ -218,7 +220,7 @@ class PrioritizedReplayBuffer:
             raise ValueError("done must hold only 0/1 (or True/False): pass terminated flags; nothing was added")
         initial = None
         if td_errors is not None:
-            td = np.atleast_1d(np.asarray(td_errors, dtype=np.float64))
+            td = np.atleast_1d(np.array(td_errors, dtype=np.float64))
             if td.shape != (n,) or not np.isfinite(td).all():
                 raise ValueError(f"td_errors must be {n} finite numbers, one per transition; got shape {td.shape}")
             initial = np.minimum(np.power(np.abs(td) + self.eps, self.alpha), MAX_PRIORITY)
@@ -368,7 +370,11 @@ class PrioritizedReplayBuffer:
     def load(self, path: str | os.PathLike[str]) -> None:
         """Restore from a file written by save(). Raises CheckpointError (buffer untouched) when the
         file is missing, corrupt or made by a buffer with other settings."""
-        self.load_state_dict(read_npz(path, max_member_bytes=self._data.nbytes + 4096))  # + the .npy header
+        state = read_npz(path, max_member_bytes=self._data.nbytes + 4096)  # + the .npy header
+        try:
+            self.load_state_dict(state)
+        except CheckpointError as exc:
+            raise CheckpointError(f"replay buffer file {path}: {exc}") from None
 
     def __repr__(self) -> str:
         return (

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.limits import load_npz
+from pearl_fpga.safe_io import load_npz, with_digest
 from pearl_fpga.spec.replay import PRIORITY_MAX, PRIORITY_SCALE
 
 STATE_FORMAT = 1
@@ -75,6 +75,9 @@ def check_state(state: dict[str, Any], layout: Layout) -> dict[str, Any]:
 
     if scalar("format", int) != STATE_FORMAT:
         raise fail(f"format {int(state['format'])} is not the supported {STATE_FORMAT}")
+    for key in ("obs_shape", "action_shape"):
+        if np.asarray(state[key]).dtype.kind not in "iu":
+            raise fail(f"{key} must hold integers, got {np.asarray(state[key]).dtype}")
     ours = {
         "capacity": layout.capacity,
         "obs_shape": layout.obs_shape,
@@ -144,7 +147,7 @@ def write_npz(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
     try:
         with open(tmp, "wb") as f:
             arrays: dict[str, Any] = {key: np.asarray(value) for key, value in state.items()}
-            np.savez(f, **arrays)
+            np.savez(f, **with_digest(arrays))  # the digest proves a later load reads exactly this
             f.flush()
             os.fsync(f.fileno())
     except BaseException:
@@ -154,6 +157,6 @@ def write_npz(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
 
 
 def read_npz(path: str | os.PathLike[str], max_member_bytes: int) -> dict[str, np.ndarray]:
-    """The arrays of a file written by write_npz (limits.load_npz: no member outside STATE_KEYS, none
+    """The arrays of a file written by write_npz (safe_io.load_npz: no member outside STATE_KEYS, none
     unpacking to more than `max_member_bytes`); CheckpointError when it is missing or corrupt."""
     return load_npz(path, "replay buffer file", STATE_KEYS, "save a buffer there first", max_member_bytes)

@@ -37,6 +37,18 @@ class Transitions:
     ended_at: list[int] = field(default_factory=list)
 
 
+class ActorFailed(Exception):
+    """The env (or the policy) raised inside ActorLoop.run: `partial` holds the whole env-group steps
+    taken before it (kept, not lost with the error), `__cause__` the error itself."""
+
+    def __init__(self, cause: BaseException, partial: Transitions) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.cause, self.partial = cause, partial
+
+    def __reduce__(self) -> Any:  # picklable with its arguments (a Ray actor's error travels pickled)
+        return type(self), (self.cause, self.partial)
+
+
 class ActorLoop:
     """Steps `envs` with `policy`'s exploration actions; `rng` draws the exploration."""
 
@@ -67,7 +79,8 @@ class ActorLoop:
         self.policy.load_weights(weights)
 
     def run(self, n_steps: int, start_step: int, timer: TaskTimer | None = None) -> Transitions:
-        """Step at least `n_steps` env steps (whole env groups) from global step `start_step`."""
+        """Step at least `n_steps` env steps (whole env groups) from global step `start_step`. ActorFailed
+        (with the steps taken before it) when the env or the policy raises."""
         timer = timer if timer is not None else TaskTimer()
         parts: list[dict[str, np.ndarray]] = []  # EnvGroup.step returns fresh arrays: kept without a copy
         finished: list[tuple[float, int]] = []
@@ -75,6 +88,7 @@ class ActorLoop:
         done = 0
         clock = time.perf_counter
         act_s = env_s = 0.0  # summed here and added once: cheaper per step than a timer block each
+        failure: Exception | None = None
         try:
             while done < n_steps:
                 start = clock()
@@ -88,10 +102,16 @@ class ActorLoop:
                 if ended:
                     finished += ended
                     ended_at += [done] * len(ended)
+        except Exception as exc:  # noqa: BLE001 - any env error: the steps before it are kept
+            failure = exc
         finally:
             timer.add("act", act_s, len(parts))
             timer.add("env_step", env_s, len(parts))
-        if not parts:  # nothing asked for
-            return Transitions(0, None, [], dict(timer.seconds), dict(timer.calls))
-        data = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        return Transitions(done, data, finished, dict(timer.seconds), dict(timer.calls), ended_at)
+        if not parts:  # nothing asked for, or the first step failed
+            out = Transitions(0, None, [], dict(timer.seconds), dict(timer.calls))
+        else:
+            data = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+            out = Transitions(done, data, finished, dict(timer.seconds), dict(timer.calls), ended_at)
+        if failure is not None:
+            raise ActorFailed(failure, out) from failure
+        return out

@@ -1,6 +1,7 @@
 """Checkpoint files of a training run: a directory holding `state.pt` (torch.save of tensors only,
 read back with torch.load(weights_only=True)) and `manifest.json` (format, version, the config,
-counters and the state's SHA-256), validated before anything is restored; the helpers that turn
+counters, the state's SHA-256 and size, and a digest of all that: runtime.manifest_checks), validated
+before anything is restored; the helpers that turn
 numpy and RNG state into tensors and back; and what resuming a run needs (the newest complete copy,
 the config a resumed run may change, the process-global RNGs put back after a failed load)."""
 
@@ -23,13 +24,17 @@ import torch
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DirectoryInUse, PearlError
+from pearl_fpga.runtime.atomic import RecordingFile, fsync_dir as _fsync_dir
+from pearl_fpga.runtime.locks import DirLock, checkpoint_lock  # DirLock: re-exported (it lived here)
+from pearl_fpga.runtime.manifest_checks import check_counters, check_digest, check_fields, check_size, seal_manifest
+from pearl_fpga.safe_io import open_regular, read_json
 
 if TYPE_CHECKING:
     from pearl_fpga.algos.api import Learner
     from pearl_fpga.replay.manager import Replay
 
 CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: the manifest carries its own digest
 STATE_FILE = "state.pt"
 MANIFEST_FILE = "manifest.json"
 
@@ -62,17 +67,21 @@ def write_checkpoint(directory: Path, state: dict[str, Any], fields: dict[str, A
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir()
-        # Through a file object of our own: a full disk is then an OSError (ENOSPC), not torch's
-        # "unexpected pos" RuntimeError.
+        # Through a file object of our own that keeps the OSError of a failed write: on a full disk torch
+        # raises its own "unexpected pos" RuntimeError, and the cause (ENOSPC) is reported instead.
         with _open(tmp / STATE_FILE, "wb") as fh:
-            torch.save(pack(state), fh)
+            recording = RecordingFile(fh)
+            try:
+                torch.save(pack(state), recording)
+            except RuntimeError as exc:
+                raise recording.error or exc
             fh.flush()
             os.fsync(fh.fileno())
-        manifest = {
+        manifest = seal_manifest({
             "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **fields,
             "files": {STATE_FILE: {"sha256": sha256(tmp / STATE_FILE), "bytes": (tmp / STATE_FILE).stat().st_size}},
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "created_ns": time.time_ns(),
-        }
+        })
         with _open(tmp / MANIFEST_FILE, "w") as fh:
             fh.write(json.dumps(manifest, indent=2) + "\n")
             fh.flush()
@@ -119,19 +128,6 @@ def _write_error(directory: Path, exc: BaseException) -> str:
             "the previous checkpoint, if any, was kept")
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _siblings(directory: Path) -> list[Path]:
     """Copies a writer may have left beside `directory`: `.NAME.tmp-PID` and `.NAME.old-PID`."""
     parent = directory.parent
@@ -146,6 +142,7 @@ def complete_manifest(directory: Path) -> dict[str, Any] | None:
     its checksum), else None."""
     try:
         manifest = read_manifest(directory)
+        check_size(manifest, directory / STATE_FILE)
         if sha256(directory / STATE_FILE) != manifest["files"][STATE_FILE]["sha256"]:
             return None
     except (CheckpointError, OSError):
@@ -195,72 +192,6 @@ def check_writable(directory: Path, what: str = "checkpoint directory") -> None:
         shutil.rmtree(probe, ignore_errors=True)
 
 
-class DirLock:
-    """An exclusive lock on a directory for the lifetime of a run: fcntl.flock on `<dir>/<name>`
-    (released by the kernel if the process dies). A second run on the same directory gets
-    DirectoryInUse at once, naming the process that holds it."""
-
-    def __init__(self, lock_file: Path, what: str) -> None:
-        self.path = Path(lock_file)
-        self.what = what
-        self._fh: Any = None
-
-    @property
-    def held(self) -> bool:
-        return self._fh is not None
-
-    def acquire(self) -> DirLock:
-        import fcntl
-
-        from pearl_fpga.errors import DirectoryInUse
-
-        if self._fh is not None:
-            return self
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(self.path, "a+")
-        except OSError as exc:
-            raise DirectoryInUse(f"cannot lock the {self.what} {self.path.parent} ({exc}); it must be a writable "
-                                 "directory: fix its permissions or choose another one") from exc
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            holder = fh.read().strip() or "unknown"
-            fh.close()
-            raise DirectoryInUse(f"the {self.what} {self.path.parent} is in use by another run (process {holder}); "
-                                 "wait for it to finish or stop it, or choose another directory") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"{os.getpid()}\n")
-        fh.flush()
-        self._fh = fh
-        return self
-
-    def release(self) -> None:
-        if self._fh is not None:
-            import fcntl
-
-            try:
-                fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
-            finally:
-                self._fh.close()
-                self._fh = None
-
-    def __enter__(self) -> DirLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-
-def checkpoint_lock(directory: Path) -> DirLock:
-    """The lock of a checkpoint directory: `.NAME.lock` beside it (the directory itself is replaced
-    by every write)."""
-    directory = Path(directory)
-    return DirLock(directory.parent / f".{directory.name}.lock", "checkpoint directory")
-
-
 def read_checkpoint(directory: Path, expect: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(manifest, state) of a checkpoint, validated: the manifest's fields, `expect` (e.g. {"algo": "dqn"}),
     the state's checksum, and a tensors-only torch.load. CheckpointError names any problem."""
@@ -270,13 +201,21 @@ def read_checkpoint(directory: Path, expect: dict[str, Any] | None = None) -> tu
             raise CheckpointError(f"checkpoint {directory} is for {key}={manifest.get(key)!r}, "
                                   f"but this run asks for {value!r}; use another --checkpoint-dir or matching options")
     state_path = directory / STATE_FILE
+    check_size(manifest, state_path)  # before hashing: a file of another size is not read
     if sha256(state_path) != manifest["files"][STATE_FILE]["sha256"]:
         raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} does not match the checksum in "
                               f"{MANIFEST_FILE} (corrupt or partially written); use an older checkpoint")
     try:
-        state = unpack(torch.load(state_path, weights_only=True, map_location="cpu"))
+        with open_regular(state_path, "checkpoint state", 1 << 44, CheckpointError) as fh:
+            state = unpack(torch.load(fh, weights_only=True, map_location="cpu"))
+    except CheckpointError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
         raise CheckpointError(f"checkpoint {directory}: cannot read {STATE_FILE}: {exc}") from exc
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} does not hold a training run's state")
+    if RUN_STATE_KEYS <= set(state):  # a training run's state (run_state): its counters must describe it
+        check_counters(manifest, state, directory)
     return manifest, state
 
 
@@ -285,10 +224,8 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST_FILE
     if not Path(directory).is_dir():
         raise CheckpointError(f"no checkpoint at {directory}: the directory does not exist")
-    from pearl_fpga.limits import read_json
-
     try:
-        manifest = read_json(path, "checkpoint manifest")  # bounded, UTF-8, no RecursionError from deep nesting
+        manifest = read_json(path, "checkpoint manifest", error=CheckpointError)  # regular file, bounded, UTF-8, depth
     except FileNotFoundError as exc:
         raise CheckpointError(f"{directory} is not a checkpoint: {MANIFEST_FILE} is missing") from exc
     except (OSError, ValueError) as exc:
@@ -298,18 +235,16 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     if manifest.get("version") != CHECKPOINT_VERSION:
         raise CheckpointError(f"checkpoint {directory} has format version {manifest.get('version')}, this "
                               f"pearl_fpga reads version {CHECKPOINT_VERSION}")
+    check_digest(manifest, path)
     schema = {"algo": str, "env_id": str, "seed": int, "placement": str, "config": dict, "counters": dict,
               "files": dict}
     for key, kind in schema.items():
         if not isinstance(manifest.get(key), kind):
             raise CheckpointError(f"checkpoint manifest {path}: field {key!r} missing or not a {kind.__name__}")
-    for key in ("env_steps", "grad_steps", "episodes", "target_checked"):
-        value = manifest["counters"].get(key)
-        if not isinstance(value, int) or value < 0:
-            raise CheckpointError(f"checkpoint manifest {path}: counter {key!r} missing or invalid")
     entry = manifest["files"].get(STATE_FILE)
     if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
         raise CheckpointError(f"checkpoint manifest {path}: no checksum for {STATE_FILE}")
+    check_fields(manifest, path)  # counters, seed and size within bounds
     if not (Path(directory) / STATE_FILE).is_file():
         raise CheckpointError(f"checkpoint {directory}: {STATE_FILE} is missing")
     return manifest
@@ -360,6 +295,7 @@ def as_tuple(obj: Any) -> Any:
 
 
 # ---- a training run's state ------------------------------------------------------------------------
+RUN_STATE_KEYS = frozenset({"algo", "replay", "episode_log", "eval_log"})
 Log = list[tuple[int, float, int]]  # (env step, return, length) of each episode
 EvalLog = list[tuple[int, float, float]]  # (env step, mean, std) of each periodic evaluation
 

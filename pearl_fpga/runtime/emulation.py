@@ -18,12 +18,18 @@ from pearl_fpga.board.catalog import BoardSpec, load_catalog
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import PearlError
 from pearl_fpga.runtime.placement import Placement, resolve_engine
+from pearl_fpga.spec.mlp import CPU_MAX_WIDTH as MLP_CPU_MAX_WIDTH
+from pearl_fpga.spec.mlp import MAX_LAYERS as MLP_MAX_LAYERS
 
 SMALL_NET = [64, 64]
 """PEARL's own network, which every catalog board holds: the fix a too-wide network is offered."""
 
 
-class BoardFitError(PearlError, ValueError):
+class KernelFitError(PearlError, ValueError):
+    """The run's network does not fit the MLP kernel its placement puts in the loop."""
+
+
+class BoardFitError(KernelFitError):
     """The run does not fit the emulated board's kernels."""
 
 
@@ -69,8 +75,30 @@ def _misfits_by_kernel(board: BoardSpec, config: TrainConfig, obs_dim: int, out_
             misfits(board, config, obs_dim, out_dim, act=False, replay=roles["replay"]))
 
 
+def kernel_misfits(config: TrainConfig, obs_dim: int, out_dim: int) -> list[str]:
+    """Each size of the MLP kernel's widest build (the cpu extension's, hls/mlp/SPEC.md) the network exceeds."""
+    widths = [obs_dim, *config.net_arch, out_dim]
+    kernel, net = "the MLP kernel (its cpu build)", f"the network {net_text(obs_dim, config.net_arch, out_dim)}"
+    out = []
+    if len(widths) - 1 > MLP_MAX_LAYERS:
+        out.append(f"{kernel} holds {MLP_MAX_LAYERS} linear layers ({MLP_MAX_LAYERS - 1} hidden); {net} has "
+                   f"{len(widths) - 1}")
+    if max(widths) > MLP_CPU_MAX_WIDTH:
+        out.append(f"{kernel} holds width {MLP_CPU_MAX_WIDTH}; {net} has {max(widths)}")
+    return out
+
+
 def check_fits(config: TrainConfig, obs_dim: int, out_dim: int, placement: Placement) -> None:
-    """BoardFitError naming every limit of the emulated board the run exceeds, and the fixes."""
+    """KernelFitError when the actors run the MLP kernel and the network exceeds its sizes (a learner or an
+    actor in torch takes any network); BoardFitError naming every limit of the emulated board the run
+    exceeds, and the fixes."""
+    problems = kernel_misfits(config, obs_dim, out_dim) if placement.kernel_actor else []
+    if problems:
+        raise KernelFitError(f"placement act={placement.act} puts the MLP kernel in the loop, and the network does not "
+                             f"fit it: {'; '.join(problems)}. Fixes: a network that fits (up to {MLP_MAX_LAYERS - 1} "
+                             f"hidden layers of width up to {MLP_CPU_MAX_WIDTH}, e.g. --set net_arch=[256,256]); or "
+                             f"the actors in torch, which takes any network (--placement "
+                             f"{_text(placement, 'cpu', role='act')})")
     board = emulated_board(placement)
     if board is None:
         return
@@ -101,9 +129,10 @@ def _shards(config: TrainConfig) -> int:
     return config.replay_shards if resolve_engine(config) == "ray" else 1
 
 
-def _text(placement: Placement, target: str) -> str:
-    """`placement` as a --placement value, with `target` where fpga-emu is (one word when it covers act and replay)."""
-    roles = {r: target if d == "fpga-emu" else d for r, d in placement.as_dict().items()}
+def _text(placement: Placement, target: str, role: str | None = None) -> str:
+    """`placement` as a --placement value, with `target` where fpga-emu is, or in `role` when given (one word
+    when it covers act and replay)."""
+    roles = {r: target if (r == role if role else d == "fpga-emu") else d for r, d in placement.as_dict().items()}
     if roles["act"] == roles["replay"] == target and roles["learn"] == "cpu":
         return target
     return ",".join(f"{r}={d}" for r, d in roles.items())
@@ -137,6 +166,14 @@ def board_preset(config: TrainConfig, placement: Placement, obs_dim: int, out_di
     changed = ", ".join(f"{k}={v}" for k, v in changes.items())
     return fitted, (f"{board.name} runs the {config.algo.upper()} {config.env_id} preset with {changed}: "
                     f"{'; '.join(problems)} (--placement cpu-kernel runs the preset as it is)")
+
+
+def board_fit_record(preset: TrainConfig, run: TrainConfig, note: str | None) -> dict[str, Any] | None:
+    """What board_preset changed, for summary.json and the console's summary alike: {"changes": {field:
+    {"preset": value, "run": value}}, "text": its line}; None when the run is the preset's."""
+    before, after = preset.to_dict(), run.to_dict()
+    changes = {k: {"preset": before[k], "run": v} for k, v in after.items() if before.get(k) != v}
+    return {"changes": changes, "text": note} if changes and note else None
 
 
 def limit_mlp_backend(backend: Any, placement: Placement) -> Any:

@@ -8,7 +8,7 @@ truncation still bootstraps), and an exact snapshot of every env for checkpoints
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -48,6 +48,41 @@ if SLOW_ENV_ID not in gym.registry:
     gym.register(SLOW_ENV_ID, entry_point="pearl_fpga.runtime.envs:SlowEnv", max_episode_steps=500)
 
 
+USER_NAMESPACE = "pearl_fpga_user"
+"""Where env_id_for registers the envs a caller passes as an instance or a callable (this process only)."""
+
+
+def env_id_for(env: Any) -> str | None:
+    """An env argument as SB3 takes it, as a gymnasium id: an id (str) or None as it is; a callable that
+    makes an env, or an env instance (made again from its spec, wrappers included, as many times as the run
+    needs envs: actors, evaluation, calibration), registered in this process under USER_NAMESPACE. The
+    worker engines (processes, ray) start other processes, which know only registered ids: there, pass an id
+    registered in a module the workers import (gymnasium.register)."""
+    if env is None or isinstance(env, str):
+        return env
+    if isinstance(env, gym.Env):
+        spec = env.spec
+        if spec is None:
+            raise ValueError(f"the env instance {env!r} has no spec (it was not made by gymnasium.make), so it cannot "
+                             "be made again for the actors and the evaluation; pass a callable that makes it "
+                             "(env=lambda: MyEnv(...)) or a registered gymnasium id")
+        name, factory = spec.name, (lambda: gym.make(spec))
+    elif callable(env):
+        name, factory = getattr(env, "__name__", type(env).__name__).strip("<>") or "env", env
+    else:
+        raise ValueError(f"env must be a gymnasium id (e.g. 'CartPole-v1'), a gymnasium.Env or a callable that makes "
+                         f"one, got {type(env).__name__}")
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    version = sum(1 for key in gym.registry if key.startswith(f"{USER_NAMESPACE}/{name}-v"))
+    env_id = f"{USER_NAMESPACE}/{name}-v{version}"
+    gym.register(env_id, entry_point=cast(Any, factory))  # gymnasium calls it with the spec's kwargs (none)
+    return env_id
+
+
+def is_user_env(env_id: str) -> bool:
+    return env_id.startswith(USER_NAMESPACE + "/")
+
+
 def make_env(env_id: str) -> gym.Env:
     """gym.make with a clear error for unknown ids."""
     try:
@@ -57,13 +92,39 @@ def make_env(env_id: str) -> gym.Env:
                          "CartPole-v1 (DQN) or Pendulum-v1 (DDPG, TD3)") from exc
 
 
+ENV_MODULE_CONSENT = ("trust_env_module=True (Trainer.load), --trust-env-module (pearl-fpga eval), or by naming "
+                      "that env id with --env (pearl-fpga train --resume)")
+
+
+def env_module(env_id: str) -> str | None:
+    """The module gymnasium imports (running its code) to make `env_id` ("my_pkg.envs:Corridor-v0"), or None."""
+    return env_id.split(":", 1)[0] if ":" in env_id else None
+
+
+def check_env_import(env_id: str, source: str, trusted: bool, consent: str) -> None:
+    """CheckpointError, before anything is imported, when `env_id` read from the file `source` would make
+    gymnasium import a module and the user did not consent (`trusted`): a file must never decide what
+    code runs. `consent` says how to give it (the flag or argument)."""
+    module = env_module(env_id)
+    if module is None or trusted:
+        return
+    raise CheckpointError(f"{source} names the env {env_id!r}, which would import the Python module {module!r} "
+                          "and run its code; a file does not decide what code runs, so it was refused and nothing "
+                          f"was imported. If you trust that module, consent with {consent}")
+
+
 def env_spec(env_id: str) -> EnvSpec:
     """Observation and action description of `env_id` (flat Box observations only)."""
     env = make_env(env_id)
     try:
         obs_space, act_space = env.observation_space, env.action_space
         if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
-            raise ValueError(f"{env_id}: only flat Box observations are supported, got {obs_space}")
+            hint = ""
+            if isinstance(obs_space, gym.spaces.Discrete) and isinstance(act_space, gym.spaces.Discrete):
+                hint = ("; a discrete-state env is tabular: train it with --algo qlearning or --algo sarsa "
+                        "(the Q-table kernel), e.g. pearl-fpga train --algo qlearning --env " + env_id)
+            raise ValueError(f"{env_id}: the deep algorithms take flat Box observations (a vector), got "
+                             f"{obs_space}{hint}")
         if isinstance(act_space, gym.spaces.Discrete):
             return EnvSpec(env_id, int(obs_space.shape[0]), True, int(act_space.n))
         if isinstance(act_space, gym.spaces.Box) and len(act_space.shape) == 1:
@@ -278,7 +339,7 @@ def _restore_env(env: gym.Env, state: list[dict[str, Any]]) -> None:
 
 def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
     """Observations of a random policy (own env and RNG, so training is not perturbed), used to pick
-    the MLP kernel's input and activation formats."""
+    the MLP kernel's input and activation formats; non-finite ones are left out."""
     env = make_env(env_id)
     rng = np.random.default_rng(seed + 3)
     env.action_space.seed(int(rng.integers(2**31)))
@@ -290,7 +351,12 @@ def calibration_batch(env_id: str, seed: int, steps: int = 256) -> np.ndarray:
             obs, _ = env.reset()
         out.append(obs)
     env.close()
-    return np.asarray(out, dtype=np.float32)
+    batch = np.asarray(out, dtype=np.float32)
+    finite = np.isfinite(batch).all(axis=1)  # an env's NaN or inf is no typical observation
+    if not finite.any():
+        raise ValueError(f"{env_id} returned no finite observation in {steps} random steps: the MLP kernel's formats "
+                         "cannot be calibrated; check the env")
+    return batch if finite.all() else batch[finite]
 
 
 def rollout(env_id: str, group: EnvGroup, policy: Any, episodes: int, seed: int) -> list[float]:

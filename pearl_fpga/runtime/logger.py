@@ -5,8 +5,26 @@ from __future__ import annotations
 import csv
 import math
 import tempfile
+from collections import deque
 from pathlib import Path
 from typing import Any
+
+
+EPISODE_WINDOW = 100
+"""rollout/ep_rew_mean and rollout/ep_len_mean average the last this many episodes (SB3's stats_window_size)."""
+
+TENSORBOARD_TAGS = {
+    "rollout/ep_rew_mean": "mean return of the last 100 episodes (SB3's tag), at each episode's end",
+    "rollout/ep_len_mean": "mean length of the last 100 episodes (SB3's tag)",
+    "eval/mean_reward": "mean return of an evaluation (SB3's EvalCallback tag)",
+    "eval/std_reward": "its standard deviation",
+    "time/fps": "env steps per second of the current train() call (SB3's tag)",
+    "time/episodes": "episodes so far (SB3's time/episodes)",
+    "train/loss": "the learner's last loss (SB3's tag; an actor-critic's: its critic's)",
+    "train/n_updates": "gradient steps so far (SB3's tag)",
+}
+"""Every TensorBoard tag a run writes, each at the env step (SB3's x axis): the names SB3 users' dashboards
+read (docs/training.md lists them)."""
 
 
 class RunLogger:
@@ -25,6 +43,7 @@ class RunLogger:
         self._files: dict[str, Any] = {}
         self._writers: dict[str, Any] = {}
         self.messages: list[str] = []
+        self._recent: deque[tuple[float, int]] = deque(maxlen=EPISODE_WINDOW)  # (return, length)
         self.tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -46,13 +65,15 @@ class RunLogger:
     def episode(self, step: int, ret: float, length: int) -> None:
         self._row("episodes", ["env_step", "return", "length"], [step, f"{ret:.4f}", length])
         if self.tb is not None:
-            self.tb.add_scalar("rollout/episode_return", ret, step)
-            self.tb.add_scalar("rollout/episode_length", length, step)
+            self._recent.append((ret, length))
+            self.tb.add_scalar("rollout/ep_rew_mean", sum(r for r, _ in self._recent) / len(self._recent), step)
+            self.tb.add_scalar("rollout/ep_len_mean", sum(n for _, n in self._recent) / len(self._recent), step)
 
     def evaluation(self, step: int, mean: float, std: float) -> None:
         self._row("evaluations", ["env_step", "mean_return", "std_return"], [step, f"{mean:.4f}", f"{std:.4f}"])
         if self.tb is not None:
-            self.tb.add_scalar("eval/mean_return", mean, step)
+            self.tb.add_scalar("eval/mean_reward", mean, step)
+            self.tb.add_scalar("eval/std_reward", std, step)
 
     def progress(self, stats: Any) -> None:
         self._row("progress", ["env_step", "grad_steps", "elapsed_s", "env_steps_per_s", "loss", "recent_return"],
@@ -60,7 +81,9 @@ class RunLogger:
                    loss_text(stats, 6),
                    "" if math.isnan(stats.recent_return) else f"{stats.recent_return:.3f}"])
         if self.tb is not None:
-            self.tb.add_scalar("time/env_steps_per_s", stats.steps_per_s, stats.env_steps)
+            self.tb.add_scalar("time/fps", stats.steps_per_s, stats.env_steps)
+            self.tb.add_scalar("time/episodes", stats.episodes, stats.env_steps)
+            self.tb.add_scalar("train/n_updates", stats.grad_steps, stats.env_steps)
             if stats.loss_known:  # a NaN loss is logged as NaN: it must not look like "no loss yet"
                 self.tb.add_scalar("train/loss", stats.loss, stats.env_steps)
 

@@ -54,7 +54,7 @@ class ActorPolicy:
         """The network's outputs per observation (float32): the kernel's dequantized ones on a kernel actor."""
         obs = np.asarray(obs, dtype=np.float32)
         if self.kernel is not None:
-            return np.asarray(self.kernel(obs), dtype=np.float32).reshape(len(obs), -1)
+            return np.asarray(self._on_kernel(self.kernel, obs), dtype=np.float32).reshape(len(obs), -1)
         with torch.no_grad():
             return self.module(torch.as_tensor(obs, device=self.torch_device)).cpu().numpy()
 
@@ -62,11 +62,24 @@ class ActorPolicy:
         """The head's greedy action per observation (int64 for discrete actions, float32 in [-1, 1] for continuous ones)."""
         obs = np.asarray(obs, dtype=np.float32)
         if self.kernel is not None:
-            return self.head.greedy_kernel(self.kernel, obs)
+            return self._on_kernel(lambda x: self.head.greedy_kernel(self.kernel, x), obs)
         if self.discrete:  # argmax on the device: one small copy back
             with torch.no_grad():
                 return self.module(torch.as_tensor(obs, device=self.torch_device)).argmax(dim=1).cpu().numpy()
         return self.head.greedy(self.outputs(obs))
+
+    @staticmethod
+    def _on_kernel(call: Any, obs: np.ndarray) -> Any:
+        """`call(obs)` on the kernel, which refuses a non-finite observation (an env's NaN or inf) that torch
+        would act on anyway: such rows are acted on as zeros instead, and the replay then refuses or drops
+        the transitions that hold them (nonfinite_transitions), naming the env, as with a torch actor."""
+        try:
+            return call(obs)
+        except ValueError:
+            finite = np.isfinite(obs).all(axis=1)
+            if finite.all():
+                raise
+            return call(np.where(finite[:, None], obs, np.float32(0)))
 
     def explore(self, obs: np.ndarray, step: int, rng: np.random.Generator) -> np.ndarray:
         """Exploration action at env step `step` (SB3's schedule, the head's exploration)."""

@@ -13,6 +13,7 @@ from pearl_fpga.errors import CheckpointError, DivergenceError
 from pearl_fpga.runtime.checkpoint import (check_writable, checkpoint_lock, first_nonfinite, global_rng_state, read_newest,
                                          recover_checkpoint, restore_run_state, resumed_config, run_state,
                                          set_global_rng_state, write_checkpoint)
+from pearl_fpga.runtime.envs import ENV_MODULE_CONSENT, check_env_import
 from pearl_fpga.runtime.placement import Placement
 from pearl_fpga.runtime.state_checks import check_trainer_state
 
@@ -115,18 +116,21 @@ class CheckpointedRun:
     def load(cls, directory: str | Path, placement: str | Placement | dict | None = None,
              workers: int | None = None, logger: Any = None, checkpoint_dir: str | Path | None = None,
              engine: str | None = None, ray_address: str | None = None, expect: dict[str, Any] | None = None,
-             overrides: dict[str, Any] | None = None) -> Any:
+             overrides: dict[str, Any] | None = None, trust_env_module: bool = False) -> Any:
         """Restore a Trainer from `save()`. Networks, optimizers, replay, RNGs, envs and counters come
         back; `placement`/`workers` may differ from the saved run. `expect` (e.g. {"algo": "dqn",
         "env_id": "CartPole-v1"}) must match the manifest. `overrides` are TrainConfig fields asked for
         by the resuming run: those of RESUMABLE_FIELDS are applied, a different value of any other
-        field raises CheckpointError listing the differences.
+        field raises CheckpointError listing the differences. A checkpoint whose env id names a module
+        (`my_pkg.envs:Corridor-v0`, which gymnasium imports) is refused unless `trust_env_module` is
+        True or `expect` names that same env id: a file never decides what code runs.
 
         When a crash left the newest complete copy beside `directory` (a `.tmp-`/`.old-` sibling), it
         is put back in place first. Raises CheckpointError, touching nothing: the process-global RNGs
         (seeded by the Trainer) are restored on any failure. A tabular run's checkpoint is
-        pearl_fpga.TabularTrainer.load's (pearl_fpga.load_trainer takes either)."""
-        directory = Path(directory)
+        pearl_fpga.TabularTrainer.load's (pearl_fpga.load_trainer takes either). `directory` may also be a
+        run's log directory (runs/...), whose checkpoint/ is loaded, as `pearl-fpga eval` does."""
+        directory = run_checkpoint_dir(Path(directory))
         rngs = global_rng_state()
         try:
             manifest, state = read_newest(directory, expect)
@@ -136,14 +140,19 @@ class CheckpointedRun:
                 raise CheckpointError(f"checkpoint {directory}: invalid config in manifest: {exc}") from exc
             if overrides:
                 config = resumed_config(config, overrides, directory)
-            trainer = cls(algo=config.algo, env=config.env_id,  # type: ignore[call-arg]
-                          placement=placement if placement is not None else manifest["placement"],
-                          config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,
-                          checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address)
+            check_env_import(config.env_id, f"checkpoint {directory}",
+                             trust_env_module or (expect or {}).get("env_id") == config.env_id, ENV_MODULE_CONSENT)
+            try:
+                trainer = cls(algo=config.algo, env=config.env_id,  # type: ignore[call-arg]
+                              placement=placement if placement is not None else manifest["placement"],
+                              config=config, seed=int(manifest["seed"]), workers=workers, logger=logger,
+                              checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address)
+            except ValueError as exc:  # e.g. an env id or seed of the manifest that makes no trainer here
+                raise CheckpointError(f"checkpoint {directory}: its manifest does not make a trainer: {exc}") from exc
             try:
                 trainer._restore(state, manifest["counters"])
-            except CheckpointError:
-                raise
+            except CheckpointError as exc:  # the state checks name the field, this the checkpoint
+                raise CheckpointError(f"checkpoint {directory}: {exc}") from None
             except (KeyError, RuntimeError, ValueError, TypeError, IndexError) as exc:
                 raise CheckpointError(f"checkpoint {directory} does not fit this trainer: {exc}") from exc
         except BaseException:
@@ -161,3 +170,9 @@ class CheckpointedRun:
         self.algo.load_progress_state(counters)
         faults = counters.get("faults", {"actor_restarts": counters.get("worker_restarts", 0)})
         self._faults_before = {k: int(v) for k, v in faults.items()}
+
+
+def run_checkpoint_dir(path: Path) -> Path:
+    """`path`'s checkpoint/ when `path` is a run's log directory (no manifest of its own), else `path`."""
+    inner = path / "checkpoint"
+    return inner if not (path / "manifest.json").exists() and inner.is_dir() else path

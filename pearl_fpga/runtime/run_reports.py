@@ -96,6 +96,7 @@ class RunReports:
             worker_restarts=faults["actor_restarts"], shard_restarts=faults["shard_restarts"],
             transitions_lost=faults["transitions_lost"],
             env_steps_run=self.env_steps - run["start_steps"] if run else 0,
+            grad_steps_run=self.grad_steps - run.get("start_grad_steps", 0) if run else 0,
         )
 
     def faults(self) -> dict[str, int]:

@@ -13,9 +13,9 @@ import torch
 from pearl_fpga import presets as registry
 from pearl_fpga.config import TrainConfig, run_config
 from pearl_fpga.errors import BackendUnavailable
-from pearl_fpga.runtime.emulation import board_preset, check_fits
+from pearl_fpga.runtime.emulation import board_fit_record, board_preset, check_fits
 from pearl_fpga.runtime.engines import resolve_engine
-from pearl_fpga.runtime.envs import EnvSpec, check_action_space, env_spec
+from pearl_fpga.runtime.envs import EnvSpec, check_action_space, env_spec, is_user_env
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads, reproducible_controller
 
@@ -28,6 +28,7 @@ class RunPlan:
     placement: Placement
     spec: EnvSpec
     preset_note: str | None
+    board_fit: dict[str, Any] | None  # what fitting the preset to the emulated board changed (emulation.board_fit_record)
     learner_threads: AdaptiveThreads | None
 
 
@@ -47,15 +48,20 @@ def plan_run(algo: str, env: str | None, placement: str | Placement | dict | Non
     if ray_address is not None:
         config.ray_address = str(ray_address)
     config.validate()
+    if is_user_env(config.env_id) and resolve_engine(config) != "inline":
+        raise ValueError(f"engine {resolve_engine(config)} starts worker processes, which cannot make an env passed as "
+                         "an instance or a callable (it exists only in this process): use engine='inline' (workers=0), "
+                         "or register the env with gymnasium.register in a module the workers import and pass its id")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     where = parse_placement(placement)
     spec = env_spec(config.env_id)
     check_action_space(algo, config.env_id, spec.discrete)
     # an emulated board holds the sizes it was synthesized for: a preset is fitted, a given config checked
-    note = None
+    note, fit = None, None
     if preset:
-        config, note = board_preset(config, where, spec.obs_dim, spec.action_dim)
+        fitted, note = board_preset(config, where, spec.obs_dim, spec.action_dim)
+        config, fit = fitted, board_fit_record(config, fitted, note)
     check_fits(config, spec.obs_dim, spec.action_dim, where)
     if where.learn_device == "cuda" and not torch.cuda.is_available():
         raise BackendUnavailable(f"placement learn={where.learn}, but torch sees no CUDA device; use learn=cpu")
@@ -63,7 +69,7 @@ def plan_run(algo: str, env: str | None, placement: str | Placement | dict | Non
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    return RunPlan(config, where, spec, note, threads)
+    return RunPlan(config, where, spec, note, fit, threads)
 
 
 def learner_thread_control(config: TrainConfig, placement: Placement, spec: EnvSpec) -> AdaptiveThreads | None:

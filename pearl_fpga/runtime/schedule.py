@@ -31,6 +31,24 @@ def needed_env_steps(config: TrainConfig, g: int) -> int:
     return config.train_freq * (config.learning_starts // config.train_freq + g // config.gradient_steps + 1)
 
 
+def no_learning_problem(config: TrainConfig, start: int, grad_steps: int, end: int) -> str | None:
+    """Why a run from env step `start` (with `grad_steps` gradient steps done) to `end` can make no
+    gradient step by the schedule, with the numbers and the fix; None when it can learn."""
+    if allowed_gradient_steps(config, end) > grad_steps:
+        return None
+    if config.gradient_steps <= 0:
+        return ("gradient_steps is 0: this run collects data and never updates the network; "
+                "set it above 0 (--set gradient_steps=N)")
+    need = needed_env_steps(config, grad_steps)
+    below = config.train_freq * (end // config.train_freq)  # learning_starts below this lets a round run by `end`
+    lower = (f"a lower learning_starts (--set learning_starts=N with N below {below:,})" if below > 0 else
+             f"a smaller train_freq (--set train_freq=N, now {config.train_freq:,}, longer than the run)")
+    return (f"no gradient step can run in this run: it ends at env step {end:,} ({end - start:,} steps from "
+            f"{start:,}), and with learning_starts {config.learning_starts:,} and train_freq {config.train_freq:,} "
+            f"the first gradient step runs at env step {need:,}; the network would not learn. Fix: a budget of at "
+            f"least {need:,} env steps (--steps {need}; Trainer.train({need - start})) or {lower}")
+
+
 def target_copy_due(config: TrainConfig, needed: int, checked: int) -> bool:
     """DQN: copy the target before a gradient step needing `needed` env steps when a multiple of
     target_update_interval lies in (checked, needed]: SB3 copies every target_update_interval env steps

@@ -7,6 +7,7 @@ CheckpointError names the first problem."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,33 @@ def check_trainer_state(state: dict[str, Any], trainer: Any) -> None:
     for where, fields in _transition_sets(state["replay"], "replay"):
         _check_transitions(where, fields, spec)
     trainer.actor.envs.check(state["envs"])
+    _check_rngs(state.get("rng"))
+
+
+def _check_rngs(rng: Any) -> None:
+    """Each saved generator state is put into a scratch generator first: a value out of its range (an
+    inf seed word, a wrong type) is a CheckpointError here, not an OverflowError mid-restore."""
+    if not isinstance(rng, dict):
+        raise _fail(f"rng is {_describe(rng)}, expected the generator states of run_state()")
+
+    def as_tuple(obj: Any) -> Any:
+        return tuple(as_tuple(v) for v in obj) if isinstance(obj, (list, tuple)) else obj
+
+    def numpy_global(s: Any) -> None:
+        np.random.RandomState().set_state((s["name"], np.asarray(s["keys"], dtype=np.uint32), s["pos"], s["has_gauss"],
+                                           s["gauss"]))
+
+    def explore(s: Any) -> None:
+        np.random.Generator(np.random.PCG64()).bit_generator.state = s
+
+    checks = {"python": lambda s: random.Random().setstate(as_tuple(s)), "numpy_global": numpy_global,
+              "torch": lambda s: torch.Generator().set_state(s), "explore": explore}
+    for name, check in checks.items():
+        try:
+            check(rng[name])
+        except Exception as exc:  # noqa: BLE001 - any failure to take the state means a bad file
+            raise _fail(f"rng.{name} is not a valid generator state ({type(exc).__name__}: {exc}); the checkpoint is "
+                        "corrupt: resume from an earlier one") from None
 
 
 def _fail(msg: str) -> CheckpointError:

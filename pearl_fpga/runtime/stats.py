@@ -40,6 +40,7 @@ class Stats:
     shard_restarts: int = 0  # Ray engine: replay shards restarted
     transitions_lost: int = 0  # transitions held by restarted shards (or unreported by restarted actors)
     env_steps_run: int = 0  # env steps of the current train() call
+    grad_steps_run: int = 0  # gradient steps of the current train() call (a resumed run's own)
 
     @property
     def steps_per_s(self) -> float:

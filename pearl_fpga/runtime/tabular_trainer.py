@@ -12,6 +12,7 @@ pickle.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -22,16 +23,22 @@ import numpy as np
 
 from pearl_fpga.algos.tabular import KERNEL_ALGO, check_env_id, epsilon_greedy, load_dataset, save_dataset
 from pearl_fpga import presets as registry
-from pearl_fpga.config import TrainConfig, run_config
+from pearl_fpga.config import MAX_STEPS, TrainConfig, run_config
 from pearl_fpga.errors import CheckpointError, TrainingInterrupted
 from pearl_fpga.kernels.tabular import TabularQ
-from pearl_fpga.limits import load_npz
-from pearl_fpga.runtime.checkpoint import resumed_config
+from pearl_fpga.safe_io import load_npz, parse_json, with_digest
+from pearl_fpga.runtime.atomic import describe_write_error, stale_temporaries, write_atomically
+from pearl_fpga.runtime.checkpoint import check_writable, resumed_config
+from pearl_fpga.runtime.envs import ENV_MODULE_CONSENT, check_env_import
+from pearl_fpga.runtime.locks import checkpoint_lock
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.stats import ClosesRun, EvalResult, Stats
 
 CHECKPOINT_FILE = "tabular.npz"
 CHECKPOINT_KEYS = ("table", "config", "seed", "episodes", "env_steps", "grad_steps", "episode_log", "eval_log")
+CHECKPOINT_KINDS = {"table": "i", "config": "U", "seed": "iu", "episodes": "iu", "env_steps": "iu", "grad_steps": "iu",
+                    "episode_log": "f", "eval_log": "f"}
+"""numpy dtype kinds of the checkpoint's members (checked in the .npy headers, before loading)."""
 EVAL_SEED_BASE = 1 << 30  # evaluation env seeds are >= 2**30, training ones below: never shared
 RESUMABLE_FIELDS = ("total_steps", "eval_freq", "eval_episodes", "checkpoint_freq", "backend")
 """TrainConfig fields a resumed tabular run may change; the others are fixed by its checkpoint."""
@@ -132,6 +139,7 @@ class TabularTrainer(ClosesRun):
         self.record = record
         self._transitions: list[tuple[int, int, float, int, bool, int]] = []
         self._stop = StopRequest()  # set by SIGINT, SIGTERM or request_stop(); acted on between episodes
+        self._lock: Any = None  # the checkpoint directory's lock while train() runs (the deep runs' lock)
         self._run: dict[str, Any] | None = None
         self.predict_rng = np.random.default_rng([seed, 3])  # predict(deterministic=False): not training's draws
 
@@ -152,6 +160,8 @@ class TabularTrainer(ClosesRun):
         self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "end": end}
         last = 0.0
         self._stop.reset()
+        if self.checkpoint_dir is not None:
+            self._open_checkpoint_dir()
         try:
             with self._stop.handlers():
                 while True:
@@ -180,12 +190,24 @@ class TabularTrainer(ClosesRun):
                     self._save_whole(self.checkpoint_dir)
         finally:
             self._run["stop"] = time.perf_counter()
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
         stats = self.stats()
         if self.logdir is not None:
             self.plot_learning_curve()
         if progress is not None:
             progress(stats)
         return stats
+
+    def _open_checkpoint_dir(self) -> None:
+        """Before the first episode: the checkpoint directory is writable (else nothing is trained), locked
+        against other runs (deep or tabular), and cleared of temporary files that killed writers left."""
+        assert self.checkpoint_dir is not None
+        check_writable(self.checkpoint_dir / CHECKPOINT_FILE, "checkpoint directory of")
+        self._lock = checkpoint_lock(self.checkpoint_dir).acquire()
+        for stale in stale_temporaries(self.checkpoint_dir / CHECKPOINT_FILE):
+            stale.unlink(missing_ok=True)
 
     def _periodic(self, before: int) -> None:
         """Evaluation and checkpoint when the last episode crossed their interval."""
@@ -345,29 +367,37 @@ class TabularTrainer(ClosesRun):
 
     # ---- checkpoints -----------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        """Write directory/tabular.npz (plain arrays: loads without pickle), through a temporary file."""
+        """Write directory/tabular.npz (plain arrays: loads without pickle) atomically (runtime.atomic: a
+        crash, a kill or a full disk leaves the previous file and no partial one), holding the directory's
+        lock unless this run holds it; CheckpointError names a write error (full disk, not writable)."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        ours = self._lock is not None and self.checkpoint_dir is not None and \
+            self.checkpoint_dir.absolute() == directory.absolute()
         path = directory / CHECKPOINT_FILE
-        tmp = directory / (CHECKPOINT_FILE + ".tmp")
         ep = np.array(self.episode_log, np.float64).reshape(-1, 3)
         ev = np.array(self.eval_log, np.float64).reshape(-1, 3)
-        with open(tmp, "wb") as fh:
-            np.savez(fh, table=self.kernel.table, config=np.str_(json.dumps(self.config.to_dict())),
-                     seed=np.int64(self.seed), episodes=np.int64(self.episodes), env_steps=np.int64(self.env_steps),
-                     grad_steps=np.int64(self.grad_steps), episode_log=ep, eval_log=ev)
-        tmp.replace(path)  # a crash mid-write never leaves a half checkpoint
-        return path
+        try:
+            with contextlib.nullcontext() if ours else checkpoint_lock(directory):
+                directory.mkdir(parents=True, exist_ok=True)
+                return write_atomically(path, lambda fh: np.savez(fh, **with_digest(dict(  # the digest proves a
+                    table=self.kernel.table, config=np.str_(json.dumps(self.config.to_dict())),  # later load reads this
+                    seed=np.int64(self.seed), episodes=np.int64(self.episodes), env_steps=np.int64(self.env_steps),
+                    grad_steps=np.int64(self.grad_steps), episode_log=ep, eval_log=ev))))
+        except OSError as exc:
+            why = describe_write_error(exc, "choose another --checkpoint-dir")
+            raise CheckpointError(f"cannot write the checkpoint {path}: {why}. No partial file was left; the previous "
+                                  "checkpoint, if any, is kept") from exc
 
     @classmethod
     def load(cls, directory: str | Path, placement: Any = None, workers: int | None = None, logger: Any = None,
              checkpoint_dir: str | Path | None = None, engine: str | None = None, ray_address: str | None = None,
              expect: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None,
-             **kwargs: Any) -> TabularTrainer:
+             trust_env_module: bool = False, **kwargs: Any) -> TabularTrainer:
         """A trainer restored from `directory` (Trainer.load's arguments): `expect` fields (e.g. algo,
-        env_id) must match the stored config; `overrides` may change RESUMABLE_FIELDS only."""
+        env_id) must match the stored config; `overrides` may change RESUMABLE_FIELDS only; an env id
+        naming a module is refused unless `trust_env_module` or `expect` names it (Trainer.load)."""
         path = Path(directory) / CHECKPOINT_FILE
-        data = load_npz(path, "checkpoint", (*CHECKPOINT_KEYS, "episode"), "train without --resume first")
+        data = load_npz(path, "checkpoint", {**CHECKPOINT_KINDS, "episode": ""}, "train without --resume first")
         if "episode" in data:
             raise CheckpointError(f"checkpoint {path} was written by an earlier pearl_fpga, whose tabular runs counted "
                                   "episodes (TabularConfig); this one counts env steps and cannot continue it: start a "
@@ -376,16 +406,23 @@ class TabularTrainer(ClosesRun):
         if missing:
             raise CheckpointError(f"checkpoint {path} lacks {sorted(missing)}; it was not written by this trainer")
         try:
-            config = TrainConfig.from_dict(json.loads(str(data["config"])))
+            config = TrainConfig.from_dict(parse_json(str(data["config"]), f"checkpoint {path}: member config",
+                                                      CheckpointError, top=dict))
         except (ValueError, TypeError) as exc:
             raise CheckpointError(f"checkpoint {path} holds an invalid config ({exc})") from exc
         for key, want in (expect or {}).items():
             if getattr(config, key) != want:
                 raise CheckpointError(f"checkpoint {path} is for {key}={getattr(config, key)!r}, not {want!r}")
         config = resumed_config(config, overrides or {}, path, RESUMABLE_FIELDS)
+        check_env_import(config.env_id, f"checkpoint {path}",
+                         trust_env_module or (expect or {}).get("env_id") == config.env_id, ENV_MODULE_CONSENT)
+        scalars = [key for key in ("seed", "episodes", "env_steps", "grad_steps") if data[key].shape != ()]
+        if scalars:
+            raise CheckpointError(f"checkpoint {path}: field(s) {scalars} must be single integers; the file is corrupt")
         counts = {key: int(data[key]) for key in ("seed", "episodes", "env_steps", "grad_steps")}
-        if min(counts.values()) < 0:
-            raise CheckpointError(f"checkpoint {path}: a negative seed, episode or step count")
+        if min(counts.values()) < 0 or counts["seed"] >= 2**32 or max(counts.values()) > MAX_STEPS:
+            raise CheckpointError(f"checkpoint {path}: a seed, episode or step count out of range (seeds in [0, 2**32), "
+                                  f"counts in [0, {MAX_STEPS:.0e}]); the file is corrupt")
         trainer = cls(config.algo, config=config, seed=counts["seed"], placement=placement, workers=workers,
                       logger=logger, checkpoint_dir=checkpoint_dir, engine=engine, ray_address=ray_address, **kwargs)
         table = data["table"]

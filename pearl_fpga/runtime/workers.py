@@ -5,7 +5,9 @@ Flow control is by credit: the trainer grants each worker a number of env steps 
 env-step index they start at, which drives the exploration schedule); a worker steps only while it
 holds credit, so actors never run more than `config.actor_lag` steps ahead of the learner. Weights
 arrive as state dicts and are loaded without blocking the env loop (re-quantized for kernel actors).
-A worker that dies (crash, kill) is restarted with a fresh seed; its unreported credit is returned.
+A worker that dies (crash, kill) is restarted with a fresh seed: the data it sent before dying is kept,
+and its unreported credit is returned at once (not when its restart is due), so that the steps granted
+never run ahead of the steps taken while it waits for its backoff.
 Restarts back off (RESTART_BACKOFF_S, doubling) and are limited: a worker that dies RESTART_LIMIT times
 within RESTART_WINDOW_S fails the same way every time (a bad env id, a missing module), so the run stops
 with the worker's last error (WorkerCrashLoop) instead of restarting it forever.
@@ -23,7 +25,7 @@ import numpy as np
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import EngineError
-from pearl_fpga.runtime.actor import Transitions
+from pearl_fpga.runtime.actor import ActorFailed, Transitions
 from pearl_fpga.runtime.placement import Placement
 from pearl_fpga.runtime.schedule import MESSAGE_STEPS
 
@@ -70,6 +72,7 @@ class WorkerPool:
         self.errors: list[str | None] = [None] * self.n  # the last error a worker reported before dying
         self.restart_times: list[list[float]] = [[] for _ in range(self.n)]
         self.down_since: list[float | None] = [None] * self.n  # dead, waiting for its backoff
+        self.salvaged: list[Transitions] = []  # sent by a worker just before it died: returned by receive()
         for i in range(self.n):
             self._start(i)
 
@@ -126,11 +129,13 @@ class WorkerPool:
 
     def receive(self, timeout: float) -> list[Transitions]:
         """Transition batches that arrived (waits up to `timeout` s for the first one)."""
-        out: list[Transitions] = []
+        out, self.salvaged = self.salvaged, []
         live = [c for i, c in enumerate(self.conns) if self.down_since[i] is None]
         if not live:
             time.sleep(timeout)
             return out
+        if out:
+            timeout = 0.0
         for conn in wait(live, timeout=timeout):
             out += self._drain(self.conns.index(conn))  # type: ignore[arg-type]  # one of self.conns
         return out
@@ -153,15 +158,17 @@ class WorkerPool:
         return out
 
     def restart_dead(self) -> tuple[int, int]:
-        """Restart workers that exited, after their backoff; returns (how many, credit they had not
-        reported). Raises WorkerCrashLoop when one died RESTART_LIMIT times within RESTART_WINDOW_S."""
+        """Restart workers that exited, after their backoff; returns (how many were restarted, credit
+        of the workers found dead in this call that they had not reported: the caller takes it back
+        whether or not the restart is due yet). Raises WorkerCrashLoop when one died RESTART_LIMIT times
+        within RESTART_WINDOW_S."""
         restarted = lost = 0
         now = time.monotonic()
         for i, proc in enumerate(self.procs):
             if self.down_since[i] is None:
                 if proc.is_alive():
                     continue
-                self._drain(i)  # data sent before it died, and its error message
+                self.salvaged += self._drain(i)  # data sent before it died (returned by receive), its error
                 lost += self.credit[i]
                 self.credit[i] = 0
                 proc.join(timeout=1)
@@ -254,10 +261,15 @@ def worker_main(conn: Connection, spec: dict[str, Any], shared: dict[str, Any], 
     except (EOFError, BrokenPipeError, KeyboardInterrupt):
         return
     except Exception as exc:
-        # the trainer shows this if the worker keeps failing
-        where = traceback.extract_tb(exc.__traceback__)[-1]
+        # the trainer shows this if the worker keeps failing; the steps taken before an env error are kept
+        cause: BaseException = exc
+        if isinstance(exc, ActorFailed):
+            cause = exc.cause
+        where = traceback.extract_tb(cause.__traceback__)[-1]
         try:
-            conn.send(("error", f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"))
+            if isinstance(exc, ActorFailed) and exc.partial.n:
+                conn.send(("data", exc.partial))
+            conn.send(("error", f"{type(cause).__name__}: {cause} (at {where.filename}:{where.lineno})"))
         except (BrokenPipeError, OSError):
             pass
         raise

@@ -3,7 +3,7 @@
 // kernel clock, a power-on reset held until the PLL locks, the kernels behind the UART bridge on the
 // FTDI FT231X's serial lines, and the LEDs. Pins: ulx3s.lpf. The clock, the PLL dividers and the
 // kernel sizes are parameters that `make bitstream BOARD=ulx3s` sets from bitstreams/catalog.json
-// (pearl_fpga/board/ecp5_build.py); the defaults here are only for a quick look.
+// (pearl_fpga/hw/bitstream.py); the defaults here are only for a quick look.
 module ulx3s_top #(
     parameter int CLK_HZ           = 50_000_000,  // the kernel clock the PLL makes (the catalog's clock_mhz)
     parameter int BAUD             = 3_000_000,   // UART line rate (FT231X: up to 3 Mbaud)

@@ -4,7 +4,7 @@
 // an update writes only its own slot.
 //
 // Shared read port, block-RAM read plus an output register, one write port; every stage is at most
-// one 64-bit carry chain deep so that the level closes 100 MHz on an ECP5 -6 (docs/hardware.md):
+// one 64-bit carry chain deep, for 100 MHz on an ECP5 -6 (make implement measures it; docs/hardware.md):
 //   sample (LEVEL_CYCLES = 8 cycles from s_in to s_out, one sample per clock):
 //     cycle 0 presents the parent index; 1 the block RAM's output, registered; 2..5 the four levels
 //     of a Kogge-Stone prefix of the K children (levels past log2(K) only register); 6 the K
@@ -56,8 +56,8 @@ module replay_level #(
 
     // ---------------------------------------------------------------- memories
     logic [IDX_W-1:0]                u_a_node, u_a_addr, rd_addr;
-    logic [FANOUT-1:0][SLOT_W-1:0]   rd_raw, rd_q;
-    logic                            rd_oob, wr_en;
+    logic [FANOUT-1:0][SLOT_W-1:0]   rd_raw, rd_q, rd_children;
+    logic                            rd_oob, rd_oob_q, wr_en;
     logic [FANOUT-1:0]               wr_slot;
     logic [IDX_W-1:0]                wr_addr;
     logic [SLOT_W-1:0]               wr_data;
@@ -78,12 +78,14 @@ module replay_level #(
         );
     end
 
-    // Output register. Addresses past the stored words only occur for out-of-contract targets
-    // (target >= total): they read 0.
+    // Output register, with no logic before it. Addresses past the stored words only occur for
+    // out-of-contract targets (target >= total): the sample path reads them as 0.
     always_ff @(posedge ap_clk) begin
-        rd_oob <= rd_addr >= IDX_W'(WORDS);
-        rd_q   <= rd_oob ? '0 : rd_raw;
+        rd_oob   <= rd_addr >= IDX_W'(WORDS);
+        rd_oob_q <= rd_oob;
+        rd_q     <= rd_raw;
     end
+    assign rd_children = rd_oob_q ? '0 : rd_q;
 
     // ---------------------------------------------------------------- sampling
     // side band of cycles 0 and 1 (the read and its output register)
@@ -112,9 +114,9 @@ module replay_level #(
     assign p_last[0]   = sq_last;
     assign p_target[0] = sq_target;
     assign p_node[0]   = sq_node;
-    assign p_child[0]  = rd_q;
+    assign p_child[0]  = rd_children;
     for (genvar j = 0; j < FANOUT; j++) begin : g_lane0
-        assign p_sum[j*64 +: 64] = 64'(rd_q[j]);
+        assign p_sum[j*64 +: 64] = 64'(rd_children[j]);
     end
     // lane j of prefix stage p
     `define P_SUM(p, j) p_sum[((p) * FANOUT + (j)) * 64 +: 64]
@@ -155,20 +157,32 @@ module replay_level #(
     end
 
     // cycle 7: the first child whose prefix exceeds the target (the last child if none: only reachable
-    // with target >= total, which the host never sends)
-    logic [LOGK-1:0] pick;
+    // with target >= total, which the host never sends). The prefix sums never decrease, so c_lt is
+    // 0...01...1 and the first set bit is where it rises: a one-hot select, no priority chain.
+    logic [FANOUT-1:0]       first;
+    logic [LOGK-1:0]         pick;
+    logic [63:0]             pick_rest;
+    logic [SLOT_W-1:0]       pick_child;
     always_comb begin
-        pick = LOGK'(FANOUT - 1);
-        for (int j = FANOUT - 1; j >= 0; j--)
-            if (c_lt[j]) pick = LOGK'(j);
+        pick       = '0;
+        pick_rest  = '0;
+        pick_child = '0;
+        for (int j = 0; j < FANOUT; j++) begin
+            first[j] = c_lt[j] && (j == 0 || !c_lt[j == 0 ? 0 : j - 1]);
+            if (first[j]) begin
+                pick       = pick | LOGK'(j);
+                pick_rest  = pick_rest | c_rest[j];
+                pick_child = pick_child | c_child[j];
+            end
+        end
     end
 
     always_ff @(posedge ap_clk) begin
         s_out_valid  <= ap_rst_n && c_valid;
         s_out_last   <= c_last;
-        s_out_target <= c_rest[pick];
+        s_out_target <= pick_rest;
         s_out_node   <= IDX_W'({c_node, pick});
-        s_out_value  <= 64'(c_child[pick]);
+        s_out_value  <= 64'(pick_child);
     end
 
     // ---------------------------------------------------------------- updates

