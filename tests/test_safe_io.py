@@ -138,7 +138,7 @@ def test_npz_through_a_fifo_and_a_missing_file(tmp_path):
 @pytest.mark.parametrize("text,words", [
     ('{"batch_size": "x"}', r"TrainConfig.batch_size must be an integer, got 'x'; set it in the config file or with "
                             r"--set batch_size=VALUE"),
-    ('{"net_arch": null}', "TrainConfig.net_arch must be a non-empty list of layer widths"),
+    ('{"net_arch": null}', "TrainConfig.net_arch must be a non-empty list of positive layer widths"),
     ("", "the file is empty; write a JSON object there"),
     ("[1]", "must hold a JSON object at the top level, not an array"),
     ('{"gamma": "two"}', "TrainConfig.gamma must be a finite number, got 'two'"),
