@@ -88,3 +88,20 @@ def test_deep_and_tabular_trainers_share_one_protocol():
         assert isinstance(deep, Trainer) and isinstance(deep, TrainerProtocol)
     with pytest.raises(ValueError, match=r"qlearning is a tabular algorithm: use pearl_fpga.TabularTrainer"):
         Trainer("qlearning", "CliffWalking-v1")
+
+
+def test_the_learner_lookup_refuses_what_it_cannot_build(monkeypatch):
+    import dataclasses as dc
+
+    from pearl_fpga.algos.sac import SAC
+    from pearl_fpga.errors import BackendUnavailable
+
+    with pytest.raises(ValueError, match="qlearning is a tabular algorithm: it has no deep learner"):
+        learner_class("qlearning")
+    specs = dict(registry.algorithms())
+    specs["dqn"] = dc.replace(specs["dqn"], learner="pearl_fpga.config:TrainConfig")
+    monkeypatch.setattr(registry, "algorithms", lambda: specs)
+    with pytest.raises(TypeError, match="is not a pearl_fpga.algos.api.Learner"):
+        learner_class("dqn")
+    with pytest.raises(BackendUnavailable, match="SAC's learner runs in float32 only"):
+        SAC(TrainConfig.preset("sac", net_arch=[8]), 3, 1, precision=__import__("torch").bfloat16)
