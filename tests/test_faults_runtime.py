@@ -51,8 +51,10 @@ def test_an_env_that_dies_in_every_worker_ends_the_run_instead_of_hanging(tmp_pa
 
 
 @pytest.mark.timeout(420)
-def test_workers_killed_again_and_again_the_run_completes(tmp_path):
-    """kill -9 of the actor workers four times (each twice: the second restart waits for its backoff)."""
+def test_workers_killed_again_and_again_the_run_completes(tmp_path, monkeypatch):
+    """kill -9 of the actor workers four times (each twice: the second restart waits for its backoff).
+    The backoff is shortened so that the last restart comes before the surviving worker ends the run alone."""
+    monkeypatch.setattr(workers, "RESTART_BACKOFF_S", 0.05)
     ck = tmp_path / "ck"
     t = Trainer("dqn", placement="cpu", config=_cfg(learning_starts=300, total_steps=4000), seed=0, workers=2,
                 checkpoint_dir=ck)

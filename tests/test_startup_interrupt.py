@@ -32,9 +32,15 @@ def test_an_interrupt_at_start_up_says_what_was_saved(tmp_path, delay):
     out, _ = proc.communicate(timeout=120)
     if proc.returncode == 0:  # finished before the signal: nothing to check
         return
-    assert proc.returncode == 128 + sig, out
+    assert "Traceback" not in out, out
     last = [line for line in out.splitlines() if line.strip()][-1]
-    assert last.startswith("interrupted") and "Traceback" not in out, out
+    if last.startswith("learning curve:"):  # the run had ended; the signal came while the interpreter shut down
+        assert proc.returncode == -sig, out
+        return
+    # 128 + sig, or killed by the signal itself: Python exits through SIGINT when an interrupt broke an import
+    # (a shell shows 128 + sig for both)
+    assert proc.returncode in (128 + sig, -sig), out
+    assert last.startswith("interrupted"), out
     saved = (logdir / "checkpoint" / "manifest.json").is_file()
     if saved:
         assert str(logdir / "checkpoint") in last, out
