@@ -57,9 +57,9 @@ module replay_level #(
     // ---------------------------------------------------------------- memories
     logic [IDX_W-1:0]                u_a_node, u_a_addr, rd_addr;
     logic [FANOUT-1:0][SLOT_W-1:0]   rd_raw, rd_q, rd_children;
-    logic                            rd_oob, rd_oob_q, wr_en;
-    logic [FANOUT-1:0]               wr_slot;
-    logic [IDX_W-1:0]                wr_addr;
+    logic                            rd_oob;
+    logic [FANOUT-1:0]               wr_slot;   // write enable per slot
+    logic [ADDR_W-1:0]               wr_addr;
     logic [SLOT_W-1:0]               wr_data;
 
     // Read port: the update's word when an update is in stage A, else the sample's parent.
@@ -72,20 +72,21 @@ module replay_level #(
             .clk(ap_clk),
             .rd_addr(rd_addr[ADDR_W-1:0]),
             .rd_data(rd_raw[j]),
-            .wr_en(wr_en && wr_slot[j]),
-            .wr_addr(wr_addr[ADDR_W-1:0]),
+            .wr_en(wr_slot[j]),
+            .wr_addr(wr_addr),
             .wr_data(wr_data)
         );
     end
 
-    // Output register, with no logic before it. Addresses past the stored words only occur for
-    // out-of-contract targets (target >= total): the sample path reads them as 0.
+    // Output register, with no logic before it: addresses past the stored words only occur for
+    // out-of-contract targets (target >= total), and the sample path reads them as 0 through the
+    // register's synchronous reset (the flip-flops' own reset input, not a gate per bit).
     always_ff @(posedge ap_clk) begin
-        rd_oob   <= rd_addr >= IDX_W'(WORDS);
-        rd_oob_q <= rd_oob;
-        rd_q     <= rd_raw;
+        rd_oob <= rd_addr >= IDX_W'(WORDS);
+        if (rd_oob) rd_q <= '0;
+        else        rd_q <= rd_raw;
     end
-    assign rd_children = rd_oob_q ? '0 : rd_q;
+    assign rd_children = rd_q;
 
     // ---------------------------------------------------------------- sampling
     // side band of cycles 0 and 1 (the read and its output register)
@@ -108,13 +109,11 @@ module replay_level #(
     logic [PREFIX_STAGES:0][63:0]                   p_target;
     logic [PREFIX_STAGES:0][IDX_W-1:0]              p_node;
     logic [(PREFIX_STAGES+1)*FANOUT*64-1:0]         p_sum;    // stage p, lane j at (p*FANOUT + j)*64
-    logic [PREFIX_STAGES:0][FANOUT-1:0][SLOT_W-1:0] p_child;  // only the leaf level's are used (s_out_value)
 
     assign p_valid[0]  = sq_valid;
     assign p_last[0]   = sq_last;
     assign p_target[0] = sq_target;
     assign p_node[0]   = sq_node;
-    assign p_child[0]  = rd_children;
     for (genvar j = 0; j < FANOUT; j++) begin : g_lane0
         assign p_sum[j*64 +: 64] = 64'(rd_children[j]);
     end
@@ -135,31 +134,39 @@ module replay_level #(
             p_last[p+1]   <= p_last[p];
             p_target[p+1] <= p_target[p];
             p_node[p+1]   <= p_node[p];
-            p_child[p+1]  <= p_child[p];
         end
     end
 
-    // cycle 6: every comparison and every candidate next target in parallel
+    // cycle 6: every comparison and every candidate next target in parallel, and the one-hot choice:
+    // the first child whose prefix exceeds the target (the last child if none: only reachable with
+    // target >= total, which the host never sends). The prefix sums never decrease, so the
+    // comparisons read 0...01...1 and the first set one is where they rise (two carry chains and one
+    // LUT per child: no priority chain, and cycle 7 is only the selection).
     logic                          c_valid, c_last;
     logic [IDX_W-1:0]              c_node;
-    logic [FANOUT-1:0]             c_lt;
+    logic [FANOUT-1:0]             c_first;
     logic [FANOUT-1:0][63:0]       c_rest;
     logic [FANOUT-1:0][SLOT_W-1:0] c_child;
+    logic [FANOUT-1:0]             lt;
+    always_comb begin
+        for (int j = 0; j < FANOUT; j++)
+            lt[j] = p_target[PREFIX_STAGES] < `P_SUM(PREFIX_STAGES, j) || j == FANOUT - 1;
+    end
     always_ff @(posedge ap_clk) begin
         c_valid <= ap_rst_n && p_valid[PREFIX_STAGES];
         c_last  <= p_last[PREFIX_STAGES];
         c_node  <= p_node[PREFIX_STAGES];
-        c_child <= p_child[PREFIX_STAGES];
         for (int j = 0; j < FANOUT; j++) begin
-            c_lt[j]   <= p_target[PREFIX_STAGES] < `P_SUM(PREFIX_STAGES, j) || j == FANOUT - 1;
-            c_rest[j] <= j == 0 ? p_target[PREFIX_STAGES] : p_target[PREFIX_STAGES] - `P_SUM(PREFIX_STAGES, j - 1);
+            // the child's own sum, back from the prefix (exact: the prefix of child sums never wraps);
+            // only the leaf level's reach s_out_value, the others' are trimmed by synthesis
+            c_child[j] <= SLOT_W'(j == 0 ? `P_SUM(PREFIX_STAGES, 0)
+                                         : `P_SUM(PREFIX_STAGES, j) - `P_SUM(PREFIX_STAGES, j - 1));
+            c_first[j] <= lt[j] && (j == 0 || !lt[j == 0 ? 0 : j - 1]);
+            c_rest[j]  <= j == 0 ? p_target[PREFIX_STAGES] : p_target[PREFIX_STAGES] - `P_SUM(PREFIX_STAGES, j - 1);
         end
     end
 
-    // cycle 7: the first child whose prefix exceeds the target (the last child if none: only reachable
-    // with target >= total, which the host never sends). The prefix sums never decrease, so c_lt is
-    // 0...01...1 and the first set bit is where it rises: a one-hot select, no priority chain.
-    logic [FANOUT-1:0]       first;
+    // cycle 7: the selection, an AND-OR of the one-hot choice (c_first has exactly one bit set)
     logic [LOGK-1:0]         pick;
     logic [63:0]             pick_rest;
     logic [SLOT_W-1:0]       pick_child;
@@ -168,12 +175,9 @@ module replay_level #(
         pick_rest  = '0;
         pick_child = '0;
         for (int j = 0; j < FANOUT; j++) begin
-            first[j] = c_lt[j] && (j == 0 || !c_lt[j == 0 ? 0 : j - 1]);
-            if (first[j]) begin
-                pick       = pick | LOGK'(j);
-                pick_rest  = pick_rest | c_rest[j];
-                pick_child = pick_child | c_child[j];
-            end
+            pick       = pick | (c_first[j] ? LOGK'(j) : '0);
+            pick_rest  = pick_rest | (c_rest[j] & {64{c_first[j]}});
+            pick_child = pick_child | (c_child[j] & {SLOT_W{c_first[j]}});
         end
     end
 
@@ -190,18 +194,19 @@ module replay_level #(
     // cycles before. A read in stage A sees every write older than h[HIST]; h[HIST] is written in the
     // same cycle as that read (a block RAM collision): forwarded too.
     logic [HIST:1]                  h_valid;
-    logic [HIST:1][IDX_W-1:0]       h_addr;
+    logic [HIST:1][ADDR_W-1:0]      h_addr;   // stored words only: an update's word is < WORDS
     logic [HIST:1][LOGK-1:0]        h_slot;
     logic [HIST:1][SLOT_W-1:0]      h_value;
-    logic [IDX_W-1:0]               ur_addr, ub_addr, ud_addr, uc_addr;
+    logic [ADDR_W-1:0]              ur_addr, ub_addr, ud_addr, uc_addr;
     logic [LOGK-1:0]                ur_slot, ub_slot, ud_slot, uc_slot;
     logic [63:0]                    uc_old;
     logic [HIST:1]                  uc_hit;   // one-hot: the write this update's read missed (none: 0)
+    logic                           uc_keep;  // no such write: the read value is current
     logic                           uc_write;
     logic [SLOT_W-1:0]              uc_new;
 
     always_ff @(posedge ap_clk) begin
-        ur_addr <= u_a_addr;
+        ur_addr <= u_a_addr[ADDR_W-1:0];
         ur_slot <= u_a_node[LOGK-1:0];
         ub_addr <= ur_addr;
         ub_slot <= ur_slot;
@@ -224,14 +229,18 @@ module replay_level #(
         for (int k = HIST; k >= 1; k--)
             if (ud_match[k]) ud_hit = HIST'(1) << (k - 1);
     end
-    always_ff @(posedge ap_clk) uc_hit <= ud_hit;
+    always_ff @(posedge ap_clk) begin
+        uc_hit  <= ud_hit;
+        uc_keep <= ud_hit == '0;
+    end
 
-    // Stage C: the slot's current value plus the delta.
+    // Stage C: the slot's current value plus the delta; the base is an AND-OR of one-hot choices
+    // ({uc_hit, uc_keep} has exactly one bit set), two LUT levels before the carry chain.
     logic [63:0] uc_base;
     always_comb begin
-        uc_base = uc_hit == '0 ? uc_old : '0;
+        uc_base = uc_old & {64{uc_keep}};
         for (int k = 1; k <= HIST; k++)
-            if (uc_hit[k]) uc_base = 64'(h_value[k]);
+            uc_base = uc_base | (64'(h_value[k]) & {64{uc_hit[k]}});
     end
     assign uc_new   = SLOT_W'(uc_base + u_c_delta);
     assign uc_write = u_c_valid && ap_rst_n;
@@ -244,16 +253,22 @@ module replay_level #(
         end
         h_addr  <= {h_addr[HIST-1:1], uc_addr};
         h_slot  <= {h_slot[HIST-1:1], uc_slot};
-        h_value <= {h_value[HIST-1:1], uc_new};
+        h_value[HIST:2] <= h_value[HIST-1:1];
+        // 0 when no update writes (its value is only read when h_valid says so): the clear sweep's
+        // zero, so that the memories' write data is this register with no gate after it
+        if (!uc_write) h_value[1] <= '0;
+        else           h_value[1] <= uc_new;
     end
 
-    // One write port: the registered update write (h[1]), else the clear sweep's zero to every slot.
-    always_comb begin
-        wr_en   = h_valid[1] || (clear_en && clear_addr < IDX_W'(WORDS));
-        wr_addr = h_valid[1] ? h_addr[1] : clear_addr;
-        wr_data = h_valid[1] ? h_value[1] : '0;
-        for (int j = 0; j < FANOUT; j++) wr_slot[j] = !h_valid[1] || h_slot[1] == LOGK'(j);
+    // One write port, driven by registers: the update write of stage C (h[1]), else the clear sweep's
+    // zero to every slot of the word (a cycle after clear_addr; the top's first read after a sweep
+    // comes two cycles after its last address).
+    always_ff @(posedge ap_clk) begin
+        for (int j = 0; j < FANOUT; j++)
+            wr_slot[j] <= uc_write ? uc_slot == LOGK'(j) : clear_en && clear_addr < IDX_W'(WORDS);
+        wr_addr <= uc_write ? uc_addr : clear_addr[ADDR_W-1:0];
     end
+    assign wr_data = h_value[1];
 endmodule
 
 `undef P_SUM

@@ -102,6 +102,7 @@ module replay_top #(
     logic [63:0] total, total_shown;
     logic        running;
     logic [31:0] cmds_left;
+    logic        cmds_more;   // cmds_left != 0, kept as a register (it gates s_axis_cmd_tready)
     logic        busy /* verilator public_flat_rd */;  // read by the simulation harness
 
     replay_ctrl #(.CAPACITY(CAPACITY), .FANOUT(FANOUT)) u_ctrl (
@@ -134,8 +135,10 @@ module replay_top #(
 
     // ------------------------------------------------------------------ state
     logic                   head_valid, head_last;
-    logic [7:0]             head_op;
-    logic [31:0]            head_index;
+    logic [IDX_W-1:0]       head_index;
+    // the head's opcode decoded (and its index checked) as it is taken, so that issue is a few gates
+    logic                   head_update, head_sample, head_answer, head_identity, head_clear, head_other;
+    logic                   head_in_range;
     logic [63:0]            head_value;
 
     logic                   sd_valid, sd_last;      // sample dispatched into level 1
@@ -173,26 +176,25 @@ module replay_top #(
 
     assign room         = reserved < (FIFO_AW+1)'(FIFO_N);
     assign head_free_ok = head_valid && !clearing;
-    assign fire_update  = head_free_ok && head_op == OP_UPDATE && inflight == '0;
+    assign fire_update  = head_free_ok && head_update && inflight == '0;
     assign ua_valid     = u_valid[0];
     assign uc_valid     = u_valid[U_C];
     assign updating     = |u_valid[U_C:0];
-    assign fire_sample  = head_free_ok && head_op == OP_SAMPLE && !updating && room;
+    assign fire_sample  = head_free_ok && head_sample && !updating && room;
     // TOTAL and IDENTITY answer in command order: after every response and update before them
-    assign fire_total   = head_free_ok && (head_op == OP_TOTAL || head_op == OP_IDENTITY) && inflight == '0
+    assign fire_total   = head_free_ok && head_answer && inflight == '0
                           && !updating && room;
-    assign fire_clear   = head_free_ok && head_op == OP_CLEAR && inflight == '0 && !updating;
-    assign fire_other   = head_free_ok && head_op != OP_UPDATE && head_op != OP_SAMPLE
-                          && head_op != OP_TOTAL && head_op != OP_IDENTITY && head_op != OP_CLEAR;
+    assign fire_clear   = head_free_ok && head_clear && inflight == '0 && !updating;
+    assign fire_other   = head_free_ok && head_other;
     assign head_fire    = fire_update || fire_sample || fire_total || fire_clear || fire_other;
 
-    assign accept_ok         = (FREE_RUN != 0) || (running && cmds_left != 0);
+    assign accept_ok         = (FREE_RUN != 0) || (running && cmds_more);
     assign s_axis_cmd_tready = ap_rst_n && !clearing && accept_ok && (!head_valid || head_fire);
     assign cmd_fire          = s_axis_cmd_tvalid && s_axis_cmd_tready;
 
     assign busy      = head_valid || sd_valid || updating || u_valid[U_C+1] || inflight != '0 || reserved != '0
                        || clearing;
-    assign ctrl_done = (FREE_RUN == 0) && running && cmds_left == 0 && !busy;
+    assign ctrl_done = (FREE_RUN == 0) && running && !cmds_more && !busy;
     assign ctrl_idle = (FREE_RUN != 0) ? !busy : !running;
 
     // ------------------------------------------------------------------ response FIFO
@@ -200,7 +202,7 @@ module replay_top #(
     logic [104:0] fifo_in, fifo_head;
     assign fifo_push = s_valid[DEPTH] || fire_total;
     assign fifo_in   = s_valid[DEPTH] ? {s_last[DEPTH], OP_SAMPLE, 32'(s_node[DEPTH]), s_value[DEPTH]}
-                                      : head_op == OP_IDENTITY ? {head_last, OP_IDENTITY, 32'(FANOUT), 64'(CAPACITY)}
+                                      : head_identity ? {head_last, OP_IDENTITY, 32'(FANOUT), 64'(CAPACITY)}
                                                                : {head_last, OP_TOTAL, 32'b0, total};
     assign fifo_head = fifo_mem[fifo_rd[FIFO_AW-1:0]];
     assign m_axis_resp_tvalid = fifo_wr != fifo_rd;
@@ -228,12 +230,21 @@ module replay_top #(
             total_shown <= '0;
             running    <= 1'b0;
             cmds_left  <= '0;
+            cmds_more  <= 1'b0;
         end else begin
             // command head register
             if (cmd_fire) begin
                 head_valid <= 1'b1;
-                head_op    <= s_axis_cmd_tdata[127:120];
-                head_index <= s_axis_cmd_tdata[95:64];
+                head_index <= IDX_W'(s_axis_cmd_tdata[95:64]);
+                head_update   <= s_axis_cmd_tdata[127:120] == OP_UPDATE;
+                head_sample   <= s_axis_cmd_tdata[127:120] == OP_SAMPLE;
+                head_answer   <= s_axis_cmd_tdata[127:120] == OP_TOTAL || s_axis_cmd_tdata[127:120] == OP_IDENTITY;
+                head_identity <= s_axis_cmd_tdata[127:120] == OP_IDENTITY;
+                head_clear    <= s_axis_cmd_tdata[127:120] == OP_CLEAR;
+                head_other    <= s_axis_cmd_tdata[127:120] != OP_UPDATE && s_axis_cmd_tdata[127:120] != OP_SAMPLE
+                                 && s_axis_cmd_tdata[127:120] != OP_TOTAL && s_axis_cmd_tdata[127:120] != OP_IDENTITY
+                                 && s_axis_cmd_tdata[127:120] != OP_CLEAR;
+                head_in_range <= s_axis_cmd_tdata[95:64] < 32'(CAPACITY);
                 head_value <= s_axis_cmd_tdata[63:0];
                 head_last  <= s_axis_cmd_tlast;
             end else if (head_fire) begin
@@ -244,8 +255,8 @@ module replay_top #(
             sd_valid  <= fire_sample;
             sd_target <= head_value;
             sd_last   <= head_last;
-            u_valid   <= {u_valid[U_LAST-1:0], fire_update && head_index < 32'(CAPACITY)};
-            u_index   <= {u_index[U_LAST-1:0], IDX_W'(head_index)};
+            u_valid   <= {u_valid[U_LAST-1:0], fire_update && head_in_range};
+            u_index   <= {u_index[U_LAST-1:0], head_index};
             u_word    <= {u_word[U_LAST-1:0], head_value[31:0]};
             leaf_hit  <= b_hit;
             leaf_fwd  <= b_fwd;
@@ -276,10 +287,14 @@ module replay_top #(
                 running     <= 1'b0;
                 total_shown <= total;
             end else if (running) begin
-                if (cmd_fire) cmds_left <= cmds_left - 1;
+                if (cmd_fire) begin
+                    cmds_left <= cmds_left - 1;
+                    cmds_more <= cmds_left != 32'd1;
+                end
             end else if (ctrl_start) begin
                 running   <= 1'b1;
                 cmds_left <= ctrl_n_cmds;
+                cmds_more <= ctrl_n_cmds != '0;
             end
         end
     end
@@ -292,15 +307,24 @@ module replay_top #(
     assign s_value[0]  = '0;
     assign u_old[0]    = '0;
     // Stage B: the latest of the updates one to five ahead (stages D, C and the three after) with the
-    // same leaf: the leaf level's read may have missed its write, so its word is the old leaf.
+    // same leaf: the leaf level's read may have missed its write, so its word is the old leaf. The
+    // index comparisons are made a stage earlier, in R, against the same updates one stage younger
+    // (r_match[k]: the update now at k - 1 wrote this leaf); B only picks the first and its word.
+    logic [U_LAST:3] r_match, b_first;
+    always_ff @(posedge ap_clk) begin
+        for (int k = 3; k <= U_LAST; k++)
+            r_match[k] <= u_valid[k-1] && u_index[k-1] == u_index[1];
+    end
+    logic b_seen;  // a younger match than k (one to k - 1 ahead)
     always_comb begin
-        b_hit = 1'b0;
-        b_fwd = '0;
-        for (int k = U_LAST; k > 2; k--)
-            if (u_valid[k] && u_index[k] == u_index[2]) begin
-                b_hit = 1'b1;
-                b_fwd = u_word[k];
-            end
+        b_seen = 1'b0;
+        b_fwd  = '0;
+        for (int k = 3; k <= U_LAST; k++) begin
+            b_first[k] = r_match[k] && !b_seen;
+            b_seen     = b_seen || r_match[k];
+            b_fwd      = b_fwd | (u_word[k] & {32{b_first[k]}});
+        end
+        b_hit = b_seen;
     end
     // Stage D: delta = new leaf - old leaf (mod 2^64, added to every ancestor in stage C).
     logic [63:0] leaf_old;
