@@ -19,7 +19,6 @@ update priorities, sync weights).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 import warnings
@@ -52,6 +51,7 @@ from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_limit, ne
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.stats import ClosesRun, LossMeter, Stats
 from pearl_fpga.runtime.timers import TaskTimer
+from pearl_fpga.runtime.update_schedule import schedule_control, step_timing
 
 ProgressFn = Callable[[Stats], None]
 BULK_ACT_STEPS = 1_024  # most env steps a lockstep engine acts (and inserts) at once between two events
@@ -84,6 +84,8 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         self.logger = logger_for(logger, self.logdir)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.algo: Learner = make_learner(config, spec.obs_dim, spec.action_dim, device=placement.learn, seed=seed)
+        # DDPG's and TD3's serial or concurrent step, measured while training (update_schedule auto)
+        self.update_schedule = schedule_control(self.algo, self.learner_threads)
         self.calibration = calibration_batch(config.env_id, seed)
         head = self.algo.actor_head(config, spec.action_dim)
         # this process's actor: the inline engine acts with it; its envs, policy copy and exploration
@@ -266,7 +268,7 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
                                  learner.device, self.spec.discrete, timer)
         # the learner's time summed here and added once: a timer block per step costs more between two
         # learner calls (cold caches) than the sum
-        stepping = self.learner_threads.step() if self.learner_threads is not None else contextlib.nullcontext()
+        stepping = step_timing(self.learner_threads, self.update_schedule)
         learn_s, learned = 0.0, 0
         try:
             while self.grad_steps < allowed:

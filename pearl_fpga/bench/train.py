@@ -191,6 +191,7 @@ def _run_pearl(config: TrainConfig, seed: int, placement: str | None, eval_episo
             "learner_threads": trainer.learner_threads_report(),
             "learner_threads_used": (trainer.learner_threads.choice.current if trainer.learner_threads is not None
                                      else config.learner_threads),
+            "update_schedule": trainer.update_schedule_report(),
             "us_per_env_step": {k: v * 1e6 for k, v in per_task.items() if k != "env_steps_per_s"}}
 
 
@@ -261,7 +262,7 @@ def _table(console: Any, results: dict[str, Any]) -> None:
     if results["algo"] == "dqn":
         variant = " (pearl_fpga double DQN, SB3 vanilla)" if results["config"]["double_q"] else " (vanilla target on both)"
     elif results["config"].get("concurrent_updates"):
-        variant = " (pearl_fpga: actor and critic gradients on two threads)"
+        variant = " (pearl_fpga: actor and critic gradients on the step's starting critic)"
     t = Table(title=f"bench train: {results['algo'].upper()}{variant} {results['env_id']}, {results['steps']:,} env steps",
               title_justify="left")
     for col in ("seed", "library", "torch threads", "env steps/s", "updates/s", "final return", "seconds", "load 1 min",
