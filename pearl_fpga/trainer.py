@@ -93,7 +93,9 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         self.actor = ActorLoop(config, EnvGroup(config.env_id, config.n_envs, seed),
                                ActorPolicy(self.algo.policy_module, placement, head, self.calibration),
                                np.random.default_rng(seed + 2))
-        self.setup = RunSetup(config, placement, spec, seed, self.calibration, logger)
+        logs = self.logdir if self.logdir is not None else getattr(self.logger, "logdir", None)
+        self.setup = RunSetup(config, placement, spec, seed, self.calibration, logger,
+                              logdir=Path(logs) if logs is not None else None)
         self.engine: Engine = make_engine(self.setup, self.actor)
         self.replay: Replay = self.engine.replay
         self.predict_rng = np.random.default_rng(seed + 3)  # predict(): leaves training's draws as they are

@@ -5,6 +5,7 @@ weights) and never hands itself to an engine."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -32,6 +33,7 @@ class RunSetup:
     seed: int
     calibration: np.ndarray  # observations the MLP kernel's quantizer is calibrated on
     log: Messages | None = None
+    logdir: Path | None = None  # the run's log directory (the ray engine writes Ray's driver-side log there)
 
     @property
     def action_shape(self) -> tuple[int, ...]:

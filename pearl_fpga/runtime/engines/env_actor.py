@@ -41,12 +41,19 @@ class EnvActor:
         torch.set_num_threads(1)
         limit_blas_threads()
         self.index = index
-        self.shard = shard
+        # the shard's name (the engine's: a restart-safe argument) or its handle (benchmarks, tests)
+        self.shard = self._named(shard) if isinstance(shard, str) else shard
         self.config = TrainConfig.from_dict(spec["config"])
         # a restarted actor (Ray re-runs this constructor) must not replay its predecessor's episodes
         seed = int(spec["seed"]) + 1_000_003 * self._incarnation()
         self.actor = ActorLoop.build(self.config, parse_placement(spec["placement"]), spec["calibration"], seed)
         self.version = -1
+
+    @staticmethod
+    def _named(name: str) -> Any:
+        import ray
+
+        return ray.get_actor(name)
 
     @staticmethod
     def _incarnation() -> int:

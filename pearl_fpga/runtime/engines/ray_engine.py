@@ -9,19 +9,24 @@ as Ray actors, on one host or a Ray cluster; the learner stays in this process.
 - Weights: one `ray.put` per sync; actors get the reference with their next grant and fetch it once.
 - Faults: Ray restarts a dead actor or shard (max_restarts=-1). A dead actor's grant is returned and
   re-granted; a restarted shard starts empty, is refilled by its actors, and its lost transitions are
-  counted (ShardedReplay.report). Priority updates for a lost shard's old indices are dropped.
+  counted (ShardedReplay.report). Priority updates for a lost shard's old indices are dropped. An env
+  actor finds its shard by name (a restarted actor re-runs its constructor, whose arguments must not
+  hold an actor handle: Ray cannot keep those for a restart). An error raised in an actor or a shard
+  (not a death) ends the run with an EngineError that names it.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import EngineError
 from pearl_fpga.runtime.actor import Transitions
 from pearl_fpga.runtime.engines.base import RunSetup
-from pearl_fpga.runtime.engines.ray_cluster import as_options, check_resources, connect, import_ray, size_to_cluster
+from pearl_fpga.runtime.engines.ray_cluster import (RAY_LOG_NAME, actor_error, as_options, check_resources, connect,
+                                                    import_ray, size_to_cluster)
 from pearl_fpga.runtime.engines.sharded_replay import ReplayShard, ShardedReplay
 from pearl_fpga.runtime.schedule import RAY_MESSAGE_STEPS, allowed_gradient_steps
 
@@ -43,7 +48,8 @@ class RayEngine:
         """Start Ray (or join the cluster), check its resources, and start the replay shards."""
         self.setup = setup
         cfg = self.config = setup.config
-        self.started_ray = connect(cfg.ray_address)
+        self.started_ray = connect(cfg.ray_address, logdir=setup.logdir)
+        self.ray_log = setup.logdir / RAY_LOG_NAME if setup.logdir is not None else None
         self.ray: Any = import_ray()
         self.actors: list[Any] = []
         self.restarts = 0
@@ -62,7 +68,9 @@ class RayEngine:
         stride = cfg.buffer_size // cfg.replay_shards
         shard_cfg = TrainConfig.from_dict({**cfg.to_dict(), "buffer_size": stride})
         remote = self.ray.remote(max_restarts=-1, max_task_retries=-1)(ReplayShard)
-        self.shards = [remote.options(**as_options(self.shard_resources)).remote(
+        run = uuid.uuid4().hex[:12]  # names unique in the cluster: other runs may share it
+        self.shard_names = [f"pearl-fpga-replay-{run}-{i}" for i in range(cfg.replay_shards)]
+        self.shards = [remote.options(name=self.shard_names[i], **as_options(self.shard_resources)).remote(
             shard_cfg, setup.spec.obs_dim, setup.action_shape, setup.spec.discrete, setup.seed + 1 + 7 * i,
             setup.placement.replay_backends(), setup.placement.replay, replay_sizes(setup.placement))
             for i in range(cfg.replay_shards)]
@@ -79,6 +87,8 @@ class RayEngine:
             raise EngineError(f"a replay shard did not answer within {CALL_TIMEOUT_S:.0f} s: its node is gone and no "
                               "other node has the shard_resources to restart it; add a node or lower "
                               "shard_resources") from exc
+        except self.ray.exceptions.RayTaskError as exc:
+            raise actor_error(exc, "replay shard", self.ray_log) from exc
 
     # ---- env actors ----------------------------------------------------------------------------
     def _reset_grants(self, env_steps: int) -> None:
@@ -95,7 +105,7 @@ class RayEngine:
         remote = self.ray.remote(max_restarts=-1, max_task_retries=0)(EnvActor)
         spec = {"config": cfg.to_dict(), "placement": str(s.placement), "calibration": s.calibration}
         self.actors = [remote.options(**as_options(self.actor_resources)).remote(
-            i, {**spec, "seed": s.actor_seed(env_steps) + 104_729 * i}, self.shards[i % len(self.shards)])
+            i, {**spec, "seed": s.actor_seed(env_steps) + 104_729 * i}, self.shard_names[i % len(self.shards)])
             for i in range(cfg.actors)]
         self._reset_grants(env_steps)
         self.set_weights(weights)
@@ -130,6 +140,8 @@ class RayEngine:
             i, credit = self.pending.pop(ref)
             try:
                 msg = ray.get(ref)
+            except ray.exceptions.RayTaskError as exc:
+                raise actor_error(exc, f"env actor {i}", self.ray_log) from exc
             except ray.exceptions.RayActorError:
                 self.granted -= credit  # nothing of this grant was counted: grant it again
                 self.restarts += 1
