@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import sys
 import warnings
@@ -117,23 +118,29 @@ def _route_ray_warnings() -> None:
 def actor_error(exc: BaseException, what: str, ray_log: Path | None) -> EngineError:
     """The EngineError of an exception a Ray task raised (a RayTaskError) in `what` (e.g. "env actor 1"): it
     names the error; the remote traceback goes to Ray's log (`ray_log`, the run's ray.log, or stderr)."""
+    from pearl_fpga.runtime.actor import ActorFailed
+
     cause = getattr(exc, "cause", None)
-    error = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc).strip().splitlines()[-1]
-    logging.getLogger("ray").error("Ray %s failed:\n%s", what, exc)
+    traceback = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # Ray colours the remote frames' headers
+    if isinstance(cause, ActorFailed):  # the env's own error, already named ("EnvBroke: ...")
+        error = str(cause)
+    else:
+        error = f"{type(cause).__name__}: {cause}" if cause is not None else traceback.strip().splitlines()[-1]
+    logging.getLogger("ray").error("Ray %s failed:\n%s", what, traceback)
     where = f"in {ray_log}" if ray_log is not None else "above"
     return EngineError(f"Ray {what} failed: {error} (its traceback is {where})")
 
 
 def connect(address: str, num_cpus: int | None = None, logdir: Path | None = None) -> bool:
     """Connect this process to Ray; returns True when it started a local instance (to shut down later).
-    Ray's driver-side logs go to `logdir`/ray.log (route_ray_logs)."""
+    Ray's driver-side logs go to `logdir`/ray.log (route_ray_logs), unless this process was connected already."""
     if address in ("", "local") and "ray" not in sys.modules:
         # Ray's switch for single-host use: node addresses on loopback, so nothing listens on the network
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray = import_ray()
-    route_ray_logs(logdir)
-    if ray.is_initialized():
+    if ray.is_initialized():  # the caller's connection, and its logging, as they are
         return False
+    route_ray_logs(logdir)
     # Ray keeps the "ray" logger's handlers (route_ray_logs' file) when it configures logging, and clears them when not
     quiet = {"include_dashboard": False, "log_to_driver": False, "configure_logging": True,
              "logging_level": logging.INFO, "logging_format": LOG_FORMAT}
