@@ -38,6 +38,9 @@ SECTIONS = {
     "quality-ddpg-bf16": "Learning quality: DDPG on Pendulum-v1 with the bfloat16 learner",
     "quality-td3-bf16": "Learning quality: TD3 on Pendulum-v1 with the bfloat16 learner",
     "learner": "The learner step by precision and thread count",
+    "learner-schedule-ddpg-64": "The update schedule: DDPG 64x64 on a shared host",
+    "learner-schedule-ddpg": "The update schedule: DDPG 400x300 on a shared host",
+    "learner-schedule-td3-64": "The update schedule: TD3 64x64 on a shared host",
     "replay": "Replay kernel: prioritized buffer against cpprb and TorchRL",
     "mlp": "MLP kernel: inference against torch eager",
     "plan": "Dispatcher: predicted against measured throughput",
@@ -173,6 +176,9 @@ def _learner(results: dict[str, Any]) -> str:
         + ("" if not bf16 else "; bfloat16 " + ", ".join(f"{v:.0f} GFLOP/s at {k} thread(s)" for k, v in bf16.items()))
         + "; a step's share is taken against the peak of its precision on the cores it keeps busy (DDPG's concurrent "
           "update runs two callers); vs 1 thread: against the algorithm's first learner at 1 thread.",
+        *(f"{algo} update schedule (the first learner's, measured while it was timed): {m['schedule']}; the "
+          "`serial` and `concurrent` learners run that schedule fixed." for algo, m in results["algos"].items()
+          if m.get("schedule")),
     ])
 
 

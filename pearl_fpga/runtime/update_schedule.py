@@ -77,7 +77,7 @@ def step_timing(*controllers: AdaptiveThreads | None) -> Any:
     steps = [c.step() for c in controllers if c is not None]
     if not steps:
         return contextlib.nullcontext()
-    context = steps[0]
+    context: Any = steps[0]
     for inner in steps[1:]:
         context = _Both(context, inner)
     return context
