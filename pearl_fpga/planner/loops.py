@@ -98,17 +98,22 @@ def learner_thread_count(config: TrainConfig) -> int:
 
 
 def learner_step(config: TrainConfig, rng: np.random.Generator) -> Callable[[], None]:
-    """One learner update on random batches of the run's shapes (a fresh CPU learner)."""
+    """One learner update on random batches of the run's shapes (a fresh CPU learner), in the update schedule a
+    run would measure (DDPG, TD3: runtime.update_schedule), so that a profile times the step the run takes."""
     from pearl_fpga.algos import Batch, make_learner
     from pearl_fpga.runtime.envs import env_spec
+    from pearl_fpga.runtime.update_schedule import schedule_control, step_timing
 
     spec = env_spec(config.env_id)
     algo = make_learner(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
+    stepping = step_timing(schedule_control(algo))
     data = random_batch(rng, 4096, spec)
     b = config.batch_size
 
     def step() -> None:
         idx = rng.integers(0, 4096, size=b)
-        algo.update(Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete))
+        batch = Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete)
+        with stepping:
+            algo.update(batch)
 
     return step
