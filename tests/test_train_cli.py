@@ -55,6 +55,7 @@ def test_train_json_output(tmp_path, capsys):
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["algo"] == "ddpg" and data["env_steps"] == 150 and data["placement"].startswith("act=cpu")
+    assert data["update_schedule"].startswith("auto: ")  # DDPG's serial or concurrent step, measured (issue 34)
 
 
 def test_train_td3(tmp_path, capsys):
