@@ -63,6 +63,7 @@ def worker_pool_costs(config: TrainConfig, counts: Sequence[int], act_targets: S
     from pearl_fpga.runtime.placement import Placement
     from pearl_fpga.runtime.policy import ActorPolicy
     from pearl_fpga.runtime.envs import calibration_batch
+    from pearl_fpga.runtime.update_schedule import schedule_control, step_timing
 
     import torch
 
@@ -74,9 +75,13 @@ def worker_pool_costs(config: TrainConfig, counts: Sequence[int], act_targets: S
     data = random_batch(rng, 4096, spec)
     b = config.batch_size
 
+    stepping = step_timing(schedule_control(algo))  # DDPG, TD3: the schedule a run would measure, beside the workers
+
     def learner_step() -> None:
         idx = rng.integers(0, 4096, size=b)
-        algo.update(Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete))
+        batch = Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete)
+        with stepping:
+            algo.update(batch)
 
     out: dict[tuple[str, str], list[tuple[float, float]]] = {}
     threads = torch.get_num_threads()
