@@ -127,8 +127,10 @@ def load_catalog(path: str | Path | None = None) -> dict[str, BoardSpec]:
 def get_board(name: str | None = None, path: str | Path | None = None) -> BoardSpec:
     """One board of the catalog (None: its default board); an unknown name raises CatalogError listing
     the known ones."""
-    boards = load_catalog(path)
-    name = default_board(path) if name is None else name
+    path = Path(path) if path is not None else DEFAULT_CATALOG
+    data = _read(path)
+    boards = parse_catalog(data, source=str(path))
+    name = _default_name(data, boards) if name is None else name
     if name not in boards:
         raise CatalogError(f"unknown board {name!r}; the catalog has: {', '.join(sorted(boards))}")
     return boards[name]
@@ -139,7 +141,10 @@ def default_board(path: str | Path | None = None) -> str:
     (its first board when the field is absent)."""
     path = Path(path) if path is not None else DEFAULT_CATALOG
     data = _read(path)
-    boards = parse_catalog(data, source=str(path))
+    return _default_name(data, parse_catalog(data, source=str(path)))
+
+
+def _default_name(data: Any, boards: dict[str, BoardSpec]) -> str:
     return str(data.get("default_board") or next(iter(boards)))
 
 
