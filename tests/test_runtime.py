@@ -13,7 +13,7 @@ import torch
 from pearl_fpga.runtime.schedule import allowed_gradient_steps
 from pearl_fpga.algos import mlp
 from pearl_fpga.config import TrainConfig
-from pearl_fpga.errors import CheckpointError
+from pearl_fpga.errors import CheckpointError, DivergenceError
 from pearl_fpga.runtime.envs import EnvGroup
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.algos.heads import EpsilonGreedy, GaussianNoise
@@ -90,6 +90,27 @@ def test_uniform_replay_sample_many_draws_what_sample_calls_draw(size):
         for name in ("obs", "action", "reward", "next_obs", "done", "indices"):
             assert np.array_equal(getattr(part, name), getattr(expected, name)), name
     assert one.rng.bit_generator.state == many.rng.bit_generator.state
+
+
+def test_non_finite_rows_are_found_once_and_dropped_with_their_td_errors():
+    from pearl_fpga.replay.transitions import nonfinite_rows
+
+    n = 6
+    t = Transitions(obs=np.zeros((n, 2), np.float32), action=np.arange(n), reward=np.ones(n, np.float32),
+                    next_obs=np.zeros((n, 2), np.float32), done=np.zeros(n, np.float32))
+    assert nonfinite_rows(t) is None and len(Transitions.concatenate([t, t])) == 2 * n
+    t.next_obs[1, 0] = np.inf
+    t.reward[4] = np.nan
+    mask, field = nonfinite_rows(t)
+    assert mask.tolist() == [False, True, False, False, True, False] and field == "reward"
+    r = UniformReplay(10, 2, (), True, seed=0)
+    r.on_nonfinite = "drop"
+    kept, td = r._finite(t, np.arange(n, dtype=np.float64))
+    assert len(kept) == 4 and td.tolist() == [0, 2, 3, 5] and r.dropped == 2
+    r.on_nonfinite = "error"
+    with pytest.raises(DivergenceError, match="non-finite reward"):
+        r.add(t)
+    assert len(r) == 0
 
 
 def test_batch_split_views_torch_and_numpy():
