@@ -130,7 +130,7 @@ def get_board(name: str | None = None, path: str | Path | None = None) -> BoardS
     path = Path(path) if path is not None else DEFAULT_CATALOG
     data = _read(path)
     boards = parse_catalog(data, source=str(path))
-    name = _default_name(data, boards) if name is None else name
+    name = str(data.get("default_board") or next(iter(boards))) if name is None else name
     if name not in boards:
         raise CatalogError(f"unknown board {name!r}; the catalog has: {', '.join(sorted(boards))}")
     return boards[name]
@@ -139,13 +139,7 @@ def get_board(name: str | None = None, path: str | Path | None = None) -> BoardS
 def default_board(path: str | Path | None = None) -> str:
     """The board `fpga-emu` and the planner mean when none is named: the catalog's "default_board"
     (its first board when the field is absent)."""
-    path = Path(path) if path is not None else DEFAULT_CATALOG
-    data = _read(path)
-    return _default_name(data, parse_catalog(data, source=str(path)))
-
-
-def _default_name(data: Any, boards: dict[str, BoardSpec]) -> str:
-    return str(data.get("default_board") or next(iter(boards)))
+    return get_board(None, path).name
 
 
 def _read(path: Path) -> Any:
