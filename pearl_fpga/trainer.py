@@ -134,7 +134,7 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
             raise ValueError(f"steps must be a positive integer, got {steps!r}")
         cfg = self.config
         end = self.env_steps + steps
-        problem = no_learning_problem(cfg, self.env_steps, self.grad_steps, end)
+        problem = self.no_learning_problem(steps)
         if problem is not None:
             if self.strict:
                 raise NoLearningError(problem)
@@ -183,6 +183,16 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         if progress is not None:
             progress(stats)
         return stats
+
+    def no_learning_problem(self, steps: int) -> str | None:
+        """Why `train(steps)` would run no gradient step (the schedule's learning_starts and train_freq), with
+        the fix; None when it would run one."""
+        return no_learning_problem(self.config, self.env_steps, self.grad_steps, self.env_steps + steps)
+
+    @property
+    def emulated_board(self) -> str | None:
+        """The catalog board whose kernels the run emulates (fpga-emu), or None."""
+        return self.placement.board
 
     def request_stop(self) -> None:
         """Ask a running train() to stop at the next step boundary, writing a checkpoint when
