@@ -1,8 +1,10 @@
-"""The replay manager's buffers (pearl_fpga.runtime.placement.make_replay chooses one for a run): a uniform ring buffer (SB3's ReplayBuffer semantics) or the
-prioritized buffer on the replay kernel (pearl_fpga.PrioritizedReplayBuffer), behind one interface
-(`Replay`, which the Ray engine's sharded replay also has): `add(transitions)` (pearl_fpga.replay.Transitions), `sample(batch_size) ->
-Batch` (pearl_fpga.replay.Batch, numpy), `update_priorities(indices, td_errors)` with numpy |TD
-errors|, `total`, `state_dict()` / `load_state_dict()`."""
+"""The replay manager's buffers (pearl_fpga.runtime.placement.make_replay chooses one for a run): a
+uniform ring buffer (SB3's ReplayBuffer semantics) or the prioritized buffer on the replay kernel
+(pearl_fpga.PrioritizedReplayBuffer), behind one interface (`Replay`, which the Ray engine's sharded
+replay also has): `add(transitions)` (pearl_fpga.replay.Transitions, non-finite rows refused or
+dropped there), `sample(batch_size) -> Batch` (pearl_fpga.replay.Batch, numpy),
+`update_priorities(indices, td_errors)` with numpy |TD errors|, `total`, `state_dict()` /
+`load_state_dict()`."""
 
 from __future__ import annotations
 
