@@ -62,7 +62,7 @@ native: $(VENV)/.stamp-native
 test: native csim csim-vendor
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
 	$(MAKE) --no-print-directory test-isa
 	$(MAKE) --no-print-directory test-pynq
 	$(MAKE) --no-print-directory test-xrt
