@@ -120,8 +120,14 @@ class SAC(Learner):
     @classmethod
     def baseline_kwargs(cls, config: Any, action_space: Any, jax: bool) -> dict[str, Any]:
         ent_coef = f"auto_{config.ent_coef_init}" if config.ent_coef == "auto" else config.ent_coef
-        return dict(tau=config.tau, target_update_interval=config.target_update_interval, ent_coef=ent_coef,
-                    target_entropy=config.target_entropy)
+        own = dict(tau=config.tau, ent_coef=ent_coef, target_entropy=config.target_entropy)
+        if not jax:
+            return dict(own, target_update_interval=config.target_update_interval)
+        if config.target_update_interval != 1:  # SBX's SAC moves its targets after every gradient step
+            raise ValueError(f"target_update_interval={config.target_update_interval}: SBX's SAC has no such setting "
+                             "(it updates its targets every gradient step); compare with --set target_update_interval=1 "
+                             "or skip SBX with --no-sbx")
+        return own
 
     @property
     def policy_module(self) -> nn.Sequential:

@@ -21,7 +21,7 @@ from pearl_fpga.board.ecp5 import Ecp5Error, Ecp5Spec, parse_ecp5
 from pearl_fpga.board.zynq_design import (  # noqa: F401 - the Zynq block design, re-exported
     AXI_DMA_MIN_MM_WIDTH, AXI_DMA_MM_WIDTHS, ZynqBlock, axi_dma_config, zynq_design, zynq_design_tcl)
 from pearl_fpga.data import data_path
-from pearl_fpga.errors import InputError
+from pearl_fpga.errors import CatalogError  # noqa: F401 - re-exported
 from pearl_fpga.safe_io import read_json
 from pearl_fpga.spec.descriptor import descriptor
 from pearl_fpga.spec.kernels import KERNELS, commands_ii
@@ -39,10 +39,6 @@ price an impossible board."""
 # Kernel sizes a board may ask for: the limits of each kernel's descriptor (pearl_fpga.spec.kernels).
 KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {k: dict(ip.limits) for k, ip in KERNELS.items()}
 LEAF_MEMORIES = ("bram", "uram")
-
-
-class CatalogError(InputError):
-    """bitstreams/catalog.json is missing, malformed, or names an unknown board."""
 
 
 @dataclass(frozen=True)
