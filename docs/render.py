@@ -32,9 +32,11 @@ SECTIONS = {
     "train-ddpg": "Training throughput: DDPG on Pendulum-v1 against Stable-Baselines3",
     "train-td3": "Training throughput: TD3 on Pendulum-v1 against Stable-Baselines3",
     "train-ddpg-bf16": "Training throughput: DDPG on Pendulum-v1 with the bfloat16 learner against SBX",
+    "train-sac": "Training throughput: SAC on Pendulum-v1 against Stable-Baselines3 and SBX",
     "quality-dqn": "Learning quality: DQN on CartPole-v1",
     "quality-ddpg": "Learning quality: DDPG on Pendulum-v1",
     "quality-td3": "Learning quality: TD3 on Pendulum-v1",
+    "quality-sac": "Learning quality: SAC on Pendulum-v1",
     "quality-ddpg-bf16": "Learning quality: DDPG on Pendulum-v1 with the bfloat16 learner",
     "quality-td3-bf16": "Learning quality: TD3 on Pendulum-v1 with the bfloat16 learner",
     "learner": "The learner step by precision and thread count",
@@ -50,8 +52,8 @@ SECTIONS = {
     "fuzz": "Reliability: files users hand the package, corrupted and edited",
 }
 # median env steps/s ratio against SBX (issue 22): float32 on both sides, and the bf16 learner on AMX
-SBX_TARGETS = {"train-dqn": 1.5, "train-ddpg": 1.3, "train-td3": 1.3, "train-ddpg-bf16": 2.5}
-QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4), "td3": (-200.0, 4)}  # (return at least, seeds out of 5)
+SBX_TARGETS = {"train-dqn": 1.5, "train-ddpg": 1.3, "train-td3": 1.3, "train-sac": 1.5, "train-ddpg-bf16": 2.5}
+QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4), "td3": (-200.0, 4), "sac": (-200.0, 4)}  # (return at least, seeds out of 5)
 # The throughput targets: median env steps/s ratio against SB3 at each of its thread settings.
 SPEED_TARGETS = {"train-dqn": {"default": 3.0, "1": 3.5}, "train-ddpg": {"default": 2.0}}
 REQUIRED = ("schema", "benchmark", "command", "commit", "date", "machine", "load_average_before",
@@ -384,7 +386,8 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
         return " (taken under load)" if record["under_load"] else ""
 
     for key, name in (("train-dqn", "DQN CartPole-v1"), ("train-ddpg", "DDPG Pendulum-v1"),
-                      ("train-td3", "TD3 Pendulum-v1"), ("train-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner (AMX)")):
+                      ("train-td3", "TD3 Pendulum-v1"), ("train-sac", "SAC Pendulum-v1"),
+                      ("train-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner (AMX)")):
         r = records.get(key)
         if r and "median_speedup_sbx" in r["results"] and not r["results"].get("median_speedup"):
             ratio = r["results"]["median_speedup_sbx"]
@@ -417,7 +420,8 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
                 lines.append(f"  (why a target is missed: {_peak_share(records, key)}"
                              "[docs/training.md](docs/training.md#throughput-targets))")
     for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1"),
-                      ("quality-td3", "TD3 Pendulum-v1"), ("quality-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner"),
+                      ("quality-td3", "TD3 Pendulum-v1"), ("quality-sac", "SAC Pendulum-v1"),
+                      ("quality-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner"),
                       ("quality-td3-bf16", "TD3 Pendulum-v1, bfloat16 learner")):
         r = records.get(key)
         if r:

@@ -33,7 +33,7 @@ import torch
 from pearl_fpga.algos import Learner, make_learner
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import EngineError, NoLearningError, NoLearningWarning, TrainingInterrupted
-from pearl_fpga.runtime.actor import ActorLoop, Transitions
+from pearl_fpga.runtime.actor import ActorLoop, Rollout
 from pearl_fpga.runtime.callbacks import (Callback, CallbackList, CheckpointCallback, EvalCallback, ProgressCallback,
                                         as_callback)
 from pearl_fpga.runtime.checkpoint import RESUMABLE_FIELDS
@@ -138,7 +138,7 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
             raise ValueError(f"steps must be a positive integer, got {steps!r}")
         cfg = self.config
         end = self.env_steps + steps
-        problem = no_learning_problem(cfg, self.env_steps, self.grad_steps, end)
+        problem = self.no_learning_problem(steps)
         if problem is not None:
             if self.strict:
                 raise NoLearningError(problem)
@@ -188,6 +188,16 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
             progress(stats)
         return stats
 
+    def no_learning_problem(self, steps: int) -> str | None:
+        """Why `train(steps)` would run no gradient step (the schedule's learning_starts and train_freq), with
+        the fix; None when it would run one."""
+        return no_learning_problem(self.config, self.env_steps, self.grad_steps, self.env_steps + steps)
+
+    @property
+    def emulated_board(self) -> str | None:
+        """The catalog board whose kernels the run emulates (fpga-emu), or None."""
+        return self.placement.board
+
     def request_stop(self) -> None:
         """Ask a running train() to stop at the next step boundary, writing a checkpoint when
         `checkpoint_dir` is set (what SIGINT and SIGTERM do); safe from any thread or a callback."""
@@ -215,11 +225,11 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
             if engine.refill_steps and not self.replay.can_sample():  # e.g. every Ray shard restarted empty
                 limit = min(end, max(limit, self.env_steps + engine.refill_steps))
             can_learn = allowed_gradient_steps(cfg, self.env_steps) > self.grad_steps
-            for transitions in engine.sample(limit, wait=not can_learn):
-                self._add(transitions)
+            for rollout in engine.sample(limit, wait=not can_learn):
+                self._add(rollout)
                 if engine.lockstep:
                     self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
-                self._on_step(transitions.n)
+                self._on_step(rollout.n)
             if not engine.lockstep and allowed_gradient_steps(cfg, self.env_steps) > self.grad_steps \
                     and self.replay.can_sample():
                 self._learn_until(self.grad_steps + 1)
@@ -237,17 +247,17 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         wanted = self._callback.next_due(self)
         return min(limit, wanted) if wanted is not None else limit
 
-    def _add(self, transitions: Transitions) -> None:
-        """Store collected transitions (unless an actor stored them in its shard) and count them."""
-        if transitions.data is not None:
+    def _add(self, rollout: Rollout) -> None:
+        """Store a rollout's transitions (unless an actor stored them in its shard) and count them."""
+        if rollout.transitions is not None:
             with self.timer.time("replay_insert"):
-                self.replay.add(transitions.data)
-        self.timer.merge(transitions.seconds, transitions.calls)
+                self.replay.add(rollout.transitions)
+        self.timer.merge(rollout.seconds, rollout.calls)
         start = self.env_steps
-        self.env_steps += transitions.n
-        for i, (ret, length) in enumerate(transitions.finished):
+        self.env_steps += rollout.n
+        for i, (ret, length) in enumerate(rollout.finished):
             # an episode is logged at the env step its group ended at, where the actor says (inline)
-            step = start + transitions.ended_at[i] if transitions.ended_at else self.env_steps
+            step = start + rollout.ended_at[i] if rollout.ended_at else self.env_steps
             self.episodes += 1
             self.episode_log.append((step, ret, length))
             if self.logger is not None:

@@ -9,6 +9,7 @@ from scipy.stats import chisquare
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
+from pearl_fpga.replay.transitions import Transitions
 from pearl_fpga.runtime.engines.sharded_replay import ReplayShard, ShardedReplay, local_shards
 
 OBS_DIM = 3
@@ -22,12 +23,12 @@ def make(n_shards: int, per: bool = True, capacity: int = 64, seed: int = 0) -> 
     return ShardedReplay(n_shards, capacity, cfg, submit, gather, seed, beta_steps=1000), shards
 
 
-def transitions(start: int, n: int) -> dict[str, np.ndarray]:
+def transitions(start: int, n: int) -> Transitions:
     """Transitions whose obs[0] is a unique id."""
     ids = np.arange(start, start + n, dtype=np.float32)
     obs = np.stack([ids, np.zeros(n, np.float32), np.ones(n, np.float32)], axis=1)
-    return {"obs": obs, "action": np.zeros(n, np.int64), "reward": ids.copy(), "next_obs": obs + 0.5,
-            "done": np.zeros(n, np.float32)}
+    return Transitions(obs=obs, action=np.zeros(n, np.int64), reward=ids.copy(), next_obs=obs + 0.5,
+                       done=np.zeros(n, np.float32))
 
 
 def fill(replay: ShardedReplay, shards: list[ReplayShard], per_shard: int) -> None:

@@ -48,14 +48,16 @@ from torch import nn
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.api import Learner, UpdateResult
-from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers, mlp,
-                                     optimizer_state_to_device, subnormals_flushed)
+from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers,
+                                     load_named_state, mlp, named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import native_learner
 from pearl_fpga.algos.fused_ac import FusedActorCriticStep
 from pearl_fpga.algos.heads import ActorHead, GaussianNoise
 from pearl_fpga.errors import BackendUnavailable
 
 _T = TypeVar("_T")
+_PARTS = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer", "critic_optimizer")
+"""The networks and optimizers a checkpoint holds, by attribute name (besides the extra critics)."""
 
 SCHEDULES = ("serial", "concurrent")
 """The step's schedules (`update_schedule`): one thread, or a second one beside it."""
@@ -402,10 +404,7 @@ class TD3(Learner):
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, optimizers, update counter (the phase of the policy delay) and the smoothing noise's generator."""
-        state = {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                 "actor_target": self.actor_target.state_dict(), "critic_target": self.critic_target.state_dict(),
-                 "actor_optimizer": self.actor_optimizer.state_dict(),
-                 "critic_optimizer": self.critic_optimizer.state_dict(), "updates": self.updates}
+        state = {**named_state(self, _PARTS), "updates": self.updates}
         for key, critic, target in self._extra_critics():
             state[key], state[f"{key}_target"] = critic.state_dict(), target.state_dict()
         if self.target_noise > 0:
@@ -414,17 +413,10 @@ class TD3(Learner):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what state_dict() returned (strict: shapes and the number of critics must match)."""
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.actor_target.load_state_dict(state["actor_target"])
-        self.critic_target.load_state_dict(state["critic_target"])
+        load_named_state(self, state, _PARTS, self.device)
         for key, critic, target in self._extra_critics():
             critic.load_state_dict(state[key])
             target.load_state_dict(state[f"{key}_target"])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        optimizer_state_to_device(self.actor_optimizer, self.device)
-        optimizer_state_to_device(self.critic_optimizer, self.device)
         self.actor_adam.reset_cache()
         self.critic_adam.reset_cache()
         if "noise_generator" in state:

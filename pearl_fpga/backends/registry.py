@@ -54,7 +54,7 @@ _REGISTRY: dict[str, dict[str, BackendEntry]] = {
     },
     "mlp": {
         "numpy": BackendEntry("pearl_fpga.backends.mlp_numpy:NumpyMLPBackend", _PACKAGED),
-        "cpu": BackendEntry("pearl_fpga.backends.mlp_cpu:CpuMLPBackend", _NATIVE),
+        "cpu": BackendEntry("pearl_fpga.backends.mlp_cpu:CpuMLPBackend", _NATIVE, takes_options=True),
         "rtl": BackendEntry("pearl_fpga.board.mlp_driver:MLPRTLBackend", _SIM, takes_options=True),
         **_boards("pearl_fpga.board.mlp_driver:MLPBoardBackend"),
     },

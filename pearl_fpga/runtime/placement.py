@@ -29,12 +29,16 @@ from __future__ import annotations
 import warnings
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pearl_fpga.host import BF16_SUFFIX, bf16_unsupported, learn_target  # noqa: F401 - re-exported for the planner and benchmarks
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.replay.manager import PrioritizedReplay, Replay, UniformReplay
 from pearl_fpga.runtime.schedule import allowed_gradient_steps
 from pearl_fpga.runtime.vocabulary import ROLES
+
+if TYPE_CHECKING:
+    from pearl_fpga.board.catalog import BoardSpec
 
 DEVICES = {
     "act": ("cpu", "cpu-kernel", "fpga-emu", "cuda", "fpga"),
@@ -81,14 +85,23 @@ class Placement:
         named = {b for b in boards if b} | ({self.board} if self.board else set())
         if len(named) > 1:
             raise ValueError(f"placement: fpga-emu emulates one board per run, got {', '.join(sorted(named))}")
+        spec = None
         if boards or self.board:
             from pearl_fpga.board.catalog import CatalogError, get_board
 
             name = next(iter(named), None)
             try:
-                object.__setattr__(self, "board", get_board(name).name)
+                spec = get_board(name)
             except CatalogError as exc:
                 raise CatalogError(f"placement fpga-emu:{name}: {exc} (e.g. --placement fpga-emu:pynq-z2)") from None
+            object.__setattr__(self, "board", spec.name)
+        object.__setattr__(self, "_board_spec", spec)  # the one catalog look-up: every user reads board_spec
+
+    @property
+    def board_spec(self) -> BoardSpec | None:
+        """The catalog entry of the board fpga-emu emulates (None when no role is on fpga-emu)."""
+        spec: BoardSpec | None = self.__dict__.get("_board_spec")
+        return spec
 
     def target(self, task: str) -> str:
         """The target of `task` as written: "fpga-emu:pynq-z2" for an emulated board."""

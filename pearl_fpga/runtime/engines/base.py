@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from pearl_fpga.config import ENGINES, TrainConfig
-from pearl_fpga.runtime.actor import Transitions
+from pearl_fpga.runtime.actor import Rollout
 from pearl_fpga.runtime.envs import EnvSpec
 from pearl_fpga.runtime.placement import Placement, resolve_engine
 from pearl_fpga.replay.manager import Replay
@@ -76,8 +76,8 @@ class Engine(Protocol):
     def start(self, env_steps: int, weights: dict[str, Any]) -> None:
         """Start the actors of one train() call at global env step `env_steps`, holding `weights`."""
 
-    def sample(self, upto: int, wait: bool) -> list[Transitions]:
-        """Transitions collected since the last call, the actors granted env steps up to global step
+    def sample(self, upto: int, wait: bool) -> list[Rollout]:
+        """The rollouts collected since the last call, the actors granted env steps up to global step
         `upto`; `wait`: the learner has nothing to do, so wait briefly for the first."""
 
     def set_weights(self, weights: dict[str, Any]) -> None:

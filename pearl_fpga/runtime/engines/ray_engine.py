@@ -23,7 +23,7 @@ from typing import Any
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import EngineError
-from pearl_fpga.runtime.actor import Transitions
+from pearl_fpga.runtime.actor import Rollout
 from pearl_fpga.runtime.engines.base import RunSetup
 from pearl_fpga.runtime.engines.ray_cluster import (RAY_LOG_NAME, actor_error, as_options, check_resources, connect,
                                                     import_ray, size_to_cluster)
@@ -114,7 +114,7 @@ class RayEngine:
         self.weights_ref = [self.ray.put({k: v.detach().cpu() for k, v in weights.items()})]
         self.version += 1
 
-    def sample(self, upto: int, wait: bool) -> list[Transitions]:
+    def sample(self, upto: int, wait: bool) -> list[Rollout]:
         ray, cfg = self.ray, self.config
         for i in sorted(range(len(self.actors)), key=lambda a: self.last_grant.get(a, -1)):
             if i in self.busy or self.granted >= upto:
@@ -126,7 +126,7 @@ class RayEngine:
             self.busy.add(i)
         waiting = list(self.pending) + list(self.recovering)
         ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0.05 if wait else 0.0) if waiting else ([], [])
-        out: list[Transitions] = []
+        out: list[Rollout] = []
         for ref in ready:
             if ref in self.recovering:
                 i = self.recovering.pop(ref)
@@ -150,7 +150,7 @@ class RayEngine:
                 continue
             self.busy.discard(i)
             self.replay.observe(i % len(self.shards), msg["status"])
-            out.append(Transitions(msg["n"], None, msg["finished"], msg["seconds"], msg["calls"]))
+            out.append(Rollout(msg["n"], None, msg["finished"], msg["seconds"], msg["calls"]))
         return out
 
     def faults(self) -> dict[str, int]:

@@ -29,6 +29,7 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.replay.batch import Batch
 from pearl_fpga.replay.manager import Replay, ReplayEmpty
+from pearl_fpga.replay.transitions import Transitions
 from pearl_fpga.runtime.placement import make_replay
 
 
@@ -45,9 +46,9 @@ class ReplayShard:
         return {"incarnation": self.incarnation, "size": len(self.replay), "total": self.replay.total,
                 "inserted": self.inserted}
 
-    def add(self, transitions: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> dict[str, Any]:
+    def add(self, transitions: Transitions, td_errors: np.ndarray | None = None) -> dict[str, Any]:
         self.replay.add(transitions, td_errors)
-        self.inserted += len(transitions["reward"])
+        self.inserted += len(transitions)
         return self.status()
 
     def sample(self, n: int, updates: Sequence[tuple[str, np.ndarray, np.ndarray]] = ()) -> dict[str, Any]:
@@ -135,7 +136,7 @@ class ShardedReplay(Replay):
         return self.beta_initial + (1.0 - self.beta_initial) * frac
 
     # ---- add / sample / update -----------------------------------------------------------------
-    def add(self, transitions: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> None:
+    def add(self, transitions: Transitions, td_errors: np.ndarray | None = None) -> None:
         """Insert a batch into the next shard in turn (the Ray engine's actors insert directly instead)."""
         i = self._next_add
         self._next_add = (i + 1) % self.n
