@@ -205,3 +205,11 @@ def test_an_inline_run_that_switches_schedules_learns_the_bits_of_a_serial_run()
     assert reports[0] == "serial (fixed)" and reports[1].startswith("auto: ")
     for a, b in zip(*weights, strict=True):
         assert torch.equal(a, b)
+
+
+def test_a_resumed_run_may_change_the_schedule(tmp_path):
+    """The schedule changes no bit, so `train --resume --set update_schedule=serial` is taken."""
+    from pearl_fpga.runtime.checkpoint import resumed_config
+
+    stored = TrainConfig.preset("ddpg", net_arch=[8])
+    assert resumed_config(stored, {"update_schedule": "serial"}, tmp_path).update_schedule == "serial"

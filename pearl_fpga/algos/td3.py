@@ -138,7 +138,7 @@ class TD3(Learner):
             raise ValueError(f"{type(self).__name__}: fused=True and config.learner_compile are exclusive: the compiled "
                              "step is the torch one")
         # auto (None): fused wherever it runs, in either schedule (one arithmetic, so the schedule may change)
-        wanted = fused if fused is not None else True
+        wanted = fused is not False
         native = native_learner() if self.device.type == "cpu" and wanted and not compiled else None
         if fused and native is None:
             raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
