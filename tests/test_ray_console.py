@@ -58,3 +58,28 @@ def test_an_actor_error_is_reported_by_name_with_its_traceback_in_ray_log(failin
     log = (logdir / "ray.log").read_text()
     assert "Token authentication" in log or "Started a local Ray instance" in log  # Ray's own lines land here
     assert "Ray env actor" in log and "fault_envs.py" in log and "EnvBroke" in log  # the remote traceback
+
+
+def test_raylet_messages_and_ray_warnings_go_to_ray_log(tmp_path, capsys):
+    """What Ray's driver prints from its error listener ("(raylet) Task ... failed ... will be retried", also
+    with log_to_driver off) and a Python warning raised in a Ray module land in ray.log, not the console."""
+    import logging
+    import warnings
+
+    import ray._private.worker as ray_worker
+
+    from pearl_fpga.runtime.engines.ray_cluster import route_ray_logs
+
+    path = route_ray_logs(tmp_path)
+    try:
+        ray_worker.print_to_stdstream({"lines": ["Task ReplayShard.status failed; retried"], "pid": "raylet",
+                                       "is_err": False}, ignore_prefix=False)
+        warnings.warn_explicit("an old Ray API", DeprecationWarning, ray_worker.__file__, 1)
+    finally:
+        for handler in logging.getLogger("ray").handlers:
+            handler.flush()
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == ""
+    log = path.read_text() if path is not None else ""
+    assert "(raylet) Task ReplayShard.status failed; retried" in log and "DeprecationWarning: an old Ray API" in log
+    route_ray_logs(None)  # the file handler closed: errors only, on stderr

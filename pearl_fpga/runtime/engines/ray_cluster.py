@@ -9,7 +9,8 @@ A process already connected to Ray (ray.init called by the user or a test) keeps
 The console keeps the run's own progress: Ray's workers' stdout and stderr stay in Ray's session logs
 (log_to_driver off; /tmp/ray/session_latest/logs on the node by default), and Ray's driver-side Python
 logging (start-up banners, warnings) and Ray's Python warnings go to `ray.log` in the run's log
-directory (`route_ray_logs`); without one, only Ray's errors reach the console. An actor's error is
+directory (`route_ray_logs`), and so do the messages Ray's raylets publish to the driver (a task retried,
+a worker killed); without a log directory, only Ray's errors reach the console. An actor's error is
 raised as an EngineError that names the actor and the error (`actor_error`).
 """
 
@@ -94,7 +95,30 @@ def route_ray_logs(logdir: Path | None) -> Path | None:
         logger.info("Ray's driver-side log of this run; Ray's processes (raylet, GCS, workers' stdout and stderr) "
                     "log on each node under its session directory, by default %s", SESSION_LOGS)
     _route_ray_warnings()
+    _route_raylet_messages()
     return path
+
+
+def _route_raylet_messages() -> None:
+    """The messages Ray's raylets publish to the driver (a task retried, a worker killed), which a thread of
+    Ray's driver prints to stdout whatever log_to_driver says, go to the "ray" logger. Ray has no setting
+    for it, so its printing function is wrapped; where a Ray version lacks it they print as before."""
+    import importlib
+
+    worker = importlib.import_module("ray._private.worker")
+    original = getattr(worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "_pearl_ray_route", False):
+        return
+
+    def routed(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        if data.get("pid") == "raylet":
+            for line in data.get("lines", []):
+                logging.getLogger("ray").warning("(raylet) %s", line)
+        else:
+            original(data, *args, **kwargs)
+
+    routed._pearl_ray_route = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = routed
 
 
 def _route_ray_warnings() -> None:
