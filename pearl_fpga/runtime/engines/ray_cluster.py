@@ -118,7 +118,7 @@ def _route_raylet_messages() -> None:
             original(data, *args, **kwargs)
 
     routed._pearl_ray_route = True  # type: ignore[attr-defined]
-    worker.print_to_stdstream = routed
+    setattr(worker, "print_to_stdstream", routed)  # noqa: B010 -- a module attribute mypy cannot see
 
 
 def _route_ray_warnings() -> None:
