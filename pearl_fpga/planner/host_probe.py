@@ -277,8 +277,9 @@ def _profile_host_storage(config: TrainConfig, spec: Any, sizes: Sizes, record: 
 
 def _replay_factory(config: TrainConfig, spec: Any) -> Callable[[str], tuple[str, Callable[[], Any]]]:
     """target -> (backend key, maker of the runtime's own replay buffer for that target)."""
+    from pearl_fpga.replay.manager import make_replay
     from pearl_fpga.runtime.placement import Placement
-    from pearl_fpga.runtime.placement import make_replay
+    from pearl_fpga.runtime.schedule import allowed_gradient_steps
 
     action_shape = () if spec.discrete else (spec.action_dim,)
 
@@ -286,7 +287,8 @@ def _replay_factory(config: TrainConfig, spec: Any) -> Callable[[str], tuple[str
         placement = Placement(act="cpu", replay=target, learn="cpu")
         backends = placement.replay_backends()  # as the Trainer builds its buffer
         key = f"per-{backends}" if config.per else "uniform"  # without PER the buffer is host memory
-        return key, lambda: make_replay(config, spec.obs_dim, action_shape, spec.discrete, 0, backends, placement.replay)
+        return key, lambda: make_replay(config, spec.obs_dim, action_shape, spec.discrete, 0, backends, placement.replay,
+                                        beta_steps=allowed_gradient_steps(config, config.total_steps))
 
     return factory
 

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.config import TrainConfig
+from pearl_fpga.replay.sharded import ReplayShard
 from pearl_fpga.replay.transitions import Transitions
 from pearl_fpga.runtime.engines.ray_cluster import import_ray
-from pearl_fpga.runtime.engines.sharded_replay import ReplayShard
+from pearl_fpga.runtime.schedule import allowed_gradient_steps
 
 OBS_DIM = 4
 
@@ -40,8 +41,9 @@ def shard_throughput(batches: Sequence[int], capacity: int = 65_536, budget_s: f
     ray = import_ray()
     rng = np.random.default_rng(seed)
     cfg = shard_config(capacity)
-    local = ReplayShard(cfg, OBS_DIM, (), True, seed)
-    remote = ray.remote(ReplayShard).options(num_cpus=0).remote(cfg, OBS_DIM, (), True, seed)
+    beta_steps = allowed_gradient_steps(cfg, cfg.total_steps)
+    local = ReplayShard(cfg, OBS_DIM, (), True, seed, beta_steps=beta_steps)
+    remote = ray.remote(ReplayShard).options(num_cpus=0).remote(cfg, OBS_DIM, (), True, seed, beta_steps=beta_steps)
     fill = transitions(4096, rng)
     for _ in range(capacity // 4096):
         local.add(fill)

@@ -257,7 +257,7 @@ class PrioritizedReplayBuffer:
     def sample_with_priorities(self, batch_size: int) -> tuple[Batch[np.ndarray], np.ndarray, float]:
         """sample(), plus each drawn transition's priority p_i and the total priority (float64, as the
         sampler stores them), so that a caller drawing from several buffers can compute the global
-        sampling probabilities and importance weights (pearl_fpga.runtime.engines.sharded_replay)."""
+        sampling probabilities and importance weights (pearl_fpga.replay.sharded)."""
         batch, words = self._draw(batch_size)
         return batch, words.astype(np.float64) / PRIORITY_SCALE, self._sampler.total
 

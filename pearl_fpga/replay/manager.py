@@ -1,10 +1,9 @@
-"""The replay manager's buffers (pearl_fpga.runtime.placement.make_replay chooses one for a run): a
-uniform ring buffer (SB3's ReplayBuffer semantics) or the prioritized buffer on the replay kernel
-(pearl_fpga.PrioritizedReplayBuffer), behind one interface (`Replay`, which the Ray engine's sharded
-replay also has): `add(transitions)` (pearl_fpga.replay.Transitions, non-finite rows refused or
-dropped there), `sample(batch_size) -> Batch` (pearl_fpga.replay.Batch, numpy),
-`update_priorities(indices, td_errors)` with numpy |TD errors|, `total`, `state_dict()` /
-`load_state_dict()`."""
+"""The replay manager's buffers (`make_replay` chooses one for a run): a uniform ring buffer (SB3's
+ReplayBuffer semantics) or the prioritized buffer on the replay kernel (pearl_fpga.PrioritizedReplayBuffer),
+behind one interface (`Replay`, which the sharded replay, pearl_fpga.replay.sharded, also has):
+`add(transitions)` (pearl_fpga.replay.Transitions, non-finite rows refused or dropped there),
+`sample(batch_size) -> Batch` (pearl_fpga.replay.Batch, numpy), `update_priorities(indices, td_errors)`
+with numpy |TD errors|, `total`, `state_dict()` / `load_state_dict()`."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.backends.registry import first_available
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DivergenceError
 from pearl_fpga.replay.batch import Batch
@@ -257,3 +257,22 @@ class PrioritizedReplay(Replay):
         except (ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"checkpoint replay does not fit this buffer: {exc}") from exc
 
+
+
+def make_replay(config: TrainConfig, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
+                replay_backends: tuple[str, ...] = ("cpu",), device: str = "cpu",
+                sizes: dict[str, int] | None = None, *, beta_steps: int) -> Replay:
+    """Uniform buffer, or the prioritized one on the replay kernel (first available of
+    `replay_backends`, the placement's for `device`; `sizes`: its fan-out and batch, an emulated
+    board's) when config.per is set. `beta_steps`: the sample() calls over which the importance
+    exponent anneals to 1 (the run's gradient steps, runtime.schedule.allowed_gradient_steps)."""
+    if not config.per:
+        replay: Replay = UniformReplay(config.buffer_size, obs_dim, action_shape, discrete, seed)
+    else:
+        replay = first_available(
+            lambda backend: PrioritizedReplay(config.buffer_size, obs_dim, action_shape, discrete, seed, config,
+                                              backend, beta_steps=beta_steps, **(sizes or {})),
+            replay_backends, f"placement replay={device} (replay kernel)")
+    replay.env_id = config.env_id
+    replay.on_nonfinite = config.nonfinite_transitions
+    return replay

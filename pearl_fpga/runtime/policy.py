@@ -97,8 +97,6 @@ def _make_kernel(module: nn.Sequential, placement: Placement, head: ActorHead, c
     except ImportError as exc:  # the kernel module is missing from this install
         raise BackendUnavailable(f"placement act={placement.act} needs pearl_fpga.kernels.mlp ({exc}); "
                                  "use act=cpu (torch) instead") from exc
-    from pearl_fpga.runtime.placement import first_available
-
     kwargs: dict[str, Any] = {"calibration": calibration, **head.kernel_options}
     from pearl_fpga.backends import registry
     from pearl_fpga.runtime.emulation import mlp_limits
@@ -108,5 +106,4 @@ def _make_kernel(module: nn.Sequential, placement: Placement, head: ActorHead, c
     def make(name: str) -> Any:
         return MLPInfer.from_torch(module, backend=registry.create("mlp", name, **limits)[1], **kwargs)
 
-    return first_available(make,
-                           placement.mlp_backends(), f"placement act={placement.act} (MLP kernel)")
+    return registry.first_available(make, placement.mlp_backends(), f"placement act={placement.act} (MLP kernel)")

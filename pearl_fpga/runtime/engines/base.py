@@ -48,13 +48,16 @@ class RunSetup:
             self.log.message(text)
 
     def make_replay(self, config: TrainConfig | None = None, seed_offset: int = 0) -> Replay:
-        """A buffer in this process on the placement's replay device (`config`: a shard's, else the run's)."""
+        """A buffer in this process on the placement's replay device (`config`: a shard's, else the run's),
+        its importance exponent annealed over the run's gradient steps."""
+        from pearl_fpga.replay.manager import make_replay
         from pearl_fpga.runtime.emulation import replay_sizes
-        from pearl_fpga.runtime.placement import make_replay
+        from pearl_fpga.runtime.schedule import allowed_gradient_steps
 
-        return make_replay(config or self.config, self.spec.obs_dim, self.action_shape, self.spec.discrete,
+        config = config or self.config
+        return make_replay(config, self.spec.obs_dim, self.action_shape, self.spec.discrete,
                            self.seed + 1 + seed_offset, self.placement.replay_backends(), self.placement.replay,
-                           replay_sizes(self.placement))
+                           replay_sizes(self.placement), beta_steps=allowed_gradient_steps(config, config.total_steps))
 
 
 class Engine(Protocol):

@@ -23,11 +23,11 @@ from typing import Any
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import EngineError
+from pearl_fpga.replay.sharded import ReplayShard, ShardedReplay
 from pearl_fpga.runtime.actor import Rollout
 from pearl_fpga.runtime.engines.base import RunSetup
 from pearl_fpga.runtime.engines.ray_cluster import (RAY_LOG_NAME, actor_error, as_options, check_resources, connect,
                                                     import_ray, size_to_cluster)
-from pearl_fpga.runtime.engines.sharded_replay import ReplayShard, ShardedReplay
 from pearl_fpga.runtime.schedule import RAY_MESSAGE_STEPS, allowed_gradient_steps
 
 CALL_TIMEOUT_S = 120.0
@@ -67,14 +67,15 @@ class RayEngine:
 
         stride = cfg.buffer_size // cfg.replay_shards
         shard_cfg = TrainConfig.from_dict({**cfg.to_dict(), "buffer_size": stride})
+        beta_steps = allowed_gradient_steps(cfg, cfg.total_steps)
         remote = self.ray.remote(max_restarts=-1, max_task_retries=-1)(ReplayShard)
         run = uuid.uuid4().hex[:12]  # names unique in the cluster: other runs may share it
         self.shard_names = [f"pearl-fpga-replay-{run}-{i}" for i in range(cfg.replay_shards)]
         self.shards = [remote.options(name=self.shard_names[i], **as_options(self.shard_resources)).remote(
             shard_cfg, setup.spec.obs_dim, setup.action_shape, setup.spec.discrete, setup.seed + 1 + 7 * i,
-            setup.placement.replay_backends(), setup.placement.replay, replay_sizes(setup.placement))
+            setup.placement.replay_backends(), setup.placement.replay, replay_sizes(setup.placement),
+            beta_steps=beta_steps)
             for i in range(cfg.replay_shards)]
-        beta_steps = allowed_gradient_steps(cfg, cfg.total_steps)
         self.replay = ShardedReplay(cfg.replay_shards, stride, cfg, self._submit, self._gather, setup.seed + 3, beta_steps)
 
     def _submit(self, i: int, method: str, *args: Any) -> Any:
