@@ -5,6 +5,7 @@ env actor's error still reaches the user, named, with its traceback in ray.log. 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -13,8 +14,13 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("ray")
-pytestmark = pytest.mark.timeout(600)
+# before anything imports ray in this process (Ray reads them at import; the ray engine tests' cluster of
+# this session needs the loopback switch)
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+pytestmark = [pytest.mark.timeout(600),
+              pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")]
 
 TESTS = Path(__file__).resolve().parent
 
