@@ -3,19 +3,21 @@
 // per child slot (replay_slot_ram) read at the same address, so one read gives all K children and
 // an update writes only its own slot.
 //
-// Shared read port, block-RAM read plus an output register, one write port; every stage is at most
-// one 64-bit carry chain deep, for 100 MHz on an ECP5 -6 (make implement measures it; docs/hardware.md):
+// Shared read port, block-RAM read plus an output register, one write port driven by registers;
+// every stage is at most one 64-bit carry chain deep (with a LUT or two of one-hot selection
+// around it), for 100 MHz on an ECP5 -6 (make implement measures it; docs/hardware.md):
 //   sample (LEVEL_CYCLES = 8 cycles from s_in to s_out, one sample per clock):
 //     cycle 0 presents the parent index; 1 the block RAM's output, registered; 2..5 the four levels
 //     of a Kogge-Stone prefix of the K children (levels past log2(K) only register); 6 the K
-//     comparisons and candidate targets; 7 the selection, registered as s_out.
+//     comparisons, the one-hot choice and the candidate targets; 7 the selection (an AND-OR),
+//     registered as s_out.
 //   update (one per clock; stage names are replay_top's: A R B D C, then the write W):
 //     A  the ancestor's word address goes to the read port;      R  the block RAM's output, registered;
 //     B  the slot's old value is picked (u_b_old, for the leaf's delta in the top);
 //     D  which of the five writes the read could have missed (the updates one to five ahead of this
 //        one) last wrote this slot, if any: chosen now, registered;
-//     C  that write's value (else the read one) plus the delta: the new slot value;
-//     W  the write, registered (the write history h[1] below).
+//     C  that write's value (else the read one; a one-hot AND-OR) plus the delta: the new slot value;
+//     W  the write, registered (the write history h[1] below, and the write port's registers).
 // The top guarantees that samples and updates never use the read port in the same cycle.
 module replay_level #(
     parameter int FANOUT = 16,  // children per node (power of two, at most 16)

@@ -4,16 +4,17 @@
 // Microarchitecture
 //   - One memory per tree level d = 1..DEPTH (replay_level), each word holding the K child sums of
 //     one parent, so a node's children are read in parallel; the root sum is a register (total).
-//   - Every stage is at most one 64-bit carry chain deep after a registered block-RAM read, for
-//     100 MHz on an ECP5 -6 (make implement measures it; docs/hardware.md).
+//   - Every stage is at most one 64-bit carry chain deep after a registered block-RAM read, and the
+//     issue logic works on the head command's opcode decoded as it is taken, for 100 MHz on an
+//     ECP5 -6 (make implement measures it; docs/hardware.md).
 //   - SAMPLE: 8 cycles per level (block-RAM read, its output register, a four-stage parallel prefix
 //     of the K child sums, the K comparisons, the selection; replay_level), pipelined across levels:
 //     one sample accepted per clock; responses in command order.
 //   - UPDATE: five stages, A R B D C, then the write W. Every level reads the ancestor's parent word
-//     in A (registered in R); in B the leaf level picks the old priority, and the top finds the
+//     in A (registered in R); in B the leaf level picks the old priority, and the top picks the
 //     latest of the five updates ahead that wrote the same leaf (their reads and writes overlap
-//     this one's); in D delta = new - old is registered; in C every level (and the root) adds
-//     delta to its slot, forwarding the writes its read missed (replay_level), and W writes it.
+//     this one's; the index comparisons are registered in R); in D delta = new - old is registered;
+//     in C every level (and the root) adds delta to its slot, forwarding the writes its read missed (replay_level), and W writes it.
 //     Back-to-back updates (same index or shared ancestors) run at one per clock and give the tree
 //     of sequential updates.
 //   - Ordering: a SAMPLE waits until no update is in stages A to C (its level-1 read must follow
