@@ -14,7 +14,8 @@
 //     in A (registered in R); in B the leaf level picks the old priority, and the top picks the
 //     latest of the five updates ahead that wrote the same leaf (their reads and writes overlap
 //     this one's; the index comparisons are registered in R); in D delta = new - old is registered;
-//     in C every level (and the root) adds delta to its slot, forwarding the writes its read missed (replay_level), and W writes it.
+//     in C every level (and the root) adds delta to its slot, forwarding the writes its read missed
+//     (replay_level), and W writes it.
 //     Back-to-back updates (same index or shared ancestors) run at one per clock and give the tree
 //     of sequential updates.
 //   - Ordering: a SAMPLE waits until no update is in stages A to C (its level-1 read must follow
