@@ -57,14 +57,7 @@ def _build_dir(kernel: str, case: dict[str, Any]) -> Path:
     return REPO / "build" / "netlist" / f"{kernel}_{tag}"
 
 
-# The MLP's netlist fails its testbench's random-network, reset and broken-frame tests while its RTL passes
-# them: a real difference between what Yosys maps and what the RTL simulates, not found yet (issue 30 stays
-# open). Strict: the day the netlist passes, this marker must go.
-NETLIST_DIFFERS = {"mlp": "the MLP netlist disagrees with its RTL on random networks (issue 30, open)"}
-
-
-@pytest.mark.parametrize("kernel", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=NETLIST_DIFFERS[k]))
-                                    if k in NETLIST_DIFFERS else k for k in sorted(NETLIST_CASES)])
+@pytest.mark.parametrize("kernel", sorted(NETLIST_CASES))
 def test_netlist_passes_the_rtl_testbench(kernel: str) -> None:
     case = NETLIST_CASES[kernel]
     run_cocotb_netlist(kernel, case["parameters"], test_module=case["test_module"], test_dir=case["test_dir"],
