@@ -27,15 +27,15 @@ NETLIST_CASES: dict[str, dict[str, Any]] = {
         "test_dir": COCOTB / "replay", "test_module": "test_replay_top",
         "env": {"REPLAY_CAPACITY": "13", "REPLAY_FANOUT": "2", "REPLAY_FREE_RUN": "1", "REPLAY_SEED": "15"},
     },
-    # two lanes, two layers of up to 4 neurons: every block of mlp_top, the tanh table's block RAM
-    # initialisation included; the multipliers are LUT logic here (-nodsp), so the lanes stay few
+    # two lanes, two layers of up to 4 neurons: every block of mlp_top, the tanh table in two DP16KD (the one
+    # block RAM of these netlists, hls/common/sim/DP16KD.v); the multipliers are LUT logic (-nodsp), so few lanes
     "mlp": {
         "parameters": {"LANES": 2, "MAX_WIDTH": 4, "MAX_LAYERS": 2},
         "test_dir": COCOTB / "mlp", "test_module": "test_mlp_top",
         "env": {"MLP_LANES": "2", "MLP_MAX_WIDTH": "4", "MLP_MAX_LAYERS": "2", "MLP_SEED": "7",
                 "MLP_TB_RESULTS": str(REPO / "build" / "netlist" / "mlp_cycles.json")},
     },
-    # the table in DP16KD, the hazard window, the pipeline (its products in LUTs: -nodsp)
+    # the table (LUT RAM at 13 states), the hazard window, the pipeline (its products in LUTs: -nodsp)
     "tabular": {
         "parameters": {"N_STATES": 13, "N_ACTIONS": 3},
         "test_dir": COCOTB / "tabular", "test_module": "test_tabular_core", "top": "tabular_core",
