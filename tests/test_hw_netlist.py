@@ -28,7 +28,7 @@ NETLIST_CASES: dict[str, dict[str, Any]] = {
         "env": {"REPLAY_CAPACITY": "13", "REPLAY_FANOUT": "2", "REPLAY_FREE_RUN": "1", "REPLAY_SEED": "15"},
     },
     # two lanes, two layers of up to 4 neurons: every block of mlp_top, the tanh table in two DP16KD (the one
-    # block RAM of these netlists, hls/common/sim/DP16KD.v); the multipliers are LUT logic (-nodsp), so few lanes
+    # block RAM of these netlists, hls/common/sim/DP16KD.sv); the multipliers are LUT logic (-nodsp), so few lanes
     "mlp": {
         "parameters": {"LANES": 2, "MAX_WIDTH": 4, "MAX_LAYERS": 2},
         "test_dir": COCOTB / "mlp", "test_module": "test_mlp_top",

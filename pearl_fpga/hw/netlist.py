@@ -13,7 +13,7 @@ cell models by Yosys (`<top>_sim.v`: the models' logic in place of each cell, on
 optimized); the cell-per-module netlist with cocotb's `--public-flat-rw` made Verilator generate
 over 170 MB of C++ for a 13-leaf tree. Yosys ships DP16KD only as a black box (parameters, no
 behaviour: a netlist simulated with it reads zeros from every block RAM), so block RAMs stay cells
-and Verilator takes our model, hls/common/sim/DP16KD.v; a view with any other cell left (a black box
+and Verilator takes our model, hls/common/sim/DP16KD.sv; a view with any other cell left (a black box
 Yosys has no model for) is refused.
 
 Signals a testbench reads besides the ports (`/* verilator public... */` on a top-module signal,
@@ -58,7 +58,7 @@ def cell_models() -> tuple[Path, Path]:
 
 
 # The cells a simulation view may keep: block RAM, simulated by our model (Yosys's is a black box)
-BLOCK_RAM_MODELS = {"DP16KD": HLS_DIR / "common" / "sim" / "DP16KD.v"}
+BLOCK_RAM_MODELS = {"DP16KD": HLS_DIR / "common" / "sim" / "DP16KD.sv"}
 
 
 def _yosys(script: str, cwd: Path, what: str) -> None:

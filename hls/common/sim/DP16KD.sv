@@ -119,78 +119,53 @@ module DP16KD (
         for (r = 0; r < 1024; r = r + 1) mem[r] = INIT_ALL[320 * (r / 16) + 20 * (r % 16) +: 18];
     end
 
-    // ---------------------------------------------------------------- port A
-    wire [13:0] ada = {ADA13, ADA12, ADA11, ADA10, ADA9, ADA8, ADA7, ADA6, ADA5, ADA4, ADA3, ADA2, ADA1, ADA0};
-    wire [17:0] dia = {DIA17, DIA16, DIA15, DIA14, DIA13, DIA12, DIA11, DIA10, DIA9, DIA8, DIA7, DIA6, DIA5, DIA4, DIA3, DIA2, DIA1, DIA0};
-    wire        clka = CLKAMUX == "INV" ? ~CLKA : CLKA;
-    wire        ona = CEA && {CSA2, CSA1, CSA0} == cs_code(CSDECODE_A);
-    wire [9:0]  rowa = ada[13:4];                      // x18: the row; x9: the row of the 9-bit word
-    wire        halfa = DATA_WIDTH_A == 9 && ada[3];   // x9: the upper 9 bits of the row
-    wire [1:0]  bea = DATA_WIDTH_A == 18 ? ada[1:0] : {halfa, !halfa};  // x18: byte enables on AD[1:0]
-    wire [17:0] wdataa = DATA_WIDTH_A == 18 ? dia : {dia[8:0], dia[8:0]};
-    wire [17:0] mergeda = {bea[1] ? wdataa[17:9] : mem[rowa][17:9], bea[0] ? wdataa[8:0] : mem[rowa][8:0]};
-    reg  [17:0] latcha = 18'd0, orega = 18'd0;
-    reg         half_qa = 1'b0;                          // x9: the half the latch's word is in         // the read latch and the optional output register
-    wire [17:0] worda = DATA_WIDTH_A == 18 ? latcha : {9'd0, half_qa ? latcha[17:9] : latcha[8:0]};
-    wire [17:0] outa = REGMODE_A == "OUTREG" ? orega : worda;
-    assign {DOA17, DOA16, DOA15, DOA14, DOA13, DOA12, DOA11, DOA10, DOA9, DOA8, DOA7, DOA6, DOA5, DOA4, DOA3, DOA2, DOA1, DOA0} = outa;
+    // ---------------------------------------------------------------- the two ports, [0] A and [1] B
+    wire [1:0][13:0] ad = {{ADB13, ADB12, ADB11, ADB10, ADB9, ADB8, ADB7, ADB6, ADB5, ADB4, ADB3, ADB2, ADB1, ADB0},
+                           {ADA13, ADA12, ADA11, ADA10, ADA9, ADA8, ADA7, ADA6, ADA5, ADA4, ADA3, ADA2, ADA1, ADA0}};
+    wire [1:0][17:0] di = {{DIB17, DIB16, DIB15, DIB14, DIB13, DIB12, DIB11, DIB10, DIB9, DIB8, DIB7, DIB6, DIB5, DIB4, DIB3, DIB2, DIB1, DIB0},
+                           {DIA17, DIA16, DIA15, DIA14, DIA13, DIA12, DIA11, DIA10, DIA9, DIA8, DIA7, DIA6, DIA5, DIA4, DIA3, DIA2, DIA1, DIA0}};
+    wire [1:0] clk = {CLKBMUX == "INV" ? ~CLKB : CLKB, CLKAMUX == "INV" ? ~CLKA : CLKA};
+    wire [1:0] on = {CEB && {CSB2, CSB1, CSB0} == cs_code(CSDECODE_B), CEA && {CSA2, CSA1, CSA0} == cs_code(CSDECODE_A)};
+    wire [1:0] we = {WEB, WEA}, oce = {OCEB, OCEA}, rst = {RSTB, RSTA};
+    localparam [1:0] X18 = {DATA_WIDTH_B == 18, DATA_WIDTH_A == 18};
+    localparam [1:0] OUTREG = {REGMODE_B == "OUTREG", REGMODE_A == "OUTREG"};
+    localparam [1:0] THROUGH = {WRITEMODE_B == "WRITETHROUGH", WRITEMODE_A == "WRITETHROUGH"};
+    localparam [1:0] BEFORE = {WRITEMODE_B == "READBEFOREWRITE", WRITEMODE_A == "READBEFOREWRITE"};
+    wire [1:0][17:0] out;
+    assign {DOA17, DOA16, DOA15, DOA14, DOA13, DOA12, DOA11, DOA10, DOA9, DOA8, DOA7, DOA6, DOA5, DOA4, DOA3, DOA2, DOA1, DOA0} = out[0];
+    assign {DOB17, DOB16, DOB15, DOB14, DOB13, DOB12, DOB11, DOB10, DOB9, DOB8, DOB7, DOB6, DOB5, DOB4, DOB3, DOB2, DOB1, DOB0} = out[1];
 
-    task automatic clock_a;
-        if (ona) begin
-            if (WEA) begin
-                if (WRITEMODE_A == "WRITETHROUGH") latcha <= mergeda;
-                else if (WRITEMODE_A == "READBEFOREWRITE") latcha <= mem[rowa];
-                mem[rowa] <= mergeda;                   // NORMAL: the read latch keeps its word
-            end else latcha <= mem[rowa];
-            half_qa <= halfa;
+    for (genvar p = 0; p < 2; p = p + 1) begin : g_port
+        wire [9:0]  row = ad[p][13:4];                     // x18: the row; x9: the row of the 9-bit word
+        wire        half = !X18[p] && ad[p][3];            // x9: the upper 9 bits of the row
+        wire [1:0]  be = X18[p] ? ad[p][1:0] : {half, !half};  // x18: byte enables on AD[1:0]
+        wire [17:0] wdata = X18[p] ? di[p] : {di[p][8:0], di[p][8:0]};
+        wire [17:0] merged = {be[1] ? wdata[17:9] : mem[row][17:9], be[0] ? wdata[8:0] : mem[row][8:0]};
+        reg  [17:0] latch = 18'd0, oreg = 18'd0;           // the read latch and the optional output register
+        reg         half_q = 1'b0;                         // x9: the half the latch's word is in
+        wire [17:0] word = X18[p] ? latch : {9'd0, half_q ? latch[17:9] : latch[8:0]};
+        assign out[p] = OUTREG[p] ? oreg : word;
+
+        task automatic clock_edge;
+            if (on[p]) begin
+                if (we[p]) begin
+                    if (THROUGH[p]) latch <= merged;
+                    else if (BEFORE[p]) latch <= mem[row];
+                    mem[row] <= merged;                    // NORMAL: the read latch keeps its word
+                end else latch <= mem[row];
+                half_q <= half;
+            end
+            if (oce[p]) oreg <= word;
+        endtask
+        if (RESETMODE == "ASYNC") begin : g_async
+            always @(posedge clk[p] or posedge rst[p])
+                if (rst[p]) begin latch <= 18'd0; oreg <= 18'd0; end
+                else clock_edge();
+        end else begin : g_sync
+            always @(posedge clk[p])                       // a synchronous reset blocks the port's write
+                if (rst[p]) begin latch <= 18'd0; oreg <= 18'd0; end
+                else clock_edge();
         end
-        if (OCEA) orega <= worda;
-    endtask
-    generate if (RESETMODE == "ASYNC") begin : g_reset_a
-        always @(posedge clka or posedge RSTA)
-            if (RSTA) begin latcha <= 18'd0; orega <= 18'd0; end
-            else clock_a();
-    end else begin : g_reset_a
-        always @(posedge clka)                          // a synchronous reset blocks the port's write
-            if (RSTA) begin latcha <= 18'd0; orega <= 18'd0; end
-            else clock_a();
-    end endgenerate
-
-    // ---------------------------------------------------------------- port B
-    wire [13:0] adb = {ADB13, ADB12, ADB11, ADB10, ADB9, ADB8, ADB7, ADB6, ADB5, ADB4, ADB3, ADB2, ADB1, ADB0};
-    wire [17:0] dib = {DIB17, DIB16, DIB15, DIB14, DIB13, DIB12, DIB11, DIB10, DIB9, DIB8, DIB7, DIB6, DIB5, DIB4, DIB3, DIB2, DIB1, DIB0};
-    wire        clkb = CLKBMUX == "INV" ? ~CLKB : CLKB;
-    wire        onb = CEB && {CSB2, CSB1, CSB0} == cs_code(CSDECODE_B);
-    wire [9:0]  rowb = adb[13:4];                      // x18: the row; x9: the row of the 9-bit word
-    wire        halfb = DATA_WIDTH_B == 9 && adb[3];   // x9: the upper 9 bits of the row
-    wire [1:0]  beb = DATA_WIDTH_B == 18 ? adb[1:0] : {halfb, !halfb};  // x18: byte enables on AD[1:0]
-    wire [17:0] wdatab = DATA_WIDTH_B == 18 ? dib : {dib[8:0], dib[8:0]};
-    wire [17:0] mergedb = {beb[1] ? wdatab[17:9] : mem[rowb][17:9], beb[0] ? wdatab[8:0] : mem[rowb][8:0]};
-    reg  [17:0] latchb = 18'd0, oregb = 18'd0;
-    reg         half_qb = 1'b0;                          // x9: the half the latch's word is in         // the read latch and the optional output register
-    wire [17:0] wordb = DATA_WIDTH_B == 18 ? latchb : {9'd0, half_qb ? latchb[17:9] : latchb[8:0]};
-    wire [17:0] outb = REGMODE_B == "OUTREG" ? oregb : wordb;
-    assign {DOB17, DOB16, DOB15, DOB14, DOB13, DOB12, DOB11, DOB10, DOB9, DOB8, DOB7, DOB6, DOB5, DOB4, DOB3, DOB2, DOB1, DOB0} = outb;
-
-    task automatic clock_b;
-        if (onb) begin
-            if (WEB) begin
-                if (WRITEMODE_B == "WRITETHROUGH") latchb <= mergedb;
-                else if (WRITEMODE_B == "READBEFOREWRITE") latchb <= mem[rowb];
-                mem[rowb] <= mergedb;                   // NORMAL: the read latch keeps its word
-            end else latchb <= mem[rowb];
-            half_qb <= halfb;
-        end
-        if (OCEB) oregb <= wordb;
-    endtask
-    generate if (RESETMODE == "ASYNC") begin : g_reset_b
-        always @(posedge clkb or posedge RSTB)
-            if (RSTB) begin latchb <= 18'd0; oregb <= 18'd0; end
-            else clock_b();
-    end else begin : g_reset_b
-        always @(posedge clkb)                          // a synchronous reset blocks the port's write
-            if (RSTB) begin latchb <= 18'd0; oregb <= 18'd0; end
-            else clock_b();
-    end endgenerate
+    end
 endmodule
 `default_nettype wire
