@@ -32,12 +32,17 @@ SECTIONS = {
     "train-ddpg": "Training throughput: DDPG on Pendulum-v1 against Stable-Baselines3",
     "train-td3": "Training throughput: TD3 on Pendulum-v1 against Stable-Baselines3",
     "train-ddpg-bf16": "Training throughput: DDPG on Pendulum-v1 with the bfloat16 learner against SBX",
+    "train-sac": "Training throughput: SAC on Pendulum-v1 against Stable-Baselines3 and SBX",
     "quality-dqn": "Learning quality: DQN on CartPole-v1",
     "quality-ddpg": "Learning quality: DDPG on Pendulum-v1",
     "quality-td3": "Learning quality: TD3 on Pendulum-v1",
+    "quality-sac": "Learning quality: SAC on Pendulum-v1",
     "quality-ddpg-bf16": "Learning quality: DDPG on Pendulum-v1 with the bfloat16 learner",
     "quality-td3-bf16": "Learning quality: TD3 on Pendulum-v1 with the bfloat16 learner",
     "learner": "The learner step by precision and thread count",
+    "learner-schedule-ddpg-64": "The update schedule: DDPG 64x64 on a shared host",
+    "learner-schedule-ddpg": "The update schedule: DDPG 400x300 on a shared host",
+    "learner-schedule-td3-64": "The update schedule: TD3 64x64 on a shared host",
     "replay": "Replay kernel: prioritized buffer against cpprb and TorchRL",
     "mlp": "MLP kernel: inference against torch eager",
     "plan": "Dispatcher: predicted against measured throughput",
@@ -47,8 +52,8 @@ SECTIONS = {
     "fuzz": "Reliability: files users hand the package, corrupted and edited",
 }
 # median env steps/s ratio against SBX (issue 22): float32 on both sides, and the bf16 learner on AMX
-SBX_TARGETS = {"train-dqn": 1.5, "train-ddpg": 1.3, "train-td3": 1.3, "train-ddpg-bf16": 2.5}
-QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4), "td3": (-200.0, 4)}  # (return at least, seeds out of 5)
+SBX_TARGETS = {"train-dqn": 1.5, "train-ddpg": 1.3, "train-td3": 1.3, "train-sac": 1.5, "train-ddpg-bf16": 2.5}
+QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4), "td3": (-200.0, 4), "sac": (-200.0, 4)}  # (return at least, seeds out of 5)
 # The throughput targets: median env steps/s ratio against SB3 at each of its thread settings.
 SPEED_TARGETS = {"train-dqn": {"default": 3.0, "1": 3.5}, "train-ddpg": {"default": 2.0}}
 REQUIRED = ("schema", "benchmark", "command", "commit", "date", "machine", "load_average_before",
@@ -173,6 +178,9 @@ def _learner(results: dict[str, Any]) -> str:
         + ("" if not bf16 else "; bfloat16 " + ", ".join(f"{v:.0f} GFLOP/s at {k} thread(s)" for k, v in bf16.items()))
         + "; a step's share is taken against the peak of its precision on the cores it keeps busy (DDPG's concurrent "
           "update runs two callers); vs 1 thread: against the algorithm's first learner at 1 thread.",
+        *(f"{algo} update schedule (the first learner's, measured while it was timed): {m['schedule']}; the "
+          "`serial` and `concurrent` learners run that schedule fixed." for algo, m in results["algos"].items()
+          if m.get("schedule")),
     ])
 
 
@@ -378,7 +386,8 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
         return " (taken under load)" if record["under_load"] else ""
 
     for key, name in (("train-dqn", "DQN CartPole-v1"), ("train-ddpg", "DDPG Pendulum-v1"),
-                      ("train-td3", "TD3 Pendulum-v1"), ("train-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner (AMX)")):
+                      ("train-td3", "TD3 Pendulum-v1"), ("train-sac", "SAC Pendulum-v1"),
+                      ("train-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner (AMX)")):
         r = records.get(key)
         if r and "median_speedup_sbx" in r["results"] and not r["results"].get("median_speedup"):
             ratio = r["results"]["median_speedup_sbx"]
@@ -411,7 +420,8 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
                 lines.append(f"  (why a target is missed: {_peak_share(records, key)}"
                              "[docs/training.md](docs/training.md#throughput-targets))")
     for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1"),
-                      ("quality-td3", "TD3 Pendulum-v1"), ("quality-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner"),
+                      ("quality-td3", "TD3 Pendulum-v1"), ("quality-sac", "SAC Pendulum-v1"),
+                      ("quality-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner"),
                       ("quality-td3-bf16", "TD3 Pendulum-v1, bfloat16 learner")):
         r = records.get(key)
         if r:

@@ -173,10 +173,10 @@ class TrainConfig:
     double_q: bool = True
     """DQN: double-DQN target (online net picks the next action, target net values it)."""
     concurrent_updates: bool = True
-    """DDPG: compute the actor's and the critic's gradients of a step concurrently (two threads), the
-    actor's on the critic of the step's start, as OpenAI Baselines' DDPG; False: the actor's after the
-    critic's update, as SB3. The same for TD3 on its actor-update steps (its preset: False, SB3's
-    order). Ignored by DQN."""
+    """DDPG: take the actor's gradient on the critic of the step's start, as OpenAI Baselines' DDPG, so
+    that it can be computed beside the critic's (on a second thread in the `update_schedule` concurrent,
+    which `auto` measures); False: the actor's after the critic's update, as SB3. The same for TD3 on
+    its actor-update steps (its preset: False, SB3's order). Ignored by DQN."""
     flush_subnormals: bool = True
     """Learner: subnormal floats flushed to zero during each gradient step (FTZ/DAZ, as XLA and TensorFlow
     run the CPU): Adam's second moments of small gradients fill with them, and on many x86 CPUs each

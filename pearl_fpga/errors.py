@@ -18,6 +18,10 @@ class InputError(PearlError, ValueError):
     rule it breaks and the fix (pearl_fpga.safe_io reads every such file)."""
 
 
+class CatalogError(InputError):
+    """bitstreams/catalog.json is missing, malformed, or names an unknown board (or kernel)."""
+
+
 class ConfigError(InputError):
     """A TrainConfig file (--config) is unreadable or holds a field of the wrong type or range."""
 

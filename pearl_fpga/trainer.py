@@ -19,7 +19,6 @@ update priorities, sync weights).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 import warnings
@@ -34,7 +33,7 @@ import torch
 from pearl_fpga.algos import Learner, make_learner
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import EngineError, NoLearningError, NoLearningWarning, TrainingInterrupted
-from pearl_fpga.runtime.actor import ActorLoop, Transitions
+from pearl_fpga.runtime.actor import ActorLoop, Rollout
 from pearl_fpga.runtime.callbacks import (Callback, CallbackList, CheckpointCallback, EvalCallback, ProgressCallback,
                                         as_callback)
 from pearl_fpga.runtime.checkpoint import RESUMABLE_FIELDS
@@ -52,6 +51,7 @@ from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_limit, ne
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.stats import ClosesRun, LossMeter, Stats
 from pearl_fpga.runtime.timers import TaskTimer
+from pearl_fpga.runtime.update_schedule import schedule_control, step_timing
 
 ProgressFn = Callable[[Stats], None]
 BULK_ACT_STEPS = 1_024  # most env steps a lockstep engine acts (and inserts) at once between two events
@@ -84,6 +84,8 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         self.logger = logger_for(logger, self.logdir)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.algo: Learner = make_learner(config, spec.obs_dim, spec.action_dim, device=placement.learn, seed=seed)
+        # DDPG's and TD3's serial or concurrent step, measured while training (update_schedule auto)
+        self.update_schedule = schedule_control(self.algo, self.learner_threads)
         self.calibration = calibration_batch(config.env_id, seed)
         head = self.algo.actor_head(config, spec.action_dim)
         # this process's actor: the inline engine acts with it; its envs, policy copy and exploration
@@ -91,7 +93,9 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         self.actor = ActorLoop(config, EnvGroup(config.env_id, config.n_envs, seed),
                                ActorPolicy(self.algo.policy_module, placement, head, self.calibration),
                                np.random.default_rng(seed + 2))
-        self.setup = RunSetup(config, placement, spec, seed, self.calibration, logger)
+        logs = self.logdir if self.logdir is not None else getattr(self.logger, "logdir", None)
+        self.setup = RunSetup(config, placement, spec, seed, self.calibration, logger,
+                              logdir=Path(logs) if logs is not None else None)
         self.engine: Engine = make_engine(self.setup, self.actor)
         self.replay: Replay = self.engine.replay
         self.predict_rng = np.random.default_rng(seed + 3)  # predict(): leaves training's draws as they are
@@ -134,7 +138,7 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
             raise ValueError(f"steps must be a positive integer, got {steps!r}")
         cfg = self.config
         end = self.env_steps + steps
-        problem = no_learning_problem(cfg, self.env_steps, self.grad_steps, end)
+        problem = self.no_learning_problem(steps)
         if problem is not None:
             if self.strict:
                 raise NoLearningError(problem)
@@ -184,6 +188,16 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
             progress(stats)
         return stats
 
+    def no_learning_problem(self, steps: int) -> str | None:
+        """Why `train(steps)` would run no gradient step (the schedule's learning_starts and train_freq), with
+        the fix; None when it would run one."""
+        return no_learning_problem(self.config, self.env_steps, self.grad_steps, self.env_steps + steps)
+
+    @property
+    def emulated_board(self) -> str | None:
+        """The catalog board whose kernels the run emulates (fpga-emu), or None."""
+        return self.placement.board
+
     def request_stop(self) -> None:
         """Ask a running train() to stop at the next step boundary, writing a checkpoint when
         `checkpoint_dir` is set (what SIGINT and SIGTERM do); safe from any thread or a callback."""
@@ -211,11 +225,11 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
             if engine.refill_steps and not self.replay.can_sample():  # e.g. every Ray shard restarted empty
                 limit = min(end, max(limit, self.env_steps + engine.refill_steps))
             can_learn = allowed_gradient_steps(cfg, self.env_steps) > self.grad_steps
-            for transitions in engine.sample(limit, wait=not can_learn):
-                self._add(transitions)
+            for rollout in engine.sample(limit, wait=not can_learn):
+                self._add(rollout)
                 if engine.lockstep:
                     self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
-                self._on_step(transitions.n)
+                self._on_step(rollout.n)
             if not engine.lockstep and allowed_gradient_steps(cfg, self.env_steps) > self.grad_steps \
                     and self.replay.can_sample():
                 self._learn_until(self.grad_steps + 1)
@@ -233,17 +247,17 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         wanted = self._callback.next_due(self)
         return min(limit, wanted) if wanted is not None else limit
 
-    def _add(self, transitions: Transitions) -> None:
-        """Store collected transitions (unless an actor stored them in its shard) and count them."""
-        if transitions.data is not None:
+    def _add(self, rollout: Rollout) -> None:
+        """Store a rollout's transitions (unless an actor stored them in its shard) and count them."""
+        if rollout.transitions is not None:
             with self.timer.time("replay_insert"):
-                self.replay.add(transitions.data)
-        self.timer.merge(transitions.seconds, transitions.calls)
+                self.replay.add(rollout.transitions)
+        self.timer.merge(rollout.seconds, rollout.calls)
         start = self.env_steps
-        self.env_steps += transitions.n
-        for i, (ret, length) in enumerate(transitions.finished):
+        self.env_steps += rollout.n
+        for i, (ret, length) in enumerate(rollout.finished):
             # an episode is logged at the env step its group ended at, where the actor says (inline)
-            step = start + transitions.ended_at[i] if transitions.ended_at else self.env_steps
+            step = start + rollout.ended_at[i] if rollout.ended_at else self.env_steps
             self.episodes += 1
             self.episode_log.append((step, ret, length))
             if self.logger is not None:
@@ -266,7 +280,7 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
                                  learner.device, self.spec.discrete, timer)
         # the learner's time summed here and added once: a timer block per step costs more between two
         # learner calls (cold caches) than the sum
-        stepping = self.learner_threads.step() if self.learner_threads is not None else contextlib.nullcontext()
+        stepping = step_timing(self.learner_threads, self.update_schedule)
         learn_s, learned = 0.0, 0
         try:
             while self.grad_steps < allowed:

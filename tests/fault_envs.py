@@ -2,7 +2,7 @@
 processes can create them from ids such as "fault_envs:DiesAt300-v0" (gymnasium imports this module).
 
 - DiesAt300-v0: CartPole whose step raises RuntimeError on the 300th step of each env instance (every
-  new worker process dies again after 300 steps);
+  new worker process dies again after 300 steps); DiesAt1200-v0 the same on the 1,200th;
 - NaNObsAt400-v0: CartPole whose 400th step returns a NaN observation (once per env instance);
 - InfObsAt200-v0: CartPole whose 200th step returns an infinite observation."""
 
@@ -33,7 +33,7 @@ class FailingCartPole(gym.Wrapper):
         return ob, r, terminated, truncated, info
 
 
-for _name, _fault, _at in (("DiesAt300-v0", "raise", 300), ("NaNObsAt400-v0", "nan", 400),
+for _name, _fault, _at in (("DiesAt300-v0", "raise", 300), ("DiesAt1200-v0", "raise", 1200), ("NaNObsAt400-v0", "nan", 400),
                            ("InfObsAt200-v0", "inf", 200)):
     if _name not in gym.registry:
         gym.register(_name, entry_point=FailingCartPole, kwargs={"fault": _fault, "at": _at}, max_episode_steps=500)

@@ -116,3 +116,25 @@ def test_fitting_run_reports_modelled_board_times(tmp_path, capsys):
     assert set(board["seconds_per_env_step"]) == {"act", "weight_sync", "replay_insert", "replay_sample", "replay_update"}
     assert all(s > 0 for s in board["seconds_per_env_step"].values()) and board["env_steps_per_s"] > 0
     assert all("@ pynq-z2" in s for s in board["sources"].values())
+
+
+def test_the_catalog_is_read_once_per_trainer_set_up(monkeypatch):
+    """The board is looked up when the placement is made; everything after reads placement.board_spec."""
+    from pearl_fpga.board import catalog
+
+    reads = []
+    real = catalog._read
+    monkeypatch.setattr(catalog, "_read", lambda path: reads.append(path) or real(path))
+    trainer = Trainer("dqn", placement="fpga-emu:pynq-z2", config=TrainConfig.preset("dqn", **TINY, per=True), seed=0)
+    assert trainer.placement.board_spec is not None and trainer.placement.board_spec.name == "pynq-z2"
+    assert len(reads) == 1
+
+
+def test_the_cpu_mlp_build_takes_smaller_sizes_only():
+    from pearl_fpga.backends.mlp_cpu import CpuMLPBackend
+
+    built = CpuMLPBackend()
+    small = CpuMLPBackend(max_layers=2, max_width=16, max_batch=8)
+    assert (small.max_layers, small.max_width, small.max_batch) == (2, 16, 8)
+    with pytest.raises(ValueError, match="max_width must be an integer from 1 to"):
+        CpuMLPBackend(max_width=built.max_width + 1)

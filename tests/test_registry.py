@@ -84,8 +84,12 @@ def test_deep_and_tabular_trainers_share_one_protocol():
 
     with make_trainer("qlearning", "CliffWalking-v1") as tabular:
         assert isinstance(tabular, TabularTrainer) and isinstance(tabular, TrainerProtocol)
-    with make_trainer("dqn", "CartPole-v1", placement="cpu") as deep:
+        # what the CLI asks of any trainer, without asking which kind it is
+        assert tabular.emulated_board is None and tabular.no_learning_problem(1) is None
+    with make_trainer("dqn", "CartPole-v1", placement="fpga-emu:pynq-z2") as deep:
         assert isinstance(deep, Trainer) and isinstance(deep, TrainerProtocol)
+        assert deep.emulated_board == "pynq-z2"
+        assert "no gradient step can run" in deep.no_learning_problem(1)
     with pytest.raises(ValueError, match=r"qlearning is a tabular algorithm: use pearl_fpga.TabularTrainer"):
         Trainer("qlearning", "CliffWalking-v1")
 

@@ -13,12 +13,13 @@ import torch
 from pearl_fpga.runtime.schedule import allowed_gradient_steps
 from pearl_fpga.algos import mlp
 from pearl_fpga.config import TrainConfig
-from pearl_fpga.errors import CheckpointError
+from pearl_fpga.errors import CheckpointError, DivergenceError
 from pearl_fpga.runtime.envs import EnvGroup
 from pearl_fpga.runtime.placement import Placement, parse_placement
 from pearl_fpga.algos.heads import EpsilonGreedy, GaussianNoise
 from pearl_fpga.runtime.policy import ActorPolicy
 from pearl_fpga.replay.manager import UniformReplay
+from pearl_fpga.replay.transitions import Transitions
 from pearl_fpga.trainer import Trainer
 
 TINY = dict(learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 16], buffer_size=4000,
@@ -51,8 +52,8 @@ def test_uniform_replay_wraps_and_round_trips():
     r = UniformReplay(10, 2, (), True, seed=0)
     for i in range(3):
         n = 4
-        r.add({"obs": np.full((n, 2), i, np.float32), "action": np.arange(n), "reward": np.full(n, i, np.float32),
-               "next_obs": np.full((n, 2), i + 1, np.float32), "done": np.zeros(n, np.float32)})
+        r.add(Transitions(obs=np.full((n, 2), i, np.float32), action=np.arange(n), reward=np.full(n, i, np.float32),
+                          next_obs=np.full((n, 2), i + 1, np.float32), done=np.zeros(n, np.float32)))
     assert len(r) == 10 and r.pos == 2
     assert r.reward[:2].tolist() == [2, 2]  # oldest entries overwritten first
     s = r.sample(64)
@@ -75,10 +76,10 @@ def test_uniform_replay_sample_many_draws_what_sample_calls_draw(size):
     """A round's batches drawn at once are the batches (and leave the generator where) sample() calls do."""
     rng = np.random.default_rng(1)
     one, many = (UniformReplay(8192, 3, (), True, seed=4) for _ in range(2))
-    data = {"obs": rng.normal(size=(size, 3)).astype(np.float32), "action": rng.integers(0, 2, size),
-            "reward": rng.normal(size=size).astype(np.float32),
-            "next_obs": rng.normal(size=(size, 3)).astype(np.float32),
-            "done": (rng.random(size) < 0.1).astype(np.float32)}
+    data = Transitions(obs=rng.normal(size=(size, 3)).astype(np.float32), action=rng.integers(0, 2, size),
+                       reward=rng.normal(size=size).astype(np.float32),
+                       next_obs=rng.normal(size=(size, 3)).astype(np.float32),
+                       done=(rng.random(size) < 0.1).astype(np.float32))
     for r in (one, many):
         r.add(data)
     stacked = many.sample_many(16, 5)
@@ -89,6 +90,27 @@ def test_uniform_replay_sample_many_draws_what_sample_calls_draw(size):
         for name in ("obs", "action", "reward", "next_obs", "done", "indices"):
             assert np.array_equal(getattr(part, name), getattr(expected, name)), name
     assert one.rng.bit_generator.state == many.rng.bit_generator.state
+
+
+def test_non_finite_rows_are_found_once_and_dropped_with_their_td_errors():
+    from pearl_fpga.replay.transitions import nonfinite_rows
+
+    n = 6
+    t = Transitions(obs=np.zeros((n, 2), np.float32), action=np.arange(n), reward=np.ones(n, np.float32),
+                    next_obs=np.zeros((n, 2), np.float32), done=np.zeros(n, np.float32))
+    assert nonfinite_rows(t) is None and len(Transitions.concatenate([t, t])) == 2 * n
+    t.next_obs[1, 0] = np.inf
+    t.reward[4] = np.nan
+    mask, field = nonfinite_rows(t)
+    assert mask.tolist() == [False, True, False, False, True, False] and field == "reward"
+    r = UniformReplay(10, 2, (), True, seed=0)
+    r.on_nonfinite = "drop"
+    kept, td = r._finite(t, np.arange(n, dtype=np.float64))
+    assert len(kept) == 4 and td.tolist() == [0, 2, 3, 5] and r.dropped == 2
+    r.on_nonfinite = "error"
+    with pytest.raises(DivergenceError, match="non-finite reward"):
+        r.add(t)
+    assert len(r) == 0
 
 
 def test_batch_split_views_torch_and_numpy():
@@ -111,12 +133,12 @@ def test_env_group_stores_true_final_obs_and_terminated_only():
     for _ in range(200):
         before = g.obs.copy()
         t, finished = g.step(rng.integers(0, 2, 2))
-        assert np.array_equal(t["obs"], before)
-        for i in np.flatnonzero(t["done"]):
+        assert np.array_equal(t.obs, before)
+        for i in np.flatnonzero(t.done):
             seen_end += 1
-            assert abs(t["next_obs"][i][2]) > 0.2 or abs(t["next_obs"][i][0]) > 2.4  # the failing state
-            assert not np.array_equal(g.obs[i], t["next_obs"][i])  # auto-reset obs differs
-        assert len(finished) == int(t["done"].sum())  # CartPole never truncates before 500 steps
+            assert abs(t.next_obs[i][2]) > 0.2 or abs(t.next_obs[i][0]) > 2.4  # the failing state
+            assert not np.array_equal(g.obs[i], t.next_obs[i])  # auto-reset obs differs
+        assert len(finished) == int(t.done.sum())  # CartPole never truncates before 500 steps
     assert seen_end > 0
 
 
@@ -127,10 +149,10 @@ def test_env_snapshot_restores_trajectories():
         a.step(rng.uniform(-1, 1, (2, 1)))
     snap = a.snapshot()
     actions = rng.uniform(-1, 1, (250, 2, 1))  # crosses the 200-step time limit
-    first = [a.step(x)[0]["next_obs"].copy() for x in actions]
+    first = [a.step(x)[0].next_obs.copy() for x in actions]
     b = EnvGroup("Pendulum-v1", 2, seed=99)
     b.restore(snap)
-    second = [b.step(x)[0]["next_obs"].copy() for x in actions]
+    second = [b.step(x)[0].next_obs.copy() for x in actions]
     assert all(np.array_equal(x, y) for x, y in zip(first, second, strict=True))
     with pytest.raises(CheckpointError, match="env states"):
         EnvGroup("Pendulum-v1", 3, seed=0).restore(snap)

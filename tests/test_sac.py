@@ -168,3 +168,19 @@ def test_cli_trains_sac(tmp_path, capsys):
     assert code == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["algo"] == "sac" and summary["env_steps"] == 150 and summary["config"]["ent_coef"] == 0.05
+
+
+@pytest.mark.parametrize("library", ["stable_baselines3", "sbx"])
+def test_bench_train_runs_the_baselines_sac_at_the_same_settings(library):
+    """`bench train --algo sac` builds SB3's and SBX's SAC from the same config (SBX has no
+    target_update_interval: a config that needs one is refused for SBX with the way out)."""
+    module = pytest.importorskip(library, reason="the bench extra (pip install 'pearl_fpga[bench]') is not installed")
+    from pearl_fpga.bench.train import _run_sb3
+
+    cfg = TrainConfig.preset("sac", "Pendulum-v1", total_steps=80, learning_starts=40, batch_size=16,
+                             net_arch=[8, 8], buffer_size=100)
+    out = _run_sb3(module, cfg, 0, 1, 1 if library == "stable_baselines3" else None)
+    assert out["grad_steps"] == 40 and math.isfinite(out["final_return"])
+    if library == "sbx":
+        with pytest.raises(ValueError, match="SBX's SAC has no such setting"):
+            _run_sb3(module, TrainConfig.from_dict({**cfg.to_dict(), "target_update_interval": 2}), 0, 1, None)

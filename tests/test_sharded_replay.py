@@ -9,25 +9,28 @@ from scipy.stats import chisquare
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
-from pearl_fpga.runtime.engines.sharded_replay import ReplayShard, ShardedReplay, local_shards
+from pearl_fpga.replay.sharded import ReplayShard, ShardedReplay, local_shards
+from pearl_fpga.replay.transitions import Transitions
 
 OBS_DIM = 3
+BETA_STEPS = 1000  # the importance exponent's annealing horizon, the learner's and each shard's
 
 
 def make(n_shards: int, per: bool = True, capacity: int = 64, seed: int = 0) -> tuple[ShardedReplay, list[ReplayShard]]:
     cfg = TrainConfig.preset("dqn", buffer_size=capacity * n_shards, batch_size=16, per=per, per_alpha=1.0, per_eps=1e-6)
     shard_cfg = TrainConfig.from_dict({**cfg.to_dict(), "buffer_size": capacity})
-    shards = [ReplayShard(shard_cfg, OBS_DIM, (), True, seed + 10 * i) for i in range(n_shards)]
+    shards = [ReplayShard(shard_cfg, OBS_DIM, (), True, seed + 10 * i, beta_steps=BETA_STEPS)
+              for i in range(n_shards)]
     submit, gather = local_shards(shards)
-    return ShardedReplay(n_shards, capacity, cfg, submit, gather, seed, beta_steps=1000), shards
+    return ShardedReplay(n_shards, capacity, cfg, submit, gather, seed, beta_steps=BETA_STEPS), shards
 
 
-def transitions(start: int, n: int) -> dict[str, np.ndarray]:
+def transitions(start: int, n: int) -> Transitions:
     """Transitions whose obs[0] is a unique id."""
     ids = np.arange(start, start + n, dtype=np.float32)
     obs = np.stack([ids, np.zeros(n, np.float32), np.ones(n, np.float32)], axis=1)
-    return {"obs": obs, "action": np.zeros(n, np.int64), "reward": ids.copy(), "next_obs": obs + 0.5,
-            "done": np.zeros(n, np.float32)}
+    return Transitions(obs=obs, action=np.zeros(n, np.int64), reward=ids.copy(), next_obs=obs + 0.5,
+                       done=np.zeros(n, np.float32))
 
 
 def fill(replay: ShardedReplay, shards: list[ReplayShard], per_shard: int) -> None:
@@ -95,7 +98,8 @@ def test_a_restarted_shard_is_counted_and_its_old_updates_are_dropped():
     batch = replay.sample(16)
     lost_size = len(shards[1].replay)
     cfg = shards[1].replay.buffer  # the restart: a fresh shard in the same slot (as Ray re-runs __init__)
-    shards[1] = ReplayShard(TrainConfig.preset("dqn", buffer_size=64, batch_size=16, per=True), OBS_DIM, (), True, 99)
+    shards[1] = ReplayShard(TrainConfig.preset("dqn", buffer_size=64, batch_size=16, per=True), OBS_DIM, (), True, 99,
+                            beta_steps=BETA_STEPS)
     assert cfg is not shards[1].replay.buffer
     shards[1].add(transitions(5000, 4))
     replay.update_priorities(batch.indices, np.full(16, 2.0))
@@ -155,7 +159,8 @@ def test_a_late_reply_from_before_a_restart_is_not_another_restart():
     replay, shards = make(1)
     old = shards[0].add(transitions(0, 8))
     replay.observe(0, old)
-    shards[0] = ReplayShard(TrainConfig.preset("dqn", buffer_size=64, batch_size=16, per=True), OBS_DIM, (), True, 7)
+    shards[0] = ReplayShard(TrainConfig.preset("dqn", buffer_size=64, batch_size=16, per=True), OBS_DIM, (), True, 7,
+                            beta_steps=BETA_STEPS)
     replay.observe(0, shards[0].status())
     replay.observe(0, old)  # e.g. an actor's insert reply that was on its way
     assert replay.report() == {"shard_restarts": 1, "transitions_lost": 8}

@@ -55,6 +55,7 @@ def test_train_json_output(tmp_path, capsys):
     assert main(args) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["algo"] == "ddpg" and data["env_steps"] == 150 and data["placement"].startswith("act=cpu")
+    assert data["update_schedule"].startswith("auto: ")  # DDPG's serial or concurrent step, measured (issue 34)
 
 
 def test_train_td3(tmp_path, capsys):
@@ -86,7 +87,9 @@ def test_bench_train_runs_both_libraries_at_tiny_scale(capsys, tmp_path):
     assert main(["bench", "train", "--algo", "dqn", "--steps", "300", "--eval-episodes", "1", "--json",
                  "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    record = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    assert "seed 0: pearl_fpga ..." in captured.err and "done: " in captured.err  # each run says when it ends
     # the record says what ran, where, and how busy the machine was
     assert record["benchmark"] == "train" and record["command"].startswith("pearl-fpga bench train --algo dqn")
     assert record["machine"]["cores"] >= 1 and len(record["load_average_before"]) == 3
@@ -130,6 +133,20 @@ def test_bench_train_runs_td3_beside_sb3s_td3(capsys):
         assert run["sb3"]["1"]["grad_steps"] == 100  # SB3's TD3 at the same settings and schedule
     else:
         assert run["sb3"] == {}
+
+
+def test_bench_train_shows_progress_with_rate_and_eta(monkeypatch):
+    """A long run logs its step, rate and ETA every few seconds (not at every report), and not at its end."""
+    from pearl_fpga.bench import train as bench_train
+    from pearl_fpga.runtime.stats import Stats
+
+    clock = iter([0.0, 3.0, 11.0, 12.0, 25.0])
+    monkeypatch.setattr(bench_train.time, "monotonic", lambda: next(clock))
+    lines: list[str] = []
+    report = bench_train._progress_lines("seed 0: pearl_fpga", lines.append)
+    for steps in (1_000, 4_000, 5_000, 20_000):
+        report(Stats(env_steps=steps, target_steps=20_000, env_steps_run=steps, elapsed=steps / 500))
+    assert lines == ["seed 0: pearl_fpga: step 4,000/20,000, 500 steps/s, ETA 32 s"]
 
 
 def test_bench_train_rejects_bad_thread_settings(capsys):

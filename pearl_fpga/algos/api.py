@@ -44,6 +44,9 @@ class Learner(ABC):
 
     device: torch.device
     discrete: bool = False
+    schedules: tuple[str, ...] = ()
+    """The update schedules the learner may switch between while training (set_schedule; the runtime
+    measures them when there are two), or the one it runs; empty: its step has no schedule to choose."""
 
     @classmethod
     @abstractmethod
@@ -76,6 +79,10 @@ class Learner(ABC):
         beyond the shared ones (learning rate, buffer, batch, gamma, schedule, net_arch), for `bench train`
         to run the same algorithm at the same settings."""
         return {}
+
+    def set_schedule(self, schedule: str) -> None:
+        """Run the following updates in `schedule`, one of `schedules`."""
+        raise ValueError(f"{type(self).__name__} has no update schedule to set (asked for {schedule!r})")
 
     def before_update(self, env_steps: int) -> None:
         """Work due on the env-step clock before an update SB3 runs after `env_steps` collected steps."""

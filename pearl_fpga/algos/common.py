@@ -69,6 +69,23 @@ def optimizer_state_to_device(optimizer: torch.optim.Optimizer, device: torch.de
                 state[key] = value.to(device)
 
 
+def named_state(owner: Any, names: Iterable[str]) -> dict[str, Any]:
+    """{name: owner.<name>.state_dict()} of a learner's networks and optimizers (a checkpoint's keys are
+    named as the attributes they hold, so the checkpoint checks find them)."""
+    return {name: getattr(owner, name).state_dict() for name in names}
+
+
+def load_named_state(owner: Any, state: dict[str, Any], names: Iterable[str], device: torch.device) -> None:
+    """The inverse of named_state: state[name] into owner.<name>, strictly (shapes must match); an
+    optimizer's state tensors then moved to `device`, its parameters' (a checkpoint written on another
+    device loads)."""
+    for name in names:
+        part = getattr(owner, name)
+        part.load_state_dict(state[name])
+        if isinstance(part, torch.optim.Optimizer):
+            optimizer_state_to_device(part, device)
+
+
 def linear_layers(net: nn.Sequential) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(weight, bias) of each Linear of an `mlp()` network, in order (the live parameters)."""
     return [(m.weight, m.bias) for m in net if isinstance(m, nn.Linear)]

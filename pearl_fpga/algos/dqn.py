@@ -27,7 +27,7 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.api import Learner, UpdateResult
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, clip_grad_norm, forward,
-                                     linear_layers, mlp, optimizer_state_to_device, subnormals_flushed)
+                                     linear_layers, load_named_state, mlp, named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import DQNStepSettings, FusedDQNStep, native_learner
 from pearl_fpga.algos.heads import ActorHead, EpsilonGreedy
 from pearl_fpga.errors import BackendUnavailable
@@ -198,14 +198,10 @@ class DQN(Learner):
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, optimizer and update counter."""
-        return {"q": self.q.state_dict(), "q_target": self.q_target.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+        return {**named_state(self, ("q", "q_target", "optimizer")), "updates": self.updates}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what state_dict() returned (strict: shapes must match)."""
-        self.q.load_state_dict(state["q"])
-        self.q_target.load_state_dict(state["q_target"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        optimizer_state_to_device(self.optimizer, self.device)
+        load_named_state(self, state, ("q", "q_target", "optimizer"), self.device)
         self.adam.reset_cache()
         self.updates = int(state["updates"])

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pearl_fpga.algos.api import Learner, UpdateResult
-from pearl_fpga.algos.common import Batch, mlp, optimizer_state_to_device
+from pearl_fpga.algos.common import Batch, load_named_state, mlp, named_state
 from pearl_fpga.algos.heads import ActorHead, PolicyOutputs
 from pearl_fpga.errors import BackendUnavailable
 
@@ -120,8 +120,14 @@ class SAC(Learner):
     @classmethod
     def baseline_kwargs(cls, config: Any, action_space: Any, jax: bool) -> dict[str, Any]:
         ent_coef = f"auto_{config.ent_coef_init}" if config.ent_coef == "auto" else config.ent_coef
-        return dict(tau=config.tau, target_update_interval=config.target_update_interval, ent_coef=ent_coef,
-                    target_entropy=config.target_entropy)
+        own = dict(tau=config.tau, ent_coef=ent_coef, target_entropy=config.target_entropy)
+        if not jax:
+            return dict(own, target_update_interval=config.target_update_interval)
+        if config.target_update_interval != 1:  # SBX's SAC moves its targets after every gradient step
+            raise ValueError(f"target_update_interval={config.target_update_interval}: SBX's SAC has no such setting "
+                             "(it updates its targets every gradient step); compare with --set target_update_interval=1 "
+                             "or skip SBX with --no-sbx")
+        return own
 
     @property
     def policy_module(self) -> nn.Sequential:
@@ -180,29 +186,20 @@ class SAC(Learner):
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, optimizers, alpha and its optimizer, update counter and the sampling noise's generator."""
-        state = {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                 "critic_target": self.critic_target.state_dict(), "actor_optimizer": self.actor_optimizer.state_dict(),
-                 "critic_optimizer": self.critic_optimizer.state_dict(), "log_ent_coef": self.log_ent_coef.detach().clone(),
-                 "noise": self.noise.get_state(), "updates": self.updates}
-        if self.ent_coef_optimizer is not None:
-            state["ent_coef_optimizer"] = self.ent_coef_optimizer.state_dict()
-        return state
+        return {**named_state(self, self._parts()), "log_ent_coef": self.log_ent_coef.detach().clone(),
+                "noise": self.noise.get_state(), "updates": self.updates}
+
+    def _parts(self) -> list[str]:
+        """The networks and optimizers a checkpoint holds, by attribute name."""
+        parts = ["actor", "critic", "critic_target", "actor_optimizer", "critic_optimizer"]
+        return parts + ["ent_coef_optimizer"] if self.ent_coef_optimizer is not None else parts
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.critic_target.load_state_dict(state["critic_target"])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        optimizer_state_to_device(self.actor_optimizer, self.device)
-        optimizer_state_to_device(self.critic_optimizer, self.device)
+        load_named_state(self, state, self._parts(), self.device)
         log_ent = torch.as_tensor(state["log_ent_coef"], dtype=torch.float32)
         if log_ent.shape != self.log_ent_coef.shape or not bool(torch.isfinite(log_ent).all()):
             raise ValueError(f"log_ent_coef must be one finite float, got {log_ent!r}")
         with torch.no_grad():
             self.log_ent_coef.copy_(log_ent.to(self.device))
-        if self.ent_coef_optimizer is not None:
-            self.ent_coef_optimizer.load_state_dict(state["ent_coef_optimizer"])
-            optimizer_state_to_device(self.ent_coef_optimizer, self.device)
         self.noise.set_state(state["noise"])
         self.updates = int(state["updates"])

@@ -11,17 +11,19 @@ smoothing, as `pearl_fpga.algos.ddpg.DDPG` is here). Per gradient step, counted 
   networks are Polyak-averaged with `tau`.
 
 One difference by default for DDPG (`concurrent_updates`): the actor's gradient uses the critic of the
-step's start, as in OpenAI Baselines' DDPG, so both gradients are computed at once. TD3's twin critics
-run on two threads (`split_critics`, on by default): the critic loss is a sum, so each critic's gradient
+step's start, as in OpenAI Baselines' DDPG, so both gradients can be computed at once. TD3's twin critics
+can run on two threads (`split_critics`, on by default): the critic loss is a sum, so each critic's gradient
 depends on its own loss alone, and the target critics' values and each critic's forward and backward
-pass are computed one critic per thread, with the same bits as on one thread. Actions live in
+pass are computed one critic per thread, with the same bits as on one thread. Whether that second
+thread runs is the step's schedule (`update_schedule`: "serial", "concurrent", or "auto", which the
+runtime chooses by measurement while training, runtime/update_schedule.py): the same arithmetic and
+the same bits either way, so a run may switch between them at any step. Actions live in
 the actor's [-1, 1] scale; the runtime maps them to the environment's bounds. Leaner than SB3: the
 actor step's backward pass skips the critic's weight gradients (only the input gradient is needed),
 target updates use fused foreach ops, and the update runs without nn.Module calls or torch.optim's
 Python wrapper (pearl_fpga.algos.common).
 
-On a CPU with the native module built, the step runs fused (except DDPG's default concurrent update,
-whose two halves on two threads run faster as the torch ops) (algos/fused_ac.py: the wide GEMMs in
+On a CPU with the native module built, the step runs fused (algos/fused_ac.py: the wide GEMMs in
 torch, the thin layers, masks, loss gradient and Adam native, no autograd graph; `fused=False` runs
 the torch ops above, which agree with it to float rounding).
 
@@ -46,14 +48,24 @@ from torch import nn
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.api import Learner, UpdateResult
-from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers, mlp,
-                                     optimizer_state_to_device, subnormals_flushed)
+from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers,
+                                     load_named_state, mlp, named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import native_learner
 from pearl_fpga.algos.fused_ac import FusedActorCriticStep
 from pearl_fpga.algos.heads import ActorHead, GaussianNoise
 from pearl_fpga.errors import BackendUnavailable
 
 _T = TypeVar("_T")
+_PARTS = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer", "critic_optimizer")
+"""The networks and optimizers a checkpoint holds, by attribute name (besides the extra critics)."""
+
+SCHEDULES = ("serial", "concurrent")
+"""The step's schedules (`update_schedule`): one thread, or a second one beside it."""
+
+
+def update_schedule(config: TrainConfig) -> str:
+    """The config's `update_schedule` (auto, serial or concurrent; "auto" where the config has none)."""
+    return str(getattr(config, "update_schedule", "auto"))
 
 
 class TD3(Learner):
@@ -68,7 +80,7 @@ class TD3(Learner):
         """precision: the dtype of the wide GEMMs (torch.bfloat16), None for float32 throughout; the
         parameters, Adam's state and the losses stay float32 either way (common.cast_layers).
         fused: the fused CPU step (algos/fused_ac.py); None takes it where it runs (a CPU learner, the
-        native module built, no `learner_compile`) unless `concurrent_updates` is set, False runs the torch ops."""
+        native module built, no `learner_compile`), False runs the torch ops."""
         self.config = config
         self.precision = precision
         self.device = torch.device(device)
@@ -105,9 +117,17 @@ class TD3(Learner):
         self.split_critics = self.n_critics > 1 and not compiled
         """Each critic's target value, forward and backward pass on a thread of its own (same bits as one
         thread); False runs them all on the calling thread (a flop counter sees the calling thread only)."""
+        wanted_schedule = update_schedule(config)
+        two_threads = (bool(config.concurrent_updates) or self.split_critics) and not compiled
+        self.schedules: tuple[str, ...] = (SCHEDULES if two_threads and wanted_schedule == "auto"
+                                           else ("concurrent",) if two_threads and wanted_schedule == "concurrent"
+                                           else ("serial",))
+        """The schedules this learner may run (set_schedule): both under `update_schedule` auto where the step
+        has work for a second thread, else the one it runs."""
+        self.schedule = self.schedules[-1]  # auto starts concurrent; the runtime's controller measures both
         name = f"pearl-{type(self).__name__.lower()}-grads"
         self._grad_thread = (ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-                             if (config.concurrent_updates or self.split_critics) and not compiled else None)
+                             if "concurrent" in self.schedules else None)
         self._compiled = None
         if compiled:  # one graph on one thread; concurrent_updates keeps its arithmetic (_update)
             for adam in (self.actor_adam, self.critic_adam):
@@ -117,9 +137,8 @@ class TD3(Learner):
         if fused and compiled:
             raise ValueError(f"{type(self).__name__}: fused=True and config.learner_compile are exclusive: the compiled "
                              "step is the torch one")
-        # auto (None): fused, except for the concurrent update, whose two halves, each on its own thread, run
-        # faster as torch ops than as the fused step's many short native calls (measured by A/B on one host)
-        wanted = fused if fused is not None else not config.concurrent_updates
+        # auto (None): fused wherever it runs, in either schedule (one arithmetic, so the schedule may change)
+        wanted = fused is not False
         native = native_learner() if self.device.type == "cpu" and wanted and not compiled else None
         if fused and native is None:
             raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
@@ -145,11 +164,20 @@ class TD3(Learner):
 
     @classmethod
     def callers(cls, config: TrainConfig) -> int:
-        """2 for the concurrent actor and critic gradients and for twin critics, one per thread (a compiled
-        step runs them in one graph, on one caller)."""
-        if config.learner_compile:
+        """2 for the concurrent actor and critic gradients and for twin critics, one per thread, unless the
+        schedule is serial (a compiled step runs them in one graph, on one caller). Under `update_schedule`
+        auto the step may run on two threads at any time, so it counts as two."""
+        if config.learner_compile or update_schedule(config) == "serial":
             return 1
         return 2 if cls.n_critics > 1 or config.concurrent_updates else 1
+
+    def set_schedule(self, schedule: str) -> None:
+        """Run the following steps "serial" (every part on the calling thread) or "concurrent" (the actor's
+        half of a concurrent update and the critics after Q1 on the second thread): the same bits."""
+        if schedule not in self.schedules:
+            raise ValueError(f"{type(self).__name__}: schedule {schedule!r} is not one of {self.schedules} "
+                             f"(update_schedule {update_schedule(self.config)!r})")
+        self.schedule = schedule
 
     @classmethod
     def baseline_kwargs(cls, config: TrainConfig, action_space: Any, jax: bool) -> dict[str, Any]:
@@ -187,7 +215,7 @@ class TD3(Learner):
             result = self._compiled(batch, update_actor, noise)
         elif self._fused is not None:
             result = self._fused_update(batch, update_actor, noise)
-        elif update_actor and self.config.concurrent_updates and self._grad_thread is not None:
+        elif update_actor and self.config.concurrent_updates:
             actor_future = self._on_grad_thread(self._actor_grads, batch)
             critic_loss, td, critic_grads = self._critic_grads(batch, noise)
             actor_grads = actor_future.result()  # re-raises an error of the actor's half
@@ -239,7 +267,7 @@ class TD3(Learner):
 
         actor_future = self._on_grad_thread(actor_half) if concurrent else None
         later = range(1, self.n_critics)  # the critics after Q1: on the second thread with split_critics
-        split = self.split_critics and self._grad_thread is not None and len(later) > 0
+        split = self.split_critics and len(later) > 0
         fused.next_input(buf, batch, noise)
         pending = self._on_grad_thread(fused.target_values, buf, later) if split else None
         fused.target_values(buf, range(1))
@@ -298,7 +326,7 @@ class TD3(Learner):
         The critics after Q1 run on the second thread when `split_critics` is set: autograd's gradient of
         a sum is the gradient of each term, so the bits are those of one graph over all critics."""
         low = self.precision
-        split = self.split_critics and self._grad_thread is not None
+        split = self.split_critics
         with torch.no_grad():
             next_action = forward(cast_layers(self._actor_target, low), batch.next_obs, tanh_head=True)
             if noise is not None:
@@ -321,8 +349,16 @@ class TD3(Learner):
         return critic_loss, (current - target).abs().squeeze(1), grads
 
     def _on_grad_thread(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
-        """`fn(*args)` on the second thread, subnormals flushed there as on this one."""
-        assert self._grad_thread is not None
+        """`fn(*args)` on the second thread, subnormals flushed there as on this one; in the serial schedule
+        on this thread, at once (a done Future that holds its result or its error, raised by .result()):
+        the same code in the same order, so the same bits."""
+        if self.schedule == "serial" or self._grad_thread is None:
+            done: Future[_T] = Future()
+            try:
+                done.set_result(fn(*args))
+            except Exception as exc:  # noqa: BLE001 -- re-raised by .result(), where the threaded schedule raises it
+                done.set_exception(exc)
+            return done
 
         def flushed() -> _T:
             with subnormals_flushed(self.config.flush_subnormals):  # the mode is per thread
@@ -368,10 +404,7 @@ class TD3(Learner):
 
     def state_dict(self) -> dict[str, Any]:
         """Networks, optimizers, update counter (the phase of the policy delay) and the smoothing noise's generator."""
-        state = {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                 "actor_target": self.actor_target.state_dict(), "critic_target": self.critic_target.state_dict(),
-                 "actor_optimizer": self.actor_optimizer.state_dict(),
-                 "critic_optimizer": self.critic_optimizer.state_dict(), "updates": self.updates}
+        state = {**named_state(self, _PARTS), "updates": self.updates}
         for key, critic, target in self._extra_critics():
             state[key], state[f"{key}_target"] = critic.state_dict(), target.state_dict()
         if self.target_noise > 0:
@@ -380,17 +413,10 @@ class TD3(Learner):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what state_dict() returned (strict: shapes and the number of critics must match)."""
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.actor_target.load_state_dict(state["actor_target"])
-        self.critic_target.load_state_dict(state["critic_target"])
+        load_named_state(self, state, _PARTS, self.device)
         for key, critic, target in self._extra_critics():
             critic.load_state_dict(state[key])
             target.load_state_dict(state[f"{key}_target"])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-        optimizer_state_to_device(self.actor_optimizer, self.device)
-        optimizer_state_to_device(self.critic_optimizer, self.device)
         self.actor_adam.reset_cache()
         self.critic_adam.reset_cache()
         if "noise_generator" in state:

@@ -23,6 +23,14 @@ def native_module():
     return _mlp_native
 
 
+def _limit(name: str, value: int | None, built: int) -> int:
+    if value is None:
+        return int(built)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= built:
+        raise ValueError(f"{name} must be an integer from 1 to {built} (the cpu build's), got {value!r}")
+    return int(value)
+
+
 class CpuMLPBackend:
     """The kernel's C++ on this CPU. path="auto" runs the fastest MAC array the CPU has ("avx512vnni",
     "avx512", "avx2vnni", "avx2": `PATHS`), bit-identical to "plain", the kernel's own HLS loops (used
@@ -39,11 +47,14 @@ class CpuMLPBackend:
 
     name = "cpu"
 
-    def __init__(self, path: str = "auto", threads: int = 0) -> None:
+    def __init__(self, path: str = "auto", threads: int = 0, max_layers: int | None = None,
+                 max_width: int | None = None, max_batch: int | None = None) -> None:
+        """`max_layers`, `max_width`, `max_batch`: smaller sizes than the build's (a board's synthesized
+        ones, for fpga-emu); None keeps the build's, a larger one is refused."""
         native = native_module()
-        self.max_layers: int = native.MAX_LAYERS
-        self.max_width: int = native.MAX_WIDTH
-        self.max_batch: int = native.MAX_BATCH
+        self.max_layers: int = _limit("max_layers", max_layers, native.MAX_LAYERS)
+        self.max_width: int = _limit("max_width", max_width, native.MAX_WIDTH)
+        self.max_batch: int = _limit("max_batch", max_batch, native.MAX_BATCH)
         self.last_cycles: int | None = None
         self.engine = native.Engine(path, threads)
         self.infer_float = self.engine.infer_float

@@ -13,12 +13,15 @@ class finds its entry; `register` adds one at run time.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pearl_fpga.errors import BackendUnavailable
 
 AUTO_ORDER = ("cpu", "numpy")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ _REGISTRY: dict[str, dict[str, BackendEntry]] = {
     },
     "mlp": {
         "numpy": BackendEntry("pearl_fpga.backends.mlp_numpy:NumpyMLPBackend", _PACKAGED),
-        "cpu": BackendEntry("pearl_fpga.backends.mlp_cpu:CpuMLPBackend", _NATIVE),
+        "cpu": BackendEntry("pearl_fpga.backends.mlp_cpu:CpuMLPBackend", _NATIVE, takes_options=True),
         "rtl": BackendEntry("pearl_fpga.board.mlp_driver:MLPRTLBackend", _SIM, takes_options=True),
         **_boards("pearl_fpga.board.mlp_driver:MLPBoardBackend"),
     },
@@ -111,3 +114,16 @@ def create(kernel: str, name: str, *args: Any, **options: Any) -> tuple[str, Any
         raise BackendUnavailable(f"the {name} backend of the {kernel} kernel cannot be imported "
                                  f"({module_name}: {exc}): {entry.missing}") from exc
     return name, getattr(module, cls_name)(*args, **entry.fixed, **options)
+
+
+def first_available(make: Callable[[str], T], backends: tuple[str, ...], what: str) -> T:
+    """make(backend) for the first of `backends` that is available (a placement's list, e.g. the boards
+    in turn); BackendUnavailable listing why none is."""
+    reasons = []
+    for backend in backends:
+        try:
+            return make(backend)
+        except BackendUnavailable as exc:
+            reasons.append(f"{backend}: {exc}")
+    raise BackendUnavailable(f"{what}: no backend available ({'; '.join(reasons)}); "
+                             "use placement fpga-emu or cpu-kernel on a machine without a board")

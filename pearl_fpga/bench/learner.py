@@ -5,10 +5,12 @@ torch.compile'd unit; side by side in one run, with the achieved GFLOP/s against
 precision the step's GEMMs run in.
 
 The step is the preset's (DQN CartPole-v1: batch 64, 256x256, double-DQN; DDPG Pendulum-v1: batch
-256, 400x300, actor and critic gradients on two threads; TD3 Pendulum-v1: DDPG's shapes, the twin
-critics one per thread; each the fused CPU step where the native module is built) on a fixed batch,
-so it times the learner alone. Rounds interleave the thread counts, so a change of load hits all of them;
-the table shows the median round.
+256, 400x300, actor and critic gradients on the step's starting critic; TD3 Pendulum-v1: DDPG's shapes,
+twin critics; each the fused CPU step where the native module is built) on a fixed batch, so it times
+the learner alone. DDPG and TD3 are timed in each update schedule (`update_schedule`: "serial" on one
+thread, "concurrent" with the actor's half or the second critic on a second thread, and the preset's
+"auto", chosen by measurement while it is timed). Rounds interleave the thread counts and schedules,
+so a change of load hits all of them; the table shows the median round.
 
 Work per step: the floating-point operations of one step of the torch path, counted by
 torch.utils.flop_counter (the fused path does the same GEMMs; its thin layers are a few percent more).
@@ -130,6 +132,7 @@ def measure_variants(variants: dict[str, tuple[Any, str]], rounds: int, seconds:
     import torch
 
     from pearl_fpga.runtime.threads import AdaptiveThreads, available_cores, learner_callers, thread_candidates
+    from pearl_fpga.runtime.update_schedule import schedule_control, schedule_report, step_timing
 
     old = torch.get_num_threads()
     counts = thread_candidates(available_cores())
@@ -144,20 +147,28 @@ def measure_variants(variants: dict[str, tuple[Any, str]], rounds: int, seconds:
             learner.update(batch)
             # a compiled step runs on one thread (DDPG's concurrent update included)
             callers = 1 if learner.config.learner_compile else learner_callers(learner.config)
+            controller = AdaptiveThreads(callers=callers)
             runs[label] = {"learner": learner, "batch": batch, "callers": callers, "first": first,
-                           "controller": AdaptiveThreads(callers=callers),
+                           "controller": controller, "schedule": schedule_control(learner, controller),
                            "per_round": {**{str(n): [] for n in counts}, "auto": []}}
         for _ in range(max(1, rounds)):
             for run in runs.values():
                 learner, batch, controller = run["learner"], run["batch"], run["controller"]
+                schedule_step = step_timing(run["schedule"])  # update_schedule auto: measured at every count
+
+                def fixed_step() -> None:
+                    with schedule_step:
+                        learner.update(batch)
+
                 for n in counts:
                     torch.set_num_threads(n)
                     learner.update(batch)
-                    run["per_round"][str(n)].append(_time_steps(lambda: learner.update(batch), seconds))
+                    run["per_round"][str(n)].append(_time_steps(fixed_step, seconds))
                 torch.set_num_threads(controller.threads)
+                both = step_timing(controller, run["schedule"])
 
                 def adaptive_step() -> None:
-                    with controller.step():
+                    with both:
                         learner.update(batch)
 
                 run["per_round"]["auto"].append(_time_steps(adaptive_step, seconds))
@@ -169,6 +180,7 @@ def measure_variants(variants: dict[str, tuple[Any, str]], rounds: int, seconds:
         "rounds_s": run["per_round"],
         "auto_choice": run["controller"].choice.describe(),
         "auto_threads": run["controller"].choice.current,
+        "schedule": schedule_report(run["learner"], run["schedule"]),
         "callers": run["callers"],  # DDPG's concurrent update: two callers, each with the intra-op threads
         "first_steps_s": run["first"],
     } for label, run in runs.items()}
@@ -189,9 +201,24 @@ def variants_of(cfg: Any, precision: str, compiled: bool) -> tuple[dict[str, tup
     out: dict[str, tuple[Any, str]] = {}
     for name in wanted:
         out[name] = (cfg, targets[name])
+        for schedule in schedules_of(cfg):
+            out[f"{name} {schedule}"] = (TrainConfig.from_dict({**cfg.to_dict(), "update_schedule": schedule}),
+                                         targets[name])
         if compiled:
             out[f"{name} compiled"] = (TrainConfig.from_dict({**cfg.to_dict(), "learner_compile": True}), targets[name])
     return out, skipped
+
+
+def schedules_of(cfg: Any) -> tuple[str, ...]:
+    """The fixed update schedules to time beside `cfg`'s own: serial and concurrent where its learner's step
+    has work for a second thread and its schedule is measured (update_schedule auto), else none."""
+    from pearl_fpga.algos.registry import learner_class
+    from pearl_fpga.config import TrainConfig
+
+    if getattr(cfg, "update_schedule", None) != "auto":
+        return ()
+    concurrent = TrainConfig.from_dict({**cfg.to_dict(), "update_schedule": "concurrent"})
+    return ("serial", "concurrent") if learner_class(cfg.algo).callers(concurrent) > 1 else ()
 
 
 def _time_steps(step: Any, seconds: float) -> float:
@@ -273,7 +300,7 @@ def report(record: dict[str, Any], console: Any) -> None:
     cores = available_cores()
     table = Table(title="Learner step by precision and torch thread count (median of interleaved rounds)",
                   caption="% of peak: against the GEMM peak of the step's precision on the cores it keeps busy "
-                          "(DDPG's concurrent update: two callers); speed-up: against the first learner of the "
+                          "(a concurrent schedule: two callers); speed-up: against the first learner of the "
                           "algorithm at 1 thread")
     for col in ("algo", "learner", "threads", "us/step", "GFLOP/s", "peak GFLOP/s", "% of peak", "speed-up"):
         table.add_column(col, justify="right" if col not in ("algo", "learner", "threads") else "left")
@@ -291,6 +318,8 @@ def report(record: dict[str, Any], console: Any) -> None:
     for algo, base in results["algos"].items():
         console.print(f"{algo}: {base['flops_per_step'] / 1e6:.1f} MFLOP per step (GEMMs of forward and backward); "
                       f"adaptive: {base['auto_choice']}", markup=False)
+        if base.get("schedule"):
+            console.print(f"{algo} update schedule: {base['schedule']}", markup=False)
         for label, m in base.get("variants", {}).items():
             if "compiled" in label:
                 console.print(f"{algo} {label}: the first two steps took {m['first_steps_s']:.1f} s (compiling)",

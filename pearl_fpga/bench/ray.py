@@ -23,8 +23,9 @@ import numpy as np
 from pearl_fpga.bench.meta import load_line, measured_record
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.ray_probe import OBS_DIM, shard_config, transitions
+from pearl_fpga.replay.sharded import ReplayShard
 from pearl_fpga.runtime.engines.ray_cluster import import_ray
-from pearl_fpga.runtime.engines.sharded_replay import ReplayShard
+from pearl_fpga.runtime.schedule import allowed_gradient_steps
 
 NETS = {"DQN 4-256-256-2": (4, [256, 256], 2), "DDPG actor 3-400-300-1": (3, [400, 300], 1)}
 
@@ -155,7 +156,8 @@ def _actors(n: int, env_id: str, cpus: float, seed: int) -> tuple[list[Any], Any
     ray = import_ray()
     cfg = TrainConfig.preset("dqn", env_id=env_id, learning_starts=0, exploration_fraction=0.0, buffer_size=400_000)
     shard = ray.remote(ReplayShard).options(num_cpus=0).remote(
-        TrainConfig.from_dict({**cfg.to_dict(), "per": False}), OBS_DIM, (), True, seed)
+        TrainConfig.from_dict({**cfg.to_dict(), "per": False}), OBS_DIM, (), True, seed,
+        beta_steps=allowed_gradient_steps(cfg, cfg.total_steps))
     spec = {"config": cfg.to_dict(), "placement": "cpu", "calibration": np.zeros((1, OBS_DIM), np.float32)}
     actors = [ray.remote(EnvActor).options(num_cpus=cpus).remote(i, {**spec, "seed": seed + i}, shard) for i in range(n)]
     weights = {k: v.detach() for k, v in mlp(OBS_DIM, cfg.net_arch, 2, tanh_head=False).state_dict().items()}
@@ -266,8 +268,9 @@ def recovery_times(seed: int = 0, fill: int = 20_000) -> dict[str, Any]:
         time.sleep(0.01)
     actor_s = time.perf_counter() - t0
     ray.kill(actor)
+    shard_cfg = shard_config(65_536)
     shard = ray.remote(max_restarts=-1, max_task_retries=-1)(ReplayShard).options(num_cpus=0).remote(
-        shard_config(65_536), OBS_DIM, (), True, seed)
+        shard_cfg, OBS_DIM, (), True, seed, beta_steps=allowed_gradient_steps(shard_cfg, shard_cfg.total_steps))
     before = ray.get(shard.add.remote(transitions(fill, np.random.default_rng(seed))))
     t0 = time.perf_counter()
     ray.kill(shard, no_restart=False)

@@ -81,17 +81,21 @@ def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
     sbx = _sbx_module() if args.sbx else None
     for seed in args.seeds:
         log(f"seed {seed}: pearl_fpga ...")
-        ours = _measured(lambda: _run_pearl(config, seed, args.placement, args.eval_episodes))
+        ours = _measured(lambda: _run_pearl(config, seed, args.placement, args.eval_episodes,
+                                            _progress_lines(f"seed {seed}: pearl_fpga", log)))
+        log(_done(ours))
         entry: dict[str, Any] = {"seed": seed, "pearl_fpga": ours, "sb3": {}, "speedup": {}}
         if sb3 is not None:
             for name, threads in sb3_settings.items():
                 log(f"seed {seed}: stable-baselines3 at {name} torch thread(s) ...")
                 theirs = _measured(lambda: _run_sb3(sb3, config, seed, args.eval_episodes, threads))
+                log(_done(theirs))
                 entry["sb3"][name] = theirs
                 entry["speedup"][name] = ours["env_steps_per_s"] / theirs["env_steps_per_s"]
         if sbx is not None:
             log(f"seed {seed}: sbx (JAX) ...")
             entry["sbx"] = _measured(lambda: _run_sb3(sbx, config, seed, args.eval_episodes, None))
+            log(_done(entry["sbx"]))
             entry["speedup_sbx"] = ours["env_steps_per_s"] / entry["sbx"]["env_steps_per_s"]
         results["runs"].append(entry)
         torch.set_num_threads(default_threads)
@@ -175,12 +179,34 @@ def plot(results: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
-def _run_pearl(config: TrainConfig, seed: int, placement: str | None, eval_episodes: int) -> dict[str, Any]:
+def _progress_lines(name: str, log: Callable[[str], None], every_s: float = 10.0) -> Callable[[Any], None]:
+    """A Trainer progress callback that logs one line every `every_s` seconds: steps, rate, ETA."""
+    last = [time.monotonic()]
+
+    def line(stats: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] < every_s or stats.env_steps >= stats.target_steps:
+            return
+        last[0] = now
+        rate = stats.steps_per_s
+        eta = (stats.target_steps - stats.env_steps) / rate if rate > 0 else float("nan")
+        log(f"{name}: step {stats.env_steps:,}/{stats.target_steps:,}, {rate:,.0f} steps/s, ETA {eta:,.0f} s")
+
+    return line
+
+
+def _done(run: dict[str, Any]) -> str:
+    return (f"  done: {run['env_steps_per_s']:,.0f} env steps/s over {run['seconds']:,.0f} s, "
+            f"final return {run['final_return']:.1f}")
+
+
+def _run_pearl(config: TrainConfig, seed: int, placement: str | None, eval_episodes: int,
+               progress: Callable[[Any], None] | None = None) -> dict[str, Any]:
     from pearl_fpga.trainer import Trainer
 
     trainer = Trainer(algo=config.algo, env=config.env_id, placement=placement, config=config, seed=seed)
     start = time.perf_counter()
-    trainer.train(config.total_steps)
+    trainer.train(config.total_steps, progress=progress)
     elapsed = time.perf_counter() - start
     result = trainer.evaluate(eval_episodes)
     per_task = trainer.task_summary()
@@ -191,6 +217,7 @@ def _run_pearl(config: TrainConfig, seed: int, placement: str | None, eval_episo
             "learner_threads": trainer.learner_threads_report(),
             "learner_threads_used": (trainer.learner_threads.choice.current if trainer.learner_threads is not None
                                      else config.learner_threads),
+            "update_schedule": trainer.update_schedule_report(),
             "us_per_env_step": {k: v * 1e6 for k, v in per_task.items() if k != "env_steps_per_s"}}
 
 
@@ -261,7 +288,7 @@ def _table(console: Any, results: dict[str, Any]) -> None:
     if results["algo"] == "dqn":
         variant = " (pearl_fpga double DQN, SB3 vanilla)" if results["config"]["double_q"] else " (vanilla target on both)"
     elif results["config"].get("concurrent_updates"):
-        variant = " (pearl_fpga: actor and critic gradients on two threads)"
+        variant = " (pearl_fpga: actor and critic gradients on the step's starting critic)"
     t = Table(title=f"bench train: {results['algo'].upper()}{variant} {results['env_id']}, {results['steps']:,} env steps",
               title_justify="left")
     for col in ("seed", "library", "torch threads", "env steps/s", "updates/s", "final return", "seconds", "load 1 min",

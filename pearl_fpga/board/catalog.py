@@ -21,7 +21,7 @@ from pearl_fpga.board.ecp5 import Ecp5Error, Ecp5Spec, parse_ecp5
 from pearl_fpga.board.zynq_design import (  # noqa: F401 - the Zynq block design, re-exported
     AXI_DMA_MIN_MM_WIDTH, AXI_DMA_MM_WIDTHS, ZynqBlock, axi_dma_config, zynq_design, zynq_design_tcl)
 from pearl_fpga.data import data_path
-from pearl_fpga.errors import InputError
+from pearl_fpga.errors import CatalogError  # noqa: F401 - re-exported
 from pearl_fpga.safe_io import read_json
 from pearl_fpga.spec.descriptor import descriptor
 from pearl_fpga.spec.kernels import KERNELS, commands_ii
@@ -39,10 +39,6 @@ price an impossible board."""
 # Kernel sizes a board may ask for: the limits of each kernel's descriptor (pearl_fpga.spec.kernels).
 KERNEL_LIMITS: dict[str, dict[str, tuple[int, int]]] = {k: dict(ip.limits) for k, ip in KERNELS.items()}
 LEAF_MEMORIES = ("bram", "uram")
-
-
-class CatalogError(InputError):
-    """bitstreams/catalog.json is missing, malformed, or names an unknown board."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +123,10 @@ def load_catalog(path: str | Path | None = None) -> dict[str, BoardSpec]:
 def get_board(name: str | None = None, path: str | Path | None = None) -> BoardSpec:
     """One board of the catalog (None: its default board); an unknown name raises CatalogError listing
     the known ones."""
-    boards = load_catalog(path)
-    name = default_board(path) if name is None else name
+    path = Path(path) if path is not None else DEFAULT_CATALOG
+    data = _read(path)
+    boards = parse_catalog(data, source=str(path))
+    name = str(data.get("default_board") or next(iter(boards))) if name is None else name
     if name not in boards:
         raise CatalogError(f"unknown board {name!r}; the catalog has: {', '.join(sorted(boards))}")
     return boards[name]
@@ -137,10 +135,7 @@ def get_board(name: str | None = None, path: str | Path | None = None) -> BoardS
 def default_board(path: str | Path | None = None) -> str:
     """The board `fpga-emu` and the planner mean when none is named: the catalog's "default_board"
     (its first board when the field is absent)."""
-    path = Path(path) if path is not None else DEFAULT_CATALOG
-    data = _read(path)
-    boards = parse_catalog(data, source=str(path))
-    return str(data.get("default_board") or next(iter(boards)))
+    return get_board(None, path).name
 
 
 def _read(path: Path) -> Any:

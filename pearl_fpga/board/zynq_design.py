@@ -5,7 +5,7 @@ Tcl, and tests/pynq_stack/zynq_hwh.py writes the hardware handoff of the same ta
 and the mock board cannot disagree: per kernel its HLS top, the VLNV under which Vitis HLS exports it
 (the same values pearl_fpga.board.vitis_cfg writes into the HLS configuration), its stream ports, its
 copies and the parameters of the AXI DMA of each copy. Re-exported by pearl_fpga.board.catalog, which
-imports this module (so this one takes the board spec untyped and imports CatalogError where it raises).
+imports this module (so this one takes the board spec untyped and never imports the catalog).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pearl_fpga.errors import CatalogError
 from pearl_fpga.spec.kernels import KERNELS
 
 # The IP catalog identity of every exported kernel (Vitis HLS package.ip.vendor/library/version): the
@@ -48,8 +49,6 @@ def axi_dma_config(kernel: str, part: str) -> dict[str, int]:
     streams on `part`: simple mode (no scatter-gather), stream widths of its SPEC.md words, memory-map
     widths max(64, stream width), the part's address width."""
     if kernel not in KERNELS:
-        from pearl_fpga.board.catalog import CatalogError
-
         raise CatalogError(f"unknown kernel {kernel!r}; known: {sorted(KERNELS)}")
     ip = KERNELS[kernel]
     mm2s_stream, s2mm_stream = 8 * ip.in_word_bytes, 8 * ip.out_word_bytes

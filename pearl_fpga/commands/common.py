@@ -8,7 +8,10 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pearl_fpga.runtime.run_protocol import TrainerProtocol
 
 
 def report_error(console: Any, exc: BaseException) -> int:
@@ -75,15 +78,13 @@ def train_with_progress(trainer: Any, steps: int, console: Any) -> None:
     trainer.train(steps, progress=line, progress_interval=1.0)
 
 
-def warn_no_learning(trainer: Any, steps: int, strict: bool, console: Any) -> bool:
-    """A budget in which the schedule allows no gradient step: with --strict, train() raises NoLearningError;
-    else the warning goes to the console here, at the start. True when it was printed."""
+def warn_no_learning(trainer: TrainerProtocol, steps: int, strict: bool, console: Any) -> bool:
+    """A budget in which the schedule allows no update (trainer.no_learning_problem): with --strict, train()
+    raises NoLearningError; else the warning goes to the console here, at the start. True when it was printed."""
     from rich.markup import escape
 
-    from pearl_fpga.runtime.schedule import no_learning_problem
-
     trainer.strict = strict
-    problem = no_learning_problem(trainer.config, trainer.env_steps, trainer.grad_steps, trainer.env_steps + steps)
+    problem = trainer.no_learning_problem(steps)
     if problem is None or strict:
         return False
     console.print(f"[yellow]warning:[/yellow] {escape(problem)} (--strict makes this an error)")

@@ -148,8 +148,8 @@ def run(args: argparse.Namespace) -> int:
         total = trainer.config.total_steps
         remaining = total - trainer.env_steps
         console.print(escape(_header(trainer, args.dataset if offline else remaining, logdir)))
-        if isinstance(trainer, Trainer) and trainer.placement.board:
-            console.print(escape(_board_header(trainer.placement.board)))
+        if trainer.emulated_board:
+            console.print(escape(_board_header(trainer.emulated_board)))
         t0 = time.perf_counter()
         if offline and isinstance(trainer, TabularTrainer):
             data = trainer.train_offline(args.dataset, progress=lambda e, n: console.print(f"epoch {e}/{n}", markup=False))
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
                           markup=False)
         elif remaining > 0:
             with warnings.catch_warnings():
-                if isinstance(trainer, Trainer) and warn_no_learning(trainer, remaining, args.strict, console):
+                if warn_no_learning(trainer, remaining, args.strict, console):
                     warnings.simplefilter("ignore", NoLearningWarning)  # said on the console already
                 train_with_progress(trainer, remaining, console)
         elif args.resume:

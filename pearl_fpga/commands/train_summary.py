@@ -60,6 +60,7 @@ def run_summary(trainer: Any, measured: dict[str, float], result: Any) -> dict[s
         "seconds_per_env_step": {k: v for k, v in measured.items() if k != "env_steps_per_s"},
         "env_steps_per_s": measured["env_steps_per_s"],
         "learner_threads": trainer.learner_threads_report(),
+        "update_schedule": trainer.update_schedule_report(),
         "devices": {k: trainer.device_of(k) for k in measured if k != "env_steps_per_s"},
         "config": trainer.config.to_dict(),
     }
@@ -124,5 +125,7 @@ def print_summary(console: Any, trainer: Any, measured: dict[str, float], result
         console.print(f"[yellow]replay shard restarts {faults['shard_restarts']:d}, transitions lost with them "
                       f"{faults['transitions_lost']:,}[/yellow]")
     console.print(escape(f"learner threads: {trainer.learner_threads_report()}"))
+    if trainer.update_schedule_report() is not None:
+        console.print(escape(f"update schedule: {trainer.update_schedule_report()}"))
     console.print(escape(f"evaluation: {result}"))
     console.print(escape(f"learning curve: {png}"))

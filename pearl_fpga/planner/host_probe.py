@@ -16,7 +16,7 @@ import numpy as np
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.model import Fit
 
-from pearl_fpga.planner.loops import actor_loop, explore_overhead, learner_step, learner_thread_count, random_batch
+from pearl_fpga.planner.loops import actor_loop, explore_overhead, learner_step, learner_thread_count, random_transitions
 from pearl_fpga.planner.profile import HOST_TARGETS, Profile, REPLAY_TASKS, fit_line, machine_info, time_call
 from pearl_fpga.planner.worker_probe import cpu_parallel, worker_pool_costs
 
@@ -218,7 +218,7 @@ def _profile_learner(config: TrainConfig, spec: Any, targets: Sequence[str], siz
         note(f"learner loop (replay on {target}, learn on {device})")
         algo = make_learner(config, spec.obs_dim, spec.action_dim, device=device, seed=0)
         fill = min(config.buffer_size, max(4 * max(batches), 2048))
-        buf.add(random_batch(rng, fill, spec))
+        buf.add(random_transitions(rng, fill, spec))
         on_cpu = learn_target(device)[0] == "cpu"
         stepping = controller if on_cpu else None
         while stepping is not None and stepping.choice.rounds == 0 and len(stepping.choice.candidates) > 1:
@@ -261,14 +261,14 @@ def _profile_host_storage(config: TrainConfig, spec: Any, sizes: Sizes, record: 
     """Host-side transition storage that stays on the CPU when an FPGA holds the sum tree: writing
     n transitions ("host_store") and gathering a batch of them ("host_gather")."""
     cap = min(config.buffer_size, 1 << 16)
-    arrays = random_batch(rng, cap, spec)
+    arrays = random_transitions(rng, cap, spec).arrays()
 
     def store(n: int) -> Callable[[], Any]:
-        rows, src = rng.integers(0, cap - n, size=1)[0] + np.arange(n), random_batch(rng, n, spec)
-        return lambda: [arrays[k].__setitem__(rows, src[k]) for k in arrays]
+        rows, src = rng.integers(0, cap - n, size=1)[0] + np.arange(n), random_transitions(rng, n, spec).arrays()
+        return lambda: [a.__setitem__(rows, b) for a, b in zip(arrays, src, strict=True)]
 
     def gather(n: int) -> Callable[[], Any]:
-        return lambda: {k: v[rng.integers(0, cap, size=n)] for k, v in arrays.items()}
+        return lambda: [a[rng.integers(0, cap, size=n)] for a in arrays]
 
     b = config.batch_size
     record("host_store", "cpu", sizes.insert, store, sizes.repeats)
@@ -277,8 +277,9 @@ def _profile_host_storage(config: TrainConfig, spec: Any, sizes: Sizes, record: 
 
 def _replay_factory(config: TrainConfig, spec: Any) -> Callable[[str], tuple[str, Callable[[], Any]]]:
     """target -> (backend key, maker of the runtime's own replay buffer for that target)."""
+    from pearl_fpga.replay.manager import make_replay
     from pearl_fpga.runtime.placement import Placement
-    from pearl_fpga.runtime.placement import make_replay
+    from pearl_fpga.runtime.schedule import allowed_gradient_steps
 
     action_shape = () if spec.discrete else (spec.action_dim,)
 
@@ -286,7 +287,8 @@ def _replay_factory(config: TrainConfig, spec: Any) -> Callable[[str], tuple[str
         placement = Placement(act="cpu", replay=target, learn="cpu")
         backends = placement.replay_backends()  # as the Trainer builds its buffer
         key = f"per-{backends}" if config.per else "uniform"  # without PER the buffer is host memory
-        return key, lambda: make_replay(config, spec.obs_dim, action_shape, spec.discrete, 0, backends, placement.replay)
+        return key, lambda: make_replay(config, spec.obs_dim, action_shape, spec.discrete, 0, backends, placement.replay,
+                                        beta_steps=allowed_gradient_steps(config, config.total_steps))
 
     return factory
 

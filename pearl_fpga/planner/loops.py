@@ -12,6 +12,7 @@ import numpy as np
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.profile import time_call
+from pearl_fpga.replay.transitions import Transitions
 from pearl_fpga.runtime.threads import learner_callers, measured_thread_count, reproducible_controller
 
 
@@ -45,13 +46,13 @@ def actor_loop(config: TrainConfig, policy: Any, env_counts: Sequence[int], repe
     return act_pts, env_pts
 
 
-def random_batch(rng: np.random.Generator, n: int, spec: Any) -> dict[str, np.ndarray]:
+def random_transitions(rng: np.random.Generator, n: int, spec: Any) -> Transitions:
     action = (rng.integers(0, spec.action_dim, size=n) if spec.discrete
               else rng.uniform(-1, 1, size=(n, spec.action_dim)).astype(np.float32))
-    return {"obs": rng.normal(size=(n, spec.obs_dim)).astype(np.float32), "action": action,
-            "reward": rng.normal(size=n).astype(np.float32),
-            "next_obs": rng.normal(size=(n, spec.obs_dim)).astype(np.float32),
-            "done": (rng.random(n) < 0.05).astype(np.float32)}
+    return Transitions(obs=rng.normal(size=(n, spec.obs_dim)).astype(np.float32), action=action,
+                       reward=rng.normal(size=n).astype(np.float32),
+                       next_obs=rng.normal(size=(n, spec.obs_dim)).astype(np.float32),
+                       done=(rng.random(n) < 0.05).astype(np.float32))
 
 
 def explore_overhead(config: TrainConfig, spec: Any, counts: Sequence[int], repeats: int) -> list[tuple[float, float]]:
@@ -98,17 +99,22 @@ def learner_thread_count(config: TrainConfig) -> int:
 
 
 def learner_step(config: TrainConfig, rng: np.random.Generator) -> Callable[[], None]:
-    """One learner update on random batches of the run's shapes (a fresh CPU learner)."""
+    """One learner update on random batches of the run's shapes (a fresh CPU learner), in the update schedule a
+    run would measure (DDPG, TD3: runtime.update_schedule), so that a profile times the step the run takes."""
     from pearl_fpga.algos import Batch, make_learner
     from pearl_fpga.runtime.envs import env_spec
+    from pearl_fpga.runtime.update_schedule import schedule_control, step_timing
 
     spec = env_spec(config.env_id)
     algo = make_learner(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
-    data = random_batch(rng, 4096, spec)
+    stepping = step_timing(schedule_control(algo))
+    data = random_transitions(rng, 4096, spec)
     b = config.batch_size
 
     def step() -> None:
         idx = rng.integers(0, 4096, size=b)
-        algo.update(Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete))
+        batch = Batch(*data.rows(idx).arrays()).to_torch("cpu", discrete=spec.discrete)
+        with stepping:
+            algo.update(batch)
 
     return step

@@ -11,21 +11,23 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.config import TrainConfig
+from pearl_fpga.replay.sharded import ReplayShard
+from pearl_fpga.replay.transitions import Transitions
 from pearl_fpga.runtime.engines.ray_cluster import import_ray
-from pearl_fpga.runtime.engines.sharded_replay import ReplayShard
+from pearl_fpga.runtime.schedule import allowed_gradient_steps
 
 OBS_DIM = 4
 
 
-def transitions(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def transitions(n: int, rng: np.random.Generator) -> Transitions:
     obs = rng.normal(size=(n, OBS_DIM)).astype(np.float32)
-    return {"obs": obs, "action": rng.integers(0, 2, n), "reward": np.ones(n, np.float32),
-            "next_obs": obs + 0.01, "done": np.zeros(n, np.float32)}
+    return Transitions(obs=obs, action=rng.integers(0, 2, n), reward=np.ones(n, np.float32), next_obs=obs + 0.01,
+                       done=np.zeros(n, np.float32))
 
 
 def transition_bytes(n: int) -> int:
     """Bytes of n transitions of the measured kind (CartPole-sized)."""
-    return sum(v.nbytes for v in transitions(n, np.random.default_rng(0)).values())
+    return sum(v.nbytes for v in transitions(n, np.random.default_rng(0)).arrays())
 
 
 def shard_config(capacity: int) -> TrainConfig:
@@ -39,8 +41,9 @@ def shard_throughput(batches: Sequence[int], capacity: int = 65_536, budget_s: f
     ray = import_ray()
     rng = np.random.default_rng(seed)
     cfg = shard_config(capacity)
-    local = ReplayShard(cfg, OBS_DIM, (), True, seed)
-    remote = ray.remote(ReplayShard).options(num_cpus=0).remote(cfg, OBS_DIM, (), True, seed)
+    beta_steps = allowed_gradient_steps(cfg, cfg.total_steps)
+    local = ReplayShard(cfg, OBS_DIM, (), True, seed, beta_steps=beta_steps)
+    remote = ray.remote(ReplayShard).options(num_cpus=0).remote(cfg, OBS_DIM, (), True, seed, beta_steps=beta_steps)
     fill = transitions(4096, rng)
     for _ in range(capacity // 4096):
         local.add(fill)

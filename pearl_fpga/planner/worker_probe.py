@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.config import TrainConfig
-from pearl_fpga.planner.loops import actor_loop, explore_overhead, learner_thread_count, random_batch
+from pearl_fpga.planner.loops import actor_loop, explore_overhead, learner_thread_count, random_transitions
 from pearl_fpga.planner.profile import time_call
 from pearl_fpga.runtime.schedule import credit_chunk
 
@@ -63,6 +63,7 @@ def worker_pool_costs(config: TrainConfig, counts: Sequence[int], act_targets: S
     from pearl_fpga.runtime.placement import Placement
     from pearl_fpga.runtime.policy import ActorPolicy
     from pearl_fpga.runtime.envs import calibration_batch
+    from pearl_fpga.runtime.update_schedule import schedule_control, step_timing
 
     import torch
 
@@ -71,12 +72,16 @@ def worker_pool_costs(config: TrainConfig, counts: Sequence[int], act_targets: S
     weights = {k: v.detach().cpu().clone() for k, v in algo.policy_module.state_dict().items()}
     calibration = calibration_batch(config.env_id, 0)
     rng = np.random.default_rng(5)
-    data = random_batch(rng, 4096, spec)
+    data = random_transitions(rng, 4096, spec)
     b = config.batch_size
+
+    stepping = step_timing(schedule_control(algo))  # DDPG, TD3: the schedule a run would measure, beside the workers
 
     def learner_step() -> None:
         idx = rng.integers(0, 4096, size=b)
-        algo.update(Batch(**{k: v[idx] for k, v in data.items()}).to_torch("cpu", discrete=spec.discrete))
+        batch = Batch(*data.rows(idx).arrays()).to_torch("cpu", discrete=spec.discrete)
+        with stepping:
+            algo.update(batch)
 
     out: dict[tuple[str, str], list[tuple[float, float]]] = {}
     threads = torch.get_num_threads()

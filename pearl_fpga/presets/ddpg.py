@@ -3,7 +3,14 @@ sync), and rl-baselines3-zoo's presets (hyperparams/ddpg.yml, master of 2026-04)
 
 from __future__ import annotations
 
-from pearl_fpga.presets.spec import AlgoSpec
+from pearl_fpga.presets.spec import AlgoSpec, Param
+
+UPDATE_SCHEDULE = Param(
+    "auto", "DDPG, TD3: where a gradient step's parallel parts run (the actor's half of a concurrent update, "
+    "TD3's critics after Q1): 'serial' on the learner's thread, 'concurrent' on a second thread beside it, "
+    "'auto' measured and re-measured while training, the faster kept (the same bits either way)",
+    kind="str", choices=("auto", "serial", "concurrent"))
+"""The actor-critic learners' update schedule (algos/td3.py, runtime/update_schedule.py)."""
 
 ACTOR_CRITIC_DEFAULTS = dict(
     total_steps=1_000_000, learning_rate=1e-3, buffer_size=1_000_000, learning_starts=100, batch_size=256,
@@ -25,4 +32,5 @@ ZOO = {
 ALGORITHMS = (AlgoSpec(
     name="ddpg", order=1, family="deep", action_space="continuous", default_env="Pendulum-v1",
     summary="DDPG: deterministic tanh actor, Q critic, Polyak-averaged targets, Gaussian action noise",
-    learner="pearl_fpga.algos.ddpg:DDPG", defaults=dict(ACTOR_CRITIC_DEFAULTS), presets=ZOO),)
+    learner="pearl_fpga.algos.ddpg:DDPG", defaults=dict(ACTOR_CRITIC_DEFAULTS), presets=ZOO,
+    params={"update_schedule": UPDATE_SCHEDULE}),)

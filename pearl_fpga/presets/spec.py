@@ -40,7 +40,7 @@ class Param:
     """A parameter an algorithm declares for itself (TrainConfig holds it beside the shared fields).
 
     kind: "float", "int", "bool" or "str"; a number must lie in `range`; `choices` are the strings a
-    numeric parameter also takes (e.g. "auto")."""
+    numeric parameter also takes (e.g. "auto"), and the only ones a "str" parameter with choices takes."""
 
     default: Any
     doc: str
@@ -59,7 +59,7 @@ class Param:
             if isinstance(value, bool):
                 return value
         elif self.kind == "str":
-            if isinstance(value, str) and value:
+            if isinstance(value, str) and value and not self.choices:
                 return value
         elif not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value):
             if self.kind == "int" and not isinstance(value, int):
@@ -71,6 +71,8 @@ class Param:
 
     def rule(self) -> str:
         """The accepted values in words."""
+        if self.kind == "str" and self.choices:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
         base = {"float": "a finite number", "int": "an integer", "bool": "true or false",
                 "str": "a non-empty string"}[self.kind]
         if self.range is not None:

@@ -4,7 +4,7 @@ control envs DDPG's presets."""
 
 from __future__ import annotations
 
-from pearl_fpga.presets.ddpg import ACTOR_CRITIC_DEFAULTS, ZOO
+from pearl_fpga.presets.ddpg import ACTOR_CRITIC_DEFAULTS, UPDATE_SCHEDULE, ZOO
 from pearl_fpga.presets.spec import AlgoSpec
 
 ALGORITHMS = (AlgoSpec(
@@ -13,4 +13,4 @@ ALGORITHMS = (AlgoSpec(
     learner="pearl_fpga.algos.td3:TD3",
     defaults=dict(ACTOR_CRITIC_DEFAULTS, policy_delay=2, target_policy_noise=0.2, target_noise_clip=0.5,
                   concurrent_updates=False),
-    presets={env: dict(settings) for env, settings in ZOO.items()}),)
+    presets={env: dict(settings) for env, settings in ZOO.items()}, params={"update_schedule": UPDATE_SCHEDULE}),)

@@ -31,6 +31,7 @@ from pearl_fpga.errors import CheckpointError
 from pearl_fpga.kernels.replay import ReplaySampler
 from pearl_fpga.limits import require_memory
 from pearl_fpga.replay.batch import Batch
+from pearl_fpga.replay.transitions import Transitions
 from pearl_fpga.replay.state import (MAX_PRIORITY, STATE_FORMAT, Layout, check_state, param_problem, read_npz,
                                      write_npz)
 from pearl_fpga.spec.replay import MAX_BATCH, PRIORITY_SCALE
@@ -183,17 +184,23 @@ class PrioritizedReplayBuffer:
     # ---- add -----------------------------------------------------------------------------------
     @_locked
     def add(self, obs: Any, action: Any, reward: Any, next_obs: Any, done: Any, td_errors: Any = None) -> None:
-        """Add one transition, or a batch (leading axis n on every argument). The oldest
-        transitions are overwritten once the buffer is full; new ones get max_priority, or with
-        `td_errors` (one per transition, as Ape-X's actors compute them) (|td| + eps) ** alpha."""
+        """Add one transition, or a batch (leading axis n on every argument): add_transitions of
+        Transitions(obs, action, reward, next_obs, done)."""
+        arrays: tuple[Any, ...] = (obs, action, reward, next_obs, done)
+        if np.shape(obs) == self.obs_shape:  # a single transition
+            arrays = tuple(np.array(x)[None] for x in arrays)
+        self.add_transitions(Transitions(*arrays), td_errors)
+
+    @_locked
+    def add_transitions(self, t: Transitions, td_errors: Any = None, check_finite: bool = True) -> None:
+        """Add a block of n transitions (pearl_fpga.replay.Transitions). The oldest transitions are
+        overwritten once the buffer is full; new ones get max_priority, or with `td_errors` (one per
+        transition, as Ape-X's actors compute them) (|td| + eps) ** alpha. A NaN or infinity is refused
+        (ValueError, nothing added); `check_finite=False` skips that scan for a caller that has made it
+        (the runtime's replay, pearl_fpga.replay.manager, filters once at insertion)."""
         # copied before they are checked: another thread changing the caller's arrays after the checks
         # cannot slip a NaN into the buffer (np.array copies)
-        obs = np.array(obs)
-        single = obs.shape == self.obs_shape
-        if single:
-            obs, action, reward, next_obs, done = (np.array(x)[None] for x in (obs, action, reward, next_obs, done))
-        else:
-            action, reward, next_obs, done = (np.array(x) for x in (action, reward, next_obs, done))
+        obs, action, reward, next_obs, done = (np.array(x) for x in t.arrays())
         n = obs.shape[0] if obs.ndim else -1
         expected = {
             "obs": (obs, (n, *self.obs_shape)),
@@ -212,16 +219,17 @@ class PrioritizedReplayBuffer:
                 raise TypeError(f"{name} must be numeric, got dtype {array.dtype}")
         if self.action_dtype.kind in "iu" and action.dtype.kind == "f":
             raise TypeError(f"action must be integers for action_dtype {self.action_dtype}, got {action.dtype}")
-        for name, array in (("obs", obs), ("next_obs", next_obs), ("action", action), ("reward", reward)):
-            if array.dtype.kind == "f" and not np.isfinite(array).all():
-                raise ValueError(f"{name} contains NaN or inf; check the environment (one NaN in the buffer turns "
-                                 "every later gradient step into NaN); nothing was added")
+        if check_finite:
+            for name, array in (("obs", obs), ("next_obs", next_obs), ("action", action), ("reward", reward)):
+                if array.dtype.kind == "f" and not np.isfinite(array).all():
+                    raise ValueError(f"{name} contains NaN or inf; check the environment (one NaN in the buffer "
+                                     "turns every later gradient step into NaN); nothing was added")
         if not np.isin(done, (0, 1)).all():
             raise ValueError("done must hold only 0/1 (or True/False): pass terminated flags; nothing was added")
         initial = None
         if td_errors is not None:
             td = np.atleast_1d(np.array(td_errors, dtype=np.float64))
-            if td.shape != (n,) or not np.isfinite(td).all():
+            if td.shape != (n,) or (check_finite and not np.isfinite(td).all()):
                 raise ValueError(f"td_errors must be {n} finite numbers, one per transition; got shape {td.shape}")
             initial = np.minimum(np.power(np.abs(td) + self.eps, self.alpha), MAX_PRIORITY)
         if n == 0:
@@ -249,7 +257,7 @@ class PrioritizedReplayBuffer:
     def sample_with_priorities(self, batch_size: int) -> tuple[Batch[np.ndarray], np.ndarray, float]:
         """sample(), plus each drawn transition's priority p_i and the total priority (float64, as the
         sampler stores them), so that a caller drawing from several buffers can compute the global
-        sampling probabilities and importance weights (pearl_fpga.runtime.engines.sharded_replay)."""
+        sampling probabilities and importance weights (pearl_fpga.replay.sharded)."""
         batch, words = self._draw(batch_size)
         return batch, words.astype(np.float64) / PRIORITY_SCALE, self._sampler.total
 

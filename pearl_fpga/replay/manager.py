@@ -1,23 +1,24 @@
-"""The replay manager's buffers (pearl_fpga.runtime.placement.make_replay chooses one for a run): a uniform ring buffer (SB3's ReplayBuffer semantics) or the
-prioritized buffer on the replay kernel (pearl_fpga.PrioritizedReplayBuffer), behind one interface
-(`Replay`, which the Ray engine's sharded replay also has): `add(transitions)`, `sample(batch_size) ->
-Batch` (pearl_fpga.replay.Batch, numpy), `update_priorities(indices, td_errors)` with numpy |TD
-errors|, `total`, `state_dict()` / `load_state_dict()`."""
+"""The replay manager's buffers (`make_replay` chooses one for a run): a uniform ring buffer (SB3's
+ReplayBuffer semantics) or the prioritized buffer on the replay kernel (pearl_fpga.PrioritizedReplayBuffer),
+behind one interface (`Replay`, which the sharded replay, pearl_fpga.replay.sharded, also has):
+`add(transitions)` (pearl_fpga.replay.Transitions, non-finite rows refused or dropped there),
+`sample(batch_size) -> Batch` (pearl_fpga.replay.Batch, numpy), `update_priorities(indices, td_errors)`
+with numpy |TD errors|, `total`, `state_dict()` / `load_state_dict()`."""
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from pearl_fpga.backends.registry import first_available
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError, DivergenceError
 from pearl_fpga.replay.batch import Batch
+from pearl_fpga.replay.transitions import FIELDS, Transitions, nonfinite_rows
 
-FIELDS = ("obs", "action", "reward", "next_obs", "done")
 NONFINITE_MODES = ("error", "drop")
-_SUMMED = ("obs", "next_obs", "reward", "action")  # done comes from bool(terminated)
 _WHAT = {"obs": "observation (obs)", "next_obs": "observation (next_obs)", "reward": "reward", "action": "action",
          "done": "done flag", "td_errors": "initial TD error"}
 
@@ -48,9 +49,9 @@ class Replay:
     def can_sample(self) -> bool:
         return self.total > 0
 
-    def add(self, t: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> None:
-        """Insert a batch of transitions (arrays with a leading batch axis); `td_errors`: their initial
-        priorities' TD errors (Ape-X actors; prioritized replay only)."""
+    def add(self, t: Transitions, td_errors: np.ndarray | None = None) -> None:
+        """Insert a block of transitions; `td_errors`: their initial priorities' TD errors (Ape-X actors;
+        prioritized replay only)."""
         raise NotImplementedError
 
     def sample(self, batch_size: int) -> Batch[np.ndarray]:
@@ -74,37 +75,21 @@ class Replay:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def _finite(self, t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        # One sum per field is the cheap test (a NaN or inf anywhere makes it non-finite); only then
-        # (or when finite values overflow the sum) is each row examined.
-        total = 0.0
-        for f in _SUMMED:
-            values = t[f]
-            if getattr(values, "dtype", None) is None or values.dtype.kind in "fc":  # integer actions are finite
-                total += np.add.reduce(values, axis=None, dtype=np.float64)
-        if "td_errors" in t:
-            total += np.add.reduce(t["td_errors"], axis=None, dtype=np.float64)
-        if math.isfinite(total):
-            return t
-        bad: np.ndarray | None = None
-        field = ""
-        for f in (*FIELDS, "td_errors"):
-            a = np.asarray(t[f]) if f in t else None
-            if a is None or a.dtype.kind not in "fc" or np.isfinite(a).all():
-                continue
-            rows = ~np.isfinite(a.reshape(len(a), -1)).all(axis=1)
-            if bad is None:
-                bad, field = rows, f
-            else:
-                bad |= rows
-        if bad is None:
-            return t
+    def _finite(self, t: Transitions, td_errors: np.ndarray | None = None) -> tuple[Transitions, np.ndarray | None]:
+        """`t` (and `td_errors`) without its non-finite rows, as `on_nonfinite` says: refused
+        (DivergenceError, nothing stored) or counted in `dropped` and left out. The one finiteness
+        scan of a transition on its way into a replay."""
+        found = nonfinite_rows(t, td_errors)
+        if found is None:
+            return t, td_errors
+        bad, field = found
         n = int(bad.sum())
         if self.on_nonfinite == "drop":
             self.dropped += n
             keep = ~bad
-            return {k: np.asarray(v)[keep] for k, v in t.items()}
-        value = np.asarray(t[field])[bad][0]
+            return t.rows(keep), None if td_errors is None else np.asarray(td_errors)[keep]
+        source = np.asarray(td_errors) if field == "td_errors" else np.asarray(getattr(t, field))
+        value = source[bad][0]
         value = value.tolist() if hasattr(value, "tolist") else value
         if field == "action":
             raise DivergenceError(f"the policy chose a non-finite action ({value}) in {n} of {len(bad)} transitions: "
@@ -139,22 +124,22 @@ class UniformReplay(Replay):
     def __len__(self) -> int:
         return self.size
 
-    def add(self, t: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> None:
-        """Insert a batch of transitions (arrays with a leading batch axis; no priorities, so `td_errors`
-        is not used); non-finite ones are refused (DivergenceError) or dropped, as `on_nonfinite` says."""
-        t = self._finite(t)
-        n = len(t["reward"])
+    def add(self, t: Transitions, td_errors: np.ndarray | None = None) -> None:
+        """Insert a block of transitions (no priorities, so `td_errors` is not used); non-finite ones are
+        refused (DivergenceError) or dropped, as `on_nonfinite` says."""
+        t, _ = self._finite(t)
+        n = len(t)
         if n == 0:
             return
         # a slice while the rows do not wrap around the ring (the usual case): cheaper than an index array
         idx: slice | np.ndarray = slice(self.pos, self.pos + n)
         if self.pos + n > self.capacity:
             idx = (self.pos + np.arange(n)) % self.capacity
-        self.obs[idx] = t["obs"]
-        self.next_obs[idx] = t["next_obs"]
-        self.action[idx] = np.asarray(t["action"]).reshape((n, *self.action.shape[1:]))
-        self.reward[idx] = t["reward"]
-        self.done[idx] = t["done"]
+        self.obs[idx] = t.obs
+        self.next_obs[idx] = t.next_obs
+        self.action[idx] = np.asarray(t.action).reshape((n, *self.action.shape[1:]))
+        self.reward[idx] = t.reward
+        self.done[idx] = t.done
         self.pos = int((self.pos + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
 
@@ -224,19 +209,16 @@ class PrioritizedReplay(Replay):
     def total(self) -> float:
         return self.buffer.total
 
-    def add(self, t: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> None:
-        """Insert a batch; with `td_errors` their priorities are set from them (Ape-X actors). Non-finite
-        transitions are refused (DivergenceError) or dropped, as `on_nonfinite` says."""
-        if td_errors is not None:
-            t = self._finite({**t, "td_errors": np.asarray(td_errors)})
-            td_errors = t.pop("td_errors")
-        else:
-            t = self._finite(t)
-        n = len(t["reward"])
-        if n == 0:
+    def add(self, t: Transitions, td_errors: np.ndarray | None = None) -> None:
+        """Insert a block; with `td_errors` their priorities are set from them (Ape-X actors). Non-finite
+        transitions are refused (DivergenceError) or dropped, as `on_nonfinite` says (checked here, so
+        the buffer does not scan them again)."""
+        t, td_errors = self._finite(t, td_errors)
+        if len(t) == 0:
             return
-        self.buffer.add(t["obs"], np.asarray(t["action"]).reshape((n, *self.action_shape)), t["reward"],
-                        t["next_obs"], t["done"], td_errors=td_errors)
+        if np.ndim(t.action) != 1 + len(self.action_shape):
+            t = replace(t, action=np.asarray(t.action).reshape((len(t), *self.action_shape)))
+        self.buffer.add_transitions(t, td_errors, check_finite=False)
 
     def sample(self, batch_size: int) -> Batch[np.ndarray]:
         return self.buffer.sample(batch_size)
@@ -275,3 +257,22 @@ class PrioritizedReplay(Replay):
         except (ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"checkpoint replay does not fit this buffer: {exc}") from exc
 
+
+
+def make_replay(config: TrainConfig, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
+                replay_backends: tuple[str, ...] = ("cpu",), device: str = "cpu",
+                sizes: dict[str, int] | None = None, *, beta_steps: int) -> Replay:
+    """Uniform buffer, or the prioritized one on the replay kernel (first available of
+    `replay_backends`, the placement's for `device`; `sizes`: its fan-out and batch, an emulated
+    board's) when config.per is set. `beta_steps`: the sample() calls over which the importance
+    exponent anneals to 1 (the run's gradient steps, runtime.schedule.allowed_gradient_steps)."""
+    if not config.per:
+        replay: Replay = UniformReplay(config.buffer_size, obs_dim, action_shape, discrete, seed)
+    else:
+        replay = first_available(
+            lambda backend: PrioritizedReplay(config.buffer_size, obs_dim, action_shape, discrete, seed, config,
+                                              backend, beta_steps=beta_steps, **(sizes or {})),
+            replay_backends, f"placement replay={device} (replay kernel)")
+    replay.env_id = config.env_id
+    replay.on_nonfinite = config.nonfinite_transitions
+    return replay

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pearl_fpga.config import TrainConfig
+from pearl_fpga.replay.transitions import Transitions
 from pearl_fpga.runtime.envs import EnvGroup
 from pearl_fpga.runtime.placement import Placement
 from pearl_fpga.runtime.policy import ActorPolicy
@@ -23,14 +24,14 @@ from pearl_fpga.runtime.timers import TaskTimer
 
 
 @dataclass
-class Transitions:
-    """What actors hand the learner for `n` env steps: the transitions (obs, action, reward, next_obs,
-    done, leading axis n; None when the actor already stored them in its replay shard), the episodes
-    that ended in them as (return, length), the actor's task times, and (from ActorLoop.run) for each
-    finished episode the env steps of these n counted up to the end of its env group."""
+class Rollout:
+    """What actors hand the learner for `n` env steps: the transitions (pearl_fpga.replay.Transitions;
+    None when the actor already stored them in its replay shard), the episodes that ended in them as
+    (return, length), the actor's task times, and (from ActorLoop.run) for each finished episode the env
+    steps of these n counted up to the end of its env group."""
 
     n: int
-    data: dict[str, np.ndarray] | None
+    transitions: Transitions | None
     finished: list[tuple[float, int]]
     seconds: dict[str, float] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
@@ -41,7 +42,7 @@ class ActorFailed(Exception):
     """The env (or the policy) raised inside ActorLoop.run: `partial` holds the whole env-group steps
     taken before it (kept, not lost with the error), `__cause__` the error itself."""
 
-    def __init__(self, cause: BaseException, partial: Transitions) -> None:
+    def __init__(self, cause: BaseException, partial: Rollout) -> None:
         super().__init__(f"{type(cause).__name__}: {cause}")
         self.cause, self.partial = cause, partial
 
@@ -78,11 +79,11 @@ class ActorLoop:
         """New policy weights from the learner (re-quantized for a kernel actor)."""
         self.policy.load_weights(weights)
 
-    def run(self, n_steps: int, start_step: int, timer: TaskTimer | None = None) -> Transitions:
+    def run(self, n_steps: int, start_step: int, timer: TaskTimer | None = None) -> Rollout:
         """Step at least `n_steps` env steps (whole env groups) from global step `start_step`. ActorFailed
         (with the steps taken before it) when the env or the policy raises."""
         timer = timer if timer is not None else TaskTimer()
-        parts: list[dict[str, np.ndarray]] = []  # EnvGroup.step returns fresh arrays: kept without a copy
+        parts: list[Transitions] = []  # EnvGroup.step returns fresh arrays: kept without a copy
         finished: list[tuple[float, int]] = []
         ended_at: list[int] = []
         done = 0
@@ -108,10 +109,10 @@ class ActorLoop:
             timer.add("act", act_s, len(parts))
             timer.add("env_step", env_s, len(parts))
         if not parts:  # nothing asked for, or the first step failed
-            out = Transitions(0, None, [], dict(timer.seconds), dict(timer.calls))
+            out = Rollout(0, None, [], dict(timer.seconds), dict(timer.calls))
         else:
-            data = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-            out = Transitions(done, data, finished, dict(timer.seconds), dict(timer.calls), ended_at)
+            out = Rollout(done, Transitions.concatenate(parts), finished, dict(timer.seconds), dict(timer.calls),
+                          ended_at)
         if failure is not None:
             raise ActorFailed(failure, out) from failure
         return out

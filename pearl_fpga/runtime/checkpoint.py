@@ -336,9 +336,10 @@ def restore_run_state(state: dict[str, Any], algo: Learner, replay: Replay,
 # ---- resuming a run --------------------------------------------------------------------------------
 RESUMABLE_FIELDS = ("total_steps", "eval_freq", "eval_episodes", "checkpoint_freq", "workers", "engine", "actors",
                     "ray_address", "actor_resources", "shard_resources", "max_actor_lag", "learner_threads",
-                    "nonfinite_transitions", "learner_compile")
+                    "nonfinite_transitions", "learner_compile", "update_schedule")
 """TrainConfig fields a resumed run may change (Trainer.load(overrides=...), `train --resume`): the run's
-length, evaluation and checkpoint intervals, where actors run, and whether the learner step is compiled. Every other field (the algorithm's
+length, evaluation and checkpoint intervals, where actors run, whether the learner step is compiled, and
+DDPG's and TD3's update schedule (the same bits in each). Every other field (the algorithm's
 hyper-parameters, the replay's kind and size, the network) is fixed by the checkpoint."""
 
 

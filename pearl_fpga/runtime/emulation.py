@@ -34,8 +34,9 @@ class BoardFitError(KernelFitError):
 
 
 def emulated_board(placement: Placement) -> BoardSpec | None:
-    """The board `placement` emulates, or None when no role is on fpga-emu."""
-    return load_catalog()[placement.board] if placement.board else None
+    """The board `placement` emulates, or None when no role is on fpga-emu (looked up in the catalog
+    once, when the placement was made)."""
+    return placement.board_spec
 
 
 def net_text(obs_dim: int, net_arch: list[int], out_dim: int) -> str:
@@ -176,14 +177,14 @@ def board_fit_record(preset: TrainConfig, run: TrainConfig, note: str | None) ->
     return {"changes": changes, "text": note} if changes and note else None
 
 
-def limit_mlp_backend(backend: Any, placement: Placement) -> Any:
-    """`backend` (the MLP kernel's C++ build) at the emulated board's synthesized sizes."""
+def mlp_limits(placement: Placement) -> dict[str, int]:
+    """Options of the MLP kernel's C++ build (CpuMLPBackend) that give it the emulated board's synthesized
+    sizes (max_layers, max_width, max_batch), or {} when the actors do not run on fpga-emu."""
     board = emulated_board(placement)
-    if board is not None and placement.act == "fpga-emu":
-        mk = board.kernels["mlp"]
-        for key in ("max_layers", "max_width", "max_batch"):
-            setattr(backend, key, min(getattr(backend, key), mk[key]))
-    return backend
+    if board is None or placement.act != "fpga-emu":
+        return {}
+    mk = board.kernels["mlp"]
+    return {key: int(mk[key]) for key in ("max_layers", "max_width", "max_batch")}
 
 
 def replay_sizes(placement: Placement) -> dict[str, int]:

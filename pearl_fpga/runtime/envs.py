@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 
 from pearl_fpga.errors import CheckpointError
+from pearl_fpga.replay.transitions import Transitions
 
 
 @dataclass
@@ -169,7 +170,7 @@ class EnvGroup:
         assert low is not None and high is not None, "to_env_action is for continuous (Box) action spaces"
         return (low + 0.5 * (np.asarray(action, dtype=np.float64) + 1.0) * (high - low)).astype(np.float32)
 
-    def step(self, actions: np.ndarray) -> tuple[dict[str, np.ndarray], list[tuple[float, int]]]:
+    def step(self, actions: np.ndarray) -> tuple[Transitions, list[tuple[float, int]]]:
         """Step every env; returns the transitions and (return, length) of finished episodes."""
         n = self.n
         next_obs = np.empty_like(self.obs)
@@ -191,8 +192,8 @@ class EnvGroup:
                 self.episode_length[i] = 0
                 ob, _ = env.reset()
             new_obs[i] = ob
-        transitions = {"obs": self.obs, "action": np.asarray(actions), "reward": reward,
-                       "next_obs": next_obs, "done": done}
+        transitions = Transitions(obs=self.obs, action=np.asarray(actions), reward=reward, next_obs=next_obs,
+                                  done=done)
         self.obs = new_obs
         return transitions, finished
 

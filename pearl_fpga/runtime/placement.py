@@ -29,12 +29,14 @@ from __future__ import annotations
 import warnings
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pearl_fpga.host import BF16_SUFFIX, bf16_unsupported, learn_target  # noqa: F401 - re-exported for the planner and benchmarks
 from pearl_fpga.config import TrainConfig
-from pearl_fpga.replay.manager import PrioritizedReplay, Replay, UniformReplay
-from pearl_fpga.runtime.schedule import allowed_gradient_steps
 from pearl_fpga.runtime.vocabulary import ROLES
+
+if TYPE_CHECKING:
+    from pearl_fpga.board.catalog import BoardSpec
 
 DEVICES = {
     "act": ("cpu", "cpu-kernel", "fpga-emu", "cuda", "fpga"),
@@ -43,20 +45,6 @@ DEVICES = {
 }
 KERNEL_DEVICES = ("cpu-kernel", "fpga-emu", "fpga")
 BOARD_BACKENDS = ("pynq", "xrt", "serial")  # a Zynq board through PYNQ, an Alveo card through XRT, a UART board
-
-
-def first_available(make, backends: tuple[str, ...], what: str):
-    """make(backend) for the first backend that is available; BackendUnavailable listing why none is."""
-    from pearl_fpga.errors import BackendUnavailable
-
-    reasons = []
-    for backend in backends:
-        try:
-            return make(backend)
-        except BackendUnavailable as exc:
-            reasons.append(f"{backend}: {exc}")
-    raise BackendUnavailable(f"{what}: no backend available ({'; '.join(reasons)}); "
-                             "use placement fpga-emu or cpu-kernel on a machine without a board")
 
 
 @dataclass(frozen=True)
@@ -81,14 +69,23 @@ class Placement:
         named = {b for b in boards if b} | ({self.board} if self.board else set())
         if len(named) > 1:
             raise ValueError(f"placement: fpga-emu emulates one board per run, got {', '.join(sorted(named))}")
+        spec = None
         if boards or self.board:
             from pearl_fpga.board.catalog import CatalogError, get_board
 
             name = next(iter(named), None)
             try:
-                object.__setattr__(self, "board", get_board(name).name)
+                spec = get_board(name)
             except CatalogError as exc:
                 raise CatalogError(f"placement fpga-emu:{name}: {exc} (e.g. --placement fpga-emu:pynq-z2)") from None
+            object.__setattr__(self, "board", spec.name)
+        object.__setattr__(self, "_board_spec", spec)  # the one catalog look-up: every user reads board_spec
+
+    @property
+    def board_spec(self) -> BoardSpec | None:
+        """The catalog entry of the board fpga-emu emulates (None when no role is on fpga-emu)."""
+        spec: BoardSpec | None = self.__dict__.get("_board_spec")
+        return spec
 
     def target(self, task: str) -> str:
         """The target of `task` as written: "fpga-emu:pynq-z2" for an emulated board."""
@@ -215,24 +212,6 @@ def default_placement() -> Placement:
 
     act = "cpu-kernel" if importlib.util.find_spec("pearl_fpga._mlp_native") is not None else "cpu"
     return Placement(act=act, replay="cpu", learn="cpu")
-
-
-def make_replay(config: TrainConfig, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
-                replay_backends: tuple[str, ...] = ("cpu",), device: str = "cpu",
-                sizes: dict[str, int] | None = None) -> Replay:
-    """Uniform buffer, or the prioritized one on the replay kernel (first available of
-    `replay_backends`; `sizes`: its fan-out and batch, an emulated board's) when config.per is set."""
-    if not config.per:
-        replay: Replay = UniformReplay(config.buffer_size, obs_dim, action_shape, discrete, seed)
-    else:
-        replay = first_available(
-            lambda backend: PrioritizedReplay(config.buffer_size, obs_dim, action_shape, discrete, seed, config,
-                                              backend, beta_steps=allowed_gradient_steps(config, config.total_steps),
-                                              **(sizes or {})),
-            replay_backends, f"placement replay={device} (replay kernel)")
-    replay.env_id = config.env_id
-    replay.on_nonfinite = config.nonfinite_transitions
-    return replay
 
 
 def resolve_engine(config: TrainConfig) -> str:

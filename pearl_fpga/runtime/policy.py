@@ -15,7 +15,7 @@ from torch import nn
 
 from pearl_fpga.algos.heads import ActorHead
 from pearl_fpga.errors import BackendUnavailable, DivergenceError
-from pearl_fpga.runtime.checkpoint import all_finite
+from pearl_fpga.runtime.checkpoint import first_nonfinite
 from pearl_fpga.runtime.placement import Placement
 
 
@@ -39,16 +39,21 @@ class ActorPolicy:
             self.module.to(self.torch_device)
 
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Take new weights from the learner (re-quantized for a kernel actor)."""
+        """Take new weights from the learner (re-quantized for a kernel actor). The learner's weights were
+        checked on their way out (Trainer.check_finite), so they are not scanned again here: only when the
+        kernel refuses them is the reason looked for, to name non-finite weights rather than the quantizer's
+        refusal."""
         self.module.load_state_dict(state_dict)
         if self.kernel is not None:
-            for name, tensor in self.module.state_dict().items():
-                if tensor.is_floating_point() and not all_finite(tensor):
-                    # say why, rather than the quantizer's "cannot choose a fixed-point format"
-                    raise DivergenceError(f"the policy weights are not finite ({name} holds NaN or inf): training "
-                                          "diverged; lower learning_rate or clip the gradients (max_grad_norm), then "
-                                          "start again or resume from the last checkpoint")
-            self.kernel.load_weights(self.module)
+            try:
+                self.kernel.load_weights(self.module)
+            except ValueError as exc:
+                where = first_nonfinite(self.module.state_dict())
+                if where is None:
+                    raise
+                raise DivergenceError(f"the policy weights are not finite ({where}): training diverged; lower "
+                                      "learning_rate or clip the gradients (max_grad_norm), then start again or "
+                                      "resume from the last checkpoint") from exc
 
     def outputs(self, obs: np.ndarray) -> np.ndarray:
         """The network's outputs per observation (float32): the kernel's dequantized ones on a kernel actor."""
@@ -92,14 +97,13 @@ def _make_kernel(module: nn.Sequential, placement: Placement, head: ActorHead, c
     except ImportError as exc:  # the kernel module is missing from this install
         raise BackendUnavailable(f"placement act={placement.act} needs pearl_fpga.kernels.mlp ({exc}); "
                                  "use act=cpu (torch) instead") from exc
-    from pearl_fpga.runtime.placement import first_available
-
     kwargs: dict[str, Any] = {"calibration": calibration, **head.kernel_options}
     from pearl_fpga.backends import registry
-    from pearl_fpga.runtime.emulation import limit_mlp_backend
+    from pearl_fpga.runtime.emulation import mlp_limits
 
-    def make(name: str) -> Any:  # fpga-emu: the C++ build at the emulated board's sizes
-        return MLPInfer.from_torch(module, backend=limit_mlp_backend(registry.create("mlp", name)[1], placement), **kwargs)
+    limits = mlp_limits(placement)  # fpga-emu: the C++ build made at the emulated board's sizes
 
-    return first_available(make,
-                           placement.mlp_backends(), f"placement act={placement.act} (MLP kernel)")
+    def make(name: str) -> Any:
+        return MLPInfer.from_torch(module, backend=registry.create("mlp", name, **limits)[1], **kwargs)
+
+    return registry.first_available(make, placement.mlp_backends(), f"placement act={placement.act} (MLP kernel)")

@@ -20,6 +20,15 @@ class TrainerProtocol(Protocol):
     env_steps: int
     grad_steps: int
     episodes: int
+    strict: bool
+    """True: a train() call in which no update could run raises NoLearningError (else it warns)."""
+
+    @property
+    def emulated_board(self) -> str | None:
+        """The catalog board whose kernels the run emulates (fpga-emu), or None."""
+
+    def no_learning_problem(self, steps: int) -> str | None:
+        """Why `train(steps)` would run no update, with the fix; None when it would run one."""
 
     def train(self, steps: int, progress: Any = None, progress_interval: float = 0.5) -> Stats:
         """Run `steps` more env steps."""

@@ -11,6 +11,7 @@ import numpy as np
 
 from pearl_fpga.runtime.envs import rollout
 from pearl_fpga.runtime.stats import EvalResult, Stats
+from pearl_fpga.runtime.update_schedule import schedule_report
 from pearl_fpga.runtime.vocabulary import TASKS
 
 
@@ -34,6 +35,7 @@ class RunReports:
     timer: Any
     losses: Any
     learner_threads: Any
+    update_schedule: Any
     predict_rng: np.random.Generator
     _faults_before: dict[str, int]
     _run: dict[str, Any] | None
@@ -127,6 +129,11 @@ class RunReports:
         if self.learner_threads is None:
             return f"{self.config.learner_threads} (fixed)"
         return str(self.learner_threads.choice.describe())
+
+    def update_schedule_report(self) -> str | None:
+        """DDPG's and TD3's update schedule: the measured choice with its probe times, or the fixed one;
+        None for a learner without one."""
+        return schedule_report(self.algo, self.update_schedule)
 
     def device_of(self, task: str) -> str:
         """Device a task ran on (for the summary table)."""

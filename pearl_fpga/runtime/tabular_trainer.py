@@ -128,6 +128,7 @@ class TabularTrainer(ClosesRun):
         self.kernel = TabularQ(self.n_states, self.n_actions, config.learning_rate, config.gamma,
                                algo=KERNEL_ALGO[algo], backend=config.backend, **backend_options)
         self.placement = f"table={self.kernel.backend_name}"
+        self.strict = False  # every env step updates the table: no train() call runs without learning
         self.logdir = Path(logdir) if logdir is not None else None
         self.logger = logger_for(logger, logdir)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
@@ -347,6 +348,12 @@ class TabularTrainer(ClosesRun):
     def faults(self) -> dict[str, int]:
         """The Trainer's fault counters: a tabular run has no actors or shards to lose."""
         return {"actor_restarts": 0, "shard_restarts": 0, "transitions_lost": 0, "nonfinite_dropped": 0}
+
+    emulated_board: str | None = None  # the table runs on its backend (config.backend), not an emulated board
+
+    def no_learning_problem(self, steps: int) -> str | None:
+        """None: every env step of a train() call updates the table."""
+        return None
 
     def device_of(self, task: str) -> str:
         """Where a task runs: the table's kernel backend (acting and learning both read it)."""

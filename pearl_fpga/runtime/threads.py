@@ -136,6 +136,7 @@ class AdaptiveThreads:
         self._since_round = period  # the first step starts a round
         self._round_times: dict[int, float] = {}
         self._recent: list[float] = []  # step times at the current count since the last round or check
+        self._peers: list[AdaptiveThreads] = []  # controllers timing the same steps (share_steps_with)
         self._step = _Step(self)
         set_threads(self._active)
 
@@ -148,8 +149,23 @@ class AdaptiveThreads:
         """`with controller.step():` times one learner step (an exception is not a sample)."""
         return self._step
 
+    @property
+    def probing(self) -> bool:
+        """A probe round is under way (the steps run at the counts it probes)."""
+        return bool(self._queue)
+
+    def share_steps_with(self, other: AdaptiveThreads) -> None:
+        """Both controllers time the same steps (e.g. the thread count and the update schedule): while
+        one probes, the other starts no round and takes no sample, so neither reads the other's probes."""
+        self._peers.append(other)
+        other._peers.append(self)
+
+    def _peer_probing(self) -> bool:
+        return any(peer.probing for peer in self._peers)
+
     def _before_step(self) -> None:
-        if not self._queue and self._since_round >= self.period and len(self.choice.candidates) > 1:
+        if (not self._queue and self._since_round >= self.period and len(self.choice.candidates) > 1
+                and not self._peer_probing()):
             self._start_round()
 
     # ------------------------------------------------------------------ internals
@@ -176,6 +192,8 @@ class AdaptiveThreads:
 
     def _record(self, seconds: float) -> None:
         if not self._queue:
+            if self._peer_probing():
+                return
             self._since_round += 1
             self._watch(seconds)
             return

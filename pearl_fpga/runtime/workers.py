@@ -25,7 +25,7 @@ import numpy as np
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import EngineError
-from pearl_fpga.runtime.actor import ActorFailed, Transitions
+from pearl_fpga.runtime.actor import ActorFailed, Rollout
 from pearl_fpga.runtime.placement import Placement
 from pearl_fpga.runtime.schedule import MESSAGE_STEPS
 
@@ -72,7 +72,7 @@ class WorkerPool:
         self.errors: list[str | None] = [None] * self.n  # the last error a worker reported before dying
         self.restart_times: list[list[float]] = [[] for _ in range(self.n)]
         self.down_since: list[float | None] = [None] * self.n  # dead, waiting for its backoff
-        self.salvaged: list[Transitions] = []  # sent by a worker just before it died: returned by receive()
+        self.salvaged: list[Rollout] = []  # sent by a worker just before it died: returned by receive()
         for i in range(self.n):
             self._start(i)
 
@@ -127,7 +127,7 @@ class WorkerPool:
                 self.shared[k].copy_(v)
             self.version.value += 1
 
-    def receive(self, timeout: float) -> list[Transitions]:
+    def receive(self, timeout: float) -> list[Rollout]:
         """Transition batches that arrived (waits up to `timeout` s for the first one)."""
         out, self.salvaged = self.salvaged, []
         live = [c for i, c in enumerate(self.conns) if self.down_since[i] is None]
@@ -140,7 +140,7 @@ class WorkerPool:
             out += self._drain(self.conns.index(conn))  # type: ignore[arg-type]  # one of self.conns
         return out
 
-    def _drain(self, i: int) -> list[Transitions]:
+    def _drain(self, i: int) -> list[Rollout]:
         out = []
         conn = self.conns[i]
         while True:

@@ -5,12 +5,13 @@ weights) and never hands itself to an engine."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from pearl_fpga.config import ENGINES, TrainConfig
-from pearl_fpga.runtime.actor import Transitions
+from pearl_fpga.runtime.actor import Rollout
 from pearl_fpga.runtime.envs import EnvSpec
 from pearl_fpga.runtime.placement import Placement, resolve_engine
 from pearl_fpga.replay.manager import Replay
@@ -32,6 +33,7 @@ class RunSetup:
     seed: int
     calibration: np.ndarray  # observations the MLP kernel's quantizer is calibrated on
     log: Messages | None = None
+    logdir: Path | None = None  # the run's log directory (the ray engine writes Ray's driver-side log there)
 
     @property
     def action_shape(self) -> tuple[int, ...]:
@@ -46,13 +48,16 @@ class RunSetup:
             self.log.message(text)
 
     def make_replay(self, config: TrainConfig | None = None, seed_offset: int = 0) -> Replay:
-        """A buffer in this process on the placement's replay device (`config`: a shard's, else the run's)."""
+        """A buffer in this process on the placement's replay device (`config`: a shard's, else the run's),
+        its importance exponent annealed over the run's gradient steps."""
+        from pearl_fpga.replay.manager import make_replay
         from pearl_fpga.runtime.emulation import replay_sizes
-        from pearl_fpga.runtime.placement import make_replay
+        from pearl_fpga.runtime.schedule import allowed_gradient_steps
 
-        return make_replay(config or self.config, self.spec.obs_dim, self.action_shape, self.spec.discrete,
+        config = config or self.config
+        return make_replay(config, self.spec.obs_dim, self.action_shape, self.spec.discrete,
                            self.seed + 1 + seed_offset, self.placement.replay_backends(), self.placement.replay,
-                           replay_sizes(self.placement))
+                           replay_sizes(self.placement), beta_steps=allowed_gradient_steps(config, config.total_steps))
 
 
 class Engine(Protocol):
@@ -74,8 +79,8 @@ class Engine(Protocol):
     def start(self, env_steps: int, weights: dict[str, Any]) -> None:
         """Start the actors of one train() call at global env step `env_steps`, holding `weights`."""
 
-    def sample(self, upto: int, wait: bool) -> list[Transitions]:
-        """Transitions collected since the last call, the actors granted env steps up to global step
+    def sample(self, upto: int, wait: bool) -> list[Rollout]:
+        """The rollouts collected since the last call, the actors granted env steps up to global step
         `upto`; `wait`: the learner has nothing to do, so wait briefly for the first."""
 
     def set_weights(self, weights: dict[str, Any]) -> None:

@@ -13,17 +13,19 @@ from typing import Any
 
 import numpy as np
 
+from pearl_fpga.replay.transitions import Transitions
 
-def initial_td_errors(module: Any, t: dict[str, np.ndarray], gamma: float) -> np.ndarray:
+
+def initial_td_errors(module: Any, t: Transitions, gamma: float) -> np.ndarray:
     """Ape-X initial priorities for DQN: |r + gamma (1 - done) max_a Q(s', a) - Q(s, a)| from the
     actor's own Q-network (it has no target network)."""
     import torch
 
     with torch.no_grad():
-        q = module(torch.as_tensor(t["obs"], dtype=torch.float32))
-        q_next = module(torch.as_tensor(t["next_obs"], dtype=torch.float32)).max(dim=1).values.numpy()
-    q_taken = q.gather(1, torch.as_tensor(np.asarray(t["action"]).reshape(-1, 1), dtype=torch.int64)).squeeze(1).numpy()
-    target = t["reward"] + gamma * (1.0 - t["done"]) * q_next
+        q = module(torch.as_tensor(t.obs, dtype=torch.float32))
+        q_next = module(torch.as_tensor(t.next_obs, dtype=torch.float32)).max(dim=1).values.numpy()
+    q_taken = q.gather(1, torch.as_tensor(np.asarray(t.action).reshape(-1, 1), dtype=torch.int64)).squeeze(1).numpy()
+    target = t.reward + gamma * (1.0 - t.done) * q_next
     return np.abs(target - q_taken).astype(np.float64)
 
 
@@ -41,12 +43,19 @@ class EnvActor:
         torch.set_num_threads(1)
         limit_blas_threads()
         self.index = index
-        self.shard = shard
+        # the shard's name (the engine's: a restart-safe argument) or its handle (benchmarks, tests)
+        self.shard = self._named(shard) if isinstance(shard, str) else shard
         self.config = TrainConfig.from_dict(spec["config"])
         # a restarted actor (Ray re-runs this constructor) must not replay its predecessor's episodes
         seed = int(spec["seed"]) + 1_000_003 * self._incarnation()
         self.actor = ActorLoop.build(self.config, parse_placement(spec["placement"]), spec["calibration"], seed)
         self.version = -1
+
+    @staticmethod
+    def _named(name: str) -> Any:
+        import ray
+
+        return ray.get_actor(name)
 
     @staticmethod
     def _incarnation() -> int:
@@ -83,12 +92,12 @@ class EnvActor:
                 self.actor.set_weights(ray.get(weights[0]))
                 self.version = version
         out = self.actor.run(credit, start_step, timer)
-        assert out.data is not None
+        assert out.transitions is not None
         td = None
         if self.config.actor_priorities:
             with timer.time("act"):
-                td = initial_td_errors(self.actor.policy.module, out.data, self.config.gamma)
+                td = initial_td_errors(self.actor.policy.module, out.transitions, self.config.gamma)
         with timer.time("replay_insert"):
-            status = ray.get(self.shard.add.remote(out.data, td))
+            status = ray.get(self.shard.add.remote(out.transitions, td))
         return {"n": out.n, "finished": out.finished, "seconds": dict(timer.seconds), "calls": dict(timer.calls),
                 "status": status, "elapsed": time.perf_counter() - began}

@@ -13,7 +13,7 @@ import traceback
 from typing import Any
 
 from pearl_fpga.errors import EngineError
-from pearl_fpga.runtime.actor import ActorFailed, ActorLoop, Transitions
+from pearl_fpga.runtime.actor import ActorFailed, ActorLoop, Rollout
 from pearl_fpga.runtime.engines.base import RunSetup
 
 
@@ -39,7 +39,7 @@ class InlineEngine:
         self.granted = env_steps  # the actor holds the learner's weights already
         self.failure = None
 
-    def sample(self, upto: int, wait: bool) -> list[Transitions]:
+    def sample(self, upto: int, wait: bool) -> list[Rollout]:
         if self.failure is not None:
             raise self.failure
         if self.granted >= upto:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pearl_fpga.runtime.actor import Transitions
+from pearl_fpga.runtime.actor import Rollout
 from pearl_fpga.runtime.engines.base import RunSetup
 from pearl_fpga.runtime.schedule import credit_chunk
 from pearl_fpga.runtime.workers import WorkerPool
@@ -33,7 +33,7 @@ class ProcessEngine:
         self.pool = WorkerPool(s.config, s.placement, s.calibration, weights, seed=s.actor_seed(env_steps))
         self.granted = env_steps
 
-    def sample(self, upto: int, wait: bool) -> list[Transitions]:
+    def sample(self, upto: int, wait: bool) -> list[Rollout]:
         assert self.pool is not None, "start() first"
         pool = self.pool
         self.granted = pool.grant_upto(self.granted, upto, credit_chunk(self.setup.config))

@@ -9,20 +9,25 @@ as Ray actors, on one host or a Ray cluster; the learner stays in this process.
 - Weights: one `ray.put` per sync; actors get the reference with their next grant and fetch it once.
 - Faults: Ray restarts a dead actor or shard (max_restarts=-1). A dead actor's grant is returned and
   re-granted; a restarted shard starts empty, is refilled by its actors, and its lost transitions are
-  counted (ShardedReplay.report). Priority updates for a lost shard's old indices are dropped.
+  counted (ShardedReplay.report). Priority updates for a lost shard's old indices are dropped. An env
+  actor finds its shard by name (a restarted actor re-runs its constructor, whose arguments must not
+  hold an actor handle: Ray cannot keep those for a restart). An error raised in an actor or a shard
+  (not a death) ends the run with an EngineError that names it.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import EngineError
-from pearl_fpga.runtime.actor import Transitions
+from pearl_fpga.replay.sharded import ReplayShard, ShardedReplay
+from pearl_fpga.runtime.actor import Rollout
 from pearl_fpga.runtime.engines.base import RunSetup
-from pearl_fpga.runtime.engines.ray_cluster import as_options, check_resources, connect, import_ray, size_to_cluster
-from pearl_fpga.runtime.engines.sharded_replay import ReplayShard, ShardedReplay
+from pearl_fpga.runtime.engines.ray_cluster import (RAY_LOG_NAME, actor_error, as_options, check_resources, connect,
+                                                    import_ray, size_to_cluster)
 from pearl_fpga.runtime.schedule import RAY_MESSAGE_STEPS, allowed_gradient_steps
 
 CALL_TIMEOUT_S = 120.0
@@ -43,7 +48,8 @@ class RayEngine:
         """Start Ray (or join the cluster), check its resources, and start the replay shards."""
         self.setup = setup
         cfg = self.config = setup.config
-        self.started_ray = connect(cfg.ray_address)
+        self.started_ray = connect(cfg.ray_address, logdir=setup.logdir)
+        self.ray_log = setup.logdir / RAY_LOG_NAME if setup.logdir is not None else None
         self.ray: Any = import_ray()
         self.actors: list[Any] = []
         self.restarts = 0
@@ -61,12 +67,15 @@ class RayEngine:
 
         stride = cfg.buffer_size // cfg.replay_shards
         shard_cfg = TrainConfig.from_dict({**cfg.to_dict(), "buffer_size": stride})
-        remote = self.ray.remote(max_restarts=-1, max_task_retries=-1)(ReplayShard)
-        self.shards = [remote.options(**as_options(self.shard_resources)).remote(
-            shard_cfg, setup.spec.obs_dim, setup.action_shape, setup.spec.discrete, setup.seed + 1 + 7 * i,
-            setup.placement.replay_backends(), setup.placement.replay, replay_sizes(setup.placement))
-            for i in range(cfg.replay_shards)]
         beta_steps = allowed_gradient_steps(cfg, cfg.total_steps)
+        remote = self.ray.remote(max_restarts=-1, max_task_retries=-1)(ReplayShard)
+        run = uuid.uuid4().hex[:12]  # names unique in the cluster: other runs may share it
+        self.shard_names = [f"pearl-fpga-replay-{run}-{i}" for i in range(cfg.replay_shards)]
+        self.shards = [remote.options(name=self.shard_names[i], **as_options(self.shard_resources)).remote(
+            shard_cfg, setup.spec.obs_dim, setup.action_shape, setup.spec.discrete, setup.seed + 1 + 7 * i,
+            setup.placement.replay_backends(), setup.placement.replay, replay_sizes(setup.placement),
+            beta_steps=beta_steps)
+            for i in range(cfg.replay_shards)]
         self.replay = ShardedReplay(cfg.replay_shards, stride, cfg, self._submit, self._gather, setup.seed + 3, beta_steps)
 
     def _submit(self, i: int, method: str, *args: Any) -> Any:
@@ -79,6 +88,8 @@ class RayEngine:
             raise EngineError(f"a replay shard did not answer within {CALL_TIMEOUT_S:.0f} s: its node is gone and no "
                               "other node has the shard_resources to restart it; add a node or lower "
                               "shard_resources") from exc
+        except self.ray.exceptions.RayTaskError as exc:
+            raise actor_error(exc, "replay shard", self.ray_log) from exc
 
     # ---- env actors ----------------------------------------------------------------------------
     def _reset_grants(self, env_steps: int) -> None:
@@ -95,7 +106,7 @@ class RayEngine:
         remote = self.ray.remote(max_restarts=-1, max_task_retries=0)(EnvActor)
         spec = {"config": cfg.to_dict(), "placement": str(s.placement), "calibration": s.calibration}
         self.actors = [remote.options(**as_options(self.actor_resources)).remote(
-            i, {**spec, "seed": s.actor_seed(env_steps) + 104_729 * i}, self.shards[i % len(self.shards)])
+            i, {**spec, "seed": s.actor_seed(env_steps) + 104_729 * i}, self.shard_names[i % len(self.shards)])
             for i in range(cfg.actors)]
         self._reset_grants(env_steps)
         self.set_weights(weights)
@@ -104,7 +115,7 @@ class RayEngine:
         self.weights_ref = [self.ray.put({k: v.detach().cpu() for k, v in weights.items()})]
         self.version += 1
 
-    def sample(self, upto: int, wait: bool) -> list[Transitions]:
+    def sample(self, upto: int, wait: bool) -> list[Rollout]:
         ray, cfg = self.ray, self.config
         for i in sorted(range(len(self.actors)), key=lambda a: self.last_grant.get(a, -1)):
             if i in self.busy or self.granted >= upto:
@@ -116,7 +127,7 @@ class RayEngine:
             self.busy.add(i)
         waiting = list(self.pending) + list(self.recovering)
         ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0.05 if wait else 0.0) if waiting else ([], [])
-        out: list[Transitions] = []
+        out: list[Rollout] = []
         for ref in ready:
             if ref in self.recovering:
                 i = self.recovering.pop(ref)
@@ -130,6 +141,8 @@ class RayEngine:
             i, credit = self.pending.pop(ref)
             try:
                 msg = ray.get(ref)
+            except ray.exceptions.RayTaskError as exc:
+                raise actor_error(exc, f"env actor {i}", self.ray_log) from exc
             except ray.exceptions.RayActorError:
                 self.granted -= credit  # nothing of this grant was counted: grant it again
                 self.restarts += 1
@@ -138,7 +151,7 @@ class RayEngine:
                 continue
             self.busy.discard(i)
             self.replay.observe(i % len(self.shards), msg["status"])
-            out.append(Transitions(msg["n"], None, msg["finished"], msg["seconds"], msg["calls"]))
+            out.append(Rollout(msg["n"], None, msg["finished"], msg["seconds"], msg["calls"]))
         return out
 
     def faults(self) -> dict[str, int]:

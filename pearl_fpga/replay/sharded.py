@@ -14,7 +14,9 @@ capacity buffer_size / M. The learner's `ShardedReplay` draws a batch as one buf
   refilled) drops them, and the restart and the transitions it lost are counted, never silent.
 
 The shards are reached through two functions, `submit(i, method, *args) -> future` and
-`gather(futures) -> results`: direct calls for local shards (tests), Ray actor calls in the Ray engine.
+`gather(futures) -> results`: direct calls for local shards (tests), Ray actor calls in the Ray engine
+(runtime.engines.ray_engine), which also gives the beta annealing horizon (`beta_steps`: the run's
+gradient steps, from runtime.schedule).
 """
 
 from __future__ import annotations
@@ -28,16 +30,19 @@ import numpy as np
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import CheckpointError
 from pearl_fpga.replay.batch import Batch
-from pearl_fpga.replay.manager import Replay, ReplayEmpty
-from pearl_fpga.runtime.placement import make_replay
+from pearl_fpga.replay.manager import Replay, ReplayEmpty, make_replay
+from pearl_fpga.replay.transitions import Transitions
 
 
 class ReplayShard:
-    """One shard: a local buffer plus the identity (incarnation) that tells a restart apart."""
+    """One shard: a local buffer (make_replay's, `beta_steps` as there) plus the identity (incarnation) that
+    tells a restart apart."""
 
     def __init__(self, config: TrainConfig, obs_dim: int, action_shape: tuple[int, ...], discrete: bool, seed: int,
-                 backends: tuple[str, ...] = ("cpu",), device: str = "cpu", sizes: dict[str, int] | None = None) -> None:
-        self.replay = make_replay(config, obs_dim, action_shape, discrete, seed, backends, device, sizes)
+                 backends: tuple[str, ...] = ("cpu",), device: str = "cpu", sizes: dict[str, int] | None = None, *,
+                 beta_steps: int) -> None:
+        self.replay = make_replay(config, obs_dim, action_shape, discrete, seed, backends, device, sizes,
+                                  beta_steps=beta_steps)
         self.incarnation = uuid.uuid4().hex
         self.inserted = 0
 
@@ -45,9 +50,9 @@ class ReplayShard:
         return {"incarnation": self.incarnation, "size": len(self.replay), "total": self.replay.total,
                 "inserted": self.inserted}
 
-    def add(self, transitions: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> dict[str, Any]:
+    def add(self, transitions: Transitions, td_errors: np.ndarray | None = None) -> dict[str, Any]:
         self.replay.add(transitions, td_errors)
-        self.inserted += len(transitions["reward"])
+        self.inserted += len(transitions)
         return self.status()
 
     def sample(self, n: int, updates: Sequence[tuple[str, np.ndarray, np.ndarray]] = ()) -> dict[str, Any]:
@@ -76,7 +81,7 @@ class ReplayShard:
 
 
 class ShardedReplay(Replay):
-    """The learner's view of M shards, with the interface of runtime.replay's buffers."""
+    """The learner's view of M shards, with the interface of replay.manager's buffers."""
 
     def __init__(self, n_shards: int, stride: int, config: TrainConfig, submit: Callable[..., Any],
                  gather: Callable[[list[Any]], list[Any]], seed: int, beta_steps: int) -> None:
@@ -135,7 +140,7 @@ class ShardedReplay(Replay):
         return self.beta_initial + (1.0 - self.beta_initial) * frac
 
     # ---- add / sample / update -----------------------------------------------------------------
-    def add(self, transitions: dict[str, np.ndarray], td_errors: np.ndarray | None = None) -> None:
+    def add(self, transitions: Transitions, td_errors: np.ndarray | None = None) -> None:
         """Insert a batch into the next shard in turn (the Ray engine's actors insert directly instead)."""
         i = self._next_add
         self._next_add = (i + 1) % self.n

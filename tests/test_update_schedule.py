@@ -1,0 +1,215 @@
+"""DDPG's and TD3's update schedule (issue 34): serial or concurrent, chosen by measurement while training
+(runtime/update_schedule.py), the same bits either way; the config's auto / serial / concurrent."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from pearl_fpga.algos import DDPG, TD3
+from pearl_fpga.algos.common import Batch
+from pearl_fpga.config import TrainConfig
+from pearl_fpga.runtime.threads import CUT_AFTER, AdaptiveThreads
+from pearl_fpga.runtime.update_schedule import schedule_control, schedule_report, step_timing
+
+
+class FakeLearner:
+    """A learner whose step costs `cost[schedule]` seconds on a fake clock (settable mid-run)."""
+
+    schedules = ("serial", "concurrent")
+
+    def __init__(self, cost: dict[str, float]) -> None:
+        self.cost = dict(cost)
+        self.schedule = "concurrent"
+        self.now = 0.0
+
+    def set_schedule(self, schedule: str) -> None:
+        assert schedule in self.schedules
+        self.schedule = schedule
+
+    def clock(self) -> float:
+        return self.now
+
+
+def run(control: AdaptiveThreads, learner: FakeLearner, steps: int) -> list[str]:
+    used = []
+    for _ in range(steps):
+        with control.step():
+            used.append(learner.schedule)
+            learner.now += learner.cost[learner.schedule]
+    return used
+
+
+def control_of(learner: FakeLearner, **kw) -> AdaptiveThreads:
+    kw.setdefault("period", 100)
+    control = schedule_control(learner, clock=learner.clock, **kw)
+    assert control is not None
+    return control
+
+
+def test_concurrent_measured_slower_runs_serial():
+    """A shared host: the concurrent step waits for a core other work holds (18x, as issue 34 measured)."""
+    learner = FakeLearner({"serial": 0.56e-3, "concurrent": 10.1e-3})
+    control = control_of(learner)
+    used = run(control, learner, 2000)
+    assert control.choice.current == 1 and learner.schedule == "serial"
+    # the slow schedule's probes are cut short and come less and less often: the run costs little more
+    # than a serial one (the learner starts concurrent, the old default, until its first round)
+    assert used.count("concurrent") <= 5 * (control.warmup + CUT_AFTER)
+    assert learner.now < 1.2 * 2000 * 0.56e-3
+    line = schedule_report(learner, control)
+    assert line is not None and line.startswith("auto: serial (serial: 560 us, concurrent: 10100 us per step;")
+
+
+def test_concurrent_measured_faster_runs_concurrent():
+    learner = FakeLearner({"serial": 1.8e-3, "concurrent": 1.0e-3})
+    control = control_of(learner)
+    used = run(control, learner, 300)
+    first_round = 2 * (control.warmup + control.probe_steps)
+    assert learner.schedule == "concurrent" and control.choice.rounds >= 2
+    assert used[first_round:].count("serial") <= 2 * (control.warmup + CUT_AFTER)  # re-probes, cut short
+    assert schedule_report(learner, control).startswith("auto: concurrent (")  # type: ignore[union-attr]
+
+
+def test_a_host_that_becomes_shared_mid_run_switches_back_to_serial_and_recovers():
+    """Concurrent wins on a free core; another job takes it: the kept schedule's steps slow down, a round
+    starts at once and serial wins; the job ends: a later round finds concurrent faster again."""
+    learner = FakeLearner({"serial": 1.8e-3, "concurrent": 1.0e-3})
+    control = control_of(learner, period=200)
+    run(control, learner, 300)
+    assert learner.schedule == "concurrent"
+    learner.cost["concurrent"] = 20e-3  # other work holds the second core
+    used = run(control, learner, 100)
+    assert learner.schedule == "serial" and used[-50:] == ["serial"] * 50
+    switches = control.choice.switches
+    learner.cost["concurrent"] = 1.0e-3  # the core is free again
+    run(control, learner, 4000)
+    assert learner.schedule == "concurrent" and control.choice.switches > switches
+    assert "switches" in schedule_report(learner, control)  # type: ignore[operator]
+
+
+def test_thread_count_and_schedule_controllers_take_turns():
+    """Both time the same steps: while one probes, the other neither starts a round nor takes a sample."""
+    learner = FakeLearner({"serial": 1.0e-3, "concurrent": 0.8e-3})
+    threads_set: list[int] = []
+    threads = AdaptiveThreads(cores=2, candidates=(1, 2), period=50, set_threads=threads_set.append,
+                              clock=learner.clock)
+    schedule = schedule_control(learner, threads, period=50, clock=learner.clock)
+    assert schedule is not None
+    stepping = step_timing(threads, schedule)
+    both = 0
+    for _ in range(1000):
+        with stepping:
+            both += threads.probing and schedule.probing
+            learner.now += learner.cost[learner.schedule] * (0.9 if threads.threads == 2 else 1.0)
+    assert both == 0
+    assert threads.choice.rounds >= 3 and schedule.choice.rounds >= 3
+    assert threads.threads == 2 and learner.schedule == "concurrent"
+
+
+def test_no_control_where_there_is_nothing_to_choose():
+    assert schedule_control(DDPG(TrainConfig.preset("ddpg", net_arch=[8], concurrent_updates=False), 3, 1)) is None
+    fixed = DDPG(TrainConfig.preset("ddpg", net_arch=[8], update_schedule="serial"), 3, 1)
+    assert schedule_control(fixed) is None and schedule_report(fixed, None) == "serial (fixed)"
+    assert fixed._grad_thread is None  # a serial learner starts no second thread
+    auto = TD3(TrainConfig.preset("td3", net_arch=[8]), 3, 1)
+    assert auto.schedules == ("serial", "concurrent") and schedule_control(auto) is not None
+    compiled = TrainConfig.preset("td3", net_arch=[8], learner_compile=True)
+    assert TD3.callers(compiled) == 1
+
+
+def test_the_config_value():
+    assert TrainConfig.preset("ddpg").update_schedule == "auto"
+    assert TrainConfig.preset("td3").update_schedule == "auto"
+    assert DDPG.callers(TrainConfig.preset("ddpg", update_schedule="serial")) == 1
+    assert DDPG.callers(TrainConfig.preset("ddpg", update_schedule="concurrent")) == 2
+    assert TD3.callers(TrainConfig.preset("td3", update_schedule="auto")) == 2  # may run on two threads at any step
+    with pytest.raises(ValueError, match="update_schedule must be one of 'auto', 'serial', 'concurrent', got 'fast'"):
+        TrainConfig.preset("ddpg", update_schedule="fast")
+    with pytest.raises(ValueError, match="read by ddpg, td3 only"):
+        TrainConfig.preset("dqn", update_schedule="serial")
+    with pytest.raises(ValueError, match="schedule 'concurrent' is not one of"):
+        DDPG(TrainConfig.preset("ddpg", net_arch=[8], update_schedule="serial"), 3, 1).set_schedule("concurrent")
+
+
+def _batch(rng: np.random.Generator, n: int) -> Batch:
+    return Batch(obs=rng.normal(size=(n, 3)).astype(np.float32), action=rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+                 reward=rng.normal(size=n).astype(np.float32), next_obs=rng.normal(size=(n, 3)).astype(np.float32),
+                 done=(rng.random(n) < 0.3).astype(np.float32),
+                 weights=rng.uniform(0.1, 1, n).astype(np.float32)).to_torch()
+
+
+def _state(learner) -> list[torch.Tensor]:
+    nets = [learner.actor, learner.actor_target, *learner.critics, *learner.critic_targets]
+    out = [p.detach().clone() for net in nets for p in net.parameters()]
+    for adam in (learner.actor_optimizer, learner.critic_optimizer):
+        out += [t.clone() for s in adam.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+    return out
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "torch"])
+@pytest.mark.parametrize("algo,concurrent", [("ddpg", True), ("td3", False), ("td3", True)])
+def test_serial_concurrent_and_switching_give_the_same_bits(algo, concurrent, fused):
+    """Fixed serial, fixed concurrent and a learner switched at every step: every parameter, target and
+    Adam state bitwise equal after steps with the policy delay, smoothing noise and IS weights."""
+    cls = DDPG if algo == "ddpg" else TD3
+    learners = {s: cls(TrainConfig.preset(algo, net_arch=[48, 32], concurrent_updates=concurrent, update_schedule=s),
+                       3, 2, seed=4, fused=fused) for s in ("serial", "concurrent", "auto")}
+    assert learners["serial"]._grad_thread is None and learners["concurrent"]._grad_thread is not None
+    rng = np.random.default_rng(5)
+    for step in range(7):
+        learners["auto"].set_schedule(("serial", "concurrent")[step % 2])
+        batch = _batch(rng, 32)
+        results = [learner.update(batch) for learner in learners.values()]
+        for loss, td in results[1:]:
+            assert torch.equal(torch.as_tensor(loss), torch.as_tensor(results[0][0])) and torch.equal(td, results[0][1])
+    reference = _state(learners["serial"])
+    for learner in learners.values():
+        assert all(torch.equal(a, b) for a, b in zip(reference, _state(learner), strict=True))
+
+
+def test_an_error_in_the_second_half_is_raised_in_either_schedule():
+    """The serial schedule runs the second thread's part at once, holding its error where .result() raises it."""
+    for schedule in ("serial", "concurrent"):
+        learner = DDPG(TrainConfig.preset("ddpg", net_arch=[8], update_schedule=schedule), 3, 2, fused=False)
+
+        def broken(batch):
+            raise RuntimeError("actor half failed")
+
+        learner._actor_grads = broken  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError, match="actor half failed"):
+            learner.update(_batch(np.random.default_rng(0), 8))
+
+
+def test_an_inline_run_that_switches_schedules_learns_the_bits_of_a_serial_run():
+    """The Trainer measures the schedule (auto) and reports it; forced to switch often, its inline run's
+    weights are those of a serial run, whose summary says the schedule is fixed."""
+    from pearl_fpga import Trainer
+
+    weights, reports = [], []
+    for schedule in ("serial", "auto"):
+        cfg = TrainConfig.preset("ddpg", eval_freq=0, learning_starts=100, net_arch=[32, 32], batch_size=64,
+                                 update_schedule=schedule, learner_threads=1)
+        with Trainer("ddpg", config=cfg, seed=3) as trainer:
+            if schedule == "auto":
+                assert trainer.update_schedule is not None
+                trainer.update_schedule = schedule_control(trainer.algo, probe_steps=2, warmup=0, period=4)
+            else:
+                assert trainer.update_schedule is None
+            trainer.train(300)
+            weights.append([p.detach().clone() for p in trainer.algo.policy_module.parameters()])
+            reports.append(trainer.update_schedule_report())
+            if schedule == "auto":
+                assert trainer.update_schedule.choice.rounds >= 5
+    assert reports[0] == "serial (fixed)" and reports[1].startswith("auto: ")
+    for a, b in zip(*weights, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_resumed_run_may_change_the_schedule(tmp_path):
+    """The schedule changes no bit, so `train --resume --set update_schedule=serial` is taken."""
+    from pearl_fpga.runtime.checkpoint import resumed_config
+
+    stored = TrainConfig.preset("ddpg", net_arch=[8])
+    assert resumed_config(stored, {"update_schedule": "serial"}, tmp_path).update_schedule == "serial"
