@@ -27,15 +27,15 @@ NETLIST_CASES: dict[str, dict[str, Any]] = {
         "test_dir": COCOTB / "replay", "test_module": "test_replay_top",
         "env": {"REPLAY_CAPACITY": "13", "REPLAY_FANOUT": "2", "REPLAY_FREE_RUN": "1", "REPLAY_SEED": "15"},
     },
-    # two lanes, two layers of up to 4 neurons: every block of mlp_top, the tanh table's block RAM
-    # initialisation included; the multipliers are LUT logic here (-nodsp), so the lanes stay few
+    # two lanes, two layers of up to 4 neurons: every block of mlp_top, the tanh table in two DP16KD (the one
+    # block RAM of these netlists, hls/common/sim/DP16KD.sv); the multipliers are LUT logic (-nodsp), so few lanes
     "mlp": {
         "parameters": {"LANES": 2, "MAX_WIDTH": 4, "MAX_LAYERS": 2},
         "test_dir": COCOTB / "mlp", "test_module": "test_mlp_top",
         "env": {"MLP_LANES": "2", "MLP_MAX_WIDTH": "4", "MLP_MAX_LAYERS": "2", "MLP_SEED": "7",
                 "MLP_TB_RESULTS": str(REPO / "build" / "netlist" / "mlp_cycles.json")},
     },
-    # the table in DP16KD, the hazard window, the pipeline (its products in LUTs: -nodsp)
+    # the table (LUT RAM at 13 states), the hazard window, the pipeline (its products in LUTs: -nodsp)
     "tabular": {
         "parameters": {"N_STATES": 13, "N_ACTIONS": 3},
         "test_dir": COCOTB / "tabular", "test_module": "test_tabular_core", "top": "tabular_core",
@@ -57,14 +57,7 @@ def _build_dir(kernel: str, case: dict[str, Any]) -> Path:
     return REPO / "build" / "netlist" / f"{kernel}_{tag}"
 
 
-# The MLP's netlist fails its testbench's random-network, reset and broken-frame tests while its RTL passes
-# them: a real difference between what Yosys maps and what the RTL simulates, not found yet (issue 30 stays
-# open). Strict: the day the netlist passes, this marker must go.
-NETLIST_DIFFERS = {"mlp": "the MLP netlist disagrees with its RTL on random networks (issue 30, open)"}
-
-
-@pytest.mark.parametrize("kernel", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=NETLIST_DIFFERS[k]))
-                                    if k in NETLIST_DIFFERS else k for k in sorted(NETLIST_CASES)])
+@pytest.mark.parametrize("kernel", sorted(NETLIST_CASES))
 def test_netlist_passes_the_rtl_testbench(kernel: str) -> None:
     case = NETLIST_CASES[kernel]
     run_cocotb_netlist(kernel, case["parameters"], test_module=case["test_module"], test_dir=case["test_dir"],

@@ -11,8 +11,10 @@ PFUMX/L6MUX21, TRELLIS_FF, TRELLIS_DPR16X4 LUT RAM, DP16KD block RAM) is the imp
 The mapped netlist (`<top>_netlist.v`, the file a mutant edits) is then flattened together with the
 cell models by Yosys (`<top>_sim.v`: the models' logic in place of each cell, one module, nothing
 optimized); the cell-per-module netlist with cocotb's `--public-flat-rw` made Verilator generate
-over 170 MB of C++ for a 13-leaf tree. DP16KD's model is a black box to Yosys, so block RAMs stay
-cells and Verilator takes their model from cells_sim.v.
+over 170 MB of C++ for a 13-leaf tree. Yosys ships DP16KD only as a black box (parameters, no
+behaviour: a netlist simulated with it reads zeros from every block RAM), so block RAMs stay cells
+and Verilator takes our model, hls/common/sim/DP16KD.sv; a view with any other cell left (a black box
+Yosys has no model for) is refused.
 
 Signals a testbench reads besides the ports (`/* verilator public... */` on a top-module signal,
 e.g. replay_top's `busy`) are kept by name through synthesis. Any kernel whose core file
@@ -28,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pearl_fpga.hw import ecp5
-from pearl_fpga.hw.cores import read_core, stage
+from pearl_fpga.hw.cores import HLS_DIR, read_core, stage
 from pearl_fpga.hw.tools import find_tool, share_dir, tool_version
 
 SIM_SYNTH_OPTIONS = "-nodsp"
@@ -55,6 +57,10 @@ def cell_models() -> tuple[Path, Path]:
     return models, folder
 
 
+# The cells a simulation view may keep: block RAM, simulated by our model (Yosys's is a black box)
+BLOCK_RAM_MODELS = {"DP16KD": HLS_DIR / "common" / "sim" / "DP16KD.sv"}
+
+
 def _yosys(script: str, cwd: Path, what: str) -> None:
     log = cwd / "yosys.log"
     with log.open("w") as out:
@@ -70,9 +76,12 @@ def simulation_view(netlist: Path, top: str, out: Path) -> Path:
     module (`proc; flatten`, no optimization), written to `out`."""
     models, include = cell_models()
     # NO_INCLUDES: common_sim.vh and cells_sim.v both include the FD*/IO wrappers (not in a synth_ecp5 netlist)
+    kept = " ".join(f"t:{cell} %d" for cell in BLOCK_RAM_MODELS)
     _yosys(f"read_verilog {netlist.name}; read_verilog -DNO_INCLUDES -I{include} {models}; "
-           f"hierarchy -top {top}; proc; flatten; opt_clean -purge; write_verilog -noattr {out.resolve()}", netlist.parent,
-           f"flatten {netlist.name} with the ECP5 cell models")
+           f"hierarchy -top {top}; proc; flatten; opt_clean -purge; select -assert-none t:* t:$* %d {kept}; "
+           f"write_verilog -noattr {out.resolve()}", netlist.parent,
+           f"flatten {netlist.name} with the ECP5 cell models (a cell other than {', '.join(BLOCK_RAM_MODELS)} "
+           "left in the view has no simulation model)")
     return out
 
 
@@ -143,10 +152,9 @@ def run_cocotb_netlist(kernel: str, parameters: Mapping[str, int], *, test_modul
     top = top or read_core(kernel).top
     if netlist is None:
         netlist = synthesize_netlist(kernel, parameters, build_dir / "netlist", top).with_name(f"{top}_sim.v")
-    models, include = cell_models()  # DP16KD's model (the other cells are flattened into the view)
     return run_cocotb(
         top=top,
-        sources=[netlist, models],
+        sources=[netlist, *BLOCK_RAM_MODELS.values()],  # the other cells are flattened into the view
         test_module=test_module,
         test_dir=test_dir,
         build_dir=build_dir / ("sim" if netlist.parent == build_dir / "netlist" else f"sim-{netlist.stem}"),
@@ -154,5 +162,5 @@ def run_cocotb_netlist(kernel: str, parameters: Mapping[str, int], *, test_modul
         extra_env=extra_env,
         testcase=testcase,
         # a generated netlist: lint and style warnings say nothing; -O0: compile time dominates
-        build_args=[f"-I{include}", "-DNO_INCLUDES", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-O0"],
+        build_args=["-Wno-fatal", "-Wno-lint", "-Wno-style", "-CFLAGS", "-O0"],
     )

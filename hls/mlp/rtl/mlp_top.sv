@@ -210,7 +210,11 @@ module mlp_top #(
     logic           ob_ready;   // ... and its last layer's results have all landed
     logic           ib_ready;   // the observation in the input buffer has landed
 
-    wire [15:0] x_count_prev = x_count[~e_l[0]];  // what layer l reads: X[(l-1) % 2]
+    // What layer l reads: X[(l-1) % 2]. The index is a 1-bit wire of its own: Yosys (0.70) widens
+    // `~e_l[0]` inside an index to 32 bits, out of range (X) in synthesis, and the netlist then never
+    // saw a second layer's inputs written (docs/hardware.md, "Netlist simulation").
+    wire x_read_buf = ~e_l[0];
+    wire [15:0] x_count_prev = x_count[x_read_buf];
     logic step_ready;  // the current step's inputs are written (registered: see engine_fsm)
     wire  fire = e_state == E_RUN && step_ready;
     logic step_first, step_last, group_last;  // the step is its group's first / last; the group the layer's last
