@@ -379,6 +379,11 @@ def _peak_share(records: dict[str, dict[str, Any]], key: str) -> str:
     return f"its learner step reaches {100 * max(shares):.0f}% of the {precision} GEMM peak (bench learner); " if shares else ""
 
 
+def _seeds(record: dict[str, Any]) -> str:
+    n = len(record["results"]["runs"])
+    return f"median of {n} seeds" if n > 1 else "one seed"
+
+
 def headline(records: dict[str, dict[str, Any]]) -> str:
     lines = []
 
@@ -392,7 +397,7 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
         if r and "median_speedup_sbx" in r["results"] and not r["results"].get("median_speedup"):
             ratio = r["results"]["median_speedup_sbx"]
             lines.append(f"- {name} training, env steps/s against SBX (JAX, its default precision) at equal settings "
-                         f"(median of {len(r['results']['runs'])} seeds): {ratio:.2f}x (target {SBX_TARGETS[key]:g}x: "
+                         f"({_seeds(r)}): {ratio:.2f}x (target {SBX_TARGETS[key]:g}x: "
                          f"{'met' if ratio >= SBX_TARGETS[key] else 'not met'}){tag(r)}")
             if ratio < SBX_TARGETS[key]:
                 lines.append(f"  (why a target is missed: {_peak_share(records, key)}"
@@ -406,8 +411,8 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
                     return ""
                 return f" (target {goals[k]:g}x: {'met' if v >= goals[k] else 'not met'})"
 
-            lines.append(f"- {name} training, env steps/s against Stable-Baselines3 at equal settings (median of "
-                         f"{len(r['results']['runs'])} seeds): " + ", ".join(
+            lines.append(f"- {name} training, env steps/s against Stable-Baselines3 at equal settings "
+                         f"({_seeds(r)}): " + ", ".join(
                              f"{v:.2f}x at its {k} torch thread{'s' if k != '1' else ''}{verdict(k, v)}"
                              for k, v in ms.items())
                          + (f", {r['results']['median_speedup_sbx']:.2f}x against SBX (JAX)"
