@@ -7,7 +7,7 @@ pearl_fpga.presets, holds), with the kernels in the loop.
     trainer.save("checkpoints/dqn")
     trainer = Trainer.load("checkpoints/dqn")
 
-This module is the loop and nothing else: the algorithm owns its step (pearl_fpga.algos.api.Learner:
+This module is the loop and nothing else: the algorithm owns its step (pearl_fpga.algos.api.DeepLearner:
 update, before_update, its policy network and actor head), the engine owns where actors and replay run
 (pearl_fpga.runtime.engines: inline, processes, ray), callbacks own evaluation, checkpoints and progress
 (pearl_fpga.runtime.callbacks), and the reporting and checkpoint API lives in runtime.run_reports and
@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from pearl_fpga.algos import Learner, make_learner
+from pearl_fpga.algos import DeepLearner, make_learner
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import EngineError, NoLearningError, NoLearningWarning, TrainingInterrupted
 from pearl_fpga.runtime.actor import ActorLoop, Rollout
@@ -83,7 +83,7 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         self.logdir = Path(logdir) if logdir is not None else None
         self.logger = logger_for(logger, self.logdir)
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
-        self.algo: Learner = make_learner(config, spec.obs_dim, spec.action_dim, device=placement.learn, seed=seed)
+        self.algo: DeepLearner = make_learner(config, spec.obs_dim, spec.action_dim, device=placement.learn, seed=seed)
         # DDPG's and TD3's serial or concurrent step, measured while training (update_schedule auto)
         self.update_schedule = schedule_control(self.algo, self.learner_threads)
         self.calibration = calibration_batch(config.env_id, seed)

@@ -100,12 +100,48 @@ def test_the_learner_lookup_refuses_what_it_cannot_build(monkeypatch):
     from pearl_fpga.algos.sac import SAC
     from pearl_fpga.errors import BackendUnavailable
 
-    with pytest.raises(ValueError, match="qlearning is a tabular algorithm: it has no deep learner"):
+    with pytest.raises(ValueError, match="qlearning is a tabular algorithm: its learner is "
+                                         "pearl_fpga.algos.tabular_learner:TabularLearner, not a deep learner"):
         learner_class("qlearning")
     specs = dict(registry.algorithms())
     specs["dqn"] = dc.replace(specs["dqn"], learner="pearl_fpga.config:TrainConfig")
     monkeypatch.setattr(registry, "algorithms", lambda: specs)
-    with pytest.raises(TypeError, match="is not a pearl_fpga.algos.api.Learner"):
+    with pytest.raises(TypeError, match="is not a pearl_fpga.algos.api.DeepLearner"):
         learner_class("dqn")
     with pytest.raises(BackendUnavailable, match="SAC's learner runs in float32 only"):
         SAC(TrainConfig.preset("sac", net_arch=[8]), 3, 1, precision=__import__("torch").bfloat16)
+
+
+@pytest.mark.parametrize("name", registry.tabular_names())
+def test_every_tabular_learner_implements_the_interface(name):
+    """Q-learning and SARSA: the Learner interface's update gives the kernel's table of the same transitions
+    (in order: one update_one each; parts=2: its partitioned update), and the state round-trips."""
+    import importlib
+
+    import numpy as np
+
+    from pearl_fpga.algos.tabular_learner import TabularTransitions
+    from pearl_fpga.kernels.tabular import TabularQ
+
+    module, _, cls_name = registry.get(name).learner.partition(":")
+    cls = getattr(importlib.import_module(module), cls_name)
+    assert issubclass(cls, Learner) and not inspect.isabstract(cls)
+    rng = np.random.default_rng(7)
+    n = 200
+    batch = TabularTransitions(rng.integers(0, 6, n), rng.integers(0, 3, n), rng.normal(size=n), rng.integers(0, 6, n),
+                               rng.random(n) < 0.2, rng.integers(0, 3, n))
+    for parts in (1, 2):
+        cfg = TrainConfig.preset(name, learning_rate=0.25, gamma=0.9, parts=parts)
+        learner = cls(cfg, 6, 3)
+        assert learner.update(batch) == (None, None)
+        one = TabularQ(6, 3, 0.25, 0.9, algo="sarsa" if name == "sarsa" else "q", backend=cfg.backend)
+        if parts == 1:
+            for s, a, r, s2, done, a2 in zip(*batch, strict=True):
+                one.update_one(int(s), int(a), float(r), int(s2), bool(done), int(a2))
+        else:
+            one.update_partitioned(*batch[:5], a2=batch.a2, parts=2)
+            assert learner.last_plan.parts == 2
+        assert np.array_equal(learner.state_dict()["table"], one.table)
+        back = cls(cfg, 6, 3)
+        back.load_state_dict(learner.state_dict())
+        assert np.array_equal(back.greedy(), learner.greedy())

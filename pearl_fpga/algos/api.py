@@ -1,7 +1,9 @@
-"""The interface every learner implements, and what one gradient update returns.
+"""The interface every learner implements, and what one update returns.
 
-The Trainer is the loop (engine, update-to-data schedule, logging); it never branches on the algorithm's
-name. It asks the learner, through this interface, for:
+`Learner` is what every algorithm's learner has (the deep ones and the tabular ones): `update(batch)`,
+`before_update`, and its state. `DeepLearner` adds what the deep algorithms' actors and runtime need
+(their policy network, actor head, threads). The Trainer is the loop (engine, update-to-data schedule,
+logging); it never branches on the algorithm's name. It asks the deep learner, through this interface, for:
 
 - `update(batch)`: one gradient update, returning an `UpdateResult` (the loss, and |TD error| per
   sample for the prioritized replay);
@@ -40,7 +42,33 @@ class UpdateResult(NamedTuple):
 
 
 class Learner(ABC):
-    """A learner of the deep algorithms (see the module docstring)."""
+    """What every algorithm's learner implements (see the module docstring)."""
+
+    @abstractmethod
+    def update(self, batch: Any) -> UpdateResult:
+        """One update on `batch` (a deep learner: one gradient step on a replay's Batch)."""
+
+    def before_update(self, env_steps: int) -> None:
+        """Work due on the env-step clock before an update SB3 runs after `env_steps` collected steps."""
+
+    @abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """What the learner needs to continue exactly: networks or tables, optimizers, its own RNG state."""
+
+    @abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what state_dict() returned (strict: shapes must match)."""
+
+    def progress_state(self) -> dict[str, int]:
+        """Counters of the learner's own schedule, written in a checkpoint's manifest."""
+        return {}
+
+    def load_progress_state(self, counters: dict[str, Any]) -> None:
+        """Restore progress_state()'s counters from a checkpoint manifest's."""
+
+
+class DeepLearner(Learner):
+    """A learner of the deep algorithms: networks trained from a replay, a policy network the actors run."""
 
     device: torch.device
     discrete: bool = False
@@ -65,7 +93,7 @@ class Learner(ABC):
 
     @abstractmethod
     def update(self, batch: Batch) -> UpdateResult:
-        """One gradient update on `batch`."""
+        """One gradient update on a replay's `batch`."""
 
     @classmethod
     def callers(cls, config: TrainConfig) -> int:
@@ -83,21 +111,3 @@ class Learner(ABC):
     def set_schedule(self, schedule: str) -> None:
         """Run the following updates in `schedule`, one of `schedules`."""
         raise ValueError(f"{type(self).__name__} has no update schedule to set (asked for {schedule!r})")
-
-    def before_update(self, env_steps: int) -> None:
-        """Work due on the env-step clock before an update SB3 runs after `env_steps` collected steps."""
-
-    @abstractmethod
-    def state_dict(self) -> dict[str, Any]:
-        """Networks, optimizers and the learner's own RNG state."""
-
-    @abstractmethod
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what state_dict() returned (strict: shapes must match)."""
-
-    def progress_state(self) -> dict[str, int]:
-        """Counters of the learner's own schedule, written in a checkpoint's manifest."""
-        return {}
-
-    def load_progress_state(self, counters: dict[str, Any]) -> None:
-        """Restore progress_state()'s counters from a checkpoint manifest's."""

@@ -25,7 +25,7 @@ from torch import nn
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
-from pearl_fpga.algos.api import Learner, UpdateResult
+from pearl_fpga.algos.api import DeepLearner, UpdateResult
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, clip_grad_norm, forward,
                                      linear_layers, load_named_state, mlp, named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import DQNStepSettings, FusedDQNStep, native_learner
@@ -41,7 +41,7 @@ def target_copy_due(config: TrainConfig, needed: int, checked: int) -> bool:
     return needed // config.target_update_interval > checked // config.target_update_interval
 
 
-class DQN(Learner):
+class DQN(DeepLearner):
     """The DQN learner: `update(batch)` runs one gradient step and returns (loss, |TD errors|)."""
 
     discrete = True

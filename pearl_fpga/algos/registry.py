@@ -7,18 +7,20 @@ import importlib
 from typing import Any
 
 from pearl_fpga import presets as registry
-from pearl_fpga.algos.api import Learner
+from pearl_fpga.algos.api import DeepLearner
 
 
-def learner_class(algo: str) -> type[Learner]:
+def learner_class(algo: str) -> type[DeepLearner]:
     """The learner class the registry names for `algo` (imported on first use)."""
     spec = registry.get(algo)
     if spec.family != "deep":
-        raise ValueError(f"{spec.name} is a {spec.family} algorithm: it has no deep learner (use pearl_fpga.Trainer)")
+        raise ValueError(f"{spec.name} is a {spec.family} algorithm: its learner is {spec.learner}, not a deep learner "
+                         "(pearl_fpga.make_trainer builds either trainer)")
     module, _, name = spec.learner.partition(":")
     cls = getattr(importlib.import_module(module), name)
-    if not (isinstance(cls, type) and issubclass(cls, Learner)):
-        raise TypeError(f"the registry's learner of {spec.name}, {spec.learner}, is not a pearl_fpga.algos.api.Learner")
+    if not (isinstance(cls, type) and issubclass(cls, DeepLearner)):
+        raise TypeError(f"the registry's learner of {spec.name}, {spec.learner}, is not a "
+                        "pearl_fpga.algos.api.DeepLearner")
     return cls
 
 

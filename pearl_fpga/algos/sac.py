@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pearl_fpga.algos.api import Learner, UpdateResult
+from pearl_fpga.algos.api import DeepLearner, UpdateResult
 from pearl_fpga.algos.common import Batch, load_named_state, mlp, named_state
 from pearl_fpga.algos.heads import ActorHead, PolicyOutputs
 from pearl_fpga.errors import BackendUnavailable
@@ -80,7 +80,7 @@ class TwinQ(nn.Module):
         return self.q1(x), self.q2(x)
 
 
-class SAC(Learner):
+class SAC(DeepLearner):
     """The SAC learner: `update(batch)` runs one step of the entropy coefficient, the critics, the actor and
     (every target_update_interval steps) the target critics; see the module docstring."""
 

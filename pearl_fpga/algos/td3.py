@@ -25,7 +25,8 @@ Python wrapper (pearl_fpga.algos.common).
 
 On a CPU with the native module built, the step runs fused (algos/fused_ac.py: the wide GEMMs in
 torch, the thin layers, masks, loss gradient and Adam native, no autograd graph; `fused=False` runs
-the torch ops above, which agree with it to float rounding).
+the torch ops above, which agree with it to float rounding), except DDPG's concurrent update, which
+runs the torch ops: with its two halves sharing the cores they are faster end to end.
 
 Options (off by default): `precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in
 bfloat16 on float32 master weights (common.cast_layers); `config.learner_compile` runs the whole step
@@ -47,7 +48,7 @@ from torch import nn
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
-from pearl_fpga.algos.api import Learner, UpdateResult
+from pearl_fpga.algos.api import DeepLearner, UpdateResult
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers,
                                      load_named_state, mlp, named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import native_learner
@@ -68,7 +69,7 @@ def update_schedule(config: TrainConfig) -> str:
     return str(getattr(config, "update_schedule", "auto"))
 
 
-class TD3(Learner):
+class TD3(DeepLearner):
     """The TD3 learner: `update(batch)` runs one step of the critics and, every `policy_delay` steps, one of
     the actor and the target updates."""
 
@@ -137,8 +138,10 @@ class TD3(Learner):
         if fused and compiled:
             raise ValueError(f"{type(self).__name__}: fused=True and config.learner_compile are exclusive: the compiled "
                              "step is the torch one")
-        # auto (None): fused wherever it runs, in either schedule (one arithmetic, so the schedule may change)
-        wanted = fused is not False
+        # auto (None): fused, except for DDPG's concurrent update (concurrent_updates), whose torch ops run
+        # faster than the fused step's many short native calls when its two halves share the cores (A/B on
+        # one host, end to end); either arithmetic is the same in both schedules, so the schedule may change
+        wanted = fused if fused is not None else not config.concurrent_updates
         native = native_learner() if self.device.type == "cpu" and wanted and not compiled else None
         if fused and native is None:
             raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "

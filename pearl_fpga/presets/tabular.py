@@ -30,9 +30,9 @@ _SARSA["Taxi-v4"].update(total_steps=800_000, learning_rate=0.2, exploration_epi
 ALGORITHMS = (
     AlgoSpec(name="qlearning", order=10, family="tabular", action_space="discrete", default_env="Taxi-v4",
              summary="tabular Q-learning on the TabularQ kernel (discrete states and actions)",
-             learner="pearl_fpga.runtime.tabular_trainer:TabularTrainer", defaults=dict(_DEFAULTS),
+             learner="pearl_fpga.algos.tabular_learner:TabularLearner", defaults=dict(_DEFAULTS),
              presets={env: dict(s) for env, s in TABULAR_PRESETS.items()}),
     AlgoSpec(name="sarsa", order=11, family="tabular", action_space="discrete", default_env="Taxi-v4",
              summary="tabular SARSA on the TabularQ kernel (discrete states and actions)",
-             learner="pearl_fpga.runtime.tabular_trainer:TabularTrainer", defaults=dict(_DEFAULTS), presets=_SARSA),
+             learner="pearl_fpga.algos.tabular_learner:TabularLearner", defaults=dict(_DEFAULTS), presets=_SARSA),
 )

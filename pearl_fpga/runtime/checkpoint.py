@@ -30,7 +30,7 @@ from pearl_fpga.runtime.manifest_checks import check_counters, check_digest, che
 from pearl_fpga.safe_io import open_regular, read_json
 
 if TYPE_CHECKING:
-    from pearl_fpga.algos.api import Learner
+    from pearl_fpga.algos.api import DeepLearner
     from pearl_fpga.replay.manager import Replay
 
 CHECKPOINT_FORMAT = "pearl_fpga-checkpoint"
@@ -300,7 +300,7 @@ Log = list[tuple[int, float, int]]  # (env step, return, length) of each episode
 EvalLog = list[tuple[int, float, float]]  # (env step, mean, std) of each periodic evaluation
 
 
-def run_state(algo: Learner, replay: Replay, actor: Any, best: dict[str, Any] | None, episode_log: Log,
+def run_state(algo: DeepLearner, replay: Replay, actor: Any, best: dict[str, Any] | None, episode_log: Log,
               eval_log: EvalLog) -> dict[str, Any]:
     """A training run's state.pt: the learner, the replay, this process's actor (envs, policy copy,
     exploration draws), the process-global RNGs, the best evaluation and the logs."""
@@ -317,7 +317,7 @@ def run_state(algo: Learner, replay: Replay, actor: Any, best: dict[str, Any] | 
     }
 
 
-def restore_run_state(state: dict[str, Any], algo: Learner, replay: Replay,
+def restore_run_state(state: dict[str, Any], algo: DeepLearner, replay: Replay,
                       actor: Any) -> tuple[dict[str, Any] | None, Log, EvalLog]:
     """Put run_state()'s parts back (checked beforehand: runtime.state_checks); returns the best
     evaluation and the episode and evaluation logs."""

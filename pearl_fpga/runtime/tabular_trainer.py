@@ -21,11 +21,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pearl_fpga.algos.tabular import KERNEL_ALGO, check_env_id, epsilon_greedy, load_dataset, save_dataset
+from pearl_fpga.algos.tabular import check_env_id, epsilon_greedy, load_dataset, save_dataset
 from pearl_fpga import presets as registry
 from pearl_fpga.config import MAX_STEPS, TrainConfig, run_config
 from pearl_fpga.errors import CheckpointError, TrainingInterrupted
-from pearl_fpga.kernels.tabular import TabularQ
+from pearl_fpga.algos.tabular_learner import TabularLearner, TabularTransitions
 from pearl_fpga.safe_io import load_npz, parse_json, with_digest
 from pearl_fpga.runtime.atomic import describe_write_error, stale_temporaries, write_atomically
 from pearl_fpga.runtime.checkpoint import check_writable, resumed_config
@@ -125,8 +125,8 @@ class TabularTrainer(ClosesRun):
         self.env = make_env(check_env_id(config.env_id), config.max_episode_steps)
         self.n_states = int(self.env.observation_space.n)
         self.n_actions = int(self.env.action_space.n)
-        self.kernel = TabularQ(self.n_states, self.n_actions, config.learning_rate, config.gamma,
-                               algo=KERNEL_ALGO[algo], backend=config.backend, **backend_options)
+        self.learner = TabularLearner(config, self.n_states, self.n_actions, **backend_options)
+        self.kernel = self.learner.kernel  # the table, its backend and its cycle counts
         self.placement = f"table={self.kernel.backend_name}"
         self.strict = False  # every env step updates the table: no train() call runs without learning
         self.logdir = Path(logdir) if logdir is not None else None
@@ -228,7 +228,7 @@ class TabularTrainer(ClosesRun):
             return self.save(directory)
 
     def _episode(self) -> tuple[float, int]:
-        cfg, env, k = self.config, self.env, self.kernel
+        cfg, env, k, learner = self.config, self.env, self.kernel, self.learner
         rng = np.random.default_rng([self.seed, self.episodes])
         eps = cfg.episode_epsilon(self.episodes)
         s, _ = env.reset(seed=int(rng.integers(1 << 30)))
@@ -240,7 +240,7 @@ class TabularTrainer(ClosesRun):
             s2, r = int(s2), float(r)
             # SARSA bootstraps on the action it will take; Q-learning picks it after the update
             a2 = epsilon_greedy(k.table[s2], eps, rng) if sarsa else 0
-            k.update_one(s, a, r, s2, bool(terminated), a2)  # truncation is not terminal: bootstrap
+            learner.update_one(s, a, r, s2, bool(terminated), a2)  # truncation is not terminal: bootstrap
             if self.record:
                 self._transitions.append((s, a, r, s2, bool(terminated), a2))
             ret += r
@@ -261,16 +261,12 @@ class TabularTrainer(ClosesRun):
         if self.config.algo == "sarsa" and "a2" not in data:
             raise CheckpointError(f"dataset {dataset} has no a2 (next actions); SARSA needs them: record with "
                                   "--algo sarsa --save-dataset, or train it with --algo qlearning")
-        args = (data["s"], data["a"], data["r"], data["s2"], data["done"])
-        a2 = data.get("a2")
+        batch = TabularTransitions(data["s"], data["a"], data["r"], data["s2"], data["done"], data.get("a2"))
         self._run = {"start": time.perf_counter(), "start_steps": self.env_steps, "end": self.env_steps}
         for epoch in range(self.config.epochs):
-            if self.config.parts == 1:
-                self.kernel.update(*args, a2=a2)
-            else:
-                plan = self.kernel.update_partitioned(*args, a2=a2, parts=self.config.parts)
-                if epoch == 0 and self.logger is not None:
-                    self.logger.message(f"partitioned update: {plan.describe()}")
+            self.learner.update(batch)
+            if epoch == 0 and self.learner.last_plan is not None and self.logger is not None:
+                self.logger.message(f"partitioned update: {self.learner.last_plan.describe()}")
             self.grad_steps += data["n"]
             if progress is not None:
                 progress(epoch + 1, self.config.epochs)
@@ -439,7 +435,7 @@ class TabularTrainer(ClosesRun):
         for key in ("episode_log", "eval_log"):
             if data[key].ndim != 2 or data[key].shape[1] != 3 or not np.isfinite(data[key]).all():
                 raise CheckpointError(f"checkpoint {path}: {key} is malformed")
-        trainer.kernel.load(table)
+        trainer.learner.load_state_dict({"table": table})
         trainer.episodes, trainer.env_steps, trainer.grad_steps = (counts[k] for k in ("episodes", "env_steps", "grad_steps"))
         trainer.episode_log = [(int(s), float(r), int(n)) for s, r, n in data["episode_log"]]
         trainer.eval_log = [(int(s), float(m), float(d)) for s, m, d in data["eval_log"]]

@@ -264,7 +264,7 @@ CUT_AFTER = 2  # counted steps a probe needs before it may be cut short (one slo
 
 
 def learner_callers(config: Any) -> int:
-    """Threads that call the learner's ops at once, as the algorithm's learner says (Learner.callers: e.g. 2
+    """Threads that call the learner's ops at once, as the algorithm's learner says (DeepLearner.callers: e.g. 2
     for DDPG's and TD3's concurrent actor and critic gradients and for TD3's twin critics)."""
     from pearl_fpga.algos.registry import learner_class
 
