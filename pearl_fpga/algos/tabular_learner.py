@@ -37,6 +37,8 @@ class TabularLearner(Learner):
                                backend=config.backend, **backend_options)
         self.parts = int(config.parts)
         self.last_plan: Any = None  # the partitioned update's plan of the last update (parts > 1)
+        # one transition, the online episode loop's step: the kernel's own method (no arrays, no extra call)
+        self.update_one = self.kernel.update_one
 
     def update(self, batch: TabularTransitions) -> UpdateResult:
         """The transitions applied in order (parts > 1: TabularQ.update_partitioned, which is not the
@@ -48,10 +50,6 @@ class TabularLearner(Learner):
         else:
             self.last_plan = self.kernel.update_partitioned(*args, a2=batch.a2, parts=self.parts)
         return UpdateResult(None, None)
-
-    def update_one(self, s: int, a: int, r: float, s2: int, done: bool, a2: int = 0) -> None:
-        """One transition (the online episode loop's step: no arrays built)."""
-        self.kernel.update_one(s, a, r, s2, done, a2)
 
     def greedy(self) -> np.ndarray:
         """The greedy action of every state (lowest on ties)."""
