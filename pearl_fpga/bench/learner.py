@@ -95,6 +95,8 @@ def step_flops(cfg: Any) -> int:
         learner = DQN(learner.config, 4, 2, device="cpu", seed=0, fused=False)
     if cfg.algo in ("ddpg", "td3"):
         learner.split_critics = False  # the counter sees the calling thread's ops only
+    if "serial" in getattr(learner, "schedules", ()):
+        learner.set_schedule("serial")  # likewise: every part of the step on this thread
     learner.update(batch)
     period = getattr(learner, "policy_delay", 1)  # TD3 updates its actor on one step in policy_delay: count a whole period
     with FlopCounterMode(display=False) as counter:
