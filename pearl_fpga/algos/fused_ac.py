@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -150,16 +150,21 @@ class CriticBuffers:
     critic_grads: list[torch.Tensor]  # every critic's W0, b0, W1, ..., in the critic Adam's order
 
 
-class FusedCritics:
+BufT = TypeVar("BufT", bound=CriticBuffers)
+
+
+class FusedCritics(Generic[BufT]):
     """The critics' pieces of one actor-critic step on the given networks ((weight, bias) layers of `mlp()`
     critics on (obs, action), their targets, and the LeanAdam over all critics' parameters in layer order):
     target values, the TD target, each critic's loss gradient and Adam step, and a critic's gradient with
     respect to its input (the actor's step). Each critic's loss is `loss_scale` times its (importance-
     weighted) MSE to the TD target; the pieces take the critics by index, so that a caller can run each
-    critic on a thread of its own."""
+    critic on a thread of its own. A step's buffers (`buffers`) are the subclass's `new_buffers`, which adds its
+    own to `critic_buffers`."""
 
     def __init__(self, critics: Sequence[Layers], critic_targets: Sequence[Layers], critic_adam: LeanAdam,
-                 gamma: float, native: Any, precision: torch.dtype | None = None, loss_scale: float = 1.0) -> None:
+                 action_dim: int, gamma: float, native: Any, precision: torch.dtype | None = None,
+                 loss_scale: float = 1.0) -> None:
         self.native = native
         self.gamma, self.loss_scale = gamma, loss_scale
         self.critic_adam = critic_adam
@@ -168,6 +173,22 @@ class FusedCritics:
         sizes = [2 * len(c) for c in critics]  # each critic's slice of the critic Adam's parameters
         self._critic_parts = [slice(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
         self.input_width = int(critics[0][0][0].shape[1])
+        self.obs_dim = self.input_width - action_dim
+        self._buffers: dict[int, BufT] = {}
+
+    def new_buffers(self, n: int) -> BufT:
+        """Every tensor one step writes, for batch size n."""
+        raise NotImplementedError
+
+    def buffers(self, batch: Batch) -> BufT:
+        """The step's buffers for this batch size (made at the first batch of that size)."""
+        n = len(batch.reward)
+        buf = self._buffers.get(n)
+        if buf is None:
+            if batch.obs.shape[1] != self.obs_dim:
+                raise ValueError(f"batch obs has {batch.obs.shape[1]} features, the networks take {self.obs_dim}")
+            buf = self._buffers[n] = self.new_buffers(n)
+        return buf
 
     def critic_buffers(self, n: int) -> dict[str, Any]:
         """The CriticBuffers fields for batch size n (a subclass's buffers add their own)."""
@@ -240,34 +261,25 @@ class ActorCriticBuffers(CriticBuffers):
     actor_grads: list[torch.Tensor]
 
 
-class FusedActorCriticStep(FusedCritics):
+class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
     """The pieces of one DDPG/TD3 step on the given networks ((weight, bias) layers of `mlp()` networks,
     their targets, and the LeanAdams over the actor's and over all critics' parameters in layer order)."""
 
     def __init__(self, actor: Layers, actor_target: Layers, critics: Sequence[Layers], critic_targets: Sequence[Layers],
                  actor_adam: LeanAdam, critic_adam: LeanAdam, gamma: float, noise_clip: float, native: Any,
                  precision: torch.dtype | None = None) -> None:
-        super().__init__(critics, critic_targets, critic_adam, gamma, native, precision)
+        super().__init__(critics, critic_targets, critic_adam, int(actor[-1][0].shape[0]), gamma, native, precision)
         self.noise_clip = noise_clip
         self.actor_adam = actor_adam
         self.actor = FusedNet(actor, native, precision)
         self.actor_target = FusedNet(actor_target, native, precision)
-        self._obs_dim = self.input_width - int(actor[-1][0].shape[0])
-        self._buffers: dict[int, ActorCriticBuffers] = {}
 
-    def buffers(self, batch: Batch) -> ActorCriticBuffers:
-        """The step's buffers for this batch size (made at the first batch of that size)."""
-        n = len(batch.reward)
-        buf = self._buffers.get(n)
-        if buf is None:
-            if batch.obs.shape[1] != self._obs_dim:
-                raise ValueError(f"batch obs has {batch.obs.shape[1]} features, the networks take {self._obs_dim}")
-            buf = self._buffers[n] = ActorCriticBuffers(
-                **self.critic_buffers(n), actor_target_pass=self.actor_target.new_pass(n),
-                x_pi=torch.empty(n, self.input_width), actor_pass=self.actor.new_pass(n),
-                q1_pass=self.critics[0].new_pass(n), d_q_pi=torch.full((n, 1), -1.0 / n),
-                d_x_pi=torch.empty(n, self.input_width), actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
-        return buf
+    def new_buffers(self, n: int) -> ActorCriticBuffers:
+        return ActorCriticBuffers(
+            **self.critic_buffers(n), actor_target_pass=self.actor_target.new_pass(n),
+            x_pi=torch.empty(n, self.input_width), actor_pass=self.actor.new_pass(n),
+            q1_pass=self.critics[0].new_pass(n), d_q_pi=torch.full((n, 1), -1.0 / n),
+            d_x_pi=torch.empty(n, self.input_width), actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
 
     def refresh(self) -> None:
         """At the start of a step, on the calling thread: the low-precision weight copies from the masters
@@ -306,7 +318,7 @@ class FusedActorCriticStep(FusedCritics):
             self.critics[0].refresh()
         self.input_grad(0, buf.x_pi, buf.q1_pass, buf.d_q_pi, buf.d_x_pi)
         action = buf.actor_pass.outs[-1]
-        d_pre = torch.ops.aten.tanh_backward(buf.d_x_pi[:, self._obs_dim:], action).contiguous()
+        d_pre = torch.ops.aten.tanh_backward(buf.d_x_pi[:, self.obs_dim:], action).contiguous()
         self.actor.backward(d_pre, batch.obs, buf.actor_pass, buf.actor_grads, beside=beside)
 
     def step_actor(self, buf: ActorCriticBuffers) -> None:

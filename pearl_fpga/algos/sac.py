@@ -288,7 +288,7 @@ class SAC(TwoThreadLearner):
         self.updates = int(state["updates"])
 
 
-class _FusedStep(FusedCritics):
+class _FusedStep(FusedCritics[_Buffers]):
     """SAC's fused CPU step on a learner's networks (see the module docstring), its parts one per critic
     on the learner's threads (`_on_grad_thread`)."""
 
@@ -296,28 +296,20 @@ class _FusedStep(FusedCritics):
         critic, target = learner.critic, learner.critic_target
         critics = [linear_layers(critic.q1), linear_layers(critic.q2)]
         super().__init__(critics, [linear_layers(target.q1), linear_layers(target.q2)], learner._adams[1],
-                         learner.gamma, native, loss_scale=0.5)  # the critic loss is half the sum of the MSEs
+                         learner.action_dim, learner.gamma, native,
+                         loss_scale=0.5)  # the critic loss is half the sum of the MSEs
         self.learner = learner
         self.actor = FusedNet(linear_layers(learner.actor), native, None)
         self.actor_adam, self.ent_adam = learner._adams[0], learner._adams[2] if learner.auto_entropy else None
         self._online = [list(c.parameters()) for c in (critic.q1, critic.q2)]
         self._targets = [list(c.parameters()) for c in (target.q1, target.q2)]
-        self._obs_dim = self.input_width - learner.action_dim
-        self._buffers: dict[int, _Buffers] = {}
 
-    def buffers(self, batch: Batch) -> _Buffers:
-        """The step's buffers for this batch size (made at the first batch of that size)."""
-        n = len(batch.reward)
-        buf = self._buffers.get(n)
-        if buf is None:
-            if batch.obs.shape[1] != self._obs_dim:
-                raise ValueError(f"batch obs has {batch.obs.shape[1]} features, the networks take {self._obs_dim}")
-            buf = self._buffers[n] = _Buffers(
-                **self.critic_buffers(n), pi_pass=self.actor.new_pass(n), next_pass=self.actor.new_pass(n),
-                x_pi=torch.empty(n, self.input_width), pi_passes=[c.new_pass(n) for c in self.critics],
-                d_q_pi=torch.full((n, 1), -1.0 / n), d_x_pi=[torch.empty(n, self.input_width) for _ in self.critics],
-                actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
-        return buf
+    def new_buffers(self, n: int) -> _Buffers:
+        return _Buffers(**self.critic_buffers(n), pi_pass=self.actor.new_pass(n), next_pass=self.actor.new_pass(n),
+                        x_pi=torch.empty(n, self.input_width), pi_passes=[c.new_pass(n) for c in self.critics],
+                        d_q_pi=torch.full((n, 1), -1.0 / n),
+                        d_x_pi=[torch.empty(n, self.input_width) for _ in self.critics],
+                        actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
 
     def update(self, batch: Batch) -> UpdateResult:
         learner = self.learner
@@ -372,7 +364,7 @@ class _FusedStep(FusedCritics):
 
     def _actor_step(self, buf: _Buffers, batch: Batch, sample: _Sample, ent_coef: float) -> None:
         """The actor's gradient of mean(alpha log pi(a|s) - min_i Q_i(s, a)) at step 1's sample, and its Adam step."""
-        obs_dim, scale = self._obs_dim, ent_coef / len(batch.reward)  # dLoss/d(log pi) per sample
+        obs_dim, scale = self.obs_dim, ent_coef / len(batch.reward)  # dLoss/d(log pi) per sample
         q1, q2 = (p.outs[-1] for p in buf.pi_passes)
         d1, d2 = (d[:, obs_dim:] for d in buf.d_x_pi)
         d_action = torch.where(q1 < q2, d1, torch.where(q2 < q1, d2, 0.5 * (d1 + d2)))  # torch.minimum's gradient
