@@ -117,7 +117,7 @@ def _ray_config(args: argparse.Namespace) -> Any:
 # ----------------------------------------------------------------------- benches that take a TrainConfig
 def _learner_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algo", choices=(*registry.deep_names(), "all"), default="all",
-                        help="learner to time; all: dqn, ddpg and td3 (default)")
+                        help="learner to time; all: every deep algorithm (default)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     parser.add_argument("--seconds", type=float, default=0.5, help="length of one round per setting (default 0.5)")
     parser.add_argument("--precision", choices=("float32", "bfloat16", "both"), default="both",
@@ -125,15 +125,17 @@ def _learner_options(parser: argparse.ArgumentParser) -> None:
                              "has it in hardware")
     parser.add_argument("--compile", action="store_true",
                         help="also time the step as one torch.compile'd unit (compiling takes tens of seconds)")
+    parser.add_argument("--sbx", action="store_true",
+                        help="also time SBX's gradient step at the same settings (JAX at its default threads)")
     add_config_options(parser)  # --config / --set: the learner's TrainConfig (net_arch, batch_size, ...) over the preset
 
 
 def _learner_config(args: argparse.Namespace) -> Any:
     from pearl_fpga.bench.learner import LearnerBench
 
-    algos = ("dqn", "ddpg", "td3") if args.algo == "all" else (args.algo,)
+    algos = registry.deep_names() if args.algo == "all" else (args.algo,)
     return LearnerBench(configs=tuple(build_config(args, algo) for algo in algos), rounds=args.rounds,
-                        seconds=args.seconds, precision=args.precision, compile=args.compile)
+                        seconds=args.seconds, precision=args.precision, compile=args.compile, sbx=args.sbx)
 
 
 def _train_options(parser: argparse.ArgumentParser) -> None:
