@@ -277,7 +277,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pearl_fpga.bench.meta import write_record
+    from pearl_fpga.bench.records import write_record
     from pearl_fpga.commands.common import report_error
     from pearl_fpga.errors import PearlError
 
