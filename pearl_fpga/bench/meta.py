@@ -173,13 +173,13 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _cpu_vendor() -> str:
+def _cpu_vendor(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """The CPU vendor's folder name for per-vendor records (pearl_fpga.bench.records): /proc/cpuinfo's
     vendor_id (GenuineIntel: intel, AuthenticAMD: amd, another sanitised), else the machine's architecture."""
     from pearl_fpga.bench.records import vendor_name
 
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in cpuinfo.read_text().splitlines():
             if line.startswith("vendor_id"):
                 return vendor_name(line.split(":", 1)[1].strip())
     except OSError:
