@@ -193,3 +193,16 @@ def test_the_docs_check_covers_the_vendor_records():
     by_vendor["amd"]["plan"]["results"]["rows"][3]["error"] = 0.01  # AMD's worst prediction, as if rerun
     assert render.benchmarks_page(records, by_vendor) != page
     assert render.readme_with(readme, render.headline(records, by_vendor)) != readme
+
+
+def test_bench_json_keeps_the_vendor_copy_unless_told_not_to(tmp_path, capsys):
+    from pearl_fpga.cli import main
+
+    tiny = ["bench", "replay", "--capacity", "300", "--batch", "16", "--repeats", "2", "--obs-dim", "2", "--no-rtl",
+            "--baselines", ""]
+    assert main([*tiny, "--json", str(tmp_path / "replay.json")]) == 0
+    latest = json.loads((tmp_path / "replay.json").read_text())
+    vendor = latest["machine"]["vendor"]
+    assert json.loads((tmp_path / "hosts" / vendor / "replay.json").read_text()) == latest
+    assert main([*tiny, "--json", str(tmp_path / "scratch" / "replay.json"), "--no-vendor-copy"]) == 0
+    assert [p.name for p in (tmp_path / "scratch").iterdir()] == ["replay.json"]

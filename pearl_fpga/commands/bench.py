@@ -271,7 +271,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         bench.options(bench_parser)
         bench_parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                                   help="write the JSON record (figures, command, commit, machine, load) to PATH; "
-                                       "without PATH print it instead of the tables")
+                                       "without PATH print it instead of the tables; also kept as its CPU vendor's "
+                                       "latest record in hosts/<vendor>/ beside PATH")
+        bench_parser.add_argument("--no-vendor-copy", dest="vendor_copy", action="store_false",
+                                  help="with --json PATH: keep no copy in hosts/<vendor>/ (A/B runs, scratch records)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -293,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
     except PearlError as exc:  # e.g. no Ray to connect to, no feasible placement
         return report_error(errors, exc)
     if args.json:
-        write_record(record, args.json)
+        write_record(record, args.json, per_vendor=args.vendor_copy)
     plot = getattr(args, "plot", None)
     if plot:
         module.plot(record["results"], Path(plot))
