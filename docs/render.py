@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's package, installed or not
 
 from pearl_fpga.bench.records import read_host_records, read_records  # noqa: E402
+from pearl_fpga.bench.targets import markdown_table as _table  # noqa: E402
 from pearl_fpga.bench.targets import target_lines, vendor_lines, vendor_section  # noqa: E402
 from pearl_fpga.errors import RecordError  # noqa: E402
 
@@ -70,13 +71,6 @@ def load_host_records(folder: Path = FIGURES) -> dict[str, dict[str, dict[str, A
 
 
 # ----------------------------------------------------------------------------------- helpers
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    right = ["---:" if i else "---" for i in range(len(header))]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(right) + " |"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def _provenance(record: dict[str, Any]) -> str:
     m = record["machine"]
     mem = f", {m['memory_gib']} GiB" if "memory_gib" in m else ""

@@ -206,3 +206,19 @@ def test_bench_json_keeps_the_vendor_copy_unless_told_not_to(tmp_path, capsys):
     assert json.loads((tmp_path / "hosts" / vendor / "replay.json").read_text()) == latest
     assert main([*tiny, "--json", str(tmp_path / "scratch" / "replay.json"), "--no-vendor-copy"]) == 0
     assert [p.name for p in (tmp_path / "scratch").iterdir()] == ["replay.json"]
+
+
+def test_the_reason_names_the_learner_share_of_the_same_vendor_only():
+    def learner(vendor: str, cpu: str, gflops: float) -> dict:
+        rec = record(vendor, cpu, 0.0)
+        rec["benchmark"], rec["results"] = "learner", {
+            "peak_gflops": {"1": 100.0}, "algos": {"ddpg": {"step_s": {"1": 0.01}, "gflops": {"1": gflops}}}}
+        return rec
+
+    current = {"train-ddpg": record("amd", "AMD EPYC", 1.0), "learner": learner("intel", "Intel Xeon", 40.0)}
+    by_vendor = {"intel": {"learner": current["learner"]}}
+    (line,) = [x for x in target_lines(current, by_vendor) if x.startswith("- DDPG")]
+    assert "GEMM peak" not in line  # Intel's learner says nothing of the AMD host's training run
+    by_vendor["amd"] = {"learner": learner("amd", "AMD EPYC", 44.0)}
+    (line,) = [x for x in target_lines(current, by_vendor) if x.startswith("- DDPG")]
+    assert "its learner step reaches 44% of the float32 GEMM peak" in line

@@ -158,11 +158,12 @@ def vendor_section(by_vendor: dict[str, dict[str, dict[str, Any]]]) -> str:
             continue
         machines = sorted({host(r) for r in records.values()})
         parts.append(f"### {vendor_title(vendor)}\n\nMachine: {'; '.join(machines)}\n\n"
-                     + _table(["record", "figure", "value", "target", "verdict", "commit, date"], rows) + "\n")
+                     + markdown_table(["record", "figure", "value", "target", "verdict", "commit, date"], rows) + "\n")
     return "\n".join(parts)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A markdown table: the first column left-aligned, the others right-aligned."""
     align = ["---:" if i else "---" for i in range(len(header))]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
@@ -177,7 +178,9 @@ def _missed(records: dict[str, dict[str, Any]], by_vendor: dict[str, dict[str, d
     kind = "train" if name in TRAIN_NAMES else name
     share = ""
     if kind == "train":  # the learner step's share of the peak, from a learner record of the same vendor
-        learner = by_vendor.get(vendor_of(records[name]["machine"]), {}).get("learner", records.get("learner"))
+        vendor = vendor_of(records[name]["machine"])
+        learner = next((r for r in (by_vendor.get(vendor, {}).get("learner"), records.get("learner"))
+                        if r is not None and vendor_of(r["machine"]) == vendor), None)
         precision = "bfloat16" if name.endswith("-bf16") else "float32"
         algo = name.split("-")[1]
         shares = learner_shares(learner["results"]) if learner else {}  # the plain learner training runs
