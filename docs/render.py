@@ -2,7 +2,9 @@
 docs/reliability.md's fuzz table from the records.
 
 The records are the JSON files `pearl-fpga bench ... --json PATH` writes into docs/figures/ (`make
-figures` reruns them all). Nothing here measures anything; every figure in the docs comes from a
+figures` reruns them all), each also kept as its CPU vendor's latest in docs/figures/hosts/<vendor>/:
+the headline judges the speed targets (pearl_fpga/bench/targets.py) on the current records' hosts and
+against the other vendors' last. Nothing here measures anything; every figure in the docs comes from a
 record, with the command, commit, machine and load that produced it.
 
     python docs/render.py           # rewrite docs/benchmarks.md, the README block and the fuzz table
