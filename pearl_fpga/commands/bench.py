@@ -273,13 +273,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         bench.options(bench_parser)
         bench_parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                                   help="write the JSON record (figures, command, commit, machine, load) to PATH; "
-                                       "without PATH print it instead of the tables")
+                                       "without PATH print it instead of the tables; also kept as its CPU vendor's "
+                                       "latest record in hosts/<vendor>/ beside PATH")
+        bench_parser.add_argument("--no-vendor-copy", dest="vendor_copy", action="store_false",
+                                  help="with --json PATH: keep no copy in hosts/<vendor>/ (A/B runs, scratch records)")
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pearl_fpga.bench.meta import write_record
+    from pearl_fpga.bench.records import write_record
     from pearl_fpga.commands.common import report_error
     from pearl_fpga.errors import PearlError
 
@@ -295,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     except PearlError as exc:  # e.g. no Ray to connect to, no feasible placement
         return report_error(errors, exc)
     if args.json:
-        write_record(record, args.json)
+        write_record(record, args.json, per_vendor=args.vendor_copy)
     plot = getattr(args, "plot", None)
     if plot:
         module.plot(record["results"], Path(plot))
