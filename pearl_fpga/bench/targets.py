@@ -89,6 +89,8 @@ def _learner(results: dict[str, Any]) -> list[Figure]:
     best: dict[tuple[str, str], tuple[float, str]] = {}  # (algo, precision) -> its best learner's share
     for (algo, label), share in learner_shares(results).items():
         precision = label.split()[0]
+        if precision not in ("float32", "bfloat16"):  # a baseline's row (SBX), shown beside ours, not judged
+            continue
         if share > best.get((algo, precision), (-1.0, ""))[0]:
             best[algo, precision] = (share, label)
     return [Figure("learner", f"{algo} {precision}", f"{algo.upper()} {precision}", share,
