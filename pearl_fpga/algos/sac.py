@@ -139,6 +139,8 @@ class SAC(TwoThreadLearner):
     """The SAC learner: `update(batch)` runs one step of the entropy coefficient, the critics, the actor and
     (every target_update_interval steps) the target critics; see the module docstring."""
 
+    precisions = ("float32",)
+
     def __init__(self, config: Any, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0,
                  precision: torch.dtype | None = None, fused: bool | None = None) -> None:
         """fused: the fused CPU step; None takes it where it runs (a CPU learner, the native module built),
