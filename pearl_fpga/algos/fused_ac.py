@@ -12,6 +12,11 @@ The order of the step is TD3's (pearl_fpga.algos.td3), which drives these pieces
 critics one per thread, DDPG's concurrent actor gradient); the arithmetic is the torch path's, with
 sums in another order, so the two agree to float rounding (tests/test_fused_learner.py checks both
 against autograd and torch.optim.Adam).
+
+The pieces are in two layers: `FusedNet` (one network's passes) and `FusedCritics` (the twin critics' part
+of any actor-critic step: target values, TD target, loss gradient, Adam step, a critic's input gradient,
+the per-batch-size buffers), which `FusedActorCriticStep` extends with DDPG's and TD3's actor and which
+the other twin-critic learner (algos/ in the registry) extends with its own actor.
 """
 
 from __future__ import annotations
