@@ -15,8 +15,8 @@ against autograd and torch.optim.Adam).
 
 The pieces are in two layers: `FusedNet` (one network's passes) and `FusedCritics` (the twin critics' part
 of any actor-critic step: target values, TD target, loss gradient, Adam step, a critic's input gradient,
-the per-batch-size buffers), which `FusedActorCriticStep` extends with DDPG's and TD3's actor and which
-the other twin-critic learner (algos/ in the registry) extends with its own actor.
+the per-batch-size buffers), which `FusedActorCriticStep` extends with DDPG's and TD3's deterministic
+actor, and a learner with a stochastic actor extends with its own.
 """
 
 from __future__ import annotations
