@@ -149,7 +149,7 @@ def _quality(results: dict[str, Any]) -> str:
 
 
 def _learner(results: dict[str, Any]) -> str:
-    from pearl_fpga.bench.learner import learner_rows
+    from pearl_fpga.bench.learner import learner_rows, profile_text
 
     peaks = results["peak_gflops"]
     rows = [[algo, label, threads, _f(t * 1e6), f"{gflops:.1f}", f"{100 * gflops / peak:.0f}%", ratio]
@@ -166,6 +166,11 @@ def _learner(results: dict[str, Any]) -> str:
         *(f"{algo} update schedule (the first learner's, measured while it was timed): {m['schedule']}; the "
           "`serial` and `concurrent` learners run that schedule fixed." for algo, m in results["algos"].items()
           if m.get("schedule")),
+        *(f"Where {algo}'s float32 step goes in its serial schedule at {p['threads']} thread(s) "
+          f"({_f(p['step_s'] * 1e6)} us; torch.profiler, `--profile`): {profile_text(p)}."
+          for algo, m in results["algos"].items() for p in m.get("profile", [])),
+        *(f"SBX's {algo} step: SBX {m['sbx']['version']} on jax {m['sbx']['jax']}, its own `train(gradient_steps=1)` "
+          "with its replay sample (`--sbx`)." for algo, m in results["algos"].items() if "step_s" in m.get("sbx", {})),
     ])
 
 

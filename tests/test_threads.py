@@ -241,6 +241,23 @@ def test_bench_learner_times_sbx_beside_it(tmp_path, capsys):
     assert [r for r in learner_rows(results) if r[1] == "SBX (JAX)"]
 
 
+def test_bench_learner_profile_accounts_for_the_whole_step(tmp_path):
+    """--profile sorts the serial step's time into GEMMs, Adam, other ops and the rest, which add up to it."""
+    import json
+
+    from pearl_fpga.bench.learner_profile import category
+    from pearl_fpga.cli import main
+
+    out = tmp_path / "learner.json"
+    assert main(["bench", "learner", "--algo", "td3", "--rounds", "1", "--seconds", "0.02", "--precision", "float32",
+                 "--set", "net_arch=[32,32]", "--set", "batch_size=16", "--profile", "--json", str(out)]) == 0
+    profiles = json.loads(out.read_text())["results"]["algos"]["td3"]["profile"]
+    assert profiles and all(p["seconds"]["gemm"] > 0 and p["gemm_gflops"] > 0 for p in profiles)
+    for p in profiles:
+        assert sum(p["seconds"].values()) == pytest.approx(p["step_s"], rel=1e-6) or p["seconds"]["outside torch ops"] == 0
+    assert [category(n) for n in ("aten::addmm", "aten::_fused_adam_", "aten::relu_")] == ["gemm", "adam", "other torch ops"]
+
+
 def test_bench_learner_says_when_sbx_is_missing(monkeypatch, capsys):
     import pearl_fpga.bench.train as bench_train
     from pearl_fpga.cli import main

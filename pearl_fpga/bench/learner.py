@@ -46,6 +46,7 @@ class LearnerBench:
     precision: str = "both"  # "float32", "bfloat16" or "both" (bfloat16 where this host has it in hardware)
     compile: bool = False  # also time the step as one torch.compile'd unit (compiling takes tens of seconds)
     sbx: bool = False  # also time SBX's gradient step at the same settings (pearl_fpga.bench.learner_sbx)
+    profile: bool = False  # also sort a step's time into GEMMs, Adam, other ops and outside (learner_profile)
 
     def __post_init__(self) -> None:
         if not self.configs or self.rounds < 1 or self.seconds <= 0:
@@ -237,6 +238,13 @@ def time_steps(step: Any, seconds: float) -> float:
             return elapsed / n
 
 
+def profile_text(p: dict[str, Any]) -> str:
+    """One `bench learner --profile` entry as a line: each category's microseconds and share of the step."""
+    parts = [f"{name} {t * 1e6:.0f} us ({100 * t / p['step_s']:.0f}%)" for name, t in p["seconds"].items()]
+    gemm = f"; the GEMMs alone at {p['gemm_gflops']:.0f} GFLOP/s" if p.get("gemm_gflops") else ""
+    return ", ".join(parts) + gemm
+
+
 def learner_rows(results: dict[str, Any]) -> list[tuple[str, str, str, float, float, float, str]]:
     """(algo, learner, threads, seconds per step, GFLOP/s, peak GFLOP/s of its precision and busy cores,
     speed against the float32 step at 1 thread) of every timed setting, the base learner first."""
@@ -291,6 +299,11 @@ def measure_all(args: LearnerBench, log: Callable[[str], None]) -> dict[str, Any
         first = next(iter(figures))
         results["algos"][algo] = {**figures[first], "label": first,
                                   "variants": {k: v for k, v in figures.items() if k != first}}
+        if args.profile:
+            from pearl_fpga.bench.learner_profile import profile_step
+
+            log(f"profiling the {algo} learner step (serial schedule, float32)...")
+            results["algos"][algo]["profile"] = [profile_step(config, n) for n in counts]
         if args.sbx:
             from pearl_fpga.bench.learner_sbx import sbx_step
 
@@ -338,6 +351,9 @@ def report(record: dict[str, Any], console: Any) -> None:
     for algo, base in results["algos"].items():
         console.print(f"{algo}: {base['flops_per_step'] / 1e6:.1f} MFLOP per step (GEMMs of forward and backward); "
                       f"adaptive: {base['auto_choice']}", markup=False)
+        for p in base.get("profile", []):
+            console.print(f"{algo} serial step at {p['threads']} thread(s), {p['step_s'] * 1e6:.0f} us: "
+                          + profile_text(p), markup=False)
         if "skipped" in base.get("sbx", {}):
             console.print(f"{algo}: SBX not timed ({base['sbx']['skipped']})", markup=False)
         elif "sbx" in base:

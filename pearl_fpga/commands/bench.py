@@ -125,6 +125,9 @@ def _learner_options(parser: argparse.ArgumentParser) -> None:
                              "has it in hardware")
     parser.add_argument("--compile", action="store_true",
                         help="also time the step as one torch.compile'd unit (compiling takes tens of seconds)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also sort one float32 serial step's time into GEMMs, Adam, other torch ops and the rest "
+                             "(torch.profiler), at each thread count")
     parser.add_argument("--sbx", action="store_true",
                         help="also time SBX's gradient step at the same settings (JAX at its default threads)")
     add_config_options(parser)  # --config / --set: the learner's TrainConfig (net_arch, batch_size, ...) over the preset
@@ -135,7 +138,8 @@ def _learner_config(args: argparse.Namespace) -> Any:
 
     algos = registry.deep_names() if args.algo == "all" else (args.algo,)
     return LearnerBench(configs=tuple(build_config(args, algo) for algo in algos), rounds=args.rounds,
-                        seconds=args.seconds, precision=args.precision, compile=args.compile, sbx=args.sbx)
+                        seconds=args.seconds, precision=args.precision, compile=args.compile, sbx=args.sbx,
+                        profile=args.profile)
 
 
 def _train_options(parser: argparse.ArgumentParser) -> None:
