@@ -68,6 +68,9 @@ SIGNAL_OUTSIDE_THE_LOOP = textwrap.dedent("""
     from pearl_fpga.trainer import Trainer
 
     checkpoint, name, where = sys.argv[1:]
+    # Python's SIGINT handler, as a command started from a terminal has it (a background job of a
+    # non-interactive shell inherits SIGINT ignored, and Python then leaves it ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def arrive(*a, **k):  # the signal arrives where no handler of the training loop is installed
         os.kill(os.getpid(), getattr(signal, name))

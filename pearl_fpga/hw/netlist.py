@@ -24,6 +24,7 @@ e.g. replay_top's `busy`) are kept by name through synthesis. Any kernel whose c
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -61,6 +62,13 @@ def cell_models() -> tuple[Path, Path]:
 BLOCK_RAM_MODELS = {"DP16KD": HLS_DIR / "common" / "sim" / "DP16KD.sv"}
 
 
+def _seen_from(cwd: Path, path: Path) -> str:
+    """`path` as a tool run in `cwd` sees it: relative. YoWASP's tools mount a /tmp of their own, so an
+    absolute path into the host's /tmp (a clone or a pytest folder there) does not reach the host's file;
+    a relative one does, through the working directory."""
+    return os.path.relpath(Path(path).resolve(), Path(cwd).resolve())
+
+
 def _yosys(script: str, cwd: Path, what: str) -> None:
     log = cwd / "yosys.log"
     with log.open("w") as out:
@@ -77,9 +85,10 @@ def simulation_view(netlist: Path, top: str, out: Path) -> Path:
     models, include = cell_models()
     # NO_INCLUDES: common_sim.vh and cells_sim.v both include the FD*/IO wrappers (not in a synth_ecp5 netlist)
     kept = " ".join(f"t:{cell} %d" for cell in BLOCK_RAM_MODELS)
-    _yosys(f"read_verilog {netlist.name}; read_verilog -DNO_INCLUDES -I{include} {models}; "
+    cwd = netlist.parent
+    _yosys(f"read_verilog {netlist.name}; read_verilog -DNO_INCLUDES -I{_seen_from(cwd, include)} {_seen_from(cwd, models)}; "
            f"hierarchy -top {top}; proc; flatten; opt_clean -purge; select -assert-none t:* t:$* %d {kept}; "
-           f"write_verilog -noattr {out.resolve()}", netlist.parent,
+           f"write_verilog -noattr {_seen_from(cwd, out)}", cwd,
            f"flatten {netlist.name} with the ECP5 cell models (a cell other than {', '.join(BLOCK_RAM_MODELS)} "
            "left in the view has no simulation model)")
     return out
