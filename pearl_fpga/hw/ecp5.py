@@ -84,12 +84,22 @@ def cell_counts(stat_json: Path, top: str) -> dict[str, int]:
     return {str(k).lstrip("\\$"): int(v) for k, v in sorted(cells.items()) if not str(k).startswith("$scopeinfo")}
 
 
-def nextpnr_command(part: Part, clock_mhz: float, json_in: str, report: str, seed: int, log: str) -> list[str]:
-    """Out of context (no I/O buffers, no global clock routing: the kernel is a block inside a board
-    design), every clock constrained to `clock_mhz`. A missed clock still finishes routing and writes
-    the report (--timing-allow-fail): the gate here judges it and says by how much."""
+ROUTERS = ("router1", "router2")  # nextpnr's: router1 (A*, ECP5's default) and router2 (negotiated congestion)
+
+
+def nextpnr_command(part: Part, clock_mhz: float, json_in: str, report: str, seed: int, log: str,
+                    router: str = "router1") -> list[str]:
+    """Out of context (no I/O buffers: the kernel is a block inside a board design), every clock
+    constrained to `clock_mhz`. Out of context the clock is an input port with no driver cell, so
+    nextpnr neither promotes it to a global (DCCA) nor routes it: timing takes it as ideal (no
+    insertion delay, no skew) and the fabric carries only the data nets. A missed clock still
+    finishes routing and writes the report (--timing-allow-fail): the gate here judges it and says by
+    how much."""
+    if router not in ROUTERS:
+        raise ImplementationError(f"unknown nextpnr router {router!r}: use one of {', '.join(ROUTERS)}")
     return [*part.nextpnr_args(), "--out-of-context", "--freq", f"{clock_mhz:g}", "--timing-allow-fail",
-            "--json", json_in, "--report", report, "--detailed-timing-report", "--seed", str(seed), "-l", log]
+            "--router", router, "--json", json_in, "--report", report, "--detailed-timing-report",
+            "--seed", str(seed), "-l", log]
 
 
 def read_report(path: Path, clock_mhz: float) -> dict[str, Any]:
@@ -118,7 +128,16 @@ def read_report(path: Path, clock_mhz: float) -> dict[str, Any]:
             "end": f"{steps[-1]['to']['cell']}.{steps[-1]['to']['port']}",
             "delay_ns": round(delay, 3), "logic_ns": round(logic, 3), "steps": len(steps),
         })
-    return {"utilization": utilization, "fmax": fmax, "critical_paths": paths}
+    return {"utilization": utilization, "fmax": fmax, "critical_paths": paths,
+            "clock_network": clock_network(int(util.get("DCCA", {}).get("used", 0)))}
+
+
+def clock_network(dcca_used: int) -> str:
+    """How the placed design's clock reaches its flip-flops, from the global buffers (DCCA) it uses."""
+    if dcca_used:
+        return f"global: {dcca_used} DCCA global buffer(s), the clock routed on the global network"
+    # nextpnr promotes only nets driven by a cell; an out-of-context clock is a port with no driver
+    return "ideal: out of context the clock port has no driver cell, so it is neither a global (0 DCCA) nor routed"
 
 
 def timing_verdict(timing: dict[str, Any], clock_mhz: float) -> dict[str, Any]:
