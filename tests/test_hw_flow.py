@@ -82,6 +82,20 @@ def test_nextpnr_command_router() -> None:
         ecp5.nextpnr_command(PART, 100.0, "top.json", "report.json", 1, "nextpnr.log", router="router3")
 
 
+def test_record_names_and_unrouted_verdicts() -> None:
+    """A run at other sizes, or only placed, never overwrites the catalog-size record; an estimate never meets."""
+    from pearl_fpga.hw.implement import record_name
+
+    assert record_name("replay", {}, False) == "implement-replay.json"
+    assert record_name("replay", {"fanout": 4, "capacity": 1024}, False) == "implement-replay-capacity1024-fanout4.json"
+    assert record_name("replay", {}, True) == "implement-replay-placed.json"
+    cmd = ecp5.nextpnr_command(PART, 100.0, "top.json", "report.json", 1, "nextpnr.log", place_only=True)
+    assert cmd[-1] == "--no-route"
+    timing = {"fmax": {"ap_clk": {"achieved_mhz": 150.0, "constraint_mhz": 100.0}}, "critical_paths": []}
+    verdict = ecp5.timing_verdict(timing, 100.0, routed=False)
+    assert not verdict["met"] and "NOT ROUTED" in ecp5.gate_message("replay", PART.name, verdict)
+
+
 def _report(achieved: float) -> dict[str, Any]:
     step = {"from": {"cell": "a_reg", "port": "Q"}, "to": {"cell": "b_reg", "port": "DI"}}
     return {
@@ -170,7 +184,7 @@ def test_gate_fails_a_missed_clock(small_replay: dict[str, Any], tmp_path: Path,
     out = capsys.readouterr()
     assert status == 1 and "MISSES the clock" in out.out and "critical path" in out.out
     assert "replay failed or missed the clock" in out.err
-    record = json.loads((tmp_path / "implement-replay.json").read_text())
+    record = json.loads((tmp_path / "implement-replay-capacity200-fanout4.json").read_text())
     assert record["benchmark"] == "implement" and record["results"]["parameters"]["CAPACITY"] == 200
     assert record["command"].startswith("python -m pearl_fpga.hw.implement --kernels replay")
     section = implementation_section({"implement-replay": record})
