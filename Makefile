@@ -4,6 +4,7 @@
 #                (mypy), pytest, then the board path through the real pynq package in its own environment
 #                (make test-pynq) and the Alveo path on the real XRT library in noop mode (make test-xrt)
 #   make test-isa  the ISA-sensitive tests again under each instruction-set switch (part of make test)
+#   make test-hw   the tests that build a whole board bitstream with the open flow (minutes each; not in make test)
 #   make test-board-numpy  the board side without torch, on the oldest numpy with a wheel here (PYNQ images: 1.21)
 #   make test-armhf  the board side on a 32-bit ARM Python (Debian armhf, qemu-user), bit for bit against this host
 #   make sim     only the cocotb testbenches of the reference RTL
@@ -31,11 +32,11 @@ HLS_SOURCES := $(wildcard hls/*.h hls/*/*.h hls/*/*.cpp hls/*/kernel.json pearl_
 PYNQ_VENV := .venv-pynq
 PYNQ_PINS := "pynq==3.1.2" "pycparser<3" "gymnasium>=1.0" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6.100"
 
-.PHONY: venv native test test-pynq test-board-numpy test-armhf test-xrt test-isa sim csim csim-vendor train bench figures implement clean help
+.PHONY: venv native test test-hw test-pynq test-board-numpy test-armhf test-xrt test-isa sim csim csim-vendor train bench figures implement clean help
 .DEFAULT_GOAL := help
 
 help:
-	@sed -n '2,14p' Makefile
+	@sed -n '2,15p' Makefile
 
 # The virtual environment: the CPU build of torch first (an unpinned torch would pull a CUDA build),
 # then the package with its training, export, test and simulation extras, installed editable (a
@@ -62,7 +63,7 @@ native: $(VENV)/.stamp-native
 test: native csim csim-vendor
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(PY) -m pytest --durations=25
+	$(PY) -m pytest --durations=25 -m "not board_build"
 	$(MAKE) --no-print-directory test-isa
 	$(MAKE) --no-print-directory test-pynq
 	$(MAKE) --no-print-directory test-xrt
@@ -76,11 +77,19 @@ ISA_TESTS := tests/test_algos.py tests/test_fused_learner.py tests/test_threads.
 ISA_SWITCHES := ATEN_CPU_CAPABILITY=default ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=avx512 \
 	MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 PEARL_FPGA_NATIVE_ISA=avx512 PEARL_FPGA_NATIVE_ISA=avx2 \
 	PEARL_FPGA_NATIVE_ISA=scalar
+# The RTL simulations (sim) and the benchmark commands' record tests in these files do not depend on the
+# host's instruction set; they run once, in pytest above.
 test-isa: native
 	@set -e; for switch in $(ISA_SWITCHES); do \
 	  echo "tests under $$switch"; \
-	  env $$switch $(PY) -m pytest -q -p no:cacheprovider $(ISA_TESTS); \
+	  env $$switch $(PY) -m pytest -q -p no:cacheprovider -m "not sim" -k "not bench_learner" $(ISA_TESTS); \
 	done
+
+# Whole board bitstreams through the open flow (Yosys, nextpnr-ecp5, ecppack from the venv): `make bitstream
+# BOARD=ulx3s` end to end on a small design, with its manifest and timing gate. Minutes per build, so not in
+# make test, which runs each kernel's small implementation and netlist simulation instead.
+test-hw: native
+	$(PY) -m pytest -m board_build --durations=5
 
 # The board drivers through the real pynq package (Overlay, DefaultIP, the AXI DMA driver) on a mock
 # Zynq device whose kernels are the HLS C++ tops (tests/pynq_stack). The package is used from the source
@@ -195,7 +204,7 @@ figures: native $(VENV)/.stamp-bench
 	$(BENCH) train --algo td3 --seeds 0 1 2 --json $(FIG)/train-td3.json --plot $(FIG)/train-td3.png
 	$(BENCH) train --algo ddpg --seeds 0 1 2 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --json $(FIG)/train-ddpg-bf16.json
 	$(BENCH) train --algo sac --seeds 0 1 2 --json $(FIG)/train-sac.json --plot $(FIG)/train-sac.png
-	$(BENCH) learner --compile --json $(FIG)/learner.json
+	$(BENCH) learner --compile --sbx --profile --json $(FIG)/learner.json
 	$(BENCH) train --algo dqn --steps 50000 --seeds 0 1 2 3 4 --no-sb3 --no-sbx --keep-best --eval-episodes 20 --json $(FIG)/quality-dqn.json
 	$(BENCH) train --algo ddpg --steps 20000 --seeds 0 1 2 3 4 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-ddpg.json
 	$(BENCH) train --algo td3 --steps 20000 --seeds 0 1 2 3 4 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-td3.json

@@ -2,7 +2,9 @@
 docs/reliability.md's fuzz table from the records.
 
 The records are the JSON files `pearl-fpga bench ... --json PATH` writes into docs/figures/ (`make
-figures` reruns them all). Nothing here measures anything; every figure in the docs comes from a
+figures` reruns them all), each also kept as its CPU vendor's latest in docs/figures/hosts/<vendor>/:
+the headline judges the speed targets (pearl_fpga/bench/targets.py) on the current records' hosts and
+against the other vendors' last. Nothing here measures anything; every figure in the docs comes from a
 record, with the command, commit, machine and load that produced it.
 
     python docs/render.py           # rewrite docs/benchmarks.md, the README block and the fuzz table
@@ -12,13 +14,19 @@ record, with the command, commit, machine and load that produced it.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's package, installed or not
+
+from pearl_fpga.bench.records import read_host_records, read_records  # noqa: E402
+from pearl_fpga.bench.targets import markdown_table as _table  # noqa: E402
+from pearl_fpga.bench.targets import target_lines, vendor_lines, vendor_section  # noqa: E402
+from pearl_fpga.errors import RecordError  # noqa: E402
+
 FIGURES = ROOT / "docs" / "figures"
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 README = ROOT / "README.md"
@@ -51,43 +59,20 @@ SECTIONS = {
     "ray": "Ray engine: transport, actor scaling, broadcast, recovery",
     "fuzz": "Reliability: files users hand the package, corrupted and edited",
 }
-# median env steps/s ratio against SBX (issue 22): float32 on both sides, and the bf16 learner on AMX
-SBX_TARGETS = {"train-dqn": 1.5, "train-ddpg": 1.3, "train-td3": 1.3, "train-sac": 1.5, "train-ddpg-bf16": 2.5}
 QUALITY_TARGETS = {"dqn": (475.0, 4), "ddpg": (-200.0, 4), "td3": (-200.0, 4), "sac": (-200.0, 4)}  # (return at least, seeds out of 5)
-# The throughput targets: median env steps/s ratio against SB3 at each of its thread settings.
-SPEED_TARGETS = {"train-dqn": {"default": 3.0, "1": 3.5}, "train-ddpg": {"default": 2.0}}
-REQUIRED = ("schema", "benchmark", "command", "commit", "date", "machine", "load_average_before",
-            "load_average_after", "under_load", "results")
-
-
-class RecordError(ValueError):
-    pass
 
 
 def load_records(folder: Path = FIGURES) -> dict[str, dict[str, Any]]:
     """Every record of `folder` by file stem, validated (a record is data: JSON, never code)."""
-    records = {}
-    for path in sorted(folder.glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{path}: not valid JSON ({exc}); rerun its benchmark (make figures)") from exc
-        missing = [k for k in REQUIRED if k not in record] if isinstance(record, dict) else list(REQUIRED)
-        if missing:
-            raise RecordError(f"{path}: not a benchmark record (missing {', '.join(missing)}); "
-                              "write it with pearl-fpga bench ... --json PATH")
-        records[path.stem] = record
-    return records
+    return read_records(folder)
+
+
+def load_host_records(folder: Path = FIGURES) -> dict[str, dict[str, dict[str, Any]]]:
+    """The latest record of each benchmark per CPU vendor (folder/hosts/<vendor>/), validated."""
+    return read_host_records(folder)
 
 
 # ----------------------------------------------------------------------------------- helpers
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    right = ["---:" if i else "---" for i in range(len(header))]
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(right) + " |"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def _provenance(record: dict[str, Any]) -> str:
     m = record["machine"]
     mem = f", {m['memory_gib']} GiB" if "memory_gib" in m else ""
@@ -164,7 +149,7 @@ def _quality(results: dict[str, Any]) -> str:
 
 
 def _learner(results: dict[str, Any]) -> str:
-    from pearl_fpga.bench.learner import learner_rows
+    from pearl_fpga.bench.learner import learner_rows, profile_text
 
     peaks = results["peak_gflops"]
     rows = [[algo, label, threads, _f(t * 1e6), f"{gflops:.1f}", f"{100 * gflops / peak:.0f}%", ratio]
@@ -181,6 +166,11 @@ def _learner(results: dict[str, Any]) -> str:
         *(f"{algo} update schedule (the first learner's, measured while it was timed): {m['schedule']}; the "
           "`serial` and `concurrent` learners run that schedule fixed." for algo, m in results["algos"].items()
           if m.get("schedule")),
+        *(f"Where {algo}'s float32 step goes in its serial schedule at {p['threads']} thread(s) "
+          f"({_f(p['step_s'] * 1e6)} us; torch.profiler, `--profile`): {profile_text(p)}."
+          for algo, m in results["algos"].items() for p in m.get("profile", [])),
+        *(f"SBX's {algo} step: SBX {m['sbx']['version']} on jax {m['sbx']['jax']}, its own `train(gradient_steps=1)` "
+          "with its replay sample (`--sbx`)." for algo, m in results["algos"].items() if "step_s" in m.get("sbx", {})),
     ])
 
 
@@ -344,7 +334,7 @@ RENDER = {"train": _train, "learner": _learner, "replay": _replay, "mlp": _mlp, 
 
 
 # ----------------------------------------------------------------------------------- pages
-def benchmarks_page(records: dict[str, dict[str, Any]]) -> str:
+def benchmarks_page(records: dict[str, dict[str, Any]], by_vendor: dict[str, dict[str, dict[str, Any]]]) -> str:
     parts = ["# Benchmarks\n",
              "Every figure of the documentation, rendered by `docs/render.py` from the records in "
              "[figures/](figures/) that `pearl-fpga bench ... --json` wrote (`make figures` reruns them all). "
@@ -361,69 +351,19 @@ def benchmarks_page(records: dict[str, dict[str, Any]]) -> str:
         png = FIGURES / f"{key}.png"
         if png.exists():
             parts.append(f"![{key}](figures/{png.name})\n")
+    parts.append(vendor_section(by_vendor))
     return "\n".join(parts)
 
 
-def _peak_share(records: dict[str, dict[str, Any]], key: str) -> str:
-    """The learner's best share of the GEMM peak of its precision (bench learner, same host) for a
-    training record's algorithm and precision, as the reason a throughput target is missed."""
-    learner = records.get("learner")
-    algo, precision = (key.split("-") + ["float32"])[1:3]
-    precision = "bfloat16" if precision == "bf16" else "float32"
-    if learner is None or algo not in learner["results"]["algos"]:
-        return ""
-    from pearl_fpga.bench.learner import learner_rows
-
-    shares = [gflops / peak for a, label, _, _, gflops, peak, _ in learner_rows(learner["results"])
-              if a == algo and label == precision]
-    return f"its learner step reaches {100 * max(shares):.0f}% of the {precision} GEMM peak (bench learner); " if shares else ""
-
-
-def _seeds(record: dict[str, Any]) -> str:
-    n = len(record["results"]["runs"])
-    return f"median of {n} seeds" if n > 1 else "one seed"
-
-
-def headline(records: dict[str, dict[str, Any]]) -> str:
-    lines = []
+def headline(records: dict[str, dict[str, Any]], by_vendor: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """The README's block: each target, met or not on the host of its current record, then each other
+    CPU vendor's last figures and whether a current one is lower."""
+    lines: list[str] = []
 
     def tag(record: dict[str, Any]) -> str:
         return " (taken under load)" if record["under_load"] else ""
 
-    for key, name in (("train-dqn", "DQN CartPole-v1"), ("train-ddpg", "DDPG Pendulum-v1"),
-                      ("train-td3", "TD3 Pendulum-v1"), ("train-sac", "SAC Pendulum-v1"),
-                      ("train-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner (AMX)")):
-        r = records.get(key)
-        if r and "median_speedup_sbx" in r["results"] and not r["results"].get("median_speedup"):
-            ratio = r["results"]["median_speedup_sbx"]
-            lines.append(f"- {name} training, env steps/s against SBX (JAX, its default precision) at equal settings "
-                         f"({_seeds(r)}): {ratio:.2f}x (target {SBX_TARGETS[key]:g}x: "
-                         f"{'met' if ratio >= SBX_TARGETS[key] else 'not met'}){tag(r)}")
-            if ratio < SBX_TARGETS[key]:
-                lines.append(f"  (why a target is missed: {_peak_share(records, key)}"
-                             "[docs/training.md](docs/training.md#throughput-targets))")
-        if r and "median_speedup" in r["results"]:
-            ms = r["results"]["median_speedup"]
-            goals = SPEED_TARGETS.get(key, {})
-
-            def verdict(k: str, v: float) -> str:
-                if k not in goals:
-                    return ""
-                return f" (target {goals[k]:g}x: {'met' if v >= goals[k] else 'not met'})"
-
-            lines.append(f"- {name} training, env steps/s against Stable-Baselines3 at equal settings "
-                         f"({_seeds(r)}): " + ", ".join(
-                             f"{v:.2f}x at its {k} torch thread{'s' if k != '1' else ''}{verdict(k, v)}"
-                             for k, v in ms.items())
-                         + (f", {r['results']['median_speedup_sbx']:.2f}x against SBX (JAX)"
-                            + (f" (target {SBX_TARGETS[key]:g}x: "
-                               f"{'met' if r['results']['median_speedup_sbx'] >= SBX_TARGETS[key] else 'not met'})"
-                               if key in SBX_TARGETS else "")
-                            if "median_speedup_sbx" in r["results"] else "") + tag(r))
-            sbx_missed = r["results"].get("median_speedup_sbx", SBX_TARGETS.get(key, 0)) < SBX_TARGETS.get(key, 0)
-            if any(k in goals and v < goals[k] for k, v in ms.items()) or sbx_missed:
-                lines.append(f"  (why a target is missed: {_peak_share(records, key)}"
-                             "[docs/training.md](docs/training.md#throughput-targets))")
+    lines += target_lines(records, by_vendor)
     for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1"),
                       ("quality-td3", "TD3 Pendulum-v1"), ("quality-sac", "SAC Pendulum-v1"),
                       ("quality-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner"),
@@ -440,10 +380,7 @@ def headline(records: dict[str, dict[str, Any]]) -> str:
         x = r["results"]["results"]["pearl_fpga"]
         lines.append(f"- Prioritized replay, sample+update of 256 at capacity 2^20: {x['iteration_us']:.0f} us, "
                      f"{x['speedup_vs_best_baseline']:.1f}x faster than the best baseline{tag(r)}")
-    r = records.get("plan")
-    if r:
-        lines.append(f"- Dispatcher: {r['results']['within_target']} of {r['results']['cases']} throughput "
-                     f"predictions within 25% of the measurement{tag(r)}")
+    lines += vendor_lines(records, by_vendor)
     lines.append("\nAll figures, with their commands and machine: [docs/benchmarks.md](docs/benchmarks.md).")
     return "\n".join(lines)
 
@@ -471,12 +408,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail when the rendered files are out of date")
     args = parser.parse_args(argv)
     try:
-        sys.path.insert(0, str(ROOT))
         from pearl_fpga.hw.report import END as IMPL_END, START as IMPL_START, implementation_section
 
-        records = load_records()
-        page = benchmarks_page(records)
-        readme = readme_with(README.read_text(), headline(records))
+        records, by_vendor = load_records(), load_host_records()
+        page = benchmarks_page(records, by_vendor)
+        readme = readme_with(README.read_text(), headline(records, by_vendor))
         reliability = reliability_with(RELIABILITY.read_text(), records)
         hardware = readme_with(HARDWARE.read_text(), implementation_section(records), IMPL_START, IMPL_END,
                                "docs/hardware.md")

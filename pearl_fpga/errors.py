@@ -38,6 +38,11 @@ class ArtifactError(InputError):
     """An exported policy (pearl-fpga export) is missing, corrupt, or does not fit what loads it."""
 
 
+class RecordError(InputError):
+    """A benchmark record (docs/figures/*.json, a per-vendor copy under hosts/) is not valid JSON, not a
+    record, or filed under another CPU vendor than its machine's."""
+
+
 class MissingDependency(PearlError, ImportError):
     """A feature needs a package that this install lacks (torch on a board install, onnx without the
     export extra); the message names the install command."""

@@ -161,6 +161,7 @@ def test_pll_dividers_stay_in_the_parts_ranges():
         assert 25 / p.clki_div >= 3.125 and 400 <= mhz * p.clkop_div <= 800 and p.clkop_cphase == (p.clkop_div - 1) // 2
 
 
+@pytest.mark.board_build  # make test-hw
 @pytest.mark.timeout(1800)  # minutes on a quiet machine; the whole P&R of a small design
 def test_the_open_flow_builds_a_bitstream_and_its_manifest(tmp_path):
     """Yosys, nextpnr-ecp5 (with the LPF) and ecppack from the venv's wheels, on the board top with the

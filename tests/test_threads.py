@@ -222,6 +222,52 @@ def test_bench_learner_takes_the_config_options(tmp_path, capsys):
     assert "no field 'batch_sise'" in capsys.readouterr().err
 
 
+def test_bench_learner_times_sbx_beside_it(tmp_path, capsys):
+    """--sbx times SBX's own gradient step of the same algorithm at the same settings (its row on the same
+    FLOP count and peak scale); SAC, which refuses bfloat16, is timed in float32 alone."""
+    import json
+
+    pytest.importorskip("sbx", reason="SBX is the bench extra (pip install 'pearl_fpga[bench]')")
+    from pearl_fpga.bench.learner import learner_rows
+    from pearl_fpga.cli import main
+
+    out = tmp_path / "learner.json"
+    assert main(["bench", "learner", "--algo", "sac", "--rounds", "1", "--seconds", "0.05", "--set", "net_arch=[16,16]",
+                 "--set", "batch_size=8", "--sbx", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())["results"]
+    sac = results["algos"]["sac"]
+    assert sac["label"] == "float32" and not any("bfloat16" in v for v in sac["variants"])
+    assert sac["sbx"]["step_s"] > 0 and sac["sbx"]["gflops"] == pytest.approx(sac["flops_per_step"] / sac["sbx"]["step_s"] / 1e9)
+    assert [r for r in learner_rows(results) if r[1] == "SBX (JAX)"]
+
+
+def test_bench_learner_profile_accounts_for_the_whole_step(tmp_path):
+    """--profile sorts the serial step's time into GEMMs, Adam, other ops and the rest, which add up to it."""
+    import json
+
+    from pearl_fpga.bench.learner_profile import category
+    from pearl_fpga.cli import main
+
+    out = tmp_path / "learner.json"
+    assert main(["bench", "learner", "--algo", "td3", "--rounds", "1", "--seconds", "0.02", "--precision", "float32",
+                 "--set", "net_arch=[32,32]", "--set", "batch_size=16", "--profile", "--json", str(out)]) == 0
+    profiles = json.loads(out.read_text())["results"]["algos"]["td3"]["profile"]
+    assert profiles and all(p["seconds"]["gemm"] > 0 and p["gemm_gflops"] > 0 for p in profiles)
+    for p in profiles:
+        assert sum(p["seconds"].values()) == pytest.approx(p["step_s"], rel=1e-6) or p["seconds"]["outside torch ops"] == 0
+    assert [category(n) for n in ("aten::addmm", "aten::_fused_adam_", "aten::relu_")] == ["gemm", "adam", "other torch ops"]
+
+
+def test_bench_learner_says_when_sbx_is_missing(monkeypatch, capsys):
+    import pearl_fpga.bench.train as bench_train
+    from pearl_fpga.cli import main
+
+    monkeypatch.setattr(bench_train, "sbx_module", lambda: None)
+    assert main(["bench", "learner", "--algo", "dqn", "--rounds", "1", "--seconds", "0.02", "--precision", "float32",
+                 "--set", "net_arch=[16,16]", "--sbx"]) == 0
+    assert "SBX not timed (SBX is not installed (pip install 'pearl_fpga[bench]'))" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("algo", ["dqn", "ddpg"])
 def test_adaptive_trainer_learns_the_same_weights_as_a_fixed_count(algo):
     """learner_threads=0 switches counts mid-run among those that give one thread's bits on this machine

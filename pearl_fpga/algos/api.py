@@ -72,6 +72,8 @@ class DeepLearner(Learner):
 
     device: torch.device
     discrete: bool = False
+    precisions: tuple[str, ...] = ("float32", "bfloat16")
+    """The precisions its CPU step's GEMMs can run in (bfloat16: placement learn=cpu-bf16)."""
     schedules: tuple[str, ...] = ()
     """The update schedules the learner may switch between while training (set_schedule; the runtime
     measures them when there are two), or the one it runs; empty: its step has no schedule to choose."""

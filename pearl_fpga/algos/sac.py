@@ -84,6 +84,8 @@ class SAC(DeepLearner):
     """The SAC learner: `update(batch)` runs one step of the entropy coefficient, the critics, the actor and
     (every target_update_interval steps) the target critics; see the module docstring."""
 
+    precisions = ("float32",)
+
     def __init__(self, config: Any, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0,
                  precision: torch.dtype | None = None) -> None:
         if precision is not None:

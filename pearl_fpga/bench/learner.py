@@ -45,6 +45,8 @@ class LearnerBench:
     seconds: float = 0.5  # length of one round per setting
     precision: str = "both"  # "float32", "bfloat16" or "both" (bfloat16 where this host has it in hardware)
     compile: bool = False  # also time the step as one torch.compile'd unit (compiling takes tens of seconds)
+    sbx: bool = False  # also time SBX's gradient step at the same settings (pearl_fpga.bench.learner_sbx)
+    profile: bool = False  # also sort a step's time into GEMMs, Adam, other ops and outside (learner_profile)
 
     def __post_init__(self) -> None:
         if not self.configs or self.rounds < 1 or self.seconds <= 0:
@@ -163,7 +165,7 @@ def measure_variants(variants: dict[str, tuple[Any, str]], rounds: int, seconds:
                 for n in counts:
                     torch.set_num_threads(n)
                     learner.update(batch)
-                    run["per_round"][str(n)].append(_time_steps(fixed_step, seconds))
+                    run["per_round"][str(n)].append(time_steps(fixed_step, seconds))
                 torch.set_num_threads(controller.threads)
                 both = step_timing(controller, run["schedule"])
 
@@ -171,7 +173,7 @@ def measure_variants(variants: dict[str, tuple[Any, str]], rounds: int, seconds:
                     with both:
                         learner.update(batch)
 
-                run["per_round"]["auto"].append(_time_steps(adaptive_step, seconds))
+                run["per_round"]["auto"].append(time_steps(adaptive_step, seconds))
     finally:
         torch.set_num_threads(old)
     return {label: {
@@ -194,7 +196,11 @@ def variants_of(cfg: Any, precision: str, compiled: bool) -> tuple[dict[str, tup
     targets = {"float32": "cpu", "bfloat16": "cpu-bf16"}
     wanted = list(targets) if precision == "both" else [precision]
     skipped: dict[str, str] = {}
+    from pearl_fpga.algos.registry import learner_class
+
     reason = bf16_unsupported("cpu")
+    if reason is None and "bfloat16" not in learner_class(cfg.algo).precisions:
+        reason = f"{cfg.algo}'s learner runs in float32 only"
     if reason is not None and "bfloat16" in wanted:
         wanted.remove("bfloat16")
         skipped["bfloat16"] = reason
@@ -221,7 +227,8 @@ def schedules_of(cfg: Any) -> tuple[str, ...]:
     return ("serial", "concurrent") if learner_class(cfg.algo).callers(concurrent) > 1 else ()
 
 
-def _time_steps(step: Any, seconds: float) -> float:
+def time_steps(step: Any, seconds: float) -> float:
+    """Mean seconds per call of `step` over calls that fill `seconds`."""
     n, t0 = 0, time.perf_counter()
     while True:
         step()
@@ -229,6 +236,13 @@ def _time_steps(step: Any, seconds: float) -> float:
         elapsed = time.perf_counter() - t0
         if elapsed >= seconds:
             return elapsed / n
+
+
+def profile_text(p: dict[str, Any]) -> str:
+    """One `bench learner --profile` entry as a line: each category's microseconds and share of the step."""
+    parts = [f"{name} {t * 1e6:.0f} us ({100 * t / p['step_s']:.0f}%)" for name, t in p["seconds"].items()]
+    gemm = f"; the GEMMs alone at {p['gemm_gflops']:.0f} GFLOP/s" if p.get("gemm_gflops") else ""
+    return ", ".join(parts) + gemm
 
 
 def learner_rows(results: dict[str, Any]) -> list[tuple[str, str, str, float, float, float, str]]:
@@ -245,6 +259,11 @@ def learner_rows(results: dict[str, Any]) -> list[tuple[str, str, str, float, fl
                 busy = str(max(int(k) for k in peak if int(k) <= max(1, threads * m.get("callers", 1))))  # cores kept busy
                 label_threads = f"auto ({m['auto_threads']})" if key == "auto" else key
                 rows.append((algo, label, label_threads, t, m["gflops"][key], peak[busy], f"{reference / t:.2f}x"))
+        sbx = base.get("sbx", {})
+        if "step_s" in sbx:  # JAX's default threads: every core busy
+            peak = peaks["float32"]
+            rows.append((algo, "SBX (JAX)", "JAX default", sbx["step_s"], sbx["gflops"], peak[max(peak, key=int)],
+                         f"{reference / sbx['step_s']:.2f}x"))
     return rows
 
 
@@ -255,7 +274,8 @@ def measure_all(args: LearnerBench, log: Callable[[str], None]) -> dict[str, Any
 
     counts = thread_candidates(available_cores())
     plans = {config.algo: variants_of(config, args.precision, args.compile) for config in args.configs}
-    skipped = next(iter(plans.values()))[1]
+    skipped = {f"{name} ({algo})" if len(plans) > 1 else name: reason
+               for algo, (_, why) in plans.items() for name, reason in why.items()}
     if not any(variants for variants, _ in plans.values()):
         from pearl_fpga.errors import BackendUnavailable
 
@@ -279,6 +299,19 @@ def measure_all(args: LearnerBench, log: Callable[[str], None]) -> dict[str, Any
         first = next(iter(figures))
         results["algos"][algo] = {**figures[first], "label": first,
                                   "variants": {k: v for k, v in figures.items() if k != first}}
+        if args.profile:
+            from pearl_fpga.bench.learner_profile import profile_step
+
+            log(f"profiling the {algo} learner step (serial schedule, float32)...")
+            results["algos"][algo]["profile"] = [profile_step(config, n) for n in counts]
+        if args.sbx:
+            from pearl_fpga.bench.learner_sbx import sbx_step
+
+            log(f"timing SBX's {algo} gradient step ({args.rounds} rounds)...")
+            theirs = sbx_step(config, args.rounds, args.seconds)
+            if "step_s" in theirs:
+                theirs["gflops"] = flops / theirs["step_s"] / 1e9
+            results["algos"][algo]["sbx"] = theirs
     for precision, peak in peaks.items():  # the better of two moments: other load lowers one of them
         peak.update({n: max(g, peak_gflops(int(n), precision)) for n, g in peak.items()})
     return results
@@ -318,6 +351,15 @@ def report(record: dict[str, Any], console: Any) -> None:
     for algo, base in results["algos"].items():
         console.print(f"{algo}: {base['flops_per_step'] / 1e6:.1f} MFLOP per step (GEMMs of forward and backward); "
                       f"adaptive: {base['auto_choice']}", markup=False)
+        for p in base.get("profile", []):
+            console.print(f"{algo} serial step at {p['threads']} thread(s), {p['step_s'] * 1e6:.0f} us: "
+                          + profile_text(p), markup=False)
+        if "skipped" in base.get("sbx", {}):
+            console.print(f"{algo}: SBX not timed ({base['sbx']['skipped']})", markup=False)
+        elif "sbx" in base:
+            console.print(f"{algo}: SBX {base['sbx']['version']} (jax {base['sbx']['jax']}): its first two steps took "
+                          f"{base['sbx']['first_steps_s']:.1f} s (XLA compiling); its step includes its replay sample",
+                          markup=False)
         if base.get("schedule"):
             console.print(f"{algo} update schedule: {base['schedule']}", markup=False)
         for label, m in base.get("variants", {}).items():

@@ -12,7 +12,6 @@ average before the run, above half the cores, decides. Both load averages are re
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import threading
 import time
@@ -174,10 +173,24 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _cpu_vendor(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU vendor's folder name for per-vendor records (pearl_fpga.bench.records): /proc/cpuinfo's
+    vendor_id (GenuineIntel: intel, AuthenticAMD: amd, another sanitised), else the machine's architecture."""
+    from pearl_fpga.bench.records import vendor_name
+
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return vendor_name(line.split(":", 1)[1].strip())
+    except OSError:
+        pass
+    return vendor_name(platform.machine())
+
+
 def machine() -> dict[str, Any]:
-    """CPU model, cores, memory, OS and the versions of the libraries that set the figures."""
-    info: dict[str, Any] = {"cpu": _cpu_model(), "cores": cores(), "os": platform.platform(),
-                            "python": platform.python_version()}
+    """CPU model and vendor, cores, memory, OS and the versions of the libraries that set the figures."""
+    info: dict[str, Any] = {"cpu": _cpu_model(), "vendor": _cpu_vendor(), "cores": cores(),
+                            "os": platform.platform(), "python": platform.python_version()}
     try:
         info["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     except (ValueError, OSError, AttributeError):
@@ -218,16 +231,6 @@ def measured_record(benchmark: str, measure: Callable[[], dict[str, Any]], argv:
     with LoadProbe() as probe:
         results = measure()
     return with_metadata(benchmark, results, argv, probe)
-
-
-def write_record(record: dict[str, Any], path: str) -> None:
-    """Write a record to `path`, or print it when `path` is '-'."""
-    text = json.dumps(record, indent=2)
-    if path == "-":
-        print(text)
-    else:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text + "\n")
 
 
 def load_line(record: dict[str, Any]) -> str:

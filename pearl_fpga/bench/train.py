@@ -78,7 +78,7 @@ def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
                                "sb3_threads": sb3_settings, "keep_best": bool(args.keep_best),
                                "config": config.to_dict(), "runs": []}
     sb3 = _sb3_module() if args.sb3 else None
-    sbx = _sbx_module() if args.sbx else None
+    sbx = sbx_module() if args.sbx else None
     for seed in args.seeds:
         log(f"seed {seed}: pearl_fpga ...")
         ours = _measured(lambda: _run_pearl(config, seed, args.placement, args.eval_episodes,
@@ -229,7 +229,7 @@ def _sb3_module() -> Any:
     return stable_baselines3
 
 
-def _sbx_module() -> Any:
+def sbx_module() -> Any:
     """SBX (pip package sbx-rl): SB3's API and algorithms on JAX."""
     try:
         import sbx
@@ -250,6 +250,22 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def baseline_model(sb3: Any, config: TrainConfig, seed: int) -> Any:
+    """The same algorithm of Stable-Baselines3 or SBX (`sb3` is either module; their class of the same name)
+    at the config's settings, on its gymnasium env, on the CPU."""
+    import gymnasium as gym
+
+    from pearl_fpga.algos.registry import learner_class
+
+    common = dict(learning_rate=config.learning_rate, buffer_size=config.buffer_size,
+                  learning_starts=config.learning_starts, batch_size=config.batch_size, gamma=config.gamma,
+                  train_freq=config.train_freq, gradient_steps=config.gradient_steps,
+                  policy_kwargs=dict(net_arch=list(config.net_arch)), seed=seed, device="cpu", verbose=0)
+    env = gym.make(config.env_id)
+    own = learner_class(config.algo).baseline_kwargs(config, env.action_space, sb3.__name__ == "sbx")
+    return getattr(sb3, config.algo.upper())("MlpPolicy", env, **own, **common)
+
+
 def _run_sb3(sb3: Any, config: TrainConfig, seed: int, eval_episodes: int, threads: int | None) -> dict[str, Any]:
     """One run of Stable-Baselines3 (at `threads` torch threads) or SBX (`sb3` is the sbx module; JAX
     keeps its own default threads: threads None) at the config's settings."""
@@ -258,17 +274,7 @@ def _run_sb3(sb3: Any, config: TrainConfig, seed: int, eval_episodes: int, threa
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.monitor import Monitor
 
-    common = dict(learning_rate=config.learning_rate, buffer_size=config.buffer_size,
-                  learning_starts=config.learning_starts, batch_size=config.batch_size, gamma=config.gamma,
-                  train_freq=config.train_freq, gradient_steps=config.gradient_steps,
-                  policy_kwargs=dict(net_arch=list(config.net_arch)), seed=seed, device="cpu", verbose=0)
-    from pearl_fpga.algos.registry import learner_class
-
-    env = gym.make(config.env_id)
-    jax = sb3.__name__ == "sbx"
-    # the same algorithm of SB3/SBX (their class of the same name) at this config's settings
-    own = learner_class(config.algo).baseline_kwargs(config, env.action_space, jax)
-    model = getattr(sb3, config.algo.upper())("MlpPolicy", env, **own, **common)
+    model = baseline_model(sb3, config, seed)
     if threads is not None:
         torch.set_num_threads(threads)
     start = time.perf_counter()

@@ -117,7 +117,7 @@ def _ray_config(args: argparse.Namespace) -> Any:
 # ----------------------------------------------------------------------- benches that take a TrainConfig
 def _learner_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algo", choices=(*registry.deep_names(), "all"), default="all",
-                        help="learner to time; all: dqn, ddpg and td3 (default)")
+                        help="learner to time; all: every deep algorithm (default)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     parser.add_argument("--seconds", type=float, default=0.5, help="length of one round per setting (default 0.5)")
     parser.add_argument("--precision", choices=("float32", "bfloat16", "both"), default="both",
@@ -125,15 +125,21 @@ def _learner_options(parser: argparse.ArgumentParser) -> None:
                              "has it in hardware")
     parser.add_argument("--compile", action="store_true",
                         help="also time the step as one torch.compile'd unit (compiling takes tens of seconds)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also sort one float32 serial step's time into GEMMs, Adam, other torch ops and the rest "
+                             "(torch.profiler), at each thread count")
+    parser.add_argument("--sbx", action="store_true",
+                        help="also time SBX's gradient step at the same settings (JAX at its default threads)")
     add_config_options(parser)  # --config / --set: the learner's TrainConfig (net_arch, batch_size, ...) over the preset
 
 
 def _learner_config(args: argparse.Namespace) -> Any:
     from pearl_fpga.bench.learner import LearnerBench
 
-    algos = ("dqn", "ddpg", "td3") if args.algo == "all" else (args.algo,)
+    algos = registry.deep_names() if args.algo == "all" else (args.algo,)
     return LearnerBench(configs=tuple(build_config(args, algo) for algo in algos), rounds=args.rounds,
-                        seconds=args.seconds, precision=args.precision, compile=args.compile)
+                        seconds=args.seconds, precision=args.precision, compile=args.compile, sbx=args.sbx,
+                        profile=args.profile)
 
 
 def _train_options(parser: argparse.ArgumentParser) -> None:
@@ -271,13 +277,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
         bench.options(bench_parser)
         bench_parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                                   help="write the JSON record (figures, command, commit, machine, load) to PATH; "
-                                       "without PATH print it instead of the tables")
+                                       "without PATH print it instead of the tables; also kept as its CPU vendor's "
+                                       "latest record in hosts/<vendor>/ beside PATH")
+        bench_parser.add_argument("--no-vendor-copy", dest="vendor_copy", action="store_false",
+                                  help="with --json PATH: keep no copy in hosts/<vendor>/ (A/B runs, scratch records)")
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pearl_fpga.bench.meta import write_record
+    from pearl_fpga.bench.records import write_record
     from pearl_fpga.commands.common import report_error
     from pearl_fpga.errors import PearlError
 
@@ -293,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
     except PearlError as exc:  # e.g. no Ray to connect to, no feasible placement
         return report_error(errors, exc)
     if args.json:
-        write_record(record, args.json)
+        write_record(record, args.json, per_vendor=args.vendor_copy)
     plot = getattr(args, "plot", None)
     if plot:
         module.plot(record["results"], Path(plot))
