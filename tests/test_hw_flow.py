@@ -91,10 +91,6 @@ def test_record_names_and_unrouted_verdicts() -> None:
     assert record_name("replay", {}, True) == "implement-replay-placed.json"
     cmd = ecp5.nextpnr_command(PART, 100.0, "top.json", "report.json", 1, "nextpnr.log", place_only=True)
     assert cmd[-1] == "--no-route"
-    cmd = ecp5.nextpnr_command(PART, 100.0, "top.json", "report.json", 1, "nextpnr.log", density=0.5)
-    assert cmd[-2:] == ["--placer-heap-beta", "0.5"]
-    with pytest.raises(ecp5.ImplementationError, match="placement density"):
-        ecp5.nextpnr_command(PART, 100.0, "top.json", "report.json", 1, "nextpnr.log", density=2.0)
     timing = {"fmax": {"ap_clk": {"achieved_mhz": 150.0, "constraint_mhz": 100.0}}, "critical_paths": []}
     verdict = ecp5.timing_verdict(timing, 100.0, routed=False)
     assert not verdict["met"] and "NOT ROUTED" in ecp5.gate_message("replay", PART.name, verdict)

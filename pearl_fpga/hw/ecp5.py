@@ -88,24 +88,19 @@ ROUTERS = ("router1", "router2")  # nextpnr's: router1 (A*, ECP5's default) and 
 
 
 def nextpnr_command(part: Part, clock_mhz: float, json_in: str, report: str, seed: int, log: str,
-                    router: str = "router1", place_only: bool = False, density: float | None = None) -> list[str]:
+                    router: str = "router1", place_only: bool = False) -> list[str]:
     """Out of context (no I/O buffers: the kernel is a block inside a board design), every clock
     constrained to `clock_mhz`. Out of context the clock is an input port with no driver cell, so
     nextpnr neither promotes it to a global (DCCA) nor routes it: timing takes it as ideal (no
     insertion delay, no skew) and the fabric carries only the data nets. A missed clock still
     finishes routing and writes the report (--timing-allow-fail): the gate here judges it and says by
     how much. `place_only` stops after placement (--no-route): the report's timing is then nextpnr's
-    estimate of the routing delays, which no route has confirmed. `density`: the HeAP placer's
-    largest placement density (--placer-heap-beta, nextpnr's default 0.9); lower spreads the cells
-    over more routing."""
+    estimate of the routing delays, which no route has confirmed."""
     if router not in ROUTERS:
         raise ImplementationError(f"unknown nextpnr router {router!r}: use one of {', '.join(ROUTERS)}")
-    if density is not None and not 0.1 <= density <= 1.0:
-        raise ImplementationError(f"placement density {density:g} is outside 0.1 .. 1.0")
     return [*part.nextpnr_args(), "--out-of-context", "--freq", f"{clock_mhz:g}", "--timing-allow-fail",
             "--router", router, "--json", json_in, "--report", report, "--detailed-timing-report",
-            "--seed", str(seed), "-l", log, *(["--no-route"] if place_only else []),
-            *(["--placer-heap-beta", f"{density:g}"] if density is not None else [])]
+            "--seed", str(seed), "-l", log, *(["--no-route"] if place_only else [])]
 
 
 def read_report(path: Path, clock_mhz: float) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def sizes_for(kernel: str, board: str, overrides: dict[str, int]) -> tuple[dict[
 
 def implement_kernel(kernel: str, parameters: dict[str, int], part: ecp5.Part, clock_mhz: float, workdir: Path,
                      seed: int = 1, progress: Callable[[str], None] | None = None,
-                     router: str = "router1", place_only: bool = False, density: float | None = None) -> dict[str, Any]:
+                     router: str = "router1", place_only: bool = False) -> dict[str, Any]:
     """Synthesize, place and route one kernel (only place with `place_only`); return the record's
     results (verdict included)."""
     digest = rtl_digest(kernel)  # of the sources as they are when the run starts
@@ -79,7 +79,7 @@ def implement_kernel(kernel: str, parameters: dict[str, int], part: ecp5.Part, c
     synth_s = _run([yosys, "-q", "-p", script], workdir, f"{kernel}: Yosys synth_ecp5", workdir / "yosys.log", progress)
     cells = ecp5.cell_counts(workdir / "stat.json", core.top)
     pnr_cmd = [nextpnr, *ecp5.nextpnr_command(part, clock_mhz, f"{core.top}.json", "report.json", seed, "nextpnr.log",
-                                                   router, place_only, density)]
+                                                   router, place_only)]
     pnr_s = _run(pnr_cmd, workdir, f"{kernel}: nextpnr-ecp5", workdir / "nextpnr.stdout", progress)
     timing = ecp5.read_report(workdir / "report.json", clock_mhz)
     verdict = ecp5.timing_verdict(timing, clock_mhz, routed=not place_only)
@@ -87,7 +87,6 @@ def implement_kernel(kernel: str, parameters: dict[str, int], part: ecp5.Part, c
         "kernel": kernel, "core": core.name, "top": core.top, "rtl_sha256": digest, "part": part.name,
         "nextpnr_device": part.nextpnr_args(), "out_of_context": True, "parameters": parameters,
         "clock_target_mhz": clock_mhz, "seed": seed, "router": router, "routed": not place_only,
-        "placer_density": density,
         "fmax_mhz": {clk: v["achieved_mhz"] for clk, v in timing["fmax"].items()},
         "timing": verdict, "critical_paths": timing["critical_paths"], "clock_network": timing["clock_network"],
         "utilization": timing["utilization"], "synth_cells": cells,
@@ -128,8 +127,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KERNEL.SIZE=N")
     parser.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     parser.add_argument("--router", default="router1", choices=ecp5.ROUTERS, help="nextpnr router (default %(default)s)")
-    parser.add_argument("--placer-density", type=float, default=None, metavar="BETA",
-                        help="nextpnr HeAP placer's largest density (--placer-heap-beta; nextpnr's default 0.9)")
     parser.add_argument("--place-only", action="store_true",
                         help="stop after placement: the record holds nextpnr's estimate, marked not routed (never met)")
     parser.add_argument("--build-dir", type=Path, default=Path("build/hw/implement"))
@@ -147,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             tag = "-".join(f"{k.lower()}{v}" for k, v in params.items())
             try:
                 results, probe = _measured(kernel, params, part, clock, args.build_dir / f"{kernel}-{tag}", args.seed,
-                                           args.board, args.router, args.place_only, args.placer_density)
+                                           args.board, args.router, args.place_only)
             except ecp5.ImplementationError as exc:  # the next kernel still runs
                 print(f"error: {kernel}: {exc}", file=sys.stderr, flush=True)
                 failed.append(kernel)
@@ -177,14 +174,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _measured(kernel: str, params: dict[str, int], part: ecp5.Part, clock: float, workdir: Path, seed: int,
-              board: str, router: str = "router1", place_only: bool = False,
-              density: float | None = None) -> tuple[dict[str, Any], Any]:
+              board: str, router: str = "router1", place_only: bool = False) -> tuple[dict[str, Any], Any]:
     """implement_kernel under a load probe (the machine's load goes into the record, as for benchmarks)."""
     from pearl_fpga.bench.meta import LoadProbe
 
     with LoadProbe() as probe:
         results = implement_kernel(kernel, params, part, clock, workdir, seed, progress=lambda m: print(m, flush=True),
-                                   router=router, place_only=place_only, density=density)
+                                   router=router, place_only=place_only)
     results["sizes_from"] = f"{board} (bitstreams/catalog.json)"
     return results, probe
 
