@@ -47,14 +47,14 @@ from pearl_fpga.replay.manager import Replay, ReplayEmpty
 from pearl_fpga.runtime.run_checkpoints import CheckpointedRun
 from pearl_fpga.runtime.run_reports import RunReports
 from pearl_fpga.runtime.run_setup import plan_run
-from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_limit, needed_env_steps, no_learning_problem
+from pearl_fpga.runtime.schedule import (BULK_ACT_STEPS, allowed_gradient_steps, credit_limit, needed_env_steps,
+                                         no_learning_problem)
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.stats import ClosesRun, LossMeter, Stats
 from pearl_fpga.runtime.timers import TaskTimer
 from pearl_fpga.runtime.update_schedule import schedule_control, step_timing
 
 ProgressFn = Callable[[Stats], None]
-BULK_ACT_STEPS = 1_024  # most env steps a lockstep engine acts (and inserts) at once between two events
 
 __all__ = ["RESUMABLE_FIELDS", "Trainer"]
 

@@ -113,9 +113,14 @@ def test_plan_report_predicted_vs_measured(cache, small_config, capsys):
 
     config = TrainConfig.from_json(small_config, base=TrainConfig.preset("dqn"))
     plan = choose_placement("dqn", "CartPole-v1", config, sizes=Sizes.quick(), progress=False, max_workers=1)
-    # the report compares means over the planned run (warm-up included) with the trainer's means
-    run = plan.prediction.run_task_seconds()
-    assert run["learn"] == pytest.approx(plan.prediction.task_seconds["learn"] * (1 - config.learning_starts / config.total_steps))
+    # the report compares means over the planned run (warm-up included, the schedule's gradient steps and
+    # the thread-probe rounds counted) with the trainer's means
+    pred, steps = plan.prediction, config.total_steps
+    run = pred.run_task_seconds()
+    share = 1 - config.learning_starts / steps
+    scale = pred.run_updates / (pred.updates_per_step * share * steps)
+    assert pred.run_updates == config.gradient_steps * (steps // config.train_freq - config.learning_starts // config.train_freq)
+    assert run["learn"] == pytest.approx(pred.task_seconds["learn"] * share * scale + pred.probe_s / steps)
     measured = {task: 2 * sec for task, sec in run.items()}
     measured["env_steps_per_s"] = plan.prediction.run_throughput / 2
     rows = plan.report(measured)

@@ -57,3 +57,18 @@ def test_credit_chunk_is_a_message_of_whole_env_groups():
     assert credit_chunk(c) == 8
     c = TrainConfig.preset("dqn", n_envs=16, train_freq=8)
     assert credit_chunk(c) == 16  # at least one env group
+
+
+def test_lockstep_insert_steps_is_a_training_round_in_whole_env_groups():
+    from dataclasses import replace
+
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.runtime.schedule import BULK_ACT_STEPS, lockstep_insert_steps
+
+    cfg = TrainConfig.preset("dqn", "CartPole-v1")  # train_freq 256
+    assert lockstep_insert_steps(cfg) == 256
+    assert lockstep_insert_steps(replace(cfg, train_freq=4)) == 4
+    assert lockstep_insert_steps(replace(cfg, buffer_size=100)) == 100  # never more than the buffer holds
+    assert lockstep_insert_steps(replace(cfg, train_freq=4096)) == BULK_ACT_STEPS
+    assert lockstep_insert_steps(replace(cfg, n_envs=8, train_freq=250)) == 248
+    assert lockstep_insert_steps(replace(cfg, gradient_steps=0)) == BULK_ACT_STEPS

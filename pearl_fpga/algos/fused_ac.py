@@ -12,6 +12,11 @@ The order of the step is TD3's (pearl_fpga.algos.td3), which drives these pieces
 critics one per thread, DDPG's concurrent actor gradient); the arithmetic is the torch path's, with
 sums in another order, so the two agree to float rounding (tests/test_fused_learner.py checks both
 against autograd and torch.optim.Adam).
+
+The pieces are in two layers: `FusedNet` (one network's passes) and `FusedCritics` (the twin critics' part
+of any actor-critic step: target values, TD target, loss gradient, Adam step, a critic's input gradient,
+the per-batch-size buffers), which `FusedActorCriticStep` extends with DDPG's and TD3's deterministic
+actor, and a learner with a stochastic actor extends with its own.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -32,7 +37,7 @@ Beside = Callable[..., "Future[None]"]  # beside(fn, *args): fn(*args) on anothe
 
 
 @dataclass
-class _Pass:
+class NetPass:
     """One forward pass of one network at one batch size: each layer's output, and the gradient at each
     hidden layer's output (torch tensors and numpy views of them); with a precision, each wide layer's
     input in it (cast once, for the forward and the weight gradient's GEMMs)."""
@@ -70,12 +75,12 @@ class FusedNet:
         if self._low:
             torch_ops.foreach_copy_(self._low, self._masters)
 
-    def new_pass(self, rows: int) -> _Pass:
+    def new_pass(self, rows: int) -> NetPass:
         outs = [torch.empty(rows, n) for n in self.widths]
         d_hidden = [torch.empty(rows, n) for n in self.widths[:-1]]
-        return _Pass(outs, [o.numpy() for o in outs], d_hidden, [d.numpy() for d in d_hidden], [None] * len(outs))
+        return NetPass(outs, [o.numpy() for o in outs], d_hidden, [d.numpy() for d in d_hidden], [None] * len(outs))
 
-    def forward(self, x: torch.Tensor, p: _Pass) -> None:
+    def forward(self, x: torch.Tensor, p: NetPass) -> None:
         """p.outs[-1] = the network at x (a contiguous float32 (rows, inputs) tensor); ReLU on the hidden layers."""
         last = len(self._gemm) - 1
         for i, w in enumerate(self._gemm):
@@ -90,7 +95,7 @@ class FusedNet:
                 self.native.bias_relu(p.np_outs[i], self._np[i][1], i < last)
             x = p.outs[i]
 
-    def backward(self, d_out: torch.Tensor, x: torch.Tensor, p: _Pass, grads: Sequence[torch.Tensor] | None,
+    def backward(self, d_out: torch.Tensor, x: torch.Tensor, p: NetPass, grads: Sequence[torch.Tensor] | None,
                  d_in: torch.Tensor | None = None, beside: Beside | None = None) -> None:
         """From dLoss/d(output) `d_out` of the pass `p` at input `x`: the weight and bias gradients into
         `grads` (W0, b0, W1, ...; None skips them: only the input's gradient is wanted) and, when `d_in`
@@ -137,105 +142,166 @@ class FusedNet:
 
 
 @dataclass
-class ActorCriticBuffers:
-    """Every tensor one DDPG/TD3 step writes, for one batch size."""
+class CriticBuffers:
+    """Every tensor the critics' part of one actor-critic step writes, for one batch size."""
 
-    next_in: torch.Tensor  # (B, obs + action): next_obs and the smoothed target action
+    next_in: torch.Tensor  # (B, obs + action): next_obs and the next action
     x: torch.Tensor  # (B, obs + action): obs and the batch's action
-    x_pi: torch.Tensor  # (B, obs + action): obs and the actor's action
-    target_passes: list[_Pass]  # actor target, then each critic target
-    critic_passes: list[_Pass]
-    actor_pass: _Pass
-    q1_pass: _Pass  # Q1 on the actor's action (its own: the concurrent update runs it beside the critics')
+    target_passes: list[NetPass]  # each critic target's
+    critic_passes: list[NetPass]
     target: torch.Tensor  # (B, 1) TD target
     d_q: list[torch.Tensor]  # (B, 1) dLoss/dQ of each critic
-    d_q_pi: torch.Tensor  # (B, 1) dLoss/dQ1 of the actor's loss: -1/B
-    d_x_pi: torch.Tensor  # (B, obs + action) dLoss/d(Q1's input)
     abs_td: torch.Tensor  # (B,) Q1's |TD error|
     critic_grads: list[torch.Tensor]  # every critic's W0, b0, W1, ..., in the critic Adam's order
-    actor_grads: list[torch.Tensor]
 
 
-class FusedActorCriticStep:
-    """The pieces of one DDPG/TD3 step on the given networks ((weight, bias) layers of `mlp()` networks,
-    their targets, and the LeanAdams over the actor's and over all critics' parameters in layer order)."""
+BufT = TypeVar("BufT", bound=CriticBuffers)
 
-    def __init__(self, actor: Layers, actor_target: Layers, critics: Sequence[Layers], critic_targets: Sequence[Layers],
-                 actor_adam: LeanAdam, critic_adam: LeanAdam, gamma: float, noise_clip: float, native: Any,
-                 precision: torch.dtype | None = None) -> None:
+
+class FusedCritics(Generic[BufT]):
+    """The critics' pieces of one actor-critic step on the given networks ((weight, bias) layers of `mlp()`
+    critics on (obs, action), their targets, and the LeanAdam over all critics' parameters in layer order):
+    target values, the TD target, each critic's loss gradient and Adam step, and a critic's gradient with
+    respect to its input (the actor's step). Each critic's loss is `loss_scale` times its (importance-
+    weighted) MSE to the TD target; the pieces take the critics by index, so that a caller can run each
+    critic on a thread of its own. A step's buffers (`buffers`) are the subclass's `new_buffers`, which adds its
+    own to `critic_buffers`."""
+
+    def __init__(self, critics: Sequence[Layers], critic_targets: Sequence[Layers], critic_adam: LeanAdam,
+                 action_dim: int, gamma: float, native: Any, precision: torch.dtype | None = None,
+                 loss_scale: float = 1.0) -> None:
         self.native = native
-        self.gamma, self.noise_clip = gamma, noise_clip
-        self.actor_adam, self.critic_adam = actor_adam, critic_adam
-        self.actor = FusedNet(actor, native, precision)
-        self.actor_target = FusedNet(actor_target, native, precision)
+        self.gamma, self.loss_scale = gamma, loss_scale
+        self.critic_adam = critic_adam
         self.critics = [FusedNet(c, native, precision) for c in critics]
         self.critic_targets = [FusedNet(c, native, precision) for c in critic_targets]
         sizes = [2 * len(c) for c in critics]  # each critic's slice of the critic Adam's parameters
         self._critic_parts = [slice(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
-        self._obs_dim = int(critics[0][0][0].shape[1]) - int(actor[-1][0].shape[0])
-        self._buffers: dict[int, ActorCriticBuffers] = {}
+        self.input_width = int(critics[0][0][0].shape[1])
+        self.obs_dim = self.input_width - action_dim
+        self._buffers: dict[int, BufT] = {}
 
-    def buffers(self, batch: Batch) -> ActorCriticBuffers:
+    def new_buffers(self, n: int) -> BufT:
+        """Every tensor one step writes, for batch size n."""
+        raise NotImplementedError
+
+    def buffers(self, batch: Batch) -> BufT:
         """The step's buffers for this batch size (made at the first batch of that size)."""
         n = len(batch.reward)
         buf = self._buffers.get(n)
         if buf is None:
-            width = self._obs_dim + self.actor.widths[-1]
-            if batch.obs.shape[1] != self._obs_dim:
-                raise ValueError(f"batch obs has {batch.obs.shape[1]} features, the networks take {self._obs_dim}")
-            buf = self._buffers[n] = ActorCriticBuffers(
-                next_in=torch.empty(n, width), x=torch.empty(n, width), x_pi=torch.empty(n, width),
-                target_passes=[net.new_pass(n) for net in (self.actor_target, *self.critic_targets)],
-                critic_passes=[c.new_pass(n) for c in self.critics], actor_pass=self.actor.new_pass(n),
-                q1_pass=self.critics[0].new_pass(n), target=torch.empty(n, 1),
-                d_q=[torch.empty(n, 1) for _ in self.critics], d_q_pi=torch.full((n, 1), -1.0 / n),
-                d_x_pi=torch.empty(n, width), abs_td=torch.empty(n),
-                critic_grads=[torch.empty_like(p) for p in self.critic_adam.params],
-                actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
+            if batch.obs.shape[1] != self.obs_dim:
+                raise ValueError(f"batch obs has {batch.obs.shape[1]} features, the networks take {self.obs_dim}")
+            buf = self._buffers[n] = self.new_buffers(n)
         return buf
 
-    def refresh(self) -> None:
-        """At the start of a step, on the calling thread: the low-precision weight copies from the masters
-        (no-op in float32), and the Adams' native views (their state made if new)."""
-        for net in (self.actor, self.actor_target, *self.critics, *self.critic_targets):
+    def critic_buffers(self, n: int) -> dict[str, Any]:
+        """The CriticBuffers fields for batch size n (a subclass's buffers add their own)."""
+        width = self.input_width
+        return dict(next_in=torch.empty(n, width), x=torch.empty(n, width),
+                    target_passes=[net.new_pass(n) for net in self.critic_targets],
+                    critic_passes=[c.new_pass(n) for c in self.critics], target=torch.empty(n, 1),
+                    d_q=[torch.empty(n, 1) for _ in self.critics], abs_td=torch.empty(n),
+                    critic_grads=[torch.empty_like(p) for p in self.critic_adam.params])
+
+    def refresh_critics(self) -> None:
+        """At the start of a step, on the calling thread: the critics' low-precision weight copies (no-op in
+        float32) and the critic Adam's native views (its state made if new)."""
+        for net in (*self.critics, *self.critic_targets):
             net.refresh()
-        self.actor_adam.native_views()
         self.critic_adam.native_views()
 
-    def next_input(self, buf: ActorCriticBuffers, batch: Batch, noise: torch.Tensor | None) -> None:
-        """buf.next_in = [next_obs, target actor's action (+ clipped smoothing noise, clipped to [-1, 1])]."""
-        p = buf.target_passes[0]
-        self.actor_target.forward(batch.next_obs, p)
-        action = torch.tanh_(p.outs[-1])
-        if noise is not None:
-            action.add_(noise.clamp_(-self.noise_clip, self.noise_clip)).clamp_(-1.0, 1.0)
-        torch.cat([batch.next_obs, action], dim=1, out=buf.next_in)
-
-    def target_values(self, buf: ActorCriticBuffers, indices: Iterable[int]) -> None:
+    def target_values(self, buf: CriticBuffers, indices: Iterable[int]) -> None:
         """The target critics `indices` at buf.next_in (into their passes' outputs)."""
         for i in indices:
-            self.critic_targets[i].forward(buf.next_in, buf.target_passes[1 + i])
+            self.critic_targets[i].forward(buf.next_in, buf.target_passes[i])
 
-    def td_target(self, buf: ActorCriticBuffers, batch: Batch) -> None:
-        """buf.target = reward + (1 - done) gamma min_i Q'_i, and buf.x = [obs, action]."""
-        values = [p.outs[-1] for p in buf.target_passes[1:]]
+    def td_target(self, buf: CriticBuffers, batch: Batch, next_penalty: torch.Tensor | None = None) -> None:
+        """buf.target = reward + (1 - done) gamma (min_i Q'_i - next_penalty), and buf.x = [obs, action]
+        (next_penalty: an entropy term per sample, (B, 1), or None)."""
+        values = [p.outs[-1] for p in buf.target_passes]
         next_q = values[0]
         for value in values[1:]:
             next_q = torch.minimum(next_q, value)
+        if next_penalty is not None:
+            next_q = next_q - next_penalty
         torch.add(batch.reward, (1.0 - batch.done) * self.gamma * next_q, out=buf.target)
         torch.cat([batch.obs, batch.action], dim=1, out=buf.x)
 
-    def critic_grads(self, buf: ActorCriticBuffers, batch: Batch, indices: Iterable[int]) -> list[float]:
-        """Each critic's MSE to buf.target (its loss, returned) and its gradients into buf.critic_grads."""
+    def critic_grads(self, buf: CriticBuffers, batch: Batch, indices: Iterable[int]) -> list[float]:
+        """Each critic's loss to buf.target (returned) and its gradients into buf.critic_grads."""
         weights = None if batch.weights is None else batch.weights.numpy()
         losses = []
         for i in indices:
             net, p = self.critics[i], buf.critic_passes[i]
             net.forward(buf.x, p)
             losses.append(self.native.mse_loss_grad(p.np_outs[-1], buf.target.numpy(), weights, buf.d_q[i].numpy(),
-                                                    buf.abs_td.numpy() if i == 0 else None))
+                                                    buf.abs_td.numpy() if i == 0 else None, self.loss_scale))
             net.backward(buf.d_q[i], buf.x, p, buf.critic_grads[self._critic_parts[i]])
         return losses
+
+    def input_grad(self, i: int, x: torch.Tensor, p: NetPass, d_q: torch.Tensor, d_x: torch.Tensor) -> None:
+        """Critic i's value at x (into the pass p) and, from dLoss/dQ d_q, dLoss/dx into d_x (the critic's own
+        weight gradients are not computed: only the actor steps on this loss)."""
+        self.critics[i].forward(x, p)
+        self.critics[i].backward(d_q, x, p, None, d_x)
+
+    def step_critics(self, buf: CriticBuffers, indices: Iterable[int]) -> None:
+        """One Adam step of the critics `indices` (no clipping: the actor-critic learners do not clip)."""
+        for i in indices:
+            part = self._critic_parts[i]
+            self.critic_adam.native_step(self.native, [g.numpy() for g in buf.critic_grads[part]], 0.0, part)
+
+
+@dataclass
+class ActorCriticBuffers(CriticBuffers):
+    """Every tensor one DDPG/TD3 step writes, for one batch size: the critics' and the actor's."""
+
+    actor_target_pass: NetPass
+    x_pi: torch.Tensor  # (B, obs + action): obs and the actor's action
+    actor_pass: NetPass
+    q1_pass: NetPass  # Q1 on the actor's action (its own: the concurrent update runs it beside the critics')
+    d_q_pi: torch.Tensor  # (B, 1) dLoss/dQ1 of the actor's loss: -1/B
+    d_x_pi: torch.Tensor  # (B, obs + action) dLoss/d(Q1's input)
+    actor_grads: list[torch.Tensor]
+
+
+class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
+    """The pieces of one DDPG/TD3 step on the given networks ((weight, bias) layers of `mlp()` networks,
+    their targets, and the LeanAdams over the actor's and over all critics' parameters in layer order)."""
+
+    def __init__(self, actor: Layers, actor_target: Layers, critics: Sequence[Layers], critic_targets: Sequence[Layers],
+                 actor_adam: LeanAdam, critic_adam: LeanAdam, gamma: float, noise_clip: float, native: Any,
+                 precision: torch.dtype | None = None) -> None:
+        super().__init__(critics, critic_targets, critic_adam, int(actor[-1][0].shape[0]), gamma, native, precision)
+        self.noise_clip = noise_clip
+        self.actor_adam = actor_adam
+        self.actor = FusedNet(actor, native, precision)
+        self.actor_target = FusedNet(actor_target, native, precision)
+
+    def new_buffers(self, n: int) -> ActorCriticBuffers:
+        return ActorCriticBuffers(
+            **self.critic_buffers(n), actor_target_pass=self.actor_target.new_pass(n),
+            x_pi=torch.empty(n, self.input_width), actor_pass=self.actor.new_pass(n),
+            q1_pass=self.critics[0].new_pass(n), d_q_pi=torch.full((n, 1), -1.0 / n),
+            d_x_pi=torch.empty(n, self.input_width), actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
+
+    def refresh(self) -> None:
+        """At the start of a step, on the calling thread: the low-precision weight copies from the masters
+        (no-op in float32), and the Adams' native views (their state made if new)."""
+        for net in (self.actor, self.actor_target):
+            net.refresh()
+        self.refresh_critics()
+        self.actor_adam.native_views()
+
+    def next_input(self, buf: ActorCriticBuffers, batch: Batch, noise: torch.Tensor | None) -> None:
+        """buf.next_in = [next_obs, target actor's action (+ clipped smoothing noise, clipped to [-1, 1])]."""
+        p = buf.actor_target_pass
+        self.actor_target.forward(batch.next_obs, p)
+        action = torch.tanh_(p.outs[-1])
+        if noise is not None:
+            action.add_(noise.clamp_(-self.noise_clip, self.noise_clip)).clamp_(-1.0, 1.0)
+        torch.cat([batch.next_obs, action], dim=1, out=buf.next_in)
 
     def actor_grads(self, buf: ActorCriticBuffers, batch: Batch, refresh_q1: bool) -> None:
         """The actor's gradients of -mean Q1(s, pi(s)) into buf.actor_grads (actor_forward, then
@@ -255,17 +321,10 @@ class FusedActorCriticStep:
         FusedNet.backward's, for the actor's wide layers."""
         if refresh_q1:
             self.critics[0].refresh()
-        self.critics[0].forward(buf.x_pi, buf.q1_pass)
-        self.critics[0].backward(buf.d_q_pi, buf.x_pi, buf.q1_pass, None, buf.d_x_pi)
+        self.input_grad(0, buf.x_pi, buf.q1_pass, buf.d_q_pi, buf.d_x_pi)
         action = buf.actor_pass.outs[-1]
-        d_pre = torch.ops.aten.tanh_backward(buf.d_x_pi[:, self._obs_dim:], action).contiguous()
+        d_pre = torch.ops.aten.tanh_backward(buf.d_x_pi[:, self.obs_dim:], action).contiguous()
         self.actor.backward(d_pre, batch.obs, buf.actor_pass, buf.actor_grads, beside=beside)
-
-    def step_critics(self, buf: ActorCriticBuffers, indices: Iterable[int]) -> None:
-        """One Adam step of the critics `indices` (no clipping: DDPG and TD3 do not clip)."""
-        for i in indices:
-            part = self._critic_parts[i]
-            self.critic_adam.native_step(self.native, [g.numpy() for g in buf.critic_grads[part]], 0.0, part)
 
     def step_actor(self, buf: ActorCriticBuffers) -> None:
         self.actor_adam.native_step(self.native, [g.numpy() for g in buf.actor_grads], 0.0)

@@ -17,12 +17,28 @@ host (`SquashedGaussian`): tanh(mu + exp(clip(log_sigma, -20, 2)) * eps) from th
 tanh(mu) when greedy. So the kernel computes the policy head, and for a seed every kernel backend gives the
 same actions. The learner's noise comes from a torch generator of its own, saved with its state.
 Float32 throughout (a bfloat16 learn target is refused with the reason).
+
+On a CPU with the native module built, the step runs fused (`fused=None` takes it where it runs;
+`fused=False` runs the torch ops above, with autograd and torch.optim.Adam: the reference, and the CUDA
+path). The fused step is the same arithmetic in the same order, with sums in another order, so the two
+agree to float rounding (tests/test_sac_fused.py): the networks' wide layers are torch GEMMs into
+buffers made once per batch size, the thin layers, bias, ReLU, the critics' MSE gradient and every Adam
+step are native (algos/fused_ac.py's FusedNet and FusedCritics, as DDPG's and TD3's), the squashed
+Gaussian's log-probability and its gradient (tanh correction, the log_std clamp passing no gradient
+outside [-20, 2]) are small torch ops on (B, action) tensors, and nothing builds an autograd graph. The
+actor's gradient through min(Q1, Q2) is each critic's input gradient at -1/B, the smaller critic's row
+taken per sample (half of each on a tie, as torch.minimum's gradient). Each critic's target value, its
+loss gradient, Adam step and Polyak average, and its input gradient run on a thread of its own in the
+`update_schedule` concurrent (one per critic, as TD3's; algos/step_threads.py), the actor's next-state
+pass beside its current-state pass; serial runs the same calls in the same order on one thread, so both
+schedules give the same bits and `auto` measures them while training.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,9 +46,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pearl_fpga.algos.api import DeepLearner, UpdateResult
-from pearl_fpga.algos.common import Batch, load_named_state, mlp, named_state
+from pearl_fpga.algos import torch_ops
+from pearl_fpga.algos.api import UpdateResult
+from pearl_fpga.algos.common import (Batch, LeanAdam, linear_layers, load_named_state, mlp, named_state,
+                                     subnormals_flushed)
+from pearl_fpga.algos.fused import native_learner
+from pearl_fpga.algos.fused_ac import CriticBuffers, FusedCritics, FusedNet, NetPass
 from pearl_fpga.algos.heads import ActorHead, PolicyOutputs
+from pearl_fpga.algos.step_threads import TwoThreadLearner, update_schedule
 from pearl_fpga.errors import BackendUnavailable
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # SB3's clamp of the policy's log standard deviation
@@ -80,14 +101,50 @@ class TwinQ(nn.Module):
         return self.q1(x), self.q2(x)
 
 
-class SAC(DeepLearner):
+def squash(out: torch.Tensor, eps: torch.Tensor,
+           action_dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The squashed Gaussian sample tanh(mu + sigma * eps) of the policy network's outputs `out` (B, 2 action)
+    at the standard normal noise `eps`, its log-probability (B, 1), and log_sigma (clamped) and sigma."""
+    mean, log_std = out[:, :action_dim], out[:, action_dim:].clamp(LOG_STD_MIN, LOG_STD_MAX)
+    std = log_std.exp()
+    action = torch.tanh(mean + std * eps)
+    gaussian = (-0.5 * eps.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(dim=1, keepdim=True)
+    return action, gaussian - torch.log(1.0 - action.pow(2) + SQUASH_EPS).sum(dim=1, keepdim=True), log_std, std
+
+
+@dataclass
+class _Sample:
+    """One squashed Gaussian sample of a batch (squash's outputs), with the noise it was drawn at."""
+
+    action: torch.Tensor
+    log_prob: torch.Tensor
+    std: torch.Tensor
+    eps: torch.Tensor
+
+
+@dataclass
+class _Buffers(CriticBuffers):
+    """Every tensor one fused step writes, for one batch size: the critics' (CriticBuffers) and the actor's."""
+
+    pi_pass: NetPass  # the actor at obs
+    next_pass: NetPass  # the actor at next_obs
+    x_pi: torch.Tensor  # (B, obs + action): obs and the sampled action a~pi(.|s)
+    pi_passes: list[NetPass]  # each critic at x_pi
+    d_q_pi: torch.Tensor  # (B, 1) dLoss/dQ_i of the actor's loss where Q_i is the smaller: -1/B
+    d_x_pi: list[torch.Tensor]  # each critic's dLoss/d(x_pi) at d_q_pi
+    actor_grads: list[torch.Tensor]
+
+
+class SAC(TwoThreadLearner):
     """The SAC learner: `update(batch)` runs one step of the entropy coefficient, the critics, the actor and
     (every target_update_interval steps) the target critics; see the module docstring."""
 
     precisions = ("float32",)
 
     def __init__(self, config: Any, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0,
-                 precision: torch.dtype | None = None) -> None:
+                 precision: torch.dtype | None = None, fused: bool | None = None) -> None:
+        """fused: the fused CPU step; None takes it where it runs (a CPU learner, the native module built),
+        False runs the torch ops."""
         if precision is not None:
             raise BackendUnavailable("SAC's learner runs in float32 only; use placement learn=cpu (or cuda)")
         self.config = config
@@ -97,18 +154,31 @@ class SAC(DeepLearner):
         self.actor = self.policy_network(obs_dim, action_dim, config).to(self.device)
         self.critic = TwinQ(obs_dim, action_dim, config.net_arch).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        lr = config.learning_rate
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=lr)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=lr)
         self.target_entropy = (-float(action_dim) if config.target_entropy == "auto" else float(config.target_entropy))
         self.auto_entropy = config.ent_coef == "auto"
         start = config.ent_coef_init if self.auto_entropy else config.ent_coef
         self.log_ent_coef = torch.tensor([math.log(start)], device=self.device, requires_grad=self.auto_entropy)
-        self.ent_coef_optimizer = (torch.optim.Adam([self.log_ent_coef], lr=lr) if self.auto_entropy else None)
+        native = native_learner() if self.device.type == "cpu" and fused is not False else None
+        if fused and native is None:
+            raise BackendUnavailable("SAC's fused learner step needs a CPU learner and pearl_fpga._learner_native; "
+                                     "rebuild the package (make native) or pass fused=False")
+        lr = config.learning_rate
+        self._adams: list[LeanAdam] = []  # the fused step's: actor, critics, then alpha with ent_coef auto
+        if native is None:  # the torch ops: torch.optim.Adam, as SB3
+            self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=lr)
+            self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=lr)
+            self.ent_coef_optimizer = torch.optim.Adam([self.log_ent_coef], lr=lr) if self.auto_entropy else None
+        else:  # the same optimizers' state (the checkpoint format), stepped natively
+            self._adams = [LeanAdam(self.actor.parameters(), lr), LeanAdam(self.critic.parameters(), lr)]
+            self._adams += [LeanAdam([self.log_ent_coef], lr)] if self.auto_entropy else []
+            self.actor_optimizer, self.critic_optimizer = self._adams[0].optimizer, self._adams[1].optimizer
+            self.ent_coef_optimizer = self._adams[2].optimizer if self.auto_entropy else None
         self.noise = torch.Generator(device=self.device)
         self.noise.manual_seed(seed)
         self.gamma, self.tau = float(config.gamma), float(config.tau)
         self.updates = 0
+        self._fused = None if native is None else _FusedStep(self, native)
+        self._init_schedules(self._fused is not None)  # the critics one per thread: the fused step's
 
     @classmethod
     def policy_network(cls, obs_dim: int, action_dim: int, config: Any) -> nn.Sequential:
@@ -118,6 +188,11 @@ class SAC(DeepLearner):
     @classmethod
     def actor_head(cls, config: Any, action_dim: int) -> ActorHead:
         return SquashedGaussian(config, action_dim)
+
+    @classmethod
+    def callers(cls, config: Any) -> int:
+        """2: the fused step's critics run one per thread, unless the schedule is serial."""
+        return 1 if update_schedule(config) == "serial" else 2
 
     @classmethod
     def baseline_kwargs(cls, config: Any, action_space: Any, jax: bool) -> dict[str, Any]:
@@ -138,24 +213,31 @@ class SAC(DeepLearner):
     def _action_log_prob(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparametrized squashed Gaussian sample of the policy and its log-probability (B, 1)."""
         out = self.actor(obs)
-        mean, log_std = out[:, :self.action_dim], out[:, self.action_dim:].clamp(LOG_STD_MIN, LOG_STD_MAX)
-        std = log_std.exp()
-        eps = torch.randn(mean.shape, generator=self.noise, device=self.device)
-        pre_tanh = mean + std * eps
-        action = torch.tanh(pre_tanh)
-        gaussian = (-0.5 * eps.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(dim=1, keepdim=True)
-        return action, gaussian - torch.log(1.0 - action.pow(2) + SQUASH_EPS).sum(dim=1, keepdim=True)
+        eps = torch.randn((len(out), self.action_dim), generator=self.noise, device=self.device)
+        action, log_prob, _, _ = squash(out, eps, self.action_dim)
+        return action, log_prob
 
     def update(self, batch: Batch) -> UpdateResult:
+        """One gradient step (see the module docstring); returns the critic loss (0-d tensor) and Q1's |TD
+        error| per sample. Subnormals are flushed to zero during the step unless `config.flush_subnormals`
+        is False."""
+        with subnormals_flushed(self.config.flush_subnormals):
+            result = self._fused.update(batch) if self._fused is not None else self._torch_update(batch)
+        self.updates += 1
+        return result
+
+    def _polyak_due(self) -> bool:
+        """Whether this step (counted from 1, as SB3) averages the target critics."""
+        return (self.updates + 1) % self.config.target_update_interval == 0
+
+    def _torch_update(self, batch: Batch) -> UpdateResult:
         actions_pi, log_prob = self._action_log_prob(batch.obs)
+        ent_coef = self.log_ent_coef.detach().exp()
         if self.ent_coef_optimizer is not None:
-            ent_coef = self.log_ent_coef.detach().exp()
             ent_loss = -(self.log_ent_coef * (log_prob + self.target_entropy).detach()).mean()
             self.ent_coef_optimizer.zero_grad()
             ent_loss.backward()
             self.ent_coef_optimizer.step()
-        else:
-            ent_coef = self.log_ent_coef.detach().exp()
         with torch.no_grad():
             next_actions, next_log_prob = self._action_log_prob(batch.next_obs)
             next_q = torch.min(*self.critic_target(batch.next_obs, next_actions)) - ent_coef * next_log_prob
@@ -175,8 +257,7 @@ class SAC(DeepLearner):
         actor_loss.backward()
         self.actor_optimizer.step()
         self.critic.requires_grad_(True)
-        self.updates += 1
-        if self.updates % self.config.target_update_interval == 0:
+        if self._polyak_due():
             with torch.no_grad():
                 torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), self.tau)
         return UpdateResult(critic_loss.detach(), (q1 - target).detach().abs().squeeze(1))
@@ -203,5 +284,98 @@ class SAC(DeepLearner):
             raise ValueError(f"log_ent_coef must be one finite float, got {log_ent!r}")
         with torch.no_grad():
             self.log_ent_coef.copy_(log_ent.to(self.device))
+        for adam in self._adams:
+            adam.reset_cache()  # the optimizers' state tensors were replaced
         self.noise.set_state(state["noise"])
         self.updates = int(state["updates"])
+
+
+class _FusedStep(FusedCritics[_Buffers]):
+    """SAC's fused CPU step on a learner's networks (see the module docstring), its parts one per critic
+    on the learner's threads (`_on_grad_thread`)."""
+
+    def __init__(self, learner: SAC, native: Any) -> None:
+        critic, target = learner.critic, learner.critic_target
+        critics = [linear_layers(critic.q1), linear_layers(critic.q2)]
+        super().__init__(critics, [linear_layers(target.q1), linear_layers(target.q2)], learner._adams[1],
+                         learner.action_dim, learner.gamma, native,
+                         loss_scale=0.5)  # the critic loss is half the sum of the MSEs
+        self.learner = learner
+        self.actor = FusedNet(linear_layers(learner.actor), native, None)
+        self.actor_adam, self.ent_adam = learner._adams[0], learner._adams[2] if learner.auto_entropy else None
+        self._online = [list(c.parameters()) for c in (critic.q1, critic.q2)]
+        self._targets = [list(c.parameters()) for c in (target.q1, target.q2)]
+
+    def new_buffers(self, n: int) -> _Buffers:
+        return _Buffers(**self.critic_buffers(n), pi_pass=self.actor.new_pass(n), next_pass=self.actor.new_pass(n),
+                        x_pi=torch.empty(n, self.input_width), pi_passes=[c.new_pass(n) for c in self.critics],
+                        d_q_pi=torch.full((n, 1), -1.0 / n),
+                        d_x_pi=[torch.empty(n, self.input_width) for _ in self.critics],
+                        actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
+
+    def update(self, batch: Batch) -> UpdateResult:
+        learner = self.learner
+        on_thread = learner._on_grad_thread
+        buf = self.buffers(batch)
+        self.refresh_critics()
+        self.actor_adam.native_views()
+        # the noise of both samples first, in the torch step's order (the same bits for a seed)
+        shape = (len(batch.reward), learner.action_dim)
+        eps, next_eps = (torch.randn(shape, generator=learner.noise) for _ in range(2))
+        ent_coef = float(learner.log_ent_coef.detach().exp())  # read before its own step, as SB3
+        pending = on_thread(self._next_input, buf, batch, next_eps)
+        sample = self._sample(buf, batch, eps)
+        next_log_prob = pending.result()
+        later = on_thread(self.target_values, buf, range(1, 2))
+        self.target_values(buf, range(1))
+        later.result()
+        self.td_target(buf, batch, ent_coef * next_log_prob)
+        average = learner._polyak_due()
+        later_critic = on_thread(self._critic_step, buf, batch, 1, average)
+        loss = self._critic_step(buf, batch, 0, average) + later_critic.result()
+        self._actor_step(buf, batch, sample, ent_coef)
+        return UpdateResult(torch.tensor(loss, dtype=torch.float32), buf.abs_td.clone())
+
+    def _next_input(self, buf: _Buffers, batch: Batch, eps: torch.Tensor) -> torch.Tensor:
+        """buf.next_in = [next_obs, a'~pi(.|s')]; returns log pi(a'|s')."""
+        self.actor.forward(batch.next_obs, buf.next_pass)
+        action, log_prob, _, _ = squash(buf.next_pass.outs[-1], eps, self.learner.action_dim)
+        torch.cat([batch.next_obs, action], dim=1, out=buf.next_in)
+        return log_prob
+
+    def _sample(self, buf: _Buffers, batch: Batch, eps: torch.Tensor) -> _Sample:
+        """a~pi(.|s) into buf.x_pi = [obs, a], and with ent_coef auto the entropy coefficient's step."""
+        self.actor.forward(batch.obs, buf.pi_pass)
+        action, log_prob, _, std = squash(buf.pi_pass.outs[-1], eps, self.learner.action_dim)
+        torch.cat([batch.obs, action], dim=1, out=buf.x_pi)
+        if self.ent_adam is not None:  # d/d log_alpha of -mean(log_alpha * (log pi + target entropy))
+            grad = (log_prob + self.learner.target_entropy).mean().neg_().reshape(1)
+            self.ent_adam.native_step(self.native, [grad.numpy()], 0.0)
+        return _Sample(action, log_prob, std, eps)
+
+    def _critic_step(self, buf: _Buffers, batch: Batch, i: int, average: bool) -> float:
+        """Critic i's loss gradient and Adam step, its target's Polyak average when due, then its input
+        gradient at x_pi for the actor (the updated critic's, SB3's order). Returns its loss."""
+        (loss,) = self.critic_grads(buf, batch, (i,))
+        self.step_critics(buf, (i,))
+        if average:
+            with torch.no_grad():
+                torch_ops.foreach_lerp_(self._targets[i], self._online[i], self.learner.tau)
+        self.input_grad(i, buf.x_pi, buf.pi_passes[i], buf.d_q_pi, buf.d_x_pi[i])
+        return loss
+
+    def _actor_step(self, buf: _Buffers, batch: Batch, sample: _Sample, ent_coef: float) -> None:
+        """The actor's gradient of mean(alpha log pi(a|s) - min_i Q_i(s, a)) at step 1's sample, and its Adam step."""
+        obs_dim, scale = self.obs_dim, ent_coef / len(batch.reward)  # dLoss/d(log pi) per sample
+        q1, q2 = (p.outs[-1] for p in buf.pi_passes)
+        d1, d2 = (d[:, obs_dim:] for d in buf.d_x_pi)
+        d_action = torch.where(q1 < q2, d1, torch.where(q2 < q1, d2, 0.5 * (d1 + d2)))  # torch.minimum's gradient
+        action, raw_log_std = sample.action, buf.pi_pass.outs[-1][:, self.learner.action_dim:]
+        one_minus_sq = 1.0 - action.pow(2)
+        d_action += scale * 2.0 * action / (one_minus_sq + SQUASH_EPS)  # through -log(1 - a^2 + eps)
+        d_pre = torch.ops.aten.tanh_backward(d_action, action)
+        d_log_std = (d_pre * sample.eps * sample.std - scale) * ((raw_log_std >= LOG_STD_MIN)
+                                                                  & (raw_log_std <= LOG_STD_MAX))
+        d_out = torch.cat([d_pre, d_log_std], dim=1)
+        self.actor.backward(d_out, batch.obs, buf.pi_pass, buf.actor_grads, beside=self.learner._on_grad_thread)
+        self.actor_adam.native_step(self.native, [g.numpy() for g in buf.actor_grads], 0.0)

@@ -37,9 +37,8 @@ drawn before it.
 from __future__ import annotations
 
 import copy
-from concurrent.futures import Future, ThreadPoolExecutor
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,28 +47,20 @@ from torch import nn
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
-from pearl_fpga.algos.api import DeepLearner, UpdateResult
+from pearl_fpga.algos.api import UpdateResult
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers,
                                      load_named_state, mlp, named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import native_learner
 from pearl_fpga.algos.fused_ac import FusedActorCriticStep
 from pearl_fpga.algos.heads import ActorHead, GaussianNoise
+from pearl_fpga.algos.step_threads import TwoThreadLearner, update_schedule
 from pearl_fpga.errors import BackendUnavailable
 
-_T = TypeVar("_T")
 _PARTS = ("actor", "critic", "actor_target", "critic_target", "actor_optimizer", "critic_optimizer")
 """The networks and optimizers a checkpoint holds, by attribute name (besides the extra critics)."""
 
-SCHEDULES = ("serial", "concurrent")
-"""The step's schedules (`update_schedule`): one thread, or a second one beside it."""
 
-
-def update_schedule(config: TrainConfig) -> str:
-    """The config's `update_schedule` (auto, serial or concurrent; "auto" where the config has none)."""
-    return str(getattr(config, "update_schedule", "auto"))
-
-
-class TD3(DeepLearner):
+class TD3(TwoThreadLearner):
     """The TD3 learner: `update(batch)` runs one step of the critics and, every `policy_delay` steps, one of
     the actor and the target updates."""
 
@@ -112,23 +103,13 @@ class TD3(DeepLearner):
         self._noise.manual_seed(seed)
         self.gamma = float(config.gamma)
         self.updates = 0
-        # one persistent thread for the actor's half of a concurrent update and for the critics after Q1
-        # (torch's intra-op threads stay as configured; this is a second caller, not a bigger pool)
         compiled = bool(getattr(config, "learner_compile", False))
         self.split_critics = self.n_critics > 1 and not compiled
         """Each critic's target value, forward and backward pass on a thread of its own (same bits as one
         thread); False runs them all on the calling thread (a flop counter sees the calling thread only)."""
-        wanted_schedule = update_schedule(config)
-        two_threads = (bool(config.concurrent_updates) or self.split_critics) and not compiled
-        self.schedules: tuple[str, ...] = (SCHEDULES if two_threads and wanted_schedule == "auto"
-                                           else ("concurrent",) if two_threads and wanted_schedule == "concurrent"
-                                           else ("serial",))
-        """The schedules this learner may run (set_schedule): both under `update_schedule` auto where the step
-        has work for a second thread, else the one it runs."""
-        self.schedule = self.schedules[-1]  # auto starts concurrent; the runtime's controller measures both
-        name = f"pearl-{type(self).__name__.lower()}-grads"
-        self._grad_thread = (ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-                             if "concurrent" in self.schedules else None)
+        # one persistent thread for the actor's half of a concurrent update and for the critics after Q1
+        # (torch's intra-op threads stay as configured; this is a second caller, not a bigger pool)
+        self._init_schedules((bool(config.concurrent_updates) or self.split_critics) and not compiled)
         self._compiled = None
         if compiled:  # one graph on one thread; concurrent_updates keeps its arithmetic (_update)
             for adam in (self.actor_adam, self.critic_adam):
@@ -173,14 +154,6 @@ class TD3(DeepLearner):
         if config.learner_compile or update_schedule(config) == "serial":
             return 1
         return 2 if cls.n_critics > 1 or config.concurrent_updates else 1
-
-    def set_schedule(self, schedule: str) -> None:
-        """Run the following steps "serial" (every part on the calling thread) or "concurrent" (the actor's
-        half of a concurrent update and the critics after Q1 on the second thread): the same bits."""
-        if schedule not in self.schedules:
-            raise ValueError(f"{type(self).__name__}: schedule {schedule!r} is not one of {self.schedules} "
-                             f"(update_schedule {update_schedule(self.config)!r})")
-        self.schedule = schedule
 
     @classmethod
     def baseline_kwargs(cls, config: TrainConfig, action_space: Any, jax: bool) -> dict[str, Any]:
@@ -350,24 +323,6 @@ class TD3(DeepLearner):
                               else self._critics_loss_grads(later_critics, x, target, batch.weights)):
             critic_loss, grads = critic_loss + loss, grads + more
         return critic_loss, (current - target).abs().squeeze(1), grads
-
-    def _on_grad_thread(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
-        """`fn(*args)` on the second thread, subnormals flushed there as on this one; in the serial schedule
-        on this thread, at once (a done Future that holds its result or its error, raised by .result()):
-        the same code in the same order, so the same bits."""
-        if self.schedule == "serial" or self._grad_thread is None:
-            done: Future[_T] = Future()
-            try:
-                done.set_result(fn(*args))
-            except Exception as exc:  # noqa: BLE001 -- re-raised by .result(), where the threaded schedule raises it
-                done.set_exception(exc)
-            return done
-
-        def flushed() -> _T:
-            with subnormals_flushed(self.config.flush_subnormals):  # the mode is per thread
-                return fn(*args)
-
-        return self._grad_thread.submit(flushed)
 
     def _target_values(self, targets: Sequence[Sequence[tuple[torch.Tensor, torch.Tensor]]],
                        next_in: torch.Tensor) -> list[torch.Tensor]:

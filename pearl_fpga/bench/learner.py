@@ -6,10 +6,10 @@ precision the step's GEMMs run in.
 
 The step is the preset's (DQN CartPole-v1: batch 64, 256x256, double-DQN; DDPG Pendulum-v1: batch
 256, 400x300, actor and critic gradients on the step's starting critic; TD3 Pendulum-v1: DDPG's shapes,
-twin critics; each the fused CPU step where the native module is built) on a fixed batch, so it times
-the learner alone. DDPG and TD3 are timed in each update schedule (`update_schedule`: "serial" on one
-thread, "concurrent" with the actor's half or the second critic on a second thread, and the preset's
-"auto", chosen by measurement while it is timed). Rounds interleave the thread counts and schedules,
+twin critics; the other algorithms at their registry preset; each the fused CPU step where the native
+module is built) on a fixed batch, so it times the learner alone. Learners with an update schedule
+(`update_schedule`) are timed in each: "serial" on one thread, "concurrent" with the actor's half or a
+second critic on a second thread, and the preset's "auto", chosen by measurement while it is timed. Rounds interleave the thread counts and schedules,
 so a change of load hits all of them; the table shows the median round.
 
 Work per step: the floating-point operations of one step of the torch path, counted by
@@ -97,6 +97,8 @@ def step_flops(cfg: Any) -> int:
         learner = DQN(learner.config, 4, 2, device="cpu", seed=0, fused=False)
     if cfg.algo in ("ddpg", "td3"):
         learner.split_critics = False  # the counter sees the calling thread's ops only
+    if "serial" in getattr(learner, "schedules", ()):
+        learner.set_schedule("serial")  # likewise: every part of the step on this thread
     learner.update(batch)
     period = getattr(learner, "policy_delay", 1)  # TD3 updates its actor on one step in policy_delay: count a whole period
     with FlopCounterMode(display=False) as counter:

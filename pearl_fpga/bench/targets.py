@@ -15,11 +15,25 @@ from typing import Any
 
 from pearl_fpga.bench.records import vendor_of
 
+
+
+def _train_records() -> dict[str, tuple[str, str, float]]:
+    """Each training record -> (short name, what it runs, its SBX target): every deep algorithm of the
+    registry on its default env (issue 33: 2x SBX for a discrete-action one, DQN; 1.5x for the continuous
+    ones), then the bfloat16 DDPG learner (issue 22's target, set on AMX)."""
+    from pearl_fpga.presets import algorithms
+
+    out = {f"train-{name}": (name.upper(), f"{name.upper()} {spec.default_env}",
+                             2.0 if spec.action_space == "discrete" else 1.5)
+           for name, spec in sorted(algorithms().items(), key=lambda item: item[1].order) if spec.family == "deep"}
+    return {**out, "train-ddpg-bf16": ("DDPG bf16", "DDPG Pendulum-v1, bfloat16 learner", 2.5)}
+
+
+_TRAIN = _train_records()
 # training record -> what it runs
-TRAIN_NAMES = {"train-dqn": "DQN CartPole-v1", "train-ddpg": "DDPG Pendulum-v1", "train-td3": "TD3 Pendulum-v1",
-               "train-sac": "SAC Pendulum-v1", "train-ddpg-bf16": "DDPG Pendulum-v1, bfloat16 learner"}
-# median env steps/s ratio against SBX: issue 33 (float32 on both sides); the bf16 learner's is issue 22's, on AMX
-SBX_TARGETS = {"train-dqn": 2.0, "train-ddpg": 1.5, "train-td3": 1.5, "train-sac": 1.5, "train-ddpg-bf16": 2.5}
+TRAIN_NAMES = {name: runs for name, (_, runs, _) in _TRAIN.items()}
+# median env steps/s ratio against SBX (float32 on both sides but the bfloat16 record)
+SBX_TARGETS = {name: target for name, (_, _, target) in _TRAIN.items()}
 # median env steps/s ratio against SB3 at each of its thread settings (earlier rounds)
 SPEED_TARGETS = {"train-dqn": {"default": 3.0, "1": 3.5}, "train-ddpg": {"default": 2.0}}
 LEARNER_PEAK_SHARE = 0.60  # of the GEMM peak of the step's precision, on the cores it keeps busy
@@ -29,8 +43,8 @@ PLAN_ERROR = 0.15  # every prediction within this of the measurement
 WHY = {"train": "docs/training.md#throughput-targets", "learner": "docs/training.md#throughput-targets",
        "tabular": "docs/tabular.md#partitioned-mode-swiftrl", "plan": "docs/planner.md#accuracy"}
 RECORDS = (*TRAIN_NAMES, "learner", "tabular", "plan")  # the records that hold these figures, in docs order
-SHORT_NAMES = {"train-dqn": "DQN", "train-ddpg": "DDPG", "train-td3": "TD3", "train-sac": "SAC",
-               "train-ddpg-bf16": "DDPG bf16", "learner": "learner", "tabular": "tabular", "plan": "planner"}
+SHORT_NAMES = {**{name: short for name, (short, _, _) in _TRAIN.items()},
+               "learner": "learner", "tabular": "tabular", "plan": "planner"}
 
 
 VERDICTS = {True: "met", False: "not met", None: "-"}

@@ -199,7 +199,7 @@ def _plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     add_config_options(parser)
     parser.add_argument("--plot", default=None, metavar="PNG",
-                        help="also draw predicted against measured env steps/s, with the 25%% band, to PNG")
+                        help="also draw predicted against measured env steps/s, with the 15%% band, to PNG")
 
 
 def _plan_config(args: argparse.Namespace) -> Any:

@@ -292,10 +292,12 @@ void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::h
 }
 
 // The MSE to a TD target and its gradient, one critic: q, target (B, 1); weights (B,) importance
-// weights or None. Writes d_q = 2 w (q - target) / B (B, 1) and, when abs_td is not None, |q - target|
-// (B,); returns the loss, mean over the batch of w (q - target)^2 (torch's F.mse_loss without weights).
+// weights or None; scale: the loss's factor (a learner whose critic loss is half the sum of MSEs: 0.5).
+// Writes d_q = scale 2 w (q - target) / B (B, 1) and, when abs_td is not None, |q - target| (B,);
+// returns the loss, scale times the mean over the batch of w (q - target)^2 (torch's F.mse_loss
+// without weights, at scale 1).
 double mse_loss_grad(py::handle q_obj, py::handle target_obj, py::handle weights_obj, py::handle d_q_obj,
-                     py::handle abs_td_obj) {
+                     py::handle abs_td_obj, double scale) {
     FloatView q = float_view(q_obj, "q", false), target = float_view(target_obj, "target", false);
     const py::ssize_t B = q.rows;
     expect_shape(q, B, 1, "q");
@@ -304,7 +306,7 @@ double mse_loss_grad(py::handle q_obj, py::handle target_obj, py::handle weights
     FloatView d_q = float_view(d_q_obj, "d_q", true);
     expect_shape(d_q, B, 1, "d_q");
     float* abs_td = optional_column(abs_td_obj, B, "abs_td", true);
-    const float norm = 2.0f / static_cast<float>(B);
+    const float norm = static_cast<float>(2.0 * scale) / static_cast<float>(B);
     double loss = 0.0;
     for (py::ssize_t i = 0; i < B; ++i) {
         const float td = q.data[i] - target.data[i];
@@ -313,7 +315,7 @@ double mse_loss_grad(py::handle q_obj, py::handle target_obj, py::handle weights
         d_q.data[i] = norm * td * wi;
         if (abs_td) abs_td[i] = std::fabs(td);
     }
-    return loss / static_cast<double>(B);
+    return scale * loss / static_cast<double>(B);
 }
 
 // Gradient-norm clip (as torch.nn.utils.clip_grad_norm_, skipped when max_norm <= 0) and one Adam
@@ -386,7 +388,7 @@ PYBIND11_MODULE(_learner_native, m) {
     m.def("relu_backward", &relu_backward, py::arg("d"), py::arg("a"));
     m.def("bias_relu", &bias_relu, py::arg("out"), py::arg("b"), py::arg("relu"));
     m.def("mse_loss_grad", &mse_loss_grad, py::arg("q"), py::arg("target"), py::arg("weights"), py::arg("d_q"),
-          py::arg("abs_td"));
+          py::arg("abs_td"), py::arg("scale") = 1.0);
     m.def("clip_adam", &clip_adam, py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
           py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
           py::arg("weight_decay"), py::arg("max_norm"));

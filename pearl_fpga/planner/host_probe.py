@@ -6,6 +6,7 @@ runtime runs it; and the learner's speed now against the profile's (a shared mac
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ import numpy as np
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.model import Fit
 
-from pearl_fpga.planner.loops import actor_loop, explore_overhead, learner_step, learner_thread_count, random_transitions
+from pearl_fpga.planner.loops import (actor_loop, actor_loop_overhead, explore_overhead, learner_step,
+                                      learner_thread_count, random_transitions)
 from pearl_fpga.planner.profile import HOST_TARGETS, Profile, REPLAY_TASKS, fit_line, machine_info, time_call
 from pearl_fpga.planner.worker_probe import cpu_parallel, worker_pool_costs
 
@@ -82,7 +84,10 @@ def profile_host(config: TrainConfig, targets: Iterable[str] = HOST_TARGETS, siz
         learner = make_learner(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
         module = learner.policy_module
         head = learner.actor_head(config, spec.action_dim)
-        state = {k: v.clone() for k, v in module.state_dict().items()}
+        # two weight sets that differ as a learning run's syncs do (a kernel actor skips its calibration
+        # pass when new weights cannot change the formats: syncing one set again would time only that)
+        other = make_learner(config, spec.obs_dim, spec.action_dim, device="cpu", seed=1).policy_module
+        states = [{k: v.clone() for k, v in m.state_dict().items()} for m in (other, module)]
         env_points: list[tuple[float, float]] = []
         for target in targets:
             if target == "cuda" and not torch.cuda.is_available():
@@ -99,7 +104,9 @@ def profile_host(config: TrainConfig, targets: Iterable[str] = HOST_TARGETS, siz
             act_pts, envs = actor_loop(config, policy, sizes.envs, sizes.repeats, EnvGroup)
             record_points("act", target, act_pts)
             env_points = env_points or envs  # the env step does not depend on the act target
-            record("weight_sync", target, (1,), functools.partial(_weight_sync, policy, state), max(3, sizes.repeats // 4))
+            record("weight_sync", target, (1,), functools.partial(_weight_sync, policy, states), max(3, sizes.repeats // 4))
+            if ("actor_loop", "cpu") not in prof.fits:  # the loop's own time does not depend on the act target
+                record_points("actor_loop", "cpu", actor_loop_overhead(config, policy, max(2, sizes.repeats // 50)))
         if not env_points:
             _, env_points = actor_loop(config, None, sizes.envs, sizes.repeats, EnvGroup)
         record_points("env_step", "cpu", env_points)
@@ -127,9 +134,10 @@ def profile_host(config: TrainConfig, targets: Iterable[str] = HOST_TARGETS, siz
     return prof
 
 
-def _weight_sync(policy: Any, state: Any, _n: int) -> Callable[[], Any]:
-    """One weight sync of `policy` to `state` (the batch size does not apply)."""
-    return lambda: policy.load_weights(state)
+def _weight_sync(policy: Any, states: Sequence[Any], _n: int) -> Callable[[], Any]:
+    """One weight sync of `policy`, to each of `states` in turn (the batch size does not apply)."""
+    turn = itertools.cycle(states)
+    return lambda: policy.load_weights(next(turn))
 
 
 def _insert_loop(config: TrainConfig, buf: Any, counts: Sequence[int], repeats: int) -> list[tuple[float, float]]:
@@ -184,6 +192,8 @@ def _profile_learner(config: TrainConfig, spec: Any, targets: Sequence[str], siz
 
     from pearl_fpga.algos import make_learner
     from pearl_fpga.runtime.placement import DEVICES, bf16_unsupported, learn_target
+    from pearl_fpga.runtime.schedule import needed_env_steps
+    from pearl_fpga.runtime.stats import LossMeter
 
     buffer_factory = _replay_factory(config, spec)
     b = config.batch_size
@@ -221,40 +231,91 @@ def _profile_learner(config: TrainConfig, spec: Any, targets: Sequence[str], siz
         buf.add(random_transitions(rng, fill, spec))
         on_cpu = learn_target(device)[0] == "cpu"
         stepping = controller if on_cpu else None
+        probe_s, probe_steps = 0.0, 0  # the run's first probe round, at its batch size, before anything is timed
         while stepping is not None and stepping.choice.rounds == 0 and len(stepping.choice.candidates) > 1:
-            with stepping.step():  # the run's first probe round, at its batch size, before anything is timed
-                algo.update(buf.sample(b).to_torch(algo.device, discrete=spec.discrete))
-        pts: dict[str, list[tuple[float, float]]] = {"replay_sample": [], "learn": [], "replay_update": []}
+            data = buf.sample(b)
+            t0 = time.perf_counter()
+            with stepping.step():
+                algo.update(data.to_torch(algo.device, discrete=spec.discrete))
+            probe_s, probe_steps = probe_s + time.perf_counter() - t0, probe_steps + 1
+        pts: dict[str, list[tuple[float, float]]] = {"replay_sample": [], "learn": [], "replay_update": [],
+                                                     "learner_convert": [], "learner_loop": []}
+        losses, g = LossMeter(), 0
         for n in batches:
-            t_s = t_l = t_u = 0.0
-            for i in range(sizes.learn_repeats + 2):
+            t_s = t_c = t_l = t_u = t_b = 0.0
+            counted = tries = 0
+            # steps of a later probe round are left out (the batch sizes of the fit are not the run's, so
+            # the controller may probe here when a run would not); the run's rounds are "thread_probe"
+            while counted < sizes.learn_repeats and tries < 4 * sizes.learn_repeats + 2:
+                tries += 1
+                rounds = stepping.choice.rounds if stepping is not None else 0
+                probing = stepping is not None and stepping.probing
                 t0 = time.perf_counter()
                 data = buf.sample(n)
                 t1 = time.perf_counter()
                 with stepping.step() if stepping is not None else contextlib.nullcontext():
-                    loss, td = algo.update(data.to_torch(algo.device, discrete=spec.discrete))
+                    tensors = data.to_torch(algo.device, discrete=spec.discrete)
+                    tc = time.perf_counter()
+                    loss, td = algo.update(tensors)
                 if not on_cpu:
                     torch.cuda.synchronize()
                 t2 = time.perf_counter()
                 if buf.prioritized:
                     buf.update_priorities(data.indices, td.cpu().numpy())
                 t3 = time.perf_counter()
-                if i >= 2:
-                    t_s, t_l, t_u = t_s + t1 - t0, t_l + t2 - t1, t_u + t3 - t2
-            reps = sizes.learn_repeats
+                # the Trainer's own work around each gradient step: the algorithm's before_update (e.g.
+                # DQN's target copy, due once per training round) and the loss meter
+                algo.before_update(needed_env_steps(config, g))
+                losses.add(loss)
+                g += 1
+                t4 = time.perf_counter()
+                probed = stepping is not None and (probing or stepping.probing or stepping.choice.rounds != rounds)
+                if tries > 2 and not probed:  # the first calls warm up
+                    t_s, t_l, t_u, counted = t_s + t1 - t0, t_l + t2 - t1, t_u + t3 - t2, counted + 1
+                    t_c, t_b = t_c + tc - t1, t_b + t4 - t3
+            reps = max(counted, 1)
+            pts["learner_convert"].append((float(n), t_c / reps))
+            pts["learner_loop"].append((float(n), t_b / reps))
             pts["replay_sample"].append((float(n), t_s / reps))
             pts["learn"].append((float(n), t_l / reps))
             pts["replay_update"].append((float(n), t_u / reps))
         record_points("learn", device, pts["learn"])
+        record_points("learner_convert", device, pts["learner_convert"])
+        record_points("learner_loop", device, pts["learner_loop"])
+        if probe_steps:  # what a probe round costs beyond the same steps at the chosen count
+            extra = probe_s - probe_steps * prof.fits[("learn", device)](b)
+            prof.points[("thread_probe", device)] = [(float(probe_steps), probe_s)]
+            prof.fits[("thread_probe", device)] = Fit(max(0.0, extra), 0.0)
         if device != "cpu":
             continue
         measured[backend_key] = target
         record_points("replay_sample", target, pts["replay_sample"])
+        if not buf.prioritized:
+            record_points("lockstep_sample", target, _lockstep_sample(config, spec, buf, batches, sizes.learn_repeats))
         record_points("replay_insert", target, _insert_loop(config, buf, inserts, sizes.repeats))
         if buf.prioritized:
             record_points("replay_update", target, pts["replay_update"])
         else:
             prof.fits[("replay_update", target)] = Fit(0.0, 0.0, "none without PER")
+
+
+def _lockstep_sample(config: TrainConfig, spec: Any, buf: Any, batches: Sequence[int], repeats: int
+                     ) -> list[tuple[float, float]]:
+    """Seconds per gradient step of the in-process run's uniform sampling (runtime.learner_batches in bulk
+    mode): a training round's batches drawn, converted and sliced at once, as the Trainer draws them."""
+    from pearl_fpga.runtime.learner_batches import BULK_SAMPLE_ROWS, LearnerBatches
+    from pearl_fpga.runtime.timers import TaskTimer
+
+    pts = []
+    for n in batches:
+        per_round = max(1, min(config.gradient_steps, BULK_SAMPLE_ROWS // n))
+        timer = TaskTimer()
+        for i in range(max(2, -(-repeats // per_round)) + 1):
+            draws = LearnerBatches(buf, True, n, "cpu", spec.discrete, timer if i else TaskTimer())  # first: warm-up
+            for g in range(per_round):
+                draws.take(g, per_round)
+        pts.append((float(n), timer.seconds["replay_sample"] / max(1, timer.calls["replay_sample"])))
+    return pts
 
 
 def _profile_host_storage(config: TrainConfig, spec: Any, sizes: Sizes, record: Callable[..., None], rng: np.random.Generator) -> None:

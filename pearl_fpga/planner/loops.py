@@ -46,6 +46,33 @@ def actor_loop(config: TrainConfig, policy: Any, env_counts: Sequence[int], repe
     return act_pts, env_pts
 
 
+def actor_loop_overhead(config: TrainConfig, policy: Any, rounds: int) -> list[tuple[float, float]]:
+    """Seconds per env-group step of the runtime's actor loop itself (`ActorLoop.run` beyond its act and
+    env-step timers: the loop's bookkeeping and joining a round's transitions into one block), over
+    rounds of the in-process run's length, acting as after learning starts."""
+    from pearl_fpga.runtime.actor import ActorLoop
+    from pearl_fpga.runtime.envs import EnvGroup
+    from pearl_fpga.runtime.schedule import lockstep_insert_steps
+    from pearl_fpga.runtime.timers import TaskTimer
+
+    steps = lockstep_insert_steps(config)
+    loop = ActorLoop(config, EnvGroup(config.env_id, config.n_envs, seed=2), policy, np.random.default_rng(5))
+    start_step = max(config.total_steps, config.learning_starts)
+    overhead, groups = 0.0, 0
+    try:
+        for i in range(max(2, rounds) + 1):
+            timer = TaskTimer()
+            t0 = time.perf_counter()
+            loop.run(steps, start_step, timer)
+            wall = time.perf_counter() - t0
+            if i:  # the first round warms up
+                overhead += wall - timer.seconds["act"] - timer.seconds["env_step"]
+                groups += timer.calls["act"]
+    finally:
+        loop.envs.close()
+    return [(float(config.n_envs), max(0.0, overhead) / max(1, groups))]
+
+
 def random_transitions(rng: np.random.Generator, n: int, spec: Any) -> Transitions:
     action = (rng.integers(0, spec.action_dim, size=n) if spec.discrete
               else rng.uniform(-1, 1, size=(n, spec.action_dim)).astype(np.float32))

@@ -21,10 +21,24 @@ sample and one priority update of `batch_size`, and syncs weights every `sync_ev
 
 Measured costs of the runtime itself are part of it (fits keyed by `OVERHEADS`, all on the
 CPU): "explore", the exploration step around each act call (random draws, epsilon mask), counted in
-"act" because the runtime times it there; "worker_poll", the learner loop's bookkeeping of the worker
+"act" because the runtime times it there; "lockstep_sample" and "learner_convert": with uniform
+replay the in-process runtime draws a training round's batches at once and converts them to tensors
+in that draw (runtime.learner_batches), so there its sample costs the bulk draw's share per batch and
+its learn step the profile's less the per-batch conversion; "actor_loop", the actor loop's own
+time per env-group step beyond its act and env-step timers (the loop, joining a round's transitions
+into one block), counted in "act"; "learner_loop", the Trainer's work around each gradient step (the
+algorithm's before_update, e.g. DQN's target copy, and the loss meter), counted in "learn"; "worker_poll", the learner loop's bookkeeping of the worker
 pool around each gradient step (learner stage, worker mode only); and "worker_start" +
 "worker_stop", the one-off start of W worker processes (until each has delivered transitions) and
-their shutdown, paid once per run.
+their shutdown, paid once per run; "thread_probe", what one probe round of the learner's adaptive
+thread count costs beyond the same gradient steps at the chosen count (a CPU learner with
+learner_threads = 0 probes at its first step and every PROBE_PERIOD steps after: Workload.probe_rounds
+rounds per run), paid per round.
+
+A run is counted as the schedule runs it: `run_updates` gradient steps (training rounds of
+gradient_steps updates at whole multiples of train_freq past learning_starts), not the steady
+update-to-data ratio times the steps after learning starts; the difference is paid at the
+learner's seconds per update.
 
 Worker mode on a shared CPU. The limits above let the learner use a whole core whenever it needs
 one; on a machine whose cores are shared (other users, hyper-threads, memory bandwidth) a learner
@@ -49,7 +63,8 @@ from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES
 ENV_TARGET = "cpu"  # gymnasium envs step on the host CPU
 OBJECTIVES = ("throughput", "efficiency")
 # Measured costs of the runtime itself (not tasks of their own; see the module docstring).
-OVERHEADS = ("explore", "worker_poll", "worker_start", "worker_stop", "learner_corun", "actor_corun")
+OVERHEADS = ("explore", "worker_poll", "worker_start", "worker_stop", "learner_corun", "actor_corun",
+             "thread_probe", "lockstep_sample", "learner_convert", "actor_loop", "learner_loop")
 
 
 @dataclass(frozen=True)
@@ -95,11 +110,13 @@ class Workload:
     act_fraction: float = 1.0  # share of env steps (after learning starts) whose action needs inference
     total_steps: int = 0  # env steps of the run the objective averages over (0: steady state only)
     worker_insert_batch: int = 0  # transitions per insert when actor workers stream them (0: insert_batch)
+    run_updates: int = -1  # gradient steps the schedule runs in `total_steps` (-1: the steady ratio's count)
+    probe_rounds: int = 0  # probe rounds of the learner's adaptive thread count in the run
 
     def __post_init__(self) -> None:
         if self.envs_per_worker < 1 or self.batch_size < 1 or self.insert_batch < 1 or self.sync_every < 1:
             raise ValueError(f"workload sizes must be >= 1: {self}")
-        if self.updates_per_step < 0 or self.learning_starts < 0 or self.worker_insert_batch < 0:
+        if self.updates_per_step < 0 or self.learning_starts < 0 or self.worker_insert_batch < 0 or self.probe_rounds < 0:
             raise ValueError(f"updates_per_step, learning_starts and worker_insert_batch must be >= 0: {self}")
         if not 0.0 <= self.act_fraction <= 1.0:
             raise ValueError(f"act_fraction must be in [0, 1]: {self}")
@@ -161,6 +178,10 @@ class Prediction:
     shutdown_s: float = 0.0  # one-off cost of stopping them at the end of the run
     run_steps: int = 0  # env steps of the planned run (0: steady state)
     learning_starts: int = 0
+    probe_s: float = 0.0  # the learner's thread-probe rounds in the planned run (one-off seconds)
+    update_s: float = 0.0  # learner seconds per gradient step (sample, learn, priority update, its share of syncs)
+    updates_per_step: float = 0.0  # the steady ratio the throughput assumes
+    run_updates: int = -1  # gradient steps the schedule runs in the planned run (-1: the steady ratio's)
 
     @property
     def efficiency(self) -> float:
@@ -175,10 +196,17 @@ class Prediction:
         return steps / self.run_seconds(steps, learning_starts)
 
     def run_seconds(self, steps: int, learning_starts: int) -> float:
-        """Wall seconds of a run: worker start + warm-up + learning + worker stop."""
+        """Wall seconds of a run: worker start + warm-up + learning + worker stop, plus (for the planned
+        run) the learner's thread probes and the gradient steps the schedule runs beyond or short of the
+        steady ratio's count."""
         warm = min(steps, learning_starts)
-        return (self.startup_s + self.shutdown_s + warm / self.warmup_throughput
-                + (steps - warm) / self.throughput)
+        seconds = (self.startup_s + self.shutdown_s + warm / self.warmup_throughput
+                   + (steps - warm) / self.throughput)
+        if steps == self.run_steps:
+            seconds += self.probe_s
+            if self.run_updates >= 0:
+                seconds += (self.run_updates - self.updates_per_step * (steps - warm)) * self.update_s
+        return max(seconds, 1e-9)
 
     def run_task_seconds(self, steps: int | None = None) -> dict[str, float]:
         """Seconds of each task per env step averaged over a run of `steps` (default: the planned
@@ -187,7 +215,14 @@ class Prediction:
         if not steps:
             return dict(self.task_seconds)
         warm = min(steps, self.learning_starts) / steps
-        return {t: warm * self.warmup_task_seconds.get(t, s) + (1 - warm) * s for t, s in self.task_seconds.items()}
+        out = {t: warm * self.warmup_task_seconds.get(t, s) + (1 - warm) * s for t, s in self.task_seconds.items()}
+        steady = self.updates_per_step * (1 - warm) * steps  # the gradient steps the steady ratio counts
+        if steps == self.run_steps and self.run_updates >= 0 and steady > 0:
+            for task in ("replay_sample", "replay_update", "learn", "weight_sync"):
+                out[task] *= self.run_updates / steady
+        if steps == self.run_steps and "learn" in out:
+            out["learn"] += self.probe_s / steps  # the run's learn timer holds the probe rounds' steps
+        return out
 
     @property
     def run_throughput(self) -> float:
@@ -231,13 +266,23 @@ def per_step_seconds(tables: Tables, workload: Workload, placement: Mapping[str,
     ins = workload.worker_insert_batch if workers > 0 and workload.worker_insert_batch else workload.insert_batch
     explore = tables.fits.get(("explore", ENV_TARGET))
     around = explore(n) / n if explore is not None else 0.0  # exploration runs every step, inference only when greedy
+    loop = tables.fits.get(("actor_loop", ENV_TARGET))
+    around += loop(n) / n if loop is not None else 0.0
+    sample, learn = t("replay_sample", b), t("learn", b)
+    bulk = tables.fits.get(("lockstep_sample", where["replay_sample"]))
+    convert = tables.fits.get(("learner_convert", where["learn"]))
+    if workers == 0 and not workload.prioritized and bulk is not None and convert is not None:
+        # in-process uniform replay: a round's batches are drawn and converted at once (learner_batches)
+        sample, learn = bulk(b), max(0.0, learn - convert(b))
+    bookkeeping = tables.fits.get(("learner_loop", where["learn"]))
+    learn += bookkeeping(b) if bookkeeping is not None else 0.0
     return {
         "env_step": t("env_step", n) / n,
         "act": around + (workload.act_fraction * t("act", n) / n if learning else 0.0),
         "replay_insert": t("replay_insert", ins) / ins,
-        "replay_sample": u * t("replay_sample", b),
+        "replay_sample": u * sample,
         "replay_update": u * t("replay_update", b) if workload.prioritized else 0.0,
-        "learn": u * t("learn", b),
+        "learn": u * learn,
         "weight_sync": u / workload.sync_every * t("weight_sync", 1),
     }
 
@@ -324,7 +369,14 @@ def predict(tables: Tables, workload: Workload, placement: Mapping[str, str], wo
     power = sum(tables.devices[d].power(util.get(d, 0.0)) for d in used)
     source = "measured" if all(tables.devices[d].power_source == "measured" for d in used) else "nominal"
     start, stop = tables.fits.get(("worker_start", ENV_TARGET)), tables.fits.get(("worker_stop", ENV_TARGET))
+    probe = tables.fits.get(("thread_probe", placement["learn"]))
+    learner_tasks = ("replay_sample", "replay_update", "learn", "weight_sync")
+    u = workload.updates_per_step
     return Prediction(
+        probe_s=workload.probe_rounds * probe(1) if probe is not None else 0.0,
+        update_s=sum(seconds[t] for t in learner_tasks) / u if u > 0 else 0.0,
+        updates_per_step=u,
+        run_updates=workload.run_updates,
         startup_s=start(workers) if start is not None and workers > 0 else 0.0,
         shutdown_s=stop(workers) if stop is not None and workers > 0 else 0.0,
         run_steps=workload.total_steps,

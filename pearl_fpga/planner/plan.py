@@ -19,7 +19,8 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.assign import PlanError, search
 from pearl_fpga.planner.model import Prediction, Tables, Workload, act_fraction
 from pearl_fpga.planner.tables import TARGET_ORDER, build_tables, get_profile, parse_devices, scale_profile
-from pearl_fpga.runtime.schedule import credit_chunk
+from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_chunk, lockstep_insert_steps
+from pearl_fpga.runtime.threads import PROBE_PERIOD
 from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES, TASKS
 
 
@@ -28,18 +29,30 @@ from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES, TASKS
 
 def workload_of(config: TrainConfig) -> Workload:
     """The model's view of a TrainConfig."""
+    updates = allowed_gradient_steps(config, config.total_steps) if config.total_steps else -1
     return Workload(
         envs_per_worker=config.n_envs,
         batch_size=config.batch_size,
         updates_per_step=config.gradient_steps / config.train_freq,
         sync_every=config.sync_interval,
-        insert_batch=config.n_envs,
+        insert_batch=lockstep_insert_steps(config),  # in-process: a training round's env steps, inserted at once
+        run_updates=updates,
+        probe_rounds=thread_probe_rounds(config, updates),
         learning_starts=config.learning_starts,
         prioritized=bool(config.per),
         act_fraction=act_fraction(config),
         total_steps=config.total_steps,
         worker_insert_batch=credit_chunk(config),  # one message of a worker, inserted as one batch
     )
+
+
+def thread_probe_rounds(config: TrainConfig, updates: int) -> int:
+    """Probe rounds of the learner's adaptive thread count (learner_threads 0) in a run of `updates`
+    gradient steps: one at the first step, then one every PROBE_PERIOD steps (runtime.threads). Rounds the
+    controller adds when the load changes under it are not predictable and not counted."""
+    if config.learner_threads != 0 or updates <= 0:
+        return 0
+    return 1 + (updates - 1) // PROBE_PERIOD
 
 
 @dataclass

@@ -31,7 +31,8 @@ from pearl_fpga.errors import CheckpointError
 from pearl_fpga.safe_io import read_json
 from pearl_fpga.planner.model import Fit
 
-SCHEMA = 2  # 2: worker start/stop/poll and co-run factors from the runtime's own pool, exploration overhead
+SCHEMA = 3  # 2: worker start/stop/poll and co-run factors from the runtime's own pool, exploration overhead;
+# 3: the in-process loop's own terms (actor_loop, learner_loop, learner_convert, lockstep_sample, thread_probe)
 HOST_TARGETS = ("cpu", "cpu-kernel", "cpu-bf16", "cuda")
 REPLAY_TASKS = ("replay_insert", "replay_sample", "replay_update")
 

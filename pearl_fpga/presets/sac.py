@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from pearl_fpga.presets.ddpg import UPDATE_SCHEDULE
 from pearl_fpga.presets.spec import AlgoSpec, Param, Range
 
 ALGORITHMS = (AlgoSpec(
@@ -18,6 +20,10 @@ ALGORITHMS = (AlgoSpec(
                                range=Range(0.0, math.inf, lo_open=True)),
         "target_entropy": Param("auto", "SAC: the entropy alpha is tuned towards; 'auto' is -(action size)",
                                 range=Range(-math.inf, math.inf), choices=("auto",)),
+        "update_schedule": dataclasses.replace(
+            UPDATE_SCHEDULE, doc="SAC: where the fused CPU step's parallel parts run (each twin critic's target value, "
+            "gradient, Adam step and input gradient): 'serial' on the learner's thread, 'concurrent' one critic on a "
+            "second thread, 'auto' measured and re-measured while training, the faster kept (the same bits either way)"),
     },
     # SB3's SAC constructor defaults; target_update_interval counts gradient steps for SAC, as in SB3
     defaults=dict(total_steps=1_000_000, learning_rate=3e-4, buffer_size=1_000_000, learning_starts=100,

@@ -13,6 +13,17 @@ MESSAGE_STEPS = 64
 """Actor workers send their transitions every this many env steps (one replay insert per message)."""
 
 
+BULK_ACT_STEPS = 1_024
+"""Most env steps a lockstep (inline) engine acts, and inserts into the replay at once, between two events."""
+
+
+def lockstep_insert_steps(config: TrainConfig) -> int:
+    """Env steps per replay insert of a lockstep engine in steady state: it acts up to the next training
+    round (train_freq steps later), at most BULK_ACT_STEPS and the buffer's size, in whole env groups."""
+    steps = min(BULK_ACT_STEPS, config.buffer_size, config.train_freq if config.gradient_steps > 0 else BULK_ACT_STEPS)
+    return max(config.n_envs, steps // config.n_envs * config.n_envs)
+
+
 RAY_MESSAGE_STEPS = 512
 """Ray engine: env steps per grant (one Ray call that steps them and inserts them into a shard), so that
 the per-call cost stays a small part of the env time of the data (`pearl-fpga bench ray` measures it)."""

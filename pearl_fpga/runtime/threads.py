@@ -70,6 +70,10 @@ def limit_blas_threads() -> None:
     threadpool_limits(1, user_api="blas")
 
 
+PROBE_PERIOD = 1000
+"""Learner steps at the chosen count between two probe rounds of AdaptiveThreads (its default `period`)."""
+
+
 class _Step:
     """AdaptiveThreads.step()'s context, one per controller (a plain class: a learner step pays little for it)."""
 
@@ -103,7 +107,7 @@ class AdaptiveThreads:
     cores // callers threads. `candidates` (default: 1, 2, 4, ... up to that) restricts the counts it
     may use, e.g. to those that give the same bits (`reproducible_thread_counts`)."""
 
-    def __init__(self, cores: int | None = None, probe_steps: int = 12, warmup: int = 2, period: int = 1000,
+    def __init__(self, cores: int | None = None, probe_steps: int = 12, warmup: int = 2, period: int = PROBE_PERIOD,
                  margin: float = 0.05, backoff_ratio: float = 1.5, max_skip: int = 32, confirm: int = 2,
                  callers: int = 1, candidates: tuple[int, ...] | None = None, fixed_reason: str = "",
                  set_threads: Callable[[int], None] | None = None,
