@@ -224,15 +224,17 @@ figures: native $(VENV)/.stamp-bench
 # The open implementation flow (pearl_fpga/hw, docs/hardware.md): Yosys synth_ecp5 and nextpnr-ecp5 from
 # the YoWASP wheels of the synth extra, out of context on IMPL_PART at IMPL_BOARD's catalog sizes and clock.
 # Each kernel takes minutes (tens at the catalog sizes); IMPL_SET="replay.capacity=300" overrides a size.
-# Exit 1 (after writing every record) when a kernel misses its clock.
+# IMPL_ROUTER=router2 picks nextpnr's negotiated-congestion router. Exit 1 (after writing every record)
+# when a kernel misses its clock.
 IMPL_PART    ?= LFE5U-85F-6BG381C
 IMPL_BOARD   ?= pynq-z2
 IMPL_KERNELS ?= replay mlp tabular
 IMPL_SET     ?=
+IMPL_ROUTER  ?= router1
 implement: $(VENV)/.stamp-deps
 	@mkdir -p $(FIG)
 	nice -n 10 $(PY) -m pearl_fpga.hw.implement --kernels $(IMPL_KERNELS) --board $(IMPL_BOARD) --part $(IMPL_PART) \
-		--json-dir $(FIG) $(foreach s,$(IMPL_SET),--set $(s)); status=$$?; $(PY) docs/render.py; exit $$status
+		--router $(IMPL_ROUTER) --json-dir $(FIG) $(foreach s,$(IMPL_SET),--set $(s)); status=$$?; $(PY) docs/render.py; exit $$status
 
 clean:
 	rm -rf build sim_build pearl_fpga/*.so $(VENV)/.stamp-native

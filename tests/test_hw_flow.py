@@ -73,6 +73,29 @@ def test_part_names() -> None:
         ecp5.parse_part("xc7z020clg400-1")
 
 
+def test_nextpnr_command_router() -> None:
+    cmd = ecp5.nextpnr_command(PART, 100.0, "top.json", "report.json", 1, "nextpnr.log")
+    assert "--out-of-context" in cmd and cmd[cmd.index("--router") + 1] == "router1"  # nextpnr-ecp5's default
+    cmd = ecp5.nextpnr_command(PART, 100.0, "top.json", "report.json", 1, "nextpnr.log", router="router2")
+    assert cmd[cmd.index("--router") + 1] == "router2"
+    with pytest.raises(ecp5.ImplementationError, match="unknown nextpnr router"):
+        ecp5.nextpnr_command(PART, 100.0, "top.json", "report.json", 1, "nextpnr.log", router="router3")
+
+
+def test_record_names_and_unrouted_verdicts() -> None:
+    """A run at other sizes, or only placed, never overwrites the catalog-size record; an estimate never meets."""
+    from pearl_fpga.hw.implement import record_name
+
+    assert record_name("replay", {}, False) == "implement-replay.json"
+    assert record_name("replay", {"fanout": 4, "capacity": 1024}, False) == "implement-replay-capacity1024-fanout4.json"
+    assert record_name("replay", {}, True) == "implement-replay-placed.json"
+    cmd = ecp5.nextpnr_command(PART, 100.0, "top.json", "report.json", 1, "nextpnr.log", place_only=True)
+    assert cmd[-1] == "--no-route"
+    timing = {"fmax": {"ap_clk": {"achieved_mhz": 150.0, "constraint_mhz": 100.0}}, "critical_paths": []}
+    verdict = ecp5.timing_verdict(timing, 100.0, routed=False)
+    assert not verdict["met"] and "NOT ROUTED" in ecp5.gate_message("replay", PART.name, verdict)
+
+
 def _report(achieved: float) -> dict[str, Any]:
     step = {"from": {"cell": "a_reg", "port": "Q"}, "to": {"cell": "b_reg", "port": "DI"}}
     return {
@@ -97,6 +120,9 @@ def test_report_and_gate(tmp_path: Path) -> None:
     path.write_text(json.dumps(_report(123.4)))
     verdict = ecp5.timing_verdict(ecp5.read_report(path, 100.0), 100.0)
     assert verdict["met"] and "timing met" in ecp5.gate_message("replay", PART.name, verdict)
+    assert timing["clock_network"].startswith("ideal")
+    path.write_text(json.dumps({**_report(80.0), "utilization": {"DCCA": {"used": 1, "available": 56}}}))
+    assert ecp5.read_report(path, 100.0)["clock_network"].startswith("global: 1 DCCA")
     path.write_text(json.dumps({**_report(1.0), "fmax": {}}))
     with pytest.raises(ecp5.ImplementationError, match="no clock"):
         ecp5.timing_verdict(ecp5.read_report(path, 100.0), 100.0)
@@ -125,6 +151,8 @@ def test_small_replay_implements(small_replay: dict[str, Any]) -> None:
     assert r["rtl_sha256"] == rtl_digest("replay")
     path = r["timing"]["critical_path"]
     assert path and path["start"] and path["end"] and path["delay_ns"] > 0
+    # out of context the clock is a driverless port: nextpnr neither buffers (DCCA) nor routes it
+    assert r["clock_network"].startswith("ideal") and "0 DCCA" in r["clock_network"]
 
 
 @pytest.mark.sim
@@ -156,7 +184,7 @@ def test_gate_fails_a_missed_clock(small_replay: dict[str, Any], tmp_path: Path,
     out = capsys.readouterr()
     assert status == 1 and "MISSES the clock" in out.out and "critical path" in out.out
     assert "replay failed or missed the clock" in out.err
-    record = json.loads((tmp_path / "implement-replay.json").read_text())
+    record = json.loads((tmp_path / "implement-replay-capacity200-fanout4.json").read_text())
     assert record["benchmark"] == "implement" and record["results"]["parameters"]["CAPACITY"] == 200
     assert record["command"].startswith("python -m pearl_fpga.hw.implement --kernels replay")
     section = implementation_section({"implement-replay": record})

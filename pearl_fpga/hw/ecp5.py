@@ -84,12 +84,23 @@ def cell_counts(stat_json: Path, top: str) -> dict[str, int]:
     return {str(k).lstrip("\\$"): int(v) for k, v in sorted(cells.items()) if not str(k).startswith("$scopeinfo")}
 
 
-def nextpnr_command(part: Part, clock_mhz: float, json_in: str, report: str, seed: int, log: str) -> list[str]:
-    """Out of context (no I/O buffers, no global clock routing: the kernel is a block inside a board
-    design), every clock constrained to `clock_mhz`. A missed clock still finishes routing and writes
-    the report (--timing-allow-fail): the gate here judges it and says by how much."""
+ROUTERS = ("router1", "router2")  # nextpnr's: router1 (A*, ECP5's default) and router2 (negotiated congestion)
+
+
+def nextpnr_command(part: Part, clock_mhz: float, json_in: str, report: str, seed: int, log: str,
+                    router: str = "router1", place_only: bool = False) -> list[str]:
+    """Out of context (no I/O buffers: the kernel is a block inside a board design), every clock
+    constrained to `clock_mhz`. Out of context the clock is an input port with no driver cell, so
+    nextpnr neither promotes it to a global (DCCA) nor routes it: timing takes it as ideal (no
+    insertion delay, no skew) and the fabric carries only the data nets. A missed clock still
+    finishes routing and writes the report (--timing-allow-fail): the gate here judges it and says by
+    how much. `place_only` stops after placement (--no-route): the report's timing is then nextpnr's
+    estimate of the routing delays, which no route has confirmed."""
+    if router not in ROUTERS:
+        raise ImplementationError(f"unknown nextpnr router {router!r}: use one of {', '.join(ROUTERS)}")
     return [*part.nextpnr_args(), "--out-of-context", "--freq", f"{clock_mhz:g}", "--timing-allow-fail",
-            "--json", json_in, "--report", report, "--detailed-timing-report", "--seed", str(seed), "-l", log]
+            "--router", router, "--json", json_in, "--report", report, "--detailed-timing-report",
+            "--seed", str(seed), "-l", log, *(["--no-route"] if place_only else [])]
 
 
 def read_report(path: Path, clock_mhz: float) -> dict[str, Any]:
@@ -118,11 +129,21 @@ def read_report(path: Path, clock_mhz: float) -> dict[str, Any]:
             "end": f"{steps[-1]['to']['cell']}.{steps[-1]['to']['port']}",
             "delay_ns": round(delay, 3), "logic_ns": round(logic, 3), "steps": len(steps),
         })
-    return {"utilization": utilization, "fmax": fmax, "critical_paths": paths}
+    return {"utilization": utilization, "fmax": fmax, "critical_paths": paths,
+            "clock_network": clock_network(int(util.get("DCCA", {}).get("used", 0)))}
 
 
-def timing_verdict(timing: dict[str, Any], clock_mhz: float) -> dict[str, Any]:
-    """Whether every clock meets `clock_mhz`; the worst clock, by how much it misses, its critical path."""
+def clock_network(dcca_used: int) -> str:
+    """How the placed design's clock reaches its flip-flops, from the global buffers (DCCA) it uses."""
+    if dcca_used:
+        return f"global: {dcca_used} DCCA global buffer(s), the clock routed on the global network"
+    # nextpnr promotes only nets driven by a cell; an out-of-context clock is a port with no driver
+    return "ideal: out of context the clock port has no driver cell, so it is neither a global (0 DCCA) nor routed"
+
+
+def timing_verdict(timing: dict[str, Any], clock_mhz: float, routed: bool = True) -> dict[str, Any]:
+    """Whether every clock meets `clock_mhz`; the worst clock, by how much it misses, its critical path.
+    An unrouted design (placement only: estimated delays) never meets the clock."""
     if not timing["fmax"]:
         # a design with no clocked path has nothing to time; a kernel always has its ap_clk
         raise ImplementationError("nextpnr reported no clock: the design lost its registers (check the synthesis log)")
@@ -131,7 +152,7 @@ def timing_verdict(timing: dict[str, Any], clock_mhz: float) -> dict[str, Any]:
     period, needed = 1000.0 / clock_mhz, 1000.0 / achieved
     # a path's clocks are events ("posedge ap_clk"); the path that ends at this clock limits it
     path = next((p for p in timing["critical_paths"] if str(p["to_clock"]).split(" ")[-1] == clk), None)
-    return {"met": achieved >= clock_mhz, "clock": clk, "target_mhz": clock_mhz, "fmax_mhz": achieved,
+    return {"met": routed and achieved >= clock_mhz, "routed": routed, "clock": clk, "target_mhz": clock_mhz, "fmax_mhz": achieved,
             "slack_ns": round(period - needed, 3), "critical_path": path}
 
 
@@ -139,9 +160,11 @@ def gate_message(kernel: str, part: str, verdict: dict[str, Any]) -> str:
     """One line: met, or missed by how much and along which path."""
     head = (f"{kernel} on {part}: {verdict['clock']} reaches {verdict['fmax_mhz']:.1f} MHz "
             f"(target {verdict['target_mhz']:g} MHz, slack {verdict['slack_ns']:+.3f} ns)")
+    if not verdict.get("routed", True):
+        head += " by nextpnr's post-placement estimate, NOT ROUTED: no timing verdict"
     if verdict["met"]:
         return head + ": timing met"
-    missed = verdict["target_mhz"] - verdict["fmax_mhz"]
+    missed = max(verdict["target_mhz"] - verdict["fmax_mhz"], 0.0)
     path = verdict["critical_path"]
     where = (f"; critical path {path['start']} -> {path['end']}, {path['delay_ns']:.2f} ns "
              f"({path['logic_ns']:.2f} ns logic, {path['steps']} steps)" if path else "")

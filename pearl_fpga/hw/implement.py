@@ -65,8 +65,10 @@ def sizes_for(kernel: str, board: str, overrides: dict[str, int]) -> tuple[dict[
 
 
 def implement_kernel(kernel: str, parameters: dict[str, int], part: ecp5.Part, clock_mhz: float, workdir: Path,
-                     seed: int = 1, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Synthesize, place and route one kernel; return the record's results (verdict included)."""
+                     seed: int = 1, progress: Callable[[str], None] | None = None,
+                     router: str = "router1", place_only: bool = False) -> dict[str, Any]:
+    """Synthesize, place and route one kernel (only place with `place_only`); return the record's
+    results (verdict included)."""
     digest = rtl_digest(kernel)  # of the sources as they are when the run starts
     core, files, strings = stage(kernel, workdir)
     unknown = sorted(set(parameters) - set(core.parameters))
@@ -76,22 +78,31 @@ def implement_kernel(kernel: str, parameters: dict[str, int], part: ecp5.Part, c
     script = ecp5.synth_script(files, core.top, {**parameters, **strings}, json_out=f"{core.top}.json")
     synth_s = _run([yosys, "-q", "-p", script], workdir, f"{kernel}: Yosys synth_ecp5", workdir / "yosys.log", progress)
     cells = ecp5.cell_counts(workdir / "stat.json", core.top)
-    pnr_cmd = [nextpnr, *ecp5.nextpnr_command(part, clock_mhz, f"{core.top}.json", "report.json", seed, "nextpnr.log")]
+    pnr_cmd = [nextpnr, *ecp5.nextpnr_command(part, clock_mhz, f"{core.top}.json", "report.json", seed, "nextpnr.log",
+                                                   router, place_only)]
     pnr_s = _run(pnr_cmd, workdir, f"{kernel}: nextpnr-ecp5", workdir / "nextpnr.stdout", progress)
     timing = ecp5.read_report(workdir / "report.json", clock_mhz)
-    verdict = ecp5.timing_verdict(timing, clock_mhz)
+    verdict = ecp5.timing_verdict(timing, clock_mhz, routed=not place_only)
     return {
         "kernel": kernel, "core": core.name, "top": core.top, "rtl_sha256": digest, "part": part.name,
         "nextpnr_device": part.nextpnr_args(), "out_of_context": True, "parameters": parameters,
-        "clock_target_mhz": clock_mhz, "seed": seed,
+        "clock_target_mhz": clock_mhz, "seed": seed, "router": router, "routed": not place_only,
         "fmax_mhz": {clk: v["achieved_mhz"] for clk, v in timing["fmax"].items()},
-        "timing": verdict, "critical_paths": timing["critical_paths"],
+        "timing": verdict, "critical_paths": timing["critical_paths"], "clock_network": timing["clock_network"],
         "utilization": timing["utilization"], "synth_cells": cells,
         "tools": {"yosys": tool_version("yosys"), "nextpnr-ecp5": tool_version("nextpnr-ecp5")},
         "seconds": {"synthesis": round(synth_s, 1), "place_and_route": round(pnr_s, 1)},
         "commands": {"yosys": f"yosys -p {shlex.quote(script)}",
                      "nextpnr-ecp5": shlex.join(["nextpnr-ecp5", *pnr_cmd[1:]])},
     }
+
+
+def record_name(kernel: str, overrides: dict[str, int], place_only: bool) -> str:
+    """implement-<kernel>.json at the board's catalog sizes; a run at other sizes, or an unrouted one,
+    gets its own file (implement-replay-capacity1024.json, implement-replay-placed.json), so that it
+    never replaces the catalog-size routed record."""
+    tags = [f"{key}{value}" for key, value in sorted(overrides.items())] + (["placed"] if place_only else [])
+    return "-".join([f"implement-{kernel}", *tags]) + ".json"
 
 
 def _overrides(items: Sequence[str]) -> dict[str, dict[str, int]]:
@@ -115,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clock-mhz", type=float, default=None, help="target clock (default: the board's)")
     parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KERNEL.SIZE=N")
     parser.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    parser.add_argument("--router", default="router1", choices=ecp5.ROUTERS, help="nextpnr router (default %(default)s)")
+    parser.add_argument("--place-only", action="store_true",
+                        help="stop after placement: the record holds nextpnr's estimate, marked not routed (never met)")
     parser.add_argument("--build-dir", type=Path, default=Path("build/hw/implement"))
     parser.add_argument("--json-dir", type=Path, default=None, help="write implement-<kernel>.json records here")
     parser.add_argument("--no-gate", action="store_true", help="exit 0 even when a kernel misses its clock")
@@ -130,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             tag = "-".join(f"{k.lower()}{v}" for k, v in params.items())
             try:
                 results, probe = _measured(kernel, params, part, clock, args.build_dir / f"{kernel}-{tag}", args.seed,
-                                           args.board)
+                                           args.board, args.router, args.place_only)
             except ecp5.ImplementationError as exc:  # the next kernel still runs
                 print(f"error: {kernel}: {exc}", file=sys.stderr, flush=True)
                 failed.append(kernel)
@@ -146,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                 from pearl_fpga.bench.records import write_record
 
                 # synthesis figures do not depend on the CPU that ran the tools: no per-vendor copy
-                write_record(record, str(args.json_dir / f"implement-{kernel}.json"), per_vendor=False)
+                write_record(record, str(args.json_dir / record_name(kernel, overrides.get(kernel, {}), args.place_only)),
+                             per_vendor=False)
             if not verdict["met"]:
                 failed.append(kernel)
     except PearlError as exc:
@@ -159,12 +174,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _measured(kernel: str, params: dict[str, int], part: ecp5.Part, clock: float, workdir: Path, seed: int,
-              board: str) -> tuple[dict[str, Any], Any]:
+              board: str, router: str = "router1", place_only: bool = False) -> tuple[dict[str, Any], Any]:
     """implement_kernel under a load probe (the machine's load goes into the record, as for benchmarks)."""
     from pearl_fpga.bench.meta import LoadProbe
 
     with LoadProbe() as probe:
-        results = implement_kernel(kernel, params, part, clock, workdir, seed, progress=lambda m: print(m, flush=True))
+        results = implement_kernel(kernel, params, part, clock, workdir, seed, progress=lambda m: print(m, flush=True),
+                                   router=router, place_only=place_only)
     results["sizes_from"] = f"{board} (bitstreams/catalog.json)"
     return results, probe
 

@@ -45,11 +45,16 @@ def implementation_section(records: dict[str, dict[str, Any]]) -> str:
     for record in found:
         r = record["results"]
         t, util = r["timing"], r["utilization"]
-        verdict = f"met ({t['slack_ns']:+.2f} ns)" if t["met"] else f"**missed** by {t['target_mhz'] - t['fmax_mhz']:.1f} MHz"
+        if not t.get("routed", True):  # placement only: nextpnr's estimate, not a timing result
+            verdict = "**not routed** (post-placement estimate)"
+        elif t["met"]:
+            verdict = f"met ({t['slack_ns']:+.2f} ns)"
+        else:
+            verdict = f"**missed** by {t['target_mhz'] - t['fmax_mhz']:.1f} MHz"
         if r.get("rtl_sha256") != _digest(r["kernel"]):
             verdict += " (of other RTL than the tree's: rerun)"
         lines.append(f"| {r['kernel']} | {_sizes(r['parameters'])} | {r['part']} | {t['target_mhz']:g} MHz "
-                     f"| {t['fmax_mhz']:.1f} MHz | {verdict} | {_use(util, 'lut')} | {_use(util, 'ff')} "
+                     f"| {t['fmax_mhz']:.1f} MHz{'' if t.get('routed', True) else ' (estimate)'} | {verdict} | {_use(util, 'lut')} | {_use(util, 'ff')} "
                      f"| {_use(util, 'bram')} | {_use(util, 'dsp')} | {r['seconds']['synthesis']:.0f} s "
                      f"| {r['seconds']['place_and_route']:.0f} s |")
         path = t.get("critical_path")
@@ -59,5 +64,6 @@ def implementation_section(records: dict[str, dict[str, Any]]) -> str:
         notes.append(f"- **{r['kernel']}**: `{record['command']}` · commit `{record['commit']}` · {record['date']} · "
                      f"{load} (times are wall times on a shared machine). {r['tools']['yosys']}; "
                      f"{r['tools']['nextpnr-ecp5']}. Sizes from {r.get('sizes_from', 'the command line')}; "
-                     f"out of context, seed {r['seed']}; {crit}.")
+                     f"out of context, clock {r.get('clock_network', 'ideal').split(':')[0]}, "
+                     f"{r.get('router', 'router1')}, seed {r['seed']}; {crit}.")
     return "\n".join(lines) + "\n\n" + "\n".join(notes)
