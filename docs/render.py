@@ -169,8 +169,9 @@ def _learner(results: dict[str, Any]) -> str:
         *(f"Where {algo}'s float32 step goes in its serial schedule at {p['threads']} thread(s) "
           f"({_f(p['step_s'] * 1e6)} us; torch.profiler, `--profile`): {profile_text(p)}."
           for algo, m in results["algos"].items() for p in m.get("profile", [])),
-        *(f"SBX's {algo} step: SBX {m['sbx']['version']} on jax {m['sbx']['jax']}, its own `train(gradient_steps=1)` "
-          "with its replay sample (`--sbx`)." for algo, m in results["algos"].items() if "step_s" in m.get("sbx", {})),
+        *(f"SBX's {algo} step: SBX {m['sbx']['version']} on jax {m['sbx']['jax']}, its own `train` of "
+          f"{m['sbx'].get('gradient_steps_per_call', 1)} gradient step(s) per call as the preset runs it, with its "
+          "replay sample, per gradient step (`--sbx`)." for algo, m in results["algos"].items() if "step_s" in m.get("sbx", {})),
     ])
 
 

@@ -360,7 +360,8 @@ def report(record: dict[str, Any], console: Any) -> None:
             console.print(f"{algo}: SBX not timed ({base['sbx']['skipped']})", markup=False)
         elif "sbx" in base:
             console.print(f"{algo}: SBX {base['sbx']['version']} (jax {base['sbx']['jax']}): its first two steps took "
-                          f"{base['sbx']['first_steps_s']:.1f} s (XLA compiling); its step includes its replay sample",
+                          f"{base['sbx']['first_steps_s']:.1f} s (XLA compiling); its step includes its replay sample "
+                          f"({base['sbx'].get('gradient_steps_per_call', 1)} gradient step(s) per train call)",
                           markup=False)
         if base.get("schedule"):
             console.print(f"{algo} update schedule: {base['schedule']}", markup=False)

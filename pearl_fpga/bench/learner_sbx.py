@@ -2,9 +2,11 @@
 its whole update compiled by XLA) at the same configuration, timed the same way, so that the two learner
 steps compare at equal work and the share of the GEMM peak each reaches is on one scale.
 
-What is timed is SBX's own `train(gradient_steps=1, batch_size)`, as its `learn` calls it once per env
-step at the presets' train_freq 1: a sample from its replay buffer (filled here with random transitions of
-the env's shapes), the copy into JAX arrays, the compiled update and the losses read back. pearl_fpga's
+What is timed is SBX's own `train(gradient_steps, batch_size)` as its `learn` calls it, with the config's
+gradient_steps (1 for the continuous presets, called once per env step; DQN's rl-zoo preset runs 128 per
+call, which SBX compiles into one loop), divided by the gradient steps: a sample from its replay buffer
+(filled here with random transitions of the env's shapes), the copy into JAX arrays, the compiled update
+and the losses read back. pearl_fpga's
 step is timed on a fixed batch, so SBX's figure includes a replay sample that pearl_fpga's does not (a
 sample of a few hundred rows: tens of microseconds). JAX keeps its default threads, as SBX's users run it.
 The rounds follow pearl_fpga's rounds of the same algorithm.
@@ -39,15 +41,20 @@ def sbx_step(cfg: Any, rounds: int, seconds: float) -> dict[str, Any]:
 
     model.set_logger(Logger(folder=None, output_formats=[]))
     _fill(model, cfg.batch_size)
+    steps = max(1, int(cfg.gradient_steps))  # -1 (as many as env steps) counts as one per call
+
+    def call() -> None:
+        model.train(gradient_steps=steps, batch_size=cfg.batch_size)
+
     t0 = time.perf_counter()
     for _ in range(2):
-        model.train(gradient_steps=1, batch_size=cfg.batch_size)
+        call()
     first = time.perf_counter() - t0
-    per_round = [time_steps(lambda: model.train(gradient_steps=1, batch_size=cfg.batch_size), seconds)
-                 for _ in range(max(1, rounds))]
+    per_round = [time_steps(call, seconds) / steps for _ in range(max(1, rounds))]
     import jax
 
     return {"step_s": statistics.median(per_round), "rounds_s": per_round, "first_steps_s": first,
+            "gradient_steps_per_call": steps,
             "version": sbx.__version__, "jax": jax.__version__, "devices": [str(d) for d in jax.devices()]}
 
 
