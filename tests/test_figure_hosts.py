@@ -190,7 +190,13 @@ def test_the_docs_check_covers_the_vendor_records():
     page, readme = (ROOT / "docs" / "benchmarks.md").read_text(), (ROOT / "README.md").read_text()
     assert render.benchmarks_page(records, by_vendor) == page
     assert render.readme_with(readme, render.headline(records, by_vendor)) == readme
-    by_vendor["amd"]["plan"]["results"]["rows"][3]["error"] = 0.01  # AMD's worst prediction, as if rerun
+    from pearl_fpga.bench.records import vendor_of
+
+    # another vendor's last plan record than the current one's (the README compares the current with it)
+    other = next(v for v in sorted(by_vendor) if "plan" in by_vendor[v] and v != vendor_of(records["plan"]["machine"]))
+    rows = by_vendor[other]["plan"]["results"]["rows"]
+    worst = max(range(len(rows)), key=lambda i: abs(rows[i]["error"]))
+    rows[worst]["error"] = 0.01  # its worst prediction, as if rerun
     assert render.benchmarks_page(records, by_vendor) != page
     assert render.readme_with(readme, render.headline(records, by_vendor)) != readme
 
