@@ -268,6 +268,20 @@ def test_bench_learner_says_when_sbx_is_missing(monkeypatch, capsys):
     assert "SBX not timed (SBX is not installed (pip install 'pearl_fpga[bench]'))" in capsys.readouterr().out
 
 
+def test_bench_learner_says_when_sbx_has_no_such_setting(monkeypatch):
+    """A config SBX cannot run (its baseline_kwargs refuse it) is skipped with that reason, not timed wrongly."""
+    import pearl_fpga.bench.train as bench_train
+    from pearl_fpga.bench.learner_sbx import sbx_step
+    from pearl_fpga.config import TrainConfig
+
+    def refuse(*args, **kwargs):
+        raise ValueError("target_update_interval=2: SBX's SAC has no such setting")
+
+    monkeypatch.setattr(bench_train, "sbx_module", lambda: object())
+    monkeypatch.setattr(bench_train, "baseline_model", refuse)
+    assert sbx_step(TrainConfig.preset("sac"), 1, 0.01) == {"skipped": "target_update_interval=2: SBX's SAC has no such setting"}
+
+
 @pytest.mark.parametrize("algo", ["dqn", "ddpg"])
 def test_adaptive_trainer_learns_the_same_weights_as_a_fixed_count(algo):
     """learner_threads=0 switches counts mid-run among those that give one thread's bits on this machine

@@ -6,9 +6,8 @@ What is timed is SBX's own `train(gradient_steps, batch_size)` as its `learn` ca
 gradient_steps (1 for the continuous presets, called once per env step; DQN's rl-zoo preset runs 128 per
 call, which SBX compiles into one loop), divided by the gradient steps: a sample from its replay buffer
 (filled here with random transitions of the env's shapes), the copy into JAX arrays, the compiled update
-and the losses read back. pearl_fpga's
-step is timed on a fixed batch, so SBX's figure includes a replay sample that pearl_fpga's does not (a
-sample of a few hundred rows: tens of microseconds). JAX keeps its default threads, as SBX's users run it.
+and the losses read back. pearl_fpga's step is timed on a fixed batch, so SBX's figure includes a replay
+sample that pearl_fpga's does not (a sample of a few hundred rows: tens of microseconds). JAX keeps its default threads, as SBX's users run it.
 The rounds follow pearl_fpga's rounds of the same algorithm.
 """
 
