@@ -5,7 +5,8 @@
 //   - One memory per tree level d = 1..DEPTH (replay_level), each word holding the K child sums of
 //     one parent, so a node's children are read in parallel; the root sum is a register (total).
 //   - Every stage is at most one 64-bit carry chain deep after a registered block-RAM read, and the
-//     issue logic works on the head command's opcode decoded as it is taken, for 100 MHz on an
+//     issue logic works on the head command's opcode decoded as it is taken and on issue conditions
+//     registered a cycle ahead (no counter compare before the accept), for 100 MHz on an
 //     ECP5 -6 (make implement measures it; docs/hardware.md).
 //   - SAMPLE: 8 cycles per level (block-RAM read, its output register, a four-stage parallel prefix
 //     of the K child sums, the K comparisons, the selection; replay_level), pipelined across levels:
@@ -160,6 +161,7 @@ module replay_top #(
     logic [FIFO_AW:0]       inflight;               // samples issued, not yet in the FIFO
     logic [FIFO_AW:0]       reserved;               // responses issued, not yet taken
     logic [FIFO_AW:0]       fifo_wr, fifo_rd;
+    logic                   fifo_push, fifo_pop;
     // {last, opcode, index, value}. Read asynchronously (the head is on the stream at once), so LUT
     // RAM: mapped onto block RAM, Yosys moves fifo_rd into the RAM's read register, and the netlist
     // simulation showed the mapped FIFO returning other words than the RTL under response backpressure.
@@ -173,26 +175,48 @@ module replay_top #(
     logic [63:0]                delta;
 
     // ------------------------------------------------------------------ issue
-    logic head_free_ok, room, fire_update, fire_sample, fire_total, fire_clear, fire_other, head_fire;
+    // The head fires when its kind's condition holds. The conditions come from registers computed a
+    // cycle ahead (ok_*: the next cycle's inflight == 0, updates in A..C, response room, no clear
+    // sweep), so that the fire decision is two LUT levels and s_axis_cmd_tready one more.
+    logic head_fire, fire_update, fire_sample, fire_total, fire_clear, fire_other;
     logic accept_ok, cmd_fire;
+    logic ok_update, ok_sample, ok_answer, ok_clear, ok_any;   // registered issue conditions
+    logic inflight_zero_n, updating_n, room_n, clearing_n;     // their inputs, next cycle's values
+    logic [FIFO_AW:0] inflight_n, reserved_n;
 
-    assign room         = reserved < (FIFO_AW+1)'(FIFO_N);
-    assign head_free_ok = head_valid && !clearing;
-    assign fire_update  = head_free_ok && head_update && inflight == '0;
     assign ua_valid     = u_valid[0];
     assign uc_valid     = u_valid[U_C];
     assign updating     = |u_valid[U_C:0];
-    assign fire_sample  = head_free_ok && head_sample && !updating && room;
+    assign fire_update  = head_valid && head_update && ok_update;
+    assign fire_sample  = head_valid && head_sample && ok_sample;
     // TOTAL and IDENTITY answer in command order: after every response and update before them
-    assign fire_total   = head_free_ok && head_answer && inflight == '0
-                          && !updating && room;
-    assign fire_clear   = head_free_ok && head_clear && inflight == '0 && !updating;
-    assign fire_other   = head_free_ok && head_other;
+    assign fire_total   = head_valid && head_answer && ok_answer;
+    assign fire_clear   = head_valid && head_clear && ok_clear;
+    assign fire_other   = head_valid && head_other && ok_any;
     assign head_fire    = fire_update || fire_sample || fire_total || fire_clear || fire_other;
 
     assign accept_ok         = (FREE_RUN != 0) || (running && cmds_more);
     assign s_axis_cmd_tready = ap_rst_n && !clearing && accept_ok && (!head_valid || head_fire);
     assign cmd_fire          = s_axis_cmd_tvalid && s_axis_cmd_tready;
+
+    // next cycle's bookkeeping, and the issue conditions it gives
+    assign inflight_n      = inflight + (FIFO_AW+1)'(fire_sample) - (FIFO_AW+1)'(s_valid[DEPTH]);
+    assign reserved_n      = reserved + (FIFO_AW+1)'(fire_sample || fire_total) - (FIFO_AW+1)'(fifo_pop);
+    assign inflight_zero_n = inflight_n == '0;
+    assign room_n          = reserved_n < (FIFO_AW+1)'(FIFO_N);
+    assign updating_n      = (fire_update && head_in_range) || |u_valid[U_C-1:0];
+    assign clearing_n      = fire_clear || (clearing && clear_addr != IDX_W'(CLEAR_WORDS - 1));
+    always_ff @(posedge ap_clk) begin
+        if (!ap_rst_n) begin
+            {ok_update, ok_sample, ok_answer, ok_clear, ok_any} <= '0;  // clearing after reset
+        end else begin
+            ok_any    <= !clearing_n;
+            ok_update <= !clearing_n && inflight_zero_n;
+            ok_sample <= !clearing_n && !updating_n && room_n;
+            ok_answer <= !clearing_n && inflight_zero_n && !updating_n && room_n;
+            ok_clear  <= !clearing_n && inflight_zero_n && !updating_n;
+        end
+    end
 
     assign busy      = head_valid || sd_valid || updating || u_valid[U_C+1] || inflight != '0 || reserved != '0
                        || clearing;
@@ -200,7 +224,6 @@ module replay_top #(
     assign ctrl_idle = (FREE_RUN != 0) ? !busy : !running;
 
     // ------------------------------------------------------------------ response FIFO
-    logic fifo_push, fifo_pop;
     logic [104:0] fifo_in, fifo_head;
     assign fifo_push = s_valid[DEPTH] || fire_total;
     assign fifo_in   = s_valid[DEPTH] ? {s_last[DEPTH], OP_SAMPLE, 32'(s_node[DEPTH]), s_value[DEPTH]}
@@ -235,8 +258,9 @@ module replay_top #(
             cmds_more  <= 1'b0;
         end else begin
             // command head register
-            if (cmd_fire) begin
-                head_valid <= 1'b1;
+            // the head's fields load whenever it can take a command (a cycle with tvalid low loads
+            // nothing that is used: head_valid stays low), so tvalid does not gate their enables
+            if (s_axis_cmd_tready) begin
                 head_index <= IDX_W'(s_axis_cmd_tdata[95:64]);
                 head_update   <= s_axis_cmd_tdata[127:120] == OP_UPDATE;
                 head_sample   <= s_axis_cmd_tdata[127:120] == OP_SAMPLE;
@@ -249,9 +273,9 @@ module replay_top #(
                 head_in_range <= s_axis_cmd_tdata[95:64] < 32'(CAPACITY);
                 head_value <= s_axis_cmd_tdata[63:0];
                 head_last  <= s_axis_cmd_tlast;
-            end else if (head_fire) begin
-                head_valid <= 1'b0;
             end
+            if (cmd_fire)       head_valid <= 1'b1;
+            else if (head_fire) head_valid <= 1'b0;
 
             // dispatch
             sd_valid  <= fire_sample;
@@ -277,23 +301,23 @@ module replay_top #(
             end
 
             // response bookkeeping
-            inflight <= inflight + (FIFO_AW+1)'(fire_sample) - (FIFO_AW+1)'(s_valid[DEPTH]);
-            reserved <= reserved + (FIFO_AW+1)'(fire_sample || fire_total) - (FIFO_AW+1)'(fifo_pop);
+            inflight <= inflight_n;
+            reserved <= reserved_n;
             if (fifo_push) fifo_wr <= fifo_wr + 1'b1;
             if (fifo_pop)  fifo_rd <= fifo_rd + 1'b1;
 
-            // ap_ctrl_hs
+            // ap_ctrl_hs. A command is only taken while running with commands left (accept_ok), and
+            // done needs none left, so the count's enable is cmd_fire alone, not behind ctrl_done.
+            if (FREE_RUN == 0 && cmd_fire) begin
+                cmds_left <= cmds_left - 1;
+                cmds_more <= cmds_left != 32'd1;
+            end
             if (FREE_RUN != 0) begin
                 total_shown <= total;
             end else if (ctrl_done) begin
                 running     <= 1'b0;
                 total_shown <= total;
-            end else if (running) begin
-                if (cmd_fire) begin
-                    cmds_left <= cmds_left - 1;
-                    cmds_more <= cmds_left != 32'd1;
-                end
-            end else if (ctrl_start) begin
+            end else if (!running && ctrl_start) begin
                 running   <= 1'b1;
                 cmds_left <= ctrl_n_cmds;
                 cmds_more <= ctrl_n_cmds != '0;
