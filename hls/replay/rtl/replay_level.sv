@@ -3,9 +3,13 @@
 // per child slot (replay_slot_ram) read at the same address, so one read gives all K children and
 // an update writes only its own slot.
 //
+// Widths: a level holds what its sums can reach, not 64 bits. A child sum of n leaves of 32 bits needs
+// SLOT_W = 32 + ceil(log2(n)) bits (n at most CAPACITY), the parent's sum, the prefix and the target
+// into the level (< the parent's sum in the contract) SUM_W bits, and the target within the chosen
+// child (< its sum) SLOT_W bits. Updates add the delta mod 2^SLOT_W: the new sum fits, so it is exact.
 // Shared read port, block-RAM read plus an output register, one write port driven by registers;
-// every stage is at most one 64-bit carry chain deep (with a LUT or two of one-hot selection
-// around it), for 100 MHz on an ECP5 -6 (make implement measures it; docs/hardware.md):
+// every stage is at most one carry chain of the level's width deep (with a LUT or two of one-hot
+// selection around it), for 100 MHz on an ECP5 -6 (make implement measures it; docs/hardware.md):
 //   sample (LEVEL_CYCLES = 8 cycles from s_in to s_out, one sample per clock):
 //     cycle 0 presents the parent index; 1 the block RAM's output, registered; 2..5 the four levels
 //     of a Kogge-Stone prefix of the K children (levels past log2(K) only register); 6 the K
@@ -23,7 +27,8 @@ module replay_level #(
     parameter int FANOUT = 16,  // children per node (power of two, at most 16)
     parameter int LOGK   = 4,   // log2(FANOUT)
     parameter int WORDS  = 1,   // parent words stored at this level (padding words are never stored)
-    parameter int SLOT_W = 64,  // bits per child sum: 64 for internal sums, 32 for leaf priorities
+    parameter int SLOT_W = 64,  // bits per child sum: 32 + ceil(log2(leaves under one child)); 32 for leaves
+    parameter int SUM_W  = 64,  // bits of a parent's sum (the prefix) and of the target into this level
     parameter int IDX_W  = 8,   // width of node and leaf indices
     parameter int SHIFT  = 0    // leaf index >> SHIFT = this level's node index (LOGK * levels below)
 ) (
@@ -93,11 +98,11 @@ module replay_level #(
     // ---------------------------------------------------------------- sampling
     // side band of cycles 0 and 1 (the read and its output register)
     logic             sb_valid, sb_last, sq_valid, sq_last;
-    logic [63:0]      sb_target, sq_target;
+    logic [SUM_W-1:0] sb_target, sq_target;
     logic [IDX_W-1:0] sb_node, sq_node;
     always_ff @(posedge ap_clk) begin
         sb_valid  <= ap_rst_n && s_in_valid;
-        sb_target <= s_in_target;
+        sb_target <= SUM_W'(s_in_target);  // in the contract, target < the parent's sum
         sb_node   <= s_in_node;
         sb_last   <= s_in_last;
         sq_valid  <= ap_rst_n && sb_valid;
@@ -108,19 +113,19 @@ module replay_level #(
 
     // prefix stages: index 0 is the registered read, index p the output of Kogge-Stone level p-1
     logic [PREFIX_STAGES:0]                         p_valid, p_last;
-    logic [PREFIX_STAGES:0][63:0]                   p_target;
+    logic [PREFIX_STAGES:0][SUM_W-1:0]              p_target;
     logic [PREFIX_STAGES:0][IDX_W-1:0]              p_node;
-    logic [(PREFIX_STAGES+1)*FANOUT*64-1:0]         p_sum;    // stage p, lane j at (p*FANOUT + j)*64
+    logic [(PREFIX_STAGES+1)*FANOUT*SUM_W-1:0]      p_sum;    // stage p, lane j at (p*FANOUT + j)*SUM_W
 
     assign p_valid[0]  = sq_valid;
     assign p_last[0]   = sq_last;
     assign p_target[0] = sq_target;
     assign p_node[0]   = sq_node;
     for (genvar j = 0; j < FANOUT; j++) begin : g_lane0
-        assign p_sum[j*64 +: 64] = 64'(rd_children[j]);
+        assign p_sum[j*SUM_W +: SUM_W] = SUM_W'(rd_children[j]);
     end
     // lane j of prefix stage p
-    `define P_SUM(p, j) p_sum[((p) * FANOUT + (j)) * 64 +: 64]
+    `define P_SUM(p, j) p_sum[((p) * FANOUT + (j)) * SUM_W +: SUM_W]
 
     // Kogge-Stone level p: x_j + x_(j - 2^p) for j >= 2^p (levels p >= LOGK only register).
     for (genvar p = 0; p < PREFIX_STAGES; p++) begin : g_prefix
@@ -147,7 +152,7 @@ module replay_level #(
     logic                          c_valid, c_last;
     logic [IDX_W-1:0]              c_node;
     logic [FANOUT-1:0]             c_first;
-    logic [FANOUT-1:0][63:0]       c_rest;
+    logic [FANOUT-1:0][SLOT_W-1:0] c_rest;   // the target within child j: < its sum, so SLOT_W bits
     logic [FANOUT-1:0][SLOT_W-1:0] c_child;
     logic [FANOUT-1:0]             lt;
     always_comb begin
@@ -164,13 +169,14 @@ module replay_level #(
             c_child[j] <= SLOT_W'(j == 0 ? `P_SUM(PREFIX_STAGES, 0)
                                          : `P_SUM(PREFIX_STAGES, j) - `P_SUM(PREFIX_STAGES, j - 1));
             c_first[j] <= lt[j] && (j == 0 || !lt[j == 0 ? 0 : j - 1]);
-            c_rest[j]  <= j == 0 ? p_target[PREFIX_STAGES] : p_target[PREFIX_STAGES] - `P_SUM(PREFIX_STAGES, j - 1);
+            c_rest[j]  <= SLOT_W'(j == 0 ? p_target[PREFIX_STAGES]
+                                         : p_target[PREFIX_STAGES] - `P_SUM(PREFIX_STAGES, j - 1));
         end
     end
 
     // cycle 7: the selection, an AND-OR of the one-hot choice (c_first has exactly one bit set)
     logic [LOGK-1:0]         pick;
-    logic [63:0]             pick_rest;
+    logic [SLOT_W-1:0]       pick_rest;
     logic [SLOT_W-1:0]       pick_child;
     always_comb begin
         pick       = '0;
@@ -178,7 +184,7 @@ module replay_level #(
         pick_child = '0;
         for (int j = 0; j < FANOUT; j++) begin
             pick       = pick | (c_first[j] ? LOGK'(j) : '0);
-            pick_rest  = pick_rest | (c_rest[j] & {64{c_first[j]}});
+            pick_rest  = pick_rest | (c_rest[j] & {SLOT_W{c_first[j]}});
             pick_child = pick_child | (c_child[j] & {SLOT_W{c_first[j]}});
         end
     end
@@ -186,7 +192,7 @@ module replay_level #(
     always_ff @(posedge ap_clk) begin
         s_out_valid  <= ap_rst_n && c_valid;
         s_out_last   <= c_last;
-        s_out_target <= pick_rest;
+        s_out_target <= 64'(pick_rest);
         s_out_node   <= IDX_W'({c_node, pick});
         s_out_value  <= 64'(pick_child);
     end
@@ -201,7 +207,7 @@ module replay_level #(
     logic [HIST:1][SLOT_W-1:0]      h_value;
     logic [ADDR_W-1:0]              ur_addr, ub_addr, ud_addr, uc_addr;
     logic [LOGK-1:0]                ur_slot, ub_slot, ud_slot, uc_slot;
-    logic [63:0]                    uc_old;
+    logic [SLOT_W-1:0]              uc_old;
     logic [HIST:1]                  uc_hit;   // one-hot: the write this update's read missed (none: 0)
     logic                           uc_keep;  // no such write: the read value is current
     logic                           uc_write;
@@ -217,7 +223,7 @@ module replay_level #(
         u_b_old <= 64'(rd_q[ub_slot]);   // stage B
         uc_addr <= ud_addr;
         uc_slot <= ud_slot;
-        uc_old  <= u_b_old;
+        uc_old  <= SLOT_W'(u_b_old);
     end
 
     // Stage D: the most recent of the writes that will be h[1..HIST] when this update is in C: the
@@ -238,13 +244,14 @@ module replay_level #(
 
     // Stage C: the slot's current value plus the delta; the base is an AND-OR of one-hot choices
     // ({uc_hit, uc_keep} has exactly one bit set), two LUT levels before the carry chain.
-    logic [63:0] uc_base;
+    // The add is mod 2^SLOT_W: the new sum fits SLOT_W bits, so the delta's low bits give it exactly.
+    logic [SLOT_W-1:0] uc_base;
     always_comb begin
-        uc_base = uc_old & {64{uc_keep}};
+        uc_base = uc_old & {SLOT_W{uc_keep}};
         for (int k = 1; k <= HIST; k++)
-            uc_base = uc_base | (64'(h_value[k]) & {64{uc_hit[k]}});
+            uc_base = uc_base | (h_value[k] & {SLOT_W{uc_hit[k]}});
     end
-    assign uc_new   = SLOT_W'(uc_base + u_c_delta);
+    assign uc_new   = uc_base + SLOT_W'(u_c_delta);
     assign uc_write = u_c_valid && ap_rst_n;
 
     always_ff @(posedge ap_clk) begin

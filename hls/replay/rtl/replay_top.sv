@@ -4,7 +4,8 @@
 // Microarchitecture
 //   - One memory per tree level d = 1..DEPTH (replay_level), each word holding the K child sums of
 //     one parent, so a node's children are read in parallel; the root sum is a register (total).
-//   - Every stage is at most one 64-bit carry chain deep after a registered block-RAM read, and the
+//   - Every stage is at most one carry chain deep after a registered block-RAM read (each level as
+//     wide as its sums can grow: 32 + ceil(log2(leaves below)) bits; replay_level), and the
 //     issue logic works on the head command's opcode decoded as it is taken and on issue conditions
 //     registered a cycle ahead (no counter compare before the accept), for 100 MHz on an
 //     ECP5 -6 (make implement measures it; docs/hardware.md).
@@ -360,11 +361,16 @@ module replay_top #(
     for (genvar d = 1; d <= DEPTH; d++) begin : g_level
         localparam int BELOW = DEPTH - d;  // levels below this one
         localparam int SPAN  = ipow(FANOUT, BELOW + 1);  // leaves under one parent word
+        // A sum of n leaves of 32 bits needs 32 + ceil(log2(n)) bits (n at most CAPACITY): the level's
+        // child sums (SLOT_W) and its parents' sums, the prefix and the target it receives (SUM_W).
+        localparam int CHILD_LEAVES  = SPAN / FANOUT < CAPACITY ? SPAN / FANOUT : CAPACITY;
+        localparam int PARENT_LEAVES = SPAN < CAPACITY ? SPAN : CAPACITY;
         replay_level #(
             .FANOUT(FANOUT),
             .LOGK(LOGK),
             .WORDS((CAPACITY + SPAN - 1) / SPAN),
-            .SLOT_W(d == DEPTH ? 32 : 64),
+            .SLOT_W(32 + $clog2(CHILD_LEAVES)),
+            .SUM_W(32 + $clog2(PARENT_LEAVES)),
             .IDX_W(IDX_W),
             .SHIFT(LOGK * BELOW)
         ) u_level (

@@ -324,6 +324,33 @@ async def test_same_index_and_shared_ancestors(dut) -> None:
 
 
 @cocotb.test(timeout_time=20, timeout_unit="ms")
+async def test_saturated_tree(dut) -> None:
+    """Every leaf at PRIORITY_MAX: each level's sums at the most its width (32 + ceil(log2(leaves
+    below)) bits) must hold; samples at every leaf's edges, then leaves lowered (updates that take the
+    most from a full sum, then give it back) and the edges again."""
+    tb = await setup(dut)
+    model = Model()
+    rng = np.random.default_rng(SEED + 33)
+    cmds: list[Command] = [(OP_UPDATE, i, int(PRIORITY_MAX)) for i in range(CAPACITY)] + [(OP_TOTAL, 0, 0)]
+    want = [r for r in (model.apply(c) for c in cmds) if r is not None]
+
+    def edge_samples() -> tuple[list[Command], list[Command]]:
+        ends = np.cumsum(model.ref.leaves().astype(np.uint64))
+        picks = {int(t) for e in ends for t in (e - 1, e) if 0 <= t < int(ends[-1])}
+        picks |= {int(t) for t in rng.integers(0, int(ends[-1]), 16)}
+        samples = [(OP_SAMPLE, 0, t) for t in sorted(picks)] + [(OP_TOTAL, 0, 0)]
+        return samples, [r for r in (model.apply(c) for c in samples) if r is not None]
+
+    samples, want2 = edge_samples()
+    lowered = [int(i) for i in rng.choice(CAPACITY, size=min(CAPACITY, 6), replace=False)]
+    cmds3 = [(OP_UPDATE, i, 0) for i in lowered] + [(OP_UPDATE, i, int(PRIORITY_MAX) - 1) for i in lowered[:3]]
+    cmds3 += [(OP_TOTAL, 0, 0)]
+    want3 = [r for r in (model.apply(c) for c in cmds3) if r is not None]
+    samples4, want4 = edge_samples()
+    await tb.run([cmds, samples, cmds3, samples4], [want, want2, want3, want4])
+
+
+@cocotb.test(timeout_time=20, timeout_unit="ms")
 async def test_update_hazards_at_every_distance(dut) -> None:
     """Two updates that share a leaf, a parent word or a higher ancestor, 1 to 8 updates apart (a read
     misses the writes of the five updates ahead: replay_level's forwarding window), with unrelated
