@@ -12,9 +12,9 @@
 // selection around it), for 100 MHz on an ECP5 -6 (make implement measures it; docs/hardware.md):
 //   sample (LEVEL_CYCLES = 8 cycles from s_in to s_out, one sample per clock):
 //     cycle 0 presents the parent index; 1 the block RAM's output, registered; 2..5 the four levels
-//     of a Kogge-Stone prefix of the K children (levels past log2(K) only register); 6 the K
-//     comparisons, the one-hot choice and the candidate targets; 7 the selection (an AND-OR),
-//     registered as s_out.
+//     of a Sklansky prefix of the K children (levels past log2(K) only register); 6 the K
+//     comparisons and the one-hot choice; 7 the selection (an AND-OR) of the chosen child's
+//     prefix base, registered as s_out (the next level subtracts it from the target in its cycle 0).
 //   update (one per clock; stage names are replay_top's: A R B D C, then the write W):
 //     A  the ancestor's word address goes to the read port;      R  the block RAM's output, registered;
 //     B  the slot's old value is picked (u_b_old, for the leaf's delta in the top);
@@ -37,14 +37,18 @@ module replay_level #(
     // clear sweep: zero the word at clear_addr
     input  wire logic               clear_en,
     input  wire logic [IDX_W-1:0]   clear_addr,
-    // sample stage input: parent node index at the level above, remaining target
+    // sample stage input: parent node index at the level above, remaining target: s_in_target -
+    // s_in_base (the level above's choice leaves the subtraction to this level's first cycle)
     input  wire logic               s_in_valid,
     input  wire logic [63:0]        s_in_target,
+    input  wire logic [63:0]        s_in_base,
     input  wire logic [IDX_W-1:0]   s_in_node,
     input  wire logic               s_in_last,
-    // sample stage output: chosen child at this level, target relative to it, its sum
+    // sample stage output: chosen child at this level, target relative to it (s_out_target -
+    // s_out_base: the prefix before the child), its sum
     output logic                    s_out_valid,
     output logic [63:0]             s_out_target,
+    output logic [63:0]             s_out_base,
     output logic [IDX_W-1:0]        s_out_node,
     output logic                    s_out_last,
     output logic [63:0]             s_out_value,
@@ -102,7 +106,8 @@ module replay_level #(
     logic [IDX_W-1:0] sb_node, sq_node;
     always_ff @(posedge ap_clk) begin
         sb_valid  <= ap_rst_n && s_in_valid;
-        sb_target <= SUM_W'(s_in_target);  // in the contract, target < the parent's sum
+        // the target within this parent: < its sum in the contract, so mod 2^SUM_W is exact
+        sb_target <= SUM_W'(s_in_target) - SUM_W'(s_in_base);
         sb_node   <= s_in_node;
         sb_last   <= s_in_last;
         sq_valid  <= ap_rst_n && sb_valid;
@@ -111,7 +116,7 @@ module replay_level #(
         sq_last   <= sb_last;
     end
 
-    // prefix stages: index 0 is the registered read, index p the output of Kogge-Stone level p-1
+    // prefix stages: index 0 is the registered read, index p the output of Sklansky level p-1
     logic [PREFIX_STAGES:0]                         p_valid, p_last;
     logic [PREFIX_STAGES:0][SUM_W-1:0]              p_target;
     logic [PREFIX_STAGES:0][IDX_W-1:0]              p_node;
@@ -127,11 +132,13 @@ module replay_level #(
     // lane j of prefix stage p
     `define P_SUM(p, j) p_sum[((p) * FANOUT + (j)) * SUM_W +: SUM_W]
 
-    // Kogge-Stone level p: x_j + x_(j - 2^p) for j >= 2^p (levels p >= LOGK only register).
+    // Sklansky level p: lanes with bit p of j set add the last lane of the lower half of their block
+    // of 2^(p+1), lane (j >> p << p) - 1 (levels p >= LOGK only register). K/2 adders per level (32
+    // at K = 16, where Kogge-Stone takes 49), the same depth; a sum fans out to at most 2^p lanes.
     for (genvar p = 0; p < PREFIX_STAGES; p++) begin : g_prefix
         for (genvar j = 0; j < FANOUT; j++) begin : g_lane
-            if (p < LOGK && j >= (1 << p)) begin : g_add
-                always_ff @(posedge ap_clk) `P_SUM(p+1, j) <= `P_SUM(p, j) + `P_SUM(p, j - (1 << p));
+            if (p < LOGK && ((j >> p) & 1) == 1) begin : g_add
+                always_ff @(posedge ap_clk) `P_SUM(p+1, j) <= `P_SUM(p, j) + `P_SUM(p, ((j >> p) << p) - 1);
             end else begin : g_pass
                 always_ff @(posedge ap_clk) `P_SUM(p+1, j) <= `P_SUM(p, j);
             end
@@ -144,15 +151,18 @@ module replay_level #(
         end
     end
 
-    // cycle 6: every comparison and every candidate next target in parallel, and the one-hot choice:
-    // the first child whose prefix exceeds the target (the last child if none: only reachable with
-    // target >= total, which the host never sends). The prefix sums never decrease, so the
-    // comparisons read 0...01...1 and the first set one is where they rise (two carry chains and one
-    // LUT per child: no priority chain, and cycle 7 is only the selection).
+    // cycle 6: every comparison in parallel, and the one-hot choice: the first child whose prefix
+    // exceeds the target (the last child if none: only reachable with target >= total, which the
+    // host never sends). The prefix sums never decrease, so the comparisons read 0...01...1 and the
+    // first set one is where they rise (a carry chain and one LUT per child: no priority chain, and
+    // cycle 7 is only the selection). The target within the chosen child, target - prefix_(j-1), is
+    // left to the next level's first cycle: one subtraction of the chosen prefix instead of K.
+    // Both are < the child's sum in the contract, so their low SLOT_W bits give it exactly.
     logic                          c_valid, c_last;
     logic [IDX_W-1:0]              c_node;
     logic [FANOUT-1:0]             c_first;
-    logic [FANOUT-1:0][SLOT_W-1:0] c_rest;   // the target within child j: < its sum, so SLOT_W bits
+    logic [SLOT_W-1:0]             c_target;
+    logic [FANOUT-1:0][SLOT_W-1:0] c_base;   // prefix_(j-1), 0 for the first child
     logic [FANOUT-1:0][SLOT_W-1:0] c_child;
     logic [FANOUT-1:0]             lt;
     always_comb begin
@@ -169,22 +179,22 @@ module replay_level #(
             c_child[j] <= SLOT_W'(j == 0 ? `P_SUM(PREFIX_STAGES, 0)
                                          : `P_SUM(PREFIX_STAGES, j) - `P_SUM(PREFIX_STAGES, j - 1));
             c_first[j] <= lt[j] && (j == 0 || !lt[j == 0 ? 0 : j - 1]);
-            c_rest[j]  <= SLOT_W'(j == 0 ? p_target[PREFIX_STAGES]
-                                         : p_target[PREFIX_STAGES] - `P_SUM(PREFIX_STAGES, j - 1));
+            c_base[j]  <= j == 0 ? '0 : SLOT_W'(`P_SUM(PREFIX_STAGES, j == 0 ? 0 : j - 1));
         end
+        c_target <= SLOT_W'(p_target[PREFIX_STAGES]);
     end
 
     // cycle 7: the selection, an AND-OR of the one-hot choice (c_first has exactly one bit set)
     logic [LOGK-1:0]         pick;
-    logic [SLOT_W-1:0]       pick_rest;
+    logic [SLOT_W-1:0]       pick_base;
     logic [SLOT_W-1:0]       pick_child;
     always_comb begin
         pick       = '0;
-        pick_rest  = '0;
+        pick_base  = '0;
         pick_child = '0;
         for (int j = 0; j < FANOUT; j++) begin
             pick       = pick | (c_first[j] ? LOGK'(j) : '0);
-            pick_rest  = pick_rest | (c_rest[j] & {SLOT_W{c_first[j]}});
+            pick_base  = pick_base | (c_base[j] & {SLOT_W{c_first[j]}});
             pick_child = pick_child | (c_child[j] & {SLOT_W{c_first[j]}});
         end
     end
@@ -192,7 +202,8 @@ module replay_level #(
     always_ff @(posedge ap_clk) begin
         s_out_valid  <= ap_rst_n && c_valid;
         s_out_last   <= c_last;
-        s_out_target <= 64'(pick_rest);
+        s_out_target <= 64'(c_target);
+        s_out_base   <= 64'(pick_base);
         s_out_node   <= IDX_W'({c_node, pick});
         s_out_value  <= 64'(pick_child);
     end

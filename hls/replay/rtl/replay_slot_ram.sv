@@ -3,7 +3,8 @@
 // The read is a bare synchronous read so that synthesis maps it onto the block RAM's own read
 // register (DP16KD on ECP5, RAMB on Xilinx); the level registers its output again before any logic
 // (the block RAM's clock-to-out is most of a 10 ns cycle). Small levels (the root's children, the
-// level below) would waste whole block RAMs: STYLE picks registers or LUT RAM for them.
+// level below) would waste whole block RAMs: STYLE picks registers (one word: no address) or LUT RAM
+// (up to 32 words; a few words of LUT RAM take far fewer cells than a register per bit and a mux).
 module replay_slot_ram #(
     parameter int WIDTH  = 64,
     parameter int WORDS  = 1,
@@ -16,7 +17,7 @@ module replay_slot_ram #(
     input  wire logic [ADDR_W-1:0] wr_addr,
     input  wire logic [WIDTH-1:0]  wr_data
 );
-    if (WORDS <= 4) begin : g_regs
+    if (WORDS == 1) begin : g_regs
         (* ram_style = "logic" *) logic [WIDTH-1:0] mem [WORDS];
         always_ff @(posedge clk) begin
             if (wr_en) mem[wr_addr] <= wr_data;

@@ -170,7 +170,7 @@ module replay_top #(
 
     // level chain: index 0 is the dispatch register, index d the output of level d
     logic [DEPTH:0]             s_valid, s_last;
-    logic [DEPTH:0][63:0]       s_target, s_value;
+    logic [DEPTH:0][63:0]       s_target, s_base, s_value;
     logic [DEPTH:0][IDX_W-1:0]  s_node;
     logic [DEPTH:0][63:0]       u_old;
     logic [63:0]                delta;
@@ -330,6 +330,7 @@ module replay_top #(
     assign s_valid[0]  = sd_valid;
     assign s_last[0]   = sd_last;
     assign s_target[0] = sd_target;
+    assign s_base[0]   = '0;
     assign s_node[0]   = '0;
     assign s_value[0]  = '0;
     assign u_old[0]    = '0;
@@ -380,10 +381,12 @@ module replay_top #(
             .clear_addr(clear_addr),
             .s_in_valid(s_valid[d-1]),
             .s_in_target(s_target[d-1]),
+            .s_in_base(s_base[d-1]),
             .s_in_node(s_node[d-1]),
             .s_in_last(s_last[d-1]),
             .s_out_valid(s_valid[d]),
             .s_out_target(s_target[d]),
+            .s_out_base(s_base[d]),
             .s_out_node(s_node[d]),
             .s_out_last(s_last[d]),
             .s_out_value(s_value[d]),
