@@ -7,7 +7,8 @@
 //   - Every stage is at most one carry chain deep after a registered block-RAM read (each level as
 //     wide as its sums can grow: 32 + ceil(log2(leaves below)) bits; replay_level), and the
 //     issue logic works on the head command's opcode decoded as it is taken and on issue conditions
-//     registered a cycle ahead (no counter compare before the accept), for 100 MHz on an
+//     registered a cycle ahead (no counter compare before the fire decision), and a skid register
+//     in front of the head makes s_axis_cmd_tready a function of registers, for 100 MHz on an
 //     ECP5 -6 (make implement measures it; docs/hardware.md).
 //   - SAMPLE: 8 cycles per level (block-RAM read, its output register, a four-stage parallel prefix
 //     of the K child sums, the K comparisons, the selection; replay_level), pipelined across levels:
@@ -144,6 +145,25 @@ module replay_top #(
     logic                   head_update, head_sample, head_answer, head_identity, head_clear, head_other;
     logic                   head_in_range;
     logic [63:0]            head_value;
+    // A skid register in front of the head: s_axis_cmd_tready is a function of registers only (the
+    // skid is empty), not of the head's fire decision; a command taken while the head cannot move
+    // waits here, and moves into the head as it frees.
+    logic                   skid_valid, skid_last;
+    logic [IDX_W-1:0]       skid_index;
+    logic                   skid_update, skid_sample, skid_answer, skid_identity, skid_clear, skid_other;
+    logic                   skid_in_range;
+    logic [63:0]            skid_value;
+    logic                   in_update, in_sample, in_answer, in_identity, in_clear, in_other, in_in_range;
+    logic [7:0]             in_op;
+    assign in_op       = s_axis_cmd_tdata[127:120];
+    assign in_update   = in_op == OP_UPDATE;
+    assign in_sample   = in_op == OP_SAMPLE;
+    assign in_answer   = in_op == OP_TOTAL || in_op == OP_IDENTITY;
+    assign in_identity = in_op == OP_IDENTITY;
+    assign in_clear    = in_op == OP_CLEAR;
+    assign in_other    = in_op != OP_UPDATE && in_op != OP_SAMPLE && in_op != OP_TOTAL && in_op != OP_IDENTITY
+                         && in_op != OP_CLEAR;
+    assign in_in_range = s_axis_cmd_tdata[95:64] < 32'(CAPACITY);
 
     logic                   sd_valid, sd_last;      // sample dispatched into level 1
     logic [63:0]            sd_target;
@@ -178,7 +198,8 @@ module replay_top #(
     // ------------------------------------------------------------------ issue
     // The head fires when its kind's condition holds. The conditions come from registers computed a
     // cycle ahead (ok_*: the next cycle's inflight == 0, updates in A..C, response room, no clear
-    // sweep), so that the fire decision is two LUT levels and s_axis_cmd_tready one more.
+    // sweep), so that the fire decision is two LUT levels, and it only reaches the head's enables.
+    logic head_free;   // the head takes the next command this cycle (it is empty or fires)
     logic head_fire, fire_update, fire_sample, fire_total, fire_clear, fire_other;
     logic accept_ok, cmd_fire;
     logic ok_update, ok_sample, ok_answer, ok_clear, ok_any;   // registered issue conditions
@@ -197,7 +218,8 @@ module replay_top #(
     assign head_fire    = fire_update || fire_sample || fire_total || fire_clear || fire_other;
 
     assign accept_ok         = (FREE_RUN != 0) || (running && cmds_more);
-    assign s_axis_cmd_tready = ap_rst_n && !clearing && accept_ok && (!head_valid || head_fire);
+    assign head_free         = !head_valid || head_fire;
+    assign s_axis_cmd_tready = ap_rst_n && !clearing && accept_ok && !skid_valid;
     assign cmd_fire          = s_axis_cmd_tvalid && s_axis_cmd_tready;
 
     // next cycle's bookkeeping, and the issue conditions it gives
@@ -219,7 +241,7 @@ module replay_top #(
         end
     end
 
-    assign busy      = head_valid || sd_valid || updating || u_valid[U_C+1] || inflight != '0 || reserved != '0
+    assign busy      = head_valid || skid_valid || sd_valid || updating || u_valid[U_C+1] || inflight != '0 || reserved != '0
                        || clearing;
     assign ctrl_done = (FREE_RUN == 0) && running && !cmds_more && !busy;
     assign ctrl_idle = (FREE_RUN != 0) ? !busy : !running;
@@ -244,6 +266,7 @@ module replay_top #(
     always_ff @(posedge ap_clk) begin
         if (!ap_rst_n) begin
             head_valid <= 1'b0;
+            skid_valid <= 1'b0;
             sd_valid   <= 1'b0;
             u_valid    <= '0;
             clearing   <= 1'b1;   // zero the tree after reset
@@ -258,25 +281,36 @@ module replay_top #(
             cmds_left  <= '0;
             cmds_more  <= 1'b0;
         end else begin
-            // command head register
-            // the head's fields load whenever it can take a command (a cycle with tvalid low loads
-            // nothing that is used: head_valid stays low), so tvalid does not gate their enables
-            if (s_axis_cmd_tready) begin
-                head_index <= IDX_W'(s_axis_cmd_tdata[95:64]);
-                head_update   <= s_axis_cmd_tdata[127:120] == OP_UPDATE;
-                head_sample   <= s_axis_cmd_tdata[127:120] == OP_SAMPLE;
-                head_answer   <= s_axis_cmd_tdata[127:120] == OP_TOTAL || s_axis_cmd_tdata[127:120] == OP_IDENTITY;
-                head_identity <= s_axis_cmd_tdata[127:120] == OP_IDENTITY;
-                head_clear    <= s_axis_cmd_tdata[127:120] == OP_CLEAR;
-                head_other    <= s_axis_cmd_tdata[127:120] != OP_UPDATE && s_axis_cmd_tdata[127:120] != OP_SAMPLE
-                                 && s_axis_cmd_tdata[127:120] != OP_TOTAL && s_axis_cmd_tdata[127:120] != OP_IDENTITY
-                                 && s_axis_cmd_tdata[127:120] != OP_CLEAR;
-                head_in_range <= s_axis_cmd_tdata[95:64] < 32'(CAPACITY);
-                head_value <= s_axis_cmd_tdata[63:0];
-                head_last  <= s_axis_cmd_tlast;
+            // command skid and head registers. The skid's fields follow the stream while it is
+            // empty (a cycle with tvalid low loads nothing that is used), so their enable is a register.
+            if (!skid_valid) begin
+                skid_index    <= IDX_W'(s_axis_cmd_tdata[95:64]);
+                skid_update   <= in_update;
+                skid_sample   <= in_sample;
+                skid_answer   <= in_answer;
+                skid_identity <= in_identity;
+                skid_clear    <= in_clear;
+                skid_other    <= in_other;
+                skid_in_range <= in_in_range;
+                skid_value    <= s_axis_cmd_tdata[63:0];
+                skid_last     <= s_axis_cmd_tlast;
             end
-            if (cmd_fire)       head_valid <= 1'b1;
-            else if (head_fire) head_valid <= 1'b0;
+            if (head_free) begin   // the skid's command if it holds one (then tready was low), else the stream's
+                head_valid    <= skid_valid || cmd_fire;
+                skid_valid    <= 1'b0;
+                head_index    <= skid_valid ? skid_index : IDX_W'(s_axis_cmd_tdata[95:64]);
+                head_update   <= skid_valid ? skid_update : in_update;
+                head_sample   <= skid_valid ? skid_sample : in_sample;
+                head_answer   <= skid_valid ? skid_answer : in_answer;
+                head_identity <= skid_valid ? skid_identity : in_identity;
+                head_clear    <= skid_valid ? skid_clear : in_clear;
+                head_other    <= skid_valid ? skid_other : in_other;
+                head_in_range <= skid_valid ? skid_in_range : in_in_range;
+                head_value    <= skid_valid ? skid_value : s_axis_cmd_tdata[63:0];
+                head_last     <= skid_valid ? skid_last : s_axis_cmd_tlast;
+            end else if (cmd_fire) begin
+                skid_valid    <= 1'b1;
+            end
 
             // dispatch
             sd_valid  <= fire_sample;
@@ -308,7 +342,7 @@ module replay_top #(
             if (fifo_pop)  fifo_rd <= fifo_rd + 1'b1;
 
             // ap_ctrl_hs. A command is only taken while running with commands left (accept_ok), and
-            // done needs none left, so the count's enable is cmd_fire alone, not behind ctrl_done.
+            // done needs none left, so the count's enable is cmd_fire alone (registers and tvalid).
             if (FREE_RUN == 0 && cmd_fire) begin
                 cmds_left <= cmds_left - 1;
                 cmds_more <= cmds_left != 32'd1;
