@@ -16,7 +16,10 @@ function); the actors run it, on the MLP kernel (its raw head) or in torch, and 
 host (`SquashedGaussian`): tanh(mu + exp(clip(log_sigma, -20, 2)) * eps) from the actor's seeded generator,
 tanh(mu) when greedy. So the kernel computes the policy head, and for a seed every kernel backend gives the
 same actions. The learner's noise comes from a torch generator of its own, saved with its state.
-Float32 throughout (a bfloat16 learn target is refused with the reason).
+
+`precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in bfloat16 on float32 master
+weights, as DDPG's and TD3's (common.cast_layers on the torch path, FusedNet's copies on the fused one): the
+thin input and output layers, the squashed Gaussian, the losses, alpha and every Adam stay float32.
 
 On a CPU with the native module built, the step runs fused (`fused=None` takes it where it runs;
 `fused=False` runs the torch ops above, with autograd and torch.optim.Adam: the reference, and the CUDA
@@ -48,8 +51,8 @@ from torch import nn
 
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.api import UpdateResult
-from pearl_fpga.algos.common import (Batch, LeanAdam, linear_layers, load_named_state, mlp, named_state,
-                                     subnormals_flushed)
+from pearl_fpga.algos.common import (Batch, LeanAdam, cast_layers, forward, linear_layers, load_named_state, mlp,
+                                     named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import native_learner
 from pearl_fpga.algos.fused_ac import CriticBuffers, FusedCritics, FusedNet, NetPass
 from pearl_fpga.algos.heads import ActorHead, PolicyOutputs
@@ -139,15 +142,14 @@ class SAC(TwoThreadLearner):
     """The SAC learner: `update(batch)` runs one step of the entropy coefficient, the critics, the actor and
     (every target_update_interval steps) the target critics; see the module docstring."""
 
-    precisions = ("float32",)
-
     def __init__(self, config: Any, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0,
                  precision: torch.dtype | None = None, fused: bool | None = None) -> None:
-        """fused: the fused CPU step; None takes it where it runs (a CPU learner, the native module built),
+        """precision: the dtype of the wide GEMMs (torch.bfloat16), None for float32 throughout; the
+        parameters, Adam's state and the losses stay float32 either way (common.cast_layers).
+        fused: the fused CPU step; None takes it where it runs (a CPU learner, the native module built),
         False runs the torch ops."""
-        if precision is not None:
-            raise BackendUnavailable("SAC's learner runs in float32 only; use placement learn=cpu (or cuda)")
         self.config = config
+        self.precision = precision
         self.device = torch.device(device)
         self.action_dim = action_dim
         torch.manual_seed(seed)
@@ -210,9 +212,18 @@ class SAC(TwoThreadLearner):
     def policy_module(self) -> nn.Sequential:
         return self.actor
 
+    def _net(self, net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+        """`net` at x, its wide layers in the learner's precision (the module's own ops in float32)."""
+        return forward(cast_layers(linear_layers(net), self.precision), x)
+
+    def _q_values(self, twin: TwinQ, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both critics of `twin` at (obs, action), in the learner's precision."""
+        x = torch.cat([obs, action], dim=1)
+        return self._net(twin.q1, x), self._net(twin.q2, x)
+
     def _action_log_prob(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparametrized squashed Gaussian sample of the policy and its log-probability (B, 1)."""
-        out = self.actor(obs)
+        out = self._net(self.actor, obs)
         eps = torch.randn((len(out), self.action_dim), generator=self.noise, device=self.device)
         action, log_prob, _, _ = squash(out, eps, self.action_dim)
         return action, log_prob
@@ -240,9 +251,10 @@ class SAC(TwoThreadLearner):
             self.ent_coef_optimizer.step()
         with torch.no_grad():
             next_actions, next_log_prob = self._action_log_prob(batch.next_obs)
-            next_q = torch.min(*self.critic_target(batch.next_obs, next_actions)) - ent_coef * next_log_prob
+            next_q = (torch.min(*self._q_values(self.critic_target, batch.next_obs, next_actions))
+                      - ent_coef * next_log_prob)
             target = batch.reward + (1.0 - batch.done) * self.gamma * next_q
-        q1, q2 = self.critic(batch.obs, batch.action)
+        q1, q2 = self._q_values(self.critic, batch.obs, batch.action)
         if batch.weights is None:
             critic_loss = 0.5 * (F.mse_loss(q1, target) + F.mse_loss(q2, target))
         else:
@@ -252,7 +264,7 @@ class SAC(TwoThreadLearner):
         self.critic_optimizer.step()
         # the actor's gradient through the critics (their own gradients are dropped: only the actor steps)
         self.critic.requires_grad_(False)
-        actor_loss = (ent_coef * log_prob - torch.min(*self.critic(batch.obs, actions_pi))).mean()
+        actor_loss = (ent_coef * log_prob - torch.min(*self._q_values(self.critic, batch.obs, actions_pi))).mean()
         self.actor_optimizer.zero_grad()
         actor_loss.backward()
         self.actor_optimizer.step()
@@ -298,10 +310,10 @@ class _FusedStep(FusedCritics[_Buffers]):
         critic, target = learner.critic, learner.critic_target
         critics = [linear_layers(critic.q1), linear_layers(critic.q2)]
         super().__init__(critics, [linear_layers(target.q1), linear_layers(target.q2)], learner._adams[1],
-                         learner.action_dim, learner.gamma, native,
+                         learner.action_dim, learner.gamma, native, learner.precision,
                          loss_scale=0.5)  # the critic loss is half the sum of the MSEs
         self.learner = learner
-        self.actor = FusedNet(linear_layers(learner.actor), native, None)
+        self.actor = FusedNet(linear_layers(learner.actor), native, learner.precision)
         self.actor_adam, self.ent_adam = learner._adams[0], learner._adams[2] if learner.auto_entropy else None
         self._online = [list(c.parameters()) for c in (critic.q1, critic.q2)]
         self._targets = [list(c.parameters()) for c in (target.q1, target.q2)]
@@ -318,6 +330,7 @@ class _FusedStep(FusedCritics[_Buffers]):
         on_thread = learner._on_grad_thread
         buf = self.buffers(batch)
         self.refresh_critics()
+        self.actor.refresh()
         self.actor_adam.native_views()
         # the noise of both samples first, in the torch step's order (the same bits for a seed)
         shape = (len(batch.reward), learner.action_dim)
@@ -361,6 +374,7 @@ class _FusedStep(FusedCritics[_Buffers]):
         if average:
             with torch.no_grad():
                 torch_ops.foreach_lerp_(self._targets[i], self._online[i], self.learner.tau)
+        self.critics[i].refresh()  # its low-precision copy of the updated weights (no-op in float32)
         self.input_grad(i, buf.x_pi, buf.pi_passes[i], buf.d_q_pi, buf.d_x_pi[i])
         return loss
 
