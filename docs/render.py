@@ -47,6 +47,7 @@ SECTIONS = {
     "quality-sac": "Learning quality: SAC on Pendulum-v1",
     "quality-ddpg-bf16": "Learning quality: DDPG on Pendulum-v1 with the bfloat16 learner",
     "quality-td3-bf16": "Learning quality: TD3 on Pendulum-v1 with the bfloat16 learner",
+    "quality-sac-bf16": "Learning quality: SAC on Pendulum-v1 with the bfloat16 learner",
     "learner": "The learner step by precision and thread count",
     "learner-schedule-ddpg-64": "The update schedule: DDPG 64x64 on a shared host",
     "learner-schedule-ddpg": "The update schedule: DDPG 400x300 on a shared host",
@@ -368,7 +369,8 @@ def headline(records: dict[str, dict[str, Any]], by_vendor: dict[str, dict[str, 
     for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1"),
                       ("quality-td3", "TD3 Pendulum-v1"), ("quality-sac", "SAC Pendulum-v1"),
                       ("quality-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner"),
-                      ("quality-td3-bf16", "TD3 Pendulum-v1, bfloat16 learner")):
+                      ("quality-td3-bf16", "TD3 Pendulum-v1, bfloat16 learner"),
+                      ("quality-sac-bf16", "SAC Pendulum-v1, bfloat16 learner")):
         r = records.get(key)
         if r:
             res = r["results"]
