@@ -41,6 +41,8 @@ SECTIONS = {
     "train-td3": "Training throughput: TD3 on Pendulum-v1 against Stable-Baselines3",
     "train-ddpg-bf16": "Training throughput: DDPG on Pendulum-v1 with the bfloat16 learner against SBX",
     "train-sac": "Training throughput: SAC on Pendulum-v1 against Stable-Baselines3 and SBX",
+    "train-ddpg-cuda": "Training throughput on a GPU: DDPG on Pendulum-v1, every learner on the GPU, against SBX",
+    "train-td3-cuda": "Training throughput on a GPU: TD3 on Pendulum-v1, every learner on the GPU, against SBX",
     "quality-dqn": "Learning quality: DQN on CartPole-v1",
     "quality-ddpg": "Learning quality: DDPG on Pendulum-v1",
     "quality-td3": "Learning quality: TD3 on Pendulum-v1",
@@ -101,8 +103,9 @@ def _train(results: dict[str, Any]) -> str:
                for n in names]
     header += [f"ratio vs SB3 {n}" for n in names]
     sbx = any("sbx" in r for r in results["runs"])
+    on_gpu = results.get("baseline_device") == "cuda"
     if sbx:
-        header += ["SBX (JAX default threads)", "ratio vs SBX"]
+        header += ["SBX (JAX on the GPU)" if on_gpu else "SBX (JAX default threads)", "ratio vs SBX"]
     rows = []
     for r in results["runs"]:
         ours = r["pearl_fpga"]
@@ -126,6 +129,10 @@ def _train(results: dict[str, Any]) -> str:
                if results["config"].get("concurrent_updates") else "the same update order on both sides")
     out.append(f"{results['steps']:,} env steps per run, rl-zoo hyper-parameters on both sides ({variant}); "
                "each seed runs the three back to back. `*`: run marked under load.")
+    if on_gpu:
+        out.append(f"Every learner on {results.get('gpu', 'the GPU')}: pearl_fpga's (placement learn=cuda; its "
+                   "actor and replay on the CPU) and each baseline's (SB3 device cuda, SBX's JAX on the GPU); "
+                   "the envs on the CPU.")
     tasks = results["runs"][0]["pearl_fpga"]["us_per_env_step"]
     means = {k: statistics.mean(r["pearl_fpga"]["us_per_env_step"][k] for r in results["runs"]) for k in tasks}
     out.append("Where pearl_fpga's time goes, microseconds per env step (mean over seeds):\n\n"

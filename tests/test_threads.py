@@ -167,7 +167,7 @@ def test_a_run_that_promises_the_same_bits_never_leaves_the_agreeing_counts(monk
     from pearl_fpga.config import TrainConfig
     from pearl_fpga.runtime import threads
 
-    cfg = TrainConfig.preset("dqn", net_arch=[8])
+    cfg = TrainConfig.preset("dqn", net_arch=[8], update_schedule="serial")  # one caller: counts 1 and 2
     for agree in [(1,), (1, 2)]:
         monkeypatch.setattr(threads, "reproducible_thread_counts",
                             lambda *a, agree=agree, **k: threads.Reproducibility(probed=(1, 2), agree=agree))
@@ -356,7 +356,8 @@ def test_concurrent_actor_and_critic_gradients_count_as_two_callers():
     assert learner_callers(TrainConfig.preset("ddpg")) == 2
     assert learner_callers(TrainConfig.preset("td3")) == 2  # SB3's order, the twin critics one per thread
     assert learner_callers(TrainConfig.preset("td3", concurrent_updates=True)) == 2
-    assert learner_callers(TrainConfig.preset("dqn")) == 1
+    assert learner_callers(TrainConfig.preset("dqn")) == 2  # its target pass and weight gradients beside the rest
+    assert learner_callers(TrainConfig.preset("dqn", update_schedule="serial")) == 1
 
 
 def test_a_probe_that_is_clearly_slower_is_cut_short():

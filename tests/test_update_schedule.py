@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from pearl_fpga.algos import DDPG, TD3
+from pearl_fpga.algos import DDPG, DQN, TD3
 from pearl_fpga.algos.common import Batch
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.runtime.threads import CUT_AFTER, AdaptiveThreads
@@ -127,8 +127,8 @@ def test_the_config_value():
     assert TD3.callers(TrainConfig.preset("td3", update_schedule="auto")) == 2  # may run on two threads at any step
     with pytest.raises(ValueError, match="update_schedule must be one of 'auto', 'serial', 'concurrent', got 'fast'"):
         TrainConfig.preset("ddpg", update_schedule="fast")
-    with pytest.raises(ValueError, match="read by ddpg, td3, sac only"):
-        TrainConfig.preset("dqn", update_schedule="serial")
+    assert DQN.callers(TrainConfig.preset("dqn", update_schedule="serial")) == 1
+    assert DQN.callers(TrainConfig.preset("dqn")) == 2
     with pytest.raises(ValueError, match="schedule 'concurrent' is not one of"):
         DDPG(TrainConfig.preset("ddpg", net_arch=[8], update_schedule="serial"), 3, 1).set_schedule("concurrent")
 
@@ -167,6 +167,31 @@ def test_serial_concurrent_and_switching_give_the_same_bits(algo, concurrent, fu
     reference = _state(learners["serial"])
     for learner in learners.values():
         assert all(torch.equal(a, b) for a, b in zip(reference, _state(learner), strict=True))
+
+
+@pytest.mark.parametrize("double_q", [True, False], ids=["double", "vanilla"])
+def test_dqn_s_schedules_give_the_same_bits(double_q):
+    """DQN's fused step runs its target pass and wide weight gradients beside the rest in the concurrent
+    schedule: fixed serial, fixed concurrent and switching at every step end with the same bits."""
+    learners = {s: DQN(TrainConfig.preset("dqn", net_arch=[64, 48], double_q=double_q, update_schedule=s), 5, 3,
+                       seed=2) for s in ("serial", "concurrent", "auto")}
+    assert learners["serial"]._grad_thread is None and learners["concurrent"]._grad_thread is not None
+    assert learners["serial"]._fused is not None  # the fused step (the torch step has no second thread)
+    rng = np.random.default_rng(6)
+    for step in range(7):
+        learners["auto"].set_schedule(("serial", "concurrent")[step % 2])
+        batch = Batch(obs=rng.normal(size=(32, 5)).astype(np.float32), action=rng.integers(0, 3, 32),
+                      reward=rng.normal(size=32).astype(np.float32), next_obs=rng.normal(size=(32, 5)).astype(np.float32),
+                      done=(rng.random(32) < 0.3).astype(np.float32),
+                      weights=rng.uniform(0.1, 1, 32).astype(np.float32)).to_torch(discrete=True)
+        results = [learner.update(batch) for learner in learners.values()]
+        for loss, td in results[1:]:
+            assert torch.equal(torch.as_tensor(loss), torch.as_tensor(results[0][0])) and torch.equal(td, results[0][1])
+    states = [[p.detach().clone() for p in [*l.q.parameters(), *l.q_target.parameters()]]
+              + [t.clone() for st in l.optimizer.state.values() for t in st.values() if isinstance(t, torch.Tensor)]
+              for l in learners.values()]
+    for state in states[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(states[0], state, strict=True))
 
 
 def test_an_error_in_the_second_half_is_raised_in_either_schedule():

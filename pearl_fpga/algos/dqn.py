@@ -25,11 +25,12 @@ from torch import nn
 
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.algos import torch_ops
-from pearl_fpga.algos.api import DeepLearner, UpdateResult
+from pearl_fpga.algos.api import UpdateResult
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, clip_grad_norm, forward,
                                      linear_layers, load_named_state, mlp, named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import DQNStepSettings, FusedDQNStep, native_learner
 from pearl_fpga.algos.heads import ActorHead, EpsilonGreedy
+from pearl_fpga.algos.step_threads import TwoThreadLearner, update_schedule
 from pearl_fpga.errors import BackendUnavailable
 
 
@@ -41,7 +42,7 @@ def target_copy_due(config: TrainConfig, needed: int, checked: int) -> bool:
     return needed // config.target_update_interval > checked // config.target_update_interval
 
 
-class DQN(DeepLearner):
+class DQN(TwoThreadLearner):
     """The DQN learner: `update(batch)` runs one gradient step and returns (loss, |TD errors|)."""
 
     discrete = True
@@ -89,13 +90,23 @@ class DQN(DeepLearner):
             self._compiled = CompiledStep(self._torch_step, "DQN learner step")
         settings = DQNStepSettings(gamma=self.gamma, double_q=bool(config.double_q),
                                    max_grad_norm=float(config.max_grad_norm))
-        self._fused = (FusedDQNStep(self._layers, self._target_layers, self.adam, settings, native, precision)
+        # the fused step's target forward pass and wide weight gradients may run on a second thread
+        # (update_schedule; algos/step_threads.py): the same code on the same data, the same bits
+        self._init_schedules(native is not None)
+        self._fused = (FusedDQNStep(self._layers, self._target_layers, self.adam, settings, native, precision,
+                                    beside=self._on_grad_thread)
                        if native is not None else None)
 
     @property
     def policy_module(self) -> nn.Sequential:
         """The network the actors run (argmax of its outputs is the greedy action)."""
         return self.q
+
+    @classmethod
+    def callers(cls, config: TrainConfig) -> int:
+        """2 where the fused step may run its target pass and weight gradients on a second thread (the
+        schedule not fixed to serial, no compiled step), else 1."""
+        return 1 if config.learner_compile or update_schedule(config) == "serial" else 2
 
     @classmethod
     def baseline_kwargs(cls, config: TrainConfig, action_space: Any, jax: bool) -> dict[str, Any]:

@@ -18,6 +18,8 @@ layers, loss, clip, Adam, the master weights) stays float32.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +28,8 @@ import torch
 
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import THIN, Batch, LeanAdam, is_thin
+
+Beside = Callable[..., "Future[Any]"]  # beside(fn, *args): fn(*args) on another thread, as a Future
 
 
 def native_learner() -> Any:
@@ -76,7 +80,12 @@ class FusedDQNStep:
     LeanAdam over the online parameters (in layer order), and the step's settings."""
 
     def __init__(self, online: list[tuple[torch.Tensor, torch.Tensor]], target: list[tuple[torch.Tensor, torch.Tensor]],
-                 adam: LeanAdam, settings: DQNStepSettings, native: Any, precision: torch.dtype | None = None) -> None:
+                 adam: LeanAdam, settings: DQNStepSettings, native: Any, precision: torch.dtype | None = None,
+                 beside: Beside | None = None) -> None:
+        """beside(fn, *args): runs fn(*args) on a second thread (a Future), for the parts of the step that
+        no other part reads or writes while they run: the target network's forward pass and each wide
+        layer's weight gradient (the learner's schedule decides whether it really is another thread)."""
+        self.beside = beside
         self.settings = settings
         self.precision = precision
         self.adam = adam
@@ -146,10 +155,12 @@ class FusedDQNStep:
         with torch.no_grad():
             if self._low:
                 torch_ops.foreach_copy_(self._low, self._masters)
-            # forward passes: online on [obs; next_obs] in one GEMM per layer, target on next_obs
+            # forward passes: target on next_obs (beside), online on [obs; next_obs] in one GEMM per layer
+            pending = [self._beside(self._forward, self._target, self._target_np, batch.next_obs, buf.target,
+                                    buf.np_target)]
             torch.cat((batch.obs, batch.next_obs) if settings.double_q else (batch.obs,), out=buf.x)
             self._forward(self._online, self._online_np, buf.x, buf.online, buf.np_online)
-            self._forward(self._target, self._target_np, batch.next_obs, buf.target, buf.np_target)
+            pending.pop().result()
             weights = None if batch.weights is None else batch.weights.numpy()
             loss = native.dqn_loss_grad(buf.np_q, buf.np_q_next_online, buf.np_q_next_target,
                                         batch.action.numpy().reshape(-1), batch.reward.numpy(), batch.done.numpy(),
@@ -160,8 +171,9 @@ class FusedDQNStep:
                 if self._thin[i]:
                     native.weight_grad_thin(np_d, buf.np_x[:n] if i == 0 else buf.np_hidden_in[i - 1],
                                             buf.np_grads[2 * i])
-                else:
-                    self._mm(d.t(), buf.x[:n] if i == 0 else buf.online[i - 1][:n], buf.grads[2 * i])
+                else:  # dW reads d and a_in, which nothing writes until the step ends: beside the rest
+                    pending.append(self._beside(self._mm, d.t(), buf.x[:n] if i == 0 else buf.online[i - 1][:n],
+                                                buf.grads[2 * i]))
                 native.bias_grad(np_d, buf.np_grads[2 * i + 1])
                 if i > 0:
                     if self._online_w[i].shape[0] <= THIN:  # few outputs: one native pass, mask included
@@ -171,8 +183,18 @@ class FusedDQNStep:
                         self._mm(d, self._online_w[i], buf.d_hidden[i - 1])
                         native.relu_backward(buf.np_d_hidden[i - 1], buf.np_hidden_in[i - 1])
                     d, np_d = buf.d_hidden[i - 1], buf.np_d_hidden[i - 1]
+            for done in pending:
+                done.result()
             self.adam.native_step(native, buf.np_grads, settings.max_grad_norm)
         return loss, buf.abs_td.clone()
+
+    def _beside(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """fn(*args) through `beside`, or here at once (a done Future) without one."""
+        if self.beside is not None:
+            return self.beside(fn, *args)
+        done: Future[Any] = Future()
+        done.set_result(fn(*args))
+        return done
 
     def _forward(self, layers: list[tuple[torch.Tensor, torch.Tensor]], layers_np: list[tuple[np.ndarray, np.ndarray]],
                  x: torch.Tensor, outs: list[torch.Tensor], outs_np: list[np.ndarray]) -> None:

@@ -21,7 +21,7 @@ actor, and a learner with a stochastic actor extends with its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -31,9 +31,9 @@ import torch
 
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import Batch, LeanAdam, is_thin
+from pearl_fpga.algos.fused import Beside
 
 Layers = Sequence[tuple[torch.Tensor, torch.Tensor]]
-Beside = Callable[..., "Future[None]"]  # beside(fn, *args): fn(*args) on another thread
 
 
 @dataclass

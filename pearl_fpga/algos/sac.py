@@ -185,7 +185,7 @@ class SAC(TwoThreadLearner):
             self._adams += [LeanAdam([self.log_ent_coef], lr)] if self.auto_entropy else []
             self.actor_optimizer, self.critic_optimizer = self._adams[0].optimizer, self._adams[1].optimizer
             self.ent_coef_optimizer = self._adams[2].optimizer if self.auto_entropy else None
-        self.noise = torch.Generator(device=self.device)
+        self.noise = torch.Generator()  # on the CPU on every learn device (TD3's generator says why)
         self.noise.manual_seed(seed)
         self.gamma, self.tau = float(config.gamma), float(config.tau)
         self.updates = 0
@@ -234,7 +234,7 @@ class SAC(TwoThreadLearner):
     def _action_log_prob(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparametrized squashed Gaussian sample of the policy and its log-probability (B, 1)."""
         out = self._net(self.actor, obs)
-        eps = torch.randn((len(out), self.action_dim), generator=self.noise, device=self.device)
+        eps = torch.randn((len(out), self.action_dim), generator=self.noise).to(self.device)
         action, log_prob, _, _ = squash(out, eps, self.action_dim)
         return action, log_prob
 

@@ -98,8 +98,9 @@ class TD3(TwoThreadLearner):
         self._critic_targets = [linear_layers(c) for c in self.critic_targets]
         self._critic = self._critics[0]
         # smoothing noise from a generator of its own: seeded, saved with the learner, and not shared
-        # with whatever else draws from torch's global one
-        self._noise = torch.Generator(device=self.device)
+        # with whatever else draws from torch's global one. A CPU generator on every learn device: the
+        # same stream on a GPU, and a checkpoint's generator state loads on either
+        self._noise = torch.Generator()
         self._noise.manual_seed(seed)
         self.gamma = float(config.gamma)
         self.updates = 0
@@ -210,7 +211,7 @@ class TD3(TwoThreadLearner):
             return None
         out_features = int(self.actor_target[-2].out_features)  # type: ignore[arg-type]  # a Linear
         shape = (len(batch.reward), out_features)  # (B, action_dim): before the Tanh
-        return torch.empty(shape, device=self.device).normal_(0.0, self.target_noise, generator=self._noise)
+        return torch.empty(shape).normal_(0.0, self.target_noise, generator=self._noise).to(self.device)
 
     def _update(self, batch: Batch, update_actor: bool,
                 noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:

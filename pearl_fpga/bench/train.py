@@ -66,6 +66,14 @@ def _sb3_settings(values: tuple[str, ...], default_threads: int) -> dict[str, in
     return out
 
 
+def baseline_device(placement: str | None) -> str:
+    """Where the baselines' learners run: on the GPU when pearl_fpga's learner does (placement learn=cuda
+    or cuda-bf16), else on the CPU, so that both sides of a comparison use the same hardware."""
+    from pearl_fpga.runtime.placement import parse_placement
+
+    return "cpu" if placement is None else parse_placement(placement).learn_device
+
+
 def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
     """Every seed: pearl_fpga, then SB3 at each thread setting, then SBX, one after the other."""
     import torch
@@ -73,7 +81,9 @@ def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
     default_threads = torch.get_num_threads()  # torch's own default (one per core), before anything sets it
     config = args.config
     sb3_settings = _sb3_settings(args.sb3_threads, default_threads)
+    device = baseline_device(args.placement)
     results: dict[str, Any] = {"algo": config.algo, "env_id": config.env_id, "steps": config.total_steps,
+                               "baseline_device": device,
                                "pearl_threads": "auto" if config.learner_threads == 0 else config.learner_threads,
                                "sb3_threads": sb3_settings, "keep_best": bool(args.keep_best),
                                "config": config.to_dict(), "runs": []}
@@ -88,13 +98,15 @@ def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
         if sb3 is not None:
             for name, threads in sb3_settings.items():
                 log(f"seed {seed}: stable-baselines3 at {name} torch thread(s) ...")
-                theirs = _measured(lambda: _run_sb3(sb3, config, seed, args.eval_episodes, threads))
+                theirs = _measured(lambda: _run_sb3(sb3, config, seed, args.eval_episodes, threads,
+                                                             device))
                 log(_done(theirs))
                 entry["sb3"][name] = theirs
                 entry["speedup"][name] = ours["env_steps_per_s"] / theirs["env_steps_per_s"]
         if sbx is not None:
             log(f"seed {seed}: sbx (JAX) ...")
-            entry["sbx"] = _measured(lambda: _run_sb3(sbx, config, seed, args.eval_episodes, None))
+            entry["sbx"] = _measured(lambda: _run_sb3(sbx, config, seed, args.eval_episodes, None,
+                                                               device))
             log(_done(entry["sbx"]))
             entry["speedup_sbx"] = ours["env_steps_per_s"] / entry["sbx"]["env_steps_per_s"]
         results["runs"].append(entry)
@@ -109,6 +121,8 @@ def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
     if sbx is not None:
         results["median_speedup_sbx"] = statistics.median(r["speedup_sbx"] for r in results["runs"])
     results["libraries"] = _versions()
+    if device == "cuda":
+        results["gpu"] = torch.cuda.get_device_name(0)
     from pearl_fpga.runtime.threads import cpu_identity
 
     results["cpu_features"] = cpu_identity()["features"]  # the matrix and vector units the learners may use
@@ -250,9 +264,10 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def baseline_model(sb3: Any, config: TrainConfig, seed: int) -> Any:
+def baseline_model(sb3: Any, config: TrainConfig, seed: int, device: str = "cpu") -> Any:
     """The same algorithm of Stable-Baselines3 or SBX (`sb3` is either module; their class of the same name)
-    at the config's settings, on its gymnasium env, on the CPU."""
+    at the config's settings, on its gymnasium env, its learner on `device` ("cpu" or "cuda"; SBX's JAX
+    arrays go where `jax_device` puts them)."""
     import gymnasium as gym
 
     from pearl_fpga.algos.registry import learner_class
@@ -260,27 +275,40 @@ def baseline_model(sb3: Any, config: TrainConfig, seed: int) -> Any:
     common = dict(learning_rate=config.learning_rate, buffer_size=config.buffer_size,
                   learning_starts=config.learning_starts, batch_size=config.batch_size, gamma=config.gamma,
                   train_freq=config.train_freq, gradient_steps=config.gradient_steps,
-                  policy_kwargs=dict(net_arch=list(config.net_arch)), seed=seed, device="cpu", verbose=0)
+                  policy_kwargs=dict(net_arch=list(config.net_arch)), seed=seed, device=device, verbose=0)
     env = gym.make(config.env_id)
     own = learner_class(config.algo).baseline_kwargs(config, env.action_space, sb3.__name__ == "sbx")
     return getattr(sb3, config.algo.upper())("MlpPolicy", env, **own, **common)
 
 
-def _run_sb3(sb3: Any, config: TrainConfig, seed: int, eval_episodes: int, threads: int | None) -> dict[str, Any]:
+def jax_device(device: str) -> Any:
+    """A context in which JAX (SBX) puts new arrays on `device`'s kind: its first GPU for "cuda", its CPU
+    otherwise (JAX would take a GPU wherever it finds one)."""
+    import jax
+
+    return jax.default_device(jax.devices("gpu" if device == "cuda" else "cpu")[0])
+
+
+def _run_sb3(sb3: Any, config: TrainConfig, seed: int, eval_episodes: int, threads: int | None,
+             device: str = "cpu") -> dict[str, Any]:
     """One run of Stable-Baselines3 (at `threads` torch threads) or SBX (`sb3` is the sbx module; JAX
-    keeps its own default threads: threads None) at the config's settings."""
+    keeps its own default threads: threads None) at the config's settings, the learner on `device`."""
+    import contextlib
+
     import gymnasium as gym
     import torch
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.monitor import Monitor
 
-    model = baseline_model(sb3, config, seed)
-    if threads is not None:
-        torch.set_num_threads(threads)
-    start = time.perf_counter()
-    model.learn(config.total_steps)
-    elapsed = time.perf_counter() - start
-    mean, _ = evaluate_policy(model, Monitor(gym.make(config.env_id)), n_eval_episodes=eval_episodes, deterministic=True)
+    with jax_device(device) if sb3.__name__ == "sbx" else contextlib.nullcontext():
+        model = baseline_model(sb3, config, seed, device)
+        if threads is not None:
+            torch.set_num_threads(threads)
+        start = time.perf_counter()
+        model.learn(config.total_steps)
+        elapsed = time.perf_counter() - start
+        mean, _ = evaluate_policy(model, Monitor(gym.make(config.env_id)), n_eval_episodes=eval_episodes,
+                                  deterministic=True)
     updates = int(getattr(model, "_n_updates", 0))
     return {"version": sb3.__version__, "seconds": elapsed, "env_steps_per_s": model.num_timesteps / elapsed,
             "updates_per_s": updates / elapsed, "grad_steps": updates,
@@ -295,7 +323,9 @@ def _table(console: Any, results: dict[str, Any]) -> None:
         variant = " (pearl_fpga double DQN, SB3 vanilla)" if results["config"]["double_q"] else " (vanilla target on both)"
     elif results["config"].get("concurrent_updates"):
         variant = " (pearl_fpga: actor and critic gradients on the step's starting critic)"
-    t = Table(title=f"bench train: {results['algo'].upper()}{variant} {results['env_id']}, {results['steps']:,} env steps",
+    device = results.get("baseline_device", "cpu")
+    t = Table(title=f"bench train: {results['algo'].upper()}{variant} {results['env_id']}, {results['steps']:,} env steps"
+                    + (f", every learner on {device}" if device != "cpu" else ""),
               title_justify="left")
     for col in ("seed", "library", "torch threads", "env steps/s", "updates/s", "final return", "seconds", "load 1 min",
                 "other cores", "pearl_fpga is"):

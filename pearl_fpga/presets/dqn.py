@@ -4,6 +4,9 @@ collected", is train_freq here: one env per actor)."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from pearl_fpga.presets.ddpg import UPDATE_SCHEDULE
 from pearl_fpga.presets.spec import AlgoSpec
 
 _ACROBOT = dict(total_steps=100_000, learning_rate=6.3e-4, batch_size=128, buffer_size=50_000, learning_starts=0,
@@ -29,4 +32,9 @@ ALGORITHMS = (AlgoSpec(
             exploration_final_eps=0.07, net_arch=[256, 256]),
         "Acrobot-v1": _ACROBOT,
         "LunarLander-v3": dict(_ACROBOT),  # rl-zoo gives LunarLander Acrobot's settings
-    }),)
+    },
+    params={"update_schedule": dataclasses.replace(
+        UPDATE_SCHEDULE, doc="DQN: where the fused CPU step's parallel parts run (the target network's forward "
+        "pass, the wide layers' weight gradients): 'serial' on the learner's thread, 'concurrent' on a second "
+        "thread beside it, 'auto' measured and re-measured while training, the faster kept (the same bits either way)")},
+    ),)
