@@ -41,6 +41,7 @@ SECTIONS = {
     "train-td3": "Training throughput: TD3 on Pendulum-v1 against Stable-Baselines3",
     "train-ddpg-bf16": "Training throughput: DDPG on Pendulum-v1 with the bfloat16 learner against SBX",
     "train-sac": "Training throughput: SAC on Pendulum-v1 against Stable-Baselines3 and SBX",
+    "train-sac-bf16": "Training throughput: SAC on Pendulum-v1 with the bfloat16 learner against SBX",
     "train-ddpg-cuda": "Training throughput on a GPU: DDPG on Pendulum-v1, every learner on the GPU, against SBX",
     "train-td3-cuda": "Training throughput on a GPU: TD3 on Pendulum-v1, every learner on the GPU, against SBX",
     "quality-dqn": "Learning quality: DQN on CartPole-v1",
