@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -117,6 +119,20 @@ def test_no_control_where_there_is_nothing_to_choose():
     assert auto.schedules == ("serial", "concurrent") and schedule_control(auto) is not None
     compiled = TrainConfig.preset("td3", net_arch=[8], learner_compile=True)
     assert TD3.callers(compiled) == 1
+
+
+def test_concurrent_asked_of_a_step_with_one_thread_says_it_runs_serial():
+    """update_schedule 'concurrent' on a step with no part for a second thread warns and runs serial."""
+    with pytest.warns(UserWarning, match="DQN: update_schedule 'concurrent' runs serial here: the torch step"):
+        dqn = DQN(TrainConfig.preset("dqn", net_arch=[8], update_schedule="concurrent"), 3, 2, fused=False)
+    assert dqn.schedules == ("serial",) and dqn._grad_thread is None
+    with pytest.warns(UserWarning, match="DDPG: update_schedule 'concurrent' runs serial here: one critic"):
+        DDPG(TrainConfig.preset("ddpg", net_arch=[8], update_schedule="concurrent", concurrent_updates=False), 3, 1)
+    with pytest.warns(UserWarning, match="TD3: .* runs serial here: learner_compile"):
+        TD3(TrainConfig.preset("td3", net_arch=[8], update_schedule="concurrent", learner_compile=True), 3, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a step that has the second thread's part: no warning
+        assert TD3(TrainConfig.preset("td3", net_arch=[8], update_schedule="concurrent"), 3, 1).schedules == ("concurrent",)
 
 
 def test_the_config_value():

@@ -92,7 +92,8 @@ class DQN(TwoThreadLearner):
                                    max_grad_norm=float(config.max_grad_norm))
         # the fused step's target forward pass and wide weight gradients may run on a second thread
         # (update_schedule; algos/step_threads.py): the same code on the same data, the same bits
-        self._init_schedules(native is not None)
+        self._init_schedules(native is not None, "the torch step (no native fused step: fused=False, learner_compile, "
+                             "a GPU or an unbuilt extension) runs on one thread")
         self._fused = (FusedDQNStep(self._layers, self._target_layers, self.adam, settings, native, precision,
                                     beside=self._on_grad_thread)
                        if native is not None else None)

@@ -190,7 +190,9 @@ class SAC(TwoThreadLearner):
         self.gamma, self.tau = float(config.gamma), float(config.tau)
         self.updates = 0
         self._fused = None if native is None else _FusedStep(self, native)
-        self._init_schedules(self._fused is not None)  # the critics one per thread: the fused step's
+        # the critics one per thread: the fused step's
+        self._init_schedules(self._fused is not None, "only the native fused step has a part for a second thread, and this "
+                             "learner runs the torch step")
 
     @classmethod
     def policy_network(cls, obs_dim: int, action_dim: int, config: Any) -> nn.Sequential:

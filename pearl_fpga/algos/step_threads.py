@@ -12,6 +12,7 @@ them at any step.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -38,11 +39,15 @@ class TwoThreadLearner(DeepLearner):
     schedule: str = "serial"
     _grad_thread: ThreadPoolExecutor | None = None
 
-    def _init_schedules(self, two_threads: bool) -> None:
+    def _init_schedules(self, two_threads: bool, why_one: str = "") -> None:
         """The schedules this learner may run: both under `update_schedule` auto where its step has work for a
         second thread (`two_threads`), else the one it runs; the second thread, started only where one of
-        them needs it. Auto starts concurrent; the runtime's controller measures both."""
+        them needs it. Auto starts concurrent; the runtime's controller measures both. A step with no work
+        for a second thread runs serial, and says so (`why_one`) where "concurrent" was asked for."""
         wanted = update_schedule(self.config)
+        if wanted == "concurrent" and not two_threads:
+            warnings.warn(f"{type(self).__name__}: update_schedule 'concurrent' runs serial here: {why_one or 'its step has no part for a second thread'}. "
+                          "Set update_schedule 'serial' or 'auto' to silence this.", stacklevel=3)
         self.schedules = (SCHEDULES if two_threads and wanted == "auto"
                           else ("concurrent",) if two_threads and wanted == "concurrent" else ("serial",))
         self.schedule = self.schedules[-1]

@@ -110,7 +110,9 @@ class TD3(TwoThreadLearner):
         thread); False runs them all on the calling thread (a flop counter sees the calling thread only)."""
         # one persistent thread for the actor's half of a concurrent update and for the critics after Q1
         # (torch's intra-op threads stay as configured; this is a second caller, not a bigger pool)
-        self._init_schedules((bool(config.concurrent_updates) or self.split_critics) and not compiled)
+        self._init_schedules((bool(config.concurrent_updates) or self.split_critics) and not compiled,
+                             "learner_compile compiles the step into one graph" if compiled
+                             else "one critic and concurrent_updates off leave no part for a second thread")
         self._compiled = None
         if compiled:  # one graph on one thread; concurrent_updates keeps its arithmetic (_update)
             for adam in (self.actor_adam, self.critic_adam):
