@@ -96,6 +96,22 @@ def test_record_names_and_unrouted_verdicts() -> None:
     assert not verdict["met"] and "NOT ROUTED" in ecp5.gate_message("replay", PART.name, verdict)
 
 
+def test_placement_only_takes_the_estimate_from_the_log(tmp_path: Path) -> None:
+    """With --no-route nextpnr's report has no Fmax; the log's last estimate per clock stands in."""
+    report, log = tmp_path / "report.json", tmp_path / "nextpnr.log"
+    report.write_text(json.dumps({**_report(1.0), "fmax": {}, "critical_paths": []}))
+    log.write_text("Info: Max frequency for clock 'ap_clk': 61.20 MHz (FAIL at 100.00 MHz)\n"
+                   "Info: SA placement time 39.21s\n\n"
+                   "Info: Max frequency for clock 'ap_clk': 90.34 MHz (FAIL at 100.00 MHz)\n")
+    timing = ecp5.read_report(report, 100.0, log)
+    assert timing["fmax"] == {"ap_clk": {"achieved_mhz": 90.34, "constraint_mhz": 100.0}}
+    verdict = ecp5.timing_verdict(timing, 100.0, routed=False)
+    assert verdict["fmax_mhz"] == 90.34 and not verdict["met"] and verdict["critical_path"] is None
+    log.write_text("Info: Routing globals...\n")  # no estimate either: the gate still says so
+    with pytest.raises(ecp5.ImplementationError, match="no clock"):
+        ecp5.timing_verdict(ecp5.read_report(report, 100.0, log), 100.0, routed=False)
+
+
 def _report(achieved: float) -> dict[str, Any]:
     step = {"from": {"cell": "a_reg", "port": "Q"}, "to": {"cell": "b_reg", "port": "DI"}}
     return {

@@ -103,8 +103,23 @@ def nextpnr_command(part: Part, clock_mhz: float, json_in: str, report: str, see
             "--seed", str(seed), "-l", log, *(["--no-route"] if place_only else [])]
 
 
-def read_report(path: Path, clock_mhz: float) -> dict[str, Any]:
-    """Utilization, Fmax per clock and the critical path of each clock from nextpnr's report JSON."""
+_LOG_FMAX = re.compile(r"Max frequency for clock '([^']+)': ([0-9.]+) MHz \((?:PASS|FAIL) at ([0-9.]+) MHz\)")
+
+
+def placement_fmax(log: Path) -> dict[str, dict[str, float]]:
+    """Fmax per clock from nextpnr's log, the last estimate of each clock. After placement only
+    (--no-route) the report JSON holds no timing; the log holds the placer's estimate of the routing."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError as exc:
+        raise ImplementationError(f"nextpnr wrote no readable log at {log}: {exc}") from exc
+    return {clk: {"achieved_mhz": round(float(mhz), 2), "constraint_mhz": round(float(target), 2)}
+            for clk, mhz, target in _LOG_FMAX.findall(text)}  # later lines overwrite earlier ones
+
+
+def read_report(path: Path, clock_mhz: float, log: Path | None = None) -> dict[str, Any]:
+    """Utilization, Fmax per clock and the critical path of each clock from nextpnr's report JSON (with
+    `log`, nextpnr's log: where the report has no Fmax, as after placement only, the log's estimate)."""
     try:
         report = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -116,6 +131,8 @@ def read_report(path: Path, clock_mhz: float) -> dict[str, Any]:
         utilization[name] = {"used": int(entry["used"]), "available": int(entry["available"]), "bel": bel}
     fmax = {str(clk): {"achieved_mhz": round(float(v["achieved"]), 2), "constraint_mhz": round(float(v["constraint"]), 2)}
             for clk, v in report.get("fmax", {}).items()}
+    if not fmax and log is not None:  # --no-route: the report has no timing, the log has the placer's estimate
+        fmax = placement_fmax(log)
     paths = []
     for cp in report.get("critical_paths", []):
         steps = cp.get("path", [])

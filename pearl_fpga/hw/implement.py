@@ -81,7 +81,7 @@ def implement_kernel(kernel: str, parameters: dict[str, int], part: ecp5.Part, c
     pnr_cmd = [nextpnr, *ecp5.nextpnr_command(part, clock_mhz, f"{core.top}.json", "report.json", seed, "nextpnr.log",
                                                    router, place_only)]
     pnr_s = _run(pnr_cmd, workdir, f"{kernel}: nextpnr-ecp5", workdir / "nextpnr.stdout", progress)
-    timing = ecp5.read_report(workdir / "report.json", clock_mhz)
+    timing = ecp5.read_report(workdir / "report.json", clock_mhz, workdir / "nextpnr.log" if place_only else None)
     verdict = ecp5.timing_verdict(timing, clock_mhz, routed=not place_only)
     return {
         "kernel": kernel, "core": core.name, "top": core.top, "rtl_sha256": digest, "part": part.name,
