@@ -10,6 +10,8 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -145,10 +147,18 @@ def test_report_and_gate(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def small_replay(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One real run: replay at 200 leaves, fan-out 4, on the LFE5U-85F-6 at 100 MHz."""
-    workdir = tmp_path_factory.mktemp("implement")
-    return implement_kernel("replay", SMALL["replay"], PART, 100.0, workdir)
+def small_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[dict[str, Any]]]]:
+    """One real run per kernel at its SMALL sizes on the LFE5U-85F-6 at 100 MHz, all three started at once:
+    Yosys and nextpnr run one thread each, so the three share the cores instead of waiting in turn."""
+    with ThreadPoolExecutor(max_workers=len(SMALL), thread_name_prefix="implement") as pool:
+        yield {kernel: pool.submit(implement_kernel, kernel, sizes, PART, 100.0, tmp_path_factory.mktemp(f"implement-{kernel}"))
+               for kernel, sizes in SMALL.items()}
+
+
+@pytest.fixture(scope="module")
+def small_replay(small_runs: dict[str, Future[dict[str, Any]]]) -> dict[str, Any]:
+    """The replay run: 200 leaves, fan-out 4."""
+    return small_runs["replay"].result()
 
 
 @pytest.mark.sim
@@ -173,10 +183,10 @@ def test_small_replay_implements(small_replay: dict[str, Any]) -> None:
 
 @pytest.mark.sim
 @pytest.mark.timeout(3600)
-def test_small_tabular_closes_timing(tmp_path: Path) -> None:
+def test_small_tabular_closes_timing(small_runs: dict[str, Future[dict[str, Any]]]) -> None:
     """The tabular RTL at 512 x 2: the table in block RAM (two copies, one DP16KD per column), the two
     products on MULT18X18D each, and 100 MHz met."""
-    r = implement_kernel("tabular", SMALL["tabular"], PART, 100.0, tmp_path)
+    r = small_runs["tabular"].result()
     assert r["timing"]["met"], ecp5.gate_message("tabular", PART.name, r["timing"])
     assert r["utilization"]["bram"]["used"] == 4 == r["synth_cells"].get("DP16KD", 0)
     assert r["utilization"]["dsp"]["used"] == 4
@@ -211,10 +221,11 @@ def test_gate_fails_a_missed_clock(small_replay: dict[str, Any], tmp_path: Path,
 
 
 @pytest.mark.sim
-def test_small_mlp_closes_timing(tmp_path: Path) -> None:
+@pytest.mark.timeout(3600)
+def test_small_mlp_closes_timing(small_runs: dict[str, Future[dict[str, Any]]]) -> None:
     """One real run of the MLP at 2 lanes, width 8, 2 layers: 100 MHz met, the multipliers on
     MULT18X18D and the tanh table in block RAM (the mapping the catalog sizes rely on)."""
-    r = implement_kernel("mlp", SMALL["mlp"], PART, 100.0, tmp_path)
+    r = small_runs["mlp"].result()
     assert r["timing"]["met"], ecp5.gate_message("mlp", PART.name, r["timing"])
     util = r["utilization"]
     assert util["dsp"]["used"] >= SMALL["mlp"]["LANES"], "one hard multiplier per lane"
