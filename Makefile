@@ -204,6 +204,7 @@ figures: native $(VENV)/.stamp-bench
 	$(BENCH) train --algo td3 --seeds 0 1 2 --json $(FIG)/train-td3.json --plot $(FIG)/train-td3.png
 	$(BENCH) train --algo ddpg --seeds 0 1 2 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --json $(FIG)/train-ddpg-bf16.json
 	$(BENCH) train --algo sac --seeds 0 1 2 --json $(FIG)/train-sac.json --plot $(FIG)/train-sac.png
+	$(BENCH) train --algo sac --seeds 0 1 2 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --json $(FIG)/train-sac-bf16.json
 	$(BENCH) learner --compile --sbx --profile --json $(FIG)/learner.json
 	$(BENCH) train --algo dqn --steps 50000 --seeds 0 1 2 3 4 --no-sb3 --no-sbx --keep-best --eval-episodes 20 --json $(FIG)/quality-dqn.json
 	$(BENCH) train --algo ddpg --steps 20000 --seeds 0 1 2 3 4 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-ddpg.json
@@ -211,6 +212,7 @@ figures: native $(VENV)/.stamp-bench
 	$(BENCH) train --algo sac --steps 20000 --seeds 0 1 2 3 4 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-sac.json
 	$(BENCH) train --algo ddpg --steps 20000 --seeds 0 1 2 3 4 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-ddpg-bf16.json
 	$(BENCH) train --algo td3 --steps 20000 --seeds 0 1 2 3 4 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-td3-bf16.json
+	$(BENCH) train --algo sac --steps 20000 --seeds 0 1 2 3 4 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-sac-bf16.json
 	$(BENCH) replay --repeats 300 --json $(FIG)/replay.json
 	$(BENCH) mlp --json $(FIG)/mlp.json
 	$(BENCH) plan --steps 3000 --json $(FIG)/plan.json --plot $(FIG)/plan.png

@@ -41,6 +41,7 @@ SECTIONS = {
     "train-td3": "Training throughput: TD3 on Pendulum-v1 against Stable-Baselines3",
     "train-ddpg-bf16": "Training throughput: DDPG on Pendulum-v1 with the bfloat16 learner against SBX",
     "train-sac": "Training throughput: SAC on Pendulum-v1 against Stable-Baselines3 and SBX",
+    "train-sac-bf16": "Training throughput: SAC on Pendulum-v1 with the bfloat16 learner against SBX",
     "train-ddpg-cuda": "Training throughput on a GPU: DDPG on Pendulum-v1, every learner on the GPU, against SBX",
     "train-td3-cuda": "Training throughput on a GPU: TD3 on Pendulum-v1, every learner on the GPU, against SBX",
     "quality-dqn": "Learning quality: DQN on CartPole-v1",
@@ -49,6 +50,7 @@ SECTIONS = {
     "quality-sac": "Learning quality: SAC on Pendulum-v1",
     "quality-ddpg-bf16": "Learning quality: DDPG on Pendulum-v1 with the bfloat16 learner",
     "quality-td3-bf16": "Learning quality: TD3 on Pendulum-v1 with the bfloat16 learner",
+    "quality-sac-bf16": "Learning quality: SAC on Pendulum-v1 with the bfloat16 learner",
     "learner": "The learner step by precision and thread count",
     "learner-schedule-ddpg-64": "The update schedule: DDPG 64x64 on a shared host",
     "learner-schedule-ddpg": "The update schedule: DDPG 400x300 on a shared host",
@@ -375,7 +377,8 @@ def headline(records: dict[str, dict[str, Any]], by_vendor: dict[str, dict[str, 
     for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1"),
                       ("quality-td3", "TD3 Pendulum-v1"), ("quality-sac", "SAC Pendulum-v1"),
                       ("quality-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner"),
-                      ("quality-td3-bf16", "TD3 Pendulum-v1, bfloat16 learner")):
+                      ("quality-td3-bf16", "TD3 Pendulum-v1, bfloat16 learner"),
+                      ("quality-sac-bf16", "SAC Pendulum-v1, bfloat16 learner")):
         r = records.get(key)
         if r:
             res = r["results"]

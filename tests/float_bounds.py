@@ -8,9 +8,16 @@ not the arithmetic. These helpers derive each element's tolerance from its opera
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+import torch
+
+from pearl_fpga.algos.common import THIN
 
 EPS32 = float(np.finfo(np.float32).eps)
+U_BF16 = 2.0**-9
+"""bfloat16 keeps 8 significant bits: rounding to it is off by at most 2^-9 relative."""
 
 
 def difference_tolerance(a: np.ndarray, b: np.ndarray, ulps: float = 8.0) -> np.ndarray:
@@ -41,3 +48,23 @@ def huber_mean_tolerance(cur: np.ndarray, target: np.ndarray, weights: np.ndarra
     huber = np.where(td < 1, 0.5 * td ** 2, td - 0.5)
     per_term = w * np.minimum(td, 1.0) * difference_tolerance(cur64, target64, ulps)
     return float(per_term.mean() + len(td) * EPS32 * abs((w * huber).mean()))
+
+
+def bf16_forward_bound(layers: Sequence[tuple[torch.Tensor, torch.Tensor]], x: torch.Tensor,
+                       err: torch.Tensor | None = None) -> torch.Tensor:
+    """Per output, a first-order bound on |bf16 forward - float32 forward| (`err`: a bound on the
+    input's own error).
+
+    A bf16 layer rounds its input and its weights (each off by <= u relative) and its output (<= u): its
+    pre-activation is off by at most 2u * (|a| @ |W|^T) + u * |z|, plus the incoming error e carried
+    through |W|. ReLU and tanh do not grow an error; a float32 layer only carries it."""
+    err = torch.zeros_like(x) if err is None else err
+    a = x
+    for i, (w, b) in enumerate(layers):
+        z = a @ w.t() + b
+        carried = err @ w.abs().t()
+        if min(w.shape) > THIN:  # a wide layer: bf16
+            carried = carried + 2 * U_BF16 * (a.abs() @ w.abs().t()) + U_BF16 * z.abs()
+        err = carried
+        a = torch.relu(z) if i < len(layers) - 1 else z
+    return err

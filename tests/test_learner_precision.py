@@ -19,12 +19,10 @@ from pearl_fpga.config import TrainConfig
 from pearl_fpga.errors import BackendUnavailable
 from pearl_fpga.runtime.placement import bf16_unsupported, learn_target, parse_placement
 
+from float_bounds import U_BF16, bf16_forward_bound
+
 BF16_HERE = bf16_unsupported("cpu") is None
 needs_bf16 = pytest.mark.skipif(not BF16_HERE, reason=f"no bfloat16 GEMMs here: {bf16_unsupported('cpu')}")
-
-# bfloat16 keeps 8 significant bits: rounding to it is off by at most 2^-9 relative.
-U_BF16 = 2.0**-9
-
 
 def _batch(algo: str, obs_dim: int, action_dim: int, n: int, seed: int = 0) -> Batch:
     rng = np.random.default_rng(seed)
@@ -39,25 +37,6 @@ def _batch(algo: str, obs_dim: int, action_dim: int, n: int, seed: int = 0) -> B
     return Batch(**data).to_torch(discrete=algo == "dqn")
 
 
-def _rounding_bound(layers, x: torch.Tensor, err: torch.Tensor | None = None) -> torch.Tensor:
-    """Per output, a first-order bound on |bf16 forward - float32 forward| (`err`: a bound on the
-    input's own error).
-
-    A bf16 layer rounds its input and its weights (each off by <= u relative) and its output (<= u): its
-    pre-activation is off by at most 2u * (|a| @ |W|^T) + u * |z|, plus the incoming error e carried
-    through |W|. ReLU and tanh do not grow an error; a float32 layer only carries it."""
-    err = torch.zeros_like(x) if err is None else err
-    a = x
-    for i, (w, b) in enumerate(layers):
-        z = a @ w.t() + b
-        carried = err @ w.abs().t()
-        if min(w.shape) > 16:  # a wide layer: bf16 (common.THIN)
-            carried = carried + 2 * U_BF16 * (a.abs() @ w.abs().t()) + U_BF16 * z.abs()
-        err = carried
-        a = torch.relu(z) if i < len(layers) - 1 else z
-    return err
-
-
 @needs_bf16
 def test_bf16_forward_is_within_the_rounding_bound_of_float32():
     torch.manual_seed(0)
@@ -68,7 +47,7 @@ def test_bf16_forward_is_within_the_rounding_bound_of_float32():
     with torch.no_grad():
         exact = forward(layers, x)
         low = forward(cast_layers(layers, torch.bfloat16), x)
-        bound = _rounding_bound(layers, x)
+        bound = bf16_forward_bound(layers, x)
     assert low.dtype == torch.float32
     diff = (low - exact).abs()
     assert diff.max() > 0  # the GEMMs really ran in bfloat16
@@ -98,15 +77,15 @@ def test_bf16_step_is_close_to_float32(algo_name, fused):
     ref = learners["cpu"]
     with torch.no_grad():  # a bound on each sample's TD error: its Q's and gamma times its next Q's
         if discrete:
-            q_bound = _rounding_bound(linear_layers(ref.q), batch.obs)
-            next_bound = _rounding_bound(linear_layers(ref.q_target), batch.next_obs)
+            q_bound = bf16_forward_bound(linear_layers(ref.q), batch.obs)
+            next_bound = bf16_forward_bound(linear_layers(ref.q_target), batch.next_obs)
             td_bound = (q_bound.gather(1, batch.action) + cfg.gamma * next_bound.max(1, keepdim=True).values)
         else:  # the next action carries the target actor's error into the target critics (min: the larger)
-            q_bound = _rounding_bound(linear_layers(ref.critic), torch.cat([batch.obs, batch.action], 1))
-            a_err = _rounding_bound(linear_layers(ref.actor_target), batch.next_obs)
+            q_bound = bf16_forward_bound(linear_layers(ref.critic), torch.cat([batch.obs, batch.action], 1))
+            a_err = bf16_forward_bound(linear_layers(ref.actor_target), batch.next_obs)
             next_in = torch.cat([batch.next_obs, forward(linear_layers(ref.actor_target), batch.next_obs, True)], 1)
             in_err = torch.cat([torch.zeros_like(batch.next_obs), a_err], 1)
-            next_bound = torch.stack([_rounding_bound(linear_layers(t), next_in, in_err)
+            next_bound = torch.stack([bf16_forward_bound(linear_layers(t), next_in, in_err)
                                       for t in ref.critic_targets]).max(0).values
             td_bound = q_bound + cfg.gamma * next_bound
         td_bound = td_bound.squeeze(1) * 1.01 + 1e-6  # first order: 1% for the products of rounding errors
@@ -305,12 +284,14 @@ def test_the_planner_takes_bf16_only_when_it_is_faster(bf16_seconds, chosen):
     assert best.placement == {"act": "cpu", "replay": "cpu", "learn": chosen}
 
 
-def test_the_profile_times_the_bf16_learner_or_says_why_not(monkeypatch):
+@pytest.mark.parametrize("algo_name", ["dqn", "sac"])
+def test_the_profile_times_the_bf16_learner_or_says_why_not(monkeypatch, algo_name):
+    from pearl_fpga.algos.sac import SAC
     from pearl_fpga.planner import host_probe
     from pearl_fpga.planner.host_probe import Sizes
     from pearl_fpga.runtime import placement
 
-    cfg = TrainConfig.preset("dqn", net_arch=[16, 16], batch_size=16, buffer_size=4096)
+    cfg = TrainConfig.preset(algo_name, net_arch=[16, 16], batch_size=16, buffer_size=4096)
     sizes = Sizes(envs=(1,), act=(1,), insert=(1,), repeats=2, learn_repeats=2, worker_starts=(), parallel=())
     if BF16_HERE:
         prof = host_probe.profile_host(cfg, ("cpu", "cpu-bf16"), sizes)
@@ -320,6 +301,11 @@ def test_the_profile_times_the_bf16_learner_or_says_why_not(monkeypatch):
     prof = host_probe.profile_host(cfg, ("cpu", "cpu-bf16"), sizes)
     assert ("learn", "cpu-bf16") not in prof.fits
     assert prof.unavailable["learn@cpu-bf16"] == "no AMX here; use learn=cpu"
+    if algo_name == "sac":  # a learner that runs in float32 only is not timed in bfloat16 on any CPU
+        monkeypatch.setattr(placement, "bf16_unsupported", lambda device: None)
+        monkeypatch.setattr(SAC, "precisions", ("float32",))
+        prof = host_probe.profile_host(cfg, ("cpu", "cpu-bf16"), sizes)
+        assert prof.unavailable["learn@cpu-bf16"] == "sac's learner runs in float32 only"
 
 
 @pytest.mark.slow  # compiling takes tens of seconds

@@ -15,7 +15,7 @@ import pytest
 from pearl_fpga import presets as registry
 from pearl_fpga.algos.api import Learner
 from pearl_fpga.algos.heads import ActorHead
-from pearl_fpga.algos.registry import learner_class
+from pearl_fpga.algos.registry import learner_class, make_learner
 from pearl_fpga.config import TrainConfig
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pearl_fpga"
@@ -97,6 +97,7 @@ def test_deep_and_tabular_trainers_share_one_protocol():
 def test_the_learner_lookup_refuses_what_it_cannot_build(monkeypatch):
     import dataclasses as dc
 
+    from pearl_fpga import host
     from pearl_fpga.algos.sac import SAC
     from pearl_fpga.errors import BackendUnavailable
 
@@ -108,8 +109,10 @@ def test_the_learner_lookup_refuses_what_it_cannot_build(monkeypatch):
     monkeypatch.setattr(registry, "algorithms", lambda: specs)
     with pytest.raises(TypeError, match="is not a pearl_fpga.algos.api.DeepLearner"):
         learner_class("dqn")
-    with pytest.raises(BackendUnavailable, match="SAC's learner runs in float32 only"):
-        SAC(TrainConfig.preset("sac", net_arch=[8]), 3, 1, precision=__import__("torch").bfloat16)
+    monkeypatch.setattr(SAC, "precisions", ("float32",))  # a learner whose GEMMs run in float32 only
+    monkeypatch.setattr(host, "bf16_unsupported", lambda device: None)  # on any CPU: the learner's own refusal
+    with pytest.raises(BackendUnavailable, match="learn=cpu-bf16: sac's learner runs in float32 only; use learn=cpu"):
+        make_learner(TrainConfig.preset("sac", net_arch=[8]), 3, 1, device="cpu-bf16")
 
 
 @pytest.mark.parametrize("name", registry.tabular_names())

@@ -7,7 +7,12 @@ rounding: rtol 1e-5 / atol 1e-6 on parameters of size ~0.1-1 is some tens of flo
 hundred rounded sums. Adam divides each gradient by its own running magnitude, so a rounding difference in a
 gradient element near zero moves its parameter by up to a fraction of the learning rate; over several independent
 steps these add up, hence the looser drift bound there (1e-4 absolute at learning rate 1e-2, two orders under one
-step's change). The schedules run the same calls on the same data, so they agree bit for bit."""
+step's change). The schedules run the same calls on the same data, so they agree bit for bit.
+
+The fused step's squashed Gaussian is native (squash_sample, squash_backward): the sample is squash() in float64
+rounded once and its gradient the torch step's float32 ops, each checked bit for bit at the end of this file; the
+sample differs from the torch step's float32 one by rounding (most where tanh saturates), within the tolerances
+above on these batches."""
 
 from __future__ import annotations
 
@@ -16,10 +21,13 @@ import copy
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from pearl_fpga.algos.common import Batch
 from pearl_fpga.algos.fused import native_learner
-from pearl_fpga.algos.sac import SAC
+from pearl_fpga.algos.sac import LOG_STD_MAX, LOG_STD_MIN, SAC, SQUASH_EPS, squash
 from pearl_fpga.config import TrainConfig
 
 pytestmark = [pytest.mark.skipif(native_learner() is None, reason="pearl_fpga._learner_native not built (make native)"),
@@ -179,3 +187,77 @@ def test_the_fused_step_is_the_cpu_default_and_falls_back(monkeypatch):
     with pytest.raises(ValueError, match="features"):
         monkeypatch.undo()
         SAC(cfg, 3, 1).update(_batch(np.random.default_rng(0), 4, False, obs_dim=5, action_dim=1))
+
+
+# ---- the native squashed Gaussian (squash_sample, squash_backward) against its references, bit for bit ----------
+
+def _squash_case(data: st.DataObject) -> tuple[torch.Tensor, torch.Tensor]:
+    """Policy outputs (B, 2A) and noise (B, A) with the adversarial values: saturated means (tanh at +-1, where
+    float32's 1 - a^2 cancels), log sigmas beyond both ends of the clamp and on them, zeros of both signs."""
+    n, dim = data.draw(st.integers(0, 40)), data.draw(st.integers(1, 4))
+    edges = st.sampled_from([0.0, -0.0, LOG_STD_MIN, LOG_STD_MAX, 30.0, -30.0, 9.0, -9.0])
+    values = st.one_of(st.floats(-60, 60, width=32), edges)
+    out = data.draw(hnp.arrays(np.float32, (n, 2 * dim), elements=values))
+    eps = data.draw(hnp.arrays(np.float32, (n, dim), elements=st.one_of(st.floats(-7, 7, width=32), edges)))
+    return torch.from_numpy(out), torch.from_numpy(eps)
+
+
+@given(data=st.data())
+def test_the_native_sample_is_squash_in_float64_rounded_once(data):
+    """squash_sample's action, sigma and log pi: squash() evaluated in float64, each rounded to float32 once."""
+    out, eps = _squash_case(data)
+    n, dim = eps.shape
+    action, std, log_prob = torch.empty(n, dim), torch.empty(n, dim), torch.empty(n, 1)
+    native_learner().squash_sample(out.numpy(), eps.numpy(), action.numpy(), std.numpy(), log_prob.numpy())
+    ref_action, ref_log_prob, _, ref_std = squash(out.double(), eps.double(), dim)
+    for got, ref in ((action, ref_action), (std, ref_std), (log_prob, ref_log_prob)):
+        assert torch.equal(got, ref.float()), (got, ref)
+
+
+def _torch_squash_backward(q1, q2, d1, d2, action, eps, std, out, scale):
+    """The gradient at the policy's outputs as the torch ops of the fused step computed it before the native
+    squash_backward (the same arithmetic as autograd through squash() and torch.minimum)."""
+    dim = action.shape[1]
+    g1, g2 = d1[:, -dim:], d2[:, -dim:]
+    d_action = torch.where(q1 < q2, g1, torch.where(q2 < q1, g2, 0.5 * (g1 + g2)))
+    d_action += scale * 2.0 * action / ((1.0 - action.pow(2)) + SQUASH_EPS)
+    d_pre = torch.ops.aten.tanh_backward(d_action, action)
+    raw = out[:, dim:]
+    d_log_std = (d_pre * eps * std - scale) * ((raw >= LOG_STD_MIN) & (raw <= LOG_STD_MAX))
+    return torch.cat([d_pre, d_log_std], dim=1)
+
+
+@given(data=st.data())
+def test_the_native_sample_gradient_is_the_torch_ops_bit_for_bit(data):
+    """squash_backward against the torch ops, on squash_sample's outputs: min's gradient with ties (half each),
+    saturated actions, log sigmas clamped and not, critic gradients of any sign."""
+    out, eps = _squash_case(data)
+    n, dim = eps.shape
+    native = native_learner()
+    action, std, log_prob = torch.empty(n, dim), torch.empty(n, dim), torch.empty(n, 1)
+    native.squash_sample(out.numpy(), eps.numpy(), action.numpy(), std.numpy(), log_prob.numpy())
+    q1 = torch.from_numpy(data.draw(hnp.arrays(np.float32, (n, 1), elements=st.sampled_from([-1.0, 0.0, 2.5]))))
+    q2 = torch.from_numpy(data.draw(hnp.arrays(np.float32, (n, 1), elements=st.sampled_from([-1.0, 0.0, 2.5]))))
+    width = 3 + dim
+    grads = st.floats(-1e3, 1e3, width=32)
+    d1, d2 = (torch.from_numpy(data.draw(hnp.arrays(np.float32, (n, width), elements=grads))) for _ in range(2))
+    scale = data.draw(st.sampled_from([0.0, 1.0 / 256, 0.37 / 64, 3.0]))
+    d_out = torch.empty(n, 2 * dim)
+    native.squash_backward(q1.numpy(), q2.numpy(), d1.numpy(), d2.numpy(), action.numpy(), eps.numpy(), std.numpy(),
+                           out.numpy(), scale, d_out.numpy())
+    expected = _torch_squash_backward(q1, q2, d1, d2, action, eps, std, out, scale)
+    assert torch.equal(d_out.view(torch.int32), expected.view(torch.int32))  # the bits, signs of zeros included
+
+
+def test_the_native_squash_names_a_wrong_shape():
+    native, f = native_learner(), np.zeros
+    with pytest.raises(ValueError, match=r"out has shape \(4, 3\), expected \(4, 2\)"):
+        native.squash_sample(f((4, 3), np.float32), f((4, 1), np.float32), f((4, 1), np.float32), f((4, 1), np.float32),
+                             f((4, 1), np.float32))
+    with pytest.raises(TypeError, match="action must be a float32 numpy array"):
+        native.squash_sample(f((4, 2), np.float32), f((4, 1), np.float32), f((4, 1)), f((4, 1), np.float32),
+                             f((4, 1), np.float32))
+    with pytest.raises(ValueError, match="d1 must have at least the action's columns"):
+        native.squash_backward(*(f((4, 1), np.float32) for _ in range(2)), f((4, 1), np.float32)[:, :0].copy(),
+                               f((4, 4), np.float32), *(f((4, 1), np.float32) for _ in range(3)),
+                               f((4, 2), np.float32), 0.1, f((4, 2), np.float32))

@@ -224,7 +224,7 @@ def test_bench_learner_takes_the_config_options(tmp_path, capsys):
 
 def test_bench_learner_times_sbx_beside_it(tmp_path, capsys):
     """--sbx times SBX's own gradient step of the same algorithm at the same settings (its row on the same
-    FLOP count and peak scale); SAC, which refuses bfloat16, is timed in float32 alone."""
+    FLOP count and peak scale); --precision float32 times float32 alone."""
     import json
 
     pytest.importorskip("sbx", reason="SBX is the bench extra (pip install 'pearl_fpga[bench]')")
@@ -233,7 +233,7 @@ def test_bench_learner_times_sbx_beside_it(tmp_path, capsys):
 
     out = tmp_path / "learner.json"
     assert main(["bench", "learner", "--algo", "sac", "--rounds", "1", "--seconds", "0.05", "--set", "net_arch=[16,16]",
-                 "--set", "batch_size=8", "--sbx", "--json", str(out)]) == 0
+                 "--set", "batch_size=8", "--precision", "float32", "--sbx", "--json", str(out)]) == 0
     results = json.loads(out.read_text())["results"]
     sac = results["algos"]["sac"]
     assert sac["label"] == "float32" and not any("bfloat16" in v for v in sac["variants"])
@@ -270,6 +270,8 @@ def test_bench_learner_says_when_sbx_is_missing(monkeypatch, capsys):
 
 def test_bench_learner_says_when_sbx_has_no_such_setting(monkeypatch):
     """A config SBX cannot run (its baseline_kwargs refuse it) is skipped with that reason, not timed wrongly."""
+    import contextlib
+
     import pearl_fpga.bench.train as bench_train
     from pearl_fpga.bench.learner_sbx import sbx_step
     from pearl_fpga.config import TrainConfig
@@ -278,6 +280,7 @@ def test_bench_learner_says_when_sbx_has_no_such_setting(monkeypatch):
         raise ValueError("target_update_interval=2: SBX's SAC has no such setting")
 
     monkeypatch.setattr(bench_train, "sbx_module", lambda: object())
+    monkeypatch.setattr(bench_train, "jax_device", lambda device: contextlib.nullcontext())  # no JAX needed
     monkeypatch.setattr(bench_train, "baseline_model", refuse)
     assert sbx_step(TrainConfig.preset("sac"), 1, 0.01) == {"skipped": "target_update_interval=2: SBX's SAC has no such setting"}
 
@@ -356,8 +359,8 @@ def test_concurrent_actor_and_critic_gradients_count_as_two_callers():
     assert learner_callers(TrainConfig.preset("ddpg")) == 2
     assert learner_callers(TrainConfig.preset("td3")) == 2  # SB3's order, the twin critics one per thread
     assert learner_callers(TrainConfig.preset("td3", concurrent_updates=True)) == 2
-    assert learner_callers(TrainConfig.preset("dqn")) == 2  # its target pass and weight gradients beside the rest
-    assert learner_callers(TrainConfig.preset("dqn", update_schedule="serial")) == 1
+    assert learner_callers(TrainConfig.preset("dqn")) == 1  # serial by default
+    assert learner_callers(TrainConfig.preset("dqn", update_schedule="auto")) == 2  # may run beside the rest
 
 
 def test_a_probe_that_is_clearly_slower_is_cut_short():

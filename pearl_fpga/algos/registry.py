@@ -36,11 +36,13 @@ def make_learner(config: Any, obs_dim: int, action_dim: int, device: str = "cpu"
     from pearl_fpga.host import bf16_unsupported, learn_target
 
     torch_device, precision = learn_target(device)
+    cls: Any = learner_class(config.algo)
     low = None
     if precision == "bfloat16":
         reason = bf16_unsupported(torch_device)
+        if reason is None and "bfloat16" not in cls.precisions:
+            reason = f"{config.algo}'s learner runs in float32 only; use learn={torch_device}"
         if reason is not None:
             raise BackendUnavailable(f"placement learn={device}: {reason}")
         low = torch.bfloat16
-    cls: Any = learner_class(config.algo)
     return cls(config, obs_dim, action_dim, device=torch_device, seed=seed, precision=low)

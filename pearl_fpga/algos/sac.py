@@ -16,18 +16,23 @@ function); the actors run it, on the MLP kernel (its raw head) or in torch, and 
 host (`SquashedGaussian`): tanh(mu + exp(clip(log_sigma, -20, 2)) * eps) from the actor's seeded generator,
 tanh(mu) when greedy. So the kernel computes the policy head, and for a seed every kernel backend gives the
 same actions. The learner's noise comes from a torch generator of its own, saved with its state.
-Float32 throughout (a bfloat16 learn target is refused with the reason).
+
+`precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in bfloat16 on float32 master
+weights, as DDPG's and TD3's (common.cast_layers on the torch path, FusedNet's copies on the fused one): the
+thin input and output layers, the squashed Gaussian, the losses, alpha and every Adam stay float32.
 
 On a CPU with the native module built, the step runs fused (`fused=None` takes it where it runs;
 `fused=False` runs the torch ops above, with autograd and torch.optim.Adam: the reference, and the CUDA
 path). The fused step is the same arithmetic in the same order, with sums in another order, so the two
 agree to float rounding (tests/test_sac_fused.py): the networks' wide layers are torch GEMMs into
 buffers made once per batch size, the thin layers, bias, ReLU, the critics' MSE gradient and every Adam
-step are native (algos/fused_ac.py's FusedNet and FusedCritics, as DDPG's and TD3's), the squashed
-Gaussian's log-probability and its gradient (tanh correction, the log_std clamp passing no gradient
-outside [-20, 2]) are small torch ops on (B, action) tensors, and nothing builds an autograd graph. The
-actor's gradient through min(Q1, Q2) is each critic's input gradient at -1/B, the smaller critic's row
-taken per sample (half of each on a tie, as torch.minimum's gradient). Each critic's target value, its
+step are native (algos/fused_ac.py's FusedNet and FusedCritics, as DDPG's and TD3's), and nothing builds an
+autograd graph. The squashed Gaussian is native too, one pass each way: the sample and its log-probability
+are `squash` evaluated in float64 and rounded once (more accurate than its float32 ops, whose 1 - a^2
+cancels where tanh saturates), and the gradient at the actor's outputs is the torch step's float32 ops
+bit for bit (tanh correction, the log_std clamp passing no gradient outside [-20, 2]). The actor's
+gradient through min(Q1, Q2) is each critic's input gradient at -1/B, the smaller critic's row taken per
+sample (half of each on a tie, as torch.minimum's gradient). Each critic's target value, its
 loss gradient, Adam step and Polyak average, and its input gradient run on a thread of its own in the
 `update_schedule` concurrent (one per critic, as TD3's; algos/step_threads.py), the actor's next-state
 pass beside its current-state pass; serial runs the same calls in the same order on one thread, so both
@@ -48,8 +53,8 @@ from torch import nn
 
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.api import UpdateResult
-from pearl_fpga.algos.common import (Batch, LeanAdam, linear_layers, load_named_state, mlp, named_state,
-                                     subnormals_flushed)
+from pearl_fpga.algos.common import (Batch, LeanAdam, cast_layers, forward, linear_layers, load_named_state, mlp,
+                                     named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import native_learner
 from pearl_fpga.algos.fused_ac import CriticBuffers, FusedCritics, FusedNet, NetPass
 from pearl_fpga.algos.heads import ActorHead, PolicyOutputs
@@ -113,13 +118,19 @@ def squash(out: torch.Tensor, eps: torch.Tensor,
 
 
 @dataclass
-class _Sample:
-    """One squashed Gaussian sample of a batch (squash's outputs), with the noise it was drawn at."""
+class _Squashed:
+    """One squashed Gaussian sample of a batch (the native squash_sample's outputs, (B, action) each but
+    log_prob (B, 1)), with the noise it was drawn at."""
 
-    action: torch.Tensor
-    log_prob: torch.Tensor
-    std: torch.Tensor
     eps: torch.Tensor
+    action: torch.Tensor
+    std: torch.Tensor
+    log_prob: torch.Tensor
+
+    @classmethod
+    def new(cls, n: int, action_dim: int) -> _Squashed:
+        return cls(eps=torch.empty(n, action_dim), action=torch.empty(n, action_dim), std=torch.empty(n, action_dim),
+                   log_prob=torch.empty(n, 1))
 
 
 @dataclass
@@ -128,10 +139,12 @@ class _Buffers(CriticBuffers):
 
     pi_pass: NetPass  # the actor at obs
     next_pass: NetPass  # the actor at next_obs
+    samples: list[_Squashed]  # a~pi(.|s) (the actor's step), a'~pi(.|s') (the TD target)
     x_pi: torch.Tensor  # (B, obs + action): obs and the sampled action a~pi(.|s)
     pi_passes: list[NetPass]  # each critic at x_pi
     d_q_pi: torch.Tensor  # (B, 1) dLoss/dQ_i of the actor's loss where Q_i is the smaller: -1/B
     d_x_pi: list[torch.Tensor]  # each critic's dLoss/d(x_pi) at d_q_pi
+    d_pi_out: torch.Tensor  # (B, 2 action) dLoss/d(the actor's outputs at obs)
     actor_grads: list[torch.Tensor]
 
 
@@ -139,15 +152,14 @@ class SAC(TwoThreadLearner):
     """The SAC learner: `update(batch)` runs one step of the entropy coefficient, the critics, the actor and
     (every target_update_interval steps) the target critics; see the module docstring."""
 
-    precisions = ("float32",)
-
     def __init__(self, config: Any, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0,
                  precision: torch.dtype | None = None, fused: bool | None = None) -> None:
-        """fused: the fused CPU step; None takes it where it runs (a CPU learner, the native module built),
+        """precision: the dtype of the wide GEMMs (torch.bfloat16), None for float32 throughout; the
+        parameters, Adam's state and the losses stay float32 either way (common.cast_layers).
+        fused: the fused CPU step; None takes it where it runs (a CPU learner, the native module built),
         False runs the torch ops."""
-        if precision is not None:
-            raise BackendUnavailable("SAC's learner runs in float32 only; use placement learn=cpu (or cuda)")
         self.config = config
+        self.precision = precision
         self.device = torch.device(device)
         self.action_dim = action_dim
         torch.manual_seed(seed)
@@ -210,9 +222,18 @@ class SAC(TwoThreadLearner):
     def policy_module(self) -> nn.Sequential:
         return self.actor
 
+    def _net(self, net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+        """`net` at x, its wide layers in the learner's precision (the module's own ops in float32)."""
+        return forward(cast_layers(linear_layers(net), self.precision), x)
+
+    def _q_values(self, twin: TwinQ, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both critics of `twin` at (obs, action), in the learner's precision."""
+        x = torch.cat([obs, action], dim=1)
+        return self._net(twin.q1, x), self._net(twin.q2, x)
+
     def _action_log_prob(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparametrized squashed Gaussian sample of the policy and its log-probability (B, 1)."""
-        out = self.actor(obs)
+        out = self._net(self.actor, obs)
         eps = torch.randn((len(out), self.action_dim), generator=self.noise).to(self.device)
         action, log_prob, _, _ = squash(out, eps, self.action_dim)
         return action, log_prob
@@ -240,9 +261,10 @@ class SAC(TwoThreadLearner):
             self.ent_coef_optimizer.step()
         with torch.no_grad():
             next_actions, next_log_prob = self._action_log_prob(batch.next_obs)
-            next_q = torch.min(*self.critic_target(batch.next_obs, next_actions)) - ent_coef * next_log_prob
+            next_q = (torch.min(*self._q_values(self.critic_target, batch.next_obs, next_actions))
+                      - ent_coef * next_log_prob)
             target = batch.reward + (1.0 - batch.done) * self.gamma * next_q
-        q1, q2 = self.critic(batch.obs, batch.action)
+        q1, q2 = self._q_values(self.critic, batch.obs, batch.action)
         if batch.weights is None:
             critic_loss = 0.5 * (F.mse_loss(q1, target) + F.mse_loss(q2, target))
         else:
@@ -252,7 +274,7 @@ class SAC(TwoThreadLearner):
         self.critic_optimizer.step()
         # the actor's gradient through the critics (their own gradients are dropped: only the actor steps)
         self.critic.requires_grad_(False)
-        actor_loss = (ent_coef * log_prob - torch.min(*self.critic(batch.obs, actions_pi))).mean()
+        actor_loss = (ent_coef * log_prob - torch.min(*self._q_values(self.critic, batch.obs, actions_pi))).mean()
         self.actor_optimizer.zero_grad()
         actor_loss.backward()
         self.actor_optimizer.step()
@@ -298,19 +320,22 @@ class _FusedStep(FusedCritics[_Buffers]):
         critic, target = learner.critic, learner.critic_target
         critics = [linear_layers(critic.q1), linear_layers(critic.q2)]
         super().__init__(critics, [linear_layers(target.q1), linear_layers(target.q2)], learner._adams[1],
-                         learner.action_dim, learner.gamma, native,
+                         learner.action_dim, learner.gamma, native, learner.precision,
                          loss_scale=0.5)  # the critic loss is half the sum of the MSEs
         self.learner = learner
-        self.actor = FusedNet(linear_layers(learner.actor), native, None)
+        self.actor = FusedNet(linear_layers(learner.actor), native, learner.precision)
         self.actor_adam, self.ent_adam = learner._adams[0], learner._adams[2] if learner.auto_entropy else None
         self._online = [list(c.parameters()) for c in (critic.q1, critic.q2)]
         self._targets = [list(c.parameters()) for c in (target.q1, target.q2)]
 
     def new_buffers(self, n: int) -> _Buffers:
+        action_dim = self.learner.action_dim
         return _Buffers(**self.critic_buffers(n), pi_pass=self.actor.new_pass(n), next_pass=self.actor.new_pass(n),
+                        samples=[_Squashed.new(n, action_dim) for _ in range(2)],
                         x_pi=torch.empty(n, self.input_width), pi_passes=[c.new_pass(n) for c in self.critics],
                         d_q_pi=torch.full((n, 1), -1.0 / n),
                         d_x_pi=[torch.empty(n, self.input_width) for _ in self.critics],
+                        d_pi_out=torch.empty(n, 2 * action_dim),
                         actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
 
     def update(self, batch: Batch) -> UpdateResult:
@@ -318,40 +343,48 @@ class _FusedStep(FusedCritics[_Buffers]):
         on_thread = learner._on_grad_thread
         buf = self.buffers(batch)
         self.refresh_critics()
+        self.actor.refresh()
         self.actor_adam.native_views()
         # the noise of both samples first, in the torch step's order (the same bits for a seed)
-        shape = (len(batch.reward), learner.action_dim)
-        eps, next_eps = (torch.randn(shape, generator=learner.noise) for _ in range(2))
+        sample, next_sample = buf.samples
+        for drawn in buf.samples:
+            torch.randn(drawn.eps.shape, generator=learner.noise, out=drawn.eps)
         ent_coef = float(learner.log_ent_coef.detach().exp())  # read before its own step, as SB3
-        pending = on_thread(self._next_input, buf, batch, next_eps)
-        sample = self._sample(buf, batch, eps)
-        next_log_prob = pending.result()
+        pending = on_thread(self._next_input, buf, batch)
+        self._sample(buf, batch)
+        pending.result()
         later = on_thread(self.target_values, buf, range(1, 2))
         self.target_values(buf, range(1))
         later.result()
-        self.td_target(buf, batch, ent_coef * next_log_prob)
+        self.td_target(buf, batch, ent_coef * next_sample.log_prob)
         average = learner._polyak_due()
         later_critic = on_thread(self._critic_step, buf, batch, 1, average)
         loss = self._critic_step(buf, batch, 0, average) + later_critic.result()
-        self._actor_step(buf, batch, sample, ent_coef)
+        self._actor_step(buf, batch, ent_coef)
         return UpdateResult(torch.tensor(loss, dtype=torch.float32), buf.abs_td.clone())
 
-    def _next_input(self, buf: _Buffers, batch: Batch, eps: torch.Tensor) -> torch.Tensor:
-        """buf.next_in = [next_obs, a'~pi(.|s')]; returns log pi(a'|s')."""
-        self.actor.forward(batch.next_obs, buf.next_pass)
-        action, log_prob, _, _ = squash(buf.next_pass.outs[-1], eps, self.learner.action_dim)
-        torch.cat([batch.next_obs, action], dim=1, out=buf.next_in)
-        return log_prob
+    def _squash(self, out: torch.Tensor, drawn: _Squashed) -> None:
+        """The squashed Gaussian sample of the actor's outputs `out` at drawn.eps, and its log-probability, into
+        `drawn` (natively, squash() in float64 rounded once)."""
+        self.native.squash_sample(out.numpy(), drawn.eps.numpy(), drawn.action.numpy(), drawn.std.numpy(),
+                                  drawn.log_prob.numpy())
 
-    def _sample(self, buf: _Buffers, batch: Batch, eps: torch.Tensor) -> _Sample:
-        """a~pi(.|s) into buf.x_pi = [obs, a], and with ent_coef auto the entropy coefficient's step."""
+    def _next_input(self, buf: _Buffers, batch: Batch) -> None:
+        """buf.next_in = [next_obs, a'~pi(.|s')], and log pi(a'|s') in buf.samples[1]."""
+        self.actor.forward(batch.next_obs, buf.next_pass)
+        self._squash(buf.next_pass.outs[-1], buf.samples[1])
+        torch.cat([batch.next_obs, buf.samples[1].action], dim=1, out=buf.next_in)
+
+    def _sample(self, buf: _Buffers, batch: Batch) -> None:
+        """a~pi(.|s) into buf.samples[0] and buf.x_pi = [obs, a], and with ent_coef auto the entropy
+        coefficient's step."""
+        sample = buf.samples[0]
         self.actor.forward(batch.obs, buf.pi_pass)
-        action, log_prob, _, std = squash(buf.pi_pass.outs[-1], eps, self.learner.action_dim)
-        torch.cat([batch.obs, action], dim=1, out=buf.x_pi)
+        self._squash(buf.pi_pass.outs[-1], sample)
+        torch.cat([batch.obs, sample.action], dim=1, out=buf.x_pi)
         if self.ent_adam is not None:  # d/d log_alpha of -mean(log_alpha * (log pi + target entropy))
-            grad = (log_prob + self.learner.target_entropy).mean().neg_().reshape(1)
+            grad = (sample.log_prob + self.learner.target_entropy).mean().neg_().reshape(1)
             self.ent_adam.native_step(self.native, [grad.numpy()], 0.0)
-        return _Sample(action, log_prob, std, eps)
 
     def _critic_step(self, buf: _Buffers, batch: Batch, i: int, average: bool) -> float:
         """Critic i's loss gradient and Adam step, its target's Polyak average when due, then its input
@@ -361,21 +394,16 @@ class _FusedStep(FusedCritics[_Buffers]):
         if average:
             with torch.no_grad():
                 torch_ops.foreach_lerp_(self._targets[i], self._online[i], self.learner.tau)
+        self.critics[i].refresh()  # its low-precision copy of the updated weights (no-op in float32)
         self.input_grad(i, buf.x_pi, buf.pi_passes[i], buf.d_q_pi, buf.d_x_pi[i])
         return loss
 
-    def _actor_step(self, buf: _Buffers, batch: Batch, sample: _Sample, ent_coef: float) -> None:
-        """The actor's gradient of mean(alpha log pi(a|s) - min_i Q_i(s, a)) at step 1's sample, and its Adam step."""
-        obs_dim, scale = self.obs_dim, ent_coef / len(batch.reward)  # dLoss/d(log pi) per sample
-        q1, q2 = (p.outs[-1] for p in buf.pi_passes)
-        d1, d2 = (d[:, obs_dim:] for d in buf.d_x_pi)
-        d_action = torch.where(q1 < q2, d1, torch.where(q2 < q1, d2, 0.5 * (d1 + d2)))  # torch.minimum's gradient
-        action, raw_log_std = sample.action, buf.pi_pass.outs[-1][:, self.learner.action_dim:]
-        one_minus_sq = 1.0 - action.pow(2)
-        d_action += scale * 2.0 * action / (one_minus_sq + SQUASH_EPS)  # through -log(1 - a^2 + eps)
-        d_pre = torch.ops.aten.tanh_backward(d_action, action)
-        d_log_std = (d_pre * sample.eps * sample.std - scale) * ((raw_log_std >= LOG_STD_MIN)
-                                                                  & (raw_log_std <= LOG_STD_MAX))
-        d_out = torch.cat([d_pre, d_log_std], dim=1)
-        self.actor.backward(d_out, batch.obs, buf.pi_pass, buf.actor_grads, beside=self.learner._on_grad_thread)
+    def _actor_step(self, buf: _Buffers, batch: Batch, ent_coef: float) -> None:
+        """The actor's gradient of mean(alpha log pi(a|s) - min_i Q_i(s, a)) at step 1's sample (the gradient at
+        its outputs natively, in the float32 ops of the torch step), and its Adam step."""
+        sample, (q1, q2) = buf.samples[0], (p.np_outs[-1] for p in buf.pi_passes)
+        self.native.squash_backward(q1, q2, buf.d_x_pi[0].numpy(), buf.d_x_pi[1].numpy(), sample.action.numpy(),
+                                    sample.eps.numpy(), sample.std.numpy(), buf.pi_pass.np_outs[-1],
+                                    ent_coef / len(batch.reward), buf.d_pi_out.numpy())
+        self.actor.backward(buf.d_pi_out, batch.obs, buf.pi_pass, buf.actor_grads, beside=self.learner._on_grad_thread)
         self.actor_adam.native_step(self.native, [g.numpy() for g in buf.actor_grads], 0.0)

@@ -20,13 +20,16 @@ from pearl_fpga.bench.records import vendor_of
 def _train_records() -> dict[str, tuple[str, str, float]]:
     """Each training record -> (short name, what it runs, its SBX target): every deep algorithm of the
     registry on its default env (issue 33: 2x SBX for a discrete-action one, DQN; 1.5x for the continuous
-    ones), then the bfloat16 DDPG learner (issue 22's target, set on AMX)."""
+    ones), then each one's bfloat16 learner, where a record of it exists (issue 33's target as in float32;
+    DDPG's is issue 22's, set on AMX)."""
     from pearl_fpga.presets import algorithms
 
     out = {f"train-{name}": (name.upper(), f"{name.upper()} {spec.default_env}",
                              2.0 if spec.action_space == "discrete" else 1.5)
            for name, spec in sorted(algorithms().items(), key=lambda item: item[1].order) if spec.family == "deep"}
-    return {**out, "train-ddpg-bf16": ("DDPG bf16", "DDPG Pendulum-v1, bfloat16 learner", 2.5)}
+    low = {f"{record}-bf16": (f"{short} bf16", f"{runs}, bfloat16 learner", target)
+           for record, (short, runs, target) in out.items()}
+    return {**out, **low, "train-ddpg-bf16": ("DDPG bf16", "DDPG Pendulum-v1, bfloat16 learner", 2.5)}
 
 
 _TRAIN = _train_records()

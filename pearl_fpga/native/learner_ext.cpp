@@ -5,9 +5,10 @@
 // bias gradients, ReLU masks, gradient clipping, Adam). Run as separate torch ops, each of those
 // costs more in dispatch and allocation than in arithmetic; here each group is one pass over
 // caller-owned float32 buffers (numpy views of the learner's torch tensors, nothing allocated).
-// pearl_fpga/algos/fused.py drives it for DQN, DDPG and TD3; tests/test_fused_learner.py checks it
-// against autograd and torch.optim.Adam. The loops over layer-sized arrays release the GIL, so that
-// TD3's two critics (or DDPG's actor and critic) run them on two threads at once.
+// pearl_fpga/algos/fused.py drives it for DQN, DDPG and TD3, algos/sac.py for SAC; tests/test_fused_learner.py
+// and tests/test_sac_fused.py check it against autograd and torch.optim.Adam. The loops over layer-sized
+// arrays release the GIL, so that TD3's two critics (or DDPG's actor and critic) run them on two threads
+// at once.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -366,11 +367,95 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
     return norm;
 }
 
+// ---- SAC's squashed Gaussian policy (SB3's SquashedDiagGaussianDistribution) --------------------
+// The (B, action) element-wise work around the actor's network in one pass each, instead of some twenty
+// small torch ops. The forward pass is evaluated in double and rounded once (the float64 reference to
+// the bit); the backward pass is float32 arithmetic in the torch step's order (its ops' bits).
+
+constexpr double kLogStdMin = -20.0, kLogStdMax = 2.0, kSquashEps = 1e-6;
+
+// out (B, 2A): the policy network's outputs (means, then raw log sigmas); eps (B, A): standard normal noise.
+// Writes action = tanh(mean + sigma eps) and sigma = exp(clamp(raw, -20, 2)) (B, A), and log_prob (B, 1) =
+// sum_j (-eps_j^2 / 2 - log sigma_j - log(2 pi) / 2) - sum_j log(1 - a_j^2 + 1e-6) (squash() in float64, rounded).
+void squash_sample(py::handle out_obj, py::handle eps_obj, py::handle action_obj, py::handle std_obj,
+                     py::handle log_prob_obj) {
+    FloatView out = float_view(out_obj, "out", false), eps = float_view(eps_obj, "eps", false);
+    const py::ssize_t B = eps.rows, A = eps.cols;
+    expect_shape(out, B, 2 * A, "out");
+    FloatView action = float_view(action_obj, "action", true), sigma = float_view(std_obj, "std", true);
+    FloatView log_prob = float_view(log_prob_obj, "log_prob", true);
+    expect_shape(action, B, A, "action");
+    expect_shape(sigma, B, A, "std");
+    expect_shape(log_prob, B, 1, "log_prob");
+    const double half_log_2pi = 0.5 * std::log(2.0 * M_PI);
+    py::gil_scoped_release release;
+    for (py::ssize_t i = 0; i < B; ++i) {
+        double gaussian = 0.0, squash = 0.0;
+        for (py::ssize_t j = 0; j < A; ++j) {
+            const double e = eps.data[i * A + j];
+            const double log_std = std::min(std::max(static_cast<double>(out.data[i * 2 * A + A + j]), kLogStdMin),
+                                            kLogStdMax);
+            const double s = std::exp(log_std);
+            const double a = std::tanh(static_cast<double>(out.data[i * 2 * A + j]) + s * e);
+            gaussian += -0.5 * (e * e) - log_std - half_log_2pi;
+            squash += std::log(1.0 - a * a + kSquashEps);
+            action.data[i * A + j] = static_cast<float>(a);
+            sigma.data[i * A + j] = static_cast<float>(s);
+        }
+        log_prob.data[i] = static_cast<float>(gaussian - squash);
+    }
+}
+
+// The gradient at the policy network's outputs of SAC's actor loss mean(alpha log pi(a|s) - min(Q1, Q2)(s, a))
+// at a squash_sample: q1, q2 (B, 1) the critics at (s, a); d1, d2 (B, C) each critic's input gradient at
+// dLoss/dQ = -1/B (the action is its last A columns); action, eps, std (B, A) and out (B, 2A) the sample's;
+// scale = alpha / B, dLoss/d(log pi) per sample. Writes d_out (B, 2A): the means' and the raw log sigmas'
+// (none where the clamp held them). The float32 ops of the torch step, in its order: min's gradient (the
+// smaller critic's, half of each on a tie), + 2 scale a / (1 - a^2 + 1e-6) (log pi's tanh term), times
+// 1 - a^2 (tanh; rounded once, as torch's vectorized tanh_backward takes it with a fused multiply-add), then
+// for log sigma (d eps sigma - scale) times the clamp's 0/1 mask.
+void squash_backward(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, py::handle d2_obj,
+                     py::handle action_obj, py::handle eps_obj, py::handle std_obj, py::handle out_obj,
+                     double scale, py::handle d_out_obj) {
+    FloatView action = float_view(action_obj, "action", false), eps = float_view(eps_obj, "eps", false);
+    const py::ssize_t B = action.rows, A = action.cols;
+    FloatView q1 = float_view(q1_obj, "q1", false), q2 = float_view(q2_obj, "q2", false);
+    expect_shape(q1, B, 1, "q1");
+    expect_shape(q2, B, 1, "q2");
+    FloatView d1 = float_view(d1_obj, "d1", false), d2 = float_view(d2_obj, "d2", false);
+    const py::ssize_t C = d1.cols;
+    if (C < A) throw py::value_error("d1 must have at least the action's columns");
+    expect_shape(d1, B, C, "d1");
+    expect_shape(d2, B, C, "d2");
+    FloatView sigma = float_view(std_obj, "std", false), out = float_view(out_obj, "out", false);
+    expect_shape(eps, B, A, "eps");
+    expect_shape(sigma, B, A, "std");
+    expect_shape(out, B, 2 * A, "out");
+    FloatView d_out = float_view(d_out_obj, "d_out", true);
+    expect_shape(d_out, B, 2 * A, "d_out");
+    const float s = static_cast<float>(scale), s2 = static_cast<float>(scale * 2.0);
+    const float sq_eps = static_cast<float>(kSquashEps), lo = static_cast<float>(kLogStdMin);
+    const float hi = static_cast<float>(kLogStdMax);
+    py::gil_scoped_release release;
+    for (py::ssize_t i = 0; i < B; ++i)
+        for (py::ssize_t j = 0; j < A; ++j) {
+            const float g1 = d1.data[i * C + C - A + j], g2 = d2.data[i * C + C - A + j];
+            float d = q1.data[i] < q2.data[i] ? g1 : q2.data[i] < q1.data[i] ? g2 : 0.5f * (g1 + g2);
+            const float a = action.data[i * A + j];
+            d += s2 * a / ((1.0f - a * a) + sq_eps);
+            const float d_pre = d * std::fma(-a, a, 1.0f);  // tanh' = 1 - a^2 rounded once, as torch's tanh_backward
+            const float raw = out.data[i * 2 * A + A + j];
+            const float kept = raw >= lo && raw <= hi ? 1.0f : 0.0f;
+            d_out.data[i * 2 * A + j] = d_pre;
+            d_out.data[i * 2 * A + A + j] = (d_pre * eps.data[i * A + j] * sigma.data[i * A + j] - s) * kept;
+        }
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_learner_native, m) {
     m.doc() = "Fused element-wise pieces of a CPU learner step (TD losses, bias gradients, ReLU masks, thin layers, "
-              "clip + Adam)";
+              "SAC's squashed Gaussian, clip + Adam)";
     // an unknown PEARL_FPGA_NATIVE_ISA fails the import, naming the variable
     static const pearl_isa::Isa isa = pearl_isa::best();
     dot_select(isa);
@@ -389,6 +474,10 @@ PYBIND11_MODULE(_learner_native, m) {
     m.def("bias_relu", &bias_relu, py::arg("out"), py::arg("b"), py::arg("relu"));
     m.def("mse_loss_grad", &mse_loss_grad, py::arg("q"), py::arg("target"), py::arg("weights"), py::arg("d_q"),
           py::arg("abs_td"), py::arg("scale") = 1.0);
+    m.def("squash_sample", &squash_sample, py::arg("out"), py::arg("eps"), py::arg("action"), py::arg("std"),
+          py::arg("log_prob"));
+    m.def("squash_backward", &squash_backward, py::arg("q1"), py::arg("q2"), py::arg("d1"), py::arg("d2"),
+          py::arg("action"), py::arg("eps"), py::arg("std"), py::arg("out"), py::arg("scale"), py::arg("d_out"));
     m.def("clip_adam", &clip_adam, py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
           py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
           py::arg("weight_decay"), py::arg("max_norm"));

@@ -88,9 +88,15 @@ def explore_overhead(config: TrainConfig, spec: Any, counts: Sequence[int], repe
     epsilon mask and the merge, at the schedule's final epsilon."""
     from types import SimpleNamespace
 
+    from torch import nn
+
     from pearl_fpga.algos.registry import learner_class
 
-    head = learner_class(config.algo).actor_head(config, spec.action_dim)
+    cls = learner_class(config.algo)
+    head = cls.actor_head(config, spec.action_dim)
+    # the network's output width, for a head that samples from the outputs (a stochastic policy's)
+    width = [m.out_features for m in cls.policy_network(spec.obs_dim, spec.action_dim, config)
+             if isinstance(m, nn.Linear)][-1]
     rng = np.random.default_rng(4)
     step = max(config.total_steps, config.learning_starts)  # past the epsilon decay: the steady state
     pts = []
@@ -100,7 +106,8 @@ def explore_overhead(config: TrainConfig, spec: Any, counts: Sequence[int], repe
             greedy = np.zeros(n, dtype=np.int64)
         else:
             greedy = np.zeros((n, spec.action_dim), dtype=np.float32)
-        stub = SimpleNamespace(deterministic=lambda _obs, g=greedy: g)
+        outputs = np.zeros((n, width), dtype=np.float32)
+        stub = SimpleNamespace(deterministic=lambda _obs, g=greedy: g, outputs=lambda _obs, o=outputs: o)
         pts.append((float(n), time_call(lambda: head.explore(stub, obs, step, rng), repeats)))
     return pts
 
