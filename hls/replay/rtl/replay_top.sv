@@ -185,7 +185,7 @@ module replay_top #(
     logic [U_LAST:0]             u_valid;
     logic [U_LAST:0][IDX_W-1:0]  u_index;
     logic [U_LAST:0][31:0]       u_word;
-    logic                        ua_valid, uc_valid, updating;
+    logic                        uc_valid, updating;
     logic [63:0]                 uc_delta;
     logic                        b_hit, leaf_hit;   // stage B's leaf forward, and registered for D
     logic [31:0]                 b_fwd, leaf_fwd;
@@ -219,7 +219,11 @@ module replay_top #(
     logic inflight_zero_n, updating_n, room_n, clearing_n;     // their inputs, next cycle's values
     logic [FIFO_AW:0] inflight_n, reserved_n;
 
-    assign ua_valid     = u_valid[0];
+    // One copy of the update's stage-A valid and index per level, registered beside u_valid[0]: each
+    // drives only its own level's read-address select, so no one flip-flop reaches every level's
+    // block RAMs (kept apart from Yosys's merging of equal registers).
+    (* keep *) logic [DEPTH:1]            ua_valid_l;
+    (* keep *) logic [DEPTH:1][IDX_W-1:0] ua_index_l;
     assign uc_valid     = u_valid[U_C];
     assign updating     = |u_valid[U_C:0];
     assign fire_update  = head_valid && head_update && ok_update;
@@ -282,6 +286,7 @@ module replay_top #(
             q_rd       <= 1'b0;
             sd_valid   <= 1'b0;
             u_valid    <= '0;
+            ua_valid_l <= '0;
             clearing   <= 1'b1;   // zero the tree after reset
             clear_addr <= '0;
             inflight   <= '0;
@@ -317,6 +322,8 @@ module replay_top #(
             sd_last   <= head_last;
             u_valid   <= {u_valid[U_LAST-1:0], fire_update && head_in_range};
             u_index   <= {u_index[U_LAST-1:0], head_index};
+            ua_valid_l <= {DEPTH{fire_update && head_in_range}};
+            ua_index_l <= {DEPTH{head_index}};
             u_word    <= {u_word[U_LAST-1:0], head_value[31:0]};
             leaf_hit  <= b_hit;
             leaf_fwd  <= b_fwd;
@@ -326,6 +333,7 @@ module replay_top #(
             // clear sweep (after reset or a CLEAR command)
             if (fire_clear) begin
                 u_valid    <= '0;     // only the history past C can be valid here
+                ua_valid_l <= '0;
                 clearing   <= 1'b1;
                 clear_addr <= '0;
                 total      <= '0;
@@ -423,8 +431,8 @@ module replay_top #(
             .s_out_node(s_node[d]),
             .s_out_last(s_last[d]),
             .s_out_value(s_value[d]),
-            .u_a_valid(ua_valid),
-            .u_a_index(u_index[0]),
+            .u_a_valid(ua_valid_l[d]),
+            .u_a_index(ua_index_l[d]),
             .u_b_old(u_old[d]),
             .u_c_valid(uc_valid),
             .u_c_delta(uc_delta)
