@@ -221,9 +221,9 @@ module replay_top #(
 
     // One copy of the update's stage-A valid and index per level, registered beside u_valid[0]: each
     // drives only its own level's read-address select, so no one flip-flop reaches every level's
-    // block RAMs (kept apart from Yosys's merging of equal registers).
-    (* keep *) logic [DEPTH:1]            ua_valid_l;
-    (* keep *) logic [DEPTH:1][IDX_W-1:0] ua_index_l;
+    // block RAMs (keep_reg: Yosys would merge equal registers back into one).
+    logic [DEPTH:1]            ua_valid_l;
+    logic [DEPTH:1][IDX_W-1:0] ua_index_l;
     assign uc_valid     = u_valid[U_C];
     assign updating     = |u_valid[U_C:0];
     assign fire_update  = head_valid && head_update && ok_update;
@@ -286,7 +286,6 @@ module replay_top #(
             q_rd       <= 1'b0;
             sd_valid   <= 1'b0;
             u_valid    <= '0;
-            ua_valid_l <= '0;
             clearing   <= 1'b1;   // zero the tree after reset
             clear_addr <= '0;
             inflight   <= '0;
@@ -322,8 +321,6 @@ module replay_top #(
             sd_last   <= head_last;
             u_valid   <= {u_valid[U_LAST-1:0], fire_update && head_in_range};
             u_index   <= {u_index[U_LAST-1:0], head_index};
-            ua_valid_l <= {DEPTH{fire_update && head_in_range}};
-            ua_index_l <= {DEPTH{head_index}};
             u_word    <= {u_word[U_LAST-1:0], head_value[31:0]};
             leaf_hit  <= b_hit;
             leaf_fwd  <= b_fwd;
@@ -333,7 +330,6 @@ module replay_top #(
             // clear sweep (after reset or a CLEAR command)
             if (fire_clear) begin
                 u_valid    <= '0;     // only the history past C can be valid here
-                ua_valid_l <= '0;
                 clearing   <= 1'b1;
                 clear_addr <= '0;
                 total      <= '0;
@@ -407,6 +403,12 @@ module replay_top #(
         // child sums (SLOT_W) and its parents' sums, the prefix and the target it receives (SUM_W).
         localparam int CHILD_LEAVES  = SPAN / FANOUT < CAPACITY ? SPAN / FANOUT : CAPACITY;
         localparam int PARENT_LEAVES = SPAN < CAPACITY ? SPAN : CAPACITY;
+        // this level's copy of u_valid[0] and u_index[0] (the same next values, reset included)
+        keep_reg #(.WIDTH(1 + IDX_W)) u_a_copy (
+            .clk(ap_clk),
+            .d({ap_rst_n && fire_update && head_in_range, head_index}),
+            .q({ua_valid_l[d], ua_index_l[d]})
+        );
         replay_level #(
             .FANOUT(FANOUT),
             .LOGK(LOGK),
