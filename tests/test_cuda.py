@@ -14,6 +14,7 @@ import torch
 from pearl_fpga.algos import make_learner
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.replay.batch import Batch
+from tests.test_learner_precision import _bandit_batch  # the one-step task (done = 1), on any device
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
 
@@ -61,20 +62,6 @@ def test_a_cuda_step_agrees_with_the_cpu_torch_step(algo_name):
     assert drift < 1e-3, drift
 
 
-def _bandit(rng: np.random.Generator, discrete: bool, n: int, device: str) -> torch.Tensor:
-    """One-step episodes (test_learner_precision's bandit): DQN is paid 1 for the action that matches
-    the sign of obs[0]; a continuous actor -(a - 0.5 obs[0])^2."""
-    obs = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
-    if discrete:
-        action = rng.integers(0, 2, n)
-        reward = (action == (obs[:, 0] > 0)).astype(np.float32)
-    else:
-        action = rng.uniform(-1, 1, (n, 1)).astype(np.float32)
-        reward = -((action[:, 0] - 0.5 * obs[:, 0]) ** 2).astype(np.float32)
-    batch = Batch(obs=obs, action=action, reward=reward, next_obs=obs, done=np.ones(n, np.float32))
-    return batch.to_torch(device, discrete)
-
-
 @pytest.mark.parametrize("target", ["cuda", "cuda-bf16"])
 @pytest.mark.parametrize("algo_name", DEEP)
 def test_a_short_cuda_run_learns(algo_name, target):
@@ -84,7 +71,7 @@ def test_a_short_cuda_run_learns(algo_name, target):
         pytest.skip(f"{algo_name}'s learner runs in float32 only")
     learner = make_learner(cfg, 3, 2 if discrete else 1, device=target, seed=0)
     rng = np.random.default_rng(0)
-    losses = [float(learner.update(_bandit(rng, discrete, 64, "cuda"))[0]) for _ in range(400)]
+    losses = [float(learner.update(_bandit_batch(rng, discrete, 64, "cuda"))[0]) for _ in range(400)]
     assert np.mean(losses[-20:]) < 0.2 * np.mean(losses[:20])
     probe = np.linspace(-1, 1, 41, dtype=np.float32)
     obs = np.stack([probe, np.zeros_like(probe), np.zeros_like(probe)], 1)

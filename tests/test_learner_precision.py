@@ -108,7 +108,7 @@ def test_bf16_step_is_close_to_float32(algo_name, fused):
         assert float((g16 - g32).norm()) <= 64 * U_BF16 * float(g32.norm()) + 1e-7, key
 
 
-def _bandit_batch(rng: np.random.Generator, discrete: bool, n: int) -> Batch:
+def _bandit_batch(rng: np.random.Generator, discrete: bool, n: int, device: str = "cpu") -> Batch:
     """One-step episodes (done = 1): the TD target is the reward, so the critic must fit it and the
     actor must find its best action. Reward: DQN 1 for the action that matches the sign of obs[0], else
     0; DDPG/TD3 -(a - 0.5 obs[0])^2."""
@@ -120,7 +120,7 @@ def _bandit_batch(rng: np.random.Generator, discrete: bool, n: int) -> Batch:
         action = rng.uniform(-1, 1, (n, 1)).astype(np.float32)
         reward = -((action[:, 0] - 0.5 * obs[:, 0]) ** 2).astype(np.float32)
     data = {"obs": obs, "action": action, "reward": reward, "next_obs": obs, "done": np.ones(n, np.float32)}
-    return Batch(**data).to_torch(discrete=discrete)
+    return Batch(**data).to_torch(device, discrete=discrete)
 
 
 def _greedy(learner, obs: np.ndarray) -> np.ndarray:

@@ -24,6 +24,14 @@ def learner_class(algo: str) -> type[DeepLearner]:
     return cls
 
 
+def bf16_refusal(algo: str, hardware: str | None) -> str | None:
+    """Why `algo`'s learner cannot run in bfloat16: `hardware` (what the device lacks, or None), else that
+    the learner runs in float32 only; None where it can."""
+    if hardware is None and "bfloat16" not in learner_class(algo).precisions:
+        return f"{algo}'s learner runs in float32 only"
+    return hardware
+
+
 def make_learner(config: Any, obs_dim: int, action_dim: int, device: str = "cpu", seed: int = 0) -> Any:
     """The learner of `config.algo` (action_dim: the number of discrete actions, or the action's size).
 
@@ -39,10 +47,10 @@ def make_learner(config: Any, obs_dim: int, action_dim: int, device: str = "cpu"
     cls: Any = learner_class(config.algo)
     low = None
     if precision == "bfloat16":
-        reason = bf16_unsupported(torch_device)
-        if reason is None and "bfloat16" not in cls.precisions:
-            reason = f"{config.algo}'s learner runs in float32 only; use learn={torch_device}"
+        hardware = bf16_unsupported(torch_device)
+        reason = bf16_refusal(config.algo, hardware)
         if reason is not None:
-            raise BackendUnavailable(f"placement learn={device}: {reason}")
+            fix = f"; use learn={torch_device}" if hardware is None else ""  # the hardware's reason names its fix
+            raise BackendUnavailable(f"placement learn={device}: {reason}{fix}")
         low = torch.bfloat16
     return cls(config, obs_dim, action_dim, device=torch_device, seed=seed, precision=low)

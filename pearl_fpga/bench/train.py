@@ -66,12 +66,12 @@ def _sb3_settings(values: tuple[str, ...], default_threads: int) -> dict[str, in
     return out
 
 
-def baseline_device(placement: str | None) -> str:
-    """Where the baselines' learners run: on the GPU when pearl_fpga's learner does (placement learn=cuda
-    or cuda-bf16), else on the CPU, so that both sides of a comparison use the same hardware."""
+def baseline_device(placement: str) -> str:
+    """Where the baselines' learners run: on the GPU when pearl_fpga's learner does (its run's placement
+    says learn=cuda or cuda-bf16), else on the CPU, so that both sides of a comparison use the same hardware."""
     from pearl_fpga.runtime.placement import parse_placement
 
-    return "cpu" if placement is None else parse_placement(placement).learn_device
+    return parse_placement(placement).learn_device
 
 
 def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
@@ -81,9 +81,7 @@ def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
     default_threads = torch.get_num_threads()  # torch's own default (one per core), before anything sets it
     config = args.config
     sb3_settings = _sb3_settings(args.sb3_threads, default_threads)
-    device = baseline_device(args.placement)
     results: dict[str, Any] = {"algo": config.algo, "env_id": config.env_id, "steps": config.total_steps,
-                               "baseline_device": device,
                                "pearl_threads": "auto" if config.learner_threads == 0 else config.learner_threads,
                                "sb3_threads": sb3_settings, "keep_best": bool(args.keep_best),
                                "config": config.to_dict(), "runs": []}
@@ -95,18 +93,17 @@ def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
                                             _progress_lines(f"seed {seed}: pearl_fpga", log)))
         log(_done(ours))
         entry: dict[str, Any] = {"seed": seed, "pearl_fpga": ours, "sb3": {}, "speedup": {}}
+        device = results["baseline_device"] = baseline_device(ours["placement"])  # as resolved (auto too)
         if sb3 is not None:
             for name, threads in sb3_settings.items():
                 log(f"seed {seed}: stable-baselines3 at {name} torch thread(s) ...")
-                theirs = _measured(lambda: _run_sb3(sb3, config, seed, args.eval_episodes, threads,
-                                                             device))
+                theirs = _measured(lambda: _run_sb3(sb3, config, seed, args.eval_episodes, threads, device))
                 log(_done(theirs))
                 entry["sb3"][name] = theirs
                 entry["speedup"][name] = ours["env_steps_per_s"] / theirs["env_steps_per_s"]
         if sbx is not None:
             log(f"seed {seed}: sbx (JAX) ...")
-            entry["sbx"] = _measured(lambda: _run_sb3(sbx, config, seed, args.eval_episodes, None,
-                                                               device))
+            entry["sbx"] = _measured(lambda: _run_sb3(sbx, config, seed, args.eval_episodes, None, device))
             log(_done(entry["sbx"]))
             entry["speedup_sbx"] = ours["env_steps_per_s"] / entry["sbx"]["env_steps_per_s"]
         results["runs"].append(entry)
@@ -121,7 +118,7 @@ def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
     if sbx is not None:
         results["median_speedup_sbx"] = statistics.median(r["speedup_sbx"] for r in results["runs"])
     results["libraries"] = _versions()
-    if device == "cuda":
+    if results["baseline_device"] == "cuda":
         results["gpu"] = torch.cuda.get_device_name(0)
     from pearl_fpga.runtime.threads import cpu_identity
 

@@ -190,7 +190,8 @@ def _profile_learner(config: TrainConfig, spec: Any, targets: Sequence[str], siz
 
     import torch
 
-    from pearl_fpga.algos import learner_class, make_learner
+    from pearl_fpga.algos import make_learner
+    from pearl_fpga.algos.registry import bf16_refusal
     from pearl_fpga.runtime.placement import DEVICES, bf16_unsupported, learn_target
     from pearl_fpga.runtime.schedule import needed_env_steps
     from pearl_fpga.runtime.stats import LossMeter
@@ -204,9 +205,7 @@ def _profile_learner(config: TrainConfig, spec: Any, targets: Sequence[str], siz
     if "cuda" in targets and "learn@cuda" not in prof.unavailable:
         plans.append(("cpu", "cuda"))
     if "cpu-bf16" in targets:  # the bfloat16 learner, timed like float32's and chosen only when faster
-        reason = bf16_unsupported("cpu")
-        if reason is None and "bfloat16" not in learner_class(config.algo).precisions:
-            reason = f"{config.algo}'s learner runs in float32 only"
+        reason = bf16_refusal(config.algo, bf16_unsupported("cpu"))
         if reason is None:
             plans.append(("cpu", "cpu-bf16"))
         else:
