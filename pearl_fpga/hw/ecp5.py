@@ -57,14 +57,17 @@ def _tcl_free(value: str) -> str:
 
 def synth_script(files: list[str], top: str, parameters: dict[str, int | str], json_out: str | None,
                  verilog_out: str | None = None, extra: str = "") -> str:
-    """The Yosys commands: read the RTL, set the parameters, synth_ecp5, write the netlist(s) and the
-    cell statistics (stat.json). `extra` goes to synth_ecp5 (e.g. -nodsp)."""
+    """The Yosys commands: read the RTL, set the parameters, synth_ecp5, flatten, write the netlist(s)
+    and the cell statistics (stat.json). `extra` goes to synth_ecp5 (e.g. -nodsp)."""
     sets = " ".join(f'-set {k} "{_tcl_free(v)}"' if isinstance(v, str) else f"-set {k} {int(v)}"
                     for k, v in parameters.items())
     steps = [f"read_verilog -sv -DSYNTHESIS {' '.join(files)}"]
     if sets:
         steps.append(f"chparam {sets} {top}")
     steps.append(f"synth_ecp5 -top {top} {extra}".strip())
+    # keep_reg's copies survived synthesis as kept submodules (hls/common/rtl/keep_reg.sv); flattening
+    # them now, after every opt_merge, gives nextpnr, the netlist simulation and `stat` one flat top.
+    steps.append("setattr -mod -unset keep_hierarchy *; flatten -noscopeinfo")
     if json_out:
         steps.append(f"write_json {json_out}")
     if verilog_out:

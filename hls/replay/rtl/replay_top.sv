@@ -7,8 +7,9 @@
 //   - Every stage is at most one carry chain deep after a registered block-RAM read (each level as
 //     wide as its sums can grow: 32 + ceil(log2(leaves below)) bits; replay_level), and the
 //     issue logic works on the head command's opcode decoded as it is taken and on issue conditions
-//     registered a cycle ahead (no counter compare before the fire decision), and a skid register
-//     in front of the head makes s_axis_cmd_tready a function of registers, for 100 MHz on an
+//     registered a cycle ahead (no counter compare before the fire decision), and a two-entry
+//     command queue makes s_axis_cmd_tready a function of registers and keeps the fire decision off
+//     the command fields' enables, for 100 MHz on an
 //     ECP5 -6 (make implement measures it; docs/hardware.md).
 //   - SAMPLE: 8 cycles per level (block-RAM read, its output register, a four-stage parallel prefix
 //     of the K child sums, the K comparisons, the selection; replay_level), pipelined across levels:
@@ -139,20 +140,33 @@ module replay_top #(
     );
 
     // ------------------------------------------------------------------ state
+    // The command queue: two entries, written at q_wr as commands are taken and read at q_rd (the
+    // head). An entry's fields load whenever the queue can take a command (a cycle with tvalid low
+    // loads nothing that is used), so their enable is a register; the fire decision only moves q_rd
+    // and the count, a few flip-flops. s_axis_cmd_tready is a function of registers (fewer than two
+    // held, running with commands left, no clear sweep).
+    logic [1:0]             q_count;
+    logic                   q_wr, q_rd;
+    logic [1:0]             q_last, q_update, q_sample, q_answer, q_identity, q_clear, q_other, q_in_range;
+    logic [1:0][IDX_W-1:0]  q_index;
+    logic [1:0][63:0]       q_value;
     logic                   head_valid, head_last;
     logic [IDX_W-1:0]       head_index;
     // the head's opcode decoded (and its index checked) as it is taken, so that issue is a few gates
     logic                   head_update, head_sample, head_answer, head_identity, head_clear, head_other;
     logic                   head_in_range;
     logic [63:0]            head_value;
-    // A skid register in front of the head: s_axis_cmd_tready is a function of registers only (the
-    // skid is empty), not of the head's fire decision; a command taken while the head cannot move
-    // waits here, and moves into the head as it frees.
-    logic                   skid_valid, skid_last;
-    logic [IDX_W-1:0]       skid_index;
-    logic                   skid_update, skid_sample, skid_answer, skid_identity, skid_clear, skid_other;
-    logic                   skid_in_range;
-    logic [63:0]            skid_value;
+    assign head_valid    = q_count != 2'd0;
+    assign head_last     = q_last[q_rd];
+    assign head_index    = q_index[q_rd];
+    assign head_update   = q_update[q_rd];
+    assign head_sample   = q_sample[q_rd];
+    assign head_answer   = q_answer[q_rd];
+    assign head_identity = q_identity[q_rd];
+    assign head_clear    = q_clear[q_rd];
+    assign head_other    = q_other[q_rd];
+    assign head_in_range = q_in_range[q_rd];
+    assign head_value    = q_value[q_rd];
     logic                   in_update, in_sample, in_answer, in_identity, in_clear, in_other, in_in_range;
     logic [7:0]             in_op;
     assign in_op       = s_axis_cmd_tdata[127:120];
@@ -171,7 +185,7 @@ module replay_top #(
     logic [U_LAST:0]             u_valid;
     logic [U_LAST:0][IDX_W-1:0]  u_index;
     logic [U_LAST:0][31:0]       u_word;
-    logic                        ua_valid, uc_valid, updating;
+    logic                        uc_valid, updating;
     logic [63:0]                 uc_delta;
     logic                        b_hit, leaf_hit;   // stage B's leaf forward, and registered for D
     logic [31:0]                 b_fwd, leaf_fwd;
@@ -198,15 +212,18 @@ module replay_top #(
     // ------------------------------------------------------------------ issue
     // The head fires when its kind's condition holds. The conditions come from registers computed a
     // cycle ahead (ok_*: the next cycle's inflight == 0, updates in A..C, response room, no clear
-    // sweep), so that the fire decision is two LUT levels, and it only reaches the head's enables.
-    logic head_free;   // the head takes the next command this cycle (it is empty or fires)
+    // sweep), so that the fire decision is two LUT levels after the head's select.
     logic head_fire, fire_update, fire_sample, fire_total, fire_clear, fire_other;
     logic accept_ok, cmd_fire;
     logic ok_update, ok_sample, ok_answer, ok_clear, ok_any;   // registered issue conditions
     logic inflight_zero_n, updating_n, room_n, clearing_n;     // their inputs, next cycle's values
     logic [FIFO_AW:0] inflight_n, reserved_n;
 
-    assign ua_valid     = u_valid[0];
+    // One copy of the update's stage-A valid and index per level, registered beside u_valid[0]: each
+    // drives only its own level's read-address select, so no one flip-flop reaches every level's
+    // block RAMs (keep_reg: Yosys would merge equal registers back into one).
+    logic [DEPTH:1]            ua_valid_l;
+    logic [DEPTH:1][IDX_W-1:0] ua_index_l;
     assign uc_valid     = u_valid[U_C];
     assign updating     = |u_valid[U_C:0];
     assign fire_update  = head_valid && head_update && ok_update;
@@ -218,8 +235,7 @@ module replay_top #(
     assign head_fire    = fire_update || fire_sample || fire_total || fire_clear || fire_other;
 
     assign accept_ok         = (FREE_RUN != 0) || (running && cmds_more);
-    assign head_free         = !head_valid || head_fire;
-    assign s_axis_cmd_tready = ap_rst_n && !clearing && accept_ok && !skid_valid;
+    assign s_axis_cmd_tready = ap_rst_n && !clearing && accept_ok && q_count != 2'd2;
     assign cmd_fire          = s_axis_cmd_tvalid && s_axis_cmd_tready;
 
     // next cycle's bookkeeping, and the issue conditions it gives
@@ -241,7 +257,7 @@ module replay_top #(
         end
     end
 
-    assign busy      = head_valid || skid_valid || sd_valid || updating || u_valid[U_C+1] || inflight != '0 || reserved != '0
+    assign busy      = head_valid || sd_valid || updating || u_valid[U_C+1] || inflight != '0 || reserved != '0
                        || clearing;
     assign ctrl_done = (FREE_RUN == 0) && running && !cmds_more && !busy;
     assign ctrl_idle = (FREE_RUN != 0) ? !busy : !running;
@@ -265,8 +281,9 @@ module replay_top #(
     // ------------------------------------------------------------------ sequential control
     always_ff @(posedge ap_clk) begin
         if (!ap_rst_n) begin
-            head_valid <= 1'b0;
-            skid_valid <= 1'b0;
+            q_count    <= '0;
+            q_wr       <= 1'b0;
+            q_rd       <= 1'b0;
             sd_valid   <= 1'b0;
             u_valid    <= '0;
             clearing   <= 1'b1;   // zero the tree after reset
@@ -281,36 +298,22 @@ module replay_top #(
             cmds_left  <= '0;
             cmds_more  <= 1'b0;
         end else begin
-            // command skid and head registers. The skid's fields follow the stream while it is
-            // empty (a cycle with tvalid low loads nothing that is used), so their enable is a register.
-            if (!skid_valid) begin
-                skid_index    <= IDX_W'(s_axis_cmd_tdata[95:64]);
-                skid_update   <= in_update;
-                skid_sample   <= in_sample;
-                skid_answer   <= in_answer;
-                skid_identity <= in_identity;
-                skid_clear    <= in_clear;
-                skid_other    <= in_other;
-                skid_in_range <= in_in_range;
-                skid_value    <= s_axis_cmd_tdata[63:0];
-                skid_last     <= s_axis_cmd_tlast;
+            // command queue
+            if (s_axis_cmd_tready) begin
+                q_index[q_wr]    <= IDX_W'(s_axis_cmd_tdata[95:64]);
+                q_update[q_wr]   <= in_update;
+                q_sample[q_wr]   <= in_sample;
+                q_answer[q_wr]   <= in_answer;
+                q_identity[q_wr] <= in_identity;
+                q_clear[q_wr]    <= in_clear;
+                q_other[q_wr]    <= in_other;
+                q_in_range[q_wr] <= in_in_range;
+                q_value[q_wr]    <= s_axis_cmd_tdata[63:0];
+                q_last[q_wr]     <= s_axis_cmd_tlast;
             end
-            if (head_free) begin   // the skid's command if it holds one (then tready was low), else the stream's
-                head_valid    <= skid_valid || cmd_fire;
-                skid_valid    <= 1'b0;
-                head_index    <= skid_valid ? skid_index : IDX_W'(s_axis_cmd_tdata[95:64]);
-                head_update   <= skid_valid ? skid_update : in_update;
-                head_sample   <= skid_valid ? skid_sample : in_sample;
-                head_answer   <= skid_valid ? skid_answer : in_answer;
-                head_identity <= skid_valid ? skid_identity : in_identity;
-                head_clear    <= skid_valid ? skid_clear : in_clear;
-                head_other    <= skid_valid ? skid_other : in_other;
-                head_in_range <= skid_valid ? skid_in_range : in_in_range;
-                head_value    <= skid_valid ? skid_value : s_axis_cmd_tdata[63:0];
-                head_last     <= skid_valid ? skid_last : s_axis_cmd_tlast;
-            end else if (cmd_fire) begin
-                skid_valid    <= 1'b1;
-            end
+            q_wr    <= q_wr ^ cmd_fire;
+            q_rd    <= q_rd ^ head_fire;
+            q_count <= q_count + 2'(cmd_fire) - 2'(head_fire);
 
             // dispatch
             sd_valid  <= fire_sample;
@@ -400,6 +403,12 @@ module replay_top #(
         // child sums (SLOT_W) and its parents' sums, the prefix and the target it receives (SUM_W).
         localparam int CHILD_LEAVES  = SPAN / FANOUT < CAPACITY ? SPAN / FANOUT : CAPACITY;
         localparam int PARENT_LEAVES = SPAN < CAPACITY ? SPAN : CAPACITY;
+        // this level's copy of u_valid[0] and u_index[0] (the same next values, reset included)
+        keep_reg #(.WIDTH(1 + IDX_W)) u_a_copy (
+            .clk(ap_clk),
+            .d({ap_rst_n && fire_update && head_in_range, head_index}),
+            .q({ua_valid_l[d], ua_index_l[d]})
+        );
         replay_level #(
             .FANOUT(FANOUT),
             .LOGK(LOGK),
@@ -424,8 +433,8 @@ module replay_top #(
             .s_out_node(s_node[d]),
             .s_out_last(s_last[d]),
             .s_out_value(s_value[d]),
-            .u_a_valid(ua_valid),
-            .u_a_index(u_index[0]),
+            .u_a_valid(ua_valid_l[d]),
+            .u_a_index(ua_index_l[d]),
             .u_b_old(u_old[d]),
             .u_c_valid(uc_valid),
             .u_c_delta(uc_delta)
