@@ -63,7 +63,7 @@ native: $(VENV)/.stamp-native
 test: native csim csim-vendor
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(PY) -m pytest --durations=25 -m "not board_build"
+	$(PY) -m pytest --durations=25 -m "not board_build and not hw_long"
 	$(MAKE) --no-print-directory test-isa
 	$(MAKE) --no-print-directory test-pynq
 	$(MAKE) --no-print-directory test-xrt
@@ -92,10 +92,11 @@ test-isa: native
 	done
 
 # Whole board bitstreams through the open flow (Yosys, nextpnr-ecp5, ecppack from the venv): `make bitstream
-# BOARD=ulx3s` end to end on a small design, with its manifest and timing gate. Minutes per build, so not in
-# make test, which runs each kernel's small implementation and netlist simulation instead.
+# BOARD=ulx3s` end to end on a small design, with its manifest and timing gate; and the replay netlist with
+# its leaves in block RAM. Minutes each, so not in make test, which runs each kernel's small implementation
+# and netlist simulation instead.
 test-hw: native
-	$(PY) -m pytest -m board_build --durations=5
+	$(PY) -m pytest -m "board_build or hw_long" --durations=5
 
 # The board drivers through the real pynq package (Overlay, DefaultIP, the AXI DMA driver) on a mock
 # Zynq device whose kernels are the HLS C++ tops (tests/pynq_stack). The package is used from the source

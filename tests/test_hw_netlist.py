@@ -7,6 +7,7 @@ The netlists are synthesized into build/netlist/ and reused while the RTL and Yo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,16 @@ NETLIST_CASES: dict[str, dict[str, Any]] = {
 }
 
 
+# The replay kernel at the smallest shape whose leaf slots are block RAM (33 words, more than replay_slot_ram's
+# LUT-RAM limit): four 36-bit-wide DP16KD (Yosys's PDPW16KD mapping, the x36 mode of hls/common/sim/DP16KD.sv),
+# the memories every catalog-size tree keeps its lower levels in. Minutes: `make test-hw`, not make test.
+BRAM_CASE: dict[str, Any] = {
+    "parameters": {"CAPACITY": 132, "FANOUT": 4, "FREE_RUN": 1},
+    "test_dir": COCOTB / "replay", "test_module": "test_replay_top",
+    "env": {"REPLAY_CAPACITY": "132", "REPLAY_FANOUT": "4", "REPLAY_FREE_RUN": "1", "REPLAY_SEED": "5"},
+}
+
+
 # The mutant runs on the smallest tree (one level): its netlist compiles in a fraction of the time.
 MUTANT_CASE: dict[str, Any] = {
     "parameters": {"CAPACITY": 4, "FANOUT": 4, "FREE_RUN": 1},
@@ -62,6 +73,17 @@ def test_netlist_passes_the_rtl_testbench(kernel: str) -> None:
     case = NETLIST_CASES[kernel]
     run_cocotb_netlist(kernel, case["parameters"], test_module=case["test_module"], test_dir=case["test_dir"],
                        build_dir=_build_dir(kernel, case), extra_env=case["env"], top=case.get("top"))
+
+
+@pytest.mark.hw_long
+def test_replay_netlist_with_block_ram_passes_the_rtl_testbench() -> None:
+    case = BRAM_CASE
+    build = _build_dir("replay", case)
+    netlist = synthesize_netlist("replay", case["parameters"], build / "netlist")
+    widths = re.findall(r"DP16KD #\((?:[^;]*?)\.DATA_WIDTH_A\(32'd(\d+)\),\s*\.DATA_WIDTH_B\(32'd(\d+)\)", netlist.read_text())
+    assert widths == [("36", "36")] * 4, f"expected the four leaf slots in x36 block RAM, found {widths}"
+    run_cocotb_netlist("replay", case["parameters"], test_module=case["test_module"], test_dir=case["test_dir"],
+                       build_dir=build, extra_env=case["env"])
 
 
 def test_mutant_netlist_fails_the_testbench() -> None:

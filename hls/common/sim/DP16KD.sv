@@ -6,11 +6,16 @@
 // - the array is 1024 rows of 18 bits; INITVAL_xx holds rows 16*xx .. 16*xx+15, row i in bits [20*i +: 18];
 // - a x18 port addresses a row with AD[13:4] and writes the bytes [8:0] / [17:9] that AD[0] / AD[1] enable;
 //   a x9 port addresses a 9-bit word with AD[13:3] (row AD[13:4], upper half when AD[3]);
+// - x36 is the pseudo-dual-port mode (Yosys's $__PDPW16KD_, a DP16KD with a width of 36): a 36-bit word is
+//   the row pair AD[13:5],0 (bits [17:0]) and AD[13:5],1 (bits [35:18]). Port A is then the write port: its
+//   data is DIA (low) and DIB (high), its byte enables AD[3:0]. Port B is the read port: a x36 read puts
+//   the low row on DOA and the high row on DOB, a narrower one reads on DOB as in true dual port;
 // - CE and a matching CS[2:0] (CSDECODE) enable the port; a read (or a write, per WRITEMODE: NORMAL keeps
 //   the read latch, WRITETHROUGH shows the new word, READBEFOREWRITE the old one) lands in the read latch
 //   at the clock edge; REGMODE OUTREG adds the output register (OCE); RST clears both (RESETMODE).
-// Widths 1, 2 and 4 (whose packing into a row this model does not know) are refused at elaboration, so a
-// netlist that uses them fails loudly instead of reading wrong bits.
+// Widths 1, 2 and 4 (whose packing into a row this model does not know) are refused at elaboration, and so
+// is a x36 read on port A or a x36 write on port B, so a netlist that uses them fails loudly instead of
+// reading wrong bits.
 `default_nettype none
 /* verilator lint_off WIDTHEXPAND */  // parameters are strings of the vendor's spellings
 module DP16KD (
@@ -114,8 +119,9 @@ module DP16KD (
     reg [17:0] mem [0:1023];
     integer r;
     initial begin
-        if ((DATA_WIDTH_A != 9 && DATA_WIDTH_A != 18) || (DATA_WIDTH_B != 9 && DATA_WIDTH_B != 18))
-            $fatal(1, "DP16KD model: DATA_WIDTH_A=%0d, DATA_WIDTH_B=%0d; only widths 9 and 18 are modelled", DATA_WIDTH_A, DATA_WIDTH_B);
+        if ((DATA_WIDTH_A != 9 && DATA_WIDTH_A != 18 && DATA_WIDTH_A != 36) ||
+            (DATA_WIDTH_B != 9 && DATA_WIDTH_B != 18 && DATA_WIDTH_B != 36))
+            $fatal(1, "DP16KD model: DATA_WIDTH_A=%0d, DATA_WIDTH_B=%0d; only widths 9, 18 and 36 are modelled", DATA_WIDTH_A, DATA_WIDTH_B);
         for (r = 0; r < 1024; r = r + 1) mem[r] = INIT_ALL[320 * (r / 16) + 20 * (r % 16) +: 18];
     end
 
@@ -128,42 +134,54 @@ module DP16KD (
     wire [1:0] on = {CEB && {CSB2, CSB1, CSB0} == cs_code(CSDECODE_B), CEA && {CSA2, CSA1, CSA0} == cs_code(CSDECODE_A)};
     wire [1:0] we = {WEB, WEA}, oce = {OCEB, OCEA}, rst = {RSTB, RSTA};
     localparam [1:0] X18 = {DATA_WIDTH_B == 18, DATA_WIDTH_A == 18};
+    localparam [1:0] X36 = {DATA_WIDTH_B == 36, DATA_WIDTH_A == 36};
     localparam [1:0] OUTREG = {REGMODE_B == "OUTREG", REGMODE_A == "OUTREG"};
     localparam [1:0] THROUGH = {WRITEMODE_B == "WRITETHROUGH", WRITEMODE_A == "WRITETHROUGH"};
     localparam [1:0] BEFORE = {WRITEMODE_B == "READBEFOREWRITE", WRITEMODE_A == "READBEFOREWRITE"};
-    wire [1:0][17:0] out;
+    wire [1:0][35:0] port_out;                             // each port's word, 36 bits wide in x36
+    // x36 on port B: DOA carries the low row of B's word; else each port drives its own pins
+    wire [1:0][17:0] out = X36[1] ? {port_out[1][35:18], port_out[1][17:0]} : {port_out[1][17:0], port_out[0][17:0]};
     assign {DOA17, DOA16, DOA15, DOA14, DOA13, DOA12, DOA11, DOA10, DOA9, DOA8, DOA7, DOA6, DOA5, DOA4, DOA3, DOA2, DOA1, DOA0} = out[0];
     assign {DOB17, DOB16, DOB15, DOB14, DOB13, DOB12, DOB11, DOB10, DOB9, DOB8, DOB7, DOB6, DOB5, DOB4, DOB3, DOB2, DOB1, DOB0} = out[1];
 
     for (genvar p = 0; p < 2; p = p + 1) begin : g_port
-        wire [9:0]  row = ad[p][13:4];                     // x18: the row; x9: the row of the 9-bit word
-        wire        half = !X18[p] && ad[p][3];            // x9: the upper 9 bits of the row
-        wire [1:0]  be = X18[p] ? ad[p][1:0] : {half, !half};  // x18: byte enables on AD[1:0]
-        wire [17:0] wdata = X18[p] ? di[p] : {di[p][8:0], di[p][8:0]};
+        // x36: the word's low row (its high row is row | 1); x18: the row; x9: the row of the 9-bit word
+        wire [9:0]  row = X36[p] ? {ad[p][13:5], 1'b0} : ad[p][13:4];
+        wire [9:0]  row_hi = row | 10'd1;
+        wire        half = !X18[p] && !X36[p] && ad[p][3];  // x9: the upper 9 bits of the row
+        wire [1:0]  be = X18[p] || X36[p] ? ad[p][1:0] : {half, !half};  // byte enables of (the low) row
+        wire [1:0]  be_hi = ad[p][3:2];                    // x36: the high row's byte enables
+        wire [17:0] wdata = X36[p] ? di[0] : X18[p] ? di[p] : {di[p][8:0], di[p][8:0]};
         wire [17:0] merged = {be[1] ? wdata[17:9] : mem[row][17:9], be[0] ? wdata[8:0] : mem[row][8:0]};
-        reg  [17:0] latch = 18'd0, oreg = 18'd0;           // the read latch and the optional output register
+        wire [17:0] merged_hi = {be_hi[1] ? di[1][17:9] : mem[row_hi][17:9], be_hi[0] ? di[1][8:0] : mem[row_hi][8:0]};
+        wire [35:0] stored = {X36[p] ? mem[row_hi] : 18'd0, mem[row]};
+        wire [35:0] written = {X36[p] ? merged_hi : 18'd0, merged};
+        reg  [35:0] latch = 36'd0, oreg = 36'd0;           // the read latch and the optional output register
         reg         half_q = 1'b0;                         // x9: the half the latch's word is in
-        wire [17:0] word = X18[p] ? latch : {9'd0, half_q ? latch[17:9] : latch[8:0]};
-        assign out[p] = OUTREG[p] ? oreg : word;
+        wire [35:0] word = X36[p] || X18[p] ? latch : {27'd0, half_q ? latch[17:9] : latch[8:0]};
+        assign port_out[p] = OUTREG[p] ? oreg : word;
 
         task automatic clock_edge;
             if (on[p]) begin
+                if (X36[p] && (p == 0) != we[p])
+                    $fatal(1, "DP16KD model: a x36 port A only writes and a x36 port B only reads (PDPW16KD)");
                 if (we[p]) begin
-                    if (THROUGH[p]) latch <= merged;
-                    else if (BEFORE[p]) latch <= mem[row];
+                    if (THROUGH[p]) latch <= written;
+                    else if (BEFORE[p]) latch <= stored;
                     mem[row] <= merged;                    // NORMAL: the read latch keeps its word
-                end else latch <= mem[row];
+                    if (X36[p]) mem[row_hi] <= merged_hi;
+                end else latch <= stored;
                 half_q <= half;
             end
             if (oce[p]) oreg <= word;
         endtask
         if (RESETMODE == "ASYNC") begin : g_async
             always @(posedge clk[p] or posedge rst[p])
-                if (rst[p]) begin latch <= 18'd0; oreg <= 18'd0; end
+                if (rst[p]) begin latch <= 36'd0; oreg <= 36'd0; end
                 else clock_edge();
         end else begin : g_sync
             always @(posedge clk[p])                       // a synchronous reset blocks the port's write
-                if (rst[p]) begin latch <= 18'd0; oreg <= 18'd0; end
+                if (rst[p]) begin latch <= 36'd0; oreg <= 36'd0; end
                 else clock_edge();
         end
     end
