@@ -165,7 +165,7 @@ def small_replay(small_runs: dict[str, Future[dict[str, Any]]]) -> dict[str, Any
 @pytest.mark.timeout(3600)  # Yosys and nextpnr slow down many times on a loaded machine
 def test_small_replay_implements(small_replay: dict[str, Any]) -> None:
     """The replay RTL synthesizes, places and routes with its leaves in block RAM, and the record is whole.
-    Whether it closes 100 MHz is `make implement`'s gate (not yet: issue 30, docs/hardware.md)."""
+    The clock is judged at the catalog size by `make implement`'s gate (docs/figures/implement-replay.json)."""
     r = small_replay
     assert r["timing"]["fmax_mhz"] > 0 and r["timing"]["clock"], r["timing"]
     util = r["utilization"]
