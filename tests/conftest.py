@@ -29,6 +29,30 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_collection_finish(session):
+    """Start the hardware modules' tool runs (Yosys, nextpnr) in the background: tests/hw_prefetch.py."""
+    import hw_prefetch
+
+    if session.config.option.collectonly:
+        return
+    runnable = [item for item in session.items if item.get_closest_marker("skip") is None]
+    # a module's runs, where a selected test of it takes a fixture that needs them
+    modules = {item.module for item in runnable
+               if set(getattr(item.module, "PREFETCH_FIXTURES", ())) & set(getattr(item, "fixturenames", ()))}
+    if not modules:
+        return
+    hardware_only = all(item.module in modules for item in runnable)
+    hw_prefetch.set_workers(3 if hardware_only else 1)  # beside the suite: the core it leaves idle
+    for module in sorted(modules, key=lambda m: m.__name__):
+        module.prefetch()
+
+
+def pytest_sessionfinish(session):
+    import hw_prefetch
+
+    hw_prefetch.shutdown()
+
+
 @pytest.fixture
 def one_torch_thread():
     """As the learner runs (learner_threads=1): tiny matmuls only lose from a second thread."""

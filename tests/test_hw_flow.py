@@ -5,16 +5,18 @@ Yosys and nextpnr-ecp5 per kernel (the catalog sizes are `make implement`, minut
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+import tempfile
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import hw_prefetch
 import pytest
 
 from pearl_fpga.hw import ecp5
@@ -146,13 +148,23 @@ def test_report_and_gate(tmp_path: Path) -> None:
         ecp5.timing_verdict(ecp5.read_report(path, 100.0), 100.0)
 
 
+def _small_run(kernel: str) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix=f"pearl-implement-{kernel}-") as workdir:
+        return implement_kernel(kernel, SMALL[kernel], PART, 100.0, Path(workdir))
+
+
+def prefetch() -> dict[str, Future[dict[str, Any]]]:
+    """One real run per kernel at its SMALL sizes on the LFE5U-85F-6 at 100 MHz, in the background from
+    the session's start (tests/hw_prefetch.py)."""
+    return {kernel: hw_prefetch.submit(f"implement:{kernel}", functools.partial(_small_run, kernel)) for kernel in SMALL}
+
+
 @pytest.fixture(scope="module")
-def small_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[dict[str, Any]]]]:
-    """One real run per kernel at its SMALL sizes on the LFE5U-85F-6 at 100 MHz, all three started at once:
-    Yosys and nextpnr run one thread each, so the three share the cores instead of waiting in turn."""
-    with ThreadPoolExecutor(max_workers=len(SMALL), thread_name_prefix="implement") as pool:
-        yield {kernel: pool.submit(implement_kernel, kernel, sizes, PART, 100.0, tmp_path_factory.mktemp(f"implement-{kernel}"))
-               for kernel, sizes in SMALL.items()}
+def small_runs() -> dict[str, Future[dict[str, Any]]]:
+    return prefetch()
+
+
+PREFETCH_FIXTURES = ("small_runs", "small_replay")
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,13 @@ The netlists are synthesized into build/netlist/ and reused while the RTL and Yo
 
 from __future__ import annotations
 
+import functools
 import re
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import hw_prefetch
 import pytest
 
 from pearl_fpga.hw.netlist import public_signals, run_cocotb_netlist, synthesize_netlist, write_mutant
@@ -68,8 +71,28 @@ def _build_dir(kernel: str, case: dict[str, Any]) -> Path:
     return REPO / "build" / "netlist" / f"{kernel}_{tag}"
 
 
+def prefetch() -> list[Future[Path]]:
+    """The netlists of make test's cases, synthesized in the background from the session's start
+    (tests/hw_prefetch.py): Yosys is most of these tests' time, on one thread."""
+    cases = [(kernel, case) for kernel, case in NETLIST_CASES.items()] + [("replay", MUTANT_CASE)]
+    return [hw_prefetch.submit(f"netlist:{_build_dir(kernel, case)}",
+                               functools.partial(synthesize_netlist, kernel, case["parameters"],
+                                                 _build_dir(kernel, case) / "netlist", case.get("top")))
+            for kernel, case in cases]
+
+
+@pytest.fixture(scope="module")
+def netlists() -> None:
+    """The background syntheses, finished before a test touches their folders."""
+    for run in prefetch():
+        run.result()
+
+
+PREFETCH_FIXTURES = ("netlists",)
+
+
 @pytest.mark.parametrize("kernel", sorted(NETLIST_CASES))
-def test_netlist_passes_the_rtl_testbench(kernel: str) -> None:
+def test_netlist_passes_the_rtl_testbench(kernel: str, netlists: None) -> None:
     case = NETLIST_CASES[kernel]
     run_cocotb_netlist(kernel, case["parameters"], test_module=case["test_module"], test_dir=case["test_dir"],
                        build_dir=_build_dir(kernel, case), extra_env=case["env"], top=case.get("top"))
@@ -86,7 +109,7 @@ def test_replay_netlist_with_block_ram_passes_the_rtl_testbench() -> None:
                        build_dir=build, extra_env=case["env"])
 
 
-def test_mutant_netlist_fails_the_testbench() -> None:
+def test_mutant_netlist_fails_the_testbench(netlists: None) -> None:
     """The command's index bit 0 inverted where the netlist reads it: the testbench must fail (with
     wrong answers, not a hang: a gate-level hang would run to the testbench's timeout)."""
     case = MUTANT_CASE
@@ -106,7 +129,7 @@ def test_mutant_netlist_fails_the_testbench() -> None:
     assert get_results(build / f"sim-{view.stem}" / "results.xml") == (1, 1), "the mutant's one test should run and fail"
 
 
-def test_testbench_probes_are_kept() -> None:
+def test_testbench_probes_are_kept(netlists: None) -> None:
     """replay_top's `busy` (read by the cycle test) is marked public, so the netlist keeps it by name."""
     from pearl_fpga.hw.cores import read_core
 
