@@ -207,6 +207,7 @@ BENCH := $(VENV)/bin/pearl-fpga bench
 figures: native $(VENV)/.stamp-bench
 	@mkdir -p $(FIG)
 	$(BENCH) train --algo dqn --seeds 0 1 2 --json $(FIG)/train-dqn.json --plot $(FIG)/train-dqn.png
+	$(BENCH) train --algo dqn --seeds 0 1 2 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --json $(FIG)/train-dqn-bf16.json
 	$(BENCH) train --algo ddpg --seeds 0 1 2 --json $(FIG)/train-ddpg.json --plot $(FIG)/train-ddpg.png
 	$(BENCH) train --algo td3 --seeds 0 1 2 --json $(FIG)/train-td3.json --plot $(FIG)/train-td3.png
 	$(BENCH) train --algo ddpg --seeds 0 1 2 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --json $(FIG)/train-ddpg-bf16.json
