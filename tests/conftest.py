@@ -37,11 +37,11 @@ def pytest_collection_finish(session):
         return
     runnable = [item for item in session.items if item.get_closest_marker("skip") is None]
     # a module's runs, where a selected test of it takes a fixture that needs them
-    modules = {item.module for item in runnable
-               if set(getattr(item.module, "PREFETCH_FIXTURES", ())) & set(getattr(item, "fixturenames", ()))}
+    modules = {item.module for item in runnable if getattr(item, "module", None) is not None
+               and set(getattr(item.module, "PREFETCH_FIXTURES", ())) & set(getattr(item, "fixturenames", ()))}
     if not modules:
         return
-    hardware_only = all(item.module in modules for item in runnable)
+    hardware_only = all(getattr(item, "module", None) in modules for item in runnable)
     hw_prefetch.set_workers(3 if hardware_only else 1)  # beside the suite: the core it leaves idle
     for module in sorted(modules, key=lambda m: m.__name__):
         module.prefetch()
