@@ -111,6 +111,8 @@ def test_placement_only_takes_the_estimate_from_the_log(tmp_path: Path) -> None:
     assert timing["fmax"] == {"ap_clk": {"achieved_mhz": 90.34, "constraint_mhz": 100.0}}
     verdict = ecp5.timing_verdict(timing, 100.0, routed=False)
     assert verdict["fmax_mhz"] == 90.34 and not verdict["met"] and verdict["critical_path"] is None
+    with pytest.raises(ecp5.ImplementationError, match="nextpnr wrote no readable log"):
+        ecp5.read_report(report, 100.0, tmp_path / "missing.log")
     log.write_text("Info: Routing globals...\n")  # no estimate either: the gate still says so
     with pytest.raises(ecp5.ImplementationError, match="no clock"):
         ecp5.timing_verdict(ecp5.read_report(report, 100.0, log), 100.0, routed=False)

@@ -141,6 +141,53 @@ def test_testbench_probes_are_kept(netlists: None) -> None:
         assert "wire busy;" in view.read_text(), view
 
 
+_MODEL_MISUSE_TB = """
+module tb;
+  reg clk = 0;
+  always #5 clk = ~clk;
+  wire [17:0] doa, dob;
+  // a x36 port B asked to write: the PDPW16KD mode only reads on B
+  DP16KD #(.DATA_WIDTH_A(36), .DATA_WIDTH_B(36)) ram (
+    .DIA17(1'b0), .DIA16(1'b0), .DIA15(1'b0), .DIA14(1'b0), .DIA13(1'b0), .DIA12(1'b0), .DIA11(1'b0), .DIA10(1'b0),
+    .DIA9(1'b0), .DIA8(1'b0), .DIA7(1'b0), .DIA6(1'b0), .DIA5(1'b0), .DIA4(1'b0), .DIA3(1'b0), .DIA2(1'b0),
+    .DIA1(1'b0), .DIA0(1'b0), .ADA13(1'b0), .ADA12(1'b0), .ADA11(1'b0), .ADA10(1'b0), .ADA9(1'b0), .ADA8(1'b0),
+    .ADA7(1'b0), .ADA6(1'b0), .ADA5(1'b0), .ADA4(1'b0), .ADA3(1'b0), .ADA2(1'b0), .ADA1(1'b0), .ADA0(1'b0),
+    .CEA(1'b0), .OCEA(1'b0), .CLKA(clk), .WEA(1'b0), .RSTA(1'b0), .CSA2(1'b0), .CSA1(1'b0), .CSA0(1'b0),
+    .DIB17(1'b0), .DIB16(1'b0), .DIB15(1'b0), .DIB14(1'b0), .DIB13(1'b0), .DIB12(1'b0), .DIB11(1'b0), .DIB10(1'b0),
+    .DIB9(1'b0), .DIB8(1'b0), .DIB7(1'b0), .DIB6(1'b0), .DIB5(1'b0), .DIB4(1'b0), .DIB3(1'b0), .DIB2(1'b0),
+    .DIB1(1'b0), .DIB0(1'b0), .ADB13(1'b0), .ADB12(1'b0), .ADB11(1'b0), .ADB10(1'b0), .ADB9(1'b0), .ADB8(1'b0),
+    .ADB7(1'b0), .ADB6(1'b0), .ADB5(1'b0), .ADB4(1'b0), .ADB3(1'b0), .ADB2(1'b0), .ADB1(1'b0), .ADB0(1'b0),
+    .CEB(1'b1), .OCEB(1'b0), .CLKB(clk), .WEB(1'b1), .RSTB(1'b0), .CSB2(1'b0), .CSB1(1'b0), .CSB0(1'b0),
+    .DOA17(doa[17]), .DOA16(doa[16]), .DOA15(doa[15]), .DOA14(doa[14]), .DOA13(doa[13]), .DOA12(doa[12]),
+    .DOA11(doa[11]), .DOA10(doa[10]), .DOA9(doa[9]), .DOA8(doa[8]), .DOA7(doa[7]), .DOA6(doa[6]), .DOA5(doa[5]),
+    .DOA4(doa[4]), .DOA3(doa[3]), .DOA2(doa[2]), .DOA1(doa[1]), .DOA0(doa[0]),
+    .DOB17(dob[17]), .DOB16(dob[16]), .DOB15(dob[15]), .DOB14(dob[14]), .DOB13(dob[13]), .DOB12(dob[12]),
+    .DOB11(dob[11]), .DOB10(dob[10]), .DOB9(dob[9]), .DOB8(dob[8]), .DOB7(dob[7]), .DOB6(dob[6]), .DOB5(dob[5]),
+    .DOB4(dob[4]), .DOB3(dob[3]), .DOB2(dob[2]), .DOB1(dob[1]), .DOB0(dob[0]));
+  initial begin #100 $display("NO REFUSAL"); $finish; end
+endmodule
+"""
+
+
+def test_block_ram_model_refuses_a_x36_port_used_the_other_way(tmp_path: Path) -> None:
+    """A x36 port B that writes (or a x36 port A that reads) stops the simulation with the reason, instead
+    of simulating a mode the model does not know."""
+    import subprocess
+
+    from pearl_fpga.hw.netlist import BLOCK_RAM_MODELS
+    from pearl_fpga.sim.verilator import tool_env, verilator_root
+
+    (tmp_path / "tb.sv").write_text(_MODEL_MISUSE_TB)
+    build = subprocess.run([str(verilator_root() / "bin" / "verilator"), "--binary", "--timing", "-Wno-fatal",
+                            "-Wno-lint", "-CFLAGS", "-O0 -std=c++20", "--top-module", "tb", "--Mdir", str(tmp_path / "obj"),
+                            str(tmp_path / "tb.sv"), str(BLOCK_RAM_MODELS["DP16KD"])],
+                           capture_output=True, text=True, env=tool_env(), timeout=900, check=False)
+    assert build.returncode == 0, build.stderr[-2000:]
+    run = subprocess.run([str(tmp_path / "obj" / "Vtb")], capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode != 0 and "NO REFUSAL" not in run.stdout
+    assert "a x36 port A only writes and a x36 port B only reads" in run.stdout + run.stderr
+
+
 def test_invert_input_refuses_what_it_cannot_mutate() -> None:
     from pearl_fpga.hw.ecp5 import ImplementationError
     from pearl_fpga.hw.netlist import invert_input
