@@ -216,12 +216,15 @@ def test_the_native_sample_is_squash_in_float64_rounded_once(data):
 
 def _torch_squash_backward(q1, q2, d1, d2, action, eps, std, out, scale):
     """The gradient at the policy's outputs as the torch ops of the fused step computed it before the native
-    squash_backward (the same arithmetic as autograd through squash() and torch.minimum)."""
+    squash_backward (the same arithmetic as autograd through squash() and torch.minimum). tanh's derivative
+    1 - a^2 is rounded once (exact in float64, then to float32), as ATen's vectorized tanh_backward takes it
+    with a fused multiply-add; its scalar path (ATEN_CPU_CAPABILITY=default) rounds a^2 first, so the reference
+    is written out instead of calling it, and holds on every CPU path."""
     dim = action.shape[1]
     g1, g2 = d1[:, -dim:], d2[:, -dim:]
     d_action = torch.where(q1 < q2, g1, torch.where(q2 < q1, g2, 0.5 * (g1 + g2)))
     d_action += scale * 2.0 * action / ((1.0 - action.pow(2)) + SQUASH_EPS)
-    d_pre = torch.ops.aten.tanh_backward(d_action, action)
+    d_pre = d_action * (1.0 - action.double().pow(2)).float()
     raw = out[:, dim:]
     d_log_std = (d_pre * eps * std - scale) * ((raw >= LOG_STD_MIN) & (raw <= LOG_STD_MAX))
     return torch.cat([d_pre, d_log_std], dim=1)

@@ -30,7 +30,8 @@ step are native (algos/fused_ac.py's FusedNet and FusedCritics, as DDPG's and TD
 autograd graph. The squashed Gaussian is native too, one pass each way: the sample and its log-probability
 are `squash` evaluated in float64 and rounded once (more accurate than its float32 ops, whose 1 - a^2
 cancels where tanh saturates), and the gradient at the actor's outputs is the torch step's float32 ops
-bit for bit (tanh correction, the log_std clamp passing no gradient outside [-20, 2]). The actor's
+bit for bit where ATen's tanh_backward is vectorized (1 - a^2 rounded once; its scalar path rounds a^2 first,
+one rounding apart) (tanh correction, the log_std clamp passing no gradient outside [-20, 2]). The actor's
 gradient through min(Q1, Q2) is each critic's input gradient at -1/B, the smaller critic's row taken per
 sample (half of each on a tie, as torch.minimum's gradient). Each critic's target value, its
 loss gradient, Adam step and Polyak average, and its input gradient run on a thread of its own in the
