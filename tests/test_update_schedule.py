@@ -211,6 +211,37 @@ def test_dqn_s_schedules_give_the_same_bits(double_q):
         assert all(torch.equal(a, b) for a, b in zip(states[0], state, strict=True))
 
 
+def _mkl_max_threads():
+    """MKL's mkl_get_max_threads from torch's own library (the calling thread's count), or None where torch
+    has no MKL (aarch64 wheels)."""
+    import ctypes
+    from pathlib import Path
+
+    library = next(iter((Path(torch.__file__).parent / "lib").glob("libtorch_cpu.*")), None)
+    if library is None or not torch.backends.mkl.is_available():
+        return None
+    return getattr(ctypes.CDLL(str(library)), "mkl_get_max_threads", None)
+
+
+@pytest.mark.parametrize("algo", ["ddpg", "td3"])
+def test_the_second_thread_runs_at_the_learner_thread_s_torch_threads(algo):
+    """torch.set_num_threads sets the calling thread's BLAS threads only (MKL's count is thread-local): the
+    step's second thread takes the learner thread's count at each hand-over, else its GEMMs run on every
+    core beside the learner thread's and the two contend."""
+    cls = DDPG if algo == "ddpg" else TD3
+    learner = cls(TrainConfig.preset(algo, net_arch=[8], update_schedule="concurrent"), 3, 2)
+    mkl = _mkl_max_threads()
+    old = torch.get_num_threads()
+    try:
+        for n in (1, 2, 1):
+            torch.set_num_threads(n)
+            learner.update(_batch(np.random.default_rng(n), 8))
+            seen = learner._on_grad_thread(lambda: (torch.get_num_threads(), mkl() if mkl else None)).result()
+            assert seen == (n, n if mkl else None)
+    finally:
+        torch.set_num_threads(old)
+
+
 def test_an_error_in_the_second_half_is_raised_in_either_schedule():
     """The serial schedule runs the second thread's part at once, holding its error where .result() raises it."""
     for schedule in ("serial", "concurrent"):

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import torch
+
 from pearl_fpga.algos.api import DeepLearner
 from pearl_fpga.algos.common import subnormals_flushed
 
@@ -38,6 +40,7 @@ class TwoThreadLearner(DeepLearner):
     config: Any
     schedule: str = "serial"
     _grad_thread: ThreadPoolExecutor | None = None
+    _grad_thread_threads = 0  # the torch intra-op threads last set on the second thread (0: none yet)
 
     def _init_schedules(self, two_threads: bool, why_one: str = "") -> None:
         """The schedules this learner may run: both under `update_schedule` auto where its step has work for a
@@ -75,7 +78,14 @@ class TwoThreadLearner(DeepLearner):
                 done.set_exception(exc)
             return done
 
+        threads = torch.get_num_threads()
+
         def flushed() -> _T:
+            # BLAS thread counts are per calling thread (MKL's is thread-local, torch.set_num_threads sets
+            # only the caller's): without this MKL's GEMMs here take every core beside the caller's
+            if self._grad_thread_threads != threads:
+                torch.set_num_threads(threads)
+                self._grad_thread_threads = threads
             with subnormals_flushed(self.config.flush_subnormals):  # the mode is per thread
                 return fn(*args)
 

@@ -122,10 +122,9 @@ class TD3(TwoThreadLearner):
         if fused and compiled:
             raise ValueError(f"{type(self).__name__}: fused=True and config.learner_compile are exclusive: the compiled "
                              "step is the torch one")
-        # auto (None): fused, except for DDPG's concurrent update (concurrent_updates), whose torch ops run
-        # faster than the fused step's many short native calls when its two halves share the cores (A/B on
-        # one host, end to end); either arithmetic is the same in both schedules, so the schedule may change
-        wanted = fused if fused is not None else not config.concurrent_updates
+        # auto (None): fused wherever it runs; either arithmetic is the same in both schedules, so the
+        # schedule may change
+        wanted = fused if fused is not None else True
         native = native_learner() if self.device.type == "cpu" and wanted and not compiled else None
         if fused and native is None:
             raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
