@@ -211,6 +211,7 @@ figures: native $(VENV)/.stamp-bench
 	$(BENCH) train --algo ddpg --seeds 0 1 2 --json $(FIG)/train-ddpg.json --plot $(FIG)/train-ddpg.png
 	$(BENCH) train --algo td3 --seeds 0 1 2 --json $(FIG)/train-td3.json --plot $(FIG)/train-td3.png
 	$(BENCH) train --algo ddpg --seeds 0 1 2 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --json $(FIG)/train-ddpg-bf16.json
+	$(BENCH) train --algo td3 --seeds 0 1 2 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --json $(FIG)/train-td3-bf16.json
 	$(BENCH) train --algo sac --seeds 0 1 2 --json $(FIG)/train-sac.json --plot $(FIG)/train-sac.png
 	$(BENCH) train --algo sac --seeds 0 1 2 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --json $(FIG)/train-sac-bf16.json
 	$(BENCH) learner --compile --sbx --profile --json $(FIG)/learner.json

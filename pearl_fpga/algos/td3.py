@@ -25,8 +25,7 @@ Python wrapper (pearl_fpga.algos.common).
 
 On a CPU with the native module built, the step runs fused (algos/fused_ac.py: the wide GEMMs in
 torch, the thin layers, masks, loss gradient and Adam native, no autograd graph; `fused=False` runs
-the torch ops above, which agree with it to float rounding), except DDPG's concurrent update, which
-runs the torch ops: with its two halves sharing the cores they are faster end to end.
+the torch ops above, which agree with it to float rounding), DDPG's concurrent update included.
 
 Options (off by default): `precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in
 bfloat16 on float32 master weights (common.cast_layers); `config.learner_compile` runs the whole step
@@ -124,7 +123,7 @@ class TD3(TwoThreadLearner):
                              "step is the torch one")
         # auto (None): fused wherever it runs; either arithmetic is the same in both schedules, so the
         # schedule may change
-        wanted = fused if fused is not None else True
+        wanted = fused is not False
         native = native_learner() if self.device.type == "cpu" and wanted and not compiled else None
         if fused and native is None:
             raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
