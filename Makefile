@@ -80,16 +80,9 @@ ISA_SWITCHES := ATEN_CPU_CAPABILITY=default ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CA
 # The RTL simulations (sim) and the benchmark commands' record tests in these files do not depend on the
 # host's instruction set; they run once, in pytest above.
 # An ATen switch that lands on the path ATen takes anyway (avx512 on an AVX-512 CPU) is the main run's: skipped.
-ATEN_PATH := $(PY) -c 'import torch; print(torch.backends.cpu.get_cpu_capability())'
+# The passes run side by side, one per core (tests/isa_passes.py), each one's output printed whole.
 test-isa: native
-	@set -e; main_aten=$$($(ATEN_PATH)); for switch in $(ISA_SWITCHES); do \
-	  case $$switch in ATEN_CPU_CAPABILITY=*) \
-	    if [ "$$(env $$switch $(ATEN_PATH))" = "$$main_aten" ]; then \
-	      echo "tests under $$switch: skipped, ATen's $$main_aten path (the main run's)"; continue; fi;; \
-	  esac; \
-	  echo "tests under $$switch"; \
-	  env $$switch $(PY) -m pytest -q -p no:cacheprovider -m "not sim" -k "not bench_learner" $(ISA_TESTS); \
-	done
+	$(PY) tests/isa_passes.py $(ISA_SWITCHES) -- -q -p no:cacheprovider -m "not sim" -k "not bench_learner" $(ISA_TESTS)
 
 # Whole board bitstreams through the open flow (Yosys, nextpnr-ecp5, ecppack from the venv): `make bitstream
 # BOARD=ulx3s` end to end on a small design, with its manifest and timing gate; and the replay netlist with
