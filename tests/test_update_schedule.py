@@ -12,6 +12,7 @@ import torch
 from pearl_fpga.algos import DDPG, DQN, TD3
 from pearl_fpga.algos.common import Batch
 from pearl_fpga.config import TrainConfig
+from pearl_fpga.host import available_cores
 from pearl_fpga.runtime.threads import CUT_AFTER, AdaptiveThreads
 from pearl_fpga.runtime.update_schedule import schedule_control, schedule_report, step_timing
 
@@ -232,8 +233,9 @@ def test_the_second_thread_runs_at_the_learner_thread_s_torch_threads(algo):
     learner = cls(TrainConfig.preset(algo, net_arch=[8], update_schedule="concurrent"), 3, 2)
     mkl = _mkl_max_threads()
     old = torch.get_num_threads()
+    counts = (1, 2, 1) if available_cores() >= 2 else (1,)  # MKL may cap a count above the cores
     try:
-        for n in (1, 2, 1):
+        for n in counts:
             torch.set_num_threads(n)
             learner.update(_batch(np.random.default_rng(n), 8))
             seen = learner._on_grad_thread(lambda: (torch.get_num_threads(), mkl() if mkl else None)).result()
