@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from pearl_fpga.algos import DQN, Batch
-from pearl_fpga.algos.common import LeanAdam
-from pearl_fpga.algos.fused import native_learner
+from pearl_fpga.algos import fused as fused_module
+from pearl_fpga.algos.common import LeanAdam, subnormals_flushed
+from pearl_fpga.algos.fused import native_gemms, native_learner
 from pearl_fpga.config import TrainConfig
 
 native = native_learner()
@@ -59,6 +60,123 @@ def test_native_adam_tracks_torch_adam_over_steps_and_a_resume(max_norm, weight_
     assert float(lean.optimizer.state_dict()["state"][0]["step"]) == 20.0
     for p, r in zip(lean.params, ref, strict=True):
         torch.testing.assert_close(p.detach(), r.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_native_adam_on_two_threads_gives_the_bits_of_one():
+    """clip_adam's element-wise update in chunks on the caller and the native pool's helper: the same
+    parameters and moments, to the bit, as one pass (parameters of several chunks and of less than one)."""
+    rng = np.random.default_rng(4)
+    shapes = ((300, 100), (300,), (2, 300), (2,))
+    init = [torch.tensor(rng.normal(size=s).astype(np.float32)) for s in shapes]
+    lean = {t: LeanAdam([p.clone().requires_grad_(True) for p in init], lr=1e-3) for t in (1, 2)}
+    for step in range(5):
+        grads = [rng.normal(size=s).astype(np.float32) for s in shapes]
+        norms = {t: adam.native_step(native, [g.copy() for g in grads], 10.0, threads=t) for t, adam in lean.items()}
+        assert norms[1] == norms[2]
+    for t in (1, 2):
+        lean[t].reset_cache()
+    for a, b in zip(lean[1].params, lean[2].params, strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(lean[1].optimizer.state.values(), lean[2].optimizer.state.values(), strict=True):
+        assert torch.equal(a["exp_avg"], b["exp_avg"]) and torch.equal(a["exp_avg_sq"], b["exp_avg_sq"])
+
+
+gemms = native_gemms()
+needs_gemms = pytest.mark.skipif(gemms is None, reason="torch's BLAS is not MKL here: the fused DQN step keeps torch ops")
+
+
+@needs_gemms
+@pytest.mark.parametrize("m,n,k", [(64, 256, 256), (1, 1, 1), (37, 5, 300), (3, 200, 1)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_native_gemm_tasks_give_torch_s_bits(m, n, k, threads):
+    """Each kind of task (a Linear's forward with bias and ReLU, a weight gradient d^T a, a masked input
+    gradient d W), several at once on the caller and the helper: torch.addmm's and torch.mm's bits (the
+    same BLAS routine at the same thread count)."""
+    rng = np.random.default_rng(m * 7 + n * 3 + k)
+    x, w = rng.normal(size=(m, k)).astype(np.float32), rng.normal(size=(n, k)).astype(np.float32)
+    b, d = rng.normal(size=n).astype(np.float32), rng.normal(size=(m, n)).astype(np.float32)
+    mask = rng.normal(size=(m, k)).astype(np.float32)
+    tx, tw, tb, td = map(torch.from_numpy, (x, w, b, d))
+    expected = [torch.addmm(tb, tx, tw.t()).relu_(), torch.addmm(tb, tx, tw.t()), td.t().mm(tx),
+                td.mm(tw) * torch.from_numpy(mask > 0)]
+    outs = [np.full(e.shape, np.nan, np.float32) for e in expected]
+    gemms.gemms([(x, False, w, True, outs[0], b, True, None), (x, False, w, True, outs[1], b, False, None),
+                 (d, True, x, False, outs[2], None, False, None), (d, False, w, False, outs[3], None, False, mask)],
+                threads, torch.get_num_threads())
+    for out, e in zip(outs, expected, strict=True):
+        assert torch.equal(torch.from_numpy(out), e)
+
+
+@needs_gemms
+def test_the_helper_runs_gemm_tasks_with_the_caller_s_subnormal_mode():
+    """Tasks the helper thread takes flush subnormals as the caller does (the learner flushes them on its
+    threads): with subnormal inputs, every task of a run on two threads gives the caller's bits, flushed
+    or not."""
+    tiny = np.full((64, 256), 1e-39, np.float32)  # subnormal: zero where denormals are zero
+    ones = np.ones((256, 256), np.float32)
+
+    def run(threads: int) -> list[np.ndarray]:
+        for _ in range(20):  # until the helper took a task (it joins within microseconds on a free core)
+            outs = [np.empty((64, 256), np.float32) for _ in range(16)]
+            by_helper = gemms.gemms([(tiny, False, ones, True, o, None, False, None) for o in outs], threads, 1)
+            if threads == 1 or by_helper > 0:
+                assert by_helper == 0 or threads > 1
+                return outs
+        raise AssertionError("the native pool's helper never took a task")
+
+    with subnormals_flushed():
+        flushed_alone, flushed_beside = run(1), run(2)
+    alone, beside = run(1), run(2)
+    assert not np.array_equal(flushed_alone[0], alone[0])  # the inputs do exercise the mode
+    for expected, runs in ((flushed_alone, flushed_beside), (alone, beside)):
+        for e, got in zip(expected, runs, strict=True):
+            np.testing.assert_array_equal(got, e)
+
+
+@needs_gemms
+def test_native_gemm_tasks_reject_bad_inputs():
+    a, w = np.zeros((4, 8), np.float32), np.zeros((5, 8), np.float32)
+    out = np.zeros((4, 5), np.float32)
+    with pytest.raises(ValueError, match="out has shape"):
+        gemms.gemms([(a, False, w, True, np.zeros((4, 6), np.float32), None, False, None)], 1, 1)
+    with pytest.raises(ValueError, match="do not chain"):
+        gemms.gemms([(a, False, w, False, out, None, False, None)], 1, 1)
+    with pytest.raises(TypeError, match="a must be a float32"):
+        gemms.gemms([(a.astype(np.float64), False, w, True, out, None, False, None)], 1, 1)
+    with pytest.raises(ValueError, match="bias has shape"):
+        gemms.gemms([(a, False, w, True, out, np.zeros(4, np.float32), False, None)], 1, 1)
+    with pytest.raises(ValueError, match="a GEMM task is"):
+        gemms.gemms([(a, False, w, True, out)], 1, 1)
+    with pytest.raises(ValueError, match="out must be writable"):
+        out.flags.writeable = False
+        gemms.gemms([(a, False, w, True, out, None, False, None)], 1, 1)
+
+
+def test_the_fused_dqn_step_keeps_torch_ops_where_the_native_gemms_cannot_run(monkeypatch):
+    """Without MKL in torch (aarch64 wheels), or where a probe GEMM misses torch's bits (with a warning),
+    the fused step runs its wide layers in torch ops on the Python second thread, and still matches the
+    torch step."""
+    monkeypatch.setattr(torch.backends.mkl, "is_available", lambda: False)
+    fused_module.native_gemms.cache_clear()
+    try:
+        assert native_gemms() is None
+        monkeypatch.undo()
+        fused_module.native_gemms.cache_clear()
+        monkeypatch.setattr(fused_module, "_gemms_match_torch", lambda native: False)
+        with pytest.warns(UserWarning, match="do not give torch.mm's bits"):
+            assert native_gemms() is None
+        cfg = TrainConfig.preset("dqn", net_arch=[24, 40], update_schedule="concurrent", learning_rate=1e-2)
+        fused, plain = DQN(cfg, 3, 4, seed=2, fused=True), DQN(cfg, 3, 4, seed=2, fused=False)
+        assert fused._fused._gemms is None
+        batch = _batch(np.random.default_rng(5), 17, 3, 4)
+        fused.update(batch)
+        plain.update(batch)
+        for p, q in zip(fused.q.parameters(), plain.q.parameters(), strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    finally:
+        monkeypatch.undo()
+        fused_module.native_gemms.cache_clear()
+    assert (native_gemms() is None) == (gemms is None)
 
 
 @pytest.mark.parametrize("n_in,n_out", [(4, 40), (40, 3), (7, 7), (1, 1)])
@@ -186,6 +304,9 @@ def test_fused_required_but_unavailable_is_a_clear_error(monkeypatch):
 def test_cpu_dqn_uses_the_fused_step_by_default():
     algo = DQN(TrainConfig.preset("dqn", net_arch=[4]), 4, 2)
     assert algo._fused is not None
+    # its wide GEMMs run as native tasks in float32 where torch's BLAS allows; bfloat16 keeps torch ops
+    assert (algo._fused._gemms is None) == (native_gemms() is None)
+    assert DQN(TrainConfig.preset("dqn", net_arch=[4]), 4, 2, precision=torch.bfloat16)._fused._gemms is None
     batch = _batch(np.random.default_rng(5), 8, 4, 2)
     loss, td = algo.update(batch)
     assert isinstance(loss, float) and td.shape == (8,) and algo.updates == 1

@@ -359,8 +359,8 @@ def test_concurrent_actor_and_critic_gradients_count_as_two_callers():
     assert learner_callers(TrainConfig.preset("ddpg")) == 2
     assert learner_callers(TrainConfig.preset("td3")) == 2  # SB3's order, the twin critics one per thread
     assert learner_callers(TrainConfig.preset("td3", concurrent_updates=True)) == 2
-    assert learner_callers(TrainConfig.preset("dqn")) == 1  # serial by default
-    assert learner_callers(TrainConfig.preset("dqn", update_schedule="auto")) == 2  # may run beside the rest
+    assert learner_callers(TrainConfig.preset("dqn")) == 2  # auto by default: may run beside the rest
+    assert learner_callers(TrainConfig.preset("dqn", update_schedule="serial")) == 1
 
 
 def test_a_probe_that_is_clearly_slower_is_cut_short():

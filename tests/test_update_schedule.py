@@ -144,9 +144,9 @@ def test_the_config_value():
     assert TD3.callers(TrainConfig.preset("td3", update_schedule="auto")) == 2  # may run on two threads at any step
     with pytest.raises(ValueError, match="update_schedule must be one of 'auto', 'serial', 'concurrent', got 'fast'"):
         TrainConfig.preset("ddpg", update_schedule="fast")
-    assert TrainConfig.preset("dqn").update_schedule == "serial"
-    assert DQN.callers(TrainConfig.preset("dqn")) == 1
-    assert DQN.callers(TrainConfig.preset("dqn", update_schedule="auto")) == 2
+    assert TrainConfig.preset("dqn").update_schedule == "auto"
+    assert DQN.callers(TrainConfig.preset("dqn")) == 2
+    assert DQN.callers(TrainConfig.preset("dqn", update_schedule="serial")) == 1
     with pytest.raises(ValueError, match="schedule 'concurrent' is not one of"):
         DDPG(TrainConfig.preset("ddpg", net_arch=[8], update_schedule="serial"), 3, 1).set_schedule("concurrent")
 

@@ -185,19 +185,20 @@ class LeanAdam:
         return self._views
 
     def native_step(self, native: Any, grads: Sequence[np.ndarray], max_grad_norm: float,
-                    part: slice | None = None) -> float:
+                    part: slice | None = None, threads: int = 1) -> float:
         """Clip `grads` (numpy, in place; max_grad_norm <= 0 skips it) and take one Adam step with the
         native learner module (CPU parameters only), on the same parameter and state memory as step().
         `part`: step only these parameters (`grads` holds theirs), without clipping (a norm is over all);
         Adam is per parameter, so parts stepped one by one, or at once on several threads, give the bits
-        of one step. Returns the gradient norm (of the part) before clipping."""
+        of one step. `threads`: the update's chunks on up to this many threads (the native pool's helper
+        beside this one), the same bits. Returns the gradient norm (of the part) before clipping."""
         if part is not None and max_grad_norm > 0:
             raise ValueError("LeanAdam.native_step: a part of the parameters cannot be clipped by the norm of all")
         params, ms, vs, steps = (view[part or slice(None)] for view in self.native_views())
         group = self.optimizer.param_groups[0]
         beta1, beta2 = group["betas"]
         return native.clip_adam(params, list(grads), ms, vs, steps, float(group["lr"]), beta1, beta2,
-                                group["eps"], group["weight_decay"], max_grad_norm)
+                                group["eps"], group["weight_decay"], max_grad_norm, threads)
 
 
 RECOMPILE_LIMIT = 64

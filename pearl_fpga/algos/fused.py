@@ -18,9 +18,13 @@ layers, loss, clip, Adam, the master weights) stays float32.
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +43,48 @@ def native_learner() -> Any:
     except ImportError:
         return None
     return _learner_native
+
+
+@functools.lru_cache(maxsize=1)
+def native_gemms() -> Any:
+    """The compiled module with its `gemms` ready (GEMM tasks on a native helper thread beside the caller,
+    no GIL), or None where it cannot be: no compiled module, torch's BLAS not MKL (aarch64 wheels), or
+    MKL's routines not found in torch's library. Its GEMM is the sgemm_ that torch.mm itself calls; a
+    probe checks that a task gives torch's bits, else it is not used (and a warning says so)."""
+    native = native_learner()
+    library = next(iter((Path(torch.__file__).parent / "lib").glob("libtorch_cpu.*")), None)
+    if native is None or library is None or not torch.backends.mkl.is_available():
+        return None
+    try:
+        blas = ctypes.CDLL(str(library))  # already loaded by torch: this only looks the symbols up
+        native.set_blas(ctypes.cast(blas.sgemm_, ctypes.c_void_p).value,
+                        ctypes.cast(blas.MKL_Set_Num_Threads_Local, ctypes.c_void_p).value)
+    except (OSError, AttributeError):
+        return None
+    if not _gemms_match_torch(native):
+        warnings.warn("pearl_fpga: the native GEMM tasks do not give torch.mm's bits with this torch build; the "
+                      "learner's second thread runs torch ops instead", stacklevel=2)
+        return None
+    return native
+
+
+def _gemms_match_torch(native: Any) -> bool:
+    """Whether `native.gemms` gives torch.addmm's and torch.mm's bits (at this thread's torch threads) for each
+    transposition, bias and ReLU, run on the calling thread and beside it."""
+    gen = torch.Generator().manual_seed(0)
+    a, w, b = (torch.randn(*shape, generator=gen) for shape in ((37, 29), (53, 29), (53,)))
+    d, mask = torch.randn(37, 53, generator=gen), torch.randn(37, 29, generator=gen)
+    with torch.no_grad():
+        expected = [torch.addmm(b, a, w.t()).relu_(), d.t().mm(a), d.mm(w) * (mask > 0)]
+    for threads in (1, 2):
+        outs = [torch.empty_like(e) for e in expected]
+        native.gemms([(a.numpy(), False, w.numpy(), True, outs[0].numpy(), b.numpy(), True, None),
+                      (d.numpy(), True, a.numpy(), False, outs[1].numpy(), None, False, None),
+                      (d.numpy(), False, w.numpy(), False, outs[2].numpy(), None, False, mask.numpy())],
+                     threads, torch.get_num_threads())
+        if not all(torch.equal(o, e) for o, e in zip(outs, expected)):
+            return False
+    return True
 
 
 @dataclass
@@ -81,11 +127,16 @@ class FusedDQNStep:
 
     def __init__(self, online: list[tuple[torch.Tensor, torch.Tensor]], target: list[tuple[torch.Tensor, torch.Tensor]],
                  adam: LeanAdam, settings: DQNStepSettings, native: Any, precision: torch.dtype | None = None,
-                 beside: Beside | None = None) -> None:
+                 beside: Beside | None = None, pair_threads: Callable[[], int] | None = None) -> None:
         """beside(fn, *args): runs fn(*args) on a second thread (a Future), for the parts of the step that
         no other part reads or writes while they run: the target network's forward pass and each wide
-        layer's weight gradient (the learner's schedule decides whether it really is another thread)."""
+        layer's weight gradient (the learner's schedule decides whether it really is another thread).
+        pair_threads(): the threads (1 or 2) for a wide layer's independent GEMMs where they run as native
+        tasks (float32 with torch's MKL: native_gemms), which then replace `beside`: the online and the
+        target GEMM of each wide layer at once, then its weight and input gradients at once."""
         self.beside = beside
+        self.pair_threads = pair_threads
+        self._gemms = native_gemms() if pair_threads is not None and precision is None else None
         self.settings = settings
         self.precision = precision
         self.adam = adam
@@ -156,17 +207,25 @@ class FusedDQNStep:
             if self._low:
                 torch_ops.foreach_copy_(self._low, self._masters)
             # forward passes: target on next_obs (beside), online on [obs; next_obs] in one GEMM per layer
-            pending = [self._beside(self._forward, self._target, self._target_np, batch.next_obs, buf.target,
-                                    buf.np_target)]
             torch.cat((batch.obs, batch.next_obs) if settings.double_q else (batch.obs,), out=buf.x)
-            self._forward(self._online, self._online_np, buf.x, buf.online, buf.np_online)
-            pending.pop().result()
+            pending: list[Future[Any]] = []
+            if self._gemms is not None:
+                self._forward_pairs(batch.next_obs.numpy(), buf)
+            else:
+                pending.append(self._beside(self._forward, self._target, self._target_np, batch.next_obs, buf.target,
+                                            buf.np_target))
+                self._forward(self._online, self._online_np, buf.x, buf.online, buf.np_online)
+                pending.pop().result()
             weights = None if batch.weights is None else batch.weights.numpy()
             loss = native.dqn_loss_grad(buf.np_q, buf.np_q_next_online, buf.np_q_next_target,
                                         batch.action.numpy().reshape(-1), batch.reward.numpy(), batch.done.numpy(),
                                         weights, settings.gamma, settings.double_q, buf.np_d_out, buf.np_abs_td)
             # backward pass: per layer dW = d^T a_in, db = column sums of d, d <- (d W) * (a_in > 0)
             d, np_d = buf.d_out, buf.np_d_out
+            if self._gemms is not None:
+                self._backward_pairs(buf, n)
+                self.adam.native_step(native, buf.np_grads, settings.max_grad_norm, threads=self.pair_threads())
+                return loss, buf.abs_td.clone()
             for i in range(last, -1, -1):
                 if self._thin[i]:
                     native.weight_grad_thin(np_d, buf.np_x[:n] if i == 0 else buf.np_hidden_in[i - 1],
@@ -187,6 +246,44 @@ class FusedDQNStep:
                 done.result()
             self.adam.native_step(native, buf.np_grads, settings.max_grad_norm)
         return loss, buf.abs_td.clone()
+
+    def _forward_pairs(self, next_obs: np.ndarray, buf: _Buffers) -> None:
+        """Both forward passes, layer by layer: a thin layer's two native loops here, a wide layer's online
+        and target GEMMs (bias and ReLU included) as one pair of native tasks."""
+        native, last, threads = self.native, len(self._online) - 1, self.pair_threads()
+        x_online, x_target = buf.np_x, np.ascontiguousarray(next_obs)
+        for i, ((w, b), (w_t, b_t)) in enumerate(zip(self._online_np, self._target_np)):
+            relu = i < last
+            if self._thin[i]:
+                native.linear_thin(x_online, w, b, buf.np_online[i], relu)
+                native.linear_thin(x_target, w_t, b_t, buf.np_target[i], relu)
+            else:
+                self._gemms.gemms([(x_online, False, w, True, buf.np_online[i], b, relu, None),
+                                   (x_target, False, w_t, True, buf.np_target[i], b_t, relu, None)],
+                                  threads, torch.get_num_threads())
+            x_online, x_target = buf.np_online[i], buf.np_target[i]
+
+    def _backward_pairs(self, buf: _Buffers, n: int) -> None:
+        """The backward pass from buf.d_out: per layer the bias gradient, then the weight gradient
+        dW = d^T a_in and the input gradient (d W) * (a_in > 0), a wide layer's two as one pair of native
+        tasks."""
+        native, threads = self.native, self.pair_threads()
+        np_d = buf.np_d_out
+        for i in range(len(self._online) - 1, -1, -1):
+            a_in = buf.np_x[:n] if i == 0 else buf.np_hidden_in[i - 1]
+            w = self._online_np[i][0]
+            native.bias_grad(np_d, buf.np_grads[2 * i + 1])
+            if self._thin[i]:
+                native.weight_grad_thin(np_d, a_in, buf.np_grads[2 * i])
+                if i > 0:
+                    native.input_grad_thin(np_d, w, a_in, buf.np_d_hidden[i - 1])
+            else:
+                tasks = [(np_d, True, a_in, False, buf.np_grads[2 * i], None, False, None)]
+                if i > 0:
+                    tasks.append((np_d, False, w, False, buf.np_d_hidden[i - 1], None, False, a_in))
+                self._gemms.gemms(tasks, threads, torch.get_num_threads())
+            if i > 0:
+                np_d = buf.np_d_hidden[i - 1]
 
     def _beside(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         """fn(*args) through `beside`, or here at once (a done Future) without one."""

@@ -8,17 +8,24 @@
 // pearl_fpga/algos/fused.py drives it for DQN, DDPG and TD3, algos/sac.py for SAC; tests/test_fused_learner.py
 // and tests/test_sac_fused.py check it against autograd and torch.optim.Adam. The loops over layer-sized
 // arrays release the GIL, so that TD3's two critics (or DDPG's actor and critic) run them on two threads
-// at once.
+// at once. `gemms` runs a step's independent GEMMs on the caller and a spinning native helper thread
+// (worker_pool.h) without the GIL, through the BLAS routine torch itself calls (handed over by set_blas).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include "isa.h"
+#include "worker_pool.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace py = pybind11;
 
@@ -319,12 +326,43 @@ double mse_loss_grad(py::handle q_obj, py::handle target_obj, py::handle weights
     return scale * loss / static_cast<double>(B);
 }
 
+// Runs work() on the calling thread and on up to threads - 1 helpers of the native pool (worker_pool.h),
+// each helper with the caller's floating-point control (flush-to-zero and denormals-are-zero, which the
+// learner sets per thread) and after on_helper(): work() claims its share (an atomic counter), so a
+// helper that wakes late leaves it to the caller and the result does not depend on who ran what.
+// Called with the GIL released; work must not throw.
+template <typename Work, typename OnHelper>
+void run_beside(int threads, const Work& work, const OnHelper& on_helper) {
+    if (threads <= 1) {
+        work();
+        return;
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    const unsigned int csr = _mm_getcsr();
+#endif
+    pearl_pool::pool().run(threads, [&](int slot) {
+        if (slot == 0) {
+            work();
+            return;
+        }
+        on_helper();
+#if defined(__x86_64__) || defined(__i386__)
+        const unsigned int own = _mm_getcsr();
+        _mm_setcsr(csr);
+        work();
+        _mm_setcsr(own);
+#else
+        work();
+#endif
+    });
+}
+
 // Gradient-norm clip (as torch.nn.utils.clip_grad_norm_, skipped when max_norm <= 0) and one Adam
 // step (as torch.optim.Adam, no AMSGrad, L2 weight decay) over lists of parameters, gradients,
 // moment buffers and step counters (0-d float32, torch's format; each is incremented first, and they
 // must agree). Returns the total gradient norm before clipping.
 double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list exp_avg_sqs, py::list steps, double lr,
-                 double beta1, double beta2, double eps, double weight_decay, double max_norm) {
+                 double beta1, double beta2, double eps, double weight_decay, double max_norm, int threads) {
     const size_t n = params.size();
     if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n || steps.size() != n)
         throw py::value_error("params, grads, exp_avgs, exp_avg_sqs and steps must have the same length");
@@ -361,9 +399,20 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
     const float step_size = static_cast<float>(lr / bias1), bias2_sqrt = static_cast<float>(std::sqrt(bias2));
     const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2), e = static_cast<float>(eps);
     const float wd = static_cast<float>(weight_decay);
-    for (const Slot& s : slots)
-        adam_update(s.p.data, s.g.data, s.m.data, s.v.data, s.p.rows * s.p.cols, clip, wd, b1, b2, e, step_size,
-                    bias2_sqrt);
+    // the update is element-wise: chunks of it on several threads (run_beside) give the bits of one pass
+    constexpr py::ssize_t kChunk = 8192;
+    std::vector<std::pair<size_t, py::ssize_t>> chunks;  // (slot, first element)
+    for (size_t k = 0; k < slots.size(); ++k)
+        for (py::ssize_t at = 0; at < slots[k].p.rows * slots[k].p.cols; at += kChunk) chunks.emplace_back(k, at);
+    std::atomic<size_t> next{0};
+    run_beside(std::min<int>(threads, static_cast<int>(chunks.size())), [&] {
+        for (size_t c; (c = next.fetch_add(1)) < chunks.size();) {
+            const Slot& s = slots[chunks[c].first];
+            const py::ssize_t at = chunks[c].second, size = std::min(kChunk, s.p.rows * s.p.cols - at);
+            adam_update(s.p.data + at, s.g.data + at, s.m.data + at, s.v.data + at, size, clip, wd, b1, b2, e,
+                        step_size, bias2_sqrt);
+        }
+    }, [] {});
     return norm;
 }
 
@@ -451,6 +500,114 @@ void squash_backward(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, py
         }
 }
 
+// ---- GEMMs beside the caller ---------------------------------------------------------------------
+// A step's independent GEMMs (DQN's online and target forward pass of a wide layer; its weight and
+// input gradients) run two at a time: one on the calling thread, one on the native pool's helper.
+// Handing work to a Python thread costs a futex wake and a GIL hand-over per torch op on a virtualized
+// host, as much as a 64x256x256 GEMM; the pool's helper spins between calls and needs no GIL. The
+// GEMM is the BLAS routine torch's own torch.mm calls (Fortran sgemm_, passed in by set_blas from
+// torch's library), so a task gives the bits torch.addmm / torch.mm give at the same thread count.
+
+using SgemmFn = void (*)(const char*, const char*, const int*, const int*, const int*, const float*, const float*,
+                         const int*, const float*, const int*, const float*, float*, const int*);
+using SetThreadsLocalFn = int (*)(int);
+SgemmFn blas_sgemm = nullptr;
+SetThreadsLocalFn blas_set_threads_local = nullptr;  // MKL's per-thread count (mkl_set_num_threads_local)
+
+void set_blas(std::uintptr_t sgemm, std::uintptr_t set_threads_local) {
+    if (sgemm == 0 || set_threads_local == 0) throw py::value_error("set_blas needs both routines' addresses");
+    blas_sgemm = reinterpret_cast<SgemmFn>(sgemm);
+    blas_set_threads_local = reinterpret_cast<SetThreadsLocalFn>(set_threads_local);
+}
+
+// out (M, N) = op(a) op(b) [+ bias per row] [then ReLU] [then *= (mask > 0)], row-major float32:
+// op(a) is a (M, K), or a^T with a stored (K, M) when trans_a; op(b) is b (K, N), or b^T with b stored
+// (N, K) when trans_b (a Linear's weight).
+struct GemmTask {
+    const float* a;
+    const float* b;
+    float* out;
+    int m, n, k;
+    bool trans_a, trans_b;
+    const float* bias;  // (N,) or nullptr
+    bool relu;
+    const float* mask;  // (M, N) or nullptr: out *= (mask > 0), a ReLU's backward pass
+};
+
+GemmTask gemm_task(const py::handle& spec) {
+    auto t = spec.cast<py::tuple>();
+    if (t.size() != 8)
+        throw py::value_error("a GEMM task is (a, trans_a, b, trans_b, out, bias, relu, mask)");
+    FloatView a = float_view(t[0], "a", false), b = float_view(t[2], "b", false);
+    FloatView out = float_view(t[4], "out", true);
+    const bool trans_a = t[1].cast<bool>(), trans_b = t[3].cast<bool>();
+    const py::ssize_t M = trans_a ? a.cols : a.rows, K = trans_a ? a.rows : a.cols;
+    const py::ssize_t N = trans_b ? b.rows : b.cols;
+    if ((trans_b ? b.cols : b.rows) != K)
+        throw py::value_error("GEMM task: a and b do not chain (inner sizes " + std::to_string(K) + " and " +
+                              std::to_string(trans_b ? b.cols : b.rows) + ")");
+    expect_shape(out, M, N, "out");
+    GemmTask task{a.data, b.data, out.data, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                  trans_a, trans_b, nullptr, t[6].cast<bool>(), nullptr};
+    if (!t[5].is_none()) {
+        FloatView bias = float_view(t[5], "bias", false);
+        expect_shape(bias, N, 1, "bias");
+        task.bias = bias.data;
+    }
+    if (!t[7].is_none()) {
+        FloatView mask = float_view(t[7], "mask", false);
+        expect_shape(mask, M, N, "mask");
+        task.mask = mask.data;
+    }
+    return task;
+}
+
+void run_gemm(const GemmTask& t) {
+    // row-major out = op(a) op(b) is column-major out^T = op(b)^T op(a)^T; a row-major array is its own
+    // transpose in column-major, so the flags carry over unswapped
+    const int lda = t.trans_a ? t.m : t.k, ldb = t.trans_b ? t.k : t.n, ldc = t.n;
+    const float one = 1.0f, beta = t.bias ? 1.0f : 0.0f;
+    if (t.bias)  // as torch.addmm: the bias copied into every row, then accumulated into (beta 1)
+        for (int i = 0; i < t.m; ++i) std::copy(t.bias, t.bias + t.n, t.out + static_cast<py::ssize_t>(i) * t.n);
+    blas_sgemm(t.trans_b ? "T" : "N", t.trans_a ? "T" : "N", &t.n, &t.m, &t.k, &one, t.b, &ldb, t.a, &lda, &beta,
+               t.out, &ldc);
+    const py::ssize_t size = static_cast<py::ssize_t>(t.m) * t.n;
+    if (t.relu)
+        for (py::ssize_t k = 0; k < size; ++k) t.out[k] = t.out[k] > 0.0f ? t.out[k] : 0.0f;
+    if (t.mask)
+        for (py::ssize_t k = 0; k < size; ++k) t.out[k] = t.mask[k] > 0.0f ? t.out[k] : 0.0f;
+}
+
+// Runs `tasks` (GemmTask tuples, independent of each other) on up to `threads` threads: the caller's and
+// the pool's helper, each claiming the next task; a helper that wakes late leaves its share to the
+// caller. The helper runs the BLAS at `blas_threads` threads and with the caller's floating-point
+// control (flush-to-zero), so a task's bits do not depend on which thread ran it. Returns the number
+// of tasks the helper ran.
+int gemms(py::list specs, int threads, int blas_threads) {
+    if (blas_sgemm == nullptr) throw std::runtime_error("gemms: no BLAS routine set (call set_blas first)");
+    std::vector<GemmTask> tasks;
+    tasks.reserve(specs.size());
+    for (const auto& spec : specs) tasks.push_back(gemm_task(spec));
+    py::gil_scoped_release release;
+    std::atomic<size_t> next{0};
+    const int n = static_cast<int>(std::min<size_t>(tasks.size(), static_cast<size_t>(std::max(threads, 1))));
+    std::atomic<int> by_caller{0};
+    const auto caller = std::this_thread::get_id();
+    run_beside(n, [&] {
+        for (size_t i; (i = next.fetch_add(1)) < tasks.size();) {
+            run_gemm(tasks[i]);
+            if (std::this_thread::get_id() == caller) by_caller.fetch_add(1);
+        }
+    }, [&] {
+        static thread_local int helper_threads = 0;  // MKL's count is per thread: set when it changes
+        if (helper_threads != blas_threads) {
+            blas_set_threads_local(blas_threads);
+            helper_threads = blas_threads;
+        }
+    });
+    return static_cast<int>(tasks.size()) - by_caller.load();  // the tasks the helpers ran
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_learner_native, m) {
@@ -480,5 +637,11 @@ PYBIND11_MODULE(_learner_native, m) {
           py::arg("action"), py::arg("eps"), py::arg("std"), py::arg("out"), py::arg("scale"), py::arg("d_out"));
     m.def("clip_adam", &clip_adam, py::arg("params"), py::arg("grads"), py::arg("exp_avgs"), py::arg("exp_avg_sqs"),
           py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"),
-          py::arg("weight_decay"), py::arg("max_norm"));
+          py::arg("weight_decay"), py::arg("max_norm"), py::arg("threads") = 1);
+    m.def("set_blas", &set_blas, py::arg("sgemm"), py::arg("set_threads_local"),
+          "The addresses of the BLAS's Fortran sgemm_ and MKL's mkl_set_num_threads_local that gemms calls.");
+    m.def("gemms", &gemms, py::arg("tasks"), py::arg("threads"), py::arg("blas_threads"),
+          "Run independent GEMM tasks (a, trans_a, b, trans_b, out, bias, relu, mask) on the caller and up to "
+          "threads - 1 native helpers, the GIL released; the helpers' BLAS at blas_threads threads. Returns how many "
+          "tasks the helpers ran.");
 }

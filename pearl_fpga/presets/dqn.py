@@ -33,12 +33,10 @@ ALGORITHMS = (AlgoSpec(
         "Acrobot-v1": _ACROBOT,
         "LunarLander-v3": dict(_ACROBOT),  # rl-zoo gives LunarLander Acrobot's settings
     },
-    # serial by default: a two-thread schedule takes the learner to one intra-op thread per caller, so
-    # auto would no longer weigh the serial step on two intra-op threads that a serial DQN measures
     params={"update_schedule": dataclasses.replace(
-        UPDATE_SCHEDULE, default="serial",
-        doc="DQN: where the fused CPU step's parallel parts run (the target network's forward pass, the wide "
-        "layers' weight gradients): 'serial' (default) on the learner's thread, its intra-op threads chosen by "
-        "measurement; 'concurrent' on a second thread beside it; 'auto' measures both schedules at one "
-        "intra-op thread each (the same bits either way)")},
+        UPDATE_SCHEDULE,
+        doc="DQN: where the fused CPU step's parallel parts run (a wide layer's online and target GEMMs, its weight "
+        "and input gradients, Adam's update): 'auto' (default) measures both schedules while training; 'serial' "
+        "on the learner's thread, its intra-op threads chosen by measurement; 'concurrent' split with a second "
+        "thread (in float32 the fused step's native helper) (the same bits either way)")},
     ),)
