@@ -11,6 +11,11 @@ and `clip_adam` (clip + Adam on torch.optim.Adam's own state). The arithmetic is
 (DQN.learn with fused=False, tested against autograd and torch.optim.Adam in tests/test_fused_learner.py);
 sums are in a different order, so the two paths agree to float rounding, not bit for bit.
 
+In float32 with torch's MKL (native_gemms) the square GEMMs are native tasks instead (`gemms`: MKL's
+sgemm_, torch.mm's own routine and bits), run a wide layer's two independent ones at a time: on the
+calling thread alone in the serial schedule, with the native pool's helper thread in the concurrent one,
+which, unlike a Python thread, needs no GIL and spins between calls rather than waiting for a wake.
+
 With a `precision` (torch.bfloat16) the square GEMMs run in that dtype on copies of the weights made at
 the start of each step; their float32 results land in the same buffers, and everything else (thin
 layers, loss, clip, Adam, the master weights) stays float32.
