@@ -11,6 +11,7 @@ import torch
 
 from pearl_fpga.algos import DDPG, DQN, TD3
 from pearl_fpga.algos.common import Batch
+from pearl_fpga.algos.fused import native_gemms
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.host import available_cores
 from pearl_fpga.runtime.threads import CUT_AFTER, AdaptiveThreads
@@ -175,6 +176,8 @@ def test_serial_concurrent_and_switching_give_the_same_bits(algo, concurrent, fu
     learners = {s: cls(TrainConfig.preset(algo, net_arch=[48, 32], concurrent_updates=concurrent, update_schedule=s),
                        3, 2, seed=4, fused=fused) for s in ("serial", "concurrent", "auto")}
     assert learners["serial"]._grad_thread is None and learners["concurrent"]._grad_thread is not None
+    if fused and algo == "td3":  # float32 twin critics: their GEMMs as native tasks where torch has MKL
+        assert (learners["concurrent"]._fused.gemms is None) == (native_gemms() is None)
     rng = np.random.default_rng(5)
     for step in range(7):
         learners["auto"].set_schedule(("serial", "concurrent")[step % 2])

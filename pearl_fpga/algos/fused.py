@@ -50,10 +50,30 @@ def native_learner() -> Any:
     return _learner_native
 
 
+GEMMS_EVENT = "pearl_fpga::gemms"
+"""The profiler's name for a call of native GEMM tasks (bench learner --profile counts it as GEMM time)."""
+
+
+class NativeGemms:
+    """The compiled module's `gemms`, which a torch profile sees as one event per call while `profiled`."""
+
+    profiled = False  # set by `bench learner --profile` while it records (bench/learner_profile.py)
+
+    def __init__(self, native: Any) -> None:
+        self.native = native
+
+    def gemms(self, tasks: list[tuple[Any, ...]], threads: int, blas_threads: int) -> int:
+        """native.gemms: the tasks on up to `threads` threads; returns how many the helper ran."""
+        if not NativeGemms.profiled:
+            return int(self.native.gemms(tasks, threads, blas_threads))
+        with torch.profiler.record_function(GEMMS_EVENT):
+            return int(self.native.gemms(tasks, threads, blas_threads))
+
+
 @functools.lru_cache(maxsize=1)
-def native_gemms() -> Any:
-    """The compiled module with its `gemms` ready (GEMM tasks on a native helper thread beside the caller,
-    no GIL), or None where it cannot be: no compiled module, torch's BLAS not MKL (aarch64 wheels), or
+def native_gemms() -> NativeGemms | None:
+    """The compiled module's `gemms`, ready (GEMM tasks on a native helper thread beside the caller, no
+    GIL), or None where it cannot be: no compiled module, torch's BLAS not MKL (aarch64 wheels), or
     MKL's routines not found in torch's library. Its GEMM is the sgemm_ that torch.mm itself calls; a
     probe checks that a task gives torch's bits, else it is not used (and a warning says so)."""
     native = native_learner()
@@ -70,7 +90,7 @@ def native_gemms() -> Any:
         warnings.warn("pearl_fpga: the native GEMM tasks do not give torch.mm's bits with this torch build; the "
                       "learner's second thread runs torch ops instead", stacklevel=2)
         return None
-    return native
+    return NativeGemms(native)
 
 
 def _gemms_match_torch(native: Any) -> bool:

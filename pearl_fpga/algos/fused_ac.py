@@ -17,6 +17,10 @@ The pieces are in two layers: `FusedNet` (one network's passes) and `FusedCritic
 of any actor-critic step: target values, TD target, loss gradient, Adam step, a critic's input gradient,
 the per-batch-size buffers), which `FusedActorCriticStep` extends with DDPG's and TD3's deterministic
 actor, and a learner with a stochastic actor extends with its own.
+
+In float32 with torch's MKL, the `*_together` pieces run several networks of one shape (TD3's twin
+critics) layer by layer, every wide GEMM of a layer as one call of native tasks (algos/fused.py
+native_gemms), on the native pool's helper beside the caller in a concurrent schedule.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import torch
 
 from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import Batch, LeanAdam, is_thin
-from pearl_fpga.algos.fused import Beside
+from pearl_fpga.algos.fused import Beside, native_gemms
 
 Layers = Sequence[tuple[torch.Tensor, torch.Tensor]]
 
@@ -141,6 +145,72 @@ class FusedNet:
             out.copy_(torch.mm(a, b))
 
 
+def forward_together(nets: Sequence[FusedNet], xs: Sequence[torch.Tensor], passes: Sequence[NetPass], gemms: Any,
+                     threads: int) -> None:
+    """Networks of one shape (twin critics, or one network), each at its input into its pass, layer by layer:
+    the thin layers' native loops here, each wide layer's GEMMs (bias and ReLU included, one task per
+    network, a lone network's in two halves of rows) as one call of native tasks on up to `threads` threads
+    (algos/fused.py native_gemms; float32 only)."""
+    native, last = nets[0].native, len(nets[0].thin) - 1
+    inputs = [np.ascontiguousarray(x.numpy()) for x in xs]
+    for i in range(last + 1):
+        relu = i < last
+        if nets[0].thin[i]:
+            for net, x, p in zip(nets, inputs, passes, strict=True):
+                native.linear_thin(x, *net._np[i], p.np_outs[i], relu)
+        else:
+            _run_tasks(gemms, [(x, False, net._np[i][0], True, p.np_outs[i], net._np[i][1], relu, None)
+                               for net, x, p in zip(nets, inputs, passes, strict=True)], threads)
+        inputs = [p.np_outs[i] for p in passes]
+
+
+def backward_together(nets: Sequence[FusedNet], d_outs: Sequence[torch.Tensor], xs: Sequence[torch.Tensor],
+                      passes: Sequence[NetPass], grads: Sequence[Sequence[torch.Tensor]] | None, gemms: Any,
+                      threads: int, d_ins: Sequence[torch.Tensor] | None = None) -> None:
+    """FusedNet.backward of each network (weight and bias gradients into its `grads`, None: none; dLoss/dx
+    into its `d_ins`, None: none), layer by layer: each wide layer's weight and input gradients, of every
+    network, as one call of native tasks on up to `threads` threads."""
+    native = nets[0].native
+    ds = [d.numpy() for d in d_outs]
+    inputs = [np.ascontiguousarray(x.numpy()) for x in xs]
+    for i in range(len(nets[0].thin) - 1, -1, -1):
+        if i == 0 and grads is None and d_ins is None:
+            break
+        tasks = []
+        for k, (net, d, x, p) in enumerate(zip(nets, ds, inputs, passes, strict=True)):
+            a_in = x if i == 0 else p.np_outs[i - 1]
+            if grads is not None:
+                g = grads[k]
+                native.bias_grad(d, g[2 * i + 1].numpy())
+                if net.thin[i]:
+                    native.weight_grad_thin(d, a_in, g[2 * i].numpy())
+                else:
+                    tasks.append((d, True, a_in, False, g[2 * i].numpy(), None, False, None))
+            if i == 0 and d_ins is None:
+                continue
+            out, mask = (p.np_d_hidden[i - 1], p.np_outs[i - 1]) if i > 0 else (d_ins[k].numpy(), None)
+            if net.thin[i]:
+                native.input_grad_thin(d, net._np[i][0], mask, out)
+            else:
+                tasks.append((d, False, net._np[i][0], False, out, None, False, mask))
+        _run_tasks(gemms, tasks, threads)
+        if i > 0:
+            ds = [p.np_d_hidden[i - 1] for p in passes]
+
+
+def _run_tasks(gemms: Any, tasks: list[tuple[Any, ...]], threads: int) -> None:
+    """`tasks` as one call of native GEMM tasks; a lone task split into two halves of its rows where it can
+    be (an untransposed left operand), so that two threads have work: the split is the same in every
+    schedule, so the bits do not depend on the thread count."""
+    if len(tasks) == 1 and not tasks[0][1] and len(tasks[0][0]) > 1:
+        a, _, b, trans_b, out, bias, relu, mask = tasks[0]
+        half = len(a) // 2
+        tasks = [(a[rows], False, b, trans_b, out[rows], bias, relu, None if mask is None else mask[rows])
+                 for rows in (slice(0, half), slice(half, None))]
+    if tasks:
+        gemms.gemms(tasks, threads, torch.get_num_threads())
+
+
 @dataclass
 class CriticBuffers:
     """Every tensor the critics' part of one actor-critic step writes, for one batch size."""
@@ -180,6 +250,9 @@ class FusedCritics(Generic[BufT]):
         self.input_width = int(critics[0][0][0].shape[1])
         self.obs_dim = self.input_width - action_dim
         self._buffers: dict[int, BufT] = {}
+        # float32 twin critics: each wide layer's GEMMs of every critic as one call of native tasks (the
+        # *_together pieces), on the native pool's helper beside the caller in a concurrent schedule
+        self.gemms = native_gemms() if precision is None and len(critics) > 1 else None
 
     def new_buffers(self, n: int) -> BufT:
         """Every tensor one step writes, for batch size n."""
@@ -252,6 +325,26 @@ class FusedCritics(Generic[BufT]):
             part = self._critic_parts[i]
             self.critic_adam.native_step(self.native, [g.numpy() for g in buf.critic_grads[part]], 0.0, part)
 
+    def target_values_together(self, buf: CriticBuffers, threads: int) -> None:
+        """target_values of every critic, their wide GEMMs as native tasks at once (needs self.gemms)."""
+        forward_together(self.critic_targets, [buf.next_in] * len(self.critics), buf.target_passes, self.gemms, threads)
+
+    def critic_grads_together(self, buf: CriticBuffers, batch: Batch, threads: int) -> list[float]:
+        """critic_grads of every critic, their wide GEMMs as native tasks at once (needs self.gemms)."""
+        n = len(self.critics)
+        forward_together(self.critics, [buf.x] * n, buf.critic_passes, self.gemms, threads)
+        weights = None if batch.weights is None else batch.weights.numpy()
+        losses = [self.native.mse_loss_grad(p.np_outs[-1], buf.target.numpy(), weights, buf.d_q[i].numpy(),
+                                            buf.abs_td.numpy() if i == 0 else None, self.loss_scale)
+                  for i, p in enumerate(buf.critic_passes)]
+        backward_together(self.critics, buf.d_q, [buf.x] * n, buf.critic_passes,
+                          [buf.critic_grads[part] for part in self._critic_parts], self.gemms, threads)
+        return losses
+
+    def step_critics_together(self, buf: CriticBuffers, threads: int) -> None:
+        """One Adam step of every critic, its element-wise update in chunks on up to `threads` threads."""
+        self.critic_adam.native_step(self.native, [g.numpy() for g in buf.critic_grads], 0.0, threads=threads)
+
 
 @dataclass
 class ActorCriticBuffers(CriticBuffers):
@@ -294,10 +387,15 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
         self.refresh_critics()
         self.actor_adam.native_views()
 
-    def next_input(self, buf: ActorCriticBuffers, batch: Batch, noise: torch.Tensor | None) -> None:
-        """buf.next_in = [next_obs, target actor's action (+ clipped smoothing noise, clipped to [-1, 1])]."""
+    def next_input(self, buf: ActorCriticBuffers, batch: Batch, noise: torch.Tensor | None,
+                   threads: int | None = None) -> None:
+        """buf.next_in = [next_obs, target actor's action (+ clipped smoothing noise, clipped to [-1, 1])].
+        threads: the target actor's wide GEMMs as native tasks on up to this many threads (needs self.gemms)."""
         p = buf.actor_target_pass
-        self.actor_target.forward(batch.next_obs, p)
+        if threads is None:
+            self.actor_target.forward(batch.next_obs, p)
+        else:
+            forward_together([self.actor_target], [batch.next_obs], [p], self.gemms, threads)
         action = torch.tanh_(p.outs[-1])
         if noise is not None:
             action.add_(noise.clamp_(-self.noise_clip, self.noise_clip)).clamp_(-1.0, 1.0)
@@ -309,9 +407,13 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
         self.actor_forward(buf, batch)
         self.actor_backward(buf, batch, refresh_q1)
 
-    def actor_forward(self, buf: ActorCriticBuffers, batch: Batch) -> None:
-        """pi(s) and buf.x_pi = [obs, pi(s)]: the actor's part that no critic update changes."""
-        self.actor.forward(batch.obs, buf.actor_pass)
+    def actor_forward(self, buf: ActorCriticBuffers, batch: Batch, threads: int | None = None) -> None:
+        """pi(s) and buf.x_pi = [obs, pi(s)]: the actor's part that no critic update changes. threads: as
+        next_input's."""
+        if threads is None:
+            self.actor.forward(batch.obs, buf.actor_pass)
+        else:
+            forward_together([self.actor], [batch.obs], [buf.actor_pass], self.gemms, threads)
         torch.cat([batch.obs, torch.tanh_(buf.actor_pass.outs[-1])], dim=1, out=buf.x_pi)
 
     def actor_backward(self, buf: ActorCriticBuffers, batch: Batch, refresh_q1: bool,
@@ -322,9 +424,21 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
         if refresh_q1:
             self.critics[0].refresh()
         self.input_grad(0, buf.x_pi, buf.q1_pass, buf.d_q_pi, buf.d_x_pi)
-        action = buf.actor_pass.outs[-1]
-        d_pre = torch.ops.aten.tanh_backward(buf.d_x_pi[:, self.obs_dim:], action).contiguous()
-        self.actor.backward(d_pre, batch.obs, buf.actor_pass, buf.actor_grads, beside=beside)
+        self.actor.backward(self._d_actor_out(buf), batch.obs, buf.actor_pass, buf.actor_grads, beside=beside)
 
-    def step_actor(self, buf: ActorCriticBuffers) -> None:
-        self.actor_adam.native_step(self.native, [g.numpy() for g in buf.actor_grads], 0.0)
+    def actor_backward_together(self, buf: ActorCriticBuffers, batch: Batch, threads: int) -> None:
+        """actor_backward on the updated Q1 (float32), every wide GEMM as native tasks on up to `threads`
+        threads (needs self.gemms)."""
+        q1 = self.critics[0]
+        forward_together([q1], [buf.x_pi], [buf.q1_pass], self.gemms, threads)
+        backward_together([q1], [buf.d_q_pi], [buf.x_pi], [buf.q1_pass], None, self.gemms, threads, [buf.d_x_pi])
+        backward_together([self.actor], [self._d_actor_out(buf)], [batch.obs], [buf.actor_pass], [buf.actor_grads],
+                          self.gemms, threads)
+
+    def _d_actor_out(self, buf: ActorCriticBuffers) -> torch.Tensor:
+        """dLoss/d(actor's pre-tanh output) from dLoss/d(Q1's input) (its action columns)."""
+        action = buf.actor_pass.outs[-1]
+        return torch.ops.aten.tanh_backward(buf.d_x_pi[:, self.obs_dim:], action).contiguous()
+
+    def step_actor(self, buf: ActorCriticBuffers, threads: int = 1) -> None:
+        self.actor_adam.native_step(self.native, [g.numpy() for g in buf.actor_grads], 0.0, threads=threads)

@@ -25,7 +25,11 @@ Python wrapper (pearl_fpga.algos.common).
 
 On a CPU with the native module built, the step runs fused (algos/fused_ac.py: the wide GEMMs in
 torch, the thin layers, masks, loss gradient and Adam native, no autograd graph; `fused=False` runs
-the torch ops above, which agree with it to float rounding), DDPG's concurrent update included.
+the torch ops above, which agree with it to float rounding), DDPG's concurrent update included. In
+float32 with torch's MKL, TD3's step in SB3's order runs every wide GEMM as native tasks instead
+(_paired_update: the twin critics' GEMMs of a layer at once, a lone network's in two halves of rows, on
+the native pool's helper in the concurrent schedule, algos/fused.py native_gemms), so its second thread
+is a native one that needs no GIL and no wake per hand-over.
 
 Options (off by default): `precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in
 bfloat16 on float32 master weights (common.cast_layers); `config.learner_compile` runs the whole step
@@ -50,7 +54,7 @@ from pearl_fpga.algos.api import UpdateResult
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers,
                                      load_named_state, mlp, named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import native_learner
-from pearl_fpga.algos.fused_ac import FusedActorCriticStep
+from pearl_fpga.algos.fused_ac import ActorCriticBuffers, FusedActorCriticStep
 from pearl_fpga.algos.heads import ActorHead, GaussianNoise
 from pearl_fpga.algos.step_threads import TwoThreadLearner, update_schedule
 from pearl_fpga.errors import BackendUnavailable
@@ -245,6 +249,8 @@ class TD3(TwoThreadLearner):
         actor_future = self._on_grad_thread(actor_half) if concurrent else None
         later = range(1, self.n_critics)  # the critics after Q1: on the second thread with split_critics
         split = self.split_critics and len(later) > 0
+        if split and not concurrent and fused.gemms is not None:
+            return self._paired_update(buf, batch, update_actor, noise)
         fused.next_input(buf, batch, noise)
         pending = self._on_grad_thread(fused.target_values, buf, later) if split else None
         fused.target_values(buf, range(1))
@@ -288,6 +294,28 @@ class TD3(TwoThreadLearner):
                     averaging.result()
                 else:
                     self._update_targets(self._critics_part)
+        return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
+
+    def _paired_update(self, buf: ActorCriticBuffers, batch: Batch, update_actor: bool,
+                       noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A float32 fused step with twin critics in SB3's order, every wide GEMM as native tasks (algos/
+        fused.py native_gemms): the twins' GEMMs of a layer at once, a lone network's in two halves of rows,
+        a layer's weight and input gradients at once, and the Adam updates in chunks, on the native pool's
+        helper beside the caller in the concurrent schedule (no GIL, no wake per hand-over) and on one
+        thread in the serial one: the same code, so the same bits."""
+        fused = self._fused
+        assert fused is not None
+        threads = 2 if self.schedule == "concurrent" else 1
+        fused.next_input(buf, batch, noise, threads)
+        fused.target_values_together(buf, threads)
+        fused.td_target(buf, batch)
+        losses = fused.critic_grads_together(buf, batch, threads)
+        fused.step_critics_together(buf, threads)
+        if update_actor:  # the actor's gradient on the updated Q1
+            fused.actor_forward(buf, batch, threads)
+            fused.actor_backward_together(buf, batch, threads)
+            fused.step_actor(buf, threads)
+            self._update_targets()
         return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
 
     def _update_targets(self, part: slice = slice(None)) -> None:

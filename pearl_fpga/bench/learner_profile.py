@@ -2,8 +2,9 @@
 algorithm's float32 learner in its serial schedule (every op on the calling thread; a GEMM's intra-op
 threads work inside its op) at each torch thread count, the time sorted into:
 
-- "gemm": the matrix products (aten::mm, addmm, bmm, matmul and their oneDNN forms), whose FLOPs are
-  the step's work, so their own GFLOP/s says how close the products alone come to the GEMM peak;
+- "gemm": the matrix products (aten::mm, addmm, bmm, matmul and their oneDNN forms, and the fused
+  steps' native GEMM tasks, `pearl_fpga::gemms`), whose FLOPs are the step's work, so their own GFLOP/s
+  says how close the products alone come to the GEMM peak;
 - "adam": the optimizer's ops;
 - "other torch ops": every other op (ReLU and its mask, casts, copies, sums, the loss);
 - "outside torch ops": the step's wall time that no torch op accounts for: Python, the fused step's
@@ -17,7 +18,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::_addmm_activation", "mkldnn::", "onednn::")
+from pearl_fpga.algos.fused import GEMMS_EVENT, NativeGemms
+
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::_addmm_activation", "mkldnn::", "onednn::",
+            GEMMS_EVENT)
 STEPS = 20
 
 
@@ -47,12 +51,14 @@ def profile_step(cfg: Any, threads: int, steps: int = STEPS) -> dict[str, Any]:
     try:
         for _ in range(3):
             learner.update(batch)
+        NativeGemms.profiled = True
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             t0 = time.perf_counter()
             for _ in range(steps):
                 learner.update(batch)
             wall = time.perf_counter() - t0
     finally:
+        NativeGemms.profiled = False
         torch.set_num_threads(old)
     per_step = {"gemm": 0.0, "adam": 0.0, "other torch ops": 0.0}
     for event in prof.events():
