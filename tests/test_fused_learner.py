@@ -86,7 +86,7 @@ needs_gemms = pytest.mark.skipif(gemms is None, reason="torch's BLAS is not MKL 
 
 
 @needs_gemms
-@pytest.mark.parametrize("m,n,k", [(64, 256, 256), (1, 1, 1), (37, 5, 300), (3, 200, 1)])
+@pytest.mark.parametrize("m,n,k", [(64, 256, 256), (1, 1, 1), (37, 5, 300), (3, 200, 1), (0, 4, 3), (5, 4, 0)])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_native_gemm_tasks_give_torch_s_bits(m, n, k, threads):
     """Each kind of task (a Linear's forward with bias and ReLU, a weight gradient d^T a, a masked input
@@ -165,8 +165,9 @@ def test_the_fused_dqn_step_keeps_torch_ops_where_the_native_gemms_cannot_run(mo
         monkeypatch.setattr(fused_module, "_gemms_match_torch", lambda native: False)
         with pytest.warns(UserWarning, match="do not give torch.mm's bits"):
             assert native_gemms() is None
-        cfg = TrainConfig.preset("dqn", net_arch=[24, 40], update_schedule="concurrent", learning_rate=1e-2)
+        cfg = TrainConfig.preset("dqn", net_arch=[24, 40], update_schedule="auto", learning_rate=1e-2)
         fused, plain = DQN(cfg, 3, 4, seed=2, fused=True), DQN(cfg, 3, 4, seed=2, fused=False)
+        fused.set_schedule("concurrent")  # its target pass and weight gradients on the Python second thread
         assert fused._fused._gemms is None
         batch = _batch(np.random.default_rng(5), 17, 3, 4)
         fused.update(batch)

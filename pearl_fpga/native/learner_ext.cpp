@@ -501,8 +501,9 @@ void squash_backward(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, py
 }
 
 // ---- GEMMs beside the caller ---------------------------------------------------------------------
-// A step's independent GEMMs (DQN's online and target forward pass of a wide layer; its weight and
-// input gradients) run two at a time: one on the calling thread, one on the native pool's helper.
+// A step's independent GEMMs (DQN's online and target forward pass of a wide layer, TD3's twin critics';
+// a layer's weight and input gradients) run two at a time: one on the calling thread, one on the native
+// pool's helper.
 // Handing work to a Python thread costs a futex wake and a GIL hand-over per torch op on a virtualized
 // host, as much as a 64x256x256 GEMM; the pool's helper spins between calls and needs no GIL. The
 // GEMM is the BLAS routine torch's own torch.mm calls (Fortran sgemm_, passed in by set_blas from
@@ -565,7 +566,8 @@ GemmTask gemm_task(const py::handle& spec) {
 void run_gemm(const GemmTask& t) {
     // row-major out = op(a) op(b) is column-major out^T = op(b)^T op(a)^T; a row-major array is its own
     // transpose in column-major, so the flags carry over unswapped
-    const int lda = t.trans_a ? t.m : t.k, ldb = t.trans_b ? t.k : t.n, ldc = t.n;
+    if (t.m == 0 || t.n == 0) return;
+    const int lda = std::max(1, t.trans_a ? t.m : t.k), ldb = std::max(1, t.trans_b ? t.k : t.n), ldc = t.n;
     const float one = 1.0f, beta = t.bias ? 1.0f : 0.0f;
     if (t.bias)  // as torch.addmm: the bias copied into every row, then accumulated into (beta 1)
         for (int i = 0; i < t.m; ++i) std::copy(t.bias, t.bias + t.n, t.out + static_cast<py::ssize_t>(i) * t.n);
