@@ -160,7 +160,7 @@ class FusedDQNStep:
         tasks (float32 with torch's MKL: native_gemms), which then replace `beside`: the online and the
         target GEMM of each wide layer at once, then its weight and input gradients at once."""
         self.beside = beside
-        self.pair_threads = pair_threads
+        self.pair_threads: Callable[[], int] = pair_threads or (lambda: 1)
         self._gemms = native_gemms() if pair_threads is not None and precision is None else None
         self.settings = settings
         self.precision = precision
@@ -275,7 +275,8 @@ class FusedDQNStep:
     def _forward_pairs(self, next_obs: np.ndarray, buf: _Buffers) -> None:
         """Both forward passes, layer by layer: a thin layer's two native loops here, a wide layer's online
         and target GEMMs (bias and ReLU included) as one pair of native tasks."""
-        native, last, threads = self.native, len(self._online) - 1, self.pair_threads()
+        native, last, threads, gemms = self.native, len(self._online) - 1, self.pair_threads(), self._gemms
+        assert gemms is not None
         x_online, x_target = buf.np_x, np.ascontiguousarray(next_obs)
         for i, ((w, b), (w_t, b_t)) in enumerate(zip(self._online_np, self._target_np)):
             relu = i < last
@@ -283,16 +284,17 @@ class FusedDQNStep:
                 native.linear_thin(x_online, w, b, buf.np_online[i], relu)
                 native.linear_thin(x_target, w_t, b_t, buf.np_target[i], relu)
             else:
-                self._gemms.gemms([(x_online, False, w, True, buf.np_online[i], b, relu, None),
-                                   (x_target, False, w_t, True, buf.np_target[i], b_t, relu, None)],
-                                  threads, torch.get_num_threads())
+                gemms.gemms([(x_online, False, w, True, buf.np_online[i], b, relu, None),
+                             (x_target, False, w_t, True, buf.np_target[i], b_t, relu, None)],
+                            threads, torch.get_num_threads())
             x_online, x_target = buf.np_online[i], buf.np_target[i]
 
     def _backward_pairs(self, buf: _Buffers, n: int) -> None:
         """The backward pass from buf.d_out: per layer the bias gradient, then the weight gradient
         dW = d^T a_in and the input gradient (d W) * (a_in > 0), a wide layer's two as one pair of native
         tasks."""
-        native, threads = self.native, self.pair_threads()
+        native, threads, gemms = self.native, self.pair_threads(), self._gemms
+        assert gemms is not None
         np_d = buf.np_d_out
         for i in range(len(self._online) - 1, -1, -1):
             a_in = buf.np_x[:n] if i == 0 else buf.np_hidden_in[i - 1]
@@ -303,10 +305,10 @@ class FusedDQNStep:
                 if i > 0:
                     native.input_grad_thin(np_d, w, a_in, buf.np_d_hidden[i - 1])
             else:
-                tasks = [(np_d, True, a_in, False, buf.np_grads[2 * i], None, False, None)]
+                tasks: list[tuple[Any, ...]] = [(np_d, True, a_in, False, buf.np_grads[2 * i], None, False, None)]
                 if i > 0:
                     tasks.append((np_d, False, w, False, buf.np_d_hidden[i - 1], None, False, a_in))
-                self._gemms.gemms(tasks, threads, torch.get_num_threads())
+                gemms.gemms(tasks, threads, torch.get_num_threads())
             if i > 0:
                 np_d = buf.np_d_hidden[i - 1]
 

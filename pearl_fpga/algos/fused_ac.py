@@ -176,7 +176,7 @@ def backward_together(nets: Sequence[FusedNet], d_outs: Sequence[torch.Tensor], 
     for i in range(len(nets[0].thin) - 1, -1, -1):
         if i == 0 and grads is None and d_ins is None:
             break
-        tasks = []
+        tasks: list[tuple[Any, ...]] = []
         for k, (net, d, x, p) in enumerate(zip(nets, ds, inputs, passes, strict=True)):
             a_in = x if i == 0 else p.np_outs[i - 1]
             if grads is not None:
@@ -186,9 +186,12 @@ def backward_together(nets: Sequence[FusedNet], d_outs: Sequence[torch.Tensor], 
                     native.weight_grad_thin(d, a_in, g[2 * i].numpy())
                 else:
                     tasks.append((d, True, a_in, False, g[2 * i].numpy(), None, False, None))
-            if i == 0 and d_ins is None:
+            if i > 0:
+                out, mask = p.np_d_hidden[i - 1], p.np_outs[i - 1]
+            elif d_ins is not None:
+                out, mask = d_ins[k].numpy(), None
+            else:
                 continue
-            out, mask = (p.np_d_hidden[i - 1], p.np_outs[i - 1]) if i > 0 else (d_ins[k].numpy(), None)
             if net.thin[i]:
                 native.input_grad_thin(d, net._np[i][0], mask, out)
             else:
