@@ -16,6 +16,7 @@ from pearl_fpga.algos import fused as fused_module
 from pearl_fpga.algos.common import LeanAdam, subnormals_flushed
 from pearl_fpga.algos.fused import native_gemms, native_learner
 from pearl_fpga.config import TrainConfig
+from pearl_fpga.host import available_cores
 
 native = native_learner()
 pytestmark = [pytest.mark.skipif(native is None, reason="pearl_fpga._learner_native not built (make native)"),
@@ -108,6 +109,7 @@ def test_native_gemm_tasks_give_torch_s_bits(m, n, k, threads):
 
 
 @needs_gemms
+@pytest.mark.skipif(available_cores() < 2, reason="the helper needs a core of its own to take tasks in time")
 def test_the_helper_runs_gemm_tasks_with_the_caller_s_subnormal_mode():
     """Tasks the helper thread takes flush subnormals as the caller does (the learner flushes them on its
     threads): with subnormal inputs, every task of a run on two threads gives the caller's bits, flushed
@@ -150,6 +152,8 @@ def test_native_gemm_tasks_reject_bad_inputs():
     with pytest.raises(ValueError, match="out must be writable"):
         out.flags.writeable = False
         gemms.gemms([(a, False, w, True, out, None, False, None)], 1, 1)
+    with pytest.raises(ValueError, match="needs both routines' addresses"):  # refused before it replaces any
+        native.set_blas(0, 1)
 
 
 def test_the_fused_dqn_step_keeps_torch_ops_where_the_native_gemms_cannot_run(monkeypatch):
