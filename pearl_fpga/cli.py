@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 # command -> module in pearl_fpga.commands ("bench" parses the options of the benchmarks in pearl_fpga.bench)
@@ -54,6 +56,33 @@ def _terminate_as_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def load_torch_with_signals_held() -> None:
+    """Import torch, where it is installed, with SIGINT and SIGTERM held until it has loaded. torch's
+    import runs pybind11 code that aborts the process ("terminate called after throwing an instance of
+    'pybind11::error_already_set'", SIGABRT) when a KeyboardInterrupt is raised inside it. Meanwhile a
+    handler only notes the signal (masking it would not do: numpy's BLAS threads would take it), and once
+    torch has loaded the signal is raised again for the command's own handler. A board install has no
+    torch, and a broken torch is left for the command that needs it to report."""
+    if "torch" in sys.modules or threading.current_thread() is not threading.main_thread():
+        return  # loaded already, or a caller's thread, which may not set signal handlers
+    if importlib.util.find_spec("torch") is None:
+        return
+    noted: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum)) for sig in HELD_SIGNALS}
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+    if noted:
+        signal.raise_signal(noted[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
@@ -66,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         args = build_parser().parse_args(argv)
         args.argv = argv  # for the records benchmarks write
+        load_torch_with_signals_held()
         return int(args.handler(args) or 0)
     except ImportError as exc:
         from pearl_fpga.errors import MissingDependency, missing_dependency

@@ -48,3 +48,34 @@ def test_an_interrupt_at_start_up_says_what_was_saved(tmp_path, delay):
         assert "nothing was saved" in last, out
         if "was removed" in last:
             assert not logdir.exists()
+
+
+HOLD_PROBE = """
+import importlib.abc, os, signal, sys
+
+class InterruptInsideTorch(importlib.abc.MetaPathFinder):
+    sent = False
+
+    def find_spec(self, name, path, target=None):
+        if name.startswith("torch.") and not self.sent:  # a submodule: torch's own import is under way
+            self.sent = True
+            os.kill(os.getpid(), signal.{sig})
+        return None
+
+sys.meta_path.insert(0, InterruptInsideTorch())
+from pearl_fpga.cli import main
+code = main({argv!r})
+print("torch loaded:", "torch" in sys.modules, "exit:", code)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_during_torchs_import_waits_for_it_then_stops_the_command(sig):
+    """torch's import aborts the process (pybind11's terminate, SIGABRT) when an interrupt is raised inside
+    it at the wrong moment; the CLI holds the signal until torch has loaded, then stops like any interrupt."""
+    code = HOLD_PROBE.format(sig=sig, argv=["devices"])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"interrupted ({sig}): nothing was saved" in proc.stderr, proc.stderr
+    assert f"torch loaded: True exit: {128 + int(getattr(signal, sig))}" in proc.stdout, proc.stdout + proc.stderr
