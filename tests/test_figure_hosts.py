@@ -228,3 +228,42 @@ def test_the_reason_names_the_learner_share_of_the_same_vendor_only():
     by_vendor["amd"] = {"learner": learner("amd", "AMD EPYC", 44.0)}
     (line,) = [x for x in target_lines(current, by_vendor) if x.startswith("- DDPG")]
     assert "its learner step reaches 44% of the float32 GEMM peak" in line
+
+
+def test_the_reason_states_the_learner_step_the_sbx_target_needs():
+    """From the run's own split of time (the learn timer against the rest) and SBX's time in the same run:
+    the learner step that would meet the target, against the GEMM peak of the learner record."""
+    from pearl_fpga.bench.targets import step_bound
+
+    train = record("amd", "AMD EPYC", 1.25)
+    config = {"net_arch": [400, 300], "batch_size": 256}
+    train["results"].update(steps=20_000, config=config, runs=[
+        {"seed": s, "pearl_fpga": {"seconds": 60.0, "grad_steps": 10_000, "us_per_env_step": {"learn": 2500.0}},
+         "sbx": {"seconds": sbx_s}} for s, sbx_s in enumerate((75.0, 70.0, 90.0))])
+    learner = record("amd", "AMD EPYC", 0.0)
+    learner["results"] = {"peak_gflops": {"1": 100.0, "2": 160.0}, "peak_gflops_bfloat16": {"2": 400.0},
+                          "algos": {"ddpg": {"flops_per_step": 600e6, "config": config, "step_s": {"1": 0.005},
+                                                    "gflops": {"1": 120.0}}}}
+    # learn 50 s of 60: 5 ms a step, 120 GFLOP/s; 1.5x the median SBX run (75 s) leaves 40 s for 10,000 steps
+    text = step_bound(train, learner, "float32", 1.5)
+    assert text == ("its learner steps took 5.0 ms (120 GFLOP/s, 75% of the 2-core float32 GEMM peak); "
+                    "1.5x SBX needs 4.0 ms (150 GFLOP/s, 94% of the 2-core float32 GEMM peak); ")
+    assert "30% of the 2-core bfloat16 GEMM peak" in step_bound(train, learner, "bfloat16", 1.5)
+    assert "less time for the whole run than its work outside the learner" in step_bound(train, learner, "float32", 8)
+    current = {"train-ddpg": train, "learner": learner}
+    (line,) = [x for x in target_lines(current, {}) if x.startswith("- DDPG")]
+    assert "1.5x SBX needs 4.0 ms" in line
+    learner["results"]["algos"]["ddpg"]["config"] = {"net_arch": [64, 64], "batch_size": 256}  # other networks
+    assert step_bound(train, learner, "float32", 1.5) == ""
+    del train["results"]["runs"][0]["pearl_fpga"]["us_per_env_step"]  # an older record without the time split
+    train["results"]["runs"] = train["results"]["runs"][:1]
+    learner["results"]["algos"]["ddpg"]["config"] = config
+    assert step_bound(train, learner, "float32", 1.5) == ""
+
+
+@pytest.mark.parametrize("features, target", [(["avx512_bf16"], "1.5x"), (["avx512_bf16", "amx_bf16"], "2.5x")])
+def test_the_bf16_ddpg_record_is_judged_at_issue_22s_target_only_where_the_cpu_has_amx(features, target):
+    rec = record("amd", "AMD EPYC", 1.64)
+    rec["results"]["cpu_features"] = features
+    (sbx, *_) = figures_of("train-ddpg-bf16", rec)
+    assert sbx.target_text == target and sbx.met is (target == "1.5x")

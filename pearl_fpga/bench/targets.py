@@ -21,7 +21,7 @@ def _train_records() -> dict[str, tuple[str, str, float]]:
     """Each training record -> (short name, what it runs, its SBX target): every deep algorithm of the
     registry on its default env (issue 33: 2x SBX for a discrete-action one, DQN; 1.5x for the continuous
     ones), then each one's bfloat16 learner, where a record of it exists (issue 33's target as in float32;
-    DDPG's is issue 22's, set on AMX)."""
+    on a CPU with AMX, DDPG's is issue 22's: AMX_SBX_TARGETS)."""
     from pearl_fpga.presets import algorithms
 
     out = {f"train-{name}": (name.upper(), f"{name.upper()} {spec.default_env}",
@@ -29,7 +29,7 @@ def _train_records() -> dict[str, tuple[str, str, float]]:
            for name, spec in sorted(algorithms().items(), key=lambda item: item[1].order) if spec.family == "deep"}
     low = {f"{record}-bf16": (f"{short} bf16", f"{runs}, bfloat16 learner", target)
            for record, (short, runs, target) in out.items()}
-    return {**out, **low, "train-ddpg-bf16": ("DDPG bf16", "DDPG Pendulum-v1, bfloat16 learner", 2.5)}
+    return {**out, **low}
 
 
 _TRAIN = _train_records()
@@ -37,6 +37,8 @@ _TRAIN = _train_records()
 TRAIN_NAMES = {name: runs for name, (_, runs, _) in _TRAIN.items()}
 # median env steps/s ratio against SBX (float32 on both sides but the bfloat16 record)
 SBX_TARGETS = {name: target for name, (_, _, target) in _TRAIN.items()}
+# where the record's CPU has AMX, the bfloat16 learner's target of issue 22 instead
+AMX_SBX_TARGETS = {"train-ddpg-bf16": 2.5}
 # median env steps/s ratio against SB3 at each of its thread settings (earlier rounds)
 SPEED_TARGETS = {"train-dqn": {"default": 3.0, "1": 3.5}, "train-ddpg": {"default": 2.0}}
 LEARNER_PEAK_SHARE = 0.60  # of the GEMM peak of the step's precision, on the cores it keeps busy
@@ -80,7 +82,8 @@ def _train(name: str, results: dict[str, Any]) -> list[Figure]:
     figures = []
     sbx = results.get("median_speedup_sbx")
     if isinstance(sbx, (int, float)):
-        target = SBX_TARGETS.get(name)
+        amx = "amx_bf16" in results.get("cpu_features", ())
+        target = AMX_SBX_TARGETS.get(name) if amx and name in AMX_SBX_TARGETS else SBX_TARGETS.get(name)
         figures.append(Figure(name, "sbx", "SBX", float(sbx), f"{sbx:.2f}x", target,
                               f"{target:g}x" if target is not None else ""))
     for threads, ratio in (results.get("median_speedup") or {}).items():
@@ -189,6 +192,49 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 # ----------------------------------------------------------------------------------- README headline
+def step_bound(train: dict[str, Any], learner: dict[str, Any] | None, precision: str, target: float) -> str:
+    """What the SBX target asks of the learner step, from the training record's own split of each run's time
+    (the learn timer against the rest) and SBX's time in the same run: the step time that would give `target`
+    times SBX's env steps/s, as GFLOP/s and a share of the GEMM peak of `learner` (a `bench learner` record of
+    the same host, same networks and batch). '' where a figure it needs is missing."""
+    results = train["results"]
+    algo, steps = results.get("algo"), results.get("steps")
+    runs = [r for r in results.get("runs", []) if "sbx" in r and "us_per_env_step" in r.get("pearl_fpga", {})]
+    if not runs or not steps or learner is None:
+        return ""
+    entry = learner["results"].get("algos", {}).get(algo, {})
+    config = results.get("config", {})
+    if not entry.get("flops_per_step") or any(entry.get("config", {}).get(k) != config.get(k)
+                                              for k in ("net_arch", "batch_size")):
+        return ""
+    peaks = learner["results"].get("peak_gflops" if precision == "float32" else f"peak_gflops_{precision}") or {}
+    if not peaks:
+        return ""
+    cores = max(peaks, key=int)
+    now, needed = [], []
+    for run in runs:
+        ours = run["pearl_fpga"]
+        grad_steps = ours.get("grad_steps") or 0
+        if grad_steps <= 0:
+            return ""
+        learn_s = ours["us_per_env_step"].get("learn", 0.0) * steps / 1e6
+        rest_s = ours["seconds"] - learn_s
+        now.append(learn_s / grad_steps)
+        needed.append((run["sbx"]["seconds"] / target - rest_s) / grad_steps)
+    now_s, needed_s = sorted(now)[len(now) // 2], sorted(needed)[len(needed) // 2]
+    peak, flops = peaks[cores], entry["flops_per_step"]
+
+    def rate(step_s: float) -> str:
+        gflops = flops / step_s / 1e9
+        return f"{gflops:.0f} GFLOP/s, {100 * gflops / peak:.0f}% of the {cores}-core {precision} GEMM peak"
+
+    took = f"its learner steps took {1e3 * now_s:.1f} ms ({rate(now_s)})"
+    if needed_s <= 0:
+        return (f"{took}; {target:g}x SBX would need less time for the whole run than its work outside the "
+                "learner takes; ")
+    return f"{took}; {target:g}x SBX needs {1e3 * needed_s:.1f} ms ({rate(needed_s)}); "
+
+
 def _missed(records: dict[str, dict[str, Any]], by_vendor: dict[str, dict[str, dict[str, Any]]], name: str,
             figures: list[Figure]) -> str:
     """The indented line that says why a target is missed, or '' when none is."""
@@ -196,14 +242,16 @@ def _missed(records: dict[str, dict[str, Any]], by_vendor: dict[str, dict[str, d
         return ""
     kind = "train" if name in TRAIN_NAMES else name
     share = ""
-    if kind == "train":  # the learner step's share of the peak, from a learner record of the same vendor
+    if kind == "train":  # the learner step against the GEMM peak, from a learner record of the same vendor
         vendor = vendor_of(records[name]["machine"])
         learner = next((r for r in (by_vendor.get(vendor, {}).get("learner"), records.get("learner"))
                         if r is not None and vendor_of(r["machine"]) == vendor), None)
         precision = "bfloat16" if name.endswith("-bf16") else "float32"
         algo = name.split("-")[1]
+        sbx = next((f.target for f in figures if f.key == "sbx" and f.met is False and f.target is not None), None)
+        share = step_bound(records[name], learner, precision, sbx) if sbx is not None else ""
         shares = learner_shares(learner["results"]) if learner else {}  # the plain learner training runs
-        if (algo, precision) in shares:
+        if not share and (algo, precision) in shares:
             share = (f"its learner step reaches {100 * shares[algo, precision]:.0f}% of the {precision} GEMM peak "
                      "(bench learner); ")
     return f"\n  (why a target is missed: {share}[{WHY[kind].split('#')[0]}]({WHY[kind]}))"
