@@ -68,7 +68,10 @@ def load_torch_with_signals_held() -> None:
     torch, and a broken torch is left for the command that needs it to report."""
     if "torch" in sys.modules or threading.current_thread() is not threading.main_thread():
         return  # loaded already, or a caller's thread, which may not set signal handlers
-    if importlib.util.find_spec("torch") is None:
+    try:
+        if importlib.util.find_spec("torch") is None:
+            return
+    except ImportError:  # a finder that refuses torch outright (an install that must not have it)
         return
     noted: list[int] = []
     previous = {sig: signal.signal(sig, lambda signum, frame: noted.append(signum)) for sig in HELD_SIGNALS}

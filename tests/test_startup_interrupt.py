@@ -53,6 +53,8 @@ def test_an_interrupt_at_start_up_says_what_was_saved(tmp_path, delay):
 HOLD_PROBE = """
 import importlib.abc, os, signal, sys
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, also where the caller ignores it
+
 class InterruptInsideTorch(importlib.abc.MetaPathFinder):
     sent = False
 
