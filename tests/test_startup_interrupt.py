@@ -81,3 +81,20 @@ def test_a_signal_during_torchs_import_waits_for_it_then_stops_the_command(sig):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"interrupted ({sig}): nothing was saved" in proc.stderr, proc.stderr
     assert f"torch loaded: True exit: {128 + int(getattr(signal, sig))}" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_broken_torch_or_a_caller_s_thread_leaves_torch_to_the_command(tmp_path):
+    """A torch whose import fails is left for the command that needs it to report (`devices` runs without
+    torch), and a caller's thread, which may not set signal handlers, imports nothing."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('a broken torch install')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    proc = subprocess.run([sys.executable, "-m", "pearl_fpga.cli", "devices", "--json"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    code = ("import sys, threading\nfrom pearl_fpga.cli import load_torch_with_signals_held\n"
+            "t = threading.Thread(target=load_torch_with_signals_held); t.start(); t.join()\n"
+            "print('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False" and "Traceback" not in proc.stderr, proc.stderr

@@ -248,12 +248,13 @@ def _missed(records: dict[str, dict[str, Any]], by_vendor: dict[str, dict[str, d
                         if r is not None and vendor_of(r["machine"]) == vendor), None)
         precision = "bfloat16" if name.endswith("-bf16") else "float32"
         algo = name.split("-")[1]
-        sbx = next((f.target for f in figures if f.key == "sbx" and f.met is False and f.target is not None), None)
-        share = step_bound(records[name], learner, precision, sbx) if sbx is not None else ""
-        shares = learner_shares(learner["results"]) if learner else {}  # the plain learner training runs
-        if not share and (algo, precision) in shares:
-            share = (f"its learner step reaches {100 * shares[algo, precision]:.0f}% of the {precision} GEMM peak "
-                     "(bench learner); ")
+        sbx_target = next((f.target for f in figures if f.key == "sbx" and f.met is False), None)
+        share = step_bound(records[name], learner, precision, sbx_target) if sbx_target is not None else ""
+        if not share:  # the record lacks what the bound needs: the learner record's share of the peak
+            shares = learner_shares(learner["results"]) if learner else {}  # the plain learner training runs
+            if (algo, precision) in shares:
+                share = (f"its learner step reaches {100 * shares[algo, precision]:.0f}% of the {precision} GEMM "
+                         "peak (bench learner); ")
     return f"\n  (why a target is missed: {share}[{WHY[kind].split('#')[0]}]({WHY[kind]}))"
 
 
