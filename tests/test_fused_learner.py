@@ -206,6 +206,59 @@ def test_native_thin_layers_against_numpy(n_in, n_out):
     np.testing.assert_allclose(dx, np.where(a > 0, d.astype(np.float64) @ w, 0), rtol=1e-5, atol=1e-5)
 
 
+def _dot_in_order(a: np.ndarray, b: np.ndarray) -> np.float32:
+    """The native dot product's float32 sum, in its order: sixteen partial sums along the vector (the tail
+    into the first), then the partials in turn."""
+    whole = len(a) - len(a) % 16
+    part = np.zeros(16, np.float32)
+    for i in range(0, whole, 16):
+        part += a[i:i + 16] * b[i:i + 16]
+    for i in range(whole, len(a)):
+        part[0] += a[i] * b[i]
+    total = np.float32(0)
+    for value in part:
+        total += value
+    return total
+
+
+@pytest.mark.parametrize("n_in,n_out", [(4, 400), (3, 37), (300, 1), (40, 3), (6, 6)])
+def test_native_thin_layers_sum_in_a_fixed_order(n_in, n_out):
+    """The thin layers' loops add in one order on every instruction-set path (make test-isa runs this under
+    each): the bits of float32 numpy arithmetic in that order, at the shapes of an input layer (the long side
+    in vectors of sixteen and a tail) and of an output layer."""
+    rng = np.random.default_rng(n_in * 1000 + n_out)
+    rows = 5
+    x = rng.normal(size=(rows, n_in)).astype(np.float32)
+    w = rng.normal(size=(n_out, n_in)).astype(np.float32)
+    b = rng.normal(size=n_out).astype(np.float32)
+    out = np.empty((rows, n_out), np.float32)
+    native.linear_thin(x, w, b, out, True)
+    if n_out >= n_in:  # b, then each input's column in turn
+        ref = np.repeat(b[None], rows, 0)
+        for k in range(n_in):
+            ref = ref + x[:, k:k + 1] * w[:, k][None]
+    else:
+        ref = np.array([[b[n] + _dot_in_order(x[i], w[n]) for n in range(n_out)] for i in range(rows)], np.float32)
+    np.testing.assert_array_equal(out, np.where(ref > 0, ref, np.float32(0)))
+    d = rng.normal(size=(rows, n_out)).astype(np.float32)
+    dw = np.empty_like(w)
+    native.weight_grad_thin(d, x, dw)
+    ref_dw = np.zeros_like(w)
+    for i in range(rows):  # row by row, from zero
+        ref_dw = ref_dw + d[i][:, None] * x[i][None]
+    np.testing.assert_array_equal(dw, ref_dw)
+    a = np.maximum(rng.normal(size=(rows, n_in)), 0).astype(np.float32)
+    dx = np.empty_like(x)
+    native.input_grad_thin(d, w, a, dx)
+    if n_out > n_in:
+        ref_dx = np.array([[_dot_in_order(d[i], w[:, k]) for k in range(n_in)] for i in range(rows)], np.float32)
+    else:
+        ref_dx = np.zeros_like(x)
+        for n in range(n_out):
+            ref_dx = ref_dx + d[:, n:n + 1] * w[n][None]
+    np.testing.assert_array_equal(dx, np.where(a > 0, ref_dx, np.float32(0)))
+
+
 def test_native_pieces_against_numpy():
     rng = np.random.default_rng(1)
     d = rng.normal(size=(13, 9)).astype(np.float32)

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -124,42 +125,6 @@ double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle 
     return loss / static_cast<double>(B);
 }
 
-// db = column sums of d (B, N).
-void bias_grad(py::handle d_obj, py::handle db_obj) {
-    FloatView d = float_view(d_obj, "d", false), db = float_view(db_obj, "db", true);
-    expect_shape(db, d.cols, 1, "db");
-    py::gil_scoped_release release;
-    std::fill(db.data, db.data + d.cols, 0.0f);
-    for (py::ssize_t i = 0; i < d.rows; ++i) {
-        const float* row = d.data + i * d.cols;
-        for (py::ssize_t j = 0; j < d.cols; ++j) db.data[j] += row[j];
-    }
-}
-
-// out += b per row (then ReLU when relu): the bias and activation after a GEMM that wrote out = x W^T, in one
-// pass instead of a bias copy before the GEMM and a ReLU after it. out (R, N), b (N,).
-void bias_relu(py::handle out_obj, py::handle b_obj, bool relu) {
-    FloatView out = float_view(out_obj, "out", true), b = float_view(b_obj, "b", false);
-    expect_shape(b, out.cols, 1, "b");
-    py::gil_scoped_release release;
-    for (py::ssize_t i = 0; i < out.rows; ++i) {
-        float* o = out.data + i * out.cols;
-        for (py::ssize_t n = 0; n < out.cols; ++n) {
-            const float v = o[n] + b.data[n];
-            o[n] = relu && !(v > 0.0f) ? 0.0f : v;
-        }
-    }
-}
-
-// d *= (a > 0): the ReLU's backward pass, a being the ReLU's output.
-void relu_backward(py::handle d_obj, py::handle a_obj) {
-    FloatView d = float_view(d_obj, "d", true), a = float_view(a_obj, "a", false);
-    expect_shape(a, d.rows, d.cols, "a");
-    py::gil_scoped_release release;
-    const py::ssize_t n = d.rows * d.cols;
-    for (py::ssize_t k = 0; k < n; ++k) d.data[k] = a.data[k] > 0.0f ? d.data[k] : 0.0f;
-}
-
 // The hot loops, compiled for AVX-512, AVX2 and baseline x86-64; the module's import points each at the
 // widest the CPU has (within PEARL_FPGA_NATIVE_ISA, isa.h). Same results on each: no FMA contraction
 // (-ffp-contract=off), sqrt and division are exact. Each body is force-inlined into one wrapper per
@@ -180,14 +145,21 @@ void relu_backward(py::handle d_obj, py::handle a_obj) {
 #endif
 #define PEARL_BODY [[gnu::always_inline]] inline
 
+// Sixteen floats as one value (GCC's and Clang's vector extension): one AVX-512 register, two AVX2 ones or
+// four SSE ones, whichever the wrapper's target has; element-wise IEEE arithmetic, so the same bits on each.
+typedef float Floats16 __attribute__((vector_size(64)));
+
 PEARL_BODY float dot_body(const float* a, const float* b, py::ssize_t n) {
-    float part[16] = {};  // sixteen partial sums: vectorizable, and a fixed order on every ISA
+    Floats16 part = {}, va, vb;  // sixteen partial sums: one order on every ISA
     py::ssize_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; ++l) part[l] += a[i + l] * b[i + l];
+    for (; i + 16 <= n; i += 16) {
+        std::memcpy(&va, a + i, sizeof va);
+        std::memcpy(&vb, b + i, sizeof vb);
+        part += va * vb;
+    }
     for (; i < n; ++i) part[0] += a[i] * b[i];
     float sum = 0.0f;
-    for (float x : part) sum += x;
+    for (int l = 0; l < 16; ++l) sum += part[l];
     return sum;
 }
 PEARL_ISA_VARIANTS(float, dot, (const float* a, const float* b, py::ssize_t n), (a, b, n))
@@ -208,14 +180,162 @@ PEARL_ISA_VARIANTS(void, adam_update,
                     float b2, float eps, float step_size, float bias2_sqrt),
                    (p, grad, m, v, size, clip, wd, b1, b2, eps, step_size, bias2_sqrt))
 
+// ---- element-wise passes around the GEMMs: wide, so vectorized per instruction set -----------------
+
+// db = column sums of d (B, N), row by row (the same order on every path).
+PEARL_BODY void column_sums_body(const float* d, float* db, py::ssize_t rows, py::ssize_t cols) {
+    std::fill(db, db + cols, 0.0f);
+    for (py::ssize_t i = 0; i < rows; ++i) {
+        const float* row = d + i * cols;
+        for (py::ssize_t j = 0; j < cols; ++j) db[j] += row[j];
+    }
+}
+PEARL_ISA_VARIANTS(void, column_sums, (const float* d, float* db, py::ssize_t rows, py::ssize_t cols),
+                   (d, db, rows, cols))
+
+// out += b per row, then ReLU when relu (NaN becomes 0, as the torch step's ReLU mask does).
+PEARL_BODY void add_bias_relu_body(float* out, const float* b, py::ssize_t rows, py::ssize_t cols, bool relu) {
+    for (py::ssize_t i = 0; i < rows; ++i) {
+        float* o = out + i * cols;
+        for (py::ssize_t n = 0; n < cols; ++n) {
+            const float v = o[n] + b[n];
+            o[n] = relu && !(v > 0.0f) ? 0.0f : v;
+        }
+    }
+}
+PEARL_ISA_VARIANTS(void, add_bias_relu, (float* out, const float* b, py::ssize_t rows, py::ssize_t cols, bool relu),
+                   (out, b, rows, cols, relu))
+
+// d = d where keep > 0, else 0 (n elements): a ReLU (keep = d) or its backward pass (keep = its output).
+PEARL_BODY void keep_positive_body(float* d, const float* keep, py::ssize_t n) {
+    for (py::ssize_t k = 0; k < n; ++k) d[k] = keep[k] > 0.0f ? d[k] : 0.0f;
+}
+PEARL_ISA_VARIANTS(void, keep_positive, (float* d, const float* keep, py::ssize_t n), (d, keep, n))
+
+// db = column sums of d (B, N).
+void bias_grad(py::handle d_obj, py::handle db_obj) {
+    FloatView d = float_view(d_obj, "d", false), db = float_view(db_obj, "db", true);
+    expect_shape(db, d.cols, 1, "db");
+    py::gil_scoped_release release;
+    column_sums(d.data, db.data, d.rows, d.cols);
+}
+
+// out += b per row (then ReLU when relu): the bias and activation after a GEMM that wrote out = x W^T, in one
+// pass instead of a bias copy before the GEMM and a ReLU after it. out (R, N), b (N,).
+void bias_relu(py::handle out_obj, py::handle b_obj, bool relu) {
+    FloatView out = float_view(out_obj, "out", true), b = float_view(b_obj, "b", false);
+    expect_shape(b, out.cols, 1, "b");
+    py::gil_scoped_release release;
+    add_bias_relu(out.data, b.data, out.rows, out.cols, relu);
+}
+
+// d *= (a > 0): the ReLU's backward pass, a being the ReLU's output.
+void relu_backward(py::handle d_obj, py::handle a_obj) {
+    FloatView d = float_view(d_obj, "d", true), a = float_view(a_obj, "a", false);
+    expect_shape(a, d.rows, d.cols, "a");
+    py::gil_scoped_release release;
+    keep_positive(d.data, a.data, d.rows * d.cols);
+}
+
 // ---- thin layers: a side of at most a few dozen (the network's input and output layers) --------
 // MKL spends more time dispatching these than computing them; these loops vectorize along the long
-// side and keep a fixed summation order.
+// side, keep a fixed summation order, and make one pass over each output row while it is in L1.
 
 PEARL_BODY void axpy_body(float* y, float alpha, const float* x, py::ssize_t n) {
-    for (py::ssize_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+    Floats16 vy, vx;
+    py::ssize_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        std::memcpy(&vy, y + i, sizeof vy);
+        std::memcpy(&vx, x + i, sizeof vx);
+        vy += alpha * vx;
+        std::memcpy(y + i, &vy, sizeof vy);
+    }
+    for (; i < n; ++i) y[i] += alpha * x[i];
 }
-PEARL_ISA_VARIANTS(void, axpy, (float* y, float alpha, const float* x, py::ssize_t n), (y, alpha, x, n))
+
+// Few inputs, many outputs (an input layer): out row i = b + x[i, 0] wt row 0 + x[i, 1] wt row 1 + ... (then
+// ReLU), sixteen outputs at a time in registers: x (R, K), wt = W^T (K, N), b (N,), out (R, N).
+PEARL_BODY void thin_wide_rows_body(const float* x, const float* wt, const float* b, float* out, py::ssize_t R,
+                                    py::ssize_t K, py::ssize_t N, bool relu) {
+    const Floats16 zero = {};
+    for (py::ssize_t i = 0; i < R; ++i) {
+        const float* xi = x + i * K;
+        float* o = out + i * N;
+        py::ssize_t n = 0;
+        for (; n + 16 <= N; n += 16) {
+            Floats16 acc, w;
+            std::memcpy(&acc, b + n, sizeof acc);
+            for (py::ssize_t k = 0; k < K; ++k) {
+                std::memcpy(&w, wt + k * N + n, sizeof w);
+                acc += xi[k] * w;
+            }
+            if (relu) acc = acc > zero ? acc : zero;
+            std::memcpy(o + n, &acc, sizeof acc);
+        }
+        for (; n < N; ++n) {
+            float acc = b[n];
+            for (py::ssize_t k = 0; k < K; ++k) acc += xi[k] * wt[k * N + n];
+            o[n] = relu && !(acc > 0.0f) ? 0.0f : acc;
+        }
+    }
+}
+PEARL_ISA_VARIANTS(void, thin_wide_rows,
+                   (const float* x, const float* wt, const float* b, float* out, py::ssize_t R, py::ssize_t K,
+                    py::ssize_t N, bool relu),
+                   (x, wt, b, out, R, K, N, relu))
+
+// Many inputs, few outputs: out[i, n] = b[n] + dot(x row i, w row n) (then ReLU; b nullptr: no bias, no ReLU).
+PEARL_BODY void thin_dots_body(const float* x, const float* w, const float* b, float* out, py::ssize_t R,
+                               py::ssize_t K, py::ssize_t N, bool relu) {
+    for (py::ssize_t i = 0; i < R; ++i)
+        for (py::ssize_t n = 0; n < N; ++n) {
+            const float d = dot_body(x + i * K, w + n * K, K);
+            const float v = b ? b[n] + d : d;
+            out[i * N + n] = relu && !(v > 0.0f) ? 0.0f : v;
+        }
+}
+PEARL_ISA_VARIANTS(void, thin_dots,
+                   (const float* x, const float* w, const float* b, float* out, py::ssize_t R, py::ssize_t K,
+                    py::ssize_t N, bool relu),
+                   (x, w, b, out, R, K, N, relu))
+
+// Rows of sums of scaled rows: out row i = 0 + c[i, 0] v row 0 + c[i, 1] v row 1 + ... (c (R, N), v (N, K),
+// out (R, K)), then out *= (mask > 0) row by row when mask is not nullptr.
+PEARL_BODY void thin_combine_rows_body(const float* c, const float* v, const float* mask, float* out, py::ssize_t R,
+                                       py::ssize_t N, py::ssize_t K) {
+    for (py::ssize_t i = 0; i < R; ++i) {
+        float* o = out + i * K;
+        std::fill(o, o + K, 0.0f);
+        for (py::ssize_t n = 0; n < N; ++n) axpy_body(o, c[i * N + n], v + n * K, K);
+        if (mask)
+            for (py::ssize_t k = 0; k < K; ++k) o[k] = mask[i * K + k] > 0.0f ? o[k] : 0.0f;
+    }
+}
+PEARL_ISA_VARIANTS(void, thin_combine_rows,
+                   (const float* c, const float* v, const float* mask, float* out, py::ssize_t R, py::ssize_t N,
+                    py::ssize_t K),
+                   (c, v, mask, out, R, N, K))
+
+// dw (N, K) += d[i, n] a row i over the rows i of d (B, N) and a (B, K), from zero: a weight gradient d^T a
+// with a long K. With a long N, the same on the transpose: dw^T (K, N) += a[i, k] d row i.
+PEARL_BODY void outer_sums_body(const float* d, const float* a, float* dw, py::ssize_t B, py::ssize_t N,
+                                py::ssize_t K) {
+    std::fill(dw, dw + N * K, 0.0f);
+    for (py::ssize_t i = 0; i < B; ++i)
+        for (py::ssize_t n = 0; n < N; ++n) axpy_body(dw + n * K, d[i * N + n], a + i * K, K);
+}
+PEARL_ISA_VARIANTS(void, outer_sums, (const float* d, const float* a, float* dw, py::ssize_t B, py::ssize_t N,
+                                      py::ssize_t K),
+                   (d, a, dw, B, N, K))
+
+// The (K, N) transpose of w (N, K), for the loops above that run along N.
+std::vector<float> transposed(const FloatView& w) {
+    const py::ssize_t N = w.rows, K = w.cols;
+    std::vector<float> wt(static_cast<size_t>(K * N));
+    for (py::ssize_t n = 0; n < N; ++n)
+        for (py::ssize_t k = 0; k < K; ++k) wt[k * N + n] = w.data[n * K + k];
+    return wt;
+}
 
 // out = x W^T + b (then ReLU when relu): x (R, K), W (N, K), b (N,), out (R, N).
 void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handle out_obj, bool relu) {
@@ -226,23 +346,11 @@ void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handl
     expect_shape(b, N, 1, "b");
     expect_shape(out, R, N, "out");
     py::gil_scoped_release release;
-    if (N >= K) {  // long outputs: out row += x[i, k] * (row k of W^T)
-        std::vector<float> wt(static_cast<size_t>(K * N));
-        for (py::ssize_t n = 0; n < N; ++n)
-            for (py::ssize_t k = 0; k < K; ++k) wt[k * N + n] = w.data[n * K + k];
-        for (py::ssize_t i = 0; i < R; ++i) {
-            float* o = out.data + i * N;
-            std::copy(b.data, b.data + N, o);
-            for (py::ssize_t k = 0; k < K; ++k) axpy(o, x.data[i * K + k], wt.data() + k * N, N);
-            if (relu)  // while the row is in L1
-                for (py::ssize_t n = 0; n < N; ++n) o[n] = o[n] > 0.0f ? o[n] : 0.0f;
-        }
+    if (N >= K) {  // long outputs: out row = b + sum over k of x[i, k] (row k of W^T)
+        const std::vector<float> wt = transposed(w);
+        thin_wide_rows(x.data, wt.data(), b.data, out.data, R, K, N, relu);
     } else {  // long inputs: one dot product per output
-        for (py::ssize_t i = 0; i < R; ++i)
-            for (py::ssize_t n = 0; n < N; ++n) {
-                const float v = b.data[n] + dot(x.data + i * K, w.data + n * K, K);
-                out.data[i * N + n] = relu && !(v > 0.0f) ? 0.0f : v;
-            }
+        thin_dots(x.data, w.data, b.data, out.data, R, K, N, relu);
     }
 }
 
@@ -255,13 +363,10 @@ void weight_grad_thin(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
     expect_shape(dw, N, K, "dw");
     py::gil_scoped_release release;
     if (K >= N) {  // dw row n += d[i, n] * a row i
-        std::fill(dw.data, dw.data + N * K, 0.0f);
-        for (py::ssize_t i = 0; i < B; ++i)
-            for (py::ssize_t n = 0; n < N; ++n) axpy(dw.data + n * K, d.data[i * N + n], a.data + i * K, K);
+        outer_sums(d.data, a.data, dw.data, B, N, K);
     } else {  // accumulate dw^T (K, N) along the long side N, then transpose
-        std::vector<float> t(static_cast<size_t>(K * N), 0.0f);
-        for (py::ssize_t i = 0; i < B; ++i)
-            for (py::ssize_t k = 0; k < K; ++k) axpy(t.data() + k * N, a.data[i * K + k], d.data + i * N, N);
+        std::vector<float> t(static_cast<size_t>(K * N));
+        outer_sums(a.data, d.data, t.data(), B, K, N);
         for (py::ssize_t n = 0; n < N; ++n)
             for (py::ssize_t k = 0; k < K; ++k) dw.data[n * K + k] = t[k * N + n];
     }
@@ -283,20 +388,12 @@ void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::h
     }
     py::gil_scoped_release release;
     if (N > K) {  // many outputs, few inputs (an input layer): one dot product per input, along N
-        std::vector<float> wt(static_cast<size_t>(K * N));
-        for (py::ssize_t n = 0; n < N; ++n)
-            for (py::ssize_t k = 0; k < K; ++k) wt[k * N + n] = w.data[n * K + k];
-        for (py::ssize_t i = 0; i < B; ++i)
-            for (py::ssize_t k = 0; k < K; ++k) out.data[i * K + k] = dot(d.data + i * N, wt.data() + k * N, N);
-    } else {  // few outputs (an output layer): out row += d[i, n] * (row n of W)
-        for (py::ssize_t i = 0; i < B; ++i) {
-            float* o = out.data + i * K;
-            std::fill(o, o + K, 0.0f);
-            for (py::ssize_t n = 0; n < N; ++n) axpy(o, d.data[i * N + n], w.data + n * K, K);
-        }
+        const std::vector<float> wt = transposed(w);
+        thin_dots(d.data, wt.data(), nullptr, out.data, B, N, K, false);
+        if (mask) keep_positive(out.data, mask, B * K);
+    } else {  // few outputs (an output layer): out row = sum over n of d[i, n] (row n of W), masked
+        thin_combine_rows(d.data, w.data, mask, out.data, B, N, K);
     }
-    if (mask)
-        for (py::ssize_t k = 0; k < B * K; ++k) out.data[k] = mask[k] > 0.0f ? out.data[k] : 0.0f;
 }
 
 // The MSE to a TD target and its gradient, one critic: q, target (B, 1); weights (B,) importance
@@ -574,10 +671,8 @@ void run_gemm(const GemmTask& t) {
     blas_sgemm(t.trans_b ? "T" : "N", t.trans_a ? "T" : "N", &t.n, &t.m, &t.k, &one, t.b, &ldb, t.a, &lda, &beta,
                t.out, &ldc);
     const py::ssize_t size = static_cast<py::ssize_t>(t.m) * t.n;
-    if (t.relu)
-        for (py::ssize_t k = 0; k < size; ++k) t.out[k] = t.out[k] > 0.0f ? t.out[k] : 0.0f;
-    if (t.mask)
-        for (py::ssize_t k = 0; k < size; ++k) t.out[k] = t.mask[k] > 0.0f ? t.out[k] : 0.0f;
+    if (t.relu) keep_positive(t.out, t.out, size);
+    if (t.mask) keep_positive(t.out, t.mask, size);
 }
 
 // Runs `tasks` (GemmTask tuples, independent of each other) on up to `threads` threads: the caller's and
@@ -617,9 +712,9 @@ PYBIND11_MODULE(_learner_native, m) {
               "SAC's squashed Gaussian, clip + Adam)";
     // an unknown PEARL_FPGA_NATIVE_ISA fails the import, naming the variable
     static const pearl_isa::Isa isa = pearl_isa::best();
-    dot_select(isa);
-    adam_update_select(isa);
-    axpy_select(isa);
+    for (auto select : {dot_select, adam_update_select, column_sums_select, add_bias_relu_select, keep_positive_select,
+                        thin_wide_rows_select, thin_dots_select, thin_combine_rows_select, outer_sums_select})
+        select(isa);
     m.def("isa", [] { return std::string(pearl_isa::name(isa)); },
           "The hot loops' path: 'avx512', 'avx2' or 'scalar' (the CPU's at import, capped by PEARL_FPGA_NATIVE_ISA).");
     m.def("dqn_loss_grad", &dqn_loss_grad, py::arg("q"), py::arg("q_next_online"), py::arg("q_next_target"),
