@@ -281,13 +281,17 @@ def test_td3_matches_stable_baselines3():
 
 
 @FUSED
+@pytest.mark.parametrize("precision", [None, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("concurrent,weights", [(False, False), (False, True), (True, True)])
-def test_td3_critics_on_two_threads_give_the_bits_of_one(concurrent, weights, fused):
+def test_td3_critics_on_two_threads_give_the_bits_of_one(concurrent, weights, precision, fused):
     """`split_critics` (the default) runs the second critic's target value, forward and backward pass on
-    the second thread: every parameter, target and Adam state after N steps (policy delay, smoothing
-    noise, IS weights) is bitwise that of the same learner on one thread."""
+    the second thread (and, in SB3's order, the actor's forward pass beside the target actor's): every
+    parameter, target and Adam state after N steps (policy delay, smoothing noise, IS weights) is bitwise
+    that of the same learner on one thread, in float32 (the fused step's native GEMM tasks) and in bfloat16
+    (its torch GEMMs on the Python second thread)."""
     cfg = TrainConfig.preset("td3", net_arch=[48, 32], concurrent_updates=concurrent)
-    split, single = TD3(cfg, 3, 1, seed=4, fused=fused), TD3(cfg, 3, 1, seed=4, fused=fused)
+    split, single = (TD3(cfg, 3, 1, seed=4, fused=fused, precision=precision),
+                     TD3(cfg, 3, 1, seed=4, fused=fused, precision=precision))
     single.split_critics = False
     assert split.split_critics and split._grad_thread is not None
     rng = np.random.default_rng(5)

@@ -251,6 +251,11 @@ class TD3(TwoThreadLearner):
         split = self.split_critics and len(later) > 0
         if split and not concurrent and fused.gemms is not None:
             return self._paired_update(buf, batch, update_actor, noise)
+        # SB3's order with split critics: the actor's forward pass (which no critic update changes) first, on
+        # the second thread beside the target actor's on this one (the second thread has no other work there);
+        # its backward pass after the critics' update, on this thread, its weight-gradient GEMMs beside it
+        actor_early = update_actor and not concurrent and split
+        actor_pass = self._on_grad_thread(fused.actor_forward, buf, batch) if actor_early else None
         fused.next_input(buf, batch, noise)
         pending = self._on_grad_thread(fused.target_values, buf, later) if split else None
         fused.target_values(buf, range(1))
@@ -259,20 +264,9 @@ class TD3(TwoThreadLearner):
         else:
             fused.target_values(buf, later)
         fused.td_target(buf, batch)
-        # SB3's order with split critics: the actor's forward pass (which no critic update changes) after
-        # the later critics', on their thread; its backward pass then on this one, its weight-gradient
-        # GEMMs beside it (the second thread is otherwise idle in the actor's step)
-        actor_early = update_actor and not concurrent and split
-
-        def later_critics() -> list[float]:
-            losses = fused.critic_grads(buf, batch, later)
-            if actor_early:
-                fused.actor_forward(buf, batch)
-            return losses
-
-        pending_losses = self._on_grad_thread(later_critics) if split else None
+        pending_losses = self._on_grad_thread(fused.critic_grads, buf, batch, later) if split else None
         losses = fused.critic_grads(buf, batch, range(1))
-        losses += pending_losses.result() if pending_losses is not None else later_critics()
+        losses += pending_losses.result() if pending_losses is not None else fused.critic_grads(buf, batch, later)
         if actor_future is not None:
             actor_future.result()  # re-raises an error of the actor's half; Q1 may change from here
         pending = self._on_grad_thread(fused.step_critics, buf, later) if split else None
@@ -284,7 +278,8 @@ class TD3(TwoThreadLearner):
                 self._update_targets()
             else:  # SB3's order: the actor's gradient on the updated Q1
                 averaging = self._on_grad_thread(self._update_targets, self._critics_part) if split else None
-                if actor_early:
+                if actor_pass is not None:
+                    actor_pass.result()  # re-raises an error of the actor's forward pass
                     fused.actor_backward(buf, batch, True, beside=self._on_grad_thread)
                 else:
                     fused.actor_grads(buf, batch, True)
