@@ -264,15 +264,18 @@ class TD3(TwoThreadLearner):
         else:
             fused.target_values(buf, later)
         fused.td_target(buf, batch)
-        pending_losses = self._on_grad_thread(fused.critic_grads, buf, batch, later) if split else None
+
+        def later_critics() -> list[float]:  # their gradients, then their Adam step (Adam is per parameter)
+            later_losses = fused.critic_grads(buf, batch, later)
+            fused.step_critics(buf, later)
+            return later_losses
+
+        pending_losses = self._on_grad_thread(later_critics) if split else None
         losses = fused.critic_grads(buf, batch, range(1))
-        losses += pending_losses.result() if pending_losses is not None else fused.critic_grads(buf, batch, later)
         if actor_future is not None:
             actor_future.result()  # re-raises an error of the actor's half; Q1 may change from here
-        pending = self._on_grad_thread(fused.step_critics, buf, later) if split else None
-        fused.step_critics(buf, range(1) if split else range(self.n_critics))
-        if pending is not None:
-            pending.result()
+        fused.step_critics(buf, range(1))
+        losses += pending_losses.result() if pending_losses is not None else later_critics()
         if update_actor:
             if concurrent:
                 self._update_targets()
