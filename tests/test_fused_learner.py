@@ -259,6 +259,65 @@ def test_native_thin_layers_sum_in_a_fixed_order(n_in, n_out):
     np.testing.assert_array_equal(dx, np.where(a > 0, ref_dx, np.float32(0)))
 
 
+def _bf16_bits(t: torch.Tensor) -> np.ndarray:
+    return t.to(torch.bfloat16).view(torch.int16).numpy()
+
+
+def test_native_passes_narrow_and_widen_bfloat16_as_torch_does():
+    """A bfloat16 step's native passes widen a GEMM's bfloat16 result and narrow their float32 result for the
+    next GEMM: the bits of torch's own conversions (round to nearest, ties to even; subnormals kept) on every
+    instruction-set path, at rounding ties, subnormals, infinities, values that round up to infinity and -0,
+    and NaN stays NaN."""
+    rng = np.random.default_rng(3)
+    rows, cols = 7, 45
+    special = np.array([0.0, -0.0, 1e-40, -1e-40, 2.0**-126, 3.4e38, -3.4e38, np.inf, -np.inf,
+                        1.0 + 2.0**-8, 1.0 + 3 * 2.0**-8, 1.0 + 2.0**-8 + 2.0**-20, -(1.0 + 2.0**-8), 65504.0], np.float32)
+    x = (rng.normal(size=(rows, cols)) * 10).astype(np.float32)
+    x.reshape(-1)[:len(special)] = special
+    b = np.zeros(cols, np.float32)
+    b[len(special):] = rng.normal(size=cols - len(special))  # no bias on the specials (it would turn -0 into 0)
+    for relu in (False, True):
+        out, low = x.copy(), np.empty((rows, cols), np.int16)
+        native.bias_relu(out, b, relu, None, low)
+        ref = x + b
+        ref = np.where(ref > 0, ref, np.float32(0)) if relu else ref
+        np.testing.assert_array_equal(out, ref)
+        np.testing.assert_array_equal(low, _bf16_bits(torch.from_numpy(ref)))
+        src = _bf16_bits(torch.from_numpy(x))  # a bfloat16 GEMM's result: widened, the bias added, narrowed
+        out2, low2 = np.empty_like(x), np.empty((rows, cols), np.int16)
+        native.bias_relu(out2, b, relu, src, low2)
+        ref2 = torch.from_numpy(src.copy()).view(torch.bfloat16).float().numpy() + b
+        ref2 = np.where(ref2 > 0, ref2, np.float32(0)) if relu else ref2
+        np.testing.assert_array_equal(out2, ref2)
+        np.testing.assert_array_equal(low2, _bf16_bits(torch.from_numpy(ref2)))
+    a = np.maximum(rng.normal(size=(rows, cols)), 0).astype(np.float32)
+    src, d, low = _bf16_bits(torch.from_numpy(x)), np.empty_like(x), np.empty((rows, cols), np.int16)
+    native.relu_backward(d, a, src, low)
+    ref = np.where(a > 0, torch.from_numpy(src.copy()).view(torch.bfloat16).float().numpy(), np.float32(0))
+    np.testing.assert_array_equal(d, ref)
+    np.testing.assert_array_equal(low, _bf16_bits(torch.from_numpy(ref)))
+    # the thin layers narrow what they wrote
+    w, bt = rng.normal(size=(cols, 3)).astype(np.float32), rng.normal(size=cols).astype(np.float32)
+    xt, out, low = rng.normal(size=(rows, 3)).astype(np.float32), np.empty((rows, cols), np.float32), np.empty((rows, cols), np.int16)
+    native.linear_thin(xt, w, bt, out, True, low)
+    np.testing.assert_array_equal(low, _bf16_bits(torch.from_numpy(out)))
+    dh, gi, low = rng.normal(size=(rows, 1)).astype(np.float32), np.empty((rows, cols), np.float32), np.empty((rows, cols), np.int16)
+    native.input_grad_thin(dh, rng.normal(size=(1, cols)).astype(np.float32), a, gi, low)
+    np.testing.assert_array_equal(low, _bf16_bits(torch.from_numpy(gi)))
+    nan = np.full((1, 4), np.nan, np.float32)
+    low = np.empty((1, 4), np.int16)
+    native.bias_relu(nan.copy(), np.zeros(4, np.float32), False, None, low)
+    assert torch.from_numpy(low).view(torch.bfloat16).float().isnan().all()
+    with pytest.raises(ValueError, match="out_low has shape"):
+        native.bias_relu(x.copy(), b, False, None, np.empty((rows, cols + 1), np.int16))
+    with pytest.raises(TypeError, match="src must be a 16-bit integer"):
+        native.bias_relu(x.copy(), b, False, x, None)
+    with pytest.raises(ValueError, match="out_low must be writable"):
+        ro = np.empty((rows, cols), np.int16)
+        ro.flags.writeable = False
+        native.relu_backward(d, a, None, ro)
+
+
 def test_native_pieces_against_numpy():
     rng = np.random.default_rng(1)
     d = rng.normal(size=(13, 9)).astype(np.float32)

@@ -43,24 +43,39 @@ Layers = Sequence[tuple[torch.Tensor, torch.Tensor]]
 @dataclass
 class NetPass:
     """One forward pass of one network at one batch size: each layer's output, and the gradient at each
-    hidden layer's output (torch tensors and numpy views of them); with a precision, each wide layer's
-    input in it (cast once, for the forward and the weight gradient's GEMMs)."""
+    hidden layer's output (torch tensors and numpy views of them). With a precision (bfloat16), per wide layer
+    i: its input in that precision (`low_in`, written by the layer below in its own pass), its GEMM's result
+    (`low_out`, widened into outs[i] with the bias), the gradient at its output in that precision (`low_d`,
+    written by the layer above's input gradient), and its input gradient's GEMM result (`low_d_in`); numpy
+    views of each as 16-bit integers (the native passes read and write the bits)."""
 
     outs: list[torch.Tensor]
     np_outs: list[np.ndarray]
     d_hidden: list[torch.Tensor]
     np_d_hidden: list[np.ndarray]
     low_in: list[torch.Tensor | None]
+    low_out: list[torch.Tensor | None]
+    low_d: list[torch.Tensor | None]
+    low_d_in: list[torch.Tensor | None]
+
+    @staticmethod
+    def bits(t: torch.Tensor | None) -> np.ndarray | None:
+        """The numpy view of a low-precision buffer's bits (None stays None)."""
+        return None if t is None else t.view(torch.int16).numpy()
 
 
 class FusedNet:
     """An `mlp()` network's forward and backward passes into caller-held buffers (`new_pass`): the wide
-    layers as torch GEMMs, the thin ones (a side <= THIN) as native loops, ReLU after each hidden layer."""
+    layers as torch GEMMs, the thin ones (a side <= THIN) as native loops, ReLU after each hidden layer.
+    With a precision, a wide layer's GEMMs run on copies of its weights in that precision, their results
+    widened to float32 in the native pass that adds the bias (forward) or applies the ReLU mask (backward),
+    which also narrows its float32 result for the next GEMM: no torch op besides the GEMMs."""
 
     def __init__(self, layers: Layers, native: Any, precision: torch.dtype | None) -> None:
         self.native, self.precision = native, precision
         self.thin = [is_thin(w) for w, _ in layers]
         self.widths = [int(w.shape[0]) for w, _ in layers]
+        self.inputs = [int(w.shape[1]) for w, _ in layers]
         self._np = [(w.detach().numpy(), b.detach().numpy()) for w, b in layers]
         # the GEMMs' weights: the live ones, or their `precision` copies refreshed per step (the bias is
         # added natively, in float32)
@@ -82,21 +97,37 @@ class FusedNet:
     def new_pass(self, rows: int) -> NetPass:
         outs = [torch.empty(rows, n) for n in self.widths]
         d_hidden = [torch.empty(rows, n) for n in self.widths[:-1]]
-        return NetPass(outs, [o.numpy() for o in outs], d_hidden, [d.numpy() for d in d_hidden], [None] * len(outs))
+
+        def low(widths: Sequence[int]) -> list[torch.Tensor | None]:
+            return [torch.empty(rows, n, dtype=self.precision) if self.precision is not None and not thin else None
+                    for n, thin in zip(widths, self.thin, strict=True)]
+
+        return NetPass(outs, [o.numpy() for o in outs], d_hidden, [d.numpy() for d in d_hidden],
+                       low_in=low(self.inputs), low_out=low(self.widths), low_d=low(self.widths),
+                       low_d_in=low(self.inputs))
+
+    def _next_low_in(self, p: NetPass, i: int) -> np.ndarray | None:
+        """Where layer i's output is narrowed for layer i + 1's GEMM (None: layer i + 1 is thin, or float32)."""
+        return NetPass.bits(p.low_in[i + 1]) if i + 1 < len(self.thin) else None
 
     def forward(self, x: torch.Tensor, p: NetPass) -> None:
         """p.outs[-1] = the network at x (a contiguous float32 (rows, inputs) tensor); ReLU on the hidden layers."""
         last = len(self._gemm) - 1
         for i, w in enumerate(self._gemm):
+            relu = i < last
             if self.thin[i]:
-                self.native.linear_thin(x.numpy(), *self._np[i], p.np_outs[i], i < last)
+                self.native.linear_thin(x.numpy(), *self._np[i], p.np_outs[i], relu, self._next_low_in(p, i))
+            elif self.precision is None:
+                torch.mm(x, w.t(), out=p.outs[i])
+                self.native.bias_relu(p.np_outs[i], self._np[i][1], relu)
             else:
-                if self.precision is None:
-                    torch.mm(x, w.t(), out=p.outs[i])
-                else:
-                    p.low_in[i] = x_low = x.to(self.precision)
-                    p.outs[i].copy_(torch.mm(x_low, w.t()))
-                self.native.bias_relu(p.np_outs[i], self._np[i][1], i < last)
+                x_low, low_out = p.low_in[i], p.low_out[i]
+                assert x_low is not None and low_out is not None  # a wide layer's, made by new_pass
+                if i == 0:  # the network's input: no layer below narrowed it
+                    x_low.copy_(x)
+                torch.mm(x_low, w.t(), out=low_out)
+                self.native.bias_relu(p.np_outs[i], self._np[i][1], relu, NetPass.bits(low_out),
+                                      self._next_low_in(p, i))
             x = p.outs[i]
 
     def backward(self, d_out: torch.Tensor, x: torch.Tensor, p: NetPass, grads: Sequence[torch.Tensor] | None,
@@ -110,7 +141,10 @@ class FusedNet:
         pending: list[Future[None]] = []
         for i in range(len(self._gemm) - 1, -1, -1):
             a_in = x if i == 0 else p.outs[i - 1]
-            d_gemm = d if self.thin[i] or low is None else d.to(low)  # cast once for both GEMMs
+            d_low = p.low_d[i]
+            if d_low is not None and i == len(self._gemm) - 1:  # the output: no layer above narrowed it
+                d_low.copy_(d)
+            d_gemm = d if d_low is None else d_low
             if grads is not None:
                 if self.thin[i]:
                     native.weight_grad_thin(d.numpy(), a_in.numpy(), grads[2 * i].numpy())
@@ -125,12 +159,21 @@ class FusedNet:
                 break
             out, mask = (p.d_hidden[i - 1], p.np_outs[i - 1]) if i > 0 else (d_in, None)
             assert out is not None
+            below_low = NetPass.bits(p.low_d[i - 1]) if i > 0 else None  # the wide layer below's GEMM operand
             if self.thin[i]:  # one native pass, the ReLU's mask included
-                native.input_grad_thin(d.numpy(), self._np[i][0], mask, out.numpy())
-            else:
-                self._mm(d_gemm, self._gemm[i], out)
+                native.input_grad_thin(d.numpy(), self._np[i][0], mask, out.numpy(), below_low)
+            elif low is None:
+                torch.mm(d_gemm, self._gemm[i], out=out)
                 if mask is not None:
                     native.relu_backward(out.numpy(), mask)
+            else:
+                d_in_low = p.low_d_in[i]
+                assert d_in_low is not None  # a wide layer's, made by new_pass
+                torch.mm(d_gemm, self._gemm[i], out=d_in_low)
+                if mask is not None:  # widened, masked and narrowed again for the layer below, in one pass
+                    native.relu_backward(out.numpy(), mask, NetPass.bits(d_in_low), below_low)
+                else:
+                    out.copy_(d_in_low)
             d = out
         for future in pending:
             future.result()

@@ -50,6 +50,32 @@ FloatView float_view(const py::handle& obj, const char* name, bool writable) {
     return {static_cast<float*>(arr.mutable_data()), rows, cols};
 }
 
+// A C-contiguous array of bfloat16 values held as 16-bit integers (a torch bfloat16 tensor's
+// .view(torch.int16).numpy()), or nullptr data for None (the optional low-precision copies).
+struct Bf16View {
+    std::uint16_t* data;
+    py::ssize_t rows, cols;
+};
+
+Bf16View bf16_view(const py::handle& obj, const char* name, bool writable) {
+    if (obj.is_none()) return {nullptr, 0, 0};
+    if (!py::isinstance<py::array_t<std::int16_t>>(obj) && !py::isinstance<py::array_t<std::uint16_t>>(obj))
+        throw py::type_error(std::string(name) + " must be a 16-bit integer numpy array (bfloat16 bits)");
+    auto arr = py::reinterpret_borrow<py::array>(obj);
+    if (!(arr.flags() & py::array::c_style))
+        throw py::value_error(std::string(name) + " must be C-contiguous");
+    if (writable && !arr.writeable()) throw py::value_error(std::string(name) + " must be writable");
+    if (arr.ndim() != 2) throw py::value_error(std::string(name) + " must be 2-D");
+    return {static_cast<std::uint16_t*>(arr.mutable_data()), arr.shape(0), arr.shape(1)};
+}
+
+void expect_bf16_shape(const Bf16View& v, py::ssize_t rows, py::ssize_t cols, const char* name) {
+    if (v.data != nullptr && (v.rows != rows || v.cols != cols))
+        throw py::value_error(std::string(name) + " has shape (" + std::to_string(v.rows) + ", " +
+                              std::to_string(v.cols) + "), expected (" + std::to_string(rows) + ", " +
+                              std::to_string(cols) + ")");
+}
+
 void expect_shape(const FloatView& v, py::ssize_t rows, py::ssize_t cols, const char* name) {
     if (v.rows != rows || v.cols != cols)
         throw py::value_error(std::string(name) + " has shape (" + std::to_string(v.rows) + ", " +
@@ -193,24 +219,59 @@ PEARL_BODY void column_sums_body(const float* d, float* db, py::ssize_t rows, py
 PEARL_ISA_VARIANTS(void, column_sums, (const float* d, float* db, py::ssize_t rows, py::ssize_t cols),
                    (d, db, rows, cols))
 
-// out += b per row, then ReLU when relu (NaN becomes 0, as the torch step's ReLU mask does).
-PEARL_BODY void add_bias_relu_body(float* out, const float* b, py::ssize_t rows, py::ssize_t cols, bool relu) {
+// bfloat16 is the upper half of a float32: widening is exact. Narrowing rounds to nearest, ties to even, on
+// the bits, as torch's vectorized conversion does (NaN becomes 0xFFFF; subnormals are kept, not flushed).
+PEARL_BODY float bf16_to_float(std::uint16_t h) {
+    const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+PEARL_BODY std::uint16_t float_to_bf16(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    return (u & 0x7FFFFFFFu) > 0x7F800000u ? std::uint16_t{0xFFFF} : static_cast<std::uint16_t>(rounded);
+}
+
+// out = (src, widened from bfloat16, or out itself when src is nullptr) + b per row, then ReLU when relu (NaN
+// becomes 0, as the torch step's ReLU mask does); low, when not nullptr, = out narrowed to bfloat16 (the next
+// wide layer's GEMM operand). out (rows, cols), b (cols,).
+PEARL_BODY void add_bias_relu_body(float* out, const float* b, py::ssize_t rows, py::ssize_t cols, bool relu,
+                                   const std::uint16_t* src, std::uint16_t* low) {
     for (py::ssize_t i = 0; i < rows; ++i) {
         float* o = out + i * cols;
+        const std::uint16_t* s = src ? src + i * cols : nullptr;
         for (py::ssize_t n = 0; n < cols; ++n) {
-            const float v = o[n] + b[n];
+            const float v = (s ? bf16_to_float(s[n]) : o[n]) + b[n];
             o[n] = relu && !(v > 0.0f) ? 0.0f : v;
         }
+        if (low)
+            for (py::ssize_t n = 0; n < cols; ++n) low[i * cols + n] = float_to_bf16(o[n]);
     }
 }
-PEARL_ISA_VARIANTS(void, add_bias_relu, (float* out, const float* b, py::ssize_t rows, py::ssize_t cols, bool relu),
-                   (out, b, rows, cols, relu))
+PEARL_ISA_VARIANTS(void, add_bias_relu,
+                   (float* out, const float* b, py::ssize_t rows, py::ssize_t cols, bool relu,
+                    const std::uint16_t* src, std::uint16_t* low),
+                   (out, b, rows, cols, relu, src, low))
 
-// d = d where keep > 0, else 0 (n elements): a ReLU (keep = d) or its backward pass (keep = its output).
-PEARL_BODY void keep_positive_body(float* d, const float* keep, py::ssize_t n) {
-    for (py::ssize_t k = 0; k < n; ++k) d[k] = keep[k] > 0.0f ? d[k] : 0.0f;
+// d = (src widened, or d itself when src is nullptr) where keep > 0, else 0 (n elements): a ReLU (keep = d) or
+// its backward pass (keep = its output); low, when not nullptr, = the result narrowed to bfloat16.
+PEARL_BODY void keep_positive_body(float* d, const float* keep, py::ssize_t n, const std::uint16_t* src,
+                                   std::uint16_t* low) {
+    for (py::ssize_t k = 0; k < n; ++k) d[k] = keep[k] > 0.0f ? (src ? bf16_to_float(src[k]) : d[k]) : 0.0f;
+    if (low)
+        for (py::ssize_t k = 0; k < n; ++k) low[k] = float_to_bf16(d[k]);
 }
-PEARL_ISA_VARIANTS(void, keep_positive, (float* d, const float* keep, py::ssize_t n), (d, keep, n))
+PEARL_ISA_VARIANTS(void, keep_positive,
+                   (float* d, const float* keep, py::ssize_t n, const std::uint16_t* src, std::uint16_t* low),
+                   (d, keep, n, src, low))
+
+// low = src narrowed to bfloat16 (n elements).
+PEARL_BODY void narrow_body(const float* src, std::uint16_t* low, py::ssize_t n) {
+    for (py::ssize_t k = 0; k < n; ++k) low[k] = float_to_bf16(src[k]);
+}
+PEARL_ISA_VARIANTS(void, narrow, (const float* src, std::uint16_t* low, py::ssize_t n), (src, low, n))
 
 // db = column sums of d (B, N).
 void bias_grad(py::handle d_obj, py::handle db_obj) {
@@ -221,20 +282,29 @@ void bias_grad(py::handle d_obj, py::handle db_obj) {
 }
 
 // out += b per row (then ReLU when relu): the bias and activation after a GEMM that wrote out = x W^T, in one
-// pass instead of a bias copy before the GEMM and a ReLU after it. out (R, N), b (N,).
-void bias_relu(py::handle out_obj, py::handle b_obj, bool relu) {
+// pass instead of a bias copy before the GEMM and a ReLU after it. out (R, N), b (N,). src: the GEMM's result in
+// bfloat16 (R, N), read instead of out (a bfloat16 GEMM's widening in the same pass); out_low: out narrowed to
+// bfloat16 as well (the next layer's GEMM operand).
+void bias_relu(py::handle out_obj, py::handle b_obj, bool relu, py::handle src_obj, py::handle out_low_obj) {
     FloatView out = float_view(out_obj, "out", true), b = float_view(b_obj, "b", false);
     expect_shape(b, out.cols, 1, "b");
+    Bf16View src = bf16_view(src_obj, "src", false), low = bf16_view(out_low_obj, "out_low", true);
+    expect_bf16_shape(src, out.rows, out.cols, "src");
+    expect_bf16_shape(low, out.rows, out.cols, "out_low");
     py::gil_scoped_release release;
-    add_bias_relu(out.data, b.data, out.rows, out.cols, relu);
+    add_bias_relu(out.data, b.data, out.rows, out.cols, relu, src.data, low.data);
 }
 
-// d *= (a > 0): the ReLU's backward pass, a being the ReLU's output.
-void relu_backward(py::handle d_obj, py::handle a_obj) {
+// d *= (a > 0): the ReLU's backward pass, a being the ReLU's output. src: the gradient's GEMM result in bfloat16,
+// read instead of d; out_low: d narrowed to bfloat16 as well (the layer's GEMM operand).
+void relu_backward(py::handle d_obj, py::handle a_obj, py::handle src_obj, py::handle out_low_obj) {
     FloatView d = float_view(d_obj, "d", true), a = float_view(a_obj, "a", false);
     expect_shape(a, d.rows, d.cols, "a");
+    Bf16View src = bf16_view(src_obj, "src", false), low = bf16_view(out_low_obj, "out_low", true);
+    expect_bf16_shape(src, d.rows, d.cols, "src");
+    expect_bf16_shape(low, d.rows, d.cols, "out_low");
     py::gil_scoped_release release;
-    keep_positive(d.data, a.data, d.rows * d.cols);
+    keep_positive(d.data, a.data, d.rows * d.cols, src.data, low.data);
 }
 
 // ---- thin layers: a side of at most a few dozen (the network's input and output layers) --------
@@ -337,21 +407,36 @@ std::vector<float> transposed(const FloatView& w) {
     return wt;
 }
 
-// out = x W^T + b (then ReLU when relu): x (R, K), W (N, K), b (N,), out (R, N).
-void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handle out_obj, bool relu) {
-    FloatView x = float_view(x_obj, "x", false), w = float_view(w_obj, "w", false);
-    FloatView b = float_view(b_obj, "b", false), out = float_view(out_obj, "out", true);
+// linear_thin's arithmetic (called without the GIL).
+void linear_thin_loops(const FloatView& x, const FloatView& w, const FloatView& b, const FloatView& out, bool relu) {
     const py::ssize_t R = x.rows, K = x.cols, N = w.rows;
-    expect_shape(w, N, K, "w");
-    expect_shape(b, N, 1, "b");
-    expect_shape(out, R, N, "out");
-    py::gil_scoped_release release;
     if (N >= K) {  // long outputs: out row = b + sum over k of x[i, k] (row k of W^T)
         const std::vector<float> wt = transposed(w);
         thin_wide_rows(x.data, wt.data(), b.data, out.data, R, K, N, relu);
     } else {  // long inputs: one dot product per output
         thin_dots(x.data, w.data, b.data, out.data, R, K, N, relu);
     }
+}
+
+// out = x W^T + b (then ReLU when relu): x (R, K), W (N, K), b (N,), out (R, N); out_low: out narrowed to
+// bfloat16 as well (the next layer's GEMM operand in a bfloat16 step), or None.
+void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handle out_obj, bool relu,
+                 py::handle out_low_obj) {
+    FloatView x = float_view(x_obj, "x", false), w = float_view(w_obj, "w", false);
+    FloatView b = float_view(b_obj, "b", false), out = float_view(out_obj, "out", true);
+    const py::ssize_t R = x.rows, K = x.cols, N = w.rows;
+    expect_shape(w, N, K, "w");
+    expect_shape(b, N, 1, "b");
+    expect_shape(out, R, N, "out");
+    Bf16View low = bf16_view(out_low_obj, "out_low", true);
+    expect_bf16_shape(low, R, N, "out_low");
+    py::gil_scoped_release release;
+    if (low.data) {
+        linear_thin_loops(x, w, b, out, relu);
+        narrow(out.data, low.data, R * N);
+        return;
+    }
+    linear_thin_loops(x, w, b, out, relu);
 }
 
 // dW = d^T a: d (B, N), a (B, K), dw (N, K).
@@ -373,8 +458,10 @@ void weight_grad_thin(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
 }
 
 // out = (d W) * (a > 0), the gradient at a ReLU layer's output a: d (B, N), W (N, K), a and out (B, K);
-// a None: out = d W, the gradient at the network's input (no mask).
-void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::handle out_obj) {
+// a None: out = d W, the gradient at the network's input (no mask). out_low: out narrowed to bfloat16 as well
+// (the layer below's GEMM operand in a bfloat16 step), or None.
+void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::handle out_obj,
+                     py::handle out_low_obj) {
     FloatView d = float_view(d_obj, "d", false), w = float_view(w_obj, "w", false);
     FloatView out = float_view(out_obj, "out", true);
     const py::ssize_t B = d.rows, N = d.cols, K = w.cols;
@@ -386,14 +473,17 @@ void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::h
         expect_shape(a, B, K, "a");
         mask = a.data;
     }
+    Bf16View low = bf16_view(out_low_obj, "out_low", true);
+    expect_bf16_shape(low, B, K, "out_low");
     py::gil_scoped_release release;
     if (N > K) {  // many outputs, few inputs (an input layer): one dot product per input, along N
         const std::vector<float> wt = transposed(w);
         thin_dots(d.data, wt.data(), nullptr, out.data, B, N, K, false);
-        if (mask) keep_positive(out.data, mask, B * K);
+        if (mask) keep_positive(out.data, mask, B * K, nullptr, nullptr);
     } else {  // few outputs (an output layer): out row = sum over n of d[i, n] (row n of W), masked
         thin_combine_rows(d.data, w.data, mask, out.data, B, N, K);
     }
+    if (low.data) narrow(out.data, low.data, B * K);
 }
 
 // The MSE to a TD target and its gradient, one critic: q, target (B, 1); weights (B,) importance
@@ -671,8 +761,8 @@ void run_gemm(const GemmTask& t) {
     blas_sgemm(t.trans_b ? "T" : "N", t.trans_a ? "T" : "N", &t.n, &t.m, &t.k, &one, t.b, &ldb, t.a, &lda, &beta,
                t.out, &ldc);
     const py::ssize_t size = static_cast<py::ssize_t>(t.m) * t.n;
-    if (t.relu) keep_positive(t.out, t.out, size);
-    if (t.mask) keep_positive(t.out, t.mask, size);
+    if (t.relu) keep_positive(t.out, t.out, size, nullptr, nullptr);
+    if (t.mask) keep_positive(t.out, t.mask, size, nullptr, nullptr);
 }
 
 // Runs `tasks` (GemmTask tuples, independent of each other) on up to `threads` threads: the caller's and
@@ -713,7 +803,8 @@ PYBIND11_MODULE(_learner_native, m) {
     // an unknown PEARL_FPGA_NATIVE_ISA fails the import, naming the variable
     static const pearl_isa::Isa isa = pearl_isa::best();
     for (auto select : {dot_select, adam_update_select, column_sums_select, add_bias_relu_select, keep_positive_select,
-                        thin_wide_rows_select, thin_dots_select, thin_combine_rows_select, outer_sums_select})
+                        narrow_select, thin_wide_rows_select, thin_dots_select, thin_combine_rows_select,
+                        outer_sums_select})
         select(isa);
     m.def("isa", [] { return std::string(pearl_isa::name(isa)); },
           "The hot loops' path: 'avx512', 'avx2' or 'scalar' (the CPU's at import, capped by PEARL_FPGA_NATIVE_ISA).");
@@ -721,11 +812,15 @@ PYBIND11_MODULE(_learner_native, m) {
           py::arg("action"), py::arg("reward"), py::arg("done"), py::arg("weights"), py::arg("gamma"),
           py::arg("double_q"), py::arg("d_q"), py::arg("abs_td"));
     m.def("bias_grad", &bias_grad, py::arg("d"), py::arg("db"));
-    m.def("linear_thin", &linear_thin, py::arg("x"), py::arg("w"), py::arg("b"), py::arg("out"), py::arg("relu"));
+    m.def("linear_thin", &linear_thin, py::arg("x"), py::arg("w"), py::arg("b"), py::arg("out"), py::arg("relu"),
+          py::arg("out_low") = py::none());
     m.def("weight_grad_thin", &weight_grad_thin, py::arg("d"), py::arg("a"), py::arg("dw"));
-    m.def("input_grad_thin", &input_grad_thin, py::arg("d"), py::arg("w"), py::arg("a"), py::arg("out"));
-    m.def("relu_backward", &relu_backward, py::arg("d"), py::arg("a"));
-    m.def("bias_relu", &bias_relu, py::arg("out"), py::arg("b"), py::arg("relu"));
+    m.def("input_grad_thin", &input_grad_thin, py::arg("d"), py::arg("w"), py::arg("a"), py::arg("out"),
+          py::arg("out_low") = py::none());
+    m.def("relu_backward", &relu_backward, py::arg("d"), py::arg("a"), py::arg("src") = py::none(),
+          py::arg("out_low") = py::none());
+    m.def("bias_relu", &bias_relu, py::arg("out"), py::arg("b"), py::arg("relu"), py::arg("src") = py::none(),
+          py::arg("out_low") = py::none());
     m.def("mse_loss_grad", &mse_loss_grad, py::arg("q"), py::arg("target"), py::arg("weights"), py::arg("d_q"),
           py::arg("abs_td"), py::arg("scale") = 1.0);
     m.def("squash_sample", &squash_sample, py::arg("out"), py::arg("eps"), py::arg("action"), py::arg("std"),
