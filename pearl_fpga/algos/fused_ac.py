@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -47,7 +47,8 @@ class NetPass:
     i: its input in that precision (`low_in`, written by the layer below in its own pass), its GEMM's result
     (`low_out`, widened into outs[i] with the bias), the gradient at its output in that precision (`low_d`,
     written by the layer above's input gradient), and its input gradient's GEMM result (`low_d_in`); numpy
-    views of each as 16-bit integers (the native passes read and write the bits)."""
+    views of the bits of each as 16-bit integers (`*_bits`: what the native passes read and write; made once,
+    since a view is a torch op, which releases the GIL)."""
 
     outs: list[torch.Tensor]
     np_outs: list[np.ndarray]
@@ -57,11 +58,17 @@ class NetPass:
     low_out: list[torch.Tensor | None]
     low_d: list[torch.Tensor | None]
     low_d_in: list[torch.Tensor | None]
+    low_in_bits: list[np.ndarray | None] = field(init=False)
+    low_out_bits: list[np.ndarray | None] = field(init=False)
+    low_d_bits: list[np.ndarray | None] = field(init=False)
+    low_d_in_bits: list[np.ndarray | None] = field(init=False)
 
-    @staticmethod
-    def bits(t: torch.Tensor | None) -> np.ndarray | None:
-        """The numpy view of a low-precision buffer's bits (None stays None)."""
-        return None if t is None else t.view(torch.int16).numpy()
+    def __post_init__(self) -> None:
+        def bits(buffers: list[torch.Tensor | None]) -> list[np.ndarray | None]:
+            return [None if t is None else t.view(torch.int16).numpy() for t in buffers]
+
+        self.low_in_bits, self.low_out_bits = bits(self.low_in), bits(self.low_out)
+        self.low_d_bits, self.low_d_in_bits = bits(self.low_d), bits(self.low_d_in)
 
 
 class FusedNet:
@@ -69,7 +76,8 @@ class FusedNet:
     layers as torch GEMMs, the thin ones (a side <= THIN) as native loops, ReLU after each hidden layer.
     With a precision, a wide layer's GEMMs run on copies of its weights in that precision, their results
     widened to float32 in the native pass that adds the bias (forward) or applies the ReLU mask (backward),
-    which also narrows its float32 result for the next GEMM: no torch op besides the GEMMs."""
+    which also narrows its float32 result for the next GEMM: no torch cast or copy around them (only a wide
+    input or output layer's operand is cast, and a weight gradient copied into its float32 buffer)."""
 
     def __init__(self, layers: Layers, native: Any, precision: torch.dtype | None) -> None:
         self.native, self.precision = native, precision
@@ -108,7 +116,7 @@ class FusedNet:
 
     def _next_low_in(self, p: NetPass, i: int) -> np.ndarray | None:
         """Where layer i's output is narrowed for layer i + 1's GEMM (None: layer i + 1 is thin, or float32)."""
-        return NetPass.bits(p.low_in[i + 1]) if i + 1 < len(self.thin) else None
+        return p.low_in_bits[i + 1] if i + 1 < len(self.thin) else None
 
     def forward(self, x: torch.Tensor, p: NetPass) -> None:
         """p.outs[-1] = the network at x (a contiguous float32 (rows, inputs) tensor); ReLU on the hidden layers."""
@@ -126,7 +134,7 @@ class FusedNet:
                 if i == 0:  # the network's input: no layer below narrowed it
                     x_low.copy_(x)
                 torch.mm(x_low, w.t(), out=low_out)
-                self.native.bias_relu(p.np_outs[i], self._np[i][1], relu, NetPass.bits(low_out),
+                self.native.bias_relu(p.np_outs[i], self._np[i][1], relu, p.low_out_bits[i],
                                       self._next_low_in(p, i))
             x = p.outs[i]
 
@@ -159,7 +167,7 @@ class FusedNet:
                 break
             out, mask = (p.d_hidden[i - 1], p.np_outs[i - 1]) if i > 0 else (d_in, None)
             assert out is not None
-            below_low = NetPass.bits(p.low_d[i - 1]) if i > 0 else None  # the wide layer below's GEMM operand
+            below_low = p.low_d_bits[i - 1] if i > 0 else None  # the wide layer below's GEMM operand
             if self.thin[i]:  # one native pass, the ReLU's mask included
                 native.input_grad_thin(d.numpy(), self._np[i][0], mask, out.numpy(), below_low)
             elif low is None:
@@ -171,7 +179,7 @@ class FusedNet:
                 assert d_in_low is not None  # a wide layer's, made by new_pass
                 torch.mm(d_gemm, self._gemm[i], out=d_in_low)
                 if mask is not None:  # widened, masked and narrowed again for the layer below, in one pass
-                    native.relu_backward(out.numpy(), mask, NetPass.bits(d_in_low), below_low)
+                    native.relu_backward(out.numpy(), mask, p.low_d_in_bits[i], below_low)
                 else:
                     out.copy_(d_in_low)
             d = out
