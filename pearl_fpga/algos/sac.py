@@ -26,8 +26,8 @@ On a CPU with the native module built, the step runs fused (`fused=None` takes i
 path). The fused step is the same arithmetic in the same order, with sums in another order, so the two
 agree to float rounding (tests/test_sac_fused.py): the networks' wide layers are torch GEMMs into
 buffers made once per batch size, the thin layers, bias, ReLU, the critics' MSE gradient and every Adam
-step are native (algos/fused_ac.py's FusedNet and FusedCritics, as DDPG's and TD3's), and nothing builds an
-autograd graph. The squashed Gaussian is native too, one pass each way: the sample and its log-probability
+step are native (FusedNet of algos/fused_net.py and FusedCritics of fused_ac.py, as DDPG's and TD3's), and
+nothing builds an autograd graph. The squashed Gaussian is native too, one pass each way: the sample and its log-probability
 are `squash` evaluated in float64 and rounded once (more accurate than its float32 ops, whose 1 - a^2
 cancels where tanh saturates), and the gradient at the actor's outputs is the torch step's float32 ops
 bit for bit where ATen's tanh_backward is vectorized (1 - a^2 rounded once; its scalar path rounds a^2 first,
@@ -57,7 +57,8 @@ from pearl_fpga.algos.api import UpdateResult
 from pearl_fpga.algos.common import (Batch, LeanAdam, cast_layers, forward, linear_layers, load_named_state, mlp,
                                      named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import native_learner
-from pearl_fpga.algos.fused_ac import CriticBuffers, FusedCritics, FusedNet, NetPass
+from pearl_fpga.algos.fused_ac import CriticBuffers, FusedCritics
+from pearl_fpga.algos.fused_net import FusedNet, NetPass
 from pearl_fpga.algos.heads import ActorHead, PolicyOutputs
 from pearl_fpga.algos.step_threads import TwoThreadLearner, update_schedule
 from pearl_fpga.errors import BackendUnavailable
