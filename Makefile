@@ -72,7 +72,7 @@ test: native csim csim-vendor
 # tolerances, the learner's bits per thread count, the native SIMD paths) under the switches the
 # libraries honour: ATen's kernel dispatch, MKL's and oneDNN's code paths, and the package's own native
 # paths (PEARL_FPGA_NATIVE_ISA). A switch naming a wider ISA than the CPU has falls back to what it has.
-ISA_TESTS := tests/test_algos.py tests/test_fused_learner.py tests/test_sac_fused.py tests/test_threads.py tests/test_inline_record.py tests/test_mlp_kernel.py \
+ISA_TESTS := tests/test_algos.py tests/test_fused_learner.py tests/test_learner_program.py tests/test_sac_fused.py tests/test_threads.py tests/test_inline_record.py tests/test_mlp_kernel.py \
 	tests/test_tabular_kernel.py
 ISA_SWITCHES := ATEN_CPU_CAPABILITY=default ATEN_CPU_CAPABILITY=avx2 ATEN_CPU_CAPABILITY=avx512 \
 	MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 PEARL_FPGA_NATIVE_ISA=avx512 PEARL_FPGA_NATIVE_ISA=avx2 \

@@ -81,7 +81,29 @@ def _extensions():
             depends=sorted(str(h.relative_to(ROOT)) for h in (ROOT / "pearl_fpga" / "native").glob("*.h")),  # isa.h
         )
     )
-    return exts
+    aten = _aten_gemm_extension(Pybind11Extension)
+    return exts + ([aten] if aten is not None else [])
+
+
+def _aten_gemm_extension(extension):
+    """pearl_fpga._aten_gemm: torch's GEMM as a C routine for the learner's native programs (pearl_fpga/native/
+    aten_gemm.cpp), compiled against the torch this build runs with; None without torch (a board install,
+    which has no learner)."""
+    try:
+        import torch
+        from torch.utils.cpp_extension import include_paths, library_paths
+    except ImportError:
+        return None
+    return extension(
+        "pearl_fpga._aten_gemm",
+        [str(Path("pearl_fpga") / "native" / "aten_gemm.cpp")],
+        include_dirs=include_paths(),
+        library_dirs=library_paths(),
+        libraries=["c10", "torch_cpu"],
+        runtime_library_dirs=library_paths(),
+        cxx_std=20,  # torch's headers'
+        extra_compile_args=["-O2", "-Wall", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"],
+    )
 
 
 if any(cmd in sys.argv for cmd in ("build_ext", "bdist_wheel", "develop", "editable_wheel", "install")):

@@ -41,12 +41,15 @@ from pearl_fpga.algos.common import THIN, Batch, LeanAdam, is_thin
 Beside = Callable[..., "Future[Any]"]  # beside(fn, *args): fn(*args) on another thread, as a Future
 
 
+@functools.lru_cache(maxsize=1)
 def native_learner() -> Any:
-    """The compiled module, or None when the package was built without it (then torch ops are used)."""
+    """The compiled module, its programs' GEMM set to torch's (pearl_fpga._aten_gemm), or None when the package
+    was built without either (then torch ops are used)."""
     try:
-        from pearl_fpga import _learner_native
+        from pearl_fpga import _aten_gemm, _learner_native
     except ImportError:
         return None
+    _learner_native.set_mm(_aten_gemm.address())
     return _learner_native
 
 

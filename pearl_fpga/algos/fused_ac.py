@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 import torch
 
 from pearl_fpga.algos.common import Batch, LeanAdam
-from pearl_fpga.algos.fused import Beside, native_gemms
+from pearl_fpga.algos.fused import native_gemms
 from pearl_fpga.algos.fused_net import FusedNet, Layers, NetPass, backward_together, forward_together
 
 @dataclass
@@ -100,14 +100,15 @@ class FusedCritics(Generic[BufT]):
             net.refresh()
         self.critic_adam.native_views()
 
-    def target_values(self, buf: CriticBuffers, indices: Iterable[int]) -> None:
-        """The target critics `indices` at buf.next_in (into their passes' outputs)."""
+    def target_values(self, buf: CriticBuffers, indices: Iterable[int], prog: Any = None) -> None:
+        """The target critics `indices` at buf.next_in (into their passes' outputs). prog: as FusedNet's."""
         for i in indices:
-            self.critic_targets[i].forward(buf.next_in, buf.target_passes[i])
+            self.critic_targets[i].forward(buf.next_in, buf.target_passes[i], prog)
 
-    def td_target(self, buf: CriticBuffers, batch: Batch, next_penalty: torch.Tensor | None = None) -> None:
-        """buf.target = reward + (1 - done) gamma (min_i Q'_i - next_penalty), and buf.x = [obs, action]
-        (next_penalty: an entropy term per sample, (B, 1), or None)."""
+    def td_target(self, buf: CriticBuffers, batch: Batch, next_penalty: torch.Tensor | None = None,
+                  inputs: bool = True) -> None:
+        """buf.target = reward + (1 - done) gamma (min_i Q'_i - next_penalty), and buf.x = [obs, action] unless
+        `inputs` is False (made already) (next_penalty: an entropy term per sample, (B, 1), or None)."""
         values = [p.outs[-1] for p in buf.target_passes]
         next_q = values[0]
         for value in values[1:]:
@@ -115,31 +116,44 @@ class FusedCritics(Generic[BufT]):
         if next_penalty is not None:
             next_q = next_q - next_penalty
         torch.add(batch.reward, (1.0 - batch.done) * self.gamma * next_q, out=buf.target)
-        torch.cat([batch.obs, batch.action], dim=1, out=buf.x)
+        if inputs:
+            torch.cat([batch.obs, batch.action], dim=1, out=buf.x)
 
-    def critic_grads(self, buf: CriticBuffers, batch: Batch, indices: Iterable[int]) -> list[float]:
-        """Each critic's loss to buf.target (returned) and its gradients into buf.critic_grads."""
+    def critic_grads(self, buf: CriticBuffers, batch: Batch, indices: Iterable[int], prog: Any = None,
+                     forward: bool = True) -> list[Any]:
+        """Each critic's loss to buf.target (returned; recorded into `prog`: the indices of the losses among the
+        values its run() returns) and its gradients into buf.critic_grads. forward False: the critics' passes
+        at buf.x were run already (critic_forward)."""
         weights = None if batch.weights is None else batch.weights.numpy()
         losses = []
         for i in indices:
             net, p = self.critics[i], buf.critic_passes[i]
-            net.forward(buf.x, p)
-            losses.append(self.native.mse_loss_grad(p.np_outs[-1], buf.target.numpy(), weights, buf.d_q[i].numpy(),
-                                                    buf.abs_td.numpy() if i == 0 else None, self.loss_scale))
-            net.backward(buf.d_q[i], buf.x, p, buf.critic_grads[self._critic_parts[i]])
+            if forward:
+                net.forward(buf.x, p, prog)
+            losses.append((prog if prog is not None else self.native).mse_loss_grad(
+                p.np_outs[-1], buf.target.numpy(), weights, buf.d_q[i].numpy(), buf.abs_td.numpy() if i == 0 else None,
+                self.loss_scale))
+            net.backward(buf.d_q[i], buf.x, p, buf.critic_grads[self._critic_parts[i]], prog=prog)
         return losses
 
-    def input_grad(self, i: int, x: torch.Tensor, p: NetPass, d_q: torch.Tensor, d_x: torch.Tensor) -> None:
-        """Critic i's value at x (into the pass p) and, from dLoss/dQ d_q, dLoss/dx into d_x (the critic's own
-        weight gradients are not computed: only the actor steps on this loss)."""
-        self.critics[i].forward(x, p)
-        self.critics[i].backward(d_q, x, p, None, d_x)
+    def critic_forward(self, buf: CriticBuffers, indices: Iterable[int], prog: Any = None) -> None:
+        """The critics `indices` at buf.x (critic_grads' first part, which needs no TD target)."""
+        for i in indices:
+            self.critics[i].forward(buf.x, buf.critic_passes[i], prog)
 
-    def step_critics(self, buf: CriticBuffers, indices: Iterable[int]) -> None:
-        """One Adam step of the critics `indices` (no clipping: the actor-critic learners do not clip)."""
+    def input_grad(self, i: int, x: torch.Tensor, p: NetPass, d_q: torch.Tensor, d_x: torch.Tensor,
+                   prog: Any = None) -> None:
+        """Critic i's value at x (into the pass p) and, from dLoss/dQ d_q, dLoss/dx into d_x (the critic's own
+        weight gradients are not computed: only the actor steps on this loss). prog: as FusedNet's."""
+        self.critics[i].forward(x, p, prog)
+        self.critics[i].backward(d_q, x, p, None, d_x, prog=prog)
+
+    def step_critics(self, buf: CriticBuffers, indices: Iterable[int], prog: Any = None) -> None:
+        """One Adam step of the critics `indices` (no clipping: the actor-critic learners do not clip), recorded
+        into `prog` when given."""
         for i in indices:
             part = self._critic_parts[i]
-            self.critic_adam.native_step(self.native, [g.numpy() for g in buf.critic_grads[part]], 0.0, part)
+            self.critic_adam.native_step(prog if prog is not None else self.native, [g.numpy() for g in buf.critic_grads[part]], 0.0, part)
 
     def target_values_together(self, buf: CriticBuffers, threads: int) -> None:
         """target_values of every critic, their wide GEMMs as native tasks at once (needs self.gemms)."""
@@ -217,30 +231,38 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
             action.add_(noise.clamp_(-self.noise_clip, self.noise_clip)).clamp_(-1.0, 1.0)
         torch.cat([batch.next_obs, action], dim=1, out=buf.next_in)
 
-    def actor_grads(self, buf: ActorCriticBuffers, batch: Batch, refresh_q1: bool) -> None:
+    def actor_grads(self, buf: ActorCriticBuffers, batch: Batch, refresh_q1: bool, prog: Any = None) -> None:
         """The actor's gradients of -mean Q1(s, pi(s)) into buf.actor_grads (actor_forward, then
-        actor_backward)."""
-        self.actor_forward(buf, batch)
-        self.actor_backward(buf, batch, refresh_q1)
+        actor_backward). prog: as FusedNet's."""
+        self.actor_forward(buf, batch, prog=prog)
+        self.actor_backward(buf, batch, refresh_q1, prog)
 
-    def actor_forward(self, buf: ActorCriticBuffers, batch: Batch, threads: int | None = None) -> None:
+    def actor_forward(self, buf: ActorCriticBuffers, batch: Batch, threads: int | None = None,
+                      prog: Any = None) -> None:
         """pi(s) and buf.x_pi = [obs, pi(s)]: the actor's part that no critic update changes. threads: as
-        next_input's."""
+        next_input's. prog: as FusedNet's (then the tanh and buf.x_pi follow when it runs, as torch ops: so
+        it runs first)."""
         if threads is None:
-            self.actor.forward(batch.obs, buf.actor_pass)
+            self.actor.forward(batch.obs, buf.actor_pass, prog)
         else:
             forward_together([self.actor], [batch.obs], [buf.actor_pass], self.gemms, threads)
+        if prog is not None:
+            prog.run()
         torch.cat([batch.obs, torch.tanh_(buf.actor_pass.outs[-1])], dim=1, out=buf.x_pi)
 
-    def actor_backward(self, buf: ActorCriticBuffers, batch: Batch, refresh_q1: bool,
-                       beside: Beside | None = None) -> None:
+    def actor_backward(self, buf: ActorCriticBuffers, batch: Batch, refresh_q1: bool, prog: Any = None,
+                       threads: int = 1) -> None:
         """After actor_forward: the actor's gradients through Q1's input gradient (Q1's own weight
-        gradients are not computed). refresh_q1: Q1 changed since refresh() (SB3's order). beside: as
-        FusedNet.backward's, for the actor's wide layers."""
+        gradients are not computed). refresh_q1: Q1 changed since refresh() (SB3's order). threads: as
+        FusedNet.backward's, for the actor's wide layers. prog: as FusedNet's (run in two: the gradient at
+        the actor's output is a torch op between them)."""
         if refresh_q1:
-            self.critics[0].refresh()
-        self.input_grad(0, buf.x_pi, buf.q1_pass, buf.d_q_pi, buf.d_x_pi)
-        self.actor.backward(self._d_actor_out(buf), batch.obs, buf.actor_pass, buf.actor_grads, beside=beside)
+            self.critics[0].refresh(prog)
+        self.input_grad(0, buf.x_pi, buf.q1_pass, buf.d_q_pi, buf.d_x_pi, prog)
+        if prog is not None:
+            prog.run()
+        self.actor.backward(self._d_actor_out(buf), batch.obs, buf.actor_pass, buf.actor_grads, prog=prog,
+                            threads=threads)
 
     def actor_backward_together(self, buf: ActorCriticBuffers, batch: Batch, threads: int) -> None:
         """actor_backward on the updated Q1 (float32), every wide GEMM as native tasks on up to `threads`
@@ -256,5 +278,6 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
         action = buf.actor_pass.outs[-1]
         return torch.ops.aten.tanh_backward(buf.d_x_pi[:, self.obs_dim:], action).contiguous()
 
-    def step_actor(self, buf: ActorCriticBuffers, threads: int = 1) -> None:
-        self.actor_adam.native_step(self.native, [g.numpy() for g in buf.actor_grads], 0.0, threads=threads)
+    def step_actor(self, buf: ActorCriticBuffers, threads: int = 1, prog: Any = None) -> None:
+        self.actor_adam.native_step(prog if prog is not None else self.native, [g.numpy() for g in buf.actor_grads],
+                                    0.0, threads=threads)

@@ -14,17 +14,15 @@ native pool's helper beside the caller in a concurrent schedule.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import Future
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import is_thin
-from pearl_fpga.algos.fused import Beside
 
 Layers = Sequence[tuple[torch.Tensor, torch.Tensor]]
 
@@ -65,8 +63,12 @@ class FusedNet:
     layers as torch GEMMs, the thin ones (a side <= THIN) as native loops, ReLU after each hidden layer.
     With a precision, a wide layer's GEMMs run on copies of its weights in that precision, their results
     widened to float32 in the native pass that adds the bias (forward) or applies the ReLU mask (backward),
-    which also narrows its float32 result for the next GEMM: no torch cast or copy around them (only a wide
-    input or output layer's operand is cast, and a weight gradient copied into its float32 buffer)."""
+    which also narrows its float32 result for the next GEMM (a weight gradient is widened into its float32
+    buffer from one made once).
+
+    Each pass is recorded into a native Program (`prog`: the caller's, which runs it with others, the GIL
+    released once for all; None: a program of its own, run at once). Its GEMMs are torch's own (at::mm_out),
+    so a pass gives the bits of the same torch and native calls made one by one."""
 
     def __init__(self, layers: Layers, native: Any, precision: torch.dtype | None) -> None:
         self.native, self.precision = native, precision
@@ -74,22 +76,26 @@ class FusedNet:
         self.widths = [int(w.shape[0]) for w, _ in layers]
         self.inputs = [int(w.shape[1]) for w, _ in layers]
         self._np = [(w.detach().numpy(), b.detach().numpy()) for w, b in layers]
-        # the GEMMs' weights: the live ones, or their `precision` copies refreshed per step (the bias is
-        # added natively, in float32)
-        self._gemm = [w.detach() for w, _ in layers]
-        self._masters: list[torch.Tensor] = []
-        self._low: list[torch.Tensor] = []
+        # the GEMMs' weights (numpy): the live ones, or the bits of their `precision` copies refreshed per step
+        # (the bias is added natively, in float32)
+        self._gemm = [w for w, _ in self._np]
+        self._masters: list[np.ndarray] = []
+        self._low: list[np.ndarray] = []
+        self._wgrad_low: list[np.ndarray | None] = [None] * len(layers)  # a wide layer's weight gradient
         if precision is not None:
-            for i, w in enumerate(self._gemm):
+            for i, (w, _) in enumerate(layers):
                 if not self.thin[i]:
-                    self._masters.append(w)
-                    self._gemm[i] = w.to(precision)
+                    self._masters.append(self._np[i][0])
+                    self._gemm[i] = _bits(w.detach().to(precision))
                     self._low.append(self._gemm[i])
+                    self._wgrad_low[i] = _bits(torch.empty(w.shape, dtype=precision))
 
-    def refresh(self) -> None:
-        """Copy the master weights into the low-precision copies (no-op in float32)."""
+    def refresh(self, prog: Any = None) -> None:
+        """Copy the master weights into the low-precision copies (no-op in float32), rounded as torch's copy."""
         if self._low:
-            torch_ops.foreach_copy_(self._low, self._masters)
+            with _recording(self.native, prog) as rec:
+                for master, low in zip(self._masters, self._low, strict=True):
+                    rec.narrow(master, low)
 
     def new_pass(self, rows: int) -> NetPass:
         outs = [torch.empty(rows, n) for n in self.widths]
@@ -107,82 +113,96 @@ class FusedNet:
         """Where layer i's output is narrowed for layer i + 1's GEMM (None: layer i + 1 is thin, or float32)."""
         return p.low_in_bits[i + 1] if i + 1 < len(self.thin) else None
 
-    def forward(self, x: torch.Tensor, p: NetPass) -> None:
+    def forward(self, x: torch.Tensor, p: NetPass, prog: Any = None) -> None:
         """p.outs[-1] = the network at x (a contiguous float32 (rows, inputs) tensor); ReLU on the hidden layers."""
         last = len(self._gemm) - 1
-        for i, w in enumerate(self._gemm):
-            relu = i < last
-            if self.thin[i]:
-                self.native.linear_thin(x.numpy(), *self._np[i], p.np_outs[i], relu, self._next_low_in(p, i))
-            elif self.precision is None:
-                torch.mm(x, w.t(), out=p.outs[i])
-                self.native.bias_relu(p.np_outs[i], self._np[i][1], relu)
-            else:
-                x_low, low_out = p.low_in[i], p.low_out[i]
-                assert x_low is not None and low_out is not None  # a wide layer's, made by new_pass
-                if i == 0:  # the network's input: no layer below narrowed it
-                    x_low.copy_(x)
-                torch.mm(x_low, w.t(), out=low_out)
-                self.native.bias_relu(p.np_outs[i], self._np[i][1], relu, p.low_out_bits[i],
-                                      self._next_low_in(p, i))
-            x = p.outs[i]
+        x_np = x.numpy()
+        with _recording(self.native, prog) as rec:
+            for i, w in enumerate(self._gemm):
+                relu = i < last
+                if self.thin[i]:
+                    rec.linear_thin(x_np, *self._np[i], p.np_outs[i], relu, self._next_low_in(p, i))
+                elif self.precision is None:
+                    rec.gemm(x_np, False, w, True, p.np_outs[i])
+                    rec.bias_relu(p.np_outs[i], self._np[i][1], relu)
+                else:
+                    if i == 0:  # the network's input: no layer below narrowed it
+                        rec.narrow(x_np, p.low_in_bits[0])
+                    rec.gemm(p.low_in_bits[i], False, w, True, p.low_out_bits[i])
+                    rec.bias_relu(p.np_outs[i], self._np[i][1], relu, p.low_out_bits[i], self._next_low_in(p, i))
+                x_np = p.np_outs[i]
 
     def backward(self, d_out: torch.Tensor, x: torch.Tensor, p: NetPass, grads: Sequence[torch.Tensor] | None,
-                 d_in: torch.Tensor | None = None, beside: Beside | None = None) -> None:
+                 d_in: torch.Tensor | None = None, prog: Any = None, threads: int = 1) -> None:
         """From dLoss/d(output) `d_out` of the pass `p` at input `x`: the weight and bias gradients into
         `grads` (W0, b0, W1, ...; None skips them: only the input's gradient is wanted) and, when `d_in`
-        is given, dLoss/dx into it. `beside(fn, *args)`: runs fn on another thread (a Future), there
-        each wide hidden layer's weight-gradient GEMM while this thread takes its input gradient."""
-        native, low = self.native, self.precision
-        d = d_out
-        pending: list[Future[None]] = []
-        for i in range(len(self._gemm) - 1, -1, -1):
-            a_in = x if i == 0 else p.outs[i - 1]
-            d_low = p.low_d[i]
-            if d_low is not None and i == len(self._gemm) - 1:  # the output: no layer above narrowed it
-                d_low.copy_(d)
-            d_gemm = d if d_low is None else d_low
-            if grads is not None:
-                if self.thin[i]:
-                    native.weight_grad_thin(d.numpy(), a_in.numpy(), grads[2 * i].numpy())
-                else:
-                    args = (d_gemm.t(), a_in if low is None else p.low_in[i], grads[2 * i])
-                    if beside is not None and i > 0:  # reads d and a_in, which this thread does not write
-                        pending.append(beside(self._mm, *args))
+        is given, dLoss/dx into it. threads 2: the top wide hidden layer's weight-gradient GEMM runs beside
+        the rest (a program beside this one: on the native pool's helper when the program runs on 2 threads;
+        it reads d and that layer's input, which nothing below writes)."""
+        native_grads = None if grads is None else [g.numpy() for g in grads]
+        d, x_np, d_in_np = d_out.numpy(), x.numpy(), None if d_in is None else d_in.numpy()
+        with _recording(self.native, prog, threads) as rec:
+            side = None
+            for i in range(len(self._gemm) - 1, -1, -1):
+                a_in = x_np if i == 0 else p.np_outs[i - 1]
+                d_low = p.low_d_bits[i]
+                if d_low is not None and i == len(self._gemm) - 1:  # the output: no layer above narrowed it
+                    rec.narrow(d, d_low)
+                d_gemm = d if d_low is None else d_low
+                if native_grads is not None:
+                    if self.thin[i]:
+                        rec.weight_grad_thin(d, a_in, native_grads[2 * i])
                     else:
-                        self._mm(*args)
-                native.bias_grad(d.numpy(), grads[2 * i + 1].numpy())
-            if i == 0 and d_in is None:
-                break
-            out, mask = (p.d_hidden[i - 1], p.np_outs[i - 1]) if i > 0 else (d_in, None)
-            assert out is not None
-            below_low = p.low_d_bits[i - 1] if i > 0 else None  # the wide layer below's GEMM operand
-            if self.thin[i]:  # one native pass, the ReLU's mask included
-                native.input_grad_thin(d.numpy(), self._np[i][0], mask, out.numpy(), below_low)
-            elif low is None:
-                torch.mm(d_gemm, self._gemm[i], out=out)
-                if mask is not None:
-                    native.relu_backward(out.numpy(), mask)
-            else:
-                d_in_low = p.low_d_in[i]
-                assert d_in_low is not None  # a wide layer's, made by new_pass
-                torch.mm(d_gemm, self._gemm[i], out=d_in_low)
-                if mask is not None:  # widened, masked and narrowed again for the layer below, in one pass
-                    native.relu_backward(out.numpy(), mask, p.low_d_in_bits[i], below_low)
+                        to = rec
+                        if threads > 1 and i > 0 and side is None:
+                            to = side = rec.beside()
+                        wgrad_low = self._wgrad_low[i]
+                        if wgrad_low is None:
+                            to.gemm(d_gemm, True, a_in, False, native_grads[2 * i])
+                        else:  # a product of two low-precision operands, widened into the float32 gradient
+                            to.gemm(d_gemm, True, p.low_in_bits[i], False, wgrad_low)
+                            to.widen(wgrad_low, native_grads[2 * i])
+                    rec.bias_grad(d, native_grads[2 * i + 1])
+                if i == 0 and d_in_np is None:
+                    break
+                if i > 0:
+                    out, mask = p.np_d_hidden[i - 1], p.np_outs[i - 1]
                 else:
-                    out.copy_(d_in_low)
-            d = out
-        for future in pending:
-            future.result()
+                    assert d_in_np is not None  # else the loop ended above
+                    out, mask = d_in_np, None
+                below_low = p.low_d_bits[i - 1] if i > 0 else None  # the wide layer below's GEMM operand
+                if self.thin[i]:  # one native pass, the ReLU's mask included
+                    rec.input_grad_thin(d, self._np[i][0], mask, out, below_low)
+                elif self.precision is None:
+                    rec.gemm(d_gemm, False, self._gemm[i], False, out)
+                    if mask is not None:
+                        rec.relu_backward(out, mask)
+                else:
+                    d_in_low = p.low_d_in_bits[i]
+                    rec.gemm(d_gemm, False, self._gemm[i], False, d_in_low)
+                    if mask is not None:  # widened, masked and narrowed again for the layer below, in one pass
+                        rec.relu_backward(out, mask, d_in_low, below_low)
+                    else:
+                        rec.widen(d_in_low, out)
+                d = out
+            if side is not None:
+                rec.join()
 
-    @staticmethod
-    def _mm(a: torch.Tensor, b: torch.Tensor | None, out: torch.Tensor) -> None:
-        """out = a @ b: float32 into `out`, or a product of two low-precision operands cast into it."""
-        assert b is not None  # a wide layer's input in the step's precision, kept by forward()
-        if a.dtype == torch.float32:
-            torch.mm(a, b, out=out)
-        else:
-            out.copy_(torch.mm(a, b))
+
+def _bits(t: torch.Tensor) -> np.ndarray:
+    """A 16-bit tensor's bits as a numpy int16 array (the same memory)."""
+    return t.view(torch.int16).numpy()
+
+
+@contextmanager
+def _recording(native: Any, prog: Any, threads: int = 1) -> Iterator[Any]:
+    """`prog` to record into; or, when None, a Program of its own, run on leaving (on `threads` threads)."""
+    if prog is not None:
+        yield prog
+        return
+    own = native.Program()
+    yield own
+    own.run(threads)
 
 
 def forward_together(nets: Sequence[FusedNet], xs: Sequence[torch.Tensor], passes: Sequence[NetPass], gemms: Any,

@@ -312,6 +312,8 @@ class SAC(TwoThreadLearner):
             self.log_ent_coef.copy_(log_ent.to(self.device))
         for adam in self._adams:
             adam.reset_cache()  # the optimizers' state tensors were replaced
+        if self._fused is not None:
+            self._fused.stale = True  # the networks' low-precision copies
         self.noise.set_state(state["noise"])
         self.updates = int(state["updates"])
 
@@ -331,6 +333,9 @@ class _FusedStep(FusedCritics[_Buffers]):
         self.actor_adam, self.ent_adam = learner._adams[0], learner._adams[2] if learner.auto_entropy else None
         self._online = [list(c.parameters()) for c in (critic.q1, critic.q2)]
         self._targets = [list(c.parameters()) for c in (target.q1, target.q2)]
+        # the networks' low-precision weight copies (a bfloat16 step's) are refreshed where a step changes their
+        # weights; all of them at the start of a step after one that did not end, or after load_state_dict
+        self.stale = True
 
     def new_buffers(self, n: int) -> _Buffers:
         action_dim = self.learner.action_dim
@@ -346,68 +351,89 @@ class _FusedStep(FusedCritics[_Buffers]):
         learner = self.learner
         on_thread = learner._on_grad_thread
         buf = self.buffers(batch)
-        self.refresh_critics()
-        self.actor.refresh()
+        if self.stale:
+            for net in (self.actor, *self.critics, *self.critic_targets):
+                net.refresh()
+        self.stale = True  # until this step ends
+        self.critic_adam.native_views()
         self.actor_adam.native_views()
         # the noise of both samples first, in the torch step's order (the same bits for a seed)
-        sample, next_sample = buf.samples
+        next_sample = buf.samples[1]
         for drawn in buf.samples:
             torch.randn(drawn.eps.shape, generator=learner.noise, out=drawn.eps)
         ent_coef = float(learner.log_ent_coef.detach().exp())  # read before its own step, as SB3
-        pending = on_thread(self._next_input, buf, batch)
+        # the next action and the target critics' values there, beside the current action and the critics at
+        # the batch's (obs, action), which need no TD target
+        targets = on_thread(self._target_values, buf, batch)
         self._sample(buf, batch)
-        pending.result()
-        later = on_thread(self.target_values, buf, range(1, 2))
-        self.target_values(buf, range(1))
-        later.result()
-        self.td_target(buf, batch, ent_coef * next_sample.log_prob)
+        prog = self.native.Program()
+        prog.concat(buf.x.numpy(), batch.obs.numpy(), batch.action.numpy())
+        self.critic_forward(buf, range(len(self.critics)), prog)
+        prog.run()
+        targets.result()
+        self.td_target(buf, batch, ent_coef * next_sample.log_prob, inputs=False)
         average = learner._polyak_due()
         later_critic = on_thread(self._critic_step, buf, batch, 1, average)
         loss = self._critic_step(buf, batch, 0, average) + later_critic.result()
         self._actor_step(buf, batch, ent_coef)
+        self.stale = False
         return UpdateResult(torch.tensor(loss, dtype=torch.float32), buf.abs_td.clone())
 
-    def _squash(self, out: torch.Tensor, drawn: _Squashed) -> None:
-        """The squashed Gaussian sample of the actor's outputs `out` at drawn.eps, and its log-probability, into
-        `drawn` (natively, squash() in float64 rounded once)."""
-        self.native.squash_sample(out.numpy(), drawn.eps.numpy(), drawn.action.numpy(), drawn.std.numpy(),
-                                  drawn.log_prob.numpy())
+    def _target_values(self, buf: _Buffers, batch: Batch) -> None:
+        """a'~pi(.|s') with log pi(a'|s') into buf.samples[1], buf.next_in = [next_obs, a'], and every target
+        critic's value there: one program."""
+        prog, drawn = self.native.Program(), buf.samples[1]
+        self.actor.forward(batch.next_obs, buf.next_pass, prog)
+        self._squash(prog, buf.next_pass, drawn)
+        prog.concat(buf.next_in.numpy(), batch.next_obs.numpy(), drawn.action.numpy())
+        self.target_values(buf, range(len(self.critics)), prog)
+        prog.run()
 
-    def _next_input(self, buf: _Buffers, batch: Batch) -> None:
-        """buf.next_in = [next_obs, a'~pi(.|s')], and log pi(a'|s') in buf.samples[1]."""
-        self.actor.forward(batch.next_obs, buf.next_pass)
-        self._squash(buf.next_pass.outs[-1], buf.samples[1])
-        torch.cat([batch.next_obs, buf.samples[1].action], dim=1, out=buf.next_in)
+    def _squash(self, prog: Any, p: NetPass, drawn: _Squashed) -> None:
+        """The squashed Gaussian sample of the actor's outputs in pass p at drawn.eps, and its log-probability,
+        into `drawn` (natively, squash() in float64 rounded once)."""
+        prog.squash_sample(p.np_outs[-1], drawn.eps.numpy(), drawn.action.numpy(), drawn.std.numpy(),
+                           drawn.log_prob.numpy())
 
     def _sample(self, buf: _Buffers, batch: Batch) -> None:
         """a~pi(.|s) into buf.samples[0] and buf.x_pi = [obs, a], and with ent_coef auto the entropy
         coefficient's step."""
-        sample = buf.samples[0]
-        self.actor.forward(batch.obs, buf.pi_pass)
-        self._squash(buf.pi_pass.outs[-1], sample)
-        torch.cat([batch.obs, sample.action], dim=1, out=buf.x_pi)
+        prog, sample = self.native.Program(), buf.samples[0]
+        self.actor.forward(batch.obs, buf.pi_pass, prog)
+        self._squash(prog, buf.pi_pass, sample)
+        prog.concat(buf.x_pi.numpy(), batch.obs.numpy(), sample.action.numpy())
+        prog.run()
         if self.ent_adam is not None:  # d/d log_alpha of -mean(log_alpha * (log pi + target entropy))
             grad = (sample.log_prob + self.learner.target_entropy).mean().neg_().reshape(1)
             self.ent_adam.native_step(self.native, [grad.numpy()], 0.0)
 
     def _critic_step(self, buf: _Buffers, batch: Batch, i: int, average: bool) -> float:
-        """Critic i's loss gradient and Adam step, its target's Polyak average when due, then its input
-        gradient at x_pi for the actor (the updated critic's, SB3's order). Returns its loss."""
-        (loss,) = self.critic_grads(buf, batch, (i,))
-        self.step_critics(buf, (i,))
+        """Critic i's loss gradient (its pass at buf.x made) and Adam step, then its input gradient at x_pi for
+        the actor (the updated critic's, SB3's order): one program; then its target's Polyak average when due
+        (its low-precision copy follows at the next step's refresh). Returns its loss."""
+        prog = self.native.Program()
+        (loss,) = self.critic_grads(buf, batch, (i,), prog, forward=False)
+        self.step_critics(buf, (i,), prog)
+        self.critics[i].refresh(prog)  # its low-precision copy of the updated weights (no-op in float32)
+        self.input_grad(i, buf.x_pi, buf.pi_passes[i], buf.d_q_pi, buf.d_x_pi[i], prog)
+        value = float(prog.run()[loss])
         if average:
             with torch.no_grad():
                 torch_ops.foreach_lerp_(self._targets[i], self._online[i], self.learner.tau)
-        self.critics[i].refresh()  # its low-precision copy of the updated weights (no-op in float32)
-        self.input_grad(i, buf.x_pi, buf.pi_passes[i], buf.d_q_pi, buf.d_x_pi[i])
-        return loss
+            self.critic_targets[i].refresh()
+        return value
 
     def _actor_step(self, buf: _Buffers, batch: Batch, ent_coef: float) -> None:
         """The actor's gradient of mean(alpha log pi(a|s) - min_i Q_i(s, a)) at step 1's sample (the gradient at
-        its outputs natively, in the float32 ops of the torch step), and its Adam step."""
+        its outputs natively, in the float32 ops of the torch step), and its Adam step: one program, its
+        weight-gradient GEMM beside the rest in the concurrent schedule."""
         sample, (q1, q2) = buf.samples[0], (p.np_outs[-1] for p in buf.pi_passes)
-        self.native.squash_backward(q1, q2, buf.d_x_pi[0].numpy(), buf.d_x_pi[1].numpy(), sample.action.numpy(),
-                                    sample.eps.numpy(), sample.std.numpy(), buf.pi_pass.np_outs[-1],
-                                    ent_coef / len(batch.reward), buf.d_pi_out.numpy())
-        self.actor.backward(buf.d_pi_out, batch.obs, buf.pi_pass, buf.actor_grads, beside=self.learner._on_grad_thread)
-        self.actor_adam.native_step(self.native, [g.numpy() for g in buf.actor_grads], 0.0)
+        threads = self.learner._threads()
+        prog = self.native.Program()
+        prog.squash_backward(q1, q2, buf.d_x_pi[0].numpy(), buf.d_x_pi[1].numpy(), sample.action.numpy(),
+                             sample.eps.numpy(), sample.std.numpy(), buf.pi_pass.np_outs[-1],
+                             ent_coef / len(batch.reward), buf.d_pi_out.numpy())
+        self.actor.backward(buf.d_pi_out, batch.obs, buf.pi_pass, buf.actor_grads, prog=prog, threads=threads)
+        self.actor_adam.native_step(prog, [g.numpy() for g in buf.actor_grads], 0.0, threads=threads)
+        self.actor.refresh(prog)
+        prog.run(threads)

@@ -66,6 +66,10 @@ class TwoThreadLearner(DeepLearner):
                              f"(update_schedule {update_schedule(self.config)!r})")
         self.schedule = schedule
 
+    def _threads(self) -> int:
+        """The threads the current schedule gives a native program's parts beside each other (2 concurrent)."""
+        return 1 if self.schedule == "serial" or self._grad_thread is None else 2
+
     def _on_grad_thread(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
         """`fn(*args)` on the second thread, subnormals flushed there as on this one; in the serial schedule
         on this thread, at once (a done Future that holds its result or its error, raised by .result()):

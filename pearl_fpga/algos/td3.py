@@ -39,6 +39,8 @@ drawn before it.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -243,8 +245,10 @@ class TD3(TwoThreadLearner):
         concurrent = update_actor and self.config.concurrent_updates
 
         def actor_half() -> None:  # on the step's starting Q1; its Adam step touches no critic
-            fused.actor_grads(buf, batch, False)
-            fused.step_actor(buf)
+            prog = fused.native.Program()
+            fused.actor_grads(buf, batch, False, prog)
+            fused.step_actor(buf, prog=prog)
+            prog.run()
 
         actor_future = self._on_grad_thread(actor_half) if concurrent else None
         later = range(1, self.n_critics)  # the critics after Q1: on the second thread with split_critics
@@ -265,28 +269,34 @@ class TD3(TwoThreadLearner):
             fused.target_values(buf, later)
         fused.td_target(buf, batch)
 
-        def later_critics() -> list[float]:  # their gradients, then their Adam step (Adam is per parameter)
-            later_losses = fused.critic_grads(buf, batch, later)
-            fused.step_critics(buf, later)
-            return later_losses
+        def critics_part(indices: range, wait: Future[None] | None = None) -> list[float]:
+            """Their gradients, then their Adam step (Adam is per parameter), as one program; wait: what must
+            finish before they step."""
+            prog = fused.native.Program()
+            slots = fused.critic_grads(buf, batch, indices, prog)
+            if wait is not None:  # the actor's half reads Q1 as it was: its gradient first, then the wait
+                prog.run()
+                wait.result()  # re-raises an error of the actor's half; Q1 may change from here
+            fused.step_critics(buf, indices, prog)
+            values = prog.run()
+            return [values[k] for k in slots]
 
-        pending_losses = self._on_grad_thread(later_critics) if split else None
-        losses = fused.critic_grads(buf, batch, range(1))
-        if actor_future is not None:
-            actor_future.result()  # re-raises an error of the actor's half; Q1 may change from here
-        fused.step_critics(buf, range(1))
-        losses += pending_losses.result() if pending_losses is not None else later_critics()
+        pending_losses = self._on_grad_thread(critics_part, later) if split else None
+        losses = critics_part(range(1), actor_future)
+        losses += pending_losses.result() if pending_losses is not None else critics_part(later)
         if update_actor:
             if concurrent:
                 self._update_targets()
             else:  # SB3's order: the actor's gradient on the updated Q1
                 averaging = self._on_grad_thread(self._update_targets, self._critics_part) if split else None
+                prog, threads = fused.native.Program(), self._threads()
                 if actor_pass is not None:
                     actor_pass.result()  # re-raises an error of the actor's forward pass
-                    fused.actor_backward(buf, batch, True, beside=self._on_grad_thread)
+                    fused.actor_backward(buf, batch, True, prog, threads)
                 else:
-                    fused.actor_grads(buf, batch, True)
-                fused.step_actor(buf)
+                    fused.actor_grads(buf, batch, True, prog)
+                fused.step_actor(buf, threads, prog)
+                prog.run(threads)
                 self._update_targets(self._actor_part)
                 if averaging is not None:
                     averaging.result()

@@ -17,10 +17,16 @@
 #include "worker_pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -89,6 +95,14 @@ float* optional_column(const py::handle& obj, py::ssize_t B, const char* name, b
     FloatView v = float_view(obj, name, writable);
     expect_shape(v, B, 1, name);
     return v.data;
+}
+
+// A piece's arithmetic, its arguments checked and bound: a module function runs it at once, a Program later.
+using Op = std::function<void()>;
+
+void run_released(const Op& op) {
+    py::gil_scoped_release release;
+    op();
 }
 
 // Double-DQN (or max) TD target, smooth-L1 loss and dLoss/dQ in one pass over the batch.
@@ -274,37 +288,59 @@ PEARL_BODY void narrow_body(const float* src, std::uint16_t* low, py::ssize_t n)
 PEARL_ISA_VARIANTS(void, narrow, (const float* src, std::uint16_t* low, py::ssize_t n), (src, low, n))
 
 // db = column sums of d (B, N).
-void bias_grad(py::handle d_obj, py::handle db_obj) {
+Op bias_grad_op(py::handle d_obj, py::handle db_obj) {
     FloatView d = float_view(d_obj, "d", false), db = float_view(db_obj, "db", true);
     expect_shape(db, d.cols, 1, "db");
-    py::gil_scoped_release release;
-    column_sums(d.data, db.data, d.rows, d.cols);
+    return [d, db] { column_sums(d.data, db.data, d.rows, d.cols); };
 }
+void bias_grad(py::handle d_obj, py::handle db_obj) { run_released(bias_grad_op(d_obj, db_obj)); }
 
 // out += b per row (then ReLU when relu): the bias and activation after a GEMM that wrote out = x W^T, in one
 // pass instead of a bias copy before the GEMM and a ReLU after it. out (R, N), b (N,). src: the GEMM's result in
 // bfloat16 (R, N), read instead of out (a bfloat16 GEMM's widening in the same pass); out_low: out narrowed to
 // bfloat16 as well (the next layer's GEMM operand).
-void bias_relu(py::handle out_obj, py::handle b_obj, bool relu, py::handle src_obj, py::handle out_low_obj) {
+Op bias_relu_op(py::handle out_obj, py::handle b_obj, bool relu, py::handle src_obj, py::handle out_low_obj) {
     FloatView out = float_view(out_obj, "out", true), b = float_view(b_obj, "b", false);
     expect_shape(b, out.cols, 1, "b");
     Bf16View src = bf16_view(src_obj, "src", false), low = bf16_view(out_low_obj, "out_low", true);
     expect_bf16_shape(src, out.rows, out.cols, "src");
     expect_bf16_shape(low, out.rows, out.cols, "out_low");
-    py::gil_scoped_release release;
-    add_bias_relu(out.data, b.data, out.rows, out.cols, relu, src.data, low.data);
+    return [out, b, relu, src, low] { add_bias_relu(out.data, b.data, out.rows, out.cols, relu, src.data, low.data); };
+}
+void bias_relu(py::handle out_obj, py::handle b_obj, bool relu, py::handle src_obj, py::handle out_low_obj) {
+    run_released(bias_relu_op(out_obj, b_obj, relu, src_obj, out_low_obj));
 }
 
 // d *= (a > 0): the ReLU's backward pass, a being the ReLU's output. src: the gradient's GEMM result in bfloat16,
 // read instead of d; out_low: d narrowed to bfloat16 as well (the layer's GEMM operand).
-void relu_backward(py::handle d_obj, py::handle a_obj, py::handle src_obj, py::handle out_low_obj) {
+Op relu_backward_op(py::handle d_obj, py::handle a_obj, py::handle src_obj, py::handle out_low_obj) {
     FloatView d = float_view(d_obj, "d", true), a = float_view(a_obj, "a", false);
     expect_shape(a, d.rows, d.cols, "a");
     Bf16View src = bf16_view(src_obj, "src", false), low = bf16_view(out_low_obj, "out_low", true);
     expect_bf16_shape(src, d.rows, d.cols, "src");
     expect_bf16_shape(low, d.rows, d.cols, "out_low");
-    py::gil_scoped_release release;
-    keep_positive(d.data, a.data, d.rows * d.cols, src.data, low.data);
+    return [d, a, src, low] { keep_positive(d.data, a.data, d.rows * d.cols, src.data, low.data); };
+}
+void relu_backward(py::handle d_obj, py::handle a_obj, py::handle src_obj, py::handle out_low_obj) {
+    run_released(relu_backward_op(d_obj, a_obj, src_obj, out_low_obj));
+}
+
+// low = src narrowed to bfloat16, or out = low widened to float32 (the same shape).
+Op narrow_op(py::handle src_obj, py::handle low_obj) {
+    FloatView src = float_view(src_obj, "src", false);
+    Bf16View low = bf16_view(low_obj, "low", true);
+    if (low.data == nullptr) throw py::value_error("low must be a bfloat16 array's bits, not None");
+    expect_bf16_shape(low, src.rows, src.cols, "low");
+    return [src, low] { narrow(src.data, low.data, src.rows * src.cols); };
+}
+Op widen_op(py::handle low_obj, py::handle out_obj) {
+    Bf16View low = bf16_view(low_obj, "low", false);
+    if (low.data == nullptr) throw py::value_error("low must be a bfloat16 array's bits, not None");
+    FloatView out = float_view(out_obj, "out", true);
+    expect_shape(out, low.rows, low.cols, "out");
+    return [low, out] {
+        for (py::ssize_t k = 0; k < out.rows * out.cols; ++k) out.data[k] = bf16_to_float(low.data[k]);
+    };
 }
 
 // ---- thin layers: a side of at most a few dozen (the network's input and output layers) --------
@@ -420,8 +456,8 @@ void linear_thin_loops(const FloatView& x, const FloatView& w, const FloatView& 
 
 // out = x W^T + b (then ReLU when relu): x (R, K), W (N, K), b (N,), out (R, N); out_low: out narrowed to
 // bfloat16 as well (the next layer's GEMM operand in a bfloat16 step), or None.
-void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handle out_obj, bool relu,
-                 py::handle out_low_obj) {
+Op linear_thin_op(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handle out_obj, bool relu,
+                   py::handle out_low_obj) {
     FloatView x = float_view(x_obj, "x", false), w = float_view(w_obj, "w", false);
     FloatView b = float_view(b_obj, "b", false), out = float_view(out_obj, "out", true);
     const py::ssize_t R = x.rows, K = x.cols, N = w.rows;
@@ -430,23 +466,24 @@ void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handl
     expect_shape(out, R, N, "out");
     Bf16View low = bf16_view(out_low_obj, "out_low", true);
     expect_bf16_shape(low, R, N, "out_low");
-    py::gil_scoped_release release;
-    if (low.data) {
+    return [x, w, b, out, relu, low] {
         linear_thin_loops(x, w, b, out, relu);
-        narrow(out.data, low.data, R * N);
-        return;
-    }
-    linear_thin_loops(x, w, b, out, relu);
+        if (low.data) narrow(out.data, low.data, out.rows * out.cols);
+    };
+}
+void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handle out_obj, bool relu,
+                 py::handle out_low_obj) {
+    run_released(linear_thin_op(x_obj, w_obj, b_obj, out_obj, relu, out_low_obj));
 }
 
 // dW = d^T a: d (B, N), a (B, K), dw (N, K).
-void weight_grad_thin(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
+Op weight_grad_thin_op(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
     FloatView d = float_view(d_obj, "d", false), a = float_view(a_obj, "a", false);
     FloatView dw = float_view(dw_obj, "dw", true);
     const py::ssize_t B = d.rows, N = d.cols, K = a.cols;
     expect_shape(a, B, K, "a");
     expect_shape(dw, N, K, "dw");
-    py::gil_scoped_release release;
+    return [d, a, dw, B, N, K] {
     if (K >= N) {  // dw row n += d[i, n] * a row i
         outer_sums(d.data, a.data, dw.data, B, N, K);
     } else {  // accumulate dw^T (K, N) along the long side N, then transpose
@@ -455,13 +492,17 @@ void weight_grad_thin(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
         for (py::ssize_t n = 0; n < N; ++n)
             for (py::ssize_t k = 0; k < K; ++k) dw.data[n * K + k] = t[k * N + n];
     }
+    };
+}
+void weight_grad_thin(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
+    run_released(weight_grad_thin_op(d_obj, a_obj, dw_obj));
 }
 
 // out = (d W) * (a > 0), the gradient at a ReLU layer's output a: d (B, N), W (N, K), a and out (B, K);
 // a None: out = d W, the gradient at the network's input (no mask). out_low: out narrowed to bfloat16 as well
 // (the layer below's GEMM operand in a bfloat16 step), or None.
-void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::handle out_obj,
-                     py::handle out_low_obj) {
+Op input_grad_thin_op(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::handle out_obj,
+                       py::handle out_low_obj) {
     FloatView d = float_view(d_obj, "d", false), w = float_view(w_obj, "w", false);
     FloatView out = float_view(out_obj, "out", true);
     const py::ssize_t B = d.rows, N = d.cols, K = w.cols;
@@ -475,7 +516,7 @@ void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::h
     }
     Bf16View low = bf16_view(out_low_obj, "out_low", true);
     expect_bf16_shape(low, B, K, "out_low");
-    py::gil_scoped_release release;
+    return [d, w, mask, out, low, B, N, K] {
     if (N > K) {  // many outputs, few inputs (an input layer): one dot product per input, along N
         const std::vector<float> wt = transposed(w);
         thin_dots(d.data, wt.data(), nullptr, out.data, B, N, K, false);
@@ -484,6 +525,11 @@ void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::h
         thin_combine_rows(d.data, w.data, mask, out.data, B, N, K);
     }
     if (low.data) narrow(out.data, low.data, B * K);
+    };
+}
+void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::handle out_obj,
+                     py::handle out_low_obj) {
+    run_released(input_grad_thin_op(d_obj, w_obj, a_obj, out_obj, out_low_obj));
 }
 
 // The MSE to a TD target and its gradient, one critic: q, target (B, 1); weights (B,) importance
@@ -491,8 +537,9 @@ void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::h
 // Writes d_q = scale 2 w (q - target) / B (B, 1) and, when abs_td is not None, |q - target| (B,);
 // returns the loss, scale times the mean over the batch of w (q - target)^2 (torch's F.mse_loss
 // without weights, at scale 1).
-double mse_loss_grad(py::handle q_obj, py::handle target_obj, py::handle weights_obj, py::handle d_q_obj,
-                     py::handle abs_td_obj, double scale) {
+// (The loss into *loss when the op runs.)
+Op mse_loss_grad_op(py::handle q_obj, py::handle target_obj, py::handle weights_obj, py::handle d_q_obj,
+                    py::handle abs_td_obj, double scale, double* loss_out) {
     FloatView q = float_view(q_obj, "q", false), target = float_view(target_obj, "target", false);
     const py::ssize_t B = q.rows;
     expect_shape(q, B, 1, "q");
@@ -502,15 +549,23 @@ double mse_loss_grad(py::handle q_obj, py::handle target_obj, py::handle weights
     expect_shape(d_q, B, 1, "d_q");
     float* abs_td = optional_column(abs_td_obj, B, "abs_td", true);
     const float norm = static_cast<float>(2.0 * scale) / static_cast<float>(B);
+    return [q, target, w, d_q, abs_td, norm, scale, loss_out, B] {
+        double loss = 0.0;
+        for (py::ssize_t i = 0; i < B; ++i) {
+            const float td = q.data[i] - target.data[i];
+            const float wi = w ? w[i] : 1.0f;
+            loss += static_cast<double>(wi * (td * td));
+            d_q.data[i] = norm * td * wi;
+            if (abs_td) abs_td[i] = std::fabs(td);
+        }
+        *loss_out = scale * loss / static_cast<double>(B);
+    };
+}
+double mse_loss_grad(py::handle q_obj, py::handle target_obj, py::handle weights_obj, py::handle d_q_obj,
+                     py::handle abs_td_obj, double scale) {
     double loss = 0.0;
-    for (py::ssize_t i = 0; i < B; ++i) {
-        const float td = q.data[i] - target.data[i];
-        const float wi = w ? w[i] : 1.0f;
-        loss += static_cast<double>(wi * (td * td));
-        d_q.data[i] = norm * td * wi;
-        if (abs_td) abs_td[i] = std::fabs(td);
-    }
-    return scale * loss / static_cast<double>(B);
+    mse_loss_grad_op(q_obj, target_obj, weights_obj, d_q_obj, abs_td_obj, scale, &loss)();  // (B, 1): with the GIL
+    return loss;
 }
 
 // Runs work() on the calling thread and on up to threads - 1 helpers of the native pool (worker_pool.h),
@@ -548,8 +603,10 @@ void run_beside(int threads, const Work& work, const OnHelper& on_helper) {
 // step (as torch.optim.Adam, no AMSGrad, L2 weight decay) over lists of parameters, gradients,
 // moment buffers and step counters (0-d float32, torch's format; each is incremented first, and they
 // must agree). Returns the total gradient norm before clipping.
-double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list exp_avg_sqs, py::list steps, double lr,
-                 double beta1, double beta2, double eps, double weight_decay, double max_norm, int threads) {
+// (The norm into *norm_out when the op runs.)
+Op clip_adam_op(py::list params, py::list grads, py::list exp_avgs, py::list exp_avg_sqs, py::list steps, double lr,
+                double beta1, double beta2, double eps, double weight_decay, double max_norm, int threads,
+                double* norm_out) {
     const size_t n = params.size();
     if (grads.size() != n || exp_avgs.size() != n || exp_avg_sqs.size() != n || steps.size() != n)
         throw py::value_error("params, grads, exp_avgs, exp_avg_sqs and steps must have the same length");
@@ -565,7 +622,6 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
     };
     std::vector<Slot> slots;
     slots.reserve(n);
-    double sq = 0.0;
     for (size_t k = 0; k < n; ++k) {
         Slot s{float_view(params[k], "param", true), float_view(grads[k], "grad", true),
                float_view(exp_avgs[k], "exp_avg", true), float_view(exp_avg_sqs[k], "exp_avg_sq", true)};
@@ -573,10 +629,12 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
         for (const FloatView* o : {&s.g, &s.m, &s.v})
             if (o->rows * o->cols != size)
                 throw py::value_error("gradient or moment buffer size differs from its parameter's");
-        sq += dot(s.g.data, s.g.data, size);
         slots.push_back(s);
     }
-    py::gil_scoped_release release;  // the arrays stay referenced by the caller's lists
+    return [counters = std::move(counters), slots = std::move(slots), lr, beta1, beta2, eps, weight_decay, max_norm,
+            threads, norm_out] {
+    double sq = 0.0;
+    for (const Slot& s : slots) sq += dot(s.g.data, s.g.data, s.p.rows * s.p.cols);
     for (float* c : counters) *c += 1.0f;
     const double step = counters.empty() ? 1.0 : *counters[0];
     const double norm = std::sqrt(sq);
@@ -600,6 +658,14 @@ double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list ex
                         step_size, bias2_sqrt);
         }
     }, [] {});
+    *norm_out = norm;
+    };
+}
+double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list exp_avg_sqs, py::list steps, double lr,
+                 double beta1, double beta2, double eps, double weight_decay, double max_norm, int threads) {
+    double norm = 0.0;
+    run_released(clip_adam_op(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, eps, weight_decay,
+                              max_norm, threads, &norm));  // the arrays stay referenced by the caller's lists
     return norm;
 }
 
@@ -613,8 +679,8 @@ constexpr double kLogStdMin = -20.0, kLogStdMax = 2.0, kSquashEps = 1e-6;
 // out (B, 2A): the policy network's outputs (means, then raw log sigmas); eps (B, A): standard normal noise.
 // Writes action = tanh(mean + sigma eps) and sigma = exp(clamp(raw, -20, 2)) (B, A), and log_prob (B, 1) =
 // sum_j (-eps_j^2 / 2 - log sigma_j - log(2 pi) / 2) - sum_j log(1 - a_j^2 + 1e-6) (squash() in float64, rounded).
-void squash_sample(py::handle out_obj, py::handle eps_obj, py::handle action_obj, py::handle std_obj,
-                     py::handle log_prob_obj) {
+Op squash_sample_op(py::handle out_obj, py::handle eps_obj, py::handle action_obj, py::handle std_obj,
+                    py::handle log_prob_obj) {
     FloatView out = float_view(out_obj, "out", false), eps = float_view(eps_obj, "eps", false);
     const py::ssize_t B = eps.rows, A = eps.cols;
     expect_shape(out, B, 2 * A, "out");
@@ -624,7 +690,7 @@ void squash_sample(py::handle out_obj, py::handle eps_obj, py::handle action_obj
     expect_shape(sigma, B, A, "std");
     expect_shape(log_prob, B, 1, "log_prob");
     const double half_log_2pi = 0.5 * std::log(2.0 * M_PI);
-    py::gil_scoped_release release;
+    return [out, eps, action, sigma, log_prob, half_log_2pi, B, A] {
     for (py::ssize_t i = 0; i < B; ++i) {
         double gaussian = 0.0, squash = 0.0;
         for (py::ssize_t j = 0; j < A; ++j) {
@@ -640,6 +706,11 @@ void squash_sample(py::handle out_obj, py::handle eps_obj, py::handle action_obj
         }
         log_prob.data[i] = static_cast<float>(gaussian - squash);
     }
+    };
+}
+void squash_sample(py::handle out_obj, py::handle eps_obj, py::handle action_obj, py::handle std_obj,
+                   py::handle log_prob_obj) {
+    run_released(squash_sample_op(out_obj, eps_obj, action_obj, std_obj, log_prob_obj));
 }
 
 // The gradient at the policy network's outputs of SAC's actor loss mean(alpha log pi(a|s) - min(Q1, Q2)(s, a))
@@ -650,9 +721,9 @@ void squash_sample(py::handle out_obj, py::handle eps_obj, py::handle action_obj
 // smaller critic's, half of each on a tie), + 2 scale a / (1 - a^2 + 1e-6) (log pi's tanh term), times
 // 1 - a^2 (tanh; rounded once, as torch's vectorized tanh_backward takes it with a fused multiply-add), then
 // for log sigma (d eps sigma - scale) times the clamp's 0/1 mask.
-void squash_backward(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, py::handle d2_obj,
-                     py::handle action_obj, py::handle eps_obj, py::handle std_obj, py::handle out_obj,
-                     double scale, py::handle d_out_obj) {
+Op squash_backward_op(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, py::handle d2_obj,
+                      py::handle action_obj, py::handle eps_obj, py::handle std_obj, py::handle out_obj,
+                      double scale, py::handle d_out_obj) {
     FloatView action = float_view(action_obj, "action", false), eps = float_view(eps_obj, "eps", false);
     const py::ssize_t B = action.rows, A = action.cols;
     FloatView q1 = float_view(q1_obj, "q1", false), q2 = float_view(q2_obj, "q2", false);
@@ -672,7 +743,7 @@ void squash_backward(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, py
     const float s = static_cast<float>(scale), s2 = static_cast<float>(scale * 2.0);
     const float sq_eps = static_cast<float>(kSquashEps), lo = static_cast<float>(kLogStdMin);
     const float hi = static_cast<float>(kLogStdMax);
-    py::gil_scoped_release release;
+    return [q1, q2, d1, d2, action, eps, sigma, out, d_out, s, s2, sq_eps, lo, hi, B, A, C] {
     for (py::ssize_t i = 0; i < B; ++i)
         for (py::ssize_t j = 0; j < A; ++j) {
             const float g1 = d1.data[i * C + C - A + j], g2 = d2.data[i * C + C - A + j];
@@ -685,6 +756,12 @@ void squash_backward(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, py
             d_out.data[i * 2 * A + j] = d_pre;
             d_out.data[i * 2 * A + A + j] = (d_pre * eps.data[i * A + j] * sigma.data[i * A + j] - s) * kept;
         }
+    };
+}
+void squash_backward(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, py::handle d2_obj, py::handle action_obj,
+                     py::handle eps_obj, py::handle std_obj, py::handle out_obj, double scale, py::handle d_out_obj) {
+    run_released(squash_backward_op(q1_obj, q2_obj, d1_obj, d2_obj, action_obj, eps_obj, std_obj, out_obj, scale,
+                                    d_out_obj));
 }
 
 // ---- GEMMs beside the caller ---------------------------------------------------------------------
@@ -795,6 +872,192 @@ int gemms(py::list specs, int threads, int blas_threads) {
     return static_cast<int>(tasks.size()) - by_caller.load();  // the tasks the helpers ran
 }
 
+// ---- programs: a step's pieces as one call ---------------------------------------------------------
+// A Python thread that calls torch and this module op by op gives up the GIL at each call and waits to take
+// it back, while the learner's other thread does the same: on a virtualized host each hand-over costs as
+// much as a small op. A Program records the pieces of a part of a step (its arguments checked and bound
+// at once, the arrays held), and run() does them in order with the GIL released once. Its GEMMs are torch's
+// own (at::mm_out through the address set_mm takes, from pearl_fpga._aten_gemm), in float32 or bfloat16,
+// so a program computes the bits of the same pieces called one by one.
+
+// out (M, N) = op(a) op(b) in float32 (bf16 = 0) or bfloat16 (1), row-major with leading dimensions
+// lda, ldb, ldo; op(a) is a (M, K), or a^T stored (K, M) when trans_a. Returns 0, or nonzero on failure.
+using MmFn = int (*)(int, std::int64_t, std::int64_t, std::int64_t, const void*, std::int64_t, int, const void*,
+                     std::int64_t, int, void*, std::int64_t);
+MmFn torch_mm = nullptr;
+
+void set_mm(std::uintptr_t address) {
+    if (address == 0) throw py::value_error("set_mm needs the routine's address");
+    torch_mm = reinterpret_cast<MmFn>(address);
+}
+
+// A GEMM operand: float32, or bfloat16 bits (16-bit integers), C-contiguous and 2-D.
+struct MatrixView {
+    void* data;
+    py::ssize_t rows, cols;
+    bool bf16;
+};
+
+MatrixView matrix_view(const py::handle& obj, const char* name, bool writable) {
+    if (py::isinstance<py::array_t<float>>(obj)) {
+        FloatView v = float_view(obj, name, writable);
+        if (py::reinterpret_borrow<py::array>(obj).ndim() != 2) throw py::value_error(std::string(name) + " must be 2-D");
+        return {v.data, v.rows, v.cols, false};
+    }
+    if (obj.is_none()) throw py::type_error(std::string(name) + " must be an array, not None");
+    Bf16View v = bf16_view(obj, name, writable);
+    return {v.data, v.rows, v.cols, true};
+}
+
+// out = op(a) op(b): the failure flag set (not thrown: a program's ops run beside each other) when torch fails.
+Op gemm_op(py::handle a_obj, bool trans_a, py::handle b_obj, bool trans_b, py::handle out_obj,
+           std::atomic<bool>* failed) {
+    if (torch_mm == nullptr) throw std::runtime_error("gemm: no GEMM routine set (call set_mm first)");
+    MatrixView a = matrix_view(a_obj, "a", false), b = matrix_view(b_obj, "b", false);
+    MatrixView out = matrix_view(out_obj, "out", true);
+    if (a.bf16 != b.bf16 || a.bf16 != out.bf16)
+        throw py::type_error("gemm: a, b and out must all be float32 or all bfloat16 bits");
+    const py::ssize_t M = trans_a ? a.cols : a.rows, K = trans_a ? a.rows : a.cols;
+    const py::ssize_t N = trans_b ? b.rows : b.cols;
+    if ((trans_b ? b.cols : b.rows) != K)
+        throw py::value_error("gemm: a and b do not chain (inner sizes " + std::to_string(K) + " and " +
+                              std::to_string(trans_b ? b.cols : b.rows) + ")");
+    if (out.rows != M || out.cols != N)
+        throw py::value_error("gemm: out has shape (" + std::to_string(out.rows) + ", " + std::to_string(out.cols) +
+                              "), expected (" + std::to_string(M) + ", " + std::to_string(N) + ")");
+    return [a, b, out, trans_a, trans_b, M, N, K, failed] {
+        if (torch_mm(a.bf16 ? 1 : 0, M, N, K, a.data, a.cols, trans_a, b.data, b.cols, trans_b, out.data, N) != 0)
+            failed->store(true);
+    };
+}
+
+class Program {
+   public:
+    Program() : results_(std::make_shared<std::deque<double>>()), failed_(std::make_shared<std::atomic<bool>>(false)) {}
+
+    // The module's pieces, recorded (the same arguments).
+    void bias_grad(py::handle d, py::handle db) { add(bias_grad_op(d, db), {d, db}); }
+    void bias_relu(py::handle out, py::handle b, bool relu, py::handle src, py::handle low) {
+        add(bias_relu_op(out, b, relu, src, low), {out, b, src, low});
+    }
+    void relu_backward(py::handle d, py::handle a, py::handle src, py::handle low) {
+        add(relu_backward_op(d, a, src, low), {d, a, src, low});
+    }
+    void linear_thin(py::handle x, py::handle w, py::handle b, py::handle out, bool relu, py::handle low) {
+        add(linear_thin_op(x, w, b, out, relu, low), {x, w, b, out, low});
+    }
+    void weight_grad_thin(py::handle d, py::handle a, py::handle dw) { add(weight_grad_thin_op(d, a, dw), {d, a, dw}); }
+    void input_grad_thin(py::handle d, py::handle w, py::handle a, py::handle out, py::handle low) {
+        add(input_grad_thin_op(d, w, a, out, low), {d, w, a, out, low});
+    }
+    void squash_sample(py::handle out, py::handle eps, py::handle action, py::handle sigma, py::handle log_prob) {
+        add(squash_sample_op(out, eps, action, sigma, log_prob), {out, eps, action, sigma, log_prob});
+    }
+    void squash_backward(py::handle q1, py::handle q2, py::handle d1, py::handle d2, py::handle action, py::handle eps,
+                         py::handle sigma, py::handle out, double scale, py::handle d_out) {
+        add(squash_backward_op(q1, q2, d1, d2, action, eps, sigma, out, scale, d_out),
+            {q1, q2, d1, d2, action, eps, sigma, out, d_out});
+    }
+    // These two return the index of their value in run()'s list.
+    size_t mse_loss_grad(py::handle q, py::handle target, py::handle weights, py::handle d_q, py::handle abs_td,
+                         double scale) {
+        double* slot = &results_->emplace_back(0.0);
+        add(mse_loss_grad_op(q, target, weights, d_q, abs_td, scale, slot), {q, target, weights, d_q, abs_td});
+        return results_->size() - 1;
+    }
+    size_t clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list exp_avg_sqs, py::list steps,
+                     double lr, double beta1, double beta2, double eps, double weight_decay, double max_norm,
+                     int threads) {
+        double* slot = &results_->emplace_back(0.0);
+        add(clip_adam_op(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, eps, weight_decay, max_norm,
+                         threads, slot),
+            {params, grads, exp_avgs, exp_avg_sqs, steps});
+        return results_->size() - 1;
+    }
+    // Programs' own pieces.
+    void gemm(py::handle a, bool trans_a, py::handle b, bool trans_b, py::handle out) {
+        add(gemm_op(a, trans_a, b, trans_b, out, failed_.get()), {a, b, out});
+    }
+    void narrow(py::handle src, py::handle low) { add(narrow_op(src, low), {src, low}); }
+    void widen(py::handle low, py::handle out) { add(widen_op(low, out), {low, out}); }
+    // out = [a, b] side by side (torch.cat along dim 1): float32 (B, n_a + n_b), a (B, n_a), b (B, n_b).
+    void concat(py::handle out_obj, py::handle a_obj, py::handle b_obj) {
+        FloatView out = float_view(out_obj, "out", true), a = float_view(a_obj, "a", false);
+        FloatView b = float_view(b_obj, "b", false);
+        expect_shape(a, out.rows, a.cols, "a");
+        expect_shape(b, out.rows, out.cols - a.cols, "b");
+        add([out, a, b] {
+            for (py::ssize_t i = 0; i < out.rows; ++i) {
+                std::copy(a.data + i * a.cols, a.data + (i + 1) * a.cols, out.data + i * out.cols);
+                std::copy(b.data + i * b.cols, b.data + (i + 1) * b.cols, out.data + i * out.cols + a.cols);
+            }
+        }, {out_obj, a_obj, b_obj});
+    }
+
+    // A program that runs beside this one, from here to join(): with two threads in run(), its ops on the
+    // native pool's helper while this program's ops recorded meanwhile run on the caller (either may run
+    // both: the two parts must not touch each other's outputs).
+    Program& beside() {
+        if (side_) throw std::logic_error("Program.beside: the last beside program is not joined yet");
+        side_ = std::unique_ptr<Program>(new Program(results_, failed_));
+        fork_at_ = ops_.size();
+        return *side_;
+    }
+    void join() {
+        if (!side_) throw std::logic_error("Program.join: no beside program to join");
+        auto here = std::make_shared<std::vector<Op>>(ops_.begin() + static_cast<std::ptrdiff_t>(fork_at_), ops_.end());
+        auto there = std::make_shared<std::vector<Op>>(std::move(side_->ops_));
+        ops_.resize(fork_at_);
+        for (auto& obj : side_->keep_) keep_.push_back(std::move(obj));
+        side_.reset();
+        const int* threads = &threads_;
+        ops_.push_back([here, there, threads] {
+            const std::vector<Op>* parts[2] = {here.get(), there.get()};
+            std::atomic<int> next{0};
+            run_beside(*threads, [&] {
+                for (int k; (k = next.fetch_add(1)) < 2;)
+                    for (const Op& op : *parts[k]) op();
+            }, [] {});
+        });
+    }
+
+    // Runs the ops recorded since the last run, in order, the GIL released (beside programs on up to `threads`
+    // threads), and forgets them; returns the values of every mse_loss_grad and clip_adam recorded so far, by
+    // the indices they returned.
+    py::list run(int threads) {
+        if (side_) throw std::logic_error("Program.run: a beside program is not joined");
+        threads_ = std::max(threads, 1);
+        failed_->store(false);
+        {
+            py::gil_scoped_release release;
+            for (const Op& op : ops_) op();
+        }
+        ops_.clear();
+        keep_.clear();
+        if (failed_->load()) throw std::runtime_error("Program.run: a torch GEMM failed (see torch's message above)");
+        py::list values;
+        for (double v : *results_) values.append(v);
+        return values;
+    }
+
+   private:
+    Program(std::shared_ptr<std::deque<double>> results, std::shared_ptr<std::atomic<bool>> failed)
+        : results_(std::move(results)), failed_(std::move(failed)) {}
+
+    void add(Op op, std::initializer_list<py::handle> args) {
+        for (const py::handle& h : args) keep_.push_back(py::reinterpret_borrow<py::object>(h));
+        ops_.push_back(std::move(op));
+    }
+
+    std::vector<Op> ops_;
+    std::vector<py::object> keep_;  // what the ops read and write, alive as long as the program
+    std::shared_ptr<std::deque<double>> results_;  // a deque: its values stay where the ops point
+    std::shared_ptr<std::atomic<bool>> failed_;
+    std::unique_ptr<Program> side_;
+    size_t fork_at_ = 0;
+    int threads_ = 1;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_learner_native, m) {
@@ -836,4 +1099,39 @@ PYBIND11_MODULE(_learner_native, m) {
           "Run independent GEMM tasks (a, trans_a, b, trans_b, out, bias, relu, mask) on the caller and up to "
           "threads - 1 native helpers, the GIL released; the helpers' BLAS at blas_threads threads. Returns how many "
           "tasks the helpers ran.");
+    m.def("set_mm", &set_mm, py::arg("address"),
+          "The address of the torch GEMM that programs call (pearl_fpga._aten_gemm.address()).");
+    py::class_<Program>(m, "Program",
+                        "A part of a learner step recorded piece by piece (the module's functions, plus gemm, "
+                        "narrow and widen), then run with the GIL released once.")
+        .def(py::init<>())
+        .def("bias_grad", &Program::bias_grad, py::arg("d"), py::arg("db"))
+        .def("bias_relu", &Program::bias_relu, py::arg("out"), py::arg("b"), py::arg("relu"),
+             py::arg("src") = py::none(), py::arg("out_low") = py::none())
+        .def("relu_backward", &Program::relu_backward, py::arg("d"), py::arg("a"), py::arg("src") = py::none(),
+             py::arg("out_low") = py::none())
+        .def("linear_thin", &Program::linear_thin, py::arg("x"), py::arg("w"), py::arg("b"), py::arg("out"),
+             py::arg("relu"), py::arg("out_low") = py::none())
+        .def("weight_grad_thin", &Program::weight_grad_thin, py::arg("d"), py::arg("a"), py::arg("dw"))
+        .def("input_grad_thin", &Program::input_grad_thin, py::arg("d"), py::arg("w"), py::arg("a"), py::arg("out"),
+             py::arg("out_low") = py::none())
+        .def("squash_sample", &Program::squash_sample, py::arg("out"), py::arg("eps"), py::arg("action"),
+             py::arg("std"), py::arg("log_prob"))
+        .def("squash_backward", &Program::squash_backward, py::arg("q1"), py::arg("q2"), py::arg("d1"), py::arg("d2"),
+             py::arg("action"), py::arg("eps"), py::arg("std"), py::arg("out"), py::arg("scale"), py::arg("d_out"))
+        .def("mse_loss_grad", &Program::mse_loss_grad, py::arg("q"), py::arg("target"), py::arg("weights"),
+             py::arg("d_q"), py::arg("abs_td"), py::arg("scale") = 1.0)
+        .def("clip_adam", &Program::clip_adam, py::arg("params"), py::arg("grads"), py::arg("exp_avgs"),
+             py::arg("exp_avg_sqs"), py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"),
+             py::arg("eps"), py::arg("weight_decay"), py::arg("max_norm"), py::arg("threads") = 1)
+        .def("gemm", &Program::gemm, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"),
+             py::arg("out"), "out = op(a) op(b) by torch's GEMM: float32, or bfloat16 bits (16-bit integer arrays).")
+        .def("narrow", &Program::narrow, py::arg("src"), py::arg("low"), "low = src narrowed to bfloat16 (its bits).")
+        .def("widen", &Program::widen, py::arg("low"), py::arg("out"), "out = low (bfloat16 bits) widened to float32.")
+        .def("concat", &Program::concat, py::arg("out"), py::arg("a"), py::arg("b"),
+             "out = [a, b] side by side (float32; torch.cat along dim 1).")
+        .def("beside", &Program::beside, py::return_value_policy::reference_internal,
+             "The program run beside this one's next ops until join().")
+        .def("join", &Program::join)
+        .def("run", &Program::run, py::arg("threads") = 1);
 }
