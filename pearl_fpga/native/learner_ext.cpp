@@ -10,6 +10,8 @@
 // arrays release the GIL, so that TD3's two critics (or DDPG's actor and critic) run them on two threads
 // at once. `gemms` runs a step's independent GEMMs on the caller and a spinning native helper thread
 // (worker_pool.h) without the GIL, through the BLAS routine torch itself calls (handed over by set_blas).
+// A `Program` records a part of a step (these pieces and torch's GEMMs) and runs it with the GIL released
+// once (algos/fused_net.py's passes, SAC's and TD3's thread parts).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -27,6 +29,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -75,14 +78,11 @@ Bf16View bf16_view(const py::handle& obj, const char* name, bool writable) {
     return {static_cast<std::uint16_t*>(arr.mutable_data()), arr.shape(0), arr.shape(1)};
 }
 
-void expect_bf16_shape(const Bf16View& v, py::ssize_t rows, py::ssize_t cols, const char* name) {
-    if (v.data != nullptr && (v.rows != rows || v.cols != cols))
-        throw py::value_error(std::string(name) + " has shape (" + std::to_string(v.rows) + ", " +
-                              std::to_string(v.cols) + "), expected (" + std::to_string(rows) + ", " +
-                              std::to_string(cols) + ")");
-}
-
-void expect_shape(const FloatView& v, py::ssize_t rows, py::ssize_t cols, const char* name) {
+// A view's shape, or a ValueError naming it (a None bfloat16 view, an absent optional copy, passes).
+template <typename View>
+void expect_shape(const View& v, py::ssize_t rows, py::ssize_t cols, const char* name) {
+    if constexpr (std::is_same_v<View, Bf16View>)
+        if (v.data == nullptr) return;
     if (v.rows != rows || v.cols != cols)
         throw py::value_error(std::string(name) + " has shape (" + std::to_string(v.rows) + ", " +
                               std::to_string(v.cols) + "), expected (" + std::to_string(rows) + ", " +
@@ -303,8 +303,8 @@ Op bias_relu_op(py::handle out_obj, py::handle b_obj, bool relu, py::handle src_
     FloatView out = float_view(out_obj, "out", true), b = float_view(b_obj, "b", false);
     expect_shape(b, out.cols, 1, "b");
     Bf16View src = bf16_view(src_obj, "src", false), low = bf16_view(out_low_obj, "out_low", true);
-    expect_bf16_shape(src, out.rows, out.cols, "src");
-    expect_bf16_shape(low, out.rows, out.cols, "out_low");
+    expect_shape(src, out.rows, out.cols, "src");
+    expect_shape(low, out.rows, out.cols, "out_low");
     return [out, b, relu, src, low] { add_bias_relu(out.data, b.data, out.rows, out.cols, relu, src.data, low.data); };
 }
 void bias_relu(py::handle out_obj, py::handle b_obj, bool relu, py::handle src_obj, py::handle out_low_obj) {
@@ -317,8 +317,8 @@ Op relu_backward_op(py::handle d_obj, py::handle a_obj, py::handle src_obj, py::
     FloatView d = float_view(d_obj, "d", true), a = float_view(a_obj, "a", false);
     expect_shape(a, d.rows, d.cols, "a");
     Bf16View src = bf16_view(src_obj, "src", false), low = bf16_view(out_low_obj, "out_low", true);
-    expect_bf16_shape(src, d.rows, d.cols, "src");
-    expect_bf16_shape(low, d.rows, d.cols, "out_low");
+    expect_shape(src, d.rows, d.cols, "src");
+    expect_shape(low, d.rows, d.cols, "out_low");
     return [d, a, src, low] { keep_positive(d.data, a.data, d.rows * d.cols, src.data, low.data); };
 }
 void relu_backward(py::handle d_obj, py::handle a_obj, py::handle src_obj, py::handle out_low_obj) {
@@ -330,7 +330,7 @@ Op narrow_op(py::handle src_obj, py::handle low_obj) {
     FloatView src = float_view(src_obj, "src", false);
     Bf16View low = bf16_view(low_obj, "low", true);
     if (low.data == nullptr) throw py::value_error("low must be a bfloat16 array's bits, not None");
-    expect_bf16_shape(low, src.rows, src.cols, "low");
+    expect_shape(low, src.rows, src.cols, "low");
     return [src, low] { narrow(src.data, low.data, src.rows * src.cols); };
 }
 Op widen_op(py::handle low_obj, py::handle out_obj) {
@@ -465,7 +465,7 @@ Op linear_thin_op(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::hand
     expect_shape(b, N, 1, "b");
     expect_shape(out, R, N, "out");
     Bf16View low = bf16_view(out_low_obj, "out_low", true);
-    expect_bf16_shape(low, R, N, "out_low");
+    expect_shape(low, R, N, "out_low");
     return [x, w, b, out, relu, low] {
         linear_thin_loops(x, w, b, out, relu);
         if (low.data) narrow(out.data, low.data, out.rows * out.cols);
@@ -484,14 +484,14 @@ Op weight_grad_thin_op(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
     expect_shape(a, B, K, "a");
     expect_shape(dw, N, K, "dw");
     return [d, a, dw, B, N, K] {
-    if (K >= N) {  // dw row n += d[i, n] * a row i
-        outer_sums(d.data, a.data, dw.data, B, N, K);
-    } else {  // accumulate dw^T (K, N) along the long side N, then transpose
-        std::vector<float> t(static_cast<size_t>(K * N));
-        outer_sums(a.data, d.data, t.data(), B, K, N);
-        for (py::ssize_t n = 0; n < N; ++n)
-            for (py::ssize_t k = 0; k < K; ++k) dw.data[n * K + k] = t[k * N + n];
-    }
+        if (K >= N) {  // dw row n += d[i, n] * a row i
+            outer_sums(d.data, a.data, dw.data, B, N, K);
+        } else {  // accumulate dw^T (K, N) along the long side N, then transpose
+            std::vector<float> t(static_cast<size_t>(K * N));
+            outer_sums(a.data, d.data, t.data(), B, K, N);
+            for (py::ssize_t n = 0; n < N; ++n)
+                for (py::ssize_t k = 0; k < K; ++k) dw.data[n * K + k] = t[k * N + n];
+        }
     };
 }
 void weight_grad_thin(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
@@ -515,16 +515,16 @@ Op input_grad_thin_op(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::
         mask = a.data;
     }
     Bf16View low = bf16_view(out_low_obj, "out_low", true);
-    expect_bf16_shape(low, B, K, "out_low");
+    expect_shape(low, B, K, "out_low");
     return [d, w, mask, out, low, B, N, K] {
-    if (N > K) {  // many outputs, few inputs (an input layer): one dot product per input, along N
-        const std::vector<float> wt = transposed(w);
-        thin_dots(d.data, wt.data(), nullptr, out.data, B, N, K, false);
-        if (mask) keep_positive(out.data, mask, B * K, nullptr, nullptr);
-    } else {  // few outputs (an output layer): out row = sum over n of d[i, n] (row n of W), masked
-        thin_combine_rows(d.data, w.data, mask, out.data, B, N, K);
-    }
-    if (low.data) narrow(out.data, low.data, B * K);
+        if (N > K) {  // many outputs, few inputs (an input layer): one dot product per input, along N
+            const std::vector<float> wt = transposed(w);
+            thin_dots(d.data, wt.data(), nullptr, out.data, B, N, K, false);
+            if (mask) keep_positive(out.data, mask, B * K, nullptr, nullptr);
+        } else {  // few outputs (an output layer): out row = sum over n of d[i, n] (row n of W), masked
+            thin_combine_rows(d.data, w.data, mask, out.data, B, N, K);
+        }
+        if (low.data) narrow(out.data, low.data, B * K);
     };
 }
 void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::handle out_obj,
@@ -633,32 +633,32 @@ Op clip_adam_op(py::list params, py::list grads, py::list exp_avgs, py::list exp
     }
     return [counters = std::move(counters), slots = std::move(slots), lr, beta1, beta2, eps, weight_decay, max_norm,
             threads, norm_out] {
-    double sq = 0.0;
-    for (const Slot& s : slots) sq += dot(s.g.data, s.g.data, s.p.rows * s.p.cols);
-    for (float* c : counters) *c += 1.0f;
-    const double step = counters.empty() ? 1.0 : *counters[0];
-    const double norm = std::sqrt(sq);
-    const float clip = max_norm > 0.0 ? static_cast<float>(std::min(max_norm / (norm + 1e-6), 1.0)) : 1.0f;
+        double sq = 0.0;
+        for (const Slot& s : slots) sq += dot(s.g.data, s.g.data, s.p.rows * s.p.cols);
+        for (float* c : counters) *c += 1.0f;
+        const double step = counters.empty() ? 1.0 : *counters[0];
+        const double norm = std::sqrt(sq);
+        const float clip = max_norm > 0.0 ? static_cast<float>(std::min(max_norm / (norm + 1e-6), 1.0)) : 1.0f;
 
-    const double bias1 = 1.0 - std::pow(beta1, step), bias2 = 1.0 - std::pow(beta2, step);
-    const float step_size = static_cast<float>(lr / bias1), bias2_sqrt = static_cast<float>(std::sqrt(bias2));
-    const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2), e = static_cast<float>(eps);
-    const float wd = static_cast<float>(weight_decay);
-    // the update is element-wise: chunks of it on several threads (run_beside) give the bits of one pass
-    constexpr py::ssize_t kChunk = 8192;
-    std::vector<std::pair<size_t, py::ssize_t>> chunks;  // (slot, first element)
-    for (size_t k = 0; k < slots.size(); ++k)
-        for (py::ssize_t at = 0; at < slots[k].p.rows * slots[k].p.cols; at += kChunk) chunks.emplace_back(k, at);
-    std::atomic<size_t> next{0};
-    run_beside(std::min<int>(threads, static_cast<int>(chunks.size())), [&] {
-        for (size_t c; (c = next.fetch_add(1)) < chunks.size();) {
-            const Slot& s = slots[chunks[c].first];
-            const py::ssize_t at = chunks[c].second, size = std::min(kChunk, s.p.rows * s.p.cols - at);
-            adam_update(s.p.data + at, s.g.data + at, s.m.data + at, s.v.data + at, size, clip, wd, b1, b2, e,
-                        step_size, bias2_sqrt);
-        }
-    }, [] {});
-    *norm_out = norm;
+        const double bias1 = 1.0 - std::pow(beta1, step), bias2 = 1.0 - std::pow(beta2, step);
+        const float step_size = static_cast<float>(lr / bias1), bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+        const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2), e = static_cast<float>(eps);
+        const float wd = static_cast<float>(weight_decay);
+        // the update is element-wise: chunks of it on several threads (run_beside) give the bits of one pass
+        constexpr py::ssize_t kChunk = 8192;
+        std::vector<std::pair<size_t, py::ssize_t>> chunks;  // (slot, first element)
+        for (size_t k = 0; k < slots.size(); ++k)
+            for (py::ssize_t at = 0; at < slots[k].p.rows * slots[k].p.cols; at += kChunk) chunks.emplace_back(k, at);
+        std::atomic<size_t> next{0};
+        run_beside(std::min<int>(threads, static_cast<int>(chunks.size())), [&] {
+            for (size_t c; (c = next.fetch_add(1)) < chunks.size();) {
+                const Slot& s = slots[chunks[c].first];
+                const py::ssize_t at = chunks[c].second, size = std::min(kChunk, s.p.rows * s.p.cols - at);
+                adam_update(s.p.data + at, s.g.data + at, s.m.data + at, s.v.data + at, size, clip, wd, b1, b2, e,
+                            step_size, bias2_sqrt);
+            }
+        }, [] {});
+        *norm_out = norm;
     };
 }
 double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list exp_avg_sqs, py::list steps, double lr,
@@ -691,21 +691,21 @@ Op squash_sample_op(py::handle out_obj, py::handle eps_obj, py::handle action_ob
     expect_shape(log_prob, B, 1, "log_prob");
     const double half_log_2pi = 0.5 * std::log(2.0 * M_PI);
     return [out, eps, action, sigma, log_prob, half_log_2pi, B, A] {
-    for (py::ssize_t i = 0; i < B; ++i) {
-        double gaussian = 0.0, squash = 0.0;
-        for (py::ssize_t j = 0; j < A; ++j) {
-            const double e = eps.data[i * A + j];
-            const double log_std = std::min(std::max(static_cast<double>(out.data[i * 2 * A + A + j]), kLogStdMin),
-                                            kLogStdMax);
-            const double s = std::exp(log_std);
-            const double a = std::tanh(static_cast<double>(out.data[i * 2 * A + j]) + s * e);
-            gaussian += -0.5 * (e * e) - log_std - half_log_2pi;
-            squash += std::log(1.0 - a * a + kSquashEps);
-            action.data[i * A + j] = static_cast<float>(a);
-            sigma.data[i * A + j] = static_cast<float>(s);
+        for (py::ssize_t i = 0; i < B; ++i) {
+            double gaussian = 0.0, squash = 0.0;
+            for (py::ssize_t j = 0; j < A; ++j) {
+                const double e = eps.data[i * A + j];
+                const double log_std = std::min(std::max(static_cast<double>(out.data[i * 2 * A + A + j]), kLogStdMin),
+                                                kLogStdMax);
+                const double s = std::exp(log_std);
+                const double a = std::tanh(static_cast<double>(out.data[i * 2 * A + j]) + s * e);
+                gaussian += -0.5 * (e * e) - log_std - half_log_2pi;
+                squash += std::log(1.0 - a * a + kSquashEps);
+                action.data[i * A + j] = static_cast<float>(a);
+                sigma.data[i * A + j] = static_cast<float>(s);
+            }
+            log_prob.data[i] = static_cast<float>(gaussian - squash);
         }
-        log_prob.data[i] = static_cast<float>(gaussian - squash);
-    }
     };
 }
 void squash_sample(py::handle out_obj, py::handle eps_obj, py::handle action_obj, py::handle std_obj,
@@ -744,18 +744,18 @@ Op squash_backward_op(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, p
     const float sq_eps = static_cast<float>(kSquashEps), lo = static_cast<float>(kLogStdMin);
     const float hi = static_cast<float>(kLogStdMax);
     return [q1, q2, d1, d2, action, eps, sigma, out, d_out, s, s2, sq_eps, lo, hi, B, A, C] {
-    for (py::ssize_t i = 0; i < B; ++i)
-        for (py::ssize_t j = 0; j < A; ++j) {
-            const float g1 = d1.data[i * C + C - A + j], g2 = d2.data[i * C + C - A + j];
-            float d = q1.data[i] < q2.data[i] ? g1 : q2.data[i] < q1.data[i] ? g2 : 0.5f * (g1 + g2);
-            const float a = action.data[i * A + j];
-            d += s2 * a / ((1.0f - a * a) + sq_eps);
-            const float d_pre = d * std::fma(-a, a, 1.0f);  // tanh' = 1 - a^2 rounded once, as torch's tanh_backward
-            const float raw = out.data[i * 2 * A + A + j];
-            const float kept = raw >= lo && raw <= hi ? 1.0f : 0.0f;
-            d_out.data[i * 2 * A + j] = d_pre;
-            d_out.data[i * 2 * A + A + j] = (d_pre * eps.data[i * A + j] * sigma.data[i * A + j] - s) * kept;
-        }
+        for (py::ssize_t i = 0; i < B; ++i)
+            for (py::ssize_t j = 0; j < A; ++j) {
+                const float g1 = d1.data[i * C + C - A + j], g2 = d2.data[i * C + C - A + j];
+                float d = q1.data[i] < q2.data[i] ? g1 : q2.data[i] < q1.data[i] ? g2 : 0.5f * (g1 + g2);
+                const float a = action.data[i * A + j];
+                d += s2 * a / ((1.0f - a * a) + sq_eps);
+                const float d_pre = d * std::fma(-a, a, 1.0f);  // tanh' = 1 - a^2 rounded once, as torch's tanh_backward
+                const float raw = out.data[i * 2 * A + A + j];
+                const float kept = raw >= lo && raw <= hi ? 1.0f : 0.0f;
+                d_out.data[i * 2 * A + j] = d_pre;
+                d_out.data[i * 2 * A + A + j] = (d_pre * eps.data[i * A + j] * sigma.data[i * A + j] - s) * kept;
+            }
     };
 }
 void squash_backward(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, py::handle d2_obj, py::handle action_obj,
