@@ -62,6 +62,8 @@ def _pieces(rng: np.random.Generator) -> list[tuple[str, tuple, list[int]]]:
         ("squash_backward", (f32(B, 1), f32(B, 1), f32(B, K + A), f32(B, K + A), np.tanh(f32(B, A)), f32(B, A),
                              np.exp(f32(B, A)), f32(B, 2 * A), 0.01, f32(B, 2 * A)), [9]),
         ("mse_loss_grad", (f32(B, 1), f32(B, 1), np.abs(f32(B)), f32(B, 1), f32(B), 0.5), [3, 4]),
+        ("dqn_loss_grad", (f32(B, A), f32(B, A), f32(B, A), rng.integers(0, A, size=B), f32(B), (f32(B) > 0).astype(np.float32),
+                           np.abs(f32(B)), 0.99, True, f32(B, A), f32(B)), [9, 10]),
         ("clip_adam", ([p.copy() for p in params], [f32(*p.shape) for p in params], [np.zeros_like(p) for p in params],
                        [np.zeros_like(p) for p in params], [np.zeros((), np.float32) for _ in params], 1e-3, 0.9, 0.999,
                        1e-8, 0.0, 0.5, 1), [0, 1, 2, 3, 4]),
@@ -89,7 +91,7 @@ def test_program_pieces_give_the_module_s_bits_and_values():
             slots[name] = slot
         recorded.append(later)
     values = prog.run()
-    assert sorted(slots) == ["clip_adam", "mse_loss_grad"]
+    assert sorted(slots) == ["clip_adam", "dqn_loss_grad", "mse_loss_grad"]
     for (name, value, now, writes), later in zip(called, recorded, strict=True):
         for i in writes:
             for got, expected in zip(*(v if isinstance(v, list) else [v] for v in (later[i], now[i])), strict=True):
@@ -113,6 +115,48 @@ def test_program_narrow_widen_and_concat_are_torch_s():
     np.testing.assert_array_equal(low, _bits(expected))
     np.testing.assert_array_equal(wide, expected.float().numpy())
     np.testing.assert_array_equal(both, torch.cat([torch.from_numpy(a), torch.from_numpy(b)], dim=1).numpy())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias_shape", [(1, -1), (-1, 1)])
+def test_program_gemm_with_a_bias_is_torch_addmm(dtype, bias_shape):
+    """A low-precision DQN layer: torch.addmm(b, x, W^T), the bias added inside the GEMM, with its bits."""
+    gen = torch.Generator().manual_seed(5)
+    x, w, b = (torch.randn(*shape, generator=gen).to(dtype) for shape in ((128, 40), (24, 40), (24,)))
+    view = _bits if dtype == torch.bfloat16 else (lambda t: t.numpy())
+    out = torch.empty(128, 24, dtype=dtype)
+    prog = native.Program()
+    prog.gemm(view(x), False, view(w), True, view(out), view(b).reshape(bias_shape))
+    prog.run()
+    expected = torch.addmm(b, x, w.t())
+    assert torch.equal(out.view(torch.int16), expected.view(torch.int16)) if dtype == torch.bfloat16 \
+        else torch.equal(out, expected)
+    with pytest.raises(ValueError, match="bias must hold out's 24 columns"):
+        prog.gemm(view(x), False, view(w), True, view(out), view(b)[:20].reshape(1, -1))
+    with pytest.raises(TypeError, match="bias must have out's type"):
+        other = np.zeros((1, 24), np.float32 if dtype == torch.bfloat16 else np.int16)
+        prog.gemm(view(x), False, view(w), True, view(out), other)
+
+
+def test_program_relu_is_torch_s():
+    x = np.array([[-0.0, np.nan, -1.0, 0.0, 2.0, -np.inf, np.inf, 1e-40, -1e-40] * 3], np.float32)
+    got = x.copy()
+    prog = native.Program()
+    prog.relu(got)
+    prog.run()
+    expected = torch.relu(torch.from_numpy(x)).numpy()
+    np.testing.assert_array_equal(got.view(np.int32), expected.view(np.int32))  # -0 and NaN as torch keeps them
+
+
+def test_a_dqn_loss_with_a_bad_action_is_refused_when_recorded_and_writes_nothing():
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(4, 2)).astype(np.float32)
+    d_q, abs_td = np.full((4, 2), 7.0, np.float32), np.full(4, 7.0, np.float32)
+    column = np.zeros(4, np.float32)
+    for call in (native.dqn_loss_grad, native.Program().dqn_loss_grad):
+        with pytest.raises(ValueError, match="action 2 out of range"):
+            call(q, q, q, np.array([0, 1, 2, 0]), column, column, None, 0.99, True, d_q, abs_td)
+        assert (d_q == 7.0).all() and (abs_td == 7.0).all()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

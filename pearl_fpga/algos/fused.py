@@ -139,6 +139,26 @@ class _Buffers:
     np_q_next_target: np.ndarray
 
 
+@dataclass
+class _LowBuffers:
+    """A low-precision step's GEMM operands and results for one batch size, per wide layer (None for a thin
+    one), as the bits of bfloat16 tensors: each network's input and output, the gradient at the output, its
+    input-gradient product and the weight gradient's."""
+
+    online_in: list[np.ndarray | None]  # (rows, in)
+    online_out: list[np.ndarray | None]  # (rows, out)
+    target_in: list[np.ndarray | None]  # (B, in)
+    target_out: list[np.ndarray | None]  # (B, out)
+    d: list[np.ndarray | None]  # (B, out)
+    d_in: list[np.ndarray | None]  # (B, in)
+    w_grad: list[np.ndarray | None]  # (out, in)
+
+
+def _bits(t: torch.Tensor) -> np.ndarray:
+    """A 16-bit tensor's bits as a numpy int16 array (the same memory)."""
+    return t.view(torch.int16).numpy()
+
+
 @dataclass(frozen=True)
 class DQNStepSettings:
     """The hyper-parameters one fused DQN step reads."""
@@ -185,6 +205,15 @@ class FusedDQNStep:
         if precision is not None:
             self._online = self._low_copies(self._online, self._online_w)
             self._target = self._low_copies(self._target, None)
+        # the low-precision step runs as one native program (the torch ops' bits): the low copies' bits, each
+        # wide layer's (W, b as one row) per network, and (master, copy) pairs to refresh them from
+        self._low_np: list[list[tuple[np.ndarray, np.ndarray] | None]] = [[], []]
+        for net, layers in zip(self._low_np, (self._online, self._target), strict=True):
+            for i, (wt, b) in enumerate(layers):
+                net.append(None if self._thin[i] else (_bits(wt.t()), _bits(b).reshape(1, -1)))
+        self._refresh = [(m.numpy().reshape(low.shape[0], -1), _bits(low).reshape(low.shape[0], -1))
+                         for m, low in zip(self._masters, self._low, strict=True)]
+        self._low_buffers: dict[int, _LowBuffers] = {}
 
     def _low_copies(self, layers: list[tuple[torch.Tensor, torch.Tensor]],
                     weights: list[torch.Tensor] | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -231,9 +260,9 @@ class FusedDQNStep:
         if buf is None or buf.x.shape[1] != batch.obs.shape[1]:
             buf = self._buffers[n] = self._make_buffers(n, batch.obs.shape[1])
         last = len(self._online) - 1
+        if self.precision is not None:
+            return self._low_step(batch, buf)
         with torch.no_grad():
-            if self._low:
-                torch_ops.foreach_copy_(self._low, self._masters)
             # forward passes: target on next_obs (beside), online on [obs; next_obs] in one GEMM per layer
             torch.cat((batch.obs, batch.next_obs) if settings.double_q else (batch.obs,), out=buf.x)
             pending: list[Future[Any]] = []
@@ -274,6 +303,86 @@ class FusedDQNStep:
                 done.result()
             self.adam.native_step(native, buf.np_grads, settings.max_grad_norm)
         return loss, buf.abs_td.clone()
+
+    def _low_step(self, batch: Batch, buf: _Buffers) -> tuple[float, torch.Tensor]:
+        """The step in the low precision as one native program (the torch ops the float32 path's code would
+        run, with their bits): the low copies refreshed; the target network's forward pass beside the online
+        one's; the loss; the backward pass, the top wide layer's weight gradient beside the rest; clip and Adam."""
+        settings, n = self.settings, len(batch.reward)
+        low = self._low_buffers.get(n)
+        if low is None:
+            low = self._low_buffers[n] = self._make_low_buffers(buf, n)
+        threads = self.pair_threads()
+        torch.cat((batch.obs, batch.next_obs) if settings.double_q else (batch.obs,), out=buf.x)
+        prog = self.native.Program()
+        for master, copy in self._refresh:
+            prog.narrow(master, copy)
+        self._record_forward(prog.beside(), 1, np.ascontiguousarray(batch.next_obs.numpy()), buf.np_target,
+                             low.target_in, low.target_out)
+        self._record_forward(prog, 0, buf.np_x, buf.np_online, low.online_in, low.online_out)
+        prog.join()
+        weights = None if batch.weights is None else batch.weights.numpy()
+        loss = prog.dqn_loss_grad(buf.np_q, buf.np_q_next_online, buf.np_q_next_target,
+                                  batch.action.numpy().reshape(-1), batch.reward.numpy(), batch.done.numpy(), weights,
+                                  settings.gamma, settings.double_q, buf.np_d_out, buf.np_abs_td)
+        np_d, side = buf.np_d_out, None
+        for i in range(len(self._online) - 1, -1, -1):
+            a_in = buf.np_x[:n] if i == 0 else buf.np_hidden_in[i - 1]
+            layer = self._low_np[0][i]
+            d_low, a_low, d_in_low, w_grad = low.d[i], low.online_in[i], low.d_in[i], low.w_grad[i]
+            if layer is None:
+                prog.weight_grad_thin(np_d, a_in, buf.np_grads[2 * i])
+            else:
+                assert d_low is not None and a_low is not None and w_grad is not None  # a wide layer's
+                prog.narrow(np_d, d_low)
+                # dW reads d and the layer's input, which nothing below writes: beside the rest (the top one)
+                to = prog
+                if side is None:
+                    to = side = prog.beside()
+                to.gemm(d_low, True, a_low[:n], False, w_grad)
+                to.widen(w_grad, buf.np_grads[2 * i])
+            prog.bias_grad(np_d, buf.np_grads[2 * i + 1])
+            if i > 0:
+                if layer is None:  # few outputs: one native pass, mask included
+                    prog.input_grad_thin(np_d, self._online_np[i][0], buf.np_hidden_in[i - 1], buf.np_d_hidden[i - 1])
+                else:
+                    assert d_in_low is not None
+                    prog.gemm(d_low, False, layer[0], False, d_in_low)
+                    prog.relu_backward(buf.np_d_hidden[i - 1], buf.np_hidden_in[i - 1], d_in_low)
+                np_d = buf.np_d_hidden[i - 1]
+        if side is not None:
+            prog.join()
+        slot = self.adam.native_step(prog, buf.np_grads, settings.max_grad_norm, threads=threads)
+        values = prog.run(threads)
+        del slot  # the gradient norm: not reported
+        return values[loss], buf.abs_td.clone()
+
+    def _record_forward(self, prog: Any, net: int, x: np.ndarray, outs: list[np.ndarray], ins_low: list[Any],
+                        outs_low: list[Any]) -> None:
+        """Network `net`'s (0 online, 1 target) forward pass at x into `outs`, in the low precision: a wide
+        layer is torch.addmm(b, x, W^T) on the low copies (its input narrowed, its output widened), then ReLU."""
+        layers_np, last = (self._online_np, self._target_np)[net], len(self._online) - 1
+        for i, (w_np, b_np) in enumerate(layers_np):
+            layer = self._low_np[net][i]
+            if layer is None:
+                prog.linear_thin(x, w_np, b_np, outs[i], i < last)
+            else:
+                prog.narrow(x, ins_low[i])
+                prog.gemm(ins_low[i], False, layer[0], True, outs_low[i], layer[1])
+                prog.widen(outs_low[i], outs[i])
+                if i < last:
+                    prog.relu(outs[i])
+            x = outs[i]
+
+    def _make_low_buffers(self, buf: _Buffers, n: int) -> _LowBuffers:
+        def each(shape: Callable[[int, int], tuple[int, int]]) -> list[np.ndarray | None]:
+            return [None if self._thin[i] else _bits(torch.empty(shape(*w.shape), dtype=self.precision))
+                    for i, (w, _) in enumerate(self._online_np)]
+
+        rows = len(buf.x)
+        return _LowBuffers(online_in=each(lambda m, k: (rows, k)), online_out=each(lambda m, k: (rows, m)),
+                           target_in=each(lambda m, k: (n, k)), target_out=each(lambda m, k: (n, m)),
+                           d=each(lambda m, k: (n, m)), d_in=each(lambda m, k: (n, k)), w_grad=each(lambda m, k: (m, k)))
 
     def _forward_pairs(self, next_obs: np.ndarray, buf: _Buffers) -> None:
         """Both forward passes, layer by layer: a thin layer's two native loops here, a wide layer's online

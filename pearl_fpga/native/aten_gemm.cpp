@@ -5,6 +5,7 @@
 // (the training install; a board has no torch and no learner).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/addmm.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/mm.h>
 #include <c10/core/InferenceMode.h>
@@ -24,18 +25,23 @@ at::Tensor operand(void* data, std::int64_t rows, std::int64_t cols, std::int64_
                       : at::from_blob(data, {rows, cols}, {ld, 1}, options);
 }
 
-// out (M, N) = op(a) (M, K) op(b) (K, N) in float32 (bf16 = 0) or bfloat16; 0 on success. Callable from any
-// thread without the GIL; each call takes torch's current intra-op thread count, as a torch op does.
+// out (M, N) = op(a) (M, K) op(b) (K, N) [+ bias (N,) per row, as torch.addmm] in float32 (bf16 = 0) or
+// bfloat16; 0 on success. Callable from any thread without the GIL; each call takes torch's current intra-op
+// thread count, as a torch op does.
 extern "C" int pearl_torch_mm(int bf16, std::int64_t M, std::int64_t N, std::int64_t K, const void* a,
-                              std::int64_t lda, int trans_a, const void* b, std::int64_t ldb, int trans_b, void* out,
-                              std::int64_t ldo) {
+                              std::int64_t lda, int trans_a, const void* b, std::int64_t ldb, int trans_b,
+                              const void* bias, void* out, std::int64_t ldo) {
     try {
         at::init_num_threads();
         c10::InferenceMode no_autograd;
         const at::ScalarType type = bf16 ? at::kBFloat16 : at::kFloat;
         at::Tensor out_t = operand(out, M, N, ldo, false, type);
-        at::mm_out(out_t, operand(const_cast<void*>(a), M, K, lda, trans_a != 0, type),
-                   operand(const_cast<void*>(b), K, N, ldb, trans_b != 0, type));
+        at::Tensor a_t = operand(const_cast<void*>(a), M, K, lda, trans_a != 0, type);
+        at::Tensor b_t = operand(const_cast<void*>(b), K, N, ldb, trans_b != 0, type);
+        if (bias != nullptr)
+            at::addmm_out(out_t, at::from_blob(const_cast<void*>(bias), {N}, at::TensorOptions().dtype(type)), a_t, b_t);
+        else
+            at::mm_out(out_t, a_t, b_t);
         return 0;
     } catch (const std::exception& e) {
         fprintf(stderr, "pearl_fpga: torch GEMM failed: %s\n", e.what());
@@ -50,5 +56,5 @@ extern "C" int pearl_torch_mm(int bf16, std::int64_t M, std::int64_t N, std::int
 PYBIND11_MODULE(_aten_gemm, m) {
     m.doc() = "torch's GEMM (at::mm_out) as a C routine for the learner's native programs";
     m.def("address", [] { return reinterpret_cast<std::uintptr_t>(&pearl_torch_mm); },
-          "The address of int pearl_torch_mm(bf16, M, N, K, a, lda, trans_a, b, ldb, trans_b, out, ldo).");
+          "The address of int pearl_torch_mm(bf16, M, N, K, a, lda, trans_a, b, ldb, trans_b, bias, out, ldo).");
 }

@@ -110,9 +110,11 @@ void run_released(const Op& op) {
 // read when double_q); q_next_target: (B, A); action: (B,) int64; reward, done: (B,); weights:
 // (B,) importance weights or None. Writes d_q (B, A) (zero except at the taken action) and
 // abs_td (B,); returns the loss, mean over the batch of weight * huber(td).
-double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle q_next_target_obj,
-                     py::array_t<int64_t, py::array::c_style> action, py::handle reward_obj, py::handle done_obj,
-                     py::handle weights_obj, double gamma, bool double_q, py::handle d_q_obj, py::handle abs_td_obj) {
+// (The loss into *loss_out when the op runs; every action is checked first, so a bad one changes nothing.)
+Op dqn_loss_grad_op(py::handle q_obj, py::handle q_next_online_obj, py::handle q_next_target_obj,
+                    const py::array_t<int64_t, py::array::c_style>& action, py::handle reward_obj, py::handle done_obj,
+                    py::handle weights_obj, double gamma, bool double_q, py::handle d_q_obj, py::handle abs_td_obj,
+                    double* loss_out) {
     FloatView q = float_view(q_obj, "q", false);
     const py::ssize_t B = q.rows, A = q.cols;
     FloatView qt = float_view(q_next_target_obj, "q_next_target", false);
@@ -131,38 +133,50 @@ double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle 
     expect_shape(abs_td, B, 1, "abs_td");
     if (action.ndim() != 1 || action.shape(0) != B) throw py::value_error("action must have shape (B,)");
     const int64_t* act = action.data();
+    for (py::ssize_t i = 0; i < B; ++i)
+        if (act[i] < 0 || act[i] >= A) throw py::value_error("action " + std::to_string(act[i]) + " out of range");
 
     const float g = static_cast<float>(gamma), inv_b = 1.0f / static_cast<float>(B);
-    std::fill(d_q.data, d_q.data + B * A, 0.0f);
+    return [q, qt, qo, reward, done, w, d_q, abs_td, act, double_q, g, inv_b, B, A, loss_out] {
+        std::fill(d_q.data, d_q.data + B * A, 0.0f);
+        double loss = 0.0;
+        for (py::ssize_t i = 0; i < B; ++i) {
+            const int64_t ai = act[i];
+            const float* t_row = qt.data + i * A;
+            float next;
+            if (double_q) {  // the online network picks the action (first maximum, as torch.argmax), the target
+                             // values it
+                const float* o_row = qo.data + i * A;
+                py::ssize_t best = 0;
+                for (py::ssize_t a = 1; a < A; ++a)
+                    if (o_row[a] > o_row[best]) best = a;
+                next = t_row[best];
+            } else {
+                next = *std::max_element(t_row, t_row + A);
+            }
+            const float target = reward.data[i] + (1.0f - done.data[i]) * g * next;
+            const float td = q.data[i * A + ai] - target;
+            const float a_td = std::fabs(td);
+            float huber = a_td < 1.0f ? 0.5f * td * td : a_td - 0.5f;
+            float grad = std::min(std::max(td, -1.0f), 1.0f);
+            if (w) {
+                huber *= w[i];
+                grad *= w[i];
+            }
+            loss += huber;
+            d_q.data[i * A + ai] = grad * inv_b;
+            abs_td.data[i] = a_td;
+        }
+        *loss_out = loss / static_cast<double>(B);
+    };
+}
+double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle q_next_target_obj,
+                     py::array_t<int64_t, py::array::c_style> action, py::handle reward_obj, py::handle done_obj,
+                     py::handle weights_obj, double gamma, bool double_q, py::handle d_q_obj, py::handle abs_td_obj) {
     double loss = 0.0;
-    for (py::ssize_t i = 0; i < B; ++i) {
-        const int64_t ai = act[i];  // read once: the value checked is the value used
-        if (ai < 0 || ai >= A) throw py::value_error("action " + std::to_string(ai) + " out of range");
-        const float* t_row = qt.data + i * A;
-        float next;
-        if (double_q) {  // the online network picks the action (first maximum, as torch.argmax), the target values it
-            const float* o_row = qo.data + i * A;
-            py::ssize_t best = 0;
-            for (py::ssize_t a = 1; a < A; ++a)
-                if (o_row[a] > o_row[best]) best = a;
-            next = t_row[best];
-        } else {
-            next = *std::max_element(t_row, t_row + A);
-        }
-        const float target = reward.data[i] + (1.0f - done.data[i]) * g * next;
-        const float td = q.data[i * A + ai] - target;
-        const float a_td = std::fabs(td);
-        float huber = a_td < 1.0f ? 0.5f * td * td : a_td - 0.5f;
-        float grad = std::min(std::max(td, -1.0f), 1.0f);
-        if (w) {
-            huber *= w[i];
-            grad *= w[i];
-        }
-        loss += huber;
-        d_q.data[i * A + ai] = grad * inv_b;
-        abs_td.data[i] = a_td;
-    }
-    return loss / static_cast<double>(B);
+    dqn_loss_grad_op(q_obj, q_next_online_obj, q_next_target_obj, action, reward_obj, done_obj, weights_obj, gamma,
+                     double_q, d_q_obj, abs_td_obj, &loss)();  // (B, A): with the GIL
+    return loss;
 }
 
 // The hot loops, compiled for AVX-512, AVX2 and baseline x86-64; the module's import points each at the
@@ -880,10 +894,11 @@ int gemms(py::list specs, int threads, int blas_threads) {
 // own (at::mm_out through the address set_mm takes, from pearl_fpga._aten_gemm), in float32 or bfloat16,
 // so a program computes the bits of the same pieces called one by one.
 
-// out (M, N) = op(a) op(b) in float32 (bf16 = 0) or bfloat16 (1), row-major with leading dimensions
-// lda, ldb, ldo; op(a) is a (M, K), or a^T stored (K, M) when trans_a. Returns 0, or nonzero on failure.
+// out (M, N) = op(a) op(b) [+ bias (N,) per row, or nullptr] in float32 (bf16 = 0) or bfloat16 (1), row-major
+// with leading dimensions lda, ldb, ldo; op(a) is a (M, K), or a^T stored (K, M) when trans_a. Returns 0, or
+// nonzero on failure.
 using MmFn = int (*)(int, std::int64_t, std::int64_t, std::int64_t, const void*, std::int64_t, int, const void*,
-                     std::int64_t, int, void*, std::int64_t);
+                     std::int64_t, int, const void*, void*, std::int64_t);
 MmFn torch_mm = nullptr;
 
 void set_mm(std::uintptr_t address) {
@@ -909,8 +924,9 @@ MatrixView matrix_view(const py::handle& obj, const char* name, bool writable) {
     return {v.data, v.rows, v.cols, true};
 }
 
-// out = op(a) op(b): the failure flag set (not thrown: a program's ops run beside each other) when torch fails.
-Op gemm_op(py::handle a_obj, bool trans_a, py::handle b_obj, bool trans_b, py::handle out_obj,
+// out = op(a) op(b) [+ bias, a (1, N) or (N, 1) array, as torch.addmm]: the failure flag set (not thrown: a
+// program's ops run beside each other) when torch fails.
+Op gemm_op(py::handle a_obj, bool trans_a, py::handle b_obj, bool trans_b, py::handle out_obj, py::handle bias_obj,
            std::atomic<bool>* failed) {
     if (torch_mm == nullptr) throw std::runtime_error("gemm: no GEMM routine set (call set_mm first)");
     MatrixView a = matrix_view(a_obj, "a", false), b = matrix_view(b_obj, "b", false);
@@ -925,8 +941,16 @@ Op gemm_op(py::handle a_obj, bool trans_a, py::handle b_obj, bool trans_b, py::h
     if (out.rows != M || out.cols != N)
         throw py::value_error("gemm: out has shape (" + std::to_string(out.rows) + ", " + std::to_string(out.cols) +
                               "), expected (" + std::to_string(M) + ", " + std::to_string(N) + ")");
-    return [a, b, out, trans_a, trans_b, M, N, K, failed] {
-        if (torch_mm(a.bf16 ? 1 : 0, M, N, K, a.data, a.cols, trans_a, b.data, b.cols, trans_b, out.data, N) != 0)
+    const void* bias = nullptr;
+    if (!bias_obj.is_none()) {
+        MatrixView v = matrix_view(bias_obj, "bias", false);
+        if (v.bf16 != out.bf16) throw py::type_error("gemm: bias must have out's type");
+        if (v.rows * v.cols != N || (v.rows != 1 && v.cols != 1))
+            throw py::value_error("gemm: bias must hold out's " + std::to_string(N) + " columns, in one row or column");
+        bias = v.data;
+    }
+    return [a, b, out, trans_a, trans_b, M, N, K, bias, failed] {
+        if (torch_mm(a.bf16 ? 1 : 0, M, N, K, a.data, a.cols, trans_a, b.data, b.cols, trans_b, bias, out.data, N) != 0)
             failed->store(true);
     };
 }
@@ -958,7 +982,16 @@ class Program {
         add(squash_backward_op(q1, q2, d1, d2, action, eps, sigma, out, scale, d_out),
             {q1, q2, d1, d2, action, eps, sigma, out, d_out});
     }
-    // These two return the index of their value in run()'s list.
+    // These return the index of their value in run()'s list.
+    size_t dqn_loss_grad(py::handle q, py::handle q_next_online, py::handle q_next_target,
+                         py::array_t<int64_t, py::array::c_style> action, py::handle reward, py::handle done,
+                         py::handle weights, double gamma, bool double_q, py::handle d_q, py::handle abs_td) {
+        double* slot = &results_->emplace_back(0.0);
+        add(dqn_loss_grad_op(q, q_next_online, q_next_target, action, reward, done, weights, gamma, double_q, d_q,
+                             abs_td, slot),
+            {q, q_next_online, q_next_target, action, reward, done, weights, d_q, abs_td});
+        return results_->size() - 1;
+    }
     size_t mse_loss_grad(py::handle q, py::handle target, py::handle weights, py::handle d_q, py::handle abs_td,
                          double scale) {
         double* slot = &results_->emplace_back(0.0);
@@ -975,8 +1008,15 @@ class Program {
         return results_->size() - 1;
     }
     // Programs' own pieces.
-    void gemm(py::handle a, bool trans_a, py::handle b, bool trans_b, py::handle out) {
-        add(gemm_op(a, trans_a, b, trans_b, out, failed_.get()), {a, b, out});
+    void gemm(py::handle a, bool trans_a, py::handle b, bool trans_b, py::handle out, py::handle bias) {
+        add(gemm_op(a, trans_a, b, trans_b, out, bias, failed_.get()), {a, b, out, bias});
+    }
+    // x = torch.relu(x) in place, float32: 0 below 0 (-0 and NaN kept, as torch's).
+    void relu(py::handle x_obj) {
+        FloatView x = float_view(x_obj, "x", true);
+        add([x] {
+            for (py::ssize_t k = 0; k < x.rows * x.cols; ++k) x.data[k] = x.data[k] < 0.0f ? 0.0f : x.data[k];
+        }, {x_obj});
     }
     void narrow(py::handle src, py::handle low) { add(narrow_op(src, low), {src, low}); }
     void widen(py::handle low, py::handle out) { add(widen_op(low, out), {low, out}); }
@@ -1119,13 +1159,19 @@ PYBIND11_MODULE(_learner_native, m) {
              py::arg("std"), py::arg("log_prob"))
         .def("squash_backward", &Program::squash_backward, py::arg("q1"), py::arg("q2"), py::arg("d1"), py::arg("d2"),
              py::arg("action"), py::arg("eps"), py::arg("std"), py::arg("out"), py::arg("scale"), py::arg("d_out"))
+        .def("dqn_loss_grad", &Program::dqn_loss_grad, py::arg("q"), py::arg("q_next_online"), py::arg("q_next_target"),
+             py::arg("action"), py::arg("reward"), py::arg("done"), py::arg("weights"), py::arg("gamma"),
+             py::arg("double_q"), py::arg("d_q"), py::arg("abs_td"))
         .def("mse_loss_grad", &Program::mse_loss_grad, py::arg("q"), py::arg("target"), py::arg("weights"),
              py::arg("d_q"), py::arg("abs_td"), py::arg("scale") = 1.0)
         .def("clip_adam", &Program::clip_adam, py::arg("params"), py::arg("grads"), py::arg("exp_avgs"),
              py::arg("exp_avg_sqs"), py::arg("step"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"),
              py::arg("eps"), py::arg("weight_decay"), py::arg("max_norm"), py::arg("threads") = 1)
         .def("gemm", &Program::gemm, py::arg("a"), py::arg("trans_a"), py::arg("b"), py::arg("trans_b"),
-             py::arg("out"), "out = op(a) op(b) by torch's GEMM: float32, or bfloat16 bits (16-bit integer arrays).")
+             py::arg("out"), py::arg("bias") = py::none(),
+             "out = op(a) op(b) [+ bias per row: torch.addmm] by torch's GEMM: float32, or bfloat16 bits (16-bit "
+             "integer arrays).")
+        .def("relu", &Program::relu, py::arg("x"), "x = torch.relu(x) in place (float32).")
         .def("narrow", &Program::narrow, py::arg("src"), py::arg("low"), "low = src narrowed to bfloat16 (its bits).")
         .def("widen", &Program::widen, py::arg("low"), py::arg("out"), "out = low (bfloat16 bits) widened to float32.")
         .def("concat", &Program::concat, py::arg("out"), py::arg("a"), py::arg("b"),
