@@ -212,6 +212,7 @@ figures: native $(VENV)/.stamp-bench
 	$(BENCH) train --algo ddpg --steps 20000 --seeds 0 1 2 3 4 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-ddpg.json
 	$(BENCH) train --algo td3 --steps 20000 --seeds 0 1 2 3 4 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-td3.json
 	$(BENCH) train --algo sac --steps 20000 --seeds 0 1 2 3 4 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-sac.json
+	$(BENCH) train --algo dqn --steps 50000 --seeds 0 1 2 3 4 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --no-sbx --keep-best --eval-episodes 20 --json $(FIG)/quality-dqn-bf16.json
 	$(BENCH) train --algo ddpg --steps 20000 --seeds 0 1 2 3 4 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-ddpg-bf16.json
 	$(BENCH) train --algo td3 --steps 20000 --seeds 0 1 2 3 4 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-td3-bf16.json
 	$(BENCH) train --algo sac --steps 20000 --seeds 0 1 2 3 4 --placement act=cpu-kernel,learn=cpu-bf16 --no-sb3 --no-sbx --keep-best --eval-episodes 10 --json $(FIG)/quality-sac-bf16.json

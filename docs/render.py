@@ -50,6 +50,7 @@ SECTIONS = {
     "quality-ddpg": "Learning quality: DDPG on Pendulum-v1",
     "quality-td3": "Learning quality: TD3 on Pendulum-v1",
     "quality-sac": "Learning quality: SAC on Pendulum-v1",
+    "quality-dqn-bf16": "Learning quality: DQN on CartPole-v1 with the bfloat16 learner",
     "quality-ddpg-bf16": "Learning quality: DDPG on Pendulum-v1 with the bfloat16 learner",
     "quality-td3-bf16": "Learning quality: TD3 on Pendulum-v1 with the bfloat16 learner",
     "quality-sac-bf16": "Learning quality: SAC on Pendulum-v1 with the bfloat16 learner",
@@ -378,6 +379,7 @@ def headline(records: dict[str, dict[str, Any]], by_vendor: dict[str, dict[str, 
     lines += target_lines(records, by_vendor)
     for key, name in (("quality-dqn", "DQN CartPole-v1"), ("quality-ddpg", "DDPG Pendulum-v1"),
                       ("quality-td3", "TD3 Pendulum-v1"), ("quality-sac", "SAC Pendulum-v1"),
+                      ("quality-dqn-bf16", "DQN CartPole-v1, bfloat16 learner"),
                       ("quality-ddpg-bf16", "DDPG Pendulum-v1, bfloat16 learner"),
                       ("quality-td3-bf16", "TD3 Pendulum-v1, bfloat16 learner"),
                       ("quality-sac-bf16", "SAC Pendulum-v1, bfloat16 learner")):
