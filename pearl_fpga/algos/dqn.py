@@ -95,7 +95,7 @@ class DQN(TwoThreadLearner):
         self._init_schedules(native is not None, "the torch step (no native fused step: fused=False, learner_compile, "
                              "a GPU or an unbuilt extension) runs on one thread")
         self._fused = (FusedDQNStep(self._layers, self._target_layers, self.adam, settings, native, precision,
-                                    beside=self._on_grad_thread, pair_threads=self._pair_threads)
+                                    pair_threads=self._pair_threads)
                        if native is not None else None)
 
     def _pair_threads(self) -> int:
