@@ -231,6 +231,8 @@ def test_programs_reject_bad_inputs_when_recorded():
         prog.run()
     side.narrow(f32, np.zeros((4, 3), np.int16))
     prog.join()
+    with pytest.raises(RuntimeError, match="this beside program is joined"):
+        side.narrow(f32, np.zeros((4, 3), np.int16))
     with pytest.raises(RuntimeError, match="no beside program to join"):
         prog.join()
     assert prog.run(2) == []  # nothing recorded failed: the program still runs

@@ -1045,11 +1045,14 @@ class Program {
     }
     void join() {
         if (!side_) throw std::logic_error("Program.join: no beside program to join");
+        if (side_->side_) throw std::logic_error("Program.join: the beside program's own beside program is not joined");
         auto here = std::make_shared<std::vector<Op>>(ops_.begin() + static_cast<std::ptrdiff_t>(fork_at_), ops_.end());
         auto there = std::make_shared<std::vector<Op>>(std::move(side_->ops_));
         ops_.resize(fork_at_);
         for (auto& obj : side_->keep_) keep_.push_back(std::move(obj));
-        side_.reset();
+        side_->keep_.clear();
+        side_->is_joined_ = true;  // kept: Python may still hold it, and recording into it is then an error
+        joined_.push_back(std::move(side_));
         const int* threads = &threads_;
         ops_.push_back([here, there, threads] {
             const std::vector<Op>* parts[2] = {here.get(), there.get()};
@@ -1085,6 +1088,7 @@ class Program {
         : results_(std::move(results)), failed_(std::move(failed)) {}
 
     void add(Op op, std::initializer_list<py::handle> args) {
+        if (is_joined_) throw std::logic_error("Program: this beside program is joined; record into the one it joined");
         for (const py::handle& h : args) keep_.push_back(py::reinterpret_borrow<py::object>(h));
         ops_.push_back(std::move(op));
     }
@@ -1094,6 +1098,8 @@ class Program {
     std::shared_ptr<std::deque<double>> results_;  // a deque: its values stay where the ops point
     std::shared_ptr<std::atomic<bool>> failed_;
     std::unique_ptr<Program> side_;
+    std::vector<std::unique_ptr<Program>> joined_;  // the beside programs joined so far (their ops moved out)
+    bool is_joined_ = false;  // this is a beside program, joined
     size_t fork_at_ = 0;
     int threads_ = 1;
 };
