@@ -55,7 +55,9 @@ class FusedCritics(Generic[BufT]):
 
     def __init__(self, critics: Sequence[Layers], critic_targets: Sequence[Layers], critic_adam: LeanAdam,
                  action_dim: int, gamma: float, native: Any, precision: torch.dtype | None = None,
-                 loss_scale: float = 1.0) -> None:
+                 loss_scale: float = 1.0, together: bool = False) -> None:
+        """together: the *_together pieces may run (float32 twin critics; their native GEMM tasks are then set
+        up, `gemms`, where torch's BLAS allows: algos/fused.py native_gemms)."""
         self.native = native
         self.gamma, self.loss_scale = gamma, loss_scale
         self.critic_adam = critic_adam
@@ -68,7 +70,7 @@ class FusedCritics(Generic[BufT]):
         self._buffers: dict[int, BufT] = {}
         # float32 twin critics: each wide layer's GEMMs of every critic as one call of native tasks (the
         # *_together pieces), on the native pool's helper beside the caller in a concurrent schedule
-        self.gemms = native_gemms() if precision is None and len(critics) > 1 else None
+        self.gemms = native_gemms() if together and precision is None and len(critics) > 1 else None
 
     def new_buffers(self, n: int) -> BufT:
         """Every tensor one step writes, for batch size n."""
@@ -196,7 +198,8 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
     def __init__(self, actor: Layers, actor_target: Layers, critics: Sequence[Layers], critic_targets: Sequence[Layers],
                  actor_adam: LeanAdam, critic_adam: LeanAdam, gamma: float, noise_clip: float, native: Any,
                  precision: torch.dtype | None = None) -> None:
-        super().__init__(critics, critic_targets, critic_adam, int(actor[-1][0].shape[0]), gamma, native, precision)
+        super().__init__(critics, critic_targets, critic_adam, int(actor[-1][0].shape[0]), gamma, native, precision,
+                         together=True)
         self.noise_clip = noise_clip
         self.actor_adam = actor_adam
         self.actor = FusedNet(actor, native, precision)
