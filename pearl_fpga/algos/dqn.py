@@ -95,12 +95,8 @@ class DQN(TwoThreadLearner):
         self._init_schedules(native is not None, "the torch step (no native fused step: fused=False, learner_compile, "
                              "a GPU or an unbuilt extension) runs on one thread")
         self._fused = (FusedDQNStep(self._layers, self._target_layers, self.adam, settings, native, precision,
-                                    pair_threads=self._pair_threads)
+                                    pair_threads=self._threads)
                        if native is not None else None)
-
-    def _pair_threads(self) -> int:
-        """The threads of the fused step's native GEMM pairs: 2 in the concurrent schedule, else 1."""
-        return 2 if self.schedule == "concurrent" else 1
 
     @property
     def policy_module(self) -> nn.Sequential:

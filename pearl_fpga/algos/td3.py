@@ -313,7 +313,7 @@ class TD3(TwoThreadLearner):
         thread in the serial one: the same code, so the same bits."""
         fused = self._fused
         assert fused is not None
-        threads = 2 if self.schedule == "concurrent" else 1
+        threads = self._threads()
         fused.next_input(buf, batch, noise, threads)
         fused.target_values_together(buf, threads)
         fused.td_target(buf, batch)
