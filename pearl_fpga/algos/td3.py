@@ -255,25 +255,43 @@ class TD3(TwoThreadLearner):
         split = self.split_critics and len(later) > 0
         if split and not concurrent and fused.gemms is not None:
             return self._paired_update(buf, batch, update_actor, noise)
-        # SB3's order with split critics: the actor's forward pass (which no critic update changes) first, on
-        # the second thread beside the target actor's on this one (the second thread has no other work there);
-        # its backward pass after the critics' update, on this thread, its weight-gradient GEMMs beside it
-        actor_early = update_actor and not concurrent and split
-        actor_pass = self._on_grad_thread(fused.actor_forward, buf, batch) if actor_early else None
-        fused.next_input(buf, batch, noise)
-        pending = self._on_grad_thread(fused.target_values, buf, later) if split else None
-        fused.target_values(buf, range(1))
-        if pending is not None:
+        # SB3's order with split critics: the next action and every target value on the second thread, beside
+        # the parts here that need no TD target: every critic at the batch's (obs, action) and, in an actor's
+        # step, the actor's forward pass (which no critic update changes); the actor's backward pass after the
+        # critics' update, its weight-gradient GEMM beside it
+        early = split and not concurrent
+        if early:
+            def targets_part() -> None:
+                fused.next_input(buf, batch, noise)
+                targets = fused.native.Program()
+                fused.target_values(buf, range(self.n_critics), targets)
+                targets.run()
+
+            pending = self._on_grad_thread(targets_part)
+            torch.cat([batch.obs, batch.action], dim=1, out=buf.x)
+            prog = fused.native.Program()
+            fused.critic_forward(buf, range(self.n_critics), prog)
+            if update_actor:
+                fused.actor_forward(buf, batch, prog=prog)  # runs the program, then the actor's tanh head
+            else:
+                prog.run()
             pending.result()
+            fused.td_target(buf, batch, inputs=False)
         else:
-            fused.target_values(buf, later)
-        fused.td_target(buf, batch)
+            fused.next_input(buf, batch, noise)
+            later_targets = self._on_grad_thread(fused.target_values, buf, later) if split else None
+            fused.target_values(buf, range(1))
+            if later_targets is not None:
+                later_targets.result()
+            else:
+                fused.target_values(buf, later)
+            fused.td_target(buf, batch)
 
         def critics_part(indices: range, wait: Future[None] | None = None) -> list[float]:
-            """Their gradients, then their Adam step (Adam is per parameter), as one program; wait: what must
-            finish before they step."""
+            """Their gradients (their passes at buf.x made already with split critics), then their Adam step
+            (Adam is per parameter), as one program; wait: what must finish before they step."""
             prog = fused.native.Program()
-            slots = fused.critic_grads(buf, batch, indices, prog)
+            slots = fused.critic_grads(buf, batch, indices, prog, forward=not early)
             if wait is not None:  # the actor's half reads Q1 as it was: its gradient first, then the wait
                 prog.run()
                 wait.result()  # re-raises an error of the actor's half; Q1 may change from here
@@ -290,8 +308,7 @@ class TD3(TwoThreadLearner):
             else:  # SB3's order: the actor's gradient on the updated Q1
                 averaging = self._on_grad_thread(self._update_targets, self._critics_part) if split else None
                 prog, threads = fused.native.Program(), self._threads()
-                if actor_pass is not None:
-                    actor_pass.result()  # re-raises an error of the actor's forward pass
+                if early:  # the actor's forward pass made
                     fused.actor_backward(buf, batch, True, prog, threads)
                 else:
                     fused.actor_grads(buf, batch, True, prog)
