@@ -5,6 +5,7 @@ one, holds the arrays it was given, and rejects bad inputs when they are recorde
 
 from __future__ import annotations
 
+import copy
 import gc
 
 import numpy as np
@@ -236,3 +237,35 @@ def test_programs_reject_bad_inputs_when_recorded():
     with pytest.raises(RuntimeError, match="no beside program to join"):
         prog.join()
     assert prog.run(2) == []  # nothing recorded failed: the program still runs
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ddpg", "td3", "sac"])
+def test_a_bfloat16_learner_resumed_from_its_state_gives_the_run_s_bits(algo):
+    """A fused bfloat16 step refreshes each bfloat16 weight copy where its weights change, not every copy at
+    each step's start; a learner that loads a state (after steps of its own on other weights) refreshes them
+    all again, so it continues with the bits of the run the state came from."""
+    from pearl_fpga.algos import make_learner
+    from pearl_fpga.algos.common import Batch
+    from pearl_fpga.bench.learner import synthetic_batch
+    from pearl_fpga.config import TrainConfig
+
+    cfg = TrainConfig.from_dict({**TrainConfig.preset(algo, None).to_dict(), "net_arch": [40, 32],
+                                 "update_schedule": "concurrent"})
+    obs, act = (4, 2) if algo == "dqn" else (3, 1)
+    run = make_learner(cfg, obs, act, device="cpu-bf16", seed=0)
+    rng = np.random.default_rng(1)
+    batches = []
+    for _ in range(8):
+        data = synthetic_batch(algo, obs, 32)
+        data = {k: v + rng.normal(size=v.shape).astype(v.dtype) if v.dtype == np.float32 else v for k, v in data.items()}
+        batches.append(Batch(**data).to_torch(run.device, discrete=algo == "dqn"))
+    for batch in batches[:4]:
+        run.update(batch)
+    state = copy.deepcopy(run.state_dict())
+    resumed = make_learner(cfg, obs, act, device="cpu-bf16", seed=5)
+    resumed.update(batches[0])  # its copies made from other weights
+    resumed.load_state_dict(state)
+    for batch in batches[4:]:
+        assert float(run.update(batch)[0]) == float(resumed.update(batch)[0])
+    for x, y in zip(run.policy_module.state_dict().values(), resumed.policy_module.state_dict().values(), strict=True):
+        assert torch.equal(x, y)

@@ -25,7 +25,7 @@ import torch
 
 from pearl_fpga.algos.common import Batch, LeanAdam
 from pearl_fpga.algos.fused import native_gemms
-from pearl_fpga.algos.fused_net import FusedNet, Layers, NetPass, backward_together, forward_together
+from pearl_fpga.algos.fused_net import FusedNet, Layers, NetPass, recording, backward_together, forward_together
 
 @dataclass
 class CriticBuffers:
@@ -151,11 +151,13 @@ class FusedCritics(Generic[BufT]):
         self.critics[i].backward(d_q, x, p, None, d_x, prog=prog)
 
     def step_critics(self, buf: CriticBuffers, indices: Iterable[int], prog: Any = None) -> None:
-        """One Adam step of the critics `indices` (no clipping: the actor-critic learners do not clip), recorded
-        into `prog` when given."""
-        for i in indices:
-            part = self._critic_parts[i]
-            self.critic_adam.native_step(prog if prog is not None else self.native, [g.numpy() for g in buf.critic_grads[part]], 0.0, part)
+        """One Adam step of the critics `indices` (no clipping: the actor-critic learners do not clip), each
+        critic's low-precision copy refreshed after it; recorded into `prog` when given."""
+        with recording(self.native, prog) as rec:
+            for i in indices:
+                part = self._critic_parts[i]
+                self.critic_adam.native_step(rec, [g.numpy() for g in buf.critic_grads[part]], 0.0, part)
+                self.critics[i].refresh(rec)
 
     def target_values_together(self, buf: CriticBuffers, threads: int) -> None:
         """target_values of every critic, their wide GEMMs as native tasks at once (needs self.gemms)."""
@@ -204,6 +206,7 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
         self.actor_adam = actor_adam
         self.actor = FusedNet(actor, native, precision)
         self.actor_target = FusedNet(actor_target, native, precision)
+        self.stale = True  # the low-precision weight copies (refresh)
 
     def new_buffers(self, n: int) -> ActorCriticBuffers:
         return ActorCriticBuffers(
@@ -213,11 +216,17 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
             d_x_pi=torch.empty(n, self.input_width), actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
 
     def refresh(self) -> None:
-        """At the start of a step, on the calling thread: the low-precision weight copies from the masters
-        (no-op in float32), and the Adams' native views (their state made if new)."""
-        for net in (self.actor, self.actor_target):
-            net.refresh()
-        self.refresh_critics()
+        """At the start of a step, on the calling thread: the low-precision weight copies from the masters where
+        they may be stale (no-op in float32), and the Adams' native views (their state made if new). A step
+        refreshes each copy where its weights change (after an Adam step or a Polyak average) and sets
+        `stale` False when it ends; so all are refreshed here only at the first step, after a step that did not
+        end, or after the learner loaded a state (which sets `stale`)."""
+        if self.stale:
+            for net in (self.actor, self.actor_target):
+                net.refresh()
+            self.refresh_critics()
+        self.stale = True  # until the step ends
+        self.critic_adam.native_views()
         self.actor_adam.native_views()
 
     def next_input(self, buf: ActorCriticBuffers, batch: Batch, noise: torch.Tensor | None,
@@ -282,5 +291,7 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
         return torch.ops.aten.tanh_backward(buf.d_x_pi[:, self.obs_dim:], action).contiguous()
 
     def step_actor(self, buf: ActorCriticBuffers, threads: int = 1, prog: Any = None) -> None:
-        self.actor_adam.native_step(prog if prog is not None else self.native, [g.numpy() for g in buf.actor_grads],
-                                    0.0, threads=threads)
+        """The actor's Adam step, then its low-precision copy refreshed (recorded into `prog` when given)."""
+        with recording(self.native, prog, threads) as rec:
+            self.actor_adam.native_step(rec, [g.numpy() for g in buf.actor_grads], 0.0, threads=threads)
+            self.actor.refresh(rec)

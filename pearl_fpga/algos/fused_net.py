@@ -93,7 +93,7 @@ class FusedNet:
     def refresh(self, prog: Any = None) -> None:
         """Copy the master weights into the low-precision copies (no-op in float32), rounded as torch's copy."""
         if self._low:
-            with _recording(self.native, prog) as rec:
+            with recording(self.native, prog) as rec:
                 for master, low in zip(self._masters, self._low, strict=True):
                     rec.narrow(master, low)
 
@@ -117,7 +117,7 @@ class FusedNet:
         """p.outs[-1] = the network at x (a contiguous float32 (rows, inputs) tensor); ReLU on the hidden layers."""
         last = len(self._gemm) - 1
         x_np = x.numpy()
-        with _recording(self.native, prog) as rec:
+        with recording(self.native, prog) as rec:
             for i, w in enumerate(self._gemm):
                 relu = i < last
                 if self.thin[i]:
@@ -141,7 +141,7 @@ class FusedNet:
         it reads d and that layer's input, which nothing below writes)."""
         native_grads = None if grads is None else [g.numpy() for g in grads]
         d, x_np, d_in_np = d_out.numpy(), x.numpy(), None if d_in is None else d_in.numpy()
-        with _recording(self.native, prog, threads) as rec:
+        with recording(self.native, prog, threads) as rec:
             side = None
             for i in range(len(self._gemm) - 1, -1, -1):
                 a_in = x_np if i == 0 else p.np_outs[i - 1]
@@ -195,7 +195,7 @@ def _bits(t: torch.Tensor) -> np.ndarray:
 
 
 @contextmanager
-def _recording(native: Any, prog: Any, threads: int = 1) -> Iterator[Any]:
+def recording(native: Any, prog: Any, threads: int = 1) -> Iterator[Any]:
     """`prog` to record into; or, when None, a Program of its own, run on leaving (on `threads` threads)."""
     if prog is not None:
         yield prog

@@ -413,8 +413,7 @@ class _FusedStep(FusedCritics[_Buffers]):
         (its low-precision copy follows at the next step's refresh). Returns its loss."""
         prog = self.native.Program()
         (loss,) = self.critic_grads(buf, batch, (i,), prog, forward=False)
-        self.step_critics(buf, (i,), prog)
-        self.critics[i].refresh(prog)  # its low-precision copy of the updated weights (no-op in float32)
+        self.step_critics(buf, (i,), prog)  # and its low-precision copy of the updated weights
         self.input_grad(i, buf.x_pi, buf.pi_passes[i], buf.d_q_pi, buf.d_x_pi[i], prog)
         value = float(prog.run()[loss])
         if average:

@@ -304,21 +304,23 @@ class TD3(TwoThreadLearner):
         losses += pending_losses.result() if pending_losses is not None else critics_part(later)
         if update_actor:
             if concurrent:
-                self._update_targets()
+                self._average_fused()
             else:  # SB3's order: the actor's gradient on the updated Q1
-                averaging = self._on_grad_thread(self._update_targets, self._critics_part) if split else None
+                averaging = self._on_grad_thread(self._average_fused, self._critics_part) if split else None
                 prog, threads = fused.native.Program(), self._threads()
+                # on the updated Q1, whose low-precision copy its Adam step refreshed
                 if early:  # the actor's forward pass made
-                    fused.actor_backward(buf, batch, True, prog, threads)
+                    fused.actor_backward(buf, batch, False, prog, threads)
                 else:
-                    fused.actor_grads(buf, batch, True, prog)
+                    fused.actor_grads(buf, batch, False, prog)
                 fused.step_actor(buf, threads, prog)
                 prog.run(threads)
-                self._update_targets(self._actor_part)
+                self._average_fused(self._actor_part)
                 if averaging is not None:
                     averaging.result()
                 else:
-                    self._update_targets(self._critics_part)
+                    self._average_fused(self._critics_part)
+        fused.stale = False  # every low-precision copy refreshed where this step changed its weights
         return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
 
     def _paired_update(self, buf: ActorCriticBuffers, batch: Batch, update_actor: bool,
@@ -342,6 +344,16 @@ class TD3(TwoThreadLearner):
             fused.step_actor(buf, threads)
             self._update_targets()
         return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
+
+    def _average_fused(self, part: slice = slice(None)) -> None:
+        """_update_targets, then the fused step's low-precision copies of those targets."""
+        self._update_targets(part)
+        fused = self._fused
+        assert fused is not None
+        nets = ([fused.actor_target] if part != self._critics_part else []) + \
+            (list(fused.critic_targets) if part != self._actor_part else [])
+        for net in nets:
+            net.refresh()
 
     def _update_targets(self, part: slice = slice(None)) -> None:
         """Polyak-average the targets toward the online networks: all, or `part` of them (_actor_part,
@@ -431,6 +443,8 @@ class TD3(TwoThreadLearner):
             target.load_state_dict(state[f"{key}_target"])
         self.actor_adam.reset_cache()
         self.critic_adam.reset_cache()
+        if self._fused is not None:
+            self._fused.stale = True  # the fused step's low-precision weight copies
         if "noise_generator" in state:
             self._noise.set_state(state["noise_generator"])
         self.updates = int(state["updates"])
