@@ -409,8 +409,8 @@ class _FusedStep(FusedCritics[_Buffers]):
 
     def _critic_step(self, buf: _Buffers, batch: Batch, i: int, average: bool) -> float:
         """Critic i's loss gradient (its pass at buf.x made) and Adam step, then its input gradient at x_pi for
-        the actor (the updated critic's, SB3's order): one program; then its target's Polyak average when due
-        (its low-precision copy follows at the next step's refresh). Returns its loss."""
+        the actor (the updated critic's, SB3's order): one program; then its target's Polyak average when due,
+        and that target's low-precision copy. Returns its loss."""
         prog = self.native.Program()
         (loss,) = self.critic_grads(buf, batch, (i,), prog, forward=False)
         self.step_critics(buf, (i,), prog)  # and its low-precision copy of the updated weights

@@ -39,10 +39,9 @@ drawn before it.
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-
 import copy
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np

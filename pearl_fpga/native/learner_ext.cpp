@@ -11,7 +11,7 @@
 // at once. `gemms` runs a step's independent GEMMs on the caller and a spinning native helper thread
 // (worker_pool.h) without the GIL, through the BLAS routine torch itself calls (handed over by set_blas).
 // A `Program` records a part of a step (these pieces and torch's GEMMs) and runs it with the GIL released
-// once (algos/fused_net.py's passes, SAC's and TD3's thread parts).
+// once (algos/fused_net.py's passes, the actor-critic steps' thread parts, DQN's whole step).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
