@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from pearl_fpga.algos.fused import native_learner
+from pearl_fpga.runtime.placement import bf16_unsupported
 
 native = native_learner()
 pytestmark = pytest.mark.skipif(native is None, reason="needs pearl_fpga._learner_native and _aten_gemm (make native)")
@@ -239,6 +240,7 @@ def test_programs_reject_bad_inputs_when_recorded():
     assert prog.run(2) == []  # nothing recorded failed: the program still runs
 
 
+@pytest.mark.skipif(bf16_unsupported("cpu") is not None, reason=f"no bfloat16 GEMMs here: {bf16_unsupported('cpu')}")
 @pytest.mark.parametrize("algo", ["dqn", "ddpg", "td3", "sac"])
 def test_a_bfloat16_learner_resumed_from_its_state_gives_the_run_s_bits(algo):
     """A fused bfloat16 step refreshes each bfloat16 weight copy where its weights change, not every copy at
