@@ -237,6 +237,12 @@ def test_programs_reject_bad_inputs_when_recorded():
         side.narrow(f32, np.zeros((4, 3), np.int16))
     with pytest.raises(RuntimeError, match="no beside program to join"):
         prog.join()
+    side = prog.beside()
+    side.beside()  # a beside program of the beside program, left open
+    with pytest.raises(RuntimeError, match="beside program's own beside program is not joined"):
+        prog.join()
+    side.join()
+    prog.join()
     assert prog.run(2) == []  # nothing recorded failed: the program still runs
 
 

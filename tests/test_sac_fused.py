@@ -1,4 +1,4 @@
-"""SAC's fused CPU step (pearl_fpga/algos/sac.py on FusedNet of algos/fused_net.py and FusedCritics of fused_ac.py) against its
+"""SAC's fused CPU step (pearl_fpga/algos/sac.py on FusedNet of algos/fused_net.py and FusedCritics of fused_critics.py) against its
 torch step (autograd and torch.optim.Adam, `fused=False`), its schedules, and its state across a checkpoint.
 
 Tolerances: the two steps compute the same arithmetic in the same order, but the fused one sums in another order

@@ -1,183 +1,37 @@
 """DDPG's and TD3's CPU learner step with its small ops fused, as DQN's (pearl_fpga.algos.fused).
 
-Each network runs as a `FusedNet` (algos/fused_net.py: the wide layers as torch GEMMs, the thin layers, bias,
-ReLU and their gradients as native calls); here are the critics' MSE gradient (IS weights included) and Adam,
-as native calls too, and nothing builds an autograd graph. The small (B, action) and (B, 1) pieces (tanh,
-smoothing noise, TD target) are the torch path's own ops.
+`FusedActorCriticStep` extends the critics' pieces (algos/fused_critics.py) with the deterministic actor's: its
+passes, its gradient through Q1's input gradient, its Adam step, and the Polyak averages. The small (B, action)
+and (B, 1) pieces (tanh, smoothing noise, TD target) are the torch path's own ops.
 
-The order of the step is TD3's (pearl_fpga.algos.td3), which drives these pieces and its threads (the
-critics one per thread, DDPG's concurrent actor gradient); the arithmetic is the torch path's, with
-sums in another order, so the two agree to float rounding (tests/test_fused_learner.py checks both
-against autograd and torch.optim.Adam).
-
-`FusedCritics` is the twin critics' part of any actor-critic step (target values, TD target, loss gradient,
-Adam step, a critic's input gradient, the per-batch-size buffers), which `FusedActorCriticStep` extends with
-DDPG's and TD3's deterministic actor, and a learner with a stochastic actor extends with its own.
+`FusedActorCriticStep.update` runs the step in TD3's order (pearl_fpga.algos.td3: its torch path is the
+reference), on the learner's threads (the critics one per thread, DDPG's concurrent actor gradient); the
+arithmetic is the torch path's, with sums in another order, so the two agree to float rounding
+(tests/test_fused_learner.py checks both against autograd and torch.optim.Adam).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import torch
 
+from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import Batch, LeanAdam
-from pearl_fpga.algos.fused import native_gemms
-from pearl_fpga.algos.fused_net import FusedNet, Layers, NetPass, recording, backward_together, forward_together
+from pearl_fpga.algos.fused_critics import CriticBuffers, FusedCritics
+from pearl_fpga.algos.fused_net import FusedNet, Layers, NetPass, backward_together, forward_together, recording
 
-@dataclass
-class CriticBuffers:
-    """Every tensor the critics' part of one actor-critic step writes, for one batch size."""
-
-    next_in: torch.Tensor  # (B, obs + action): next_obs and the next action
-    x: torch.Tensor  # (B, obs + action): obs and the batch's action
-    target_passes: list[NetPass]  # each critic target's
-    critic_passes: list[NetPass]
-    target: torch.Tensor  # (B, 1) TD target
-    d_q: list[torch.Tensor]  # (B, 1) dLoss/dQ of each critic
-    abs_td: torch.Tensor  # (B,) Q1's |TD error|
-    critic_grads: list[torch.Tensor]  # every critic's W0, b0, W1, ..., in the critic Adam's order
+OnThread = Callable[..., Future[Any]]
+"""A learner's `_on_grad_thread` (algos/step_threads.py): fn(*args) on its second thread, or at once in the serial
+schedule."""
 
 
-BufT = TypeVar("BufT", bound=CriticBuffers)
-
-
-class FusedCritics(Generic[BufT]):
-    """The critics' pieces of one actor-critic step on the given networks ((weight, bias) layers of `mlp()`
-    critics on (obs, action), their targets, and the LeanAdam over all critics' parameters in layer order):
-    target values, the TD target, each critic's loss gradient and Adam step, and a critic's gradient with
-    respect to its input (the actor's step). Each critic's loss is `loss_scale` times its (importance-
-    weighted) MSE to the TD target; the pieces take the critics by index, so that a caller can run each
-    critic on a thread of its own. A step's buffers (`buffers`) are the subclass's `new_buffers`, which adds its
-    own to `critic_buffers`."""
-
-    def __init__(self, critics: Sequence[Layers], critic_targets: Sequence[Layers], critic_adam: LeanAdam,
-                 action_dim: int, gamma: float, native: Any, precision: torch.dtype | None = None,
-                 loss_scale: float = 1.0, together: bool = False) -> None:
-        """together: the *_together pieces may run (float32 twin critics; their native GEMM tasks are then set
-        up, `gemms`, where torch's BLAS allows: algos/fused.py native_gemms)."""
-        self.native = native
-        self.gamma, self.loss_scale = gamma, loss_scale
-        self.critic_adam = critic_adam
-        self.critics = [FusedNet(c, native, precision) for c in critics]
-        self.critic_targets = [FusedNet(c, native, precision) for c in critic_targets]
-        sizes = [2 * len(c) for c in critics]  # each critic's slice of the critic Adam's parameters
-        self._critic_parts = [slice(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
-        self.input_width = int(critics[0][0][0].shape[1])
-        self.obs_dim = self.input_width - action_dim
-        self._buffers: dict[int, BufT] = {}
-        # float32 twin critics: each wide layer's GEMMs of every critic as one call of native tasks (the
-        # *_together pieces), on the native pool's helper beside the caller in a concurrent schedule
-        self.gemms = native_gemms() if together and precision is None and len(critics) > 1 else None
-
-    def new_buffers(self, n: int) -> BufT:
-        """Every tensor one step writes, for batch size n."""
-        raise NotImplementedError
-
-    def buffers(self, batch: Batch) -> BufT:
-        """The step's buffers for this batch size (made at the first batch of that size)."""
-        n = len(batch.reward)
-        buf = self._buffers.get(n)
-        if buf is None:
-            if batch.obs.shape[1] != self.obs_dim:
-                raise ValueError(f"batch obs has {batch.obs.shape[1]} features, the networks take {self.obs_dim}")
-            buf = self._buffers[n] = self.new_buffers(n)
-        return buf
-
-    def critic_buffers(self, n: int) -> dict[str, Any]:
-        """The CriticBuffers fields for batch size n (a subclass's buffers add their own)."""
-        width = self.input_width
-        return dict(next_in=torch.empty(n, width), x=torch.empty(n, width),
-                    target_passes=[net.new_pass(n) for net in self.critic_targets],
-                    critic_passes=[c.new_pass(n) for c in self.critics], target=torch.empty(n, 1),
-                    d_q=[torch.empty(n, 1) for _ in self.critics], abs_td=torch.empty(n),
-                    critic_grads=[torch.empty_like(p) for p in self.critic_adam.params])
-
-    def refresh_critics(self) -> None:
-        """At the start of a step, on the calling thread: the critics' low-precision weight copies (no-op in
-        float32) and the critic Adam's native views (its state made if new)."""
-        for net in (*self.critics, *self.critic_targets):
-            net.refresh()
-        self.critic_adam.native_views()
-
-    def target_values(self, buf: CriticBuffers, indices: Iterable[int], prog: Any = None) -> None:
-        """The target critics `indices` at buf.next_in (into their passes' outputs). prog: as FusedNet's."""
-        for i in indices:
-            self.critic_targets[i].forward(buf.next_in, buf.target_passes[i], prog)
-
-    def td_target(self, buf: CriticBuffers, batch: Batch, next_penalty: torch.Tensor | None = None,
-                  inputs: bool = True) -> None:
-        """buf.target = reward + (1 - done) gamma (min_i Q'_i - next_penalty), and buf.x = [obs, action] unless
-        `inputs` is False (made already) (next_penalty: an entropy term per sample, (B, 1), or None)."""
-        values = [p.outs[-1] for p in buf.target_passes]
-        next_q = values[0]
-        for value in values[1:]:
-            next_q = torch.minimum(next_q, value)
-        if next_penalty is not None:
-            next_q = next_q - next_penalty
-        torch.add(batch.reward, (1.0 - batch.done) * self.gamma * next_q, out=buf.target)
-        if inputs:
-            torch.cat([batch.obs, batch.action], dim=1, out=buf.x)
-
-    def critic_grads(self, buf: CriticBuffers, batch: Batch, indices: Iterable[int], prog: Any = None,
-                     forward: bool = True) -> list[Any]:
-        """Each critic's loss to buf.target (returned; recorded into `prog`: the indices of the losses among the
-        values its run() returns) and its gradients into buf.critic_grads. forward False: the critics' passes
-        at buf.x were run already (critic_forward)."""
-        weights = None if batch.weights is None else batch.weights.numpy()
-        losses = []
-        for i in indices:
-            net, p = self.critics[i], buf.critic_passes[i]
-            if forward:
-                net.forward(buf.x, p, prog)
-            losses.append((prog if prog is not None else self.native).mse_loss_grad(
-                p.np_outs[-1], buf.target.numpy(), weights, buf.d_q[i].numpy(), buf.abs_td.numpy() if i == 0 else None,
-                self.loss_scale))
-            net.backward(buf.d_q[i], buf.x, p, buf.critic_grads[self._critic_parts[i]], prog=prog)
-        return losses
-
-    def critic_forward(self, buf: CriticBuffers, indices: Iterable[int], prog: Any = None) -> None:
-        """The critics `indices` at buf.x (critic_grads' first part, which needs no TD target)."""
-        for i in indices:
-            self.critics[i].forward(buf.x, buf.critic_passes[i], prog)
-
-    def input_grad(self, i: int, x: torch.Tensor, p: NetPass, d_q: torch.Tensor, d_x: torch.Tensor,
-                   prog: Any = None) -> None:
-        """Critic i's value at x (into the pass p) and, from dLoss/dQ d_q, dLoss/dx into d_x (the critic's own
-        weight gradients are not computed: only the actor steps on this loss). prog: as FusedNet's."""
-        self.critics[i].forward(x, p, prog)
-        self.critics[i].backward(d_q, x, p, None, d_x, prog=prog)
-
-    def step_critics(self, buf: CriticBuffers, indices: Iterable[int], prog: Any = None) -> None:
-        """One Adam step of the critics `indices` (no clipping: the actor-critic learners do not clip), each
-        critic's low-precision copy refreshed after it; recorded into `prog` when given."""
-        with recording(self.native, prog) as rec:
-            for i in indices:
-                part = self._critic_parts[i]
-                self.critic_adam.native_step(rec, [g.numpy() for g in buf.critic_grads[part]], 0.0, part)
-                self.critics[i].refresh(rec)
-
-    def target_values_together(self, buf: CriticBuffers, threads: int) -> None:
-        """target_values of every critic, their wide GEMMs as native tasks at once (needs self.gemms)."""
-        forward_together(self.critic_targets, [buf.next_in] * len(self.critics), buf.target_passes, self.gemms, threads)
-
-    def critic_grads_together(self, buf: CriticBuffers, batch: Batch, threads: int) -> list[float]:
-        """critic_grads of every critic, their wide GEMMs as native tasks at once (needs self.gemms)."""
-        n = len(self.critics)
-        forward_together(self.critics, [buf.x] * n, buf.critic_passes, self.gemms, threads)
-        weights = None if batch.weights is None else batch.weights.numpy()
-        losses = [self.native.mse_loss_grad(p.np_outs[-1], buf.target.numpy(), weights, buf.d_q[i].numpy(),
-                                            buf.abs_td.numpy() if i == 0 else None, self.loss_scale)
-                  for i, p in enumerate(buf.critic_passes)]
-        backward_together(self.critics, buf.d_q, [buf.x] * n, buf.critic_passes,
-                          [buf.critic_grads[part] for part in self._critic_parts], self.gemms, threads)
-        return losses
-
-    def step_critics_together(self, buf: CriticBuffers, threads: int) -> None:
-        """One Adam step of every critic, its element-wise update in chunks on up to `threads` threads."""
-        self.critic_adam.native_step(self.native, [g.numpy() for g in buf.critic_grads], 0.0, threads=threads)
+def _params(nets: Iterable[Layers]) -> list[torch.Tensor]:
+    """The weights and biases of the networks, layer by layer."""
+    return [t for layers in nets for layer in layers for t in layer]
 
 
 @dataclass
@@ -198,15 +52,17 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
     their targets, and the LeanAdams over the actor's and over all critics' parameters in layer order)."""
 
     def __init__(self, actor: Layers, actor_target: Layers, critics: Sequence[Layers], critic_targets: Sequence[Layers],
-                 actor_adam: LeanAdam, critic_adam: LeanAdam, gamma: float, noise_clip: float, native: Any,
+                 actor_adam: LeanAdam, critic_adam: LeanAdam, gamma: float, tau: float, noise_clip: float, native: Any,
                  precision: torch.dtype | None = None) -> None:
         super().__init__(critics, critic_targets, critic_adam, int(actor[-1][0].shape[0]), gamma, native, precision,
                          together=True)
-        self.noise_clip = noise_clip
+        self.tau, self.noise_clip = tau, noise_clip
         self.actor_adam = actor_adam
         self.actor = FusedNet(actor, native, precision)
         self.actor_target = FusedNet(actor_target, native, precision)
-        self.stale = True  # the low-precision weight copies (refresh)
+        # (targets, online) parameters of the actor and of the critics: the Polyak averages' (average)
+        self._actor_pairs = (_params([actor_target]), _params([actor]))
+        self._critic_pairs = (_params(critic_targets), _params(critics))
 
     def new_buffers(self, n: int) -> ActorCriticBuffers:
         return ActorCriticBuffers(
@@ -215,19 +71,11 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
             q1_pass=self.critics[0].new_pass(n), d_q_pi=torch.full((n, 1), -1.0 / n),
             d_x_pi=torch.empty(n, self.input_width), actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
 
-    def refresh(self) -> None:
-        """At the start of a step, on the calling thread: the low-precision weight copies from the masters where
-        they may be stale (no-op in float32), and the Adams' native views (their state made if new). A step
-        refreshes each copy where its weights change (after an Adam step or a Polyak average) and sets
-        `stale` False when it ends; so all are refreshed here only at the first step, after a step that did not
-        end, or after the learner loaded a state (which sets `stale`)."""
-        if self.stale:
-            for net in (self.actor, self.actor_target):
-                net.refresh()
-            self.refresh_critics()
-        self.stale = True  # until the step ends
-        self.critic_adam.native_views()
-        self.actor_adam.native_views()
+    def nets(self) -> list[FusedNet]:
+        return [self.actor, self.actor_target, *super().nets()]
+
+    def adams(self) -> list[LeanAdam]:
+        return [*super().adams(), self.actor_adam]
 
     def next_input(self, buf: ActorCriticBuffers, batch: Batch, noise: torch.Tensor | None,
                    threads: int | None = None) -> None:
@@ -295,3 +143,140 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
         with recording(self.native, prog, threads) as rec:
             self.actor_adam.native_step(rec, [g.numpy() for g in buf.actor_grads], 0.0, threads=threads)
             self.actor.refresh(rec)
+
+    def update(self, batch: Batch, update_actor: bool, noise: torch.Tensor | None, *, concurrent: bool, split: bool,
+               on_thread: OnThread, threads: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """One DDPG/TD3 step in algos/td3.py's order and arithmetic (to rounding), with more of it on the second
+        thread: returns the critics' loss (0-d) and Q1's |TD error| per sample.
+
+        update_actor: the actor steps and the targets are averaged (TD3's policy delay). concurrent: DDPG's
+        concurrent update, the actor's gradient on the step's starting Q1 beside the critics', its Adam step
+        after it there. split: each critic after Q1 on the second thread, its Adam step there too; in SB3's order
+        the critics' targets are averaged there while this thread takes the actor's step (Adam and the averages
+        are element-wise: the bits of one thread). on_thread: the learner's `_on_grad_thread`; threads: the
+        threads its schedule gives a program's parts (`_threads()`)."""
+        buf = self.buffers(batch)
+        self.begin_step()
+        split = split and len(self.critics) > 1
+        if split and not concurrent and self.gemms is not None:
+            result = self._paired_update(buf, batch, update_actor, noise, threads)
+        else:
+            result = self._scheduled_update(buf, batch, update_actor, noise, concurrent, split, on_thread, threads)
+        self.end_step()
+        return result
+
+    def _scheduled_update(self, buf: ActorCriticBuffers, batch: Batch, update_actor: bool, noise: torch.Tensor | None,
+                          concurrent: bool, split: bool, on_thread: OnThread,
+                          threads: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """update's step as programs and torch ops, its parts on the learner's threads."""
+        actor_future = on_thread(self._actor_half, buf, batch) if concurrent else None
+        later = range(1, len(self.critics))  # the critics after Q1: on the second thread when split
+        # SB3's order with split critics: the critics' passes at the batch's (obs, action) are made beside their
+        # targets (early_passes), and their gradients then need only the TD target
+        early = split and not concurrent
+        if early:
+            self._early_passes(buf, batch, noise, update_actor, on_thread)
+        else:
+            self.next_input(buf, batch, noise)
+            later_targets = on_thread(self.target_values, buf, later) if split else None
+            self.target_values(buf, range(1))
+            if later_targets is not None:
+                later_targets.result()
+            else:
+                self.target_values(buf, later)
+            self.td_target(buf, batch)
+        pending_losses = on_thread(self._critics_part, buf, batch, later, early) if split else None
+        losses = self._critics_part(buf, batch, range(1), early, actor_future)
+        losses += pending_losses.result() if pending_losses is not None else self._critics_part(buf, batch, later, early)
+        if update_actor and concurrent:
+            self.average()
+        elif update_actor:  # SB3's order: the actor's gradient on the updated Q1, whose Adam step refreshed its copy
+            averaging = on_thread(self.average, False) if split else None
+            prog = self.native.Program()
+            if early:  # the actor's forward pass made
+                self.actor_backward(buf, batch, False, prog, threads)
+            else:
+                self.actor_grads(buf, batch, False, prog)
+            self.step_actor(buf, threads, prog)
+            prog.run(threads)
+            self.average(critics=False)
+            if averaging is not None:
+                averaging.result()
+            else:
+                self.average(False)
+        return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
+
+    def _actor_half(self, buf: ActorCriticBuffers, batch: Batch) -> None:
+        """DDPG's concurrent actor half: its gradient on the step's starting Q1, then its Adam step (which touches
+        no critic), as one program."""
+        prog = self.native.Program()
+        self.actor_grads(buf, batch, False, prog)
+        self.step_actor(buf, prog=prog)
+        prog.run()
+
+    def _early_passes(self, buf: ActorCriticBuffers, batch: Batch, noise: torch.Tensor | None, update_actor: bool,
+                      on_thread: OnThread) -> None:
+        """The next action and every target value on the second thread (_target_part), beside the parts here that
+        need no TD target: every critic at the batch's (obs, action) and, in an actor's step, the actor's forward
+        pass (which no critic update changes); then the TD target."""
+        pending = on_thread(self._target_part, buf, batch, noise)
+        torch.cat([batch.obs, batch.action], dim=1, out=buf.x)
+        prog = self.native.Program()
+        self.critic_forward(buf, range(len(self.critics)), prog)
+        if update_actor:
+            self.actor_forward(buf, batch, prog=prog)  # runs the program, then the actor's tanh head
+        else:
+            prog.run()
+        pending.result()
+        self.td_target(buf, batch, inputs=False)
+
+    def _target_part(self, buf: ActorCriticBuffers, batch: Batch, noise: torch.Tensor | None) -> None:
+        """buf.next_in, then every target critic's value there (one program)."""
+        self.next_input(buf, batch, noise)
+        prog = self.native.Program()
+        self.target_values(buf, range(len(self.critics)), prog)
+        prog.run()
+
+    def _critics_part(self, buf: ActorCriticBuffers, batch: Batch, indices: range, early: bool,
+                      wait: Future[None] | None = None) -> list[float]:
+        """The critics' gradients (early: their passes at buf.x made already), then their Adam step (Adam is per
+        parameter), as one program; returns their losses. wait: what must finish before they step (DDPG's
+        concurrent actor half reads Q1 as it was: the critics' gradients first, then the wait)."""
+        prog = self.native.Program()
+        slots = self.critic_grads(buf, batch, indices, prog, forward=not early)
+        if wait is not None:
+            prog.run()
+            wait.result()  # re-raises an error of the actor's half; Q1 may change from here
+        self.step_critics(buf, indices, prog)
+        values = prog.run()
+        return [values[k] for k in slots]
+
+    def _paired_update(self, buf: ActorCriticBuffers, batch: Batch, update_actor: bool, noise: torch.Tensor | None,
+                       threads: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A float32 step with twin critics in SB3's order, every wide GEMM as native tasks (algos/fused.py
+        native_gemms): the twins' GEMMs of a layer at once, a lone network's in two halves of rows, a layer's
+        weight and input gradients at once, and the Adam updates in chunks, on the native pool's helper beside
+        the caller in the concurrent schedule (no GIL, no wake per hand-over) and on one thread in the serial
+        one: the same code, so the same bits."""
+        self.next_input(buf, batch, noise, threads)
+        self.target_values_together(buf, threads)
+        self.td_target(buf, batch)
+        losses = self.critic_grads_together(buf, batch, threads)
+        self.step_critics_together(buf, threads)
+        if update_actor:  # the actor's gradient on the updated Q1
+            self.actor_forward(buf, batch, threads)
+            self.actor_backward_together(buf, batch, threads)
+            self.step_actor(buf, threads)
+            self.average()
+        return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
+
+    def average(self, actor: bool = True, critics: bool = True) -> None:
+        """Polyak-average the actor's and/or the critics' targets toward their online networks with tau (element-
+        wise: parts give the bits of the whole), then refresh those targets' low-precision copies."""
+        parts = ([(self._actor_pairs, [self.actor_target])] if actor else []) + \
+            ([(self._critic_pairs, self.critic_targets)] if critics else [])
+        for (targets, online), nets in parts:
+            with torch.no_grad():
+                torch_ops.foreach_lerp_(targets, online, self.tau)
+            for net in nets:
+                net.refresh()

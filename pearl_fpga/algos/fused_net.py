@@ -1,6 +1,6 @@
 """One `mlp()` network's fused CPU passes (`FusedNet`, into per-batch-size buffers: `NetPass`), and several
 networks of one shape at once (`forward_together`, `backward_together`): the pieces every fused actor-critic
-step is built from (algos/fused_ac.py: the critics, DDPG's and TD3's actor, and a stochastic actor's learner).
+step is built from (algos/fused_critics.py: the critics; fused_ac.py: DDPG's and TD3's actor; and a stochastic actor's learner).
 
 A network's wide layers stay torch GEMMs (MKL; bfloat16 on copies of the weights with a `precision`)
 writing into buffers allocated once per batch size; the thin layers (a side of at most `common.THIN`: the

@@ -26,7 +26,7 @@ On a CPU with the native module built, the step runs fused (`fused=None` takes i
 path). The fused step is the same arithmetic in the same order, with sums in another order, so the two
 agree to float rounding (tests/test_sac_fused.py): the networks' wide layers are torch GEMMs into
 buffers made once per batch size, the thin layers, bias, ReLU, the critics' MSE gradient and every Adam
-step are native (FusedNet of algos/fused_net.py and FusedCritics of fused_ac.py, as DDPG's and TD3's), and
+step are native (FusedNet of algos/fused_net.py and FusedCritics of fused_critics.py, as DDPG's and TD3's), and
 nothing builds an autograd graph. The squashed Gaussian is native too, one pass each way: the sample and its log-probability
 are `squash` evaluated in float64 and rounded once (more accurate than its float32 ops, whose 1 - a^2
 cancels where tanh saturates), and the gradient at the actor's outputs is the torch step's float32 ops
@@ -57,7 +57,7 @@ from pearl_fpga.algos.api import UpdateResult
 from pearl_fpga.algos.common import (Batch, LeanAdam, cast_layers, forward, linear_layers, load_named_state, mlp,
                                      named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import native_learner
-from pearl_fpga.algos.fused_ac import CriticBuffers, FusedCritics
+from pearl_fpga.algos.fused_critics import CriticBuffers, FusedCritics
 from pearl_fpga.algos.fused_net import FusedNet, NetPass
 from pearl_fpga.algos.heads import ActorHead, PolicyOutputs
 from pearl_fpga.algos.step_threads import TwoThreadLearner, update_schedule
@@ -333,9 +333,6 @@ class _FusedStep(FusedCritics[_Buffers]):
         self.actor_adam, self.ent_adam = learner._adams[0], learner._adams[2] if learner.auto_entropy else None
         self._online = [list(c.parameters()) for c in (critic.q1, critic.q2)]
         self._targets = [list(c.parameters()) for c in (target.q1, target.q2)]
-        # the networks' low-precision weight copies (a bfloat16 step's) are refreshed where a step changes their
-        # weights; all of them at the start of a step after one that did not end, or after load_state_dict
-        self.stale = True
 
     def new_buffers(self, n: int) -> _Buffers:
         action_dim = self.learner.action_dim
@@ -347,16 +344,17 @@ class _FusedStep(FusedCritics[_Buffers]):
                         d_pi_out=torch.empty(n, 2 * action_dim),
                         actor_grads=[torch.empty_like(p) for p in self.actor_adam.params])
 
+    def nets(self) -> list[FusedNet]:
+        return [self.actor, *super().nets()]
+
+    def adams(self) -> list[LeanAdam]:
+        return [*super().adams(), self.actor_adam]
+
     def update(self, batch: Batch) -> UpdateResult:
         learner = self.learner
         on_thread = learner._on_grad_thread
         buf = self.buffers(batch)
-        if self.stale:
-            for net in (self.actor, *self.critics, *self.critic_targets):
-                net.refresh()
-        self.stale = True  # until this step ends
-        self.critic_adam.native_views()
-        self.actor_adam.native_views()
+        self.begin_step()  # every network's low-precision copy is refreshed where this step changes its weights
         # the noise of both samples first, in the torch step's order (the same bits for a seed)
         next_sample = buf.samples[1]
         for drawn in buf.samples:
@@ -376,7 +374,7 @@ class _FusedStep(FusedCritics[_Buffers]):
         later_critic = on_thread(self._critic_step, buf, batch, 1, average)
         loss = self._critic_step(buf, batch, 0, average) + later_critic.result()
         self._actor_step(buf, batch, ent_coef)
-        self.stale = False
+        self.end_step()
         return UpdateResult(torch.tensor(loss, dtype=torch.float32), buf.abs_td.clone())
 
     def _target_values(self, buf: _Buffers, batch: Batch) -> None:

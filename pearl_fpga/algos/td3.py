@@ -23,13 +23,13 @@ actor step's backward pass skips the critic's weight gradients (only the input g
 target updates use fused foreach ops, and the update runs without nn.Module calls or torch.optim's
 Python wrapper (pearl_fpga.algos.common).
 
-On a CPU with the native module built, the step runs fused (algos/fused_ac.py: the wide GEMMs in
-torch, the thin layers, masks, loss gradient and Adam native, no autograd graph; `fused=False` runs
-the torch ops above, which agree with it to float rounding), DDPG's concurrent update included. In
-float32 with torch's MKL, TD3's step in SB3's order runs every wide GEMM as native tasks instead
-(_paired_update: the twin critics' GEMMs of a layer at once, a lone network's in two halves of rows, on
-the native pool's helper in the concurrent schedule, algos/fused.py native_gemms), so its second thread
-is a native one that needs no GIL and no wake per hand-over.
+On a CPU with the native module built, the step runs fused (algos/fused_ac.py, FusedActorCriticStep.update:
+the same order, the wide GEMMs torch's own, the thin layers, masks, loss gradient and Adam native, no autograd
+graph; `fused=False` runs the torch ops above, which agree with it to float rounding), DDPG's concurrent
+update included. In float32 with torch's MKL, TD3's step in SB3's order runs every wide GEMM as native tasks
+instead (the twin critics' GEMMs of a layer at once, a lone network's in two halves of rows, on the native
+pool's helper in the concurrent schedule, algos/fused.py native_gemms), so its second thread is a native one
+that needs no GIL and no wake per hand-over.
 
 Options (off by default): `precision=torch.bfloat16` (placement learn=cpu-bf16) runs the wide GEMMs in
 bfloat16 on float32 master weights (common.cast_layers); `config.learner_compile` runs the whole step
@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -55,7 +54,7 @@ from pearl_fpga.algos.api import UpdateResult
 from pearl_fpga.algos.common import (Batch, CompiledStep, LeanAdam, cast_layers, forward, linear_layers,
                                      load_named_state, mlp, named_state, subnormals_flushed)
 from pearl_fpga.algos.fused import native_learner
-from pearl_fpga.algos.fused_ac import ActorCriticBuffers, FusedActorCriticStep
+from pearl_fpga.algos.fused_ac import FusedActorCriticStep
 from pearl_fpga.algos.heads import ActorHead, GaussianNoise
 from pearl_fpga.algos.step_threads import TwoThreadLearner, update_schedule
 from pearl_fpga.errors import BackendUnavailable
@@ -95,8 +94,6 @@ class TD3(TwoThreadLearner):
         self.critic_optimizer = self.critic_adam.optimizer
         self._targets = list(self.actor_target.parameters()) + [p for c in self.critic_targets for p in c.parameters()]
         self._online = self.actor_adam.params + self.critic_adam.params
-        self._actor_part = slice(0, len(self.actor_adam.params))  # of _targets and _online; the critics' after it
-        self._critics_part = slice(len(self.actor_adam.params), None)
         self._actor, self._actor_target = linear_layers(self.actor), linear_layers(self.actor_target)
         self._critics = [linear_layers(c) for c in self.critics]
         self._critic_targets = [linear_layers(c) for c in self.critic_targets]
@@ -134,8 +131,8 @@ class TD3(TwoThreadLearner):
             raise BackendUnavailable("the fused learner step needs a CPU learner and pearl_fpga._learner_native; "
                                      "rebuild the package (make native) or pass fused=False")
         self._fused = (FusedActorCriticStep(self._actor, self._actor_target, self._critics, self._critic_targets,
-                                            self.actor_adam, self.critic_adam, self.gamma, self.noise_clip, native,
-                                            precision) if native is not None else None)
+                                            self.actor_adam, self.critic_adam, self.gamma, float(config.tau),
+                                            self.noise_clip, native, precision) if native is not None else None)
 
     @staticmethod
     def _delay_and_smoothing(config: TrainConfig) -> tuple[int, float, float]:
@@ -196,7 +193,9 @@ class TD3(TwoThreadLearner):
         if self._compiled is not None:
             result = self._compiled(batch, update_actor, noise)
         elif self._fused is not None:
-            result = self._fused_update(batch, update_actor, noise)
+            result = self._fused.update(batch, update_actor, noise, on_thread=self._on_grad_thread,
+                                        concurrent=update_actor and bool(self.config.concurrent_updates),
+                                        split=self.split_critics, threads=self._threads())
         elif update_actor and self.config.concurrent_updates:
             actor_future = self._on_grad_thread(self._actor_grads, batch)
             critic_loss, td, critic_grads = self._critic_grads(batch, noise)
@@ -230,135 +229,10 @@ class TD3(TwoThreadLearner):
             self._update_targets()
         return critic_loss, td
 
-    def _fused_update(self, batch: Batch, update_actor: bool,
-                      noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The step of `_learn`'s torch paths (the same order and arithmetic, to rounding) with the fused
-        CPU pieces (algos/fused_ac.py), and more of it on the second thread: with a concurrent update the
-        actor's Adam step follows its gradient there; with `split_critics` each critic's Adam step runs on
-        its critic's thread, and in SB3's order the critics' targets are averaged there while this thread
-        takes the actor's step (Adam and the averages are element-wise: the bits of one thread)."""
-        fused = self._fused
-        assert fused is not None
-        buf = fused.buffers(batch)
-        fused.refresh()
-        concurrent = update_actor and self.config.concurrent_updates
-
-        def actor_half() -> None:  # on the step's starting Q1; its Adam step touches no critic
-            prog = fused.native.Program()
-            fused.actor_grads(buf, batch, False, prog)
-            fused.step_actor(buf, prog=prog)
-            prog.run()
-
-        actor_future = self._on_grad_thread(actor_half) if concurrent else None
-        later = range(1, self.n_critics)  # the critics after Q1: on the second thread with split_critics
-        split = self.split_critics and len(later) > 0
-        if split and not concurrent and fused.gemms is not None:
-            return self._paired_update(buf, batch, update_actor, noise)
-        # SB3's order with split critics: the next action and every target value on the second thread, beside
-        # the parts here that need no TD target: every critic at the batch's (obs, action) and, in an actor's
-        # step, the actor's forward pass (which no critic update changes); the actor's backward pass after the
-        # critics' update, its weight-gradient GEMM beside it
-        early = split and not concurrent
-        if early:
-            def targets_part() -> None:
-                fused.next_input(buf, batch, noise)
-                targets = fused.native.Program()
-                fused.target_values(buf, range(self.n_critics), targets)
-                targets.run()
-
-            pending = self._on_grad_thread(targets_part)
-            torch.cat([batch.obs, batch.action], dim=1, out=buf.x)
-            prog = fused.native.Program()
-            fused.critic_forward(buf, range(self.n_critics), prog)
-            if update_actor:
-                fused.actor_forward(buf, batch, prog=prog)  # runs the program, then the actor's tanh head
-            else:
-                prog.run()
-            pending.result()
-            fused.td_target(buf, batch, inputs=False)
-        else:
-            fused.next_input(buf, batch, noise)
-            later_targets = self._on_grad_thread(fused.target_values, buf, later) if split else None
-            fused.target_values(buf, range(1))
-            if later_targets is not None:
-                later_targets.result()
-            else:
-                fused.target_values(buf, later)
-            fused.td_target(buf, batch)
-
-        def critics_part(indices: range, wait: Future[None] | None = None) -> list[float]:
-            """Their gradients (their passes at buf.x made already with split critics), then their Adam step
-            (Adam is per parameter), as one program; wait: what must finish before they step."""
-            prog = fused.native.Program()
-            slots = fused.critic_grads(buf, batch, indices, prog, forward=not early)
-            if wait is not None:  # the actor's half reads Q1 as it was: its gradient first, then the wait
-                prog.run()
-                wait.result()  # re-raises an error of the actor's half; Q1 may change from here
-            fused.step_critics(buf, indices, prog)
-            values = prog.run()
-            return [values[k] for k in slots]
-
-        pending_losses = self._on_grad_thread(critics_part, later) if split else None
-        losses = critics_part(range(1), actor_future)
-        losses += pending_losses.result() if pending_losses is not None else critics_part(later)
-        if update_actor:
-            if concurrent:
-                self._average_fused()
-            else:  # SB3's order: the actor's gradient on the updated Q1
-                averaging = self._on_grad_thread(self._average_fused, self._critics_part) if split else None
-                prog, threads = fused.native.Program(), self._threads()
-                # on the updated Q1, whose low-precision copy its Adam step refreshed
-                if early:  # the actor's forward pass made
-                    fused.actor_backward(buf, batch, False, prog, threads)
-                else:
-                    fused.actor_grads(buf, batch, False, prog)
-                fused.step_actor(buf, threads, prog)
-                prog.run(threads)
-                self._average_fused(self._actor_part)
-                if averaging is not None:
-                    averaging.result()
-                else:
-                    self._average_fused(self._critics_part)
-        fused.stale = False  # every low-precision copy refreshed where this step changed its weights
-        return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
-
-    def _paired_update(self, buf: ActorCriticBuffers, batch: Batch, update_actor: bool,
-                       noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """A float32 fused step with twin critics in SB3's order, every wide GEMM as native tasks (algos/
-        fused.py native_gemms): the twins' GEMMs of a layer at once, a lone network's in two halves of rows,
-        a layer's weight and input gradients at once, and the Adam updates in chunks, on the native pool's
-        helper beside the caller in the concurrent schedule (no GIL, no wake per hand-over) and on one
-        thread in the serial one: the same code, so the same bits."""
-        fused = self._fused
-        assert fused is not None
-        threads = self._threads()
-        fused.next_input(buf, batch, noise, threads)
-        fused.target_values_together(buf, threads)
-        fused.td_target(buf, batch)
-        losses = fused.critic_grads_together(buf, batch, threads)
-        fused.step_critics_together(buf, threads)
-        if update_actor:  # the actor's gradient on the updated Q1
-            fused.actor_forward(buf, batch, threads)
-            fused.actor_backward_together(buf, batch, threads)
-            fused.step_actor(buf, threads)
-            self._update_targets()
-        return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
-
-    def _average_fused(self, part: slice = slice(None)) -> None:
-        """_update_targets, then the fused step's low-precision copies of those targets."""
-        self._update_targets(part)
-        fused = self._fused
-        assert fused is not None
-        nets = ([fused.actor_target] if part != self._critics_part else []) + \
-            (list(fused.critic_targets) if part != self._actor_part else [])
-        for net in nets:
-            net.refresh()
-
-    def _update_targets(self, part: slice = slice(None)) -> None:
-        """Polyak-average the targets toward the online networks: all, or `part` of them (_actor_part,
-        _critics_part: element-wise, so parts give the bits of the whole)."""
+    def _update_targets(self) -> None:
+        """Polyak-average the targets toward the online networks."""
         with torch.no_grad():
-            torch_ops.foreach_lerp_(self._targets[part], self._online[part], self.config.tau)
+            torch_ops.foreach_lerp_(self._targets, self._online, self.config.tau)
 
     def _critic_grads(self, batch: Batch,
                       noise: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
