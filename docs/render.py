@@ -178,8 +178,8 @@ def _learner(results: dict[str, Any]) -> str:
         *(f"{algo} update schedule (the first learner's, measured while it was timed): {m['schedule']}; the "
           "`serial` and `concurrent` learners run that schedule fixed." for algo, m in results["algos"].items()
           if m.get("schedule")),
-        *(f"Where {algo}'s float32 step goes in its serial schedule at {p['threads']} thread(s) "
-          f"({_f(p['step_s'] * 1e6)} us; torch.profiler, `--profile`): {profile_text(p)}."
+        *(f"Where {algo}'s {p.get('precision', 'float32')} step goes in its serial schedule at {p['threads']} thread(s) "
+          f"({_f(p['step_s'] * 1e6)} us; torch.profiler and the native pieces' timers, `--profile`): {profile_text(p)}."
           for algo, m in results["algos"].items() for p in m.get("profile", [])),
         *(f"SBX's {algo} step: SBX {m['sbx']['version']} on jax {m['sbx']['jax']}, its own `train` of "
           f"{m['sbx'].get('gradient_steps_per_call', 1)} gradient step(s) per call as the preset runs it, with its "

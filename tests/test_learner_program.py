@@ -277,3 +277,24 @@ def test_a_bfloat16_learner_resumed_from_its_state_gives_the_run_s_bits(algo):
         assert float(run.update(batch)[0]) == float(resumed.update(batch)[0])
     for x, y in zip(run.policy_module.state_dict().values(), resumed.policy_module.state_dict().values(), strict=True):
         assert torch.equal(x, y)
+
+
+def test_piece_timing_counts_each_piece_run_while_on_and_forgets_what_it_returned():
+    """time_pieces (bench learner --profile): each piece a program records or a module function runs while it is on,
+    by name, with its calls and seconds; GEMMs left to torch's profiler; nothing counted once it is off."""
+    src, low = np.ones((8, 4), np.float32), np.zeros((8, 4), np.int16)
+    a, b, out = np.ones((8, 4), np.float32), np.ones((4, 3), np.float32), np.zeros((8, 3), np.float32)
+    assert isinstance(native.time_pieces(True), dict)  # earlier times forgotten
+    prog = native.Program()
+    prog.narrow(src, low)
+    prog.narrow(src, low)
+    prog.gemm(a, False, b, False, out)
+    prog.run()
+    native.bias_grad(np.ones((8, 3), np.float32), np.zeros(3, np.float32))
+    times = native.time_pieces(False)
+    assert set(times) == {"narrow", "bias_grad"} and times["narrow"][0] == 2 and times["bias_grad"][0] == 1
+    assert all(seconds >= 0.0 for _, seconds in times.values())
+    np.testing.assert_array_equal(out, np.full((8, 3), 4.0, np.float32))  # timing changes nothing it runs
+    prog.narrow(src, low)
+    prog.run()
+    assert native.time_pieces(False) == {}

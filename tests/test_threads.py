@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from pearl_fpga.runtime.threads import AdaptiveThreads, thread_candidates
+from pearl_fpga.runtime.placement import bf16_unsupported
 
 
 class FakeMachine:
@@ -254,8 +255,33 @@ def test_bench_learner_profile_accounts_for_the_whole_step(tmp_path):
     profiles = json.loads(out.read_text())["results"]["algos"]["td3"]["profile"]
     assert profiles and all(p["seconds"]["gemm"] > 0 and p["gemm_gflops"] > 0 for p in profiles)
     for p in profiles:
-        assert sum(p["seconds"].values()) == pytest.approx(p["step_s"], rel=1e-6) or p["seconds"]["outside torch ops"] == 0
+        assert p["precision"] == "float32"
+        assert sum(p["seconds"].values()) == pytest.approx(p["step_s"], rel=1e-6) or p["seconds"]["outside"] == 0
+        # the fused step's native pieces, timed by name (the bias and ReLU passes here inside the native GEMM tasks);
+        # Adam counted as Adam, the rest as native passes
+        assert {"linear_thin", "mse_loss_grad", "clip_adam"} <= set(p["native"])
+        assert p["seconds"]["native passes"] == pytest.approx(sum(t for n, t in p["native"].items() if n != "clip_adam"))
+        assert p["seconds"]["adam"] >= p["native"]["clip_adam"] > 0
     assert [category(n) for n in ("aten::addmm", "aten::_fused_adam_", "aten::relu_")] == ["gemm", "adam", "other torch ops"]
+
+
+@pytest.mark.skipif(bf16_unsupported("cpu") is not None, reason=f"no bfloat16 GEMMs here: {bf16_unsupported('cpu')}")
+def test_bench_learner_profiles_the_bfloat16_step_too(tmp_path):
+    """Where the CPU runs the bfloat16 learner, --profile sorts its step too, its narrowing and widening among the
+    native passes."""
+    import json
+
+    from pearl_fpga.cli import main
+
+    out = tmp_path / "learner.json"
+    assert main(["bench", "learner", "--algo", "dqn", "--rounds", "1", "--seconds", "0.02", "--set", "net_arch=[32,32]",
+                 "--set", "batch_size=16", "--profile", "--json", str(out)]) == 0
+    profiles = json.loads(out.read_text())["results"]["algos"]["dqn"]["profile"]
+    low = [p for p in profiles if p["precision"] == "bfloat16"]
+    assert low and [p["precision"] for p in profiles[:len(profiles) - len(low)]] == ["float32"] * (len(profiles) - len(low))
+    for p in low:
+        assert p["seconds"]["gemm"] > 0 and "narrow" in p["native"] and "dqn_loss_grad" in p["native"]
+        assert sum(p["seconds"].values()) == pytest.approx(p["step_s"], rel=1e-6) or p["seconds"]["outside"] == 0
 
 
 def test_bench_learner_says_when_sbx_is_missing(monkeypatch, capsys):

@@ -244,7 +244,9 @@ def profile_text(p: dict[str, Any]) -> str:
     """One `bench learner --profile` entry as a line: each category's microseconds and share of the step."""
     parts = [f"{name} {t * 1e6:.0f} us ({100 * t / p['step_s']:.0f}%)" for name, t in p["seconds"].items()]
     gemm = f"; the GEMMs alone at {p['gemm_gflops']:.0f} GFLOP/s" if p.get("gemm_gflops") else ""
-    return ", ".join(parts) + gemm
+    pieces = [f"{name} {t * 1e6:.0f}" for name, t in p.get("native", {}).items() if name != "clip_adam"][:5]
+    native = f"; the largest native passes (us): {', '.join(pieces)}" if pieces else ""
+    return ", ".join(parts) + gemm + native
 
 
 def learner_rows(results: dict[str, Any]) -> list[tuple[str, str, str, float, float, float, str]]:
@@ -304,8 +306,9 @@ def measure_all(args: LearnerBench, log: Callable[[str], None]) -> dict[str, Any
         if args.profile:
             from pearl_fpga.bench.learner_profile import profile_step
 
-            log(f"profiling the {algo} learner step (serial schedule, float32)...")
-            results["algos"][algo]["profile"] = [profile_step(config, n) for n in counts]
+            profiled = ["float32", *(["bfloat16"] if any(v.startswith("bfloat16") for v in variants) else [])]
+            log(f"profiling the {algo} learner step (serial schedule, {' and '.join(profiled)})...")
+            results["algos"][algo]["profile"] = [profile_step(config, n, precision=p) for p in profiled for n in counts]
         if args.sbx:
             from pearl_fpga.bench.learner_sbx import sbx_step
 
@@ -354,7 +357,8 @@ def report(record: dict[str, Any], console: Any) -> None:
         console.print(f"{algo}: {base['flops_per_step'] / 1e6:.1f} MFLOP per step (GEMMs of forward and backward); "
                       f"adaptive: {base['auto_choice']}", markup=False)
         for p in base.get("profile", []):
-            console.print(f"{algo} serial step at {p['threads']} thread(s), {p['step_s'] * 1e6:.0f} us: "
+            console.print(f"{algo} {p.get('precision', 'float32')} serial step at {p['threads']} thread(s), "
+                          f"{p['step_s'] * 1e6:.0f} us: "
                           + profile_text(p), markup=False)
         if "skipped" in base.get("sbx", {}):
             console.print(f"{algo}: SBX not timed ({base['sbx']['skipped']})", markup=False)

@@ -20,11 +20,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -100,7 +102,46 @@ float* optional_column(const py::handle& obj, py::ssize_t B, const char* name, b
 // A piece's arithmetic, its arguments checked and bound: a module function runs it at once, a Program later.
 using Op = std::function<void()>;
 
-void run_released(const Op& op) {
+// Per-piece timing (`bench learner --profile`): off unless asked; when on, each piece a module function runs or a
+// program records from then on is wrapped in two clock reads, summed per piece name over every thread that runs it.
+struct PieceTime {
+    std::atomic<long long> ns{0};
+    std::atomic<long long> calls{0};
+};
+std::map<std::string, PieceTime>& piece_times() {
+    static std::map<std::string, PieceTime> times;
+    return times;
+}
+bool timing_pieces = false;
+
+// Turns piece timing on or off (for pieces run or recorded from now on) and returns the times summed so far, by
+// piece: {name: (calls, seconds)}, then forgets them.
+py::dict time_pieces(bool on) {
+    py::dict out;
+    for (auto& [name, time] : piece_times())
+        if (time.calls.load() > 0)
+            out[py::str(name)] =
+                py::make_tuple(time.calls.exchange(0), 1e-9 * static_cast<double>(time.ns.exchange(0)));
+    timing_pieces = on;
+    return out;
+}
+
+// `op`, the piece `name`, timed when piece timing is on (GEMMs excepted: torch's profiler sees them). Under the GIL.
+Op timed(const char* name, Op op) {
+    if (!timing_pieces || std::strcmp(name, "gemm") == 0) return op;
+    PieceTime* time = &piece_times()[name];  // a map's node stays where it is
+    return [op = std::move(op), time] {
+        const auto start = std::chrono::steady_clock::now();
+        op();
+        const auto took = std::chrono::steady_clock::now() - start;
+        time->ns += std::chrono::duration_cast<std::chrono::nanoseconds>(took).count();
+        time->calls += 1;
+    };
+}
+
+// A module function's piece `name`, run at once with the GIL released.
+void run_released(const char* name, Op op) {
+    op = timed(name, std::move(op));
     py::gil_scoped_release release;
     op();
 }
@@ -174,8 +215,9 @@ double dqn_loss_grad(py::handle q_obj, py::handle q_next_online_obj, py::handle 
                      py::array_t<int64_t, py::array::c_style> action, py::handle reward_obj, py::handle done_obj,
                      py::handle weights_obj, double gamma, bool double_q, py::handle d_q_obj, py::handle abs_td_obj) {
     double loss = 0.0;
-    dqn_loss_grad_op(q_obj, q_next_online_obj, q_next_target_obj, action, reward_obj, done_obj, weights_obj, gamma,
-                     double_q, d_q_obj, abs_td_obj, &loss)();  // (B, A): with the GIL
+    // (B, A): with the GIL
+    timed("dqn_loss_grad", dqn_loss_grad_op(q_obj, q_next_online_obj, q_next_target_obj, action, reward_obj, done_obj,
+                                            weights_obj, gamma, double_q, d_q_obj, abs_td_obj, &loss))();
     return loss;
 }
 
@@ -307,7 +349,7 @@ Op bias_grad_op(py::handle d_obj, py::handle db_obj) {
     expect_shape(db, d.cols, 1, "db");
     return [d, db] { column_sums(d.data, db.data, d.rows, d.cols); };
 }
-void bias_grad(py::handle d_obj, py::handle db_obj) { run_released(bias_grad_op(d_obj, db_obj)); }
+void bias_grad(py::handle d_obj, py::handle db_obj) { run_released("bias_grad", bias_grad_op(d_obj, db_obj)); }
 
 // out += b per row (then ReLU when relu): the bias and activation after a GEMM that wrote out = x W^T, in one
 // pass instead of a bias copy before the GEMM and a ReLU after it. out (R, N), b (N,). src: the GEMM's result in
@@ -322,7 +364,7 @@ Op bias_relu_op(py::handle out_obj, py::handle b_obj, bool relu, py::handle src_
     return [out, b, relu, src, low] { add_bias_relu(out.data, b.data, out.rows, out.cols, relu, src.data, low.data); };
 }
 void bias_relu(py::handle out_obj, py::handle b_obj, bool relu, py::handle src_obj, py::handle out_low_obj) {
-    run_released(bias_relu_op(out_obj, b_obj, relu, src_obj, out_low_obj));
+    run_released("bias_relu", bias_relu_op(out_obj, b_obj, relu, src_obj, out_low_obj));
 }
 
 // d *= (a > 0): the ReLU's backward pass, a being the ReLU's output. src: the gradient's GEMM result in bfloat16,
@@ -336,7 +378,7 @@ Op relu_backward_op(py::handle d_obj, py::handle a_obj, py::handle src_obj, py::
     return [d, a, src, low] { keep_positive(d.data, a.data, d.rows * d.cols, src.data, low.data); };
 }
 void relu_backward(py::handle d_obj, py::handle a_obj, py::handle src_obj, py::handle out_low_obj) {
-    run_released(relu_backward_op(d_obj, a_obj, src_obj, out_low_obj));
+    run_released("relu_backward", relu_backward_op(d_obj, a_obj, src_obj, out_low_obj));
 }
 
 // low = src narrowed to bfloat16, or out = low widened to float32 (the same shape).
@@ -487,7 +529,7 @@ Op linear_thin_op(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::hand
 }
 void linear_thin(py::handle x_obj, py::handle w_obj, py::handle b_obj, py::handle out_obj, bool relu,
                  py::handle out_low_obj) {
-    run_released(linear_thin_op(x_obj, w_obj, b_obj, out_obj, relu, out_low_obj));
+    run_released("linear_thin", linear_thin_op(x_obj, w_obj, b_obj, out_obj, relu, out_low_obj));
 }
 
 // dW = d^T a: d (B, N), a (B, K), dw (N, K).
@@ -509,7 +551,7 @@ Op weight_grad_thin_op(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
     };
 }
 void weight_grad_thin(py::handle d_obj, py::handle a_obj, py::handle dw_obj) {
-    run_released(weight_grad_thin_op(d_obj, a_obj, dw_obj));
+    run_released("weight_grad_thin", weight_grad_thin_op(d_obj, a_obj, dw_obj));
 }
 
 // out = (d W) * (a > 0), the gradient at a ReLU layer's output a: d (B, N), W (N, K), a and out (B, K);
@@ -543,7 +585,7 @@ Op input_grad_thin_op(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::
 }
 void input_grad_thin(py::handle d_obj, py::handle w_obj, py::handle a_obj, py::handle out_obj,
                      py::handle out_low_obj) {
-    run_released(input_grad_thin_op(d_obj, w_obj, a_obj, out_obj, out_low_obj));
+    run_released("input_grad_thin", input_grad_thin_op(d_obj, w_obj, a_obj, out_obj, out_low_obj));
 }
 
 // The MSE to a TD target and its gradient, one critic: q, target (B, 1); weights (B,) importance
@@ -578,7 +620,8 @@ Op mse_loss_grad_op(py::handle q_obj, py::handle target_obj, py::handle weights_
 double mse_loss_grad(py::handle q_obj, py::handle target_obj, py::handle weights_obj, py::handle d_q_obj,
                      py::handle abs_td_obj, double scale) {
     double loss = 0.0;
-    mse_loss_grad_op(q_obj, target_obj, weights_obj, d_q_obj, abs_td_obj, scale, &loss)();  // (B, 1): with the GIL
+    // (B, 1): with the GIL
+    timed("mse_loss_grad", mse_loss_grad_op(q_obj, target_obj, weights_obj, d_q_obj, abs_td_obj, scale, &loss))();
     return loss;
 }
 
@@ -678,8 +721,9 @@ Op clip_adam_op(py::list params, py::list grads, py::list exp_avgs, py::list exp
 double clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list exp_avg_sqs, py::list steps, double lr,
                  double beta1, double beta2, double eps, double weight_decay, double max_norm, int threads) {
     double norm = 0.0;
-    run_released(clip_adam_op(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, eps, weight_decay,
-                              max_norm, threads, &norm));  // the arrays stay referenced by the caller's lists
+    // the arrays stay referenced by the caller's lists
+    run_released("clip_adam", clip_adam_op(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, eps,
+                                           weight_decay, max_norm, threads, &norm));
     return norm;
 }
 
@@ -724,7 +768,7 @@ Op squash_sample_op(py::handle out_obj, py::handle eps_obj, py::handle action_ob
 }
 void squash_sample(py::handle out_obj, py::handle eps_obj, py::handle action_obj, py::handle std_obj,
                    py::handle log_prob_obj) {
-    run_released(squash_sample_op(out_obj, eps_obj, action_obj, std_obj, log_prob_obj));
+    run_released("squash_sample", squash_sample_op(out_obj, eps_obj, action_obj, std_obj, log_prob_obj));
 }
 
 // The gradient at the policy network's outputs of SAC's actor loss mean(alpha log pi(a|s) - min(Q1, Q2)(s, a))
@@ -774,8 +818,8 @@ Op squash_backward_op(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, p
 }
 void squash_backward(py::handle q1_obj, py::handle q2_obj, py::handle d1_obj, py::handle d2_obj, py::handle action_obj,
                      py::handle eps_obj, py::handle std_obj, py::handle out_obj, double scale, py::handle d_out_obj) {
-    run_released(squash_backward_op(q1_obj, q2_obj, d1_obj, d2_obj, action_obj, eps_obj, std_obj, out_obj, scale,
-                                    d_out_obj));
+    run_released("squash_backward", squash_backward_op(q1_obj, q2_obj, d1_obj, d2_obj, action_obj, eps_obj, std_obj,
+                                                       out_obj, scale, d_out_obj));
 }
 
 // ---- GEMMs beside the caller ---------------------------------------------------------------------
@@ -960,26 +1004,28 @@ class Program {
     Program() : results_(std::make_shared<std::deque<double>>()), failed_(std::make_shared<std::atomic<bool>>(false)) {}
 
     // The module's pieces, recorded (the same arguments).
-    void bias_grad(py::handle d, py::handle db) { add(bias_grad_op(d, db), {d, db}); }
+    void bias_grad(py::handle d, py::handle db) { add("bias_grad", bias_grad_op(d, db), {d, db}); }
     void bias_relu(py::handle out, py::handle b, bool relu, py::handle src, py::handle low) {
-        add(bias_relu_op(out, b, relu, src, low), {out, b, src, low});
+        add("bias_relu", bias_relu_op(out, b, relu, src, low), {out, b, src, low});
     }
     void relu_backward(py::handle d, py::handle a, py::handle src, py::handle low) {
-        add(relu_backward_op(d, a, src, low), {d, a, src, low});
+        add("relu_backward", relu_backward_op(d, a, src, low), {d, a, src, low});
     }
     void linear_thin(py::handle x, py::handle w, py::handle b, py::handle out, bool relu, py::handle low) {
-        add(linear_thin_op(x, w, b, out, relu, low), {x, w, b, out, low});
+        add("linear_thin", linear_thin_op(x, w, b, out, relu, low), {x, w, b, out, low});
     }
-    void weight_grad_thin(py::handle d, py::handle a, py::handle dw) { add(weight_grad_thin_op(d, a, dw), {d, a, dw}); }
+    void weight_grad_thin(py::handle d, py::handle a, py::handle dw) {
+        add("weight_grad_thin", weight_grad_thin_op(d, a, dw), {d, a, dw});
+    }
     void input_grad_thin(py::handle d, py::handle w, py::handle a, py::handle out, py::handle low) {
-        add(input_grad_thin_op(d, w, a, out, low), {d, w, a, out, low});
+        add("input_grad_thin", input_grad_thin_op(d, w, a, out, low), {d, w, a, out, low});
     }
     void squash_sample(py::handle out, py::handle eps, py::handle action, py::handle sigma, py::handle log_prob) {
-        add(squash_sample_op(out, eps, action, sigma, log_prob), {out, eps, action, sigma, log_prob});
+        add("squash_sample", squash_sample_op(out, eps, action, sigma, log_prob), {out, eps, action, sigma, log_prob});
     }
     void squash_backward(py::handle q1, py::handle q2, py::handle d1, py::handle d2, py::handle action, py::handle eps,
                          py::handle sigma, py::handle out, double scale, py::handle d_out) {
-        add(squash_backward_op(q1, q2, d1, d2, action, eps, sigma, out, scale, d_out),
+        add("squash_backward", squash_backward_op(q1, q2, d1, d2, action, eps, sigma, out, scale, d_out),
             {q1, q2, d1, d2, action, eps, sigma, out, d_out});
     }
     // These return the index of their value in run()'s list.
@@ -987,46 +1033,47 @@ class Program {
                          py::array_t<int64_t, py::array::c_style> action, py::handle reward, py::handle done,
                          py::handle weights, double gamma, bool double_q, py::handle d_q, py::handle abs_td) {
         double* slot = &results_->emplace_back(0.0);
-        add(dqn_loss_grad_op(q, q_next_online, q_next_target, action, reward, done, weights, gamma, double_q, d_q,
-                             abs_td, slot),
+        add("dqn_loss_grad", dqn_loss_grad_op(q, q_next_online, q_next_target, action, reward, done, weights, gamma,
+                                              double_q, d_q, abs_td, slot),
             {q, q_next_online, q_next_target, action, reward, done, weights, d_q, abs_td});
         return results_->size() - 1;
     }
     size_t mse_loss_grad(py::handle q, py::handle target, py::handle weights, py::handle d_q, py::handle abs_td,
                          double scale) {
         double* slot = &results_->emplace_back(0.0);
-        add(mse_loss_grad_op(q, target, weights, d_q, abs_td, scale, slot), {q, target, weights, d_q, abs_td});
+        add("mse_loss_grad", mse_loss_grad_op(q, target, weights, d_q, abs_td, scale, slot),
+            {q, target, weights, d_q, abs_td});
         return results_->size() - 1;
     }
     size_t clip_adam(py::list params, py::list grads, py::list exp_avgs, py::list exp_avg_sqs, py::list steps,
                      double lr, double beta1, double beta2, double eps, double weight_decay, double max_norm,
                      int threads) {
         double* slot = &results_->emplace_back(0.0);
-        add(clip_adam_op(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, eps, weight_decay, max_norm,
-                         threads, slot),
+        add("clip_adam", clip_adam_op(params, grads, exp_avgs, exp_avg_sqs, steps, lr, beta1, beta2, eps, weight_decay,
+                                      max_norm, threads, slot),
             {params, grads, exp_avgs, exp_avg_sqs, steps});
         return results_->size() - 1;
     }
     // Programs' own pieces.
     void gemm(py::handle a, bool trans_a, py::handle b, bool trans_b, py::handle out, py::handle bias) {
-        add(gemm_op(a, trans_a, b, trans_b, out, bias, failed_.get()), {a, b, out, bias});
+        add("gemm", gemm_op(a, trans_a, b, trans_b, out, bias, failed_.get()), {a, b, out, bias});
     }
     // x = torch.relu(x) in place, float32: 0 below 0 (-0 and NaN kept, as torch's).
     void relu(py::handle x_obj) {
         FloatView x = float_view(x_obj, "x", true);
-        add([x] {
+        add("relu", [x] {
             for (py::ssize_t k = 0; k < x.rows * x.cols; ++k) x.data[k] = x.data[k] < 0.0f ? 0.0f : x.data[k];
         }, {x_obj});
     }
-    void narrow(py::handle src, py::handle low) { add(narrow_op(src, low), {src, low}); }
-    void widen(py::handle low, py::handle out) { add(widen_op(low, out), {low, out}); }
+    void narrow(py::handle src, py::handle low) { add("narrow", narrow_op(src, low), {src, low}); }
+    void widen(py::handle low, py::handle out) { add("widen", widen_op(low, out), {low, out}); }
     // out = [a, b] side by side (torch.cat along dim 1): float32 (B, n_a + n_b), a (B, n_a), b (B, n_b).
     void concat(py::handle out_obj, py::handle a_obj, py::handle b_obj) {
         FloatView out = float_view(out_obj, "out", true), a = float_view(a_obj, "a", false);
         FloatView b = float_view(b_obj, "b", false);
         expect_shape(a, out.rows, a.cols, "a");
         expect_shape(b, out.rows, out.cols - a.cols, "b");
-        add([out, a, b] {
+        add("concat", [out, a, b] {
             for (py::ssize_t i = 0; i < out.rows; ++i) {
                 std::copy(a.data + i * a.cols, a.data + (i + 1) * a.cols, out.data + i * out.cols);
                 std::copy(b.data + i * b.cols, b.data + (i + 1) * b.cols, out.data + i * out.cols + a.cols);
@@ -1087,10 +1134,11 @@ class Program {
     Program(std::shared_ptr<std::deque<double>> results, std::shared_ptr<std::atomic<bool>> failed)
         : results_(std::move(results)), failed_(std::move(failed)) {}
 
-    void add(Op op, std::initializer_list<py::handle> args) {
+    // Records `op`, the piece `name` (timed when piece timing is on).
+    void add(const char* name, Op op, std::initializer_list<py::handle> args) {
         if (is_joined_) throw std::logic_error("Program: this beside program is joined; record into the one it joined");
         for (const py::handle& h : args) keep_.push_back(py::reinterpret_borrow<py::object>(h));
-        ops_.push_back(std::move(op));
+        ops_.push_back(timed(name, std::move(op)));
     }
 
     std::vector<Op> ops_;
@@ -1145,6 +1193,9 @@ PYBIND11_MODULE(_learner_native, m) {
           "Run independent GEMM tasks (a, trans_a, b, trans_b, out, bias, relu, mask) on the caller and up to "
           "threads - 1 native helpers, the GIL released; the helpers' BLAS at blas_threads threads. Returns how many "
           "tasks the helpers ran.");
+    m.def("time_pieces", &time_pieces, py::arg("on"),
+          "Time each piece of the programs recorded from now on (on; GEMMs excepted) or stop; returns the times "
+          "summed so far, {piece: (calls, seconds)} over every thread, and forgets them.");
     m.def("set_mm", &set_mm, py::arg("address"),
           "The address of the torch GEMM that programs call (pearl_fpga._aten_gemm.address()).");
     py::class_<Program>(m, "Program",
