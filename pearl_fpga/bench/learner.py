@@ -46,7 +46,7 @@ class LearnerBench:
     precision: str = "both"  # "float32", "bfloat16" or "both" (bfloat16 where this host has it in hardware)
     compile: bool = False  # also time the step as one torch.compile'd unit (compiling takes tens of seconds)
     sbx: bool = False  # also time SBX's gradient step at the same settings (pearl_fpga.bench.learner_sbx)
-    profile: bool = False  # also sort a step's time into GEMMs, Adam, other ops and outside (learner_profile)
+    profile: bool = False  # also sort a step's time into its parts (learner_profile)
 
     def __post_init__(self) -> None:
         if not self.configs or self.rounds < 1 or self.seconds <= 0:

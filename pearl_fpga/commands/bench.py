@@ -126,8 +126,9 @@ def _learner_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile", action="store_true",
                         help="also time the step as one torch.compile'd unit (compiling takes tens of seconds)")
     parser.add_argument("--profile", action="store_true",
-                        help="also sort one float32 serial step's time into GEMMs, Adam, other torch ops and the rest "
-                             "(torch.profiler), at each thread count")
+                        help="also sort the serial step's time (float32, and bfloat16 where it runs) into GEMMs, Adam, "
+                             "the native passes by name, other torch ops and the rest (torch.profiler and the native "
+                             "module's piece timers), at each thread count")
     parser.add_argument("--sbx", action="store_true",
                         help="also time SBX's gradient step at the same settings (JAX at its default threads)")
     add_config_options(parser)  # --config / --set: the learner's TrainConfig (net_arch, batch_size, ...) over the preset
