@@ -20,6 +20,7 @@ from pearl_fpga.algos.common import Batch, LeanAdam
 from pearl_fpga.algos.fused import native_gemms
 from pearl_fpga.algos.fused_net import FusedNet, Layers, NetPass, recording, backward_together, forward_together
 
+
 @dataclass
 class CriticBuffers:
     """Every tensor the critics' part of one actor-critic step writes, for one batch size."""
