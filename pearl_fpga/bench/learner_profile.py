@@ -8,7 +8,7 @@ pieces timed by the native module (`time_pieces`), the time sorted into:
   work, so their own GFLOP/s says how close the products alone come to the GEMM peak of the precision;
 - "adam": the optimizer's ops, torch's or the native clip + Adam;
 - "native passes": every other piece of the native programs (bias and ReLU passes, thin layers, losses,
-  bfloat16 narrowing and widening, SAC's squashed Gaussian; each by name in "native");
+  bfloat16 narrowing and widening, a squashed Gaussian's passes; each by name in "native");
 - "other torch ops": every other torch op (casts, copies, sums, the small (B, 1) pieces);
 - "outside": the step's wall time that none of these accounts for: Python, recording the programs, and
   waiting.
