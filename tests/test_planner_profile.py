@@ -178,6 +178,24 @@ def test_worker_pool_costs_time_what_they_name(monkeypatch):
     assert start >= start_delay and poll >= poll_delay and stop >= stop_delay, (start, poll, stop)
 
 
+def test_the_learner_reference_times_the_profiled_schedule_without_probing(monkeypatch):
+    """load_factor compares the learner now against the profile's learner loop, which runs the learner's first
+    schedule: the reference must time that schedule, not the run's probe rounds (a probe step of the slower
+    schedule read as a slower machine: x1.25-1.38 on a quiet host, against x0.99-1.01 without)."""
+    import pearl_fpga.runtime.update_schedule as update_schedule
+    from pearl_fpga.algos.registry import learner_class
+    from pearl_fpga.config import TrainConfig
+    from pearl_fpga.planner.host_probe import learner_reference
+
+    made = []
+    monkeypatch.setattr(update_schedule, "schedule_control", lambda learner, *a, **k: made.append(learner))
+    cfg = TrainConfig.preset("dqn", net_arch=[16, 16], batch_size=16, learner_threads=1)
+    assert len(learner_class("dqn")(cfg, 4, 2).schedules) == 2  # a step with two schedules to probe
+    assert learner_reference(cfg, repeats=3) > 0 and made == []
+    loops.learner_step(cfg, np.random.default_rng(0))()  # the run's step, as the thread probe times it: probed
+    assert len(made) == 1
+
+
 def test_explore_overhead_is_measured_without_inference():
     from pearl_fpga.config import TrainConfig
     from pearl_fpga.runtime.envs import env_spec

@@ -359,11 +359,12 @@ def _replay_factory(config: TrainConfig, spec: Any) -> Callable[[str], tuple[str
 def learner_reference(config: TrainConfig, repeats: int = 20) -> float:
     """Seconds per learner iteration (sample + gradient step at the run's batch) right now: compared
     with the same figure from the profile it says how much slower or faster this shared machine is
-    than when it was profiled."""
+    than when it was profiled. Timed in the schedule the profile's learner loop runs, without the run's
+    schedule probes (a probe step of the slower schedule would read as a slower machine)."""
     import torch
 
     threads = torch.get_num_threads()
-    step = learner_step(config, np.random.default_rng(2))
+    step = learner_step(config, np.random.default_rng(2), probe_schedules=False)
     try:
         torch.set_num_threads(learner_thread_count(config))
         return time_call(step, repeats)

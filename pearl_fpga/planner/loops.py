@@ -132,16 +132,18 @@ def learner_thread_count(config: TrainConfig) -> int:
         torch.set_num_threads(threads)
 
 
-def learner_step(config: TrainConfig, rng: np.random.Generator) -> Callable[[], None]:
+def learner_step(config: TrainConfig, rng: np.random.Generator, probe_schedules: bool = True) -> Callable[[], None]:
     """One learner update on random batches of the run's shapes (a fresh CPU learner), in the update schedule a
-    run would measure (DDPG, TD3: runtime.update_schedule), so that a profile times the step the run takes."""
+    run would measure (runtime.update_schedule: its controller probes each schedule, then keeps the faster), so
+    that a profile times the step the run takes. probe_schedules False: always in the learner's first schedule,
+    the one the profile's learner loop times (host_probe._profile_learner), with no probe steps among them."""
     from pearl_fpga.algos import Batch, make_learner
     from pearl_fpga.runtime.envs import env_spec
     from pearl_fpga.runtime.update_schedule import schedule_control, step_timing
 
     spec = env_spec(config.env_id)
     algo = make_learner(config, spec.obs_dim, spec.action_dim, device="cpu", seed=0)
-    stepping = step_timing(schedule_control(algo))
+    stepping = step_timing(schedule_control(algo) if probe_schedules else None)
     data = random_transitions(rng, 4096, spec)
     b = config.batch_size
 
