@@ -357,6 +357,32 @@ def test_the_first_round_decides_then_one_noisy_round_does_not_switch_but_a_coll
     assert ctl.choice.current == 2
 
 
+def test_a_challenger_s_confirming_round_comes_soon_after_its_win():
+    """A core that became free is taken up within `recheck` steps of the round that saw it, not a period
+    later (a short run, e.g. the planner's, has only one or two periods); a win the recheck does not
+    confirm leaves the run where it was, and the next round comes a full period later."""
+    machine = FakeMachine({1: 600e-6, 2: 800e-6})
+    ctl = make(machine, period=1000, recheck=50)
+    run(ctl, machine, 2 * 14)
+    assert ctl.choice.current == 1
+    machine.cost[2] = 450e-6  # the second core is free now
+    run(ctl, machine, 1000 + 2 * 14)  # the next round: 2 wins once
+    assert ctl.choice.current == 1 and ctl.choice.rounds == 2
+    run(ctl, machine, 50 + 2 * 14)  # the confirming round, 50 steps on
+    assert ctl.choice.current == 2 and ctl.choice.rounds == 3
+    # a win that the recheck does not confirm (noise): no switch, and the period is back to 1000 steps
+    machine.cost[1] = 400e-6
+    run(ctl, machine, 1000 + 2 * 14)
+    assert ctl.choice.current == 2 and ctl.choice.rounds == 4
+    machine.cost[1] = 600e-6
+    run(ctl, machine, 50 + 2 * 14)
+    assert ctl.choice.current == 2 and ctl.choice.rounds == 5
+    run(ctl, machine, 900)
+    assert ctl.choice.rounds == 5
+    with pytest.raises(ValueError, match="recheck"):
+        make(machine, period=100, recheck=101)
+
+
 def test_concurrent_callers_share_the_cores():
     machine = FakeMachine({1: 1e-3})
     ctl = AdaptiveThreads(cores=2, callers=2, set_threads=machine.set_threads, clock=machine.clock)

@@ -12,26 +12,20 @@ arithmetic is the torch path's, with sums in another order, so the two agree to 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import Batch, LeanAdam
-from pearl_fpga.algos.fused_critics import CriticBuffers, FusedCritics
+from pearl_fpga.algos.fused_critics import CriticBuffers, FusedCritics, parameters, polyak_average
 from pearl_fpga.algos.fused_net import FusedNet, Layers, NetPass, backward_together, forward_together, recording
 
 OnThread = Callable[..., Future[Any]]
 """A learner's `_on_grad_thread` (algos/step_threads.py): fn(*args) on its second thread, or at once in the serial
 schedule."""
-
-
-def _params(nets: Iterable[Layers]) -> list[torch.Tensor]:
-    """The weights and biases of the networks, layer by layer."""
-    return [t for layers in nets for layer in layers for t in layer]
 
 
 @dataclass
@@ -54,15 +48,13 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
     def __init__(self, actor: Layers, actor_target: Layers, critics: Sequence[Layers], critic_targets: Sequence[Layers],
                  actor_adam: LeanAdam, critic_adam: LeanAdam, gamma: float, tau: float, noise_clip: float, native: Any,
                  precision: torch.dtype | None = None) -> None:
-        super().__init__(critics, critic_targets, critic_adam, int(actor[-1][0].shape[0]), gamma, native, precision,
-                         together=True)
-        self.tau, self.noise_clip = tau, noise_clip
+        super().__init__(critics, critic_targets, critic_adam, int(actor[-1][0].shape[0]), gamma, tau, native,
+                         precision, together=True)
+        self.noise_clip = noise_clip
         self.actor_adam = actor_adam
         self.actor = FusedNet(actor, native, precision)
         self.actor_target = FusedNet(actor_target, native, precision)
-        # (targets, online) parameters of the actor and of the critics: the Polyak averages' (average)
-        self._actor_pairs = (_params([actor_target]), _params([actor]))
-        self._critic_pairs = (_params(critic_targets), _params(critics))
+        self._actor_pair = (parameters([actor_target]), parameters([actor]))  # its Polyak average's (average_actor)
 
     def new_buffers(self, n: int) -> ActorCriticBuffers:
         return ActorCriticBuffers(
@@ -191,7 +183,7 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
         if update_actor and concurrent:
             self.average()
         elif update_actor:  # SB3's order: the actor's gradient on the updated Q1, whose Adam step refreshed its copy
-            averaging = on_thread(self.average, False) if split else None
+            averaging = on_thread(self.average_critics) if split else None
             prog = self.native.Program()
             if early:  # the actor's forward pass made
                 self.actor_backward(buf, batch, False, prog, threads)
@@ -199,11 +191,11 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
                 self.actor_grads(buf, batch, False, prog)
             self.step_actor(buf, threads, prog)
             prog.run(threads)
-            self.average(critics=False)
+            self.average_actor()
             if averaging is not None:
                 averaging.result()
             else:
-                self.average(False)
+                self.average_critics()
         return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
 
     def _actor_half(self, buf: ActorCriticBuffers, batch: Batch) -> None:
@@ -270,13 +262,14 @@ class FusedActorCriticStep(FusedCritics[ActorCriticBuffers]):
             self.average()
         return torch.tensor(sum(losses), dtype=torch.float32), buf.abs_td.clone()
 
-    def average(self, actor: bool = True, critics: bool = True) -> None:
-        """Polyak-average the actor's and/or the critics' targets toward their online networks with tau (element-
-        wise: parts give the bits of the whole), then refresh those targets' low-precision copies."""
-        parts = ([(self._actor_pairs, [self.actor_target])] if actor else []) + \
-            ([(self._critic_pairs, self.critic_targets)] if critics else [])
-        for (targets, online), nets in parts:
-            with torch.no_grad():
-                torch_ops.foreach_lerp_(targets, online, self.tau)
-            for net in nets:
-                net.refresh()
+    def average(self) -> None:
+        """Polyak-average every target (the actor's and the critics') toward its online network, in one call, then
+        refresh the targets' low-precision copies (average_actor and average_critics: the same bits in parts)."""
+        polyak_average([self._actor_pair, *self._critic_pairs], self.tau)
+        for net in (self.actor_target, *self.critic_targets):
+            net.refresh()
+
+    def average_actor(self) -> None:
+        """Polyak-average the actor's target toward the actor with tau, then refresh its low-precision copy."""
+        polyak_average([self._actor_pair], self.tau)
+        self.actor_target.refresh()

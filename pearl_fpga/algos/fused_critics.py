@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 import torch
 
+from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.common import Batch, LeanAdam
 from pearl_fpga.algos.fused import native_gemms
 from pearl_fpga.algos.fused_net import FusedNet, Layers, NetPass, recording, backward_together, forward_together
@@ -38,6 +39,21 @@ class CriticBuffers:
 BufT = TypeVar("BufT", bound=CriticBuffers)
 
 
+def parameters(nets: Iterable[Layers]) -> list[torch.Tensor]:
+    """The weights and biases of the networks, layer by layer."""
+    return [t for layers in nets for layer in layers for t in layer]
+
+
+def polyak_average(pairs: Iterable[tuple[list[torch.Tensor], list[torch.Tensor]]], tau: float) -> None:
+    """target <- (1 - tau) target + tau online over every (targets, online) pair of parameter lists, in one call."""
+    targets, online = [], []
+    for t, o in pairs:
+        targets += t
+        online += o
+    with torch.no_grad():
+        torch_ops.foreach_lerp_(targets, online, tau)
+
+
 class FusedCritics(Generic[BufT]):
     """The critics' pieces of one actor-critic step on the given networks ((weight, bias) layers of `mlp()`
     critics on (obs, action), their targets, and the LeanAdam over all critics' parameters in layer order):
@@ -48,17 +64,20 @@ class FusedCritics(Generic[BufT]):
     own to `critic_buffers`."""
 
     def __init__(self, critics: Sequence[Layers], critic_targets: Sequence[Layers], critic_adam: LeanAdam,
-                 action_dim: int, gamma: float, native: Any, precision: torch.dtype | None = None,
+                 action_dim: int, gamma: float, tau: float, native: Any, precision: torch.dtype | None = None,
                  loss_scale: float = 1.0, together: bool = False) -> None:
-        """together: the *_together pieces may run (float32 twin critics; their native GEMM tasks are then set
-        up, `gemms`, where torch's BLAS allows: algos/fused.py native_gemms)."""
+        """tau: the target critics' Polyak coefficient. together: the *_together pieces may run (float32 twin
+        critics; their native GEMM tasks are then set up, `gemms`, where torch's BLAS allows: algos/fused.py
+        native_gemms)."""
         self.native = native
-        self.gamma, self.loss_scale = gamma, loss_scale
+        self.gamma, self.tau, self.loss_scale = gamma, tau, loss_scale
         self.critic_adam = critic_adam
         self.critics = [FusedNet(c, native, precision) for c in critics]
         self.critic_targets = [FusedNet(c, native, precision) for c in critic_targets]
         sizes = [2 * len(c) for c in critics]  # each critic's slice of the critic Adam's parameters
         self._critic_parts = [slice(sum(sizes[:i]), sum(sizes[:i + 1])) for i in range(len(sizes))]
+        # each critic's (target, online) parameters: its Polyak average's (average_critics)
+        self._critic_pairs = [(parameters([t]), parameters([c])) for t, c in zip(critic_targets, critics)]
         self.input_width = int(critics[0][0][0].shape[1])
         self.obs_dim = self.input_width - action_dim
         self._buffers: dict[int, BufT] = {}
@@ -116,6 +135,14 @@ class FusedCritics(Generic[BufT]):
     def end_step(self) -> None:
         """The step ended: every low-precision copy was refreshed where the step changed its weights."""
         self.stale = False
+
+    def average_critics(self, indices: Iterable[int] | None = None) -> None:
+        """Polyak-average the target critics `indices` (default: all) toward their online critics with tau (element-
+        wise: any grouping gives the same bits), then refresh those targets' low-precision copies."""
+        chosen = range(len(self.critics)) if indices is None else indices
+        polyak_average([self._critic_pairs[i] for i in chosen], self.tau)
+        for i in chosen:
+            self.critic_targets[i].refresh()
 
     def target_values(self, buf: CriticBuffers, indices: Iterable[int], prog: Any = None) -> None:
         """The target critics `indices` at buf.next_in (into their passes' outputs). prog: as FusedNet's."""

@@ -52,7 +52,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pearl_fpga.algos import torch_ops
 from pearl_fpga.algos.api import UpdateResult
 from pearl_fpga.algos.common import (Batch, LeanAdam, cast_layers, forward, linear_layers, load_named_state, mlp,
                                      named_state, subnormals_flushed)
@@ -326,13 +325,11 @@ class _FusedStep(FusedCritics[_Buffers]):
         critic, target = learner.critic, learner.critic_target
         critics = [linear_layers(critic.q1), linear_layers(critic.q2)]
         super().__init__(critics, [linear_layers(target.q1), linear_layers(target.q2)], learner._adams[1],
-                         learner.action_dim, learner.gamma, native, learner.precision,
+                         learner.action_dim, learner.gamma, learner.tau, native, learner.precision,
                          loss_scale=0.5)  # the critic loss is half the sum of the MSEs
         self.learner = learner
         self.actor = FusedNet(linear_layers(learner.actor), native, learner.precision)
         self.actor_adam, self.ent_adam = learner._adams[0], learner._adams[2] if learner.auto_entropy else None
-        self._online = [list(c.parameters()) for c in (critic.q1, critic.q2)]
-        self._targets = [list(c.parameters()) for c in (target.q1, target.q2)]
 
     def new_buffers(self, n: int) -> _Buffers:
         action_dim = self.learner.action_dim
@@ -415,9 +412,7 @@ class _FusedStep(FusedCritics[_Buffers]):
         self.input_grad(i, buf.x_pi, buf.pi_passes[i], buf.d_q_pi, buf.d_x_pi[i], prog)
         value = float(prog.run()[loss])
         if average:
-            with torch.no_grad():
-                torch_ops.foreach_lerp_(self._targets[i], self._online[i], self.learner.tau)
-            self.critic_targets[i].refresh()
+            self.average_critics((i,))
         return value
 
     def _actor_step(self, buf: _Buffers, batch: Batch, ent_coef: float) -> None:

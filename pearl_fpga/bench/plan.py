@@ -75,7 +75,8 @@ def measure(config: TrainConfig, placement: str, workers: int, steps: int, seed:
             "startup_s": marks[0][0] if workers > 0 and marks else 0.0,
             "shutdown_s": max(0.0, elapsed - stats.elapsed) if workers > 0 else 0.0,
             "steady_env_steps_per_s": steady, "gradient_steps": trainer.grad_steps,
-            "probe_rounds": controller.choice.rounds if controller is not None else 0}
+            "probe_rounds": controller.choice.rounds if controller is not None else 0,
+            "update_schedule": trainer.update_schedule_report()}
 
 
 def measure_all(args: PlanBench, log: Callable[[str], None]) -> dict[str, Any]:
@@ -136,7 +137,7 @@ def measure_all(args: PlanBench, log: Callable[[str], None]) -> dict[str, Any]:
                      # the run's counts the model takes from the schedule: gradient steps, thread-probe rounds
                      "predicted_gradient_steps": plan.workload.run_updates, "measured_gradient_steps": m["gradient_steps"],
                      "predicted_probe_rounds": plan.workload.probe_rounds, "measured_probe_rounds": m["probe_rounds"],
-                     "predicted_probe_s": pred.probe_s})
+                     "predicted_probe_s": pred.probe_s, "update_schedule": m["update_schedule"]})
         log(f"    measured {m['env_steps_per_s']:,.0f} env steps/s ({err:+.0%}); steady "
             f"{pred.throughput:,.0f} predicted / {steady or 0:,.0f} measured; start+stop "
             f"{pred.startup_s + pred.shutdown_s:.2f} s predicted / {m['startup_s'] + m['shutdown_s']:.2f} s measured")

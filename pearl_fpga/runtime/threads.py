@@ -73,6 +73,9 @@ def limit_blas_threads() -> None:
 PROBE_PERIOD = 1000
 """Learner steps at the chosen count between two probe rounds of AdaptiveThreads (its default `period`)."""
 
+RECHECK_FRACTION = 10
+"""AdaptiveThreads' default `recheck`: a challenger's confirming round comes a tenth of a period after its win."""
+
 
 class _Step:
     """AdaptiveThreads.step()'s context, one per controller (a plain class: a learner step pays little for it)."""
@@ -99,7 +102,9 @@ class AdaptiveThreads:
     `warmup` after a switch are not counted: a new OpenMP team and cold caches) and keeps the median.
     The first round's fastest count is taken at once (the starting count is a guess). Later, a faster
     count replaces the current one once it has beaten it by more than `margin` in `confirm` rounds in a
-    row (one noisy round does not move a run to a worse count), or at once when the current count runs
+    row (one noisy round does not move a run to a worse count; the confirming round comes `recheck` steps
+    after the win rather than a full period later, so a core that became free is taken up soon), or at
+    once when the current count runs
     more than `backoff_ratio` slower (its core was taken). Between rounds, a current count whose recent
     steps run `backoff_ratio` slower than its probe starts a round at once. A probe whose steps run
     `backoff_ratio` slower than the current count's is cut short after CUT_AFTER of them. `callers` threads call the
@@ -109,13 +114,14 @@ class AdaptiveThreads:
 
     def __init__(self, cores: int | None = None, probe_steps: int = 12, warmup: int = 2, period: int = PROBE_PERIOD,
                  margin: float = 0.05, backoff_ratio: float = 1.5, max_skip: int = 32, confirm: int = 2,
-                 callers: int = 1, candidates: tuple[int, ...] | None = None, fixed_reason: str = "",
+                 recheck: int | None = None, callers: int = 1, candidates: tuple[int, ...] | None = None, fixed_reason: str = "",
                  set_threads: Callable[[int], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
+        recheck = max(1, period // RECHECK_FRACTION) if recheck is None else recheck
         if (probe_steps < 1 or warmup < 0 or period < 1 or not 0 <= margin < 1 or backoff_ratio <= 1 or max_skip < 1
-                or confirm < 1 or callers < 1):
+                or confirm < 1 or callers < 1 or not 1 <= recheck <= period):
             raise ValueError("AdaptiveThreads: probe_steps >= 1, warmup >= 0, period >= 1, 0 <= margin < 1, "
-                             "backoff_ratio > 1, max_skip >= 1, confirm >= 1 and callers >= 1")
+                             "backoff_ratio > 1, max_skip >= 1, confirm >= 1, 1 <= recheck <= period and callers >= 1")
         if set_threads is None:
             import torch
 
@@ -124,6 +130,7 @@ class AdaptiveThreads:
         self._clock = clock
         self.probe_steps, self.warmup, self.period = probe_steps, warmup, period
         self.margin, self.backoff_ratio, self.max_skip, self.confirm = margin, backoff_ratio, max_skip, confirm
+        self.recheck = recheck
         cores = cores if cores is not None else available_cores()
         if candidates is None:
             candidates = thread_candidates(max(1, cores // callers))
@@ -260,7 +267,8 @@ class AdaptiveThreads:
             self._skip[n] = min(self._skip[n] * 2, self.max_skip) if lost_badly else 1
             self._wait[n] = self._skip[n] - 1
         self._use(choice.current)
-        self._since_round = 0
+        # a challenger still to be confirmed is probed again soon: the next round starts `recheck` steps on
+        self._since_round = self.period - self.recheck if self._challenger is not None else 0
         self._recent = []
 
 
