@@ -52,7 +52,7 @@ from pearl_fpga.runtime.schedule import (BULK_ACT_STEPS, allowed_gradient_steps,
 from pearl_fpga.runtime.signals import StopRequest
 from pearl_fpga.runtime.stats import ClosesRun, LossMeter, Stats
 from pearl_fpga.runtime.timers import TaskTimer
-from pearl_fpga.runtime.update_schedule import schedule_control, step_timing
+from pearl_fpga.runtime.update_schedule import ACTORS_STEPPING, schedule_control, set_condition, step_timing
 
 ProgressFn = Callable[[Stats], None]
 
@@ -166,6 +166,7 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
                     raise
                 finally:
                     self._run["stop"] = time.perf_counter()
+                    set_condition("", self.learner_threads, self.update_schedule)  # also after an error mid-loop
                     self.engine.stop()
                     self._callback.on_training_end(self)
                 if self._stop.requested:
@@ -218,6 +219,7 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
         batch of transitions on a lockstep engine (SB3's order), else one gradient step per poll while
         the actors, granted at most actor_lag env steps ahead, keep stepping."""
         cfg, engine = self.config, self.engine
+        controllers = (self.learner_threads, self.update_schedule)
         while self.env_steps < end:
             if self._stop.requested:  # also while no transitions arrive (every actor down or backing off)
                 self._stop_at_boundary()
@@ -232,7 +234,10 @@ class Trainer(RunReports, CheckpointedRun, ClosesRun):
                 self._on_step(rollout.n)
             if not engine.lockstep and allowed_gradient_steps(cfg, self.env_steps) > self.grad_steps \
                     and self.replay.can_sample():
+                # the actors hold a core until they have taken the env steps granted (up to limit)
+                set_condition(ACTORS_STEPPING if self.env_steps < limit else "", *controllers)
                 self._learn_until(self.grad_steps + 1)
+        set_condition("", *controllers)  # the actors are done
         self._learn_until(allowed_gradient_steps(cfg, self.env_steps))
 
     def _lockstep_limit(self, end: int) -> int:

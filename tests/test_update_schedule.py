@@ -112,6 +112,35 @@ def test_thread_count_and_schedule_controllers_take_turns():
     assert threads.threads == 2 and learner.schedule == "concurrent"
 
 
+def test_steps_beside_stepping_actors_keep_a_schedule_of_their_own():
+    """Actor processes take the second core while they step (the first ~20% of each training round), then
+    wait for credit: concurrent wins only while they wait. Each phase runs under its condition and keeps
+    the schedule that is fastest in it; a probe round cut off by a phase change resumes in its phase."""
+    from pearl_fpga.runtime.update_schedule import ACTORS_STEPPING, set_condition
+
+    learner = FakeLearner({"serial": 0.6e-3, "concurrent": 0.4e-3})
+    control = control_of(learner, period=1000)
+    busy_cost = {"serial": 0.6e-3, "concurrent": 1.2e-3}  # the actors hold the second core
+    used: dict[str, list[str]] = {"": [], ACTORS_STEPPING: []}
+    for _ in range(40):  # 40 training rounds of 128 steps: 25 beside the actors, then 103 alone
+        for step in range(128):
+            name = ACTORS_STEPPING if step < 25 else ""
+            set_condition(name, control, None)
+            with control.step():
+                used[name].append(learner.schedule)
+                learner.now += (busy_cost if name else learner.cost)[learner.schedule]
+    set_condition("", control)
+    choices = control.choices()
+    assert set(choices) == {"", ACTORS_STEPPING}
+    assert choices[""].current == 2 and choices[ACTORS_STEPPING].current == 1
+    assert choices[ACTORS_STEPPING].rounds >= 1  # its 28-step round spans two 25-step phases
+    assert used[""][-1000:].count("concurrent") >= 1000 - 2 * (control.warmup + control.probe_steps)
+    assert used[ACTORS_STEPPING][-500:].count("serial") >= 500 - 2 * (control.warmup + CUT_AFTER)
+    assert learner.schedule == "concurrent" and control.choice is choices[""]  # back to the usual condition
+    line = schedule_report(learner, control)
+    assert line is not None and line.startswith("auto: concurrent (") and "; while actors stepping: auto: serial (" in line
+
+
 def test_no_control_where_there_is_nothing_to_choose():
     assert schedule_control(DDPG(TrainConfig.preset("ddpg", net_arch=[8], concurrent_updates=False), 3, 1)) is None
     fixed = DDPG(TrainConfig.preset("ddpg", net_arch=[8], update_schedule="serial"), 3, 1)
@@ -283,6 +312,32 @@ def test_an_inline_run_that_switches_schedules_learns_the_bits_of_a_serial_run()
     assert reports[0] == "serial (fixed)" and reports[1].startswith("auto: ")
     for a, b in zip(*weights, strict=True):
         assert torch.equal(a, b)
+
+
+def test_a_run_with_actor_processes_times_their_bursts_apart():
+    """With a worker process, the steps taken while it holds credit run under ACTORS_STEPPING, the rest under
+    the usual condition, and the run ends in the usual one; the summary names both choices."""
+    from pearl_fpga import Trainer
+    from pearl_fpga.runtime.update_schedule import ACTORS_STEPPING
+
+    cfg = TrainConfig.preset("dqn", workers=1, learning_starts=100, train_freq=32, gradient_steps=8, net_arch=[16, 16],
+                             buffer_size=4000, batch_size=32, eval_freq=0)
+    with Trainer("dqn", placement="cpu", config=cfg, seed=0) as trainer:
+        control = trainer.update_schedule
+        if control is None:
+            pytest.skip("one core: no schedule to choose")
+        asked: list[str] = []
+        condition = control.condition
+
+        def record(name: str) -> None:
+            asked.append(name)
+            condition(name)
+
+        control.condition = record  # type: ignore[method-assign]
+        trainer.train(1200)
+        assert ACTORS_STEPPING in asked and "" in asked and asked[-1] == ""
+        assert set(control.choices()) == {"", ACTORS_STEPPING} and control.choice is control.choices()[""]
+        assert "; while actors stepping: auto: " in trainer.update_schedule_report()  # type: ignore[operator]
 
 
 def test_a_resumed_run_may_change_the_schedule(tmp_path):

@@ -128,7 +128,7 @@ class RunReports:
         """The learner's torch thread count: fixed, or the adaptive choice with its probe times."""
         if self.learner_threads is None:
             return f"{self.config.learner_threads} (fixed)"
-        return str(self.learner_threads.choice.describe())
+        return self.learner_threads.describe()
 
     def update_schedule_report(self) -> str | None:
         """DDPG's and TD3's update schedule: the measured choice with its probe times, or the fixed one;

@@ -26,7 +26,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,10 @@ def limit_blas_threads() -> None:
 
 PROBE_PERIOD = 1000
 """Learner steps at the chosen count between two probe rounds of AdaptiveThreads (its default `period`)."""
+
+_PER_CONDITION = ("choice", "_challenger", "_skip", "_wait", "_queue", "_samples", "_since_round", "_round_times",
+                  "_recent")
+"""AdaptiveThreads' state kept for each condition (AdaptiveThreads.condition)."""
 
 RECHECK_FRACTION = 10
 """AdaptiveThreads' default `recheck`: a challenger's confirming round comes a tenth of a period after its win."""
@@ -137,19 +141,59 @@ class AdaptiveThreads:
         elif not candidates or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in candidates):
             raise ValueError(f"AdaptiveThreads: candidates must be thread counts >= 1, got {candidates!r}")
         candidates = tuple(sorted(set(candidates)))
+        self._fresh_condition(ThreadChoice(current=candidates[0], candidates=candidates, fixed_reason=fixed_reason))
+        self._condition = ""  # the condition the steps run under (condition()): "" is the run's usual one
+        self._others: dict[str, dict[str, Any]] = {}  # the other conditions' state (_PER_CONDITION), by name
+        self._active = candidates[0]
+        self._peers: list[AdaptiveThreads] = []  # controllers timing the same steps (share_steps_with)
+        self._step = _Step(self)
+        set_threads(self._active)
+
+    def _fresh_condition(self, choice: ThreadChoice) -> None:
+        """The state of a condition not seen before, starting at `choice` (its first step starts a round)."""
+        candidates = choice.candidates
+        self.choice = choice
         self._challenger: tuple[int, int] | None = None  # (count, rounds in a row it beat the current one)
-        self.choice = ThreadChoice(current=candidates[0], candidates=candidates, fixed_reason=fixed_reason)
         self._skip = {n: 1 for n in candidates}  # probe n in every skip-th round
         self._wait = {n: 0 for n in candidates}  # rounds left before n is probed again
         self._queue: list[int] = []
         self._samples: list[float] = []
-        self._active = candidates[0]
-        self._since_round = period  # the first step starts a round
+        self._since_round = self.period  # the first step starts a round
         self._round_times: dict[int, float] = {}
         self._recent: list[float] = []  # step times at the current count since the last round or check
-        self._peers: list[AdaptiveThreads] = []  # controllers timing the same steps (share_steps_with)
-        self._step = _Step(self)
-        set_threads(self._active)
+
+    def condition(self, name: str) -> None:
+        """The steps from here on run under condition `name` ("": the usual one), e.g. "actors stepping" while
+        actor processes take a core that is free otherwise: each condition has its own choice, probe rounds and
+        period, so a count measured under one never stands for the other. A round under way is paused and
+        resumes when its condition returns (its samples kept). A new condition starts at the current count,
+        with a probe round at its first step."""
+        if name == self._condition:
+            return
+        self._others[self._condition] = {key: getattr(self, key) for key in _PER_CONDITION}
+        saved = self._others.pop(name, None)
+        if saved is None:
+            self._fresh_condition(replace(self.choice, median_step_s={}, rounds=0, switches=0))
+        else:
+            for key, value in saved.items():
+                setattr(self, key, value)
+        self._condition = name
+        self._use(self._queue[0] if self._queue else self.choice.current)
+
+    def choices(self) -> dict[str, ThreadChoice]:
+        """Every condition's choice seen so far, by name ("": the usual one)."""
+        seen = {name: state["choice"] for name, state in self._others.items()}
+        seen[self._condition] = self.choice
+        return dict(sorted(seen.items()))
+
+    def describe(self, one: Callable[[ThreadChoice], str] = ThreadChoice.describe) -> str:
+        """The usual condition's choice in a line (`one`), then each other condition's: '...; while actors
+        stepping: ...'."""
+        choices = self.choices()
+        usual = choices.pop("", None)
+        parts = [one(usual)] if usual is not None else []
+        parts += [f"while {name}: {one(choice)}" for name, choice in choices.items()]
+        return "; ".join(parts)
 
     @property
     def threads(self) -> int:

@@ -9,7 +9,10 @@ learner steps in each, the faster kept, probed again every `period` steps, a sch
 probed less and less often, and a new round at once when the kept one's steps slow down (a host that
 becomes shared mid-run goes back to serial). Both schedules give the same bits, so switching changes
 nothing but the time. When the thread count is measured as well, the two controllers take turns: while
-one probes, the other waits (AdaptiveThreads.share_steps_with).
+one probes, the other waits (AdaptiveThreads.share_steps_with). While actor processes step their envs beside the
+learner (the processes and Ray engines), they hold a core that is free between their bursts: the Trainer runs
+those steps under a condition of their own (ACTORS_STEPPING, AdaptiveThreads.condition), so each phase keeps
+the schedule that is fastest in it.
 """
 
 from __future__ import annotations
@@ -38,6 +41,17 @@ def schedule_control(learner: Any, threads: AdaptiveThreads | None = None, **pro
     return control
 
 
+ACTORS_STEPPING = "actors stepping"
+"""The condition of learner steps taken while the run's actor processes have env steps to take."""
+
+
+def set_condition(name: str, *controllers: AdaptiveThreads | None) -> None:
+    """The learner steps from here on run under condition `name` ("": the usual one) for every controller given."""
+    for control in controllers:
+        if control is not None:
+            control.condition(name)
+
+
 def describe_schedule(choice: ThreadChoice) -> str:
     """One line, e.g. 'auto: serial (serial: 612 us, concurrent: 4810 us per step; 3 rounds, 1 switch)'."""
     names = {n: s for s, n in SCHEDULE_THREADS.items()}
@@ -50,7 +64,7 @@ def describe_schedule(choice: ThreadChoice) -> str:
 def schedule_report(learner: Any, control: AdaptiveThreads | None) -> str | None:
     """The summary's line: the measured choice, the fixed schedule, or None for a learner without one."""
     if control is not None:
-        return describe_schedule(control.choice)
+        return control.describe(describe_schedule)
     schedules = tuple(getattr(learner, "schedules", ()))
     return f"{schedules[0]} (fixed)" if schedules else None
 
