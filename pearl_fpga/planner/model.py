@@ -32,8 +32,8 @@ pool around each gradient step (learner stage, worker mode only); and "worker_st
 "worker_stop", the one-off start of W worker processes (until each has delivered transitions) and
 their shutdown, paid once per run; "thread_probe", what one probe round of the learner's adaptive
 thread count costs beyond the same gradient steps at the chosen count (a CPU learner with
-learner_threads = 0 probes at its first step and every PROBE_PERIOD steps after: Workload.probe_rounds
-rounds per run), paid per round.
+learner_threads = 0 probes at its first step and at growing intervals after, runtime.threads.probe_round_starts:
+Workload.probe_rounds rounds per run), paid per round.
 
 A run is counted as the schedule runs it: `run_updates` gradient steps (training rounds of
 gradient_steps updates at whole multiples of train_freq past learning_starts), not the steady

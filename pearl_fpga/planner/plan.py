@@ -20,7 +20,7 @@ from pearl_fpga.planner.assign import PlanError, search
 from pearl_fpga.planner.model import Prediction, Tables, Workload, act_fraction
 from pearl_fpga.planner.tables import TARGET_ORDER, build_tables, get_profile, parse_devices, scale_profile
 from pearl_fpga.runtime.schedule import allowed_gradient_steps, credit_chunk, lockstep_insert_steps
-from pearl_fpga.runtime.threads import PROBE_PERIOD
+from pearl_fpga.runtime.threads import probe_round_starts
 from pearl_fpga.runtime.vocabulary import ROLE_TASKS, ROLES, TASKS
 
 
@@ -48,11 +48,12 @@ def workload_of(config: TrainConfig) -> Workload:
 
 def thread_probe_rounds(config: TrainConfig, updates: int) -> int:
     """Probe rounds of the learner's adaptive thread count (learner_threads 0) in a run of `updates`
-    gradient steps: one at the first step, then one every PROBE_PERIOD steps (runtime.threads). Rounds the
-    controller adds when the load changes under it are not predictable and not counted."""
+    gradient steps: at the first step, then at growing intervals up to every PROBE_PERIOD steps
+    (runtime.threads.probe_round_starts). Rounds the controller adds when the load changes under it are not
+    predictable and not counted."""
     if config.learner_threads != 0 or updates <= 0:
         return 0
-    return 1 + (updates - 1) // PROBE_PERIOD
+    return len(probe_round_starts(updates))
 
 
 @dataclass

@@ -4,7 +4,8 @@ A second core speeds up the learner's GEMMs when it is free and slows them badly
 holds it (an OpenMP team waits for its slowest thread). So `TrainConfig.learner_threads = 0` makes the
 count a measurement instead of a setting: `AdaptiveThreads` times short probe windows of learner
 steps at each candidate count (1, 2, 4, ... up to the cores this process may use), runs the fastest,
-and probes again every `period` steps. A count that lost by more than `backoff_ratio` is probed half
+and probes again: first soon (a first round on a noisy host may be wrong), then at twice the interval
+each round, up to every `period` steps. A count that lost by more than `backoff_ratio` is probed half
 as often each time it loses again (up to `max_skip` rounds), so a busy machine costs little.
 
 Whether results depend on the count is a property of the machine, not of the code: one BLAS code
@@ -73,12 +74,13 @@ def limit_blas_threads() -> None:
 PROBE_PERIOD = 1000
 """Learner steps at the chosen count between two probe rounds of AdaptiveThreads (its default `period`)."""
 
-_PER_CONDITION = ("choice", "_challenger", "_skip", "_wait", "_queue", "_samples", "_since_round", "_round_times",
-                  "_recent")
+_PER_CONDITION = ("choice", "_challenger", "_skip", "_wait", "_queue", "_samples", "_since_round", "_interval",
+                  "_round_times", "_recent")
 """AdaptiveThreads' state kept for each condition (AdaptiveThreads.condition)."""
 
 RECHECK_FRACTION = 10
-"""AdaptiveThreads' default `recheck`: a challenger's confirming round comes a tenth of a period after its win."""
+"""AdaptiveThreads' default `recheck`, a tenth of the period: the interval after the first round, and after a
+challenger's win."""
 
 
 class _Step:
@@ -104,12 +106,13 @@ class AdaptiveThreads:
 
     A probe round measures each candidate over `warmup` + `probe_steps` consecutive steps (the first
     `warmup` after a switch are not counted: a new OpenMP team and cold caches) and keeps the median.
-    The first round's fastest count is taken at once (the starting count is a guess). Later, a faster
-    count replaces the current one once it has beaten it by more than `margin` in `confirm` rounds in a
-    row (one noisy round does not move a run to a worse count; the confirming round comes `recheck` steps
-    after the win rather than a full period later, so a core that became free is taken up soon), or at
-    once when the current count runs
-    more than `backoff_ratio` slower (its core was taken). Between rounds, a current count whose recent
+    The first round's fastest count is taken at once (the starting count is a guess). The next round
+    comes `recheck` steps later, and each after it at twice the interval, up to every `period` steps: a
+    first decision that noise made is corrected early in a short run. A faster count replaces the current
+    one once it has beaten it by more than `margin` in `confirm` rounds in a row (one noisy round does not
+    move a run to a worse count; the confirming round comes `recheck` steps after the win, so a core that
+    became free is taken up soon), or at once when the current count runs more than `backoff_ratio`
+    slower (its core was taken). Between rounds, a current count whose recent
     steps run `backoff_ratio` slower than its probe starts a round at once. A probe whose steps run
     `backoff_ratio` slower than the current count's is cut short after CUT_AFTER of them. `callers` threads call the
     learner's ops at once (DDPG's concurrent actor and critic gradients: 2), so each may use at most
@@ -159,6 +162,7 @@ class AdaptiveThreads:
         self._queue: list[int] = []
         self._samples: list[float] = []
         self._since_round = self.period  # the first step starts a round
+        self._interval = self.recheck  # steps from the end of one round to the start of the next
         self._round_times: dict[int, float] = {}
         self._recent: list[float] = []  # step times at the current count since the last round or check
 
@@ -219,7 +223,7 @@ class AdaptiveThreads:
         return any(peer.probing for peer in self._peers)
 
     def _before_step(self) -> None:
-        if (not self._queue and self._since_round >= self.period and len(self.choice.candidates) > 1
+        if (not self._queue and self._since_round >= self._interval and len(self.choice.candidates) > 1
                 and not self._peer_probing()):
             self._start_round()
 
@@ -311,12 +315,30 @@ class AdaptiveThreads:
             self._skip[n] = min(self._skip[n] * 2, self.max_skip) if lost_badly else 1
             self._wait[n] = self._skip[n] - 1
         self._use(choice.current)
-        # a challenger still to be confirmed is probed again soon: the next round starts `recheck` steps on
-        self._since_round = self.period - self.recheck if self._challenger is not None else 0
+        # the next round: `recheck` steps on while a challenger is still to be confirmed, else the interval
+        # doubles from `recheck` up to `period` (the first rounds correct a first decision that noise made)
+        if self._challenger is not None:
+            self._interval = self.recheck
+        elif choice.rounds > 1:
+            self._interval = min(2 * self._interval, self.period)
+        self._since_round = 0
         self._recent = []
 
 
 CUT_AFTER = 2  # counted steps a probe needs before it may be cut short (one slow step may be noise)
+
+
+def probe_round_starts(steps: int, period: int = PROBE_PERIOD, recheck: int | None = None) -> list[int]:
+    """The steps (0-based, counting the steps outside probe rounds) at which AdaptiveThreads starts its probe rounds
+    in a run of `steps` learner steps on a steady host: the first step, then `recheck` steps on, and at twice the
+    interval each round up to every `period` steps. Rounds a change of load adds are not predictable and not here."""
+    recheck = max(1, period // RECHECK_FRACTION) if recheck is None else recheck
+    starts, at, interval = [], 0, recheck
+    while at < steps:
+        starts.append(at)
+        at += interval
+        interval = min(2 * interval, period)
+    return starts
 
 
 def learner_callers(config: Any) -> int:

@@ -5,7 +5,8 @@ DDPG's concurrent update and TD3's twin critics can run part of a gradient step 
 waits for the thread the OS has parked, and loses many times over what it could gain. So
 `update_schedule = "auto"` (the default) makes it a measurement, by the learner threads' controller
 (runtime.threads.AdaptiveThreads) with the two schedules as its candidates: short probe windows of
-learner steps in each, the faster kept, probed again every `period` steps, a schedule that lost badly
+learner steps in each, the faster kept, probed again at doubling intervals up to every `period` steps (and
+soon after a win, to confirm it), a schedule that lost badly
 probed less and less often, and a new round at once when the kept one's steps slow down (a host that
 becomes shared mid-run goes back to serial). Both schedules give the same bits, so switching changes
 nothing but the time. When the thread count is measured as well, the two controllers take turns: while
