@@ -112,8 +112,8 @@ class AdaptiveThreads:
     one once it has beaten it by more than `margin` in `confirm` rounds in a row (one noisy round does not
     move a run to a worse count; the confirming round comes `recheck` steps after the win, so a core that
     became free is taken up soon), or at once when the current count runs more than `backoff_ratio`
-    slower (its core was taken). Between rounds, a current count whose recent
-    steps run `backoff_ratio` slower than its probe starts a round at once. A probe whose steps run
+    slower (its core was taken). Between rounds, a current count whose recent steps run `backoff_ratio`
+    slower than its probe starts a round at once. A probe whose steps run
     `backoff_ratio` slower than the current count's is cut short after CUT_AFTER of them. `callers` threads call the
     learner's ops at once (DDPG's concurrent actor and critic gradients: 2), so each may use at most
     cores // callers threads. `candidates` (default: 1, 2, 4, ... up to that) restricts the counts it
@@ -121,7 +121,8 @@ class AdaptiveThreads:
 
     def __init__(self, cores: int | None = None, probe_steps: int = 12, warmup: int = 2, period: int = PROBE_PERIOD,
                  margin: float = 0.05, backoff_ratio: float = 1.5, max_skip: int = 32, confirm: int = 2,
-                 recheck: int | None = None, callers: int = 1, candidates: tuple[int, ...] | None = None, fixed_reason: str = "",
+                 recheck: int | None = None, callers: int = 1, candidates: tuple[int, ...] | None = None,
+                 fixed_reason: str = "",
                  set_threads: Callable[[int], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         recheck = max(1, period // RECHECK_FRACTION) if recheck is None else recheck
@@ -171,8 +172,8 @@ class AdaptiveThreads:
         actor processes take a core that is free otherwise: each condition has its own choice, probe rounds and
         period, so a count measured under one never stands for the other. A round under way is paused and
         resumes when its condition returns (its samples kept). A new condition starts at the current count,
-        with a probe round at its first step."""
-        if name == self._condition:
+        with a probe round at its first step. A controller with one candidate has nothing to keep apart."""
+        if name == self._condition or len(self.choice.candidates) == 1:
             return
         self._others[self._condition] = {key: getattr(self, key) for key in _PER_CONDITION}
         saved = self._others.pop(name, None)

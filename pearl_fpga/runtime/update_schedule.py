@@ -5,14 +5,14 @@ DDPG's concurrent update and TD3's twin critics can run part of a gradient step 
 waits for the thread the OS has parked, and loses many times over what it could gain. So
 `update_schedule = "auto"` (the default) makes it a measurement, by the learner threads' controller
 (runtime.threads.AdaptiveThreads) with the two schedules as its candidates: short probe windows of
-learner steps in each, the faster kept, probed again at doubling intervals up to every `period` steps (and
-soon after a win, to confirm it), a schedule that lost badly
-probed less and less often, and a new round at once when the kept one's steps slow down (a host that
-becomes shared mid-run goes back to serial). Both schedules give the same bits, so switching changes
-nothing but the time. When the thread count is measured as well, the two controllers take turns: while
-one probes, the other waits (AdaptiveThreads.share_steps_with). While actor processes step their envs beside the
-learner (the processes and Ray engines), they hold a core that is free between their bursts: the Trainer runs
-those steps under a condition of their own (ACTORS_STEPPING, AdaptiveThreads.condition), so each phase keeps
+learner steps in each, the faster kept, probed again at doubling intervals up to every `period` steps
+(and soon after a win, to confirm it), a schedule that lost badly probed less and less often, and a new
+round at once when the kept one's steps slow down (a host that becomes shared mid-run goes back to
+serial). Both schedules give the same bits, so switching changes nothing but the time. When the thread
+count is measured as well, the two controllers take turns: while one probes, the other waits
+(AdaptiveThreads.share_steps_with). While actor processes step their envs beside the learner (the
+processes and Ray engines), they hold a core that is free between their bursts: the Trainer runs those
+steps under a condition of their own (ACTORS_STEPPING, AdaptiveThreads.condition), so each phase keeps
 the schedule that is fastest in it.
 """
 
