@@ -80,8 +80,9 @@ def test_workload_counts_the_run_as_the_schedule_runs_it():
     # rounds of 128 at 768, 1024, ..., 2816 (the multiples of 256 past 750): 9 rounds, not 2250 * 0.5
     assert w.run_updates == 9 * 128 and w.updates_per_step == 0.5
     assert w.insert_batch == 256  # in-process: one insert per training round's env steps
-    assert w.probe_rounds == 2  # at the first gradient step and 1,000 steps later
-    assert thread_probe_rounds(cfg, 1000) == 1 and thread_probe_rounds(cfg, 1001) == 2
+    assert w.probe_rounds == 4  # at the first gradient step, then 100, 200 and 400 steps after (runtime.threads)
+    assert thread_probe_rounds(cfg, 700) == 3 and thread_probe_rounds(cfg, 701) == 4
+    assert thread_probe_rounds(cfg, 2500) == 5 and thread_probe_rounds(cfg, 2501) == 6  # then every 1,000
     assert thread_probe_rounds(cfg, 0) == 0
     assert thread_probe_rounds(replace(cfg, learner_threads=2), 1152) == 0  # a fixed count never probes
     assert workload_of(replace(cfg, total_steps=700)).run_updates == 0
