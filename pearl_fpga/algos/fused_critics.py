@@ -139,7 +139,7 @@ class FusedCritics(Generic[BufT]):
     def average_critics(self, indices: Iterable[int] | None = None) -> None:
         """Polyak-average the target critics `indices` (default: all) toward their online critics with tau (element-
         wise: any grouping gives the same bits), then refresh those targets' low-precision copies."""
-        chosen = range(len(self.critics)) if indices is None else indices
+        chosen = range(len(self.critics)) if indices is None else tuple(indices)
         polyak_average([self._critic_pairs[i] for i in chosen], self.tau)
         for i in chosen:
             self.critic_targets[i].refresh()
