@@ -144,7 +144,7 @@ def test_the_probe_tells_which_counts_give_the_same_bits(algo, tmp_path):
     x86 machines and not on others), so the suite does not assert it: it checks that the probe's answer
     matches what this machine does, and that the answer is cached per machine and learner."""
     from pearl_fpga.config import TrainConfig
-    from pearl_fpga.runtime.threads import reproducible_thread_counts
+    from pearl_fpga.runtime.thread_bits import reproducible_thread_counts
 
     cfg = TrainConfig.preset(algo, concurrent_updates=False) if algo == "ddpg" else TrainConfig.preset(algo)
     obs_dim, action_dim = (4, 2) if algo == "dqn" else (3, 1)
@@ -167,13 +167,13 @@ def test_a_run_that_promises_the_same_bits_never_leaves_the_agreeing_counts(monk
     """Where no other count agrees with one thread, the controller keeps one thread however fast the
     others are, and its report says why; where 2 agrees, it may switch to it."""
     from pearl_fpga.config import TrainConfig
-    from pearl_fpga.runtime import threads
+    from pearl_fpga.runtime import thread_bits
 
     cfg = TrainConfig.preset("dqn", net_arch=[8], update_schedule="serial")  # one caller: counts 1 and 2
     for agree in [(1,), (1, 2)]:
-        monkeypatch.setattr(threads, "reproducible_thread_counts",
-                            lambda *a, agree=agree, **k: threads.Reproducibility(probed=(1, 2), agree=agree))
-        ctl = threads.reproducible_controller(cfg, 4, 2, cores=2)
+        monkeypatch.setattr(thread_bits, "reproducible_thread_counts",
+                            lambda *a, agree=agree, **k: thread_bits.Reproducibility(probed=(1, 2), agree=agree))
+        ctl = thread_bits.reproducible_controller(cfg, 4, 2, cores=2)
         machine = FakeMachine({1: 600e-6, 2: 300e-6})
         ctl._set_threads, ctl._clock = machine.set_threads, machine.clock
         used = run(ctl, machine, 3000)

@@ -120,7 +120,7 @@ def measure(args: TrainBench, log: Callable[[str], None]) -> dict[str, Any]:
     results["libraries"] = _versions()
     if results["baseline_device"] == "cuda":
         results["gpu"] = torch.cuda.get_device_name(0)
-    from pearl_fpga.runtime.threads import cpu_identity
+    from pearl_fpga.host import cpu_identity
 
     results["cpu_features"] = cpu_identity()["features"]  # the matrix and vector units the learners may use
     results["runs_under_load"] = sum(r["pearl_fpga"]["under_load"] or any(s["under_load"] for s in r["sb3"].values())

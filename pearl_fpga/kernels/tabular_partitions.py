@@ -12,7 +12,7 @@ cores this process may use) runs PROBE_ROUNDS times, interleaved, and keeps its 
 fewest threads within 5% of the fastest win (a thread that gains less leaves its core to other work).
 The choice is kept for the process, and, when the machine was not busy during the probe (1-minute load
 average at most half the cores), in the cache folder for later processes, as the learner's thread
-probe is (pearl_fpga.runtime.threads): keyed on the machine (CPU, cores, the native module) and the
+probe is (pearl_fpga.runtime.thread_bits): keyed on the machine (CPU, cores, the native module) and the
 call (table, algorithm, K or open, batch size rounded up to a power of two). Delete
 `tabular_partitions.json` there to measure again.
 """

@@ -173,7 +173,7 @@ def learner_controller(config: TrainConfig) -> Any:
     if config.learner_threads > 0:
         return None
     from pearl_fpga.runtime.envs import env_spec
-    from pearl_fpga.runtime.threads import reproducible_controller
+    from pearl_fpga.runtime.thread_bits import reproducible_controller
 
     spec = env_spec(config.env_id)
     return reproducible_controller(config, spec.obs_dim, spec.action_dim)

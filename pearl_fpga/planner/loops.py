@@ -13,7 +13,8 @@ import numpy as np
 from pearl_fpga.config import TrainConfig
 from pearl_fpga.planner.profile import time_call
 from pearl_fpga.replay.transitions import Transitions
-from pearl_fpga.runtime.threads import learner_callers, measured_thread_count, reproducible_controller
+from pearl_fpga.runtime.thread_bits import reproducible_controller
+from pearl_fpga.runtime.threads import learner_callers, measured_thread_count
 
 
 def actor_loop(config: TrainConfig, policy: Any, env_counts: Sequence[int], repeats: int,
@@ -115,7 +116,7 @@ def explore_overhead(config: TrainConfig, spec: Any, counts: Sequence[int], repe
 def learner_thread_count(config: TrainConfig) -> int:
     """The learner's torch threads: the configured count, or (learner_threads = 0) the count the
     runtime's adaptive choice settles on at the present load, among the counts an inline run may use
-    (those that give one thread's bits on this machine: runtime.threads.reproducible_controller)."""
+    (those that give one thread's bits on this machine: runtime.thread_bits.reproducible_controller)."""
     if config.learner_threads > 0:
         return int(config.learner_threads)
     import torch

@@ -151,7 +151,7 @@ def machine_info() -> dict[str, Any]:
 
     from pearl_fpga import __version__
     from pearl_fpga.planner.devices import cpu_cores, cpu_model
-    from pearl_fpga.runtime.threads import cpu_identity
+    from pearl_fpga.host import cpu_identity
 
     # the CPU's vector and matrix features too: hosts of one cloud model name differ in them
     info = {"host": socket.gethostname(), "cpu": cpu_model(), "cpu_features": cpu_identity()["features"],

@@ -17,7 +17,8 @@ from pearl_fpga.runtime.emulation import board_fit_record, board_preset, check_f
 from pearl_fpga.runtime.engines import resolve_engine
 from pearl_fpga.runtime.envs import EnvSpec, check_action_space, env_spec, is_user_env
 from pearl_fpga.runtime.placement import Placement, parse_placement
-from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads, reproducible_controller
+from pearl_fpga.runtime.thread_bits import reproducible_controller
+from pearl_fpga.runtime.threads import AdaptiveThreads, learner_callers, limit_blas_threads
 
 
 @dataclass
